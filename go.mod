@@ -1,0 +1,3 @@
+module prefixd
+
+go 1.26
