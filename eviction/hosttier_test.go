@@ -1,0 +1,112 @@
+package eviction
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+func newTier(t *testing.T) *HostTier {
+	t.Helper()
+	h, err := NewHostTier(HostTierConfig{CapacityBytes: 1 << 20, BlockBytes: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+func TestChainDependsOnEverything(t *testing.T) {
+	a, b := NamespaceSalt("a"), NamespaceSalt("b")
+	base := Chain(Fingerprint{}, a, []int32{1, 2, 3, 4})
+	for name, fp := range map[string]Fingerprint{
+		"other namespace": Chain(Fingerprint{}, b, []int32{1, 2, 3, 4}),
+		"other tokens":    Chain(Fingerprint{}, a, []int32{1, 2, 3, 5}),
+		"other parent":    Chain(Fingerprint{Lo: 1, Hi: 1}, a, []int32{1, 2, 3, 4}),
+		"other order":     Chain(Fingerprint{}, a, []int32{2, 1, 3, 4}),
+	} {
+		if fp == base || fp.Lo == base.Lo || fp.Hi == base.Hi {
+			t.Errorf("%s: fingerprint %x equals base %x in a half", name, fp, base)
+		}
+	}
+	if Chain(Fingerprint{}, a, []int32{1, 2, 3, 4}) != base {
+		t.Error("Chain is not deterministic")
+	}
+	toks := []int32{1, 2, 3, 4, 5, 6, 7, 8}
+	if got, want := ChainPrefix(a, toks, 4, 2), Chain(base, a, toks[4:]); got != want {
+		t.Errorf("ChainPrefix = %x, want %x", got, want)
+	}
+}
+
+func TestHostTierRoundTrip(t *testing.T) {
+	h := newTier(t)
+	salt := NamespaceSalt("t1")
+	toks := []int32{7, 8, 9, 10}
+	fp := Chain(Fingerprint{}, salt, toks)
+	data := []byte("k/v bytes of one block")
+	if !h.Put("t1", fp, toks, data, 1000, time.Hour) {
+		t.Fatal("Put dropped on an empty tier")
+	}
+	h.Wait()
+	data[0] = 'X' // the tier must have copied
+	got, exp, ok := h.Get("t1", fp, toks, 10)
+	if !ok || exp != 1000 || !bytes.Equal(got, []byte("k/v bytes of one block")) {
+		t.Fatalf("Get = %q, %d, %v", got, exp, ok)
+	}
+	if h.Bytes() != int64(len(data)+4*len(toks)) {
+		t.Fatalf("Bytes = %d, want %d", h.Bytes(), len(data)+4*len(toks))
+	}
+	for name, lookup := range map[string]func() bool{
+		"expired":         func() bool { _, _, ok := h.Get("t1", fp, toks, 1000); return ok },
+		"other namespace": func() bool { _, _, ok := h.Get("t2", fp, toks, 10); return ok },
+		"other tokens":    func() bool { _, _, ok := h.Get("t1", fp, []int32{7, 8, 9, 11}, 10); return ok },
+		"other fp":        func() bool { _, _, ok := h.Get("t1", Fingerprint{Lo: fp.Lo}, toks, 10); return ok },
+	} {
+		if lookup() {
+			t.Errorf("%s: Get hit", name)
+		}
+	}
+	h.FlushNamespace("t2")
+	h.Wait()
+	if _, _, ok := h.Get("t1", fp, toks, 10); !ok {
+		t.Fatal("flushing another namespace dropped t1's entry")
+	}
+	h.FlushNamespace("t1")
+	h.Wait()
+	if _, _, ok := h.Get("t1", fp, toks, 10); ok {
+		t.Fatal("entry survived its namespace's flush")
+	}
+}
+
+// TestHostTierKeyCollision forces every block onto one ristretto key: a
+// lookup must then miss rather than return another block's bytes.
+func TestHostTierKeyCollision(t *testing.T) {
+	h := newTier(t)
+	h.key = func(Fingerprint) uint64 { return 42 }
+	salt := NamespaceSalt("ns")
+	a, b := []int32{1, 1, 1, 1}, []int32{2, 2, 2, 2}
+	fa, fb := Chain(Fingerprint{}, salt, a), Chain(Fingerprint{}, salt, b)
+	h.Put("ns", fa, a, []byte("AAAA"), 100, time.Hour)
+	h.Wait()
+	h.Put("ns", fb, b, []byte("BBBB"), 100, time.Hour) // replaces a under key 42
+	h.Wait()
+	if got, _, ok := h.Get("ns", fa, a, 0); ok {
+		t.Fatalf("lookup of a under a colliding key returned %q", got)
+	}
+	if got, _, ok := h.Get("ns", fb, b, 0); !ok || string(got) != "BBBB" {
+		t.Fatalf("lookup of b = %q, %v", got, ok)
+	}
+	// Same own tokens, different prefix: the fingerprint tells them apart.
+	deep := Chain(fa, salt, b)
+	if got, _, ok := h.Get("ns", deep, b, 0); ok {
+		t.Fatalf("block b after prefix a served b-at-root's bytes %q", got)
+	}
+}
+
+func TestNewHostTierValidates(t *testing.T) {
+	for _, cfg := range []HostTierConfig{{CapacityBytes: 0, BlockBytes: 1}, {CapacityBytes: 10, BlockBytes: 0}} {
+		if _, err := NewHostTier(cfg); err == nil {
+			t.Errorf("NewHostTier(%+v) accepted", cfg)
+		}
+	}
+}
