@@ -48,7 +48,12 @@ func FuzzTables(f *testing.F) {
 					next++
 				}
 				free := p.NumFree()
-				if err := s.write(st, vals...); err != nil {
+				need := s.t.BlocksNeeded(len(vals))
+				err := s.write(st, vals...)
+				if err == nil && free-p.NumFree() != need {
+					t.Fatalf("Append took %d blocks, BlocksNeeded said %d", free-p.NumFree(), need)
+				}
+				if err != nil {
 					if !errors.Is(err, ErrPoolExhausted) && !errors.Is(err, ErrTableFull) {
 						t.Fatal(err)
 					}

@@ -72,6 +72,23 @@ func (t *Table) Reserve(tokens int) error {
 	return nil
 }
 
+// BlocksNeeded returns how many free blocks Append(k) would take: new
+// blocks past the end plus copies of shared blocks the write falls in.
+func (t *Table) BlocksNeeded(k int) int {
+	if k <= 0 {
+		return 0
+	}
+	p, b := t.pool, t.pool.blockSize
+	first, last := t.n/b, (t.n+k-1)/b
+	need := max(0, last+1-len(t.blocks))
+	for i := first; i <= last && i < len(t.blocks); i++ {
+		if p.refs[t.blocks[i]] > 1 {
+			need++
+		}
+	}
+	return need
+}
+
 // Append makes room for k more token slots and returns nil, or changes
 // nothing and returns ErrPoolExhausted or ErrTableFull. Every block the new
 // slots fall in becomes private to this table: a block that is shared (with
@@ -91,13 +108,7 @@ func (t *Table) Append(k int) error {
 	if grow > 0 && t.reserved {
 		return ErrTableFull
 	}
-	shared := 0
-	for i := first; i <= last && i < len(t.blocks); i++ {
-		if p.refs[t.blocks[i]] > 1 {
-			shared++
-		}
-	}
-	if max(grow, 0)+shared > len(p.free) {
+	if t.BlocksNeeded(k) > len(p.free) {
 		return ErrPoolExhausted
 	}
 	for i := first; i <= last && i < len(t.blocks); i++ {
