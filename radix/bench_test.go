@@ -1,0 +1,153 @@
+package radix
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"prefixd/blockstore"
+)
+
+// bigTree builds a tree of block size 16 holding at least 100,000 blocks:
+// a target 8,192-token prompt, prompts that share a random prefix of it and
+// then diverge, and unrelated prompts, so the target's path branches often.
+func bigTree(b *testing.B) (*Tree, []int32) {
+	tr, err := New(16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	rnd := func(n int) []int32 {
+		out := make([]int32, n)
+		for i := range out {
+			out[i] = r.Int32N(32000)
+		}
+		return out
+	}
+	next := blockstore.BlockID(0)
+	insert := func(p []int32) {
+		blocks := make([]blockstore.BlockID, len(p)/16)
+		for i := range blocks {
+			blocks[i] = next
+			next++
+		}
+		if _, err := tr.Insert("tenant", p, blocks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	target := rnd(8192)
+	insert(target)
+	for i := 0; tr.Total().Blocks < 100_000; i++ {
+		if i%2 == 0 {
+			shared := r.IntN(512) * 16
+			insert(append(append([]int32(nil), target[:shared]...), rnd(8192-shared)...))
+		} else {
+			insert(rnd(1024))
+		}
+	}
+	return tr, target
+}
+
+func BenchmarkMatch8K(b *testing.B) {
+	tr, target := bigTree(b)
+	dst := make([]blockstore.BlockID, 0, 512)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		got, h := tr.Match("tenant", target, dst[:0])
+		if len(got) != 512 {
+			b.Fatalf("matched %d blocks", len(got))
+		}
+		tr.Release(h)
+	}
+	b.ReportMetric(float64(tr.Total().Blocks), "tree-blocks")
+}
+
+// BenchmarkInsertRemove2K inserts a 2,048-token prompt whose first 1,024
+// tokens are cached and whose last 1,024 are new (64 new blocks), then
+// removes the new leaf, keeping the tree at its size. The figure is an
+// upper bound on Insert alone.
+func BenchmarkInsertRemove2K(b *testing.B) {
+	tr, target := bigTree(b)
+	p := append(append([]int32(nil), target[:1024]...), make([]int32, 1024)...)
+	for i := 1024; i < 2048; i++ {
+		p[i] = int32(40000 + i)
+	}
+	blocks := make([]blockstore.BlockID, 128)
+	for i := range blocks {
+		blocks[i] = blockstore.BlockID(1_000_000 + i)
+	}
+	var freed []blockstore.BlockID
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := tr.Insert("tenant", p, blocks); err != nil {
+			b.Fatal(err)
+		}
+		_, h := tr.Match("tenant", p, nil)
+		leaf := h.Node()
+		tr.Release(h)
+		var err error
+		if freed, err = tr.RemoveLeaf(leaf, freed[:0]); err != nil || len(freed) != 64 {
+			b.Fatalf("removed %d blocks: %v", len(freed), err)
+		}
+	}
+}
+
+// BenchmarkInsertCached2K re-inserts a fully cached 2,048-token prompt, as
+// the engine does when a sequence's blocks fill along a cached path.
+func BenchmarkInsertCached2K(b *testing.B) {
+	tr, target := bigTree(b)
+	blocks := make([]blockstore.BlockID, 128)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if n, err := tr.Insert("tenant", target[:2048], blocks); err != nil || n != 128 {
+			b.Fatalf("existing %d: %v", n, err)
+		}
+	}
+}
+
+// BenchmarkMatch8KFewBranches is the same lookup in a tree of the same size
+// shaped like typical serving traffic: many prompts share one of a few
+// system prompts (the first 1-4 blocks of the target) and diverge after it.
+func BenchmarkMatch8KFewBranches(b *testing.B) {
+	tr, err := New(16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	next := blockstore.BlockID(0)
+	insert := func(p []int32) {
+		blocks := make([]blockstore.BlockID, len(p)/16)
+		for i := range blocks {
+			blocks[i] = next
+			next++
+		}
+		if _, err := tr.Insert("tenant", p, blocks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	target := make([]int32, 8192)
+	for i := range target {
+		target[i] = r.Int32N(32000)
+	}
+	insert(target)
+	for tr.Total().Blocks < 100_000 {
+		p := append([]int32(nil), target[:16*(1+r.IntN(4))]...)
+		for len(p) < 2048 {
+			p = append(p, r.Int32N(32000))
+		}
+		insert(p)
+	}
+	dst := make([]blockstore.BlockID, 0, 512)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		got, h := tr.Match("tenant", target, dst[:0])
+		if len(got) != 512 {
+			b.Fatalf("matched %d blocks", len(got))
+		}
+		tr.Release(h)
+	}
+	b.ReportMetric(float64(tr.Total().Blocks), "tree-blocks")
+}

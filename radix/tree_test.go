@@ -1,0 +1,260 @@
+package radix
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"prefixd/blockstore"
+)
+
+const bs = 4
+
+func newTree(t testing.TB) *Tree {
+	t.Helper()
+	tr, err := New(bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func check(t testing.TB, tr *Tree) {
+	t.Helper()
+	if err := tr.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ids returns n block IDs starting at first.
+func ids(first, n int) []blockstore.BlockID {
+	out := make([]blockstore.BlockID, n)
+	for i := range out {
+		out[i] = blockstore.BlockID(first + i)
+	}
+	return out
+}
+
+func toks(vals ...int32) []int32 { return vals }
+
+func seq(start int32, n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = start + int32(i)
+	}
+	return out
+}
+
+func TestNewRejectsBadBlockSize(t *testing.T) {
+	if _, err := New(0); err == nil {
+		t.Fatal("block size 0 accepted")
+	}
+}
+
+func TestMatch(t *testing.T) {
+	base := seq(1, 12) // 3 blocks
+	for _, tc := range []struct {
+		name   string
+		query  []int32
+		blocks []blockstore.BlockID
+	}{
+		{"empty prompt", nil, nil},
+		{"shorter than a block", base[:3], nil},
+		{"exactly one block", base[:4], ids(100, 1)},
+		{"block and a half", base[:6], ids(100, 1)},
+		{"exact multiple", base, ids(100, 3)},
+		{"longer than cached", append(slices.Clone(base), 50, 51, 52, 53, 54), ids(100, 3)},
+		{"diverges in block 0", toks(1, 2, 9, 4, 5, 6, 7, 8), nil},
+		{"diverges inside block 1", toks(1, 2, 3, 4, 5, 6, 99, 8), ids(100, 1)},
+		{"diverges at block 2", append(slices.Clone(base[:8]), 0, 0, 0, 0), ids(100, 2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTree(t)
+			if n, err := tr.Insert("a", base, ids(100, 3)); err != nil || n != 0 {
+				t.Fatalf("Insert = %d, %v", n, err)
+			}
+			got, h := tr.Match("a", tc.query, nil)
+			if !slices.Equal(got, tc.blocks) || h.Tokens() != len(tc.blocks)*bs {
+				t.Fatalf("Match = %v (handle %d tokens), want %v", got, h.Tokens(), tc.blocks)
+			}
+			check(t, tr)
+			tr.Release(h)
+			check(t, tr)
+			// The split a partial match made keeps the full path intact.
+			if full, h := tr.Match("a", base, nil); !slices.Equal(full, ids(100, 3)) {
+				t.Fatalf("after a split, full match = %v", full)
+			} else {
+				tr.Release(h)
+			}
+			if s := tr.Stats("a"); s.Blocks != 3 || s.Tokens != 12 {
+				t.Fatalf("stats %+v", s)
+			}
+		})
+	}
+}
+
+func TestInsertReportsExisting(t *testing.T) {
+	tr := newTree(t)
+	a := seq(1, 16)
+	if n, _ := tr.Insert("a", a[:8], ids(0, 2)); n != 0 {
+		t.Fatalf("first insert existing = %d", n)
+	}
+	if n, _ := tr.Insert("a", a[:8], ids(50, 2)); n != 2 {
+		t.Fatalf("re-insert existing = %d, want 2", n)
+	}
+	if n, _ := tr.Insert("a", a, ids(60, 4)); n != 2 {
+		t.Fatalf("extension existing = %d, want 2", n)
+	}
+	got, h := tr.Match("a", a, nil)
+	tr.Release(h)
+	// The tree kept its own first two blocks and took the caller's last two.
+	if want := []blockstore.BlockID{0, 1, 62, 63}; !slices.Equal(got, want) {
+		t.Fatalf("blocks %v, want %v", got, want)
+	}
+	// Divergence mid-block: shares the first 5 tokens but not block 1.
+	b := append(slices.Clone(a[:5]), 70, 71, 72)
+	if n, _ := tr.Insert("a", b, ids(80, 2)); n != 1 {
+		t.Fatalf("divergent insert existing = %d, want 1", n)
+	}
+	got, h = tr.Match("a", b, nil)
+	tr.Release(h)
+	if want := []blockstore.BlockID{0, 81}; !slices.Equal(got, want) {
+		t.Fatalf("divergent blocks %v, want %v", got, want)
+	}
+	// Two children of one node that share their first token.
+	c := append(slices.Clone(a[:4]), a[4], 99, 98, 97)
+	tr.Insert("a", c, ids(90, 2))
+	check(t, tr)
+	if s := tr.Stats("a"); s.Blocks != 6 {
+		t.Fatalf("stats %+v, want 6 blocks", s)
+	}
+	if _, err := tr.Insert("a", a[:7], ids(0, 2)); err == nil {
+		t.Fatal("Insert of a partial block accepted")
+	}
+	if n, err := tr.Insert("a", nil, nil); n != 0 || err != nil {
+		t.Fatalf("empty insert: %d %v", n, err)
+	}
+}
+
+func TestNamespacesAreSeparate(t *testing.T) {
+	tr := newTree(t)
+	p := seq(1, 8)
+	tr.Insert("a", p, ids(0, 2))
+	if got, _ := tr.Match("b", p, nil); len(got) != 0 {
+		t.Fatalf("namespace b saw a's blocks %v", got)
+	}
+	tr.Insert("b", p, ids(10, 2))
+	ga, ha := tr.Match("a", p, nil)
+	gb, hb := tr.Match("b", p, nil)
+	tr.Release(ha)
+	tr.Release(hb)
+	if !slices.Equal(ga, ids(0, 2)) || !slices.Equal(gb, ids(10, 2)) {
+		t.Fatalf("a %v b %v", ga, gb)
+	}
+	if ns := tr.Namespaces(); !slices.Equal(ns, []string{"a", "b"}) {
+		t.Fatalf("Namespaces = %v", ns)
+	}
+	check(t, tr)
+}
+
+func TestPinsSurviveSplits(t *testing.T) {
+	tr := newTree(t)
+	p := seq(1, 16)
+	tr.Insert("a", p, ids(0, 4))
+	_, whole := tr.Match("a", p, nil)
+	_, half := tr.Match("a", p[:8], nil) // splits the pinned edge
+	check(t, tr)
+	n := whole.Node()
+	if n.Pins() != 1 || n.Parent().Pins() != 1 || half.Node() != n.Parent() {
+		t.Fatalf("pins lower %d upper %d, want 1 and 1", n.Pins(), n.Parent().Pins())
+	}
+	if _, err := tr.RemoveLeaf(n, nil); !errors.Is(err, ErrPinned) {
+		t.Fatalf("RemoveLeaf of a pinned leaf: %v", err)
+	}
+	tr.Release(whole)
+	tr.Release(half)
+	check(t, tr)
+	if n.Pins() != 0 || n.Parent().Pins() != 0 {
+		t.Fatal("pins left after releasing both handles")
+	}
+	tr.Release(Handle{}) // no-op
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("double Release did not panic")
+			}
+		}()
+		tr.Release(whole)
+	}()
+}
+
+func TestRemoveLeafCascade(t *testing.T) {
+	tr := newTree(t)
+	sys := seq(1, 8)
+	q1 := append(slices.Clone(sys), 20, 21, 22, 23)
+	q2 := append(slices.Clone(sys), 30, 31, 32, 33)
+	tr.Insert("a", q1, ids(0, 3))
+	tr.Insert("a", q2, []blockstore.BlockID{0, 1, 5})
+	var leaves []*Node
+	tr.Leaves(func(n *Node) bool { leaves = append(leaves, n); return true })
+	if len(leaves) != 2 {
+		t.Fatalf("%d leaves, want 2", len(leaves))
+	}
+	parent := leaves[0].Parent()
+	if _, err := tr.RemoveLeaf(parent, nil); !errors.Is(err, ErrNotLeaf) {
+		t.Fatalf("RemoveLeaf of an inner node: %v", err)
+	}
+	var freed []blockstore.BlockID
+	for _, l := range leaves {
+		var err error
+		if freed, err = tr.RemoveLeaf(l, freed); err != nil {
+			t.Fatal(err)
+		}
+		check(t, tr)
+	}
+	if !parent.IsLeaf() {
+		t.Fatal("parent did not become a leaf")
+	}
+	if freed, _ = tr.RemoveLeaf(parent, freed); !slices.Equal(sorted(freed), []blockstore.BlockID{0, 1, 2, 5}) {
+		t.Fatalf("freed %v", freed)
+	}
+	if _, err := tr.RemoveLeaf(parent, nil); !errors.Is(err, ErrNotLeaf) {
+		t.Fatalf("second removal: %v", err)
+	}
+	if tr.Total() != (Stats{}) || len(tr.Namespaces()) != 0 {
+		t.Fatalf("tree not empty: %+v %v", tr.Total(), tr.Namespaces())
+	}
+	check(t, tr)
+}
+
+func sorted(s []blockstore.BlockID) []blockstore.BlockID {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+func TestPathAndWalk(t *testing.T) {
+	tr := newTree(t)
+	p := seq(1, 12)
+	tr.Insert("a", p, ids(0, 3))
+	_, h := tr.Match("a", p[:8], nil) // split after 2 blocks
+	tr.Release(h)
+	var paths [][]int32
+	tr.Walk(func(n *Node) bool { paths = append(paths, n.Path(nil)); return true })
+	if len(paths) != 2 || !slices.Equal(paths[0], p[:8]) || !slices.Equal(paths[1], p) {
+		t.Fatalf("walk paths %v", paths)
+	}
+}
+
+func TestMatchDoesNotAllocate(t *testing.T) {
+	tr := newTree(t)
+	p := seq(1, 64)
+	tr.Insert("a", p, ids(0, 16))
+	dst := make([]blockstore.BlockID, 0, 16)
+	if n := testing.AllocsPerRun(100, func() {
+		_, h := tr.Match("a", p, dst[:0])
+		tr.Release(h)
+	}); n != 0 {
+		t.Fatalf("Match allocates %.1f times", n)
+	}
+}
