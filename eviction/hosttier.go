@@ -3,6 +3,7 @@ package eviction
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
@@ -27,17 +28,25 @@ type HostTierConfig struct {
 type HostTier struct {
 	cache *ristretto.Cache[uint64, *hostEntry]
 	key   func(Fingerprint) uint64 // the ristretto key; tests force collisions
+
+	capacityEvicted atomic.Uint64 // entries dropped to stay within capacity
 }
 
 type hostEntry struct {
-	ns      string
-	fp      Fingerprint
-	tokens  []int32
-	data    []byte
-	expires int64 // deadline on the manager's clock, Unix nanoseconds
+	ns     string
+	fp     Fingerprint
+	tokens []int32
+	HostBlock
 }
 
-func (e *hostEntry) cost() int64 { return int64(len(e.data) + 4*len(e.tokens)) }
+// HostBlock is what the host tier keeps of a demoted block.
+type HostBlock struct {
+	Data     []byte // the block's K/V bytes, as Storage.ReadBlock wrote them
+	Expires  int64  // TTL deadline, Unix nanoseconds on the Manager's clock
+	LastUsed int64  // when a request last used the block, same clock
+}
+
+func (e *hostEntry) cost() int64 { return int64(len(e.Data) + 4*len(e.tokens)) }
 
 // NewHostTier returns an empty host tier.
 func NewHostTier(cfg HostTierConfig) (*HostTier, error) {
@@ -53,6 +62,11 @@ func NewHostTier(cfg HostTierConfig) (*HostTier, error) {
 		MaxCost:            cfg.CapacityBytes,
 		BufferItems:        64,
 		IgnoreInternalCost: true,
+		OnEvict: func(it *ristretto.Item[*hostEntry]) {
+			if it.Expiration.IsZero() || time.Now().Before(it.Expiration) {
+				h.capacityEvicted.Add(1)
+			}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("eviction: host tier: %w", err)
@@ -61,24 +75,24 @@ func NewHostTier(cfg HostTierConfig) (*HostTier, error) {
 	return h, nil
 }
 
-// Put stores a copy of data as the K/V of the block with fingerprint fp
-// (namespace ns, its own tokens), kept until expires (Unix nanoseconds on
-// the caller's clock) and at most ttl of real time. It reports whether the
-// entry was accepted; an accepted Put is visible after Wait.
-func (h *HostTier) Put(ns string, fp Fingerprint, tokens []int32, data []byte, expires int64, ttl time.Duration) bool {
-	e := &hostEntry{ns: ns, fp: fp, tokens: slices.Clone(tokens), data: slices.Clone(data), expires: expires}
+// Put stores a copy of b as the block with fingerprint fp (namespace ns,
+// its own tokens), kept until b.Expires and at most ttl of real time. It
+// reports whether the entry was accepted; an accepted Put is visible after
+// Wait. Put does not retain b.Data or tokens.
+func (h *HostTier) Put(ns string, fp Fingerprint, tokens []int32, b HostBlock, ttl time.Duration) bool {
+	b.Data = slices.Clone(b.Data)
+	e := &hostEntry{ns: ns, fp: fp, tokens: slices.Clone(tokens), HostBlock: b}
 	return h.cache.SetWithTTL(h.key(fp), e, e.cost(), ttl)
 }
 
-// Get returns the K/V bytes of the block with fingerprint fp, namespace ns
-// and tokens, with the entry's deadline, if held and not expired at now.
-// The returned slice must not be modified.
-func (h *HostTier) Get(ns string, fp Fingerprint, tokens []int32, now int64) (data []byte, expires int64, ok bool) {
+// Get returns the block with fingerprint fp, namespace ns and tokens, if
+// held and not expired at now. The returned Data must not be modified.
+func (h *HostTier) Get(ns string, fp Fingerprint, tokens []int32, now int64) (HostBlock, bool) {
 	e, ok := h.cache.Get(h.key(fp))
-	if !ok || e.fp != fp || e.ns != ns || e.expires <= now || !slices.Equal(e.tokens, tokens) {
-		return nil, 0, false
+	if !ok || e.fp != fp || e.ns != ns || e.Expires <= now || !slices.Equal(e.tokens, tokens) {
+		return HostBlock{}, false
 	}
-	return e.data, e.expires, true
+	return e.HostBlock, true
 }
 
 // Delete drops the entry for fp if it is the one for ns and tokens.
@@ -89,10 +103,14 @@ func (h *HostTier) Delete(ns string, fp Fingerprint, tokens []int32) {
 }
 
 // FlushNamespace drops every entry of namespace ns.
-func (h *HostTier) FlushNamespace(ns string) {
+func (h *HostTier) FlushNamespace(ns string) { h.flush(func(e *hostEntry) bool { return e.ns == ns }) }
+
+// flush deletes the entries drop selects. Deletes, unlike ristretto's
+// Clear, do not count as capacity evictions.
+func (h *HostTier) flush(drop func(*hostEntry) bool) {
 	var keys []uint64
 	h.cache.IterValues(func(e *hostEntry) bool {
-		if e.ns == ns {
+		if drop(e) {
 			keys = append(keys, h.key(e.fp))
 		}
 		return false
@@ -103,7 +121,7 @@ func (h *HostTier) FlushNamespace(ns string) {
 }
 
 // Clear drops every entry.
-func (h *HostTier) Clear() { h.cache.Clear() }
+func (h *HostTier) Clear() { h.flush(func(*hostEntry) bool { return true }) }
 
 // Wait blocks until every earlier Put and Delete is visible.
 func (h *HostTier) Wait() { h.cache.Wait() }

@@ -44,23 +44,23 @@ func TestHostTierRoundTrip(t *testing.T) {
 	toks := []int32{7, 8, 9, 10}
 	fp := Chain(Fingerprint{}, salt, toks)
 	data := []byte("k/v bytes of one block")
-	if !h.Put("t1", fp, toks, data, 1000, time.Hour) {
+	if !h.Put("t1", fp, toks, HostBlock{Data: data, Expires: 1000, LastUsed: 5}, time.Hour) {
 		t.Fatal("Put dropped on an empty tier")
 	}
 	h.Wait()
 	data[0] = 'X' // the tier must have copied
-	got, exp, ok := h.Get("t1", fp, toks, 10)
-	if !ok || exp != 1000 || !bytes.Equal(got, []byte("k/v bytes of one block")) {
-		t.Fatalf("Get = %q, %d, %v", got, exp, ok)
+	got, ok := h.Get("t1", fp, toks, 10)
+	if !ok || got.Expires != 1000 || got.LastUsed != 5 || !bytes.Equal(got.Data, []byte("k/v bytes of one block")) {
+		t.Fatalf("Get = %+v, %v", got, ok)
 	}
 	if h.Bytes() != int64(len(data)+4*len(toks)) {
 		t.Fatalf("Bytes = %d, want %d", h.Bytes(), len(data)+4*len(toks))
 	}
 	for name, lookup := range map[string]func() bool{
-		"expired":         func() bool { _, _, ok := h.Get("t1", fp, toks, 1000); return ok },
-		"other namespace": func() bool { _, _, ok := h.Get("t2", fp, toks, 10); return ok },
-		"other tokens":    func() bool { _, _, ok := h.Get("t1", fp, []int32{7, 8, 9, 11}, 10); return ok },
-		"other fp":        func() bool { _, _, ok := h.Get("t1", Fingerprint{Lo: fp.Lo}, toks, 10); return ok },
+		"expired":         func() bool { _, ok := h.Get("t1", fp, toks, 1000); return ok },
+		"other namespace": func() bool { _, ok := h.Get("t2", fp, toks, 10); return ok },
+		"other tokens":    func() bool { _, ok := h.Get("t1", fp, []int32{7, 8, 9, 11}, 10); return ok },
+		"other fp":        func() bool { _, ok := h.Get("t1", Fingerprint{Lo: fp.Lo}, toks, 10); return ok },
 	} {
 		if lookup() {
 			t.Errorf("%s: Get hit", name)
@@ -68,12 +68,12 @@ func TestHostTierRoundTrip(t *testing.T) {
 	}
 	h.FlushNamespace("t2")
 	h.Wait()
-	if _, _, ok := h.Get("t1", fp, toks, 10); !ok {
+	if _, ok := h.Get("t1", fp, toks, 10); !ok {
 		t.Fatal("flushing another namespace dropped t1's entry")
 	}
 	h.FlushNamespace("t1")
 	h.Wait()
-	if _, _, ok := h.Get("t1", fp, toks, 10); ok {
+	if _, ok := h.Get("t1", fp, toks, 10); ok {
 		t.Fatal("entry survived its namespace's flush")
 	}
 }
@@ -86,20 +86,20 @@ func TestHostTierKeyCollision(t *testing.T) {
 	salt := NamespaceSalt("ns")
 	a, b := []int32{1, 1, 1, 1}, []int32{2, 2, 2, 2}
 	fa, fb := Chain(Fingerprint{}, salt, a), Chain(Fingerprint{}, salt, b)
-	h.Put("ns", fa, a, []byte("AAAA"), 100, time.Hour)
+	h.Put("ns", fa, a, HostBlock{Data: []byte("AAAA"), Expires: 100}, time.Hour)
 	h.Wait()
-	h.Put("ns", fb, b, []byte("BBBB"), 100, time.Hour) // replaces a under key 42
+	h.Put("ns", fb, b, HostBlock{Data: []byte("BBBB"), Expires: 100}, time.Hour) // replaces a under key 42
 	h.Wait()
-	if got, _, ok := h.Get("ns", fa, a, 0); ok {
-		t.Fatalf("lookup of a under a colliding key returned %q", got)
+	if got, ok := h.Get("ns", fa, a, 0); ok {
+		t.Fatalf("lookup of a under a colliding key returned %q", got.Data)
 	}
-	if got, _, ok := h.Get("ns", fb, b, 0); !ok || string(got) != "BBBB" {
-		t.Fatalf("lookup of b = %q, %v", got, ok)
+	if got, ok := h.Get("ns", fb, b, 0); !ok || string(got.Data) != "BBBB" {
+		t.Fatalf("lookup of b = %q, %v", got.Data, ok)
 	}
 	// Same own tokens, different prefix: the fingerprint tells them apart.
 	deep := Chain(fa, salt, b)
-	if got, _, ok := h.Get("ns", deep, b, 0); ok {
-		t.Fatalf("block b after prefix a served b-at-root's bytes %q", got)
+	if got, ok := h.Get("ns", deep, b, 0); ok {
+		t.Fatalf("block b after prefix a served b-at-root's bytes %q", got.Data)
 	}
 }
 

@@ -1,0 +1,65 @@
+package eviction
+
+import (
+	"fmt"
+
+	"prefixd/blockstore"
+	"prefixd/radix"
+)
+
+// Check verifies the Manager's invariants on top of the tree's and the
+// pool's own: every block the tree holds carries the pool's cache
+// reference and no other block does, and the operator-pin accounting
+// matches the pins. It is O(tree + pool); tests call it after every step.
+func (m *Manager) Check() error {
+	if err := m.tree.Check(); err != nil {
+		return fmt.Errorf("tree: %w", err)
+	}
+	if err := m.pool.Check(); err != nil {
+		return fmt.Errorf("pool: %w", err)
+	}
+	inTree := make(map[blockstore.BlockID]bool)
+	var err error
+	m.tree.Walk(func(n *radix.Node) bool {
+		for _, id := range n.Blocks() {
+			if inTree[id] {
+				err = fmt.Errorf("block %d is in the tree twice", id)
+				return false
+			}
+			inTree[id] = true
+			if !m.pool.Cached(id) {
+				err = fmt.Errorf("tree block %d has no cache reference", id)
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for i := range m.pool.NumBlocks() {
+		if id := blockstore.BlockID(i); m.pool.Cached(id) && !inTree[id] {
+			return fmt.Errorf("block %d has a cache reference but is not in the tree", id)
+		}
+	}
+	pinned := map[*radix.Node]int{}
+	for _, p := range m.pins {
+		for n := p.h.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
+			if n.Removed() {
+				return fmt.Errorf("an operator-pinned node was removed")
+			}
+			pinned[n]++
+		}
+	}
+	blocks := 0
+	for n, c := range pinned {
+		if m.pinned[n] != c {
+			return fmt.Errorf("node pinned %d times by operators, recorded %d", c, m.pinned[n])
+		}
+		blocks += len(n.Blocks())
+	}
+	if len(pinned) != len(m.pinned) || blocks != m.pinBlocks {
+		return fmt.Errorf("pinned blocks %d (nodes %d), recorded %d (nodes %d)", blocks, len(pinned), m.pinBlocks, len(m.pinned))
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package eviction
+
+import (
+	"time"
+
+	"prefixd/blockstore"
+	"prefixd/radix"
+)
+
+// Hit is the result of Lookup: the cached prefix of a prompt, pinned until
+// Release.
+type Hit struct {
+	// Blocks holds the prefix's K/V in logical order: device hits first,
+	// then blocks promoted from the host tier. The caller's block table
+	// adopts them (taking its own references).
+	Blocks []blockstore.BlockID
+	// DeviceTokens and HostTokens count the prompt tokens served by each
+	// tier; their sum is len(Blocks) * block size.
+	DeviceTokens, HostTokens int
+	// Handle pins the prefix in the tree; pass it to Release.
+	Handle radix.Handle
+}
+
+// Lookup finds the longest cached prefix of tokens in namespace ns, in
+// whole blocks: first in the device tree, then, block by block along the
+// fingerprint chain, in the host tier, promoting each host hit into a fresh
+// device block. The prefix is refreshed for use (its TTL deadline, last use
+// and priority) and pinned: the caller must Release the returned Handle
+// when it no longer needs the blocks. dst is reused for Hit.Blocks.
+func (m *Manager) Lookup(ns string, tokens []int32, use Use, dst []blockstore.BlockID) (Hit, error) {
+	ttl, err := m.ResolveTTL(use.TTL)
+	if err != nil {
+		return Hit{}, err
+	}
+	now := m.now()
+	blocks, h := m.tree.Match(ns, tokens, dst[:0])
+	hit := Hit{Blocks: blocks, DeviceTokens: len(blocks) * m.bsize, Handle: h}
+	if m.samp.HitAge != nil {
+		for n := h.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
+			m.samp.HitAge(TierDevice, time.Duration(now-n.Meta.LastAccess), len(n.Tokens()))
+		}
+	}
+	if m.host != nil {
+		hit = m.promote(ns, tokens, hit, now)
+	}
+	m.touch(hit.Handle.Node(), now, ttl, use.Priority)
+	return hit, nil
+}
+
+// promote extends hit with blocks found in the host tier, re-inserting them
+// into the tree and re-pinning the longer path.
+func (m *Manager) promote(ns string, tokens []int32, hit Hit, now int64) Hit {
+	salt := NamespaceSalt(ns)
+	dev := len(hit.Blocks)
+	fp := ChainPrefix(salt, tokens, m.bsize, dev)
+	st := m.pool.Storage()
+	var expires int64
+	for i := dev; (i+1)*m.bsize <= len(tokens); i++ {
+		blk := tokens[i*m.bsize : (i+1)*m.bsize]
+		fp = Chain(fp, salt, blk)
+		hb, ok := m.host.Get(ns, fp, blk, now)
+		if !ok {
+			break
+		}
+		id, err := m.pool.Alloc()
+		if err != nil {
+			break // no room to promote into; what is promoted stays useful
+		}
+		if err := st.WriteBlock(id, hb.Data); err != nil {
+			m.pool.Release(id)
+			break
+		}
+		m.host.Delete(ns, fp, blk)
+		hit.Blocks = append(hit.Blocks, id)
+		expires = max(expires, hb.Expires)
+		if m.samp.HitAge != nil {
+			m.samp.HitAge(TierHost, time.Duration(now-hb.LastUsed), m.bsize)
+		}
+	}
+	promoted := len(hit.Blocks) - dev
+	if promoted == 0 {
+		return hit
+	}
+	m.promoted.Add(uint64(promoted))
+	hit.HostTokens = promoted * m.bsize
+	n := dev + promoted
+	existing, err := m.tree.Insert(ns, tokens[:n*m.bsize], hit.Blocks)
+	if err != nil {
+		panic("eviction: re-inserting promoted blocks: " + err.Error())
+	}
+	for _, id := range hit.Blocks[existing:] {
+		m.pool.RetainCache(id)
+	}
+	for _, id := range hit.Blocks[dev:] {
+		m.pool.Release(id) // the tree's reference keeps it
+	}
+	m.tree.Release(hit.Handle)
+	blocks, h := m.tree.Match(ns, tokens[:n*m.bsize], hit.Blocks[:0])
+	hit.Blocks, hit.Handle = blocks, h
+	for nd := h.Node(); nd != nil && !nd.IsRoot() && nd.Meta.Deadline < expires; nd = nd.Parent() {
+		nd.Meta.Deadline = expires
+	}
+	return hit
+}
+
+// Insert adds the whole blocks of a sequence's tokens to the cache (as each
+// block fills, so prompts still being prefilled are shareable at once) and
+// refreshes the path for use. The tree takes a cache reference to each
+// block it did not already hold; for the leading blocks it already held
+// (existing of them) it keeps its own, which may differ from the caller's.
+func (m *Manager) Insert(ns string, tokens []int32, blocks []blockstore.BlockID, use Use) (existing int, err error) {
+	ttl, err := m.ResolveTTL(use.TTL)
+	if err != nil {
+		return 0, err
+	}
+	existing, err = m.tree.Insert(ns, tokens, blocks)
+	if err != nil {
+		return 0, err
+	}
+	for _, id := range blocks[existing:] {
+		m.pool.RetainCache(id)
+	}
+	var h radix.Handle
+	m.blockBuf, h = m.tree.Match(ns, tokens, m.blockBuf[:0])
+	m.touch(h.Node(), m.now(), ttl, use.Priority)
+	m.tree.Release(h)
+	return existing, nil
+}
+
+// Release unpins a Lookup's prefix. Nodes of it that expired while pinned
+// and are now unpinned leaves leave at once.
+func (m *Manager) Release(h radix.Handle) {
+	n := h.Node()
+	m.tree.Release(h)
+	if n != nil {
+		m.expireUpward(n, m.now())
+	}
+}
+
+// touch records a use at now by a request with ttl and priority on n and
+// every ancestor.
+func (m *Manager) touch(n *radix.Node, now int64, ttl time.Duration, prio int32) {
+	deadline := now + int64(ttl)
+	for ; n != nil && !n.IsRoot(); n = n.Parent() {
+		meta := &n.Meta
+		if meta.Created == 0 {
+			meta.Created = now
+		}
+		meta.LastAccess = now
+		meta.Hits++
+		meta.Priority = max(meta.Priority, prio)
+		if deadline > meta.Deadline {
+			meta.Deadline = deadline
+		}
+		if !meta.Queued {
+			meta.Queued = true
+			m.expiry.Push(expiryEntry{deadline: meta.Deadline, node: n})
+		}
+	}
+}

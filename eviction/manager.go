@@ -1,0 +1,243 @@
+package eviction
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"prefixd/blockstore"
+	"prefixd/clock"
+	"prefixd/internal/minheap"
+	"prefixd/radix"
+)
+
+var (
+	// ErrNothingEvictable means Reclaim freed what it could and the pool is
+	// still short: the caller must preempt a sequence or reject the request.
+	ErrNothingEvictable = errors.New("eviction: not enough evictable blocks")
+	// ErrNotCached means an operator pin named a prefix the cache does not
+	// hold in full.
+	ErrNotCached = errors.New("eviction: prefix not cached")
+	// ErrPinBudget means an operator pin would exceed the pinned budget.
+	ErrPinBudget = errors.New("eviction: pin budget exceeded")
+	// ErrBadTTL means a requested TTL is negative or above the maximum.
+	ErrBadTTL = errors.New("eviction: TTL out of range")
+)
+
+// Reason says why blocks left the cache.
+type Reason int
+
+// Eviction reasons. Under memory pressure a victim counts as Priority when
+// a higher-priority leaf was spared for it and as LRU otherwise; Pressure
+// counts blocks the host tier dropped to stay within its capacity.
+const (
+	ReasonTTL Reason = iota
+	ReasonLRU
+	ReasonPriority
+	ReasonFlush
+	ReasonPressure
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"ttl", "lru", "priority", "flush", "pressure"}
+
+// String returns the reason's metric label.
+func (r Reason) String() string { return reasonNames[r] }
+
+// Reasons lists every Reason, for exporting counters.
+func Reasons() []Reason { return []Reason{ReasonTTL, ReasonLRU, ReasonPriority, ReasonFlush, ReasonPressure} }
+
+// Tier is where a cache hit was served from.
+type Tier int
+
+// Cache tiers.
+const (
+	TierDevice Tier = iota
+	TierHost
+)
+
+// String returns the tier's metric label.
+func (t Tier) String() string {
+	if t == TierHost {
+		return "host"
+	}
+	return "device"
+}
+
+// Counters is a snapshot of the Manager's running totals.
+type Counters struct {
+	Evicted  [numReasons]uint64 // blocks that left a cache tier, by Reason
+	Demoted  uint64             // blocks copied to the host tier
+	Promoted uint64             // blocks copied back from the host tier
+}
+
+// Samples receives per-event measurements, for histograms. Any field may be
+// nil. Callbacks run on the Manager's goroutine and must not call back into
+// it.
+type Samples struct {
+	// HitAge is called for each cached node a lookup hits, with the time
+	// since that prefix was last used: the data for choosing a TTL.
+	HitAge func(tier Tier, age time.Duration, tokens int)
+	// BlockLifetime is called when cached blocks leave the device tree,
+	// with the time since they were inserted.
+	BlockLifetime func(life time.Duration, blocks int)
+}
+
+// Config configures a Manager.
+type Config struct {
+	// Tree and Pool are the prefix index and block pool the Manager keeps
+	// consistent: each block the tree holds carries the pool's cache
+	// reference. Required.
+	Tree *radix.Tree
+	Pool *blockstore.Pool
+	// Clock defaults to the system clock.
+	Clock clock.Clock
+	// DefaultTTL applies to requests that ask for none; default 5 minutes.
+	DefaultTTL time.Duration
+	// MaxTTL bounds what a request may ask for; default 1 hour.
+	MaxTTL time.Duration
+	// MaxPinnedFraction caps operator-pinned blocks at this fraction of the
+	// pool, in (0, 1]; default 0.5.
+	MaxPinnedFraction float64
+	// HostTier, if set, receives blocks evicted under pressure. Its blocks
+	// are read and written through Pool.Storage(), which must then be set.
+	HostTier *HostTier
+	// Samples receives per-event measurements; optional.
+	Samples Samples
+}
+
+// Use is what a request says about the cache: how long to keep what it
+// uses and how much it matters.
+type Use struct {
+	TTL      time.Duration // 0 means the default TTL
+	Priority int32         // higher is kept longer under pressure
+}
+
+// Manager keeps the prefix tree, the block pool's cache references and the
+// host tier consistent, and decides what leaves the cache. See the package
+// documentation.
+type Manager struct {
+	tree  *radix.Tree
+	pool  *blockstore.Pool
+	clk   clock.Clock
+	host  *HostTier
+	samp  Samples
+	bsize int
+
+	defaultTTL, maxTTL time.Duration
+	pinBudget          int
+
+	expiry    minheap.Heap[expiryEntry] // at most one entry per node; see Sweep
+	victims   minheap.Heap[*radix.Node] // scratch for Reclaim
+	pins      map[string]*operatorPin
+	pinned    map[*radix.Node]int // operator pins through each node
+	pinBlocks int                 // blocks in operator-pinned nodes
+
+	evicted  [numReasons]atomic.Uint64
+	demoted  atomic.Uint64
+	promoted atomic.Uint64
+
+	blockBuf []blockstore.BlockID
+	tokenBuf []int32
+	dataBuf  []byte
+}
+
+type operatorPin struct {
+	ns     string
+	tokens []int32
+	h      radix.Handle
+}
+
+// New returns a Manager over cfg's tree and pool.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Tree == nil || cfg.Pool == nil {
+		return nil, errors.New("eviction: Config.Tree and Config.Pool are required")
+	}
+	if cfg.Tree.BlockSize() != cfg.Pool.BlockSize() {
+		return nil, fmt.Errorf("eviction: tree block size %d != pool block size %d", cfg.Tree.BlockSize(), cfg.Pool.BlockSize())
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.DefaultTTL == 0 {
+		cfg.DefaultTTL = 5 * time.Minute
+	}
+	if cfg.MaxTTL == 0 {
+		cfg.MaxTTL = time.Hour
+	}
+	if cfg.MaxPinnedFraction == 0 {
+		cfg.MaxPinnedFraction = 0.5
+	}
+	if cfg.MaxPinnedFraction < 0 || cfg.MaxPinnedFraction > 1 {
+		return nil, fmt.Errorf("eviction: Config.MaxPinnedFraction must be in (0, 1], got %v", cfg.MaxPinnedFraction)
+	}
+	if cfg.HostTier != nil && cfg.Pool.Storage() == nil {
+		return nil, errors.New("eviction: a host tier needs a pool with Storage")
+	}
+	m := &Manager{
+		tree:      cfg.Tree,
+		pool:      cfg.Pool,
+		clk:       cfg.Clock,
+		host:      cfg.HostTier,
+		samp:      cfg.Samples,
+		bsize:     cfg.Pool.BlockSize(),
+		pinBudget: int(cfg.MaxPinnedFraction * float64(cfg.Pool.NumBlocks())),
+		pins:      map[string]*operatorPin{},
+		pinned:    map[*radix.Node]int{},
+	}
+	m.expiry.Less = func(a, b expiryEntry) bool { return a.deadline < b.deadline }
+	m.victims.Less = func(a, b *radix.Node) bool {
+		if a.Meta.Priority != b.Meta.Priority {
+			return a.Meta.Priority < b.Meta.Priority
+		}
+		return a.Meta.LastAccess < b.Meta.LastAccess
+	}
+	if err := m.SetTTLs(cfg.DefaultTTL, cfg.MaxTTL); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Counters returns the Manager's running totals. It is safe to call from
+// any goroutine.
+func (m *Manager) Counters() Counters {
+	var c Counters
+	for r := range c.Evicted {
+		c.Evicted[r] = m.evicted[r].Load()
+	}
+	if m.host != nil {
+		c.Evicted[ReasonPressure] = m.host.capacityEvicted.Load()
+	}
+	c.Demoted = m.demoted.Load()
+	c.Promoted = m.promoted.Load()
+	return c
+}
+
+// TTLs returns the default and maximum TTL.
+func (m *Manager) TTLs() (def, maxTTL time.Duration) { return m.defaultTTL, m.maxTTL }
+
+// SetTTLs changes the default and maximum TTL for requests from now on.
+func (m *Manager) SetTTLs(def, maxTTL time.Duration) error {
+	if def <= 0 || maxTTL <= 0 || def > maxTTL {
+		return fmt.Errorf("%w: need 0 < default (%v) <= max (%v)", ErrBadTTL, def, maxTTL)
+	}
+	m.defaultTTL, m.maxTTL = def, maxTTL
+	return nil
+}
+
+// ResolveTTL returns the TTL a request gets: the default for 0, the value
+// itself within (0, max], an error otherwise.
+func (m *Manager) ResolveTTL(d time.Duration) (time.Duration, error) {
+	switch {
+	case d == 0:
+		return m.defaultTTL, nil
+	case d < 0:
+		return 0, fmt.Errorf("%w: %v is negative", ErrBadTTL, d)
+	case d > m.maxTTL:
+		return 0, fmt.Errorf("%w: %v is above the maximum %v", ErrBadTTL, d, m.maxTTL)
+	}
+	return d, nil
+}
+
+func (m *Manager) now() int64 { return m.clk.Now().UnixNano() }

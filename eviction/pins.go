@@ -1,0 +1,99 @@
+package eviction
+
+import (
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"prefixd/radix"
+)
+
+// PinInfo describes an operator pin.
+type PinInfo struct {
+	Namespace string
+	Tokens    int // pinned prompt tokens (whole blocks)
+}
+
+// pinKey identifies a pin by namespace and whole-block tokens.
+func pinKey(ns string, tokens []int32) string {
+	var b []byte
+	if len(tokens) > 0 {
+		b = unsafe.Slice((*byte)(unsafe.Pointer(&tokens[0])), 4*len(tokens))
+	}
+	return ns + "\x00" + string(b)
+}
+
+// Pin keeps the cached prefix tokens of namespace ns (whole blocks; a
+// trailing partial block is ignored) through TTL expiry and pressure until
+// Unpin or a flush. The prefix must be cached in full (ErrNotCached), and
+// the blocks pinned by operators may not exceed the configured fraction of
+// the pool (ErrPinBudget). Pinning a prefix already pinned is a no-op.
+func (m *Manager) Pin(ns string, tokens []int32) (PinInfo, error) {
+	tokens = tokens[:len(tokens)/m.bsize*m.bsize]
+	if len(tokens) == 0 {
+		return PinInfo{}, fmt.Errorf("%w: a pin needs at least one whole block (%d tokens)", ErrNotCached, m.bsize)
+	}
+	key := pinKey(ns, tokens)
+	if _, ok := m.pins[key]; ok {
+		return PinInfo{Namespace: ns, Tokens: len(tokens)}, nil
+	}
+	var h radix.Handle
+	m.blockBuf, h = m.tree.Match(ns, tokens, m.blockBuf[:0])
+	if got := len(m.blockBuf) * m.bsize; got < len(tokens) {
+		m.tree.Release(h)
+		return PinInfo{}, fmt.Errorf("%w: %d of %d tokens are cached", ErrNotCached, got, len(tokens))
+	}
+	added := 0
+	for n := h.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
+		if m.pinned[n] == 0 {
+			added += len(n.Blocks())
+		}
+	}
+	if m.pinBlocks+added > m.pinBudget {
+		m.tree.Release(h)
+		return PinInfo{}, fmt.Errorf("%w: pinning %d more blocks would hold %d, budget %d",
+			ErrPinBudget, added, m.pinBlocks+added, m.pinBudget)
+	}
+	for n := h.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
+		m.pinned[n]++
+	}
+	m.pinBlocks += added
+	m.pins[key] = &operatorPin{ns: ns, tokens: slices.Clone(tokens), h: h}
+	return PinInfo{Namespace: ns, Tokens: len(tokens)}, nil
+}
+
+// Unpin removes the operator pin of exactly this prefix (whole blocks).
+// It reports whether there was one.
+func (m *Manager) Unpin(ns string, tokens []int32) bool {
+	tokens = tokens[:len(tokens)/m.bsize*m.bsize]
+	key := pinKey(ns, tokens)
+	p, ok := m.pins[key]
+	if ok {
+		m.dropPin(key, p)
+	}
+	return ok
+}
+
+// dropPin releases one operator pin and lets what expired under it go.
+func (m *Manager) dropPin(key string, p *operatorPin) {
+	delete(m.pins, key)
+	for n := p.h.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
+		if m.pinned[n]--; m.pinned[n] == 0 {
+			delete(m.pinned, n)
+			m.pinBlocks -= len(n.Blocks())
+		}
+	}
+	m.Release(p.h)
+}
+
+// Pins lists the operator pins.
+func (m *Manager) Pins() []PinInfo {
+	out := make([]PinInfo, 0, len(m.pins))
+	for _, p := range m.pins {
+		out = append(out, PinInfo{Namespace: p.ns, Tokens: len(p.tokens)})
+	}
+	return out
+}
+
+// PinnedBlocks returns the blocks held by operator pins and the budget.
+func (m *Manager) PinnedBlocks() (pinned, budget int) { return m.pinBlocks, m.pinBudget }

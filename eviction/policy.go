@@ -1,0 +1,192 @@
+package eviction
+
+import (
+	"fmt"
+	"time"
+
+	"prefixd/radix"
+)
+
+// expiryEntry is a node's place in the expiry heap, keyed by the deadline
+// the node had when it was queued. A node's deadline only moves later, so
+// an entry popped with an older deadline than its node's is simply queued
+// again: each node has at most one entry, and each expiry costs O(log n).
+type expiryEntry struct {
+	deadline int64
+	node     *radix.Node
+}
+
+// NextDeadline returns the earliest moment Sweep may have work, for a
+// scheduler that sleeps while idle.
+func (m *Manager) NextDeadline() (time.Time, bool) {
+	if m.expiry.Len() == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, m.expiry.Peek().deadline), true
+}
+
+// Sweep removes every expired, unpinned leaf, cascading to parents that
+// become expired unpinned leaves, and returns the number of blocks that
+// left the cache. Expired nodes that are pinned or still have children stay
+// until they are released or become leaves (see Release).
+func (m *Manager) Sweep() int {
+	now := m.now()
+	removed := 0
+	for m.expiry.Len() > 0 && m.expiry.Peek().deadline <= now {
+		e := m.expiry.Pop()
+		n := e.node
+		if n.Removed() {
+			continue
+		}
+		if n.Meta.Deadline > e.deadline { // refreshed since it was queued
+			m.expiry.Push(expiryEntry{deadline: n.Meta.Deadline, node: n})
+			continue
+		}
+		n.Meta.Queued = false
+		removed += m.expireUpward(n, now)
+	}
+	return removed
+}
+
+// expireUpward removes n and then each ancestor while it is an expired,
+// unpinned leaf, and returns the number of blocks removed.
+func (m *Manager) expireUpward(n *radix.Node, now int64) int {
+	removed := 0
+	for n != nil && !n.IsRoot() && n.IsLeaf() && n.Pins() == 0 && n.Meta.Deadline <= now {
+		parent := n.Parent()
+		removed += m.remove(n, ReasonTTL, now, false)
+		n = parent
+	}
+	return removed
+}
+
+// remove takes leaf n out of the tree, demotes its blocks to the host tier
+// if asked (and the tier is on), drops the tree's references and counts the
+// blocks under reason.
+func (m *Manager) remove(n *radix.Node, reason Reason, now int64, demote bool) int {
+	if demote && m.host != nil && n.Meta.Deadline > now {
+		m.demote(n, now)
+	}
+	life := time.Duration(now - n.Meta.Created)
+	var err error
+	m.blockBuf, err = m.tree.RemoveLeaf(n, m.blockBuf[:0])
+	if err != nil {
+		panic(fmt.Sprintf("eviction: removing a checked leaf: %v", err))
+	}
+	for _, id := range m.blockBuf {
+		m.pool.ReleaseCache(id)
+	}
+	k := len(m.blockBuf)
+	m.evicted[reason].Add(uint64(k))
+	if m.samp.BlockLifetime != nil {
+		m.samp.BlockLifetime(life, k)
+	}
+	return k
+}
+
+// demote copies n's blocks into the host tier, keyed by their fingerprints,
+// to live there for the rest of n's TTL.
+func (m *Manager) demote(n *radix.Node, now int64) {
+	st := m.pool.Storage()
+	m.tokenBuf = n.Path(m.tokenBuf[:0])
+	salt := NamespaceSalt(n.Namespace())
+	first := len(m.tokenBuf)/m.bsize - len(n.Blocks())
+	fp := ChainPrefix(salt, m.tokenBuf, m.bsize, first)
+	if cap(m.dataBuf) < st.BlockBytes() {
+		m.dataBuf = make([]byte, st.BlockBytes())
+	}
+	data := m.dataBuf[:st.BlockBytes()]
+	ttl := time.Duration(n.Meta.Deadline - now)
+	for i, id := range n.Blocks() {
+		blk := m.tokenBuf[(first+i)*m.bsize : (first+i+1)*m.bsize]
+		fp = Chain(fp, salt, blk)
+		if err := st.ReadBlock(id, data); err != nil {
+			return // a block we cannot read is simply not demoted
+		}
+		b := HostBlock{Data: data, Expires: n.Meta.Deadline, LastUsed: n.Meta.LastAccess}
+		if m.host.Put(n.Namespace(), fp, blk, b, ttl) {
+			m.demoted.Add(1)
+		}
+	}
+}
+
+// Reclaim evicts until the pool has at least need free blocks: unpinned
+// leaves whose blocks no sequence holds, lowest priority first, then least
+// recently used, each demoted to the host tier first when it has one. It
+// returns ErrNothingEvictable if it ran out of candidates first; what it
+// evicted stays evicted.
+func (m *Manager) Reclaim(need int) error {
+	if m.pool.NumFree() >= need {
+		return nil
+	}
+	now := m.now()
+	m.victims.Reset()
+	top := int32(-1 << 31)
+	m.tree.Leaves(func(n *radix.Node) bool {
+		if m.evictable(n) {
+			m.victims.Push(n)
+			top = max(top, n.Meta.Priority)
+		}
+		return true
+	})
+	for m.pool.NumFree() < need && m.victims.Len() > 0 {
+		n := m.victims.Pop()
+		reason := ReasonLRU
+		if n.Meta.Priority < top {
+			reason = ReasonPriority
+		}
+		parent := n.Parent()
+		m.remove(n, reason, now, true)
+		if m.evictable(parent) {
+			m.victims.Push(parent)
+		}
+	}
+	m.victims.Reset()
+	if m.pool.NumFree() < need {
+		return fmt.Errorf("%w: %d free of %d needed", ErrNothingEvictable, m.pool.NumFree(), need)
+	}
+	return nil
+}
+
+// evictable reports whether removing n would free its blocks: an unpinned
+// leaf whose first block (and so every block: tables hold prefixes) only
+// the tree holds.
+func (m *Manager) evictable(n *radix.Node) bool {
+	return n != nil && !n.IsRoot() && n.IsLeaf() && n.Pins() == 0 && m.pool.RefCount(n.Blocks()[0]) == 1
+}
+
+// Flush removes every unpinned node of namespace ns, or of every namespace
+// if all is set, with the host tier's entries. Operator pins there are
+// dropped first; nodes pinned by running requests stay. It returns the
+// number of blocks removed.
+func (m *Manager) Flush(ns string, all bool) int {
+	for key, p := range m.pins {
+		if all || p.ns == ns {
+			m.dropPin(key, p)
+		}
+	}
+	now := m.now()
+	var leaves []*radix.Node
+	m.tree.Leaves(func(n *radix.Node) bool {
+		if all || n.Namespace() == ns {
+			leaves = append(leaves, n)
+		}
+		return true
+	})
+	removed := 0
+	for _, n := range leaves {
+		for n != nil && !n.IsRoot() && !n.Removed() && n.IsLeaf() && n.Pins() == 0 {
+			parent := n.Parent()
+			removed += m.remove(n, ReasonFlush, now, false)
+			n = parent
+		}
+	}
+	if m.host != nil {
+		if all {
+			m.host.Clear()
+		} else {
+			m.host.FlushNamespace(ns)
+		}
+	}
+	return removed
+}
