@@ -46,7 +46,9 @@ var reasonNames = [numReasons]string{"ttl", "lru", "priority", "flush", "pressur
 func (r Reason) String() string { return reasonNames[r] }
 
 // Reasons lists every Reason, for exporting counters.
-func Reasons() []Reason { return []Reason{ReasonTTL, ReasonLRU, ReasonPriority, ReasonFlush, ReasonPressure} }
+func Reasons() []Reason {
+	return []Reason{ReasonTTL, ReasonLRU, ReasonPriority, ReasonFlush, ReasonPressure}
+}
 
 // Tier is where a cache hit was served from.
 type Tier int

@@ -158,7 +158,7 @@ func TestTTLIsLatestOverRequests(t *testing.T) {
 
 func TestExpiryOrderAndCascade(t *testing.T) {
 	r := newRig(t, 32, false, nil)
-	sys := seqOf(100, 8)                       // shared system prompt, 2 blocks
+	sys := seqOf(100, 8)                        // shared system prompt, 2 blocks
 	q1 := append(slices.Clone(sys), 1, 2, 3, 4) // 3 blocks
 	q2 := append(slices.Clone(sys), 5, 6, 7, 8)
 	other := seqOf(500, 4)
