@@ -42,24 +42,25 @@ func (m *Manager) Check() error {
 			return fmt.Errorf("block %d has a cache reference but is not in the tree", id)
 		}
 	}
-	pinned := map[*radix.Node]int{}
+	pinned := map[blockstore.BlockID]int{}
 	for _, p := range m.pins {
-		for n := p.h.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
-			if n.Removed() {
-				return fmt.Errorf("an operator-pinned node was removed")
+		if p.h.Node().Removed() {
+			return fmt.Errorf("an operator-pinned node was removed")
+		}
+		for _, id := range p.blocks {
+			if !inTree[id] {
+				return fmt.Errorf("operator-pinned block %d left the tree", id)
 			}
-			pinned[n]++
+			pinned[id]++
 		}
 	}
-	blocks := 0
-	for n, c := range pinned {
-		if m.pinned[n] != c {
-			return fmt.Errorf("node pinned %d times by operators, recorded %d", c, m.pinned[n])
-		}
-		blocks += len(n.Blocks())
+	if len(pinned) != len(m.pinned) {
+		return fmt.Errorf("%d blocks operator-pinned, recorded %d", len(pinned), len(m.pinned))
 	}
-	if len(pinned) != len(m.pinned) || blocks != m.pinBlocks {
-		return fmt.Errorf("pinned blocks %d (nodes %d), recorded %d (nodes %d)", blocks, len(pinned), m.pinBlocks, len(m.pinned))
+	for id, c := range pinned {
+		if m.pinned[id] != c {
+			return fmt.Errorf("block %d pinned %d times by operators, recorded %d", id, c, m.pinned[id])
+		}
 	}
 	return nil
 }

@@ -132,9 +132,8 @@ type Manager struct {
 
 	expiry    minheap.Heap[expiryEntry] // at most one entry per node; see Sweep
 	victims   minheap.Heap[*radix.Node] // scratch for Reclaim
-	pins      map[string]*operatorPin
-	pinned    map[*radix.Node]int // operator pins through each node
-	pinBlocks int                 // blocks in operator-pinned nodes
+	pins   map[string]*operatorPin
+	pinned map[blockstore.BlockID]int // operator pins holding each block
 
 	evicted  [numReasons]atomic.Uint64
 	demoted  atomic.Uint64
@@ -145,9 +144,12 @@ type Manager struct {
 	dataBuf  []byte
 }
 
+// operatorPin keeps its blocks, not its nodes: a later split changes which
+// nodes make up the path but never which blocks.
 type operatorPin struct {
 	ns     string
 	tokens []int32
+	blocks []blockstore.BlockID
 	h      radix.Handle
 }
 
@@ -186,7 +188,7 @@ func New(cfg Config) (*Manager, error) {
 		bsize:     cfg.Pool.BlockSize(),
 		pinBudget: int(cfg.MaxPinnedFraction * float64(cfg.Pool.NumBlocks())),
 		pins:      map[string]*operatorPin{},
-		pinned:    map[*radix.Node]int{},
+		pinned:    map[blockstore.BlockID]int{},
 	}
 	m.expiry.Less = func(a, b expiryEntry) bool { return a.deadline < b.deadline }
 	m.victims.Less = func(a, b *radix.Node) bool {

@@ -39,7 +39,7 @@ func newRig(t testing.TB, blocks int, host bool, mod func(*Config)) *rig {
 	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	cfg := Config{Tree: tree, Pool: pool, Clock: clk, DefaultTTL: 10 * time.Second, MaxTTL: time.Minute}
 	if host {
-		h, err := NewHostTier(HostTierConfig{CapacityBytes: 1 << 20, BlockBytes: st.BlockBytes()})
+		h, err := NewHostTier(HostTierConfig{CapacityBytes: 1 << 16, BlockBytes: st.BlockBytes()})
 		if err != nil {
 			t.Fatal(err)
 		}

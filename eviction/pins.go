@@ -44,21 +44,20 @@ func (m *Manager) Pin(ns string, tokens []int32) (PinInfo, error) {
 		return PinInfo{}, fmt.Errorf("%w: %d of %d tokens are cached", ErrNotCached, got, len(tokens))
 	}
 	added := 0
-	for n := h.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
-		if m.pinned[n] == 0 {
-			added += len(n.Blocks())
+	for _, id := range m.blockBuf {
+		if m.pinned[id] == 0 {
+			added++
 		}
 	}
-	if m.pinBlocks+added > m.pinBudget {
+	if len(m.pinned)+added > m.pinBudget {
 		m.tree.Release(h)
 		return PinInfo{}, fmt.Errorf("%w: pinning %d more blocks would hold %d, budget %d",
-			ErrPinBudget, added, m.pinBlocks+added, m.pinBudget)
+			ErrPinBudget, added, len(m.pinned)+added, m.pinBudget)
 	}
-	for n := h.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
-		m.pinned[n]++
+	for _, id := range m.blockBuf {
+		m.pinned[id]++
 	}
-	m.pinBlocks += added
-	m.pins[key] = &operatorPin{ns: ns, tokens: slices.Clone(tokens), h: h}
+	m.pins[key] = &operatorPin{ns: ns, tokens: slices.Clone(tokens), blocks: slices.Clone(m.blockBuf), h: h}
 	return PinInfo{Namespace: ns, Tokens: len(tokens)}, nil
 }
 
@@ -77,10 +76,9 @@ func (m *Manager) Unpin(ns string, tokens []int32) bool {
 // dropPin releases one operator pin and lets what expired under it go.
 func (m *Manager) dropPin(key string, p *operatorPin) {
 	delete(m.pins, key)
-	for n := p.h.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
-		if m.pinned[n]--; m.pinned[n] == 0 {
-			delete(m.pinned, n)
-			m.pinBlocks -= len(n.Blocks())
+	for _, id := range p.blocks {
+		if m.pinned[id]--; m.pinned[id] == 0 {
+			delete(m.pinned, id)
 		}
 	}
 	m.Release(p.h)
@@ -96,4 +94,4 @@ func (m *Manager) Pins() []PinInfo {
 }
 
 // PinnedBlocks returns the blocks held by operator pins and the budget.
-func (m *Manager) PinnedBlocks() (pinned, budget int) { return m.pinBlocks, m.pinBudget }
+func (m *Manager) PinnedBlocks() (pinned, budget int) { return len(m.pinned), m.pinBudget }
