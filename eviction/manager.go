@@ -130,10 +130,10 @@ type Manager struct {
 	defaultTTL, maxTTL time.Duration
 	pinBudget          int
 
-	expiry    minheap.Heap[expiryEntry] // at most one entry per node; see Sweep
-	victims   minheap.Heap[*radix.Node] // scratch for Reclaim
-	pins   map[string]*operatorPin
-	pinned map[blockstore.BlockID]int // operator pins holding each block
+	expiry  minheap.Heap[expiryEntry] // at most one entry per node; see Sweep
+	victims minheap.Heap[*radix.Node] // scratch for Reclaim
+	pins    map[string]*operatorPin
+	pinned  map[blockstore.BlockID]int // operator pins holding each block
 
 	evicted  [numReasons]atomic.Uint64
 	demoted  atomic.Uint64
