@@ -158,3 +158,12 @@ func (m *Manager) touch(n *radix.Node, now int64, ttl time.Duration, prio int32)
 		}
 	}
 }
+
+// Cached returns how many leading tokens of tokens namespace ns holds on
+// the device, in whole blocks, without refreshing or pinning anything.
+func (m *Manager) Cached(ns string, tokens []int32) int {
+	var h radix.Handle
+	m.blockBuf, h = m.tree.Match(ns, tokens, m.blockBuf[:0])
+	m.tree.Release(h)
+	return len(m.blockBuf) * m.bsize
+}

@@ -1,0 +1,356 @@
+// Package engine runs prefixd's continuous (iteration-level) batching: one
+// scheduler goroutine owns every sequence, the block pool, the prefix tree
+// and the eviction manager. Each iteration retires finished and cancelled
+// sequences, admits waiting requests (reusing their cached prefixes), runs
+// one forward pass over a batch of decode rows and prefill chunks under a
+// token budget, samples, and appends; blocks that fill are inserted into the
+// prefix cache at once.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"prefixd/blockstore"
+	"prefixd/clock"
+	"prefixd/eviction"
+	"prefixd/radix"
+)
+
+// Row is one sequence's part of a forward pass: Tokens at positions Start,
+// Start+1, ..., reading and writing K/V through the block table Blocks,
+// which already has slots for every one of those positions.
+type Row struct {
+	Tokens []int32
+	Start  int
+	Blocks []blockstore.BlockID
+	Logits bool // compute next-token logits for the row's last token
+}
+
+// Model is what the engine needs from a model.
+type Model interface {
+	// VocabSize is the number of logits per row.
+	VocabSize() int
+	// MaxSeqLen is the longest sequence the model supports.
+	MaxSeqLen() int
+	// NewKV allocates the K/V storage of a pool of numBlocks blocks; every
+	// later Forward reads and writes it. It may return nil for a model that
+	// keeps no K/V (scheduler benchmarks).
+	NewKV(numBlocks, blockSize int) (blockstore.Storage, error)
+	// Forward runs one batch and returns VocabSize logits per row that asks
+	// for them, in row order. The engine does not retain rows; the returned
+	// slice is valid until the next call.
+	Forward(rows []Row) ([]float32, error)
+}
+
+// Tokenizer decodes generated tokens, for stop strings and Result.Text.
+type Tokenizer interface {
+	Decode(ids []int32) string
+}
+
+// Batching selects the scheduling policy.
+type Batching int
+
+// Batching policies. Static is the baseline: a batch forms when the engine
+// is idle and runs until its longest member ends.
+const (
+	Continuous Batching = iota
+	Static
+)
+
+// KVAlloc selects how sequences get KV blocks.
+type KVAlloc int
+
+// KV allocation modes. Contiguous is the baseline: a sequence reserves
+// blocks for prompt + max tokens when admitted.
+const (
+	Paged KVAlloc = iota
+	Contiguous
+)
+
+// Config configures an Engine. Zero values take the documented defaults.
+type Config struct {
+	Model     Model     // required
+	Tokenizer Tokenizer // optional; needed for stop strings
+	EOS       int32     // end-of-sequence token; negative for none
+
+	NumBlocks      int // KV pool size in blocks; required
+	BlockSize      int // token slots per block; default 16
+	MaxRunning     int // sequences in the running batch; default 256
+	MaxBatchTokens int // tokens per forward pass (decodes + prefill chunks); default 2048
+	PrefillChunk   int // most prompt tokens of one sequence per pass; default 512
+	MaxWaiting     int // queued requests before ErrQueueFull; default 1024
+	MaxModelLen    int // longest prompt + output; default and cap: the model's
+	MaxBeamWidth   int // default 8
+
+	Batching           Batching
+	KVAlloc            KVAlloc
+	DisablePrefixCache bool
+	// CachedFirst admits, among the first 32 waiting requests, the one
+	// with the longest cached prefix first; a request passed over 16 times
+	// is admitted next regardless, so none starves.
+	CachedFirst bool
+
+	// Cache policy (see package eviction); zero values take its defaults.
+	DefaultTTL, MaxTTL time.Duration
+	MaxPinnedFraction  float64
+	HostTierBytes      int64 // 0 disables the host tier
+
+	Clock    clock.Clock // default: the system clock
+	Observer Observer    // optional
+	Samples  eviction.Samples
+}
+
+// Observer receives measurements for metrics. Calls come from the
+// scheduler goroutine and must return quickly.
+type Observer interface {
+	// Step reports one forward pass: rows, tokens computed, wall time.
+	Step(rows, tokens int, d time.Duration)
+	// Finished reports a finished request.
+	Finished(res *Result)
+}
+
+func (c *Config) fill() error {
+	if c.Model == nil {
+		return errors.New("engine: Config.Model is required")
+	}
+	if c.NumBlocks <= 0 {
+		return fmt.Errorf("engine: Config.NumBlocks must be positive, got %d", c.NumBlocks)
+	}
+	def := func(v *int, d int, name string) error {
+		if *v == 0 {
+			*v = d
+		}
+		if *v < 0 {
+			return fmt.Errorf("engine: Config.%s must be positive, got %d", name, *v)
+		}
+		return nil
+	}
+	maxLen := c.Model.MaxSeqLen()
+	for _, f := range []struct {
+		v    *int
+		d    int
+		name string
+	}{
+		{&c.BlockSize, blockstore.DefaultBlockSize, "BlockSize"},
+		{&c.MaxRunning, 256, "MaxRunning"},
+		{&c.MaxBatchTokens, 2048, "MaxBatchTokens"},
+		{&c.PrefillChunk, 512, "PrefillChunk"},
+		{&c.MaxWaiting, 1024, "MaxWaiting"},
+		{&c.MaxModelLen, maxLen, "MaxModelLen"},
+		{&c.MaxBeamWidth, 8, "MaxBeamWidth"},
+	} {
+		if err := def(f.v, f.d, f.name); err != nil {
+			return err
+		}
+	}
+	if c.MaxModelLen > maxLen {
+		return fmt.Errorf("engine: Config.MaxModelLen %d exceeds the model's %d", c.MaxModelLen, maxLen)
+	}
+	if c.MaxBatchTokens < c.MaxRunning {
+		return fmt.Errorf("engine: Config.MaxBatchTokens (%d) must cover a decode row per running sequence (%d)",
+			c.MaxBatchTokens, c.MaxRunning)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	return nil
+}
+
+// Engine schedules requests onto a model. It is safe for concurrent use:
+// Submit and the admin methods may be called from any goroutine.
+type Engine struct {
+	cfg   Config
+	pool  *blockstore.Pool
+	tree  *radix.Tree
+	cache *eviction.Manager
+	host  *eviction.HostTier
+
+	mu     sync.Mutex
+	inbox  []*seq
+	calls  []func()
+	closed bool
+	queued int // requests submitted and not yet finished or admitted
+
+	wake chan struct{}
+	done chan struct{}
+
+	statsMu sync.Mutex
+	stats   Stats // published by the scheduler after each iteration
+
+	sched   scheduler
+	stopped atomic.Bool
+}
+
+// New starts an engine's scheduler goroutine. Close stops it.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	st, err := cfg.Model.NewKV(cfg.NumBlocks, cfg.BlockSize)
+	if err != nil {
+		return nil, fmt.Errorf("engine: allocating KV storage: %w", err)
+	}
+	pool, err := blockstore.New(blockstore.Config{NumBlocks: cfg.NumBlocks, BlockSize: cfg.BlockSize, Storage: st})
+	if err != nil {
+		return nil, err
+	}
+	tree, err := radix.New(cfg.BlockSize)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, pool: pool, tree: tree, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if cfg.HostTierBytes > 0 {
+		if st == nil {
+			return nil, errors.New("engine: a host tier needs a model with K/V storage")
+		}
+		if e.host, err = eviction.NewHostTier(eviction.HostTierConfig{CapacityBytes: cfg.HostTierBytes, BlockBytes: st.BlockBytes()}); err != nil {
+			return nil, err
+		}
+	}
+	e.cache, err = eviction.New(eviction.Config{
+		Tree: tree, Pool: pool, Clock: cfg.Clock,
+		DefaultTTL: cfg.DefaultTTL, MaxTTL: cfg.MaxTTL, MaxPinnedFraction: cfg.MaxPinnedFraction,
+		HostTier: e.host, Samples: cfg.Samples,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.sched.init(e)
+	e.publish()
+	go e.loop()
+	return e, nil
+}
+
+// Token is one generated token on a Stream.
+type Token struct {
+	ID   int32
+	Text string // the text this token adds, if the engine has a tokenizer
+}
+
+// Stream delivers a request's tokens as they are generated, then its
+// Result. Beam search delivers the winning hypothesis's tokens at the end.
+type Stream struct {
+	// Tokens carries each generated token; it is closed when the request
+	// finishes. It is buffered for the whole output, so a slow reader never
+	// stalls the engine.
+	Tokens <-chan Token
+	tokens chan Token
+	done   chan struct{}
+	result Result
+	stop   func() bool // detaches the context watcher
+}
+
+// Done is closed when the request has finished and Result is ready.
+func (s *Stream) Done() <-chan struct{} { return s.done }
+
+// Result waits for the request to finish and returns its outcome.
+func (s *Stream) Result() Result {
+	<-s.done
+	return s.result
+}
+
+// Submit validates req and queues it. The request is cancelled when ctx
+// ends: its blocks are freed at the next iteration and its Result says
+// FinishCancelled. Errors wrap ErrInvalid, or are ErrQueueFull or
+// ErrClosed.
+func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
+	if err := req.validate(e.cfg.Model.VocabSize(), e.cfg.MaxModelLen, e.cfg.MaxBeamWidth); err != nil {
+		return nil, err
+	}
+	if need := e.blocksToFinish(&req); need > e.cfg.NumBlocks {
+		return nil, fmt.Errorf("%w: the request needs %d KV blocks at its longest, the pool has %d",
+			ErrInvalid, need, e.cfg.NumBlocks)
+	}
+	if ttl := req.Cache.TTL; ttl != 0 {
+		if _, max := e.cache.TTLs(); ttl > max {
+			return nil, fmt.Errorf("%w: cache TTL %v is above the maximum %v", ErrInvalid, ttl, max)
+		}
+	}
+	s, err := newSeq(e, &req)
+	if err != nil {
+		return nil, err
+	}
+	// Watch ctx before the scheduler can see the request, which then owns
+	// stream.stop.
+	s.stream.stop = context.AfterFunc(ctx, func() {
+		s.cancelled.Store(true)
+		e.poke()
+	})
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		e.mu.Unlock()
+		s.stream.stop()
+		return nil, ErrClosed
+	case e.queued >= e.cfg.MaxWaiting:
+		e.mu.Unlock()
+		s.stream.stop()
+		return nil, ErrQueueFull
+	}
+	e.queued++
+	e.inbox = append(e.inbox, s)
+	e.mu.Unlock()
+	e.poke()
+	return s.stream, nil
+}
+
+// blocksToFinish is the most blocks a request can hold at once.
+func (e *Engine) blocksToFinish(r *Request) int {
+	b := e.cfg.BlockSize
+	total := len(r.Prompt) + r.MaxTokens
+	if r.Beam.Width > 1 {
+		// The prompt's blocks are shared; each beam owns its output blocks
+		// plus one copied partial block.
+		return (len(r.Prompt)+b-1)/b + r.Beam.Width*((r.MaxTokens+b-1)/b+1)
+	}
+	return (total + b - 1) / b
+}
+
+func (e *Engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// do runs fn on the scheduler goroutine and waits for it.
+func (e *Engine) do(fn func()) error {
+	ran := make(chan struct{})
+	e.mu.Lock()
+	if e.stopped.Load() {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	e.calls = append(e.calls, func() { fn(); close(ran) })
+	e.mu.Unlock()
+	e.poke()
+	select {
+	case <-ran:
+		return nil
+	case <-e.done:
+		return ErrClosed
+	}
+}
+
+// Close stops accepting requests, lets running and waiting ones finish
+// until ctx ends, then cancels what remains and stops the scheduler.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		e.do(func() { e.sched.cancelAll() })
+	})
+	defer stop()
+	e.do(func() { e.sched.draining = true })
+	<-e.done
+	if e.host != nil {
+		e.host.Close()
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors a submission can get. Each wraps ErrInvalid or is a sentinel the
+// server maps to a status code.
+var (
+	// ErrInvalid marks a request the engine can never serve as asked.
+	ErrInvalid = errors.New("engine: invalid request")
+	// ErrQueueFull means the waiting queue is at its limit; retry later.
+	ErrQueueFull = errors.New("engine: waiting queue full")
+	// ErrClosed means the engine is shutting down.
+	ErrClosed = errors.New("engine: closed")
+)
+
+// Sampling chooses the next token. The zero value is greedy decoding.
+type Sampling struct {
+	Temperature float32 // 0 means greedy; otherwise in (0, 2]
+	TopK        int     // 0 means no top-k cut
+	TopP        float32 // 0 or 1 means no nucleus cut; otherwise in (0, 1)
+	Seed        uint64  // the same seed gives the same output
+}
+
+// Beam asks for beam search instead of sampling.
+type Beam struct {
+	Width         int     // beams kept per step; 0 or 1 means no beam search
+	LengthPenalty float32 // hypotheses are ranked by logprob / length^LengthPenalty
+}
+
+// Cache is a request's say over the prefix cache.
+type Cache struct {
+	TTL      time.Duration // how long to keep what this request uses; 0: default
+	Priority int32         // higher is kept longer under memory pressure
+	Disabled bool          // neither read nor write the prefix cache
+}
+
+// Request is one generation request. Namespace is set by the server from
+// the caller's credentials, never from the request body.
+type Request struct {
+	Namespace   string
+	Prompt      []int32
+	MaxTokens   int
+	StopTokens  []int32  // generation ends after any of these (EOS is always one)
+	StopStrings []string // generation ends when the decoded text contains one
+	IgnoreEOS   bool     // keep going past EOS (benchmarks)
+	Sampling    Sampling
+	Beam        Beam
+	Cache       Cache
+}
+
+// FinishReason says why a sequence ended.
+type FinishReason string
+
+// Finish reasons, as OpenAI-style APIs name them.
+const (
+	FinishStop      FinishReason = "stop"      // EOS, a stop token or a stop string
+	FinishLength    FinishReason = "length"    // MaxTokens reached
+	FinishCancelled FinishReason = "cancelled" // the caller's context ended
+	FinishError     FinishReason = "error"     // the engine failed the request
+)
+
+// Usage counts a request's tokens.
+type Usage struct {
+	PromptTokens     int
+	CachedTokens     int // prompt tokens served from the prefix cache, both tiers
+	HostCachedTokens int // of those, promoted from the host tier
+	CompletionTokens int
+	PrefillTokens    int // prompt tokens actually computed, preemptions included
+	Preemptions      int
+}
+
+// Timing measures a request's latency.
+type Timing struct {
+	Queue       time.Duration   // submission to first admission
+	FirstToken  time.Duration   // submission to first generated token
+	Total       time.Duration   // submission to finish
+	InterTokens []time.Duration // gaps between consecutive generated tokens
+}
+
+// Result is a finished request.
+type Result struct {
+	Tokens []int32
+	Text   string // decoded tokens, if the engine has a tokenizer
+	Finish FinishReason
+	Usage  Usage
+	Timing Timing
+	Err    error // set when Finish is FinishError
+}
+
+// validate checks what can be checked without the engine's state.
+func (r *Request) validate(vocab, maxLen, maxBeam int) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case len(r.Prompt) == 0:
+		return bad("prompt is empty")
+	case r.MaxTokens <= 0:
+		return bad("max_tokens must be positive, got %d", r.MaxTokens)
+	case len(r.Prompt)+r.MaxTokens > maxLen:
+		return bad("prompt (%d tokens) + max_tokens (%d) exceeds the model's maximum length %d",
+			len(r.Prompt), r.MaxTokens, maxLen)
+	case r.Sampling.Temperature < 0 || r.Sampling.Temperature > 2:
+		return bad("temperature must be in [0, 2], got %v", r.Sampling.Temperature)
+	case r.Sampling.TopK < 0:
+		return bad("top_k must be >= 0, got %d", r.Sampling.TopK)
+	case r.Sampling.TopP < 0 || r.Sampling.TopP > 1:
+		return bad("top_p must be in [0, 1], got %v", r.Sampling.TopP)
+	case r.Beam.Width < 0 || r.Beam.Width > maxBeam:
+		return bad("beam width must be in [0, %d], got %d", maxBeam, r.Beam.Width)
+	case r.Beam.Width > 1 && r.Sampling.Temperature != 0:
+		return bad("beam search is deterministic: temperature must be 0")
+	case r.Cache.TTL < 0:
+		return bad("cache TTL must not be negative, got %v", r.Cache.TTL)
+	}
+	for i, t := range r.Prompt {
+		if t < 0 || int(t) >= vocab {
+			return bad("prompt token %d at position %d is outside the vocabulary [0, %d)", t, i, vocab)
+		}
+	}
+	for _, t := range r.StopTokens {
+		if t < 0 || int(t) >= vocab {
+			return bad("stop token %d is outside the vocabulary [0, %d)", t, vocab)
+		}
+	}
+	for _, s := range r.StopStrings {
+		if s == "" {
+			return bad("stop strings must not be empty")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,489 @@
+package engine
+
+import (
+	"slices"
+	"time"
+
+	"prefixd/blockstore"
+	"prefixd/radix"
+)
+
+// scheduler is the state the scheduler goroutine owns.
+type scheduler struct {
+	e        *Engine
+	waiting  []*seq // FIFO; preempted sequences go back to the front
+	running  []*seq // in admission order
+	draining bool
+	admits   uint64
+	totals   Stats // the running-total fields only
+
+	// Per-iteration scratch, reused so an iteration allocates nothing.
+	plan     []planned
+	rows     []Row
+	blockBuf []blockstore.BlockID
+	groups   []*beamGroup
+}
+
+type planned struct {
+	s     *seq
+	chunk int
+}
+
+func (sc *scheduler) init(e *Engine) { sc.e = e }
+
+// loop is the scheduler goroutine.
+func (e *Engine) loop() {
+	defer close(e.done)
+	sc := &e.sched
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var inbox []*seq
+	var calls []func()
+	for {
+		e.mu.Lock()
+		inbox, e.inbox = e.inbox, inbox[:0]
+		calls, e.calls = e.calls, calls[:0]
+		e.mu.Unlock()
+		sc.waiting = append(sc.waiting, inbox...)
+		clear(inbox)
+		for _, fn := range calls {
+			fn()
+		}
+		clear(calls)
+		if sc.draining && len(sc.running) == 0 && len(sc.waiting) == 0 {
+			e.mu.Lock()
+			e.stopped.Store(true)
+			calls, e.calls = e.calls, nil
+			e.mu.Unlock()
+			for _, fn := range calls {
+				fn()
+			}
+			e.publish()
+			return
+		}
+		worked := sc.step()
+		e.publish()
+		if worked {
+			continue
+		}
+		if at, ok := e.cache.NextDeadline(); ok {
+			timer.Reset(max(at.Sub(e.cfg.Clock.Now()), time.Millisecond))
+		}
+		select {
+		case <-e.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// step runs one iteration and reports whether it did any work.
+func (sc *scheduler) step() bool {
+	e := sc.e
+	sc.retireCancelled()
+	if !e.cfg.DisablePrefixCache {
+		e.cache.Sweep()
+	}
+	sc.admit()
+	if !sc.planBatch() {
+		return false
+	}
+	sc.rows = sc.rows[:0]
+	tokens := 0
+	for _, p := range sc.plan {
+		s := p.s
+		sc.rows = append(sc.rows, Row{
+			Tokens: s.tokens[s.computed : s.computed+p.chunk],
+			Start:  s.computed,
+			Blocks: s.table.Blocks(),
+			Logits: s.computed+p.chunk == len(s.tokens),
+		})
+		tokens += p.chunk
+	}
+	start := time.Now()
+	logits, err := e.cfg.Model.Forward(sc.rows)
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Step(len(sc.rows), tokens, time.Since(start))
+	}
+	sc.totals.Steps++
+	if err != nil {
+		for _, p := range sc.plan {
+			if !p.s.owner().finished { // a beam group has several rows
+				sc.finish(p.s, FinishError, 0, err)
+			}
+		}
+		return true
+	}
+	sc.advance(logits)
+	return true
+}
+
+// retireCancelled finishes every sequence whose caller went away.
+func (sc *scheduler) retireCancelled() {
+	for i := 0; i < len(sc.waiting); {
+		if s := sc.waiting[i]; s.cancelled.Load() {
+			sc.waiting = slices.Delete(sc.waiting, i, i+1)
+			sc.finish(s, FinishCancelled, 0, nil)
+			continue
+		}
+		i++
+	}
+	for i := 0; i < len(sc.running); {
+		s := sc.running[i]
+		if s.cancelled.Load() || (s.group != nil && s.group.root.cancelled.Load()) {
+			sc.finish(s, FinishCancelled, 0, nil) // removes s (or its group) from running
+			continue
+		}
+		i++
+	}
+}
+
+// cancelAll cancels every request (Close past its deadline).
+func (sc *scheduler) cancelAll() {
+	for _, s := range sc.waiting {
+		s.cancelled.Store(true)
+	}
+	for _, s := range sc.running {
+		s.cancelled.Store(true)
+	}
+}
+
+// cacheOn reports whether s reads and writes the prefix cache.
+func (sc *scheduler) cacheOn(s *seq) bool {
+	return !sc.e.cfg.DisablePrefixCache && !s.req.Cache.Disabled
+}
+
+// admit moves waiting requests into the running set while limits allow.
+func (sc *scheduler) admit() {
+	e := sc.e
+	if e.cfg.Batching == Static && len(sc.running) > 0 {
+		return // a static batch admits only when the previous one is done
+	}
+	for len(sc.waiting) > 0 {
+		i := sc.pickNext()
+		s := sc.waiting[i]
+		if len(sc.running)+max(1, s.req.Beam.Width) > e.cfg.MaxRunning || !sc.tryAdmit(s) {
+			return
+		}
+		sc.waiting = slices.Delete(sc.waiting, i, i+1)
+	}
+}
+
+// pickNext returns the index of the waiting request to admit next: the
+// head, or with CachedFirst the one with the longest cached prefix among
+// the first few, unless one of those was passed over too often.
+func (sc *scheduler) pickNext() int {
+	const window, maxSkips = 32, 16
+	e := sc.e
+	if !e.cfg.CachedFirst || e.cfg.DisablePrefixCache || len(sc.waiting) == 1 {
+		return 0
+	}
+	n := min(window, len(sc.waiting))
+	best, bestLen := 0, -1
+	for i, s := range sc.waiting[:n] {
+		if s.skipped >= maxSkips {
+			best = i
+			break
+		}
+		if !sc.cacheOn(s) {
+			continue
+		}
+		if c := e.cache.Cached(s.req.Namespace, s.tokens); c > bestLen {
+			best, bestLen = i, c
+		}
+	}
+	for _, s := range sc.waiting[:best] {
+		s.skipped++
+	}
+	return best
+}
+
+// tryAdmit gives s a block table starting with its cached prefix and makes
+// sure the blocks for the rest of its prompt are free (evicting cache if
+// needed). It reports false, holding nothing, if they are not.
+func (sc *scheduler) tryAdmit(s *seq) bool {
+	e := sc.e
+	b := e.cfg.BlockSize
+	t := e.pool.NewTable()
+	var hit hitInfo
+	if sc.cacheOn(s) {
+		h, err := e.cache.Lookup(s.req.Namespace, s.tokens[:len(s.tokens)-1], s.cacheUse(), sc.blockBuf[:0])
+		if err != nil { // the TTL was checked at submission; a live change may reject it
+			sc.waiting = slices.DeleteFunc(sc.waiting, func(w *seq) bool { return w == s })
+			sc.finish(s, FinishError, 0, err)
+			return true
+		}
+		sc.blockBuf = h.Blocks
+		if err := t.Adopt(h.Blocks); err != nil {
+			panic("engine: adopting a cached prefix: " + err.Error())
+		}
+		s.pin = h.Handle
+		hit = hitInfo{device: h.DeviceTokens, host: h.HostTokens}
+	}
+	undo := func() bool {
+		t.Release()
+		e.cache.Release(s.pin)
+		s.pin = radix.Handle{}
+		return false
+	}
+	if e.cfg.KVAlloc == Contiguous {
+		total := s.nPrompt + s.req.MaxTokens
+		need := (total+b-1)/b - len(t.Blocks())
+		if e.pool.NumFree() < need && (!sc.cacheOnAny() || e.cache.Reclaim(need) != nil) {
+			return undo()
+		}
+		if err := t.Reserve(total); err != nil {
+			return undo()
+		}
+	} else {
+		need := (len(s.tokens)+b-1)/b - len(t.Blocks()) + 1
+		if e.pool.NumFree() < need && (!sc.cacheOnAny() || e.cache.Reclaim(need) != nil) {
+			return undo()
+		}
+	}
+	now := e.cfg.Clock.Now()
+	s.table = t
+	s.computed = t.Len()
+	s.inserted = len(t.Blocks())
+	sc.admits++
+	s.admitSeq = sc.admits
+	s.admitted = now
+	cached := uint64(hit.device + hit.host)
+	sc.totals.CacheQueryTokens += uint64(len(s.tokens) - 1)
+	sc.totals.CacheHitDevice += uint64(hit.device)
+	sc.totals.CacheHitHost += uint64(hit.host)
+	if !s.everAdmitted {
+		s.everAdmitted = true
+		s.usage.CachedTokens = int(cached)
+		s.usage.HostCachedTokens = hit.host
+		s.usage.PromptTokens = s.nPrompt
+		sc.totals.PromptTokens += uint64(s.nPrompt)
+		e.mu.Lock()
+		e.queued--
+		e.mu.Unlock()
+	}
+	if s.group != nil {
+		s.group.admitSeq = s.admitSeq
+	}
+	sc.running = append(sc.running, s)
+	return true
+}
+
+type hitInfo struct{ device, host int }
+
+// cacheOnAny reports whether the prefix cache exists at all (so Reclaim can
+// free anything).
+func (sc *scheduler) cacheOnAny() bool { return !sc.e.cfg.DisablePrefixCache }
+
+// planBatch chooses this iteration's rows: a decode row for every running
+// sequence, then prefill chunks within the token budget, and secures their
+// blocks, evicting cache and then preempting the most recently admitted
+// sequences if the pool runs short. It reports whether there is work.
+func (sc *scheduler) planBatch() bool {
+	e := sc.e
+	for {
+		sc.plan = sc.plan[:0]
+		budget := e.cfg.MaxBatchTokens
+		for _, s := range sc.running {
+			if s.pending() == 1 {
+				sc.plan = append(sc.plan, planned{s, 1})
+				budget--
+			}
+		}
+		for _, s := range sc.running {
+			if p := s.pending(); p > 1 && budget > 0 {
+				chunk := min(p, e.cfg.PrefillChunk, budget)
+				sc.plan = append(sc.plan, planned{s, chunk})
+				budget -= chunk
+			}
+		}
+		if len(sc.plan) == 0 {
+			return false
+		}
+		need := 0
+		for _, p := range sc.plan {
+			need += p.s.table.BlocksNeeded(p.chunk)
+		}
+		if need <= e.pool.NumFree() {
+			break
+		}
+		if sc.cacheOnAny() && e.cache.Reclaim(need) == nil {
+			break
+		}
+		sc.preemptYoungest()
+	}
+	for _, p := range sc.plan {
+		if err := p.s.table.Append(p.chunk); err != nil {
+			panic("engine: planned blocks were not there: " + err.Error())
+		}
+	}
+	return true
+}
+
+// preemptYoungest frees the most recently admitted sequence (or beam
+// group) and queues it at the front to be recomputed later; its cached
+// prefix makes that cheap.
+func (sc *scheduler) preemptYoungest() {
+	var victim *seq
+	for _, s := range sc.running {
+		if victim == nil || s.admitSeq > victim.admitSeq {
+			victim = s
+		}
+	}
+	if victim.group != nil {
+		victim = victim.group.reset(sc)
+	} else {
+		sc.dropRunning(victim)
+		victim.release(sc.e)
+	}
+	victim.usage.Preemptions++
+	sc.totals.Preemptions++
+	sc.waiting = slices.Insert(sc.waiting, 0, victim)
+}
+
+func (sc *scheduler) dropRunning(s *seq) {
+	if i := slices.Index(sc.running, s); i >= 0 {
+		sc.running = slices.Delete(sc.running, i, i+1)
+	}
+}
+
+// advance consumes a forward pass: records computed positions, offers
+// newly full blocks to the cache, and samples the next token of every row
+// that asked for logits.
+func (sc *scheduler) advance(logits []float32) {
+	e := sc.e
+	vocab := e.cfg.Model.VocabSize()
+	li := 0
+	sc.groups = sc.groups[:0]
+	for _, p := range sc.plan {
+		s := p.s
+		if n := min(s.computed+p.chunk, s.nPrompt) - s.computed; n > 0 {
+			s.usage.PrefillTokens += n
+			sc.totals.PrefillTokens += uint64(n)
+		}
+		s.computed += p.chunk
+		sc.offerBlocks(s)
+		if s.computed != len(s.tokens) {
+			continue
+		}
+		row := logits[li*vocab : (li+1)*vocab]
+		li++
+		if s.group != nil {
+			s.group.collect(s, row)
+			if !slices.Contains(sc.groups, s.group) {
+				sc.groups = append(sc.groups, s.group)
+			}
+			continue
+		}
+		sc.emit(s, s.sampler.sample(row))
+	}
+	for _, g := range sc.groups {
+		g.advance(sc)
+	}
+}
+
+// offerBlocks inserts s's newly full blocks into the prefix cache. Beams
+// offer only their prompt: their divergent outputs are rarely reused.
+func (sc *scheduler) offerBlocks(s *seq) {
+	if !sc.cacheOn(s) {
+		return
+	}
+	e := sc.e
+	limit := s.computed
+	if s.group != nil {
+		limit = min(limit, s.nPrompt)
+	}
+	full := limit / e.cfg.BlockSize
+	if full <= s.inserted {
+		return
+	}
+	if _, err := e.cache.Insert(s.req.Namespace, s.tokens[:full*e.cfg.BlockSize], s.table.Blocks()[:full], s.cacheUse()); err != nil {
+		panic("engine: inserting whole blocks: " + err.Error())
+	}
+	s.inserted = full
+}
+
+// emit appends a sampled token to s, streams it, and finishes s if it must
+// stop.
+func (sc *scheduler) emit(s *seq, tok int32) {
+	e := sc.e
+	now := e.cfg.Clock.Now()
+	s.tokens = append(s.tokens, tok)
+	sc.totals.GeneratedTokens++
+	if len(s.generated()) == 1 {
+		s.stream.result.Timing.FirstToken = now.Sub(s.submitted)
+	} else {
+		s.itl = append(s.itl, now.Sub(s.lastToken))
+	}
+	s.lastToken = now
+	reason, stop, trim := s.stopReason(e)
+	if trim == 0 {
+		sc.send(s, tok)
+	}
+	if stop {
+		sc.finish(s, reason, trim, nil)
+	}
+}
+
+// send streams one token, with the text it adds when there is a tokenizer.
+func (sc *scheduler) send(s *seq, tok int32) {
+	t := Token{ID: tok}
+	if tk := sc.e.cfg.Tokenizer; tk != nil {
+		text := tk.Decode(s.generated())
+		if len(text) >= s.textLen {
+			t.Text = text[s.textLen:]
+			s.textLen = len(text)
+		}
+	}
+	s.stream.tokens <- t // buffered for MaxTokens+1: never blocks
+}
+
+// finish ends a request (for a beam, its whole group): releases its
+// blocks, builds its Result and closes its stream.
+func (sc *scheduler) finish(s *seq, reason FinishReason, trim int, err error) {
+	e := sc.e
+	if s.group != nil {
+		s.group.finish(sc, reason, err)
+		return
+	}
+	sc.dropRunning(s)
+	s.release(e)
+	out := s.generated()
+	out = out[:len(out)-trim]
+	sc.deliver(s, slices.Clone(out), reason, err)
+}
+
+// deliver completes s's stream with its Result.
+func (sc *scheduler) deliver(s *seq, out []int32, reason FinishReason, err error) {
+	e := sc.e
+	now := e.cfg.Clock.Now()
+	if !s.everAdmitted {
+		e.mu.Lock()
+		e.queued--
+		e.mu.Unlock()
+	}
+	s.finished = true
+	res := &s.stream.result
+	res.Tokens = out
+	res.Finish = reason
+	res.Err = err
+	if tk := e.cfg.Tokenizer; tk != nil {
+		res.Text, _ = cutAtStop(tk.Decode(out), s.req.StopStrings)
+	}
+	s.usage.CompletionTokens = len(out)
+	res.Usage = s.usage
+	if s.everAdmitted {
+		res.Timing.Queue = s.admitted.Sub(s.submitted)
+	}
+	res.Timing.Total = now.Sub(s.submitted)
+	res.Timing.InterTokens = s.itl
+	sc.totals.Requests++
+	if s.stream.stop != nil {
+		s.stream.stop()
+	}
+	close(s.stream.tokens)
+	close(s.stream.done)
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Finished(res)
+	}
+}

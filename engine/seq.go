@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"prefixd/blockstore"
+	"prefixd/eviction"
+	"prefixd/radix"
+)
+
+// seq is one sequence the scheduler owns: a request, or one beam of a beam
+// search group. Everything but cancelled is touched only by the scheduler
+// goroutine.
+type seq struct {
+	req    *Request
+	stream *Stream
+	group  *beamGroup // nil unless a beam
+
+	tokens   []int32 // prompt, then generated tokens
+	nPrompt  int
+	table    *blockstore.Table // nil while waiting
+	computed int               // leading positions whose K/V are in table
+	inserted int               // leading whole blocks offered to the prefix cache
+	pin      radix.Handle      // the cached prefix adopted at admission
+	sampler  *sampler
+	score    float64 // beam: summed log-probability
+
+	cancelled atomic.Bool
+	finished  bool   // its Result has been delivered
+	skipped   int    // CachedFirst: times passed over
+	admitSeq  uint64 // admission order, for choosing whom to preempt
+
+	submitted, admitted, lastToken time.Time
+	everAdmitted                   bool
+	usage                          Usage
+	itl                            []time.Duration
+	textLen                        int // bytes of decoded output already streamed
+}
+
+func newSeq(e *Engine, req *Request) (*seq, error) {
+	smp, err := newSampler(req.Sampling, e.cfg.Model.VocabSize())
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan Token, req.MaxTokens+1)
+	s := &seq{
+		req:       req,
+		stream:    &Stream{Tokens: ch, tokens: ch, done: make(chan struct{})},
+		tokens:    append(make([]int32, 0, len(req.Prompt)+req.MaxTokens), req.Prompt...),
+		itl:       make([]time.Duration, 0, req.MaxTokens),
+		nPrompt:   len(req.Prompt),
+		sampler:   smp,
+		submitted: e.cfg.Clock.Now(),
+	}
+	s.usage.PromptTokens = len(req.Prompt)
+	if req.Beam.Width > 1 {
+		s.group = &beamGroup{root: s, width: req.Beam.Width, beams: []*seq{s}}
+	}
+	return s, nil
+}
+
+// owner is the sequence that carries the request: s, or its group's root.
+func (s *seq) owner() *seq {
+	if s.group != nil {
+		return s.group.root
+	}
+	return s
+}
+
+// generated returns the output tokens so far.
+func (s *seq) generated() []int32 { return s.tokens[s.nPrompt:] }
+
+// pending is the number of positions the next forward must compute.
+func (s *seq) pending() int { return len(s.tokens) - s.computed }
+
+// cacheUse is what the request asked of the cache.
+func (s *seq) cacheUse() eviction.Use {
+	return eviction.Use{TTL: s.req.Cache.TTL, Priority: s.req.Cache.Priority}
+}
+
+// release gives back everything the sequence holds in the pool and tree.
+func (s *seq) release(e *Engine) {
+	if s.table != nil {
+		s.table.Release()
+		s.table = nil
+	}
+	e.cache.Release(s.pin)
+	s.pin = radix.Handle{}
+	s.computed, s.inserted = 0, 0
+}
+
+// stopReason reports whether the sequence must stop after its newest token
+// and why; trim is how many trailing tokens to drop from the output.
+func (s *seq) stopReason(e *Engine) (reason FinishReason, stop bool, trim int) {
+	out := s.generated()
+	last := out[len(out)-1]
+	if (!s.req.IgnoreEOS && last == e.cfg.EOS) || slices.Contains(s.req.StopTokens, last) {
+		return FinishStop, true, 1
+	}
+	if len(s.req.StopStrings) > 0 && e.cfg.Tokenizer != nil {
+		if _, ok := cutAtStop(e.cfg.Tokenizer.Decode(out), s.req.StopStrings); ok {
+			return FinishStop, true, 0
+		}
+	}
+	if len(out) >= s.req.MaxTokens {
+		return FinishLength, true, 0
+	}
+	return "", false, 0
+}
+
+// cutAtStop returns text up to the earliest stop string, and whether one
+// occurs.
+func cutAtStop(text string, stops []string) (string, bool) {
+	cut := -1
+	for _, stop := range stops {
+		if i := strings.Index(text, stop); i >= 0 && (cut < 0 || i < cut) {
+			cut = i
+		}
+	}
+	if cut < 0 {
+		return text, false
+	}
+	return text[:cut], true
+}

@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"time"
+
+	"prefixd/blockstore"
+	"prefixd/eviction"
+)
+
+// Stats is a snapshot of the engine, taken after its latest iteration.
+type Stats struct {
+	Running, Waiting int
+	Blocks           blockstore.Stats
+	CachedNodes      int // radix tree nodes, all namespaces
+	Cache            eviction.Counters
+	PinnedBlocks     int
+	PinBudget        int
+	DefaultTTL       time.Duration
+	MaxTTL           time.Duration
+
+	// Running totals, in tokens unless named otherwise.
+	PromptTokens     uint64 // prompt tokens of admitted requests
+	GeneratedTokens  uint64
+	PrefillTokens    uint64 // prompt tokens computed by forward passes
+	CacheQueryTokens uint64 // prompt tokens looked up in the prefix cache
+	CacheHitDevice   uint64 // of those, served from device blocks
+	CacheHitHost     uint64 // of those, promoted from the host tier
+	Preemptions      uint64 // sequences preempted (recomputed later)
+	Steps            uint64 // forward passes
+	Requests         uint64 // finished requests
+}
+
+// Stats returns the latest snapshot. It is safe for concurrent use.
+func (e *Engine) Stats() Stats {
+	e.statsMu.Lock()
+	defer e.statsMu.Unlock()
+	return e.stats
+}
+
+// publish copies the scheduler's state into the snapshot. It runs on the
+// scheduler goroutine.
+func (e *Engine) publish() {
+	sc := &e.sched
+	s := sc.totals
+	s.Running = len(sc.running)
+	s.Waiting = len(sc.waiting)
+	s.Blocks = e.pool.Stats()
+	s.CachedNodes = e.tree.Total().Nodes
+	s.Cache = e.cache.Counters()
+	s.PinnedBlocks, s.PinBudget = e.cache.PinnedBlocks()
+	s.DefaultTTL, s.MaxTTL = e.cache.TTLs()
+	e.statsMu.Lock()
+	e.stats = s
+	e.statsMu.Unlock()
+}
