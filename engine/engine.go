@@ -188,6 +188,16 @@ type Engine struct {
 
 // New starts an engine's scheduler goroutine. Close stops it.
 func New(cfg Config) (*Engine, error) {
+	e, err := build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	go e.loop()
+	return e, nil
+}
+
+// build assembles an engine without starting its goroutine.
+func build(cfg Config) (*Engine, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
@@ -222,7 +232,6 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.sched.init(e)
 	e.publish()
-	go e.loop()
 	return e, nil
 }
 

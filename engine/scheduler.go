@@ -353,6 +353,7 @@ func (sc *scheduler) dropRunning(s *seq) {
 func (sc *scheduler) advance(logits []float32) {
 	e := sc.e
 	vocab := e.cfg.Model.VocabSize()
+	now := e.cfg.Clock.Now()
 	li := 0
 	sc.groups = sc.groups[:0]
 	for _, p := range sc.plan {
@@ -375,15 +376,16 @@ func (sc *scheduler) advance(logits []float32) {
 			}
 			continue
 		}
-		sc.emit(s, s.sampler.sample(row))
+		sc.emit(s, s.sampler.sample(row), now)
 	}
 	for _, g := range sc.groups {
 		g.advance(sc)
 	}
 }
 
-// offerBlocks inserts s's newly full blocks into the prefix cache. Beams
-// offer only their prompt: their divergent outputs are rarely reused.
+// offerBlocks inserts s's newly full blocks into the prefix cache, moving
+// its pin to the end of what it offered. Beams offer only their prompt:
+// their divergent outputs are rarely reused.
 func (sc *scheduler) offerBlocks(s *seq) {
 	if !sc.cacheOn(s) {
 		return
@@ -397,17 +399,18 @@ func (sc *scheduler) offerBlocks(s *seq) {
 	if full <= s.inserted {
 		return
 	}
-	if _, err := e.cache.Insert(s.req.Namespace, s.tokens[:full*e.cfg.BlockSize], s.table.Blocks()[:full], s.cacheUse()); err != nil {
+	_, pin, err := e.cache.Extend(s.req.Namespace, s.pin, s.tokens[:full*e.cfg.BlockSize], s.table.Blocks()[:full], s.cacheUse())
+	if err != nil {
 		panic("engine: inserting whole blocks: " + err.Error())
 	}
+	s.pin = pin
 	s.inserted = full
 }
 
 // emit appends a sampled token to s, streams it, and finishes s if it must
 // stop.
-func (sc *scheduler) emit(s *seq, tok int32) {
+func (sc *scheduler) emit(s *seq, tok int32, now time.Time) {
 	e := sc.e
-	now := e.cfg.Clock.Now()
 	s.tokens = append(s.tokens, tok)
 	sc.totals.GeneratedTokens++
 	if len(s.generated()) == 1 {

@@ -87,7 +87,7 @@ func (s *seq) release(e *Engine) {
 		s.table.Release()
 		s.table = nil
 	}
-	e.cache.Release(s.pin)
+	e.cache.Done(s.pin, s.cacheUse())
 	s.pin = radix.Handle{}
 	s.computed, s.inserted = 0, 0
 }

@@ -43,7 +43,7 @@ func (m *Manager) Lookup(ns string, tokens []int32, use Use, dst []blockstore.Bl
 	if m.host != nil {
 		hit = m.promote(ns, tokens, hit, now)
 	}
-	m.touch(hit.Handle.Node(), now, ttl, use.Priority)
+	m.touch(hit.Handle.Node(), nil, now, ttl, use.Priority)
 	return hit, nil
 }
 
@@ -103,28 +103,46 @@ func (m *Manager) promote(ns string, tokens []int32, hit Hit, now int64) Hit {
 	return hit
 }
 
-// Insert adds the whole blocks of a sequence's tokens to the cache (as each
-// block fills, so prompts still being prefilled are shareable at once) and
-// refreshes the path for use. The tree takes a cache reference to each
-// block it did not already hold; for the leading blocks it already held
-// (existing of them) it keeps its own, which may differ from the caller's.
+// Insert adds the whole blocks of tokens to the cache and refreshes their
+// path for use. The tree takes a cache reference to each block it did not
+// already hold; for the leading blocks it already held (existing of them)
+// it keeps its own, which may differ from the caller's.
 func (m *Manager) Insert(ns string, tokens []int32, blocks []blockstore.BlockID, use Use) (existing int, err error) {
+	existing, h, err := m.Extend(ns, radix.Handle{}, tokens, blocks, use)
+	m.tree.Release(h)
+	return existing, err
+}
+
+// Extend is Insert for a running sequence that offers its blocks as they
+// fill, so prompts still being prefilled are shareable at once: it walks
+// from the sequence's Handle h (a Lookup's, or the previous Extend's) and
+// refreshes only the nodes below it. It releases h and returns a Handle
+// pinning all of tokens; pass the last one to Done.
+// REQUIRES: tokens[:h.Tokens()] is the path h pins in namespace ns.
+func (m *Manager) Extend(ns string, h radix.Handle, tokens []int32, blocks []blockstore.BlockID, use Use) (existing int, nh radix.Handle, err error) {
 	ttl, err := m.ResolveTTL(use.TTL)
 	if err != nil {
-		return 0, err
+		return 0, h, err
 	}
-	existing, err = m.tree.Insert(ns, tokens, blocks)
+	stop := h.Node()
+	existing, nh, err = m.tree.Extend(ns, h, tokens, blocks)
 	if err != nil {
-		return 0, err
+		return 0, nh, err
 	}
 	for _, id := range blocks[existing:] {
 		m.pool.RetainCache(id)
 	}
-	var h radix.Handle
-	m.blockBuf, h = m.tree.Match(ns, tokens, m.blockBuf[:0])
-	m.touch(h.Node(), m.now(), ttl, use.Priority)
-	m.tree.Release(h)
-	return existing, nil
+	m.touch(nh.Node(), stop, m.now(), ttl, use.Priority)
+	return existing, nh, nil
+}
+
+// Done ends a request's use of its cached path: it refreshes the whole
+// path (the TTL counts from the last use) and releases h.
+func (m *Manager) Done(h radix.Handle, use Use) {
+	if ttl, err := m.ResolveTTL(use.TTL); err == nil {
+		m.touch(h.Node(), nil, m.now(), ttl, use.Priority)
+	}
+	m.Release(h)
 }
 
 // Release unpins a Lookup's prefix. Nodes of it that expired while pinned
@@ -138,10 +156,10 @@ func (m *Manager) Release(h radix.Handle) {
 }
 
 // touch records a use at now by a request with ttl and priority on n and
-// every ancestor.
-func (m *Manager) touch(n *radix.Node, now int64, ttl time.Duration, prio int32) {
+// its ancestors up to, not including, stop (nil: the root).
+func (m *Manager) touch(n, stop *radix.Node, now int64, ttl time.Duration, prio int32) {
 	deadline := now + int64(ttl)
-	for ; n != nil && !n.IsRoot(); n = n.Parent() {
+	for ; n != nil && n != stop && !n.IsRoot(); n = n.Parent() {
 		meta := &n.Meta
 		if meta.Created == 0 {
 			meta.Created = now

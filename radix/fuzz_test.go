@@ -35,8 +35,9 @@ func (m model) insert(ns string, tokens []int32, blocks []blockstore.BlockID) in
 }
 
 type pinned struct {
+	ns     string
+	tokens []int32 // the matched whole blocks
 	h      Handle
-	blocks []blockstore.BlockID
 }
 
 // FuzzTree decodes bytes into operations (insert, match-and-pin, release,
@@ -61,7 +62,7 @@ func FuzzTree(f *testing.F) {
 			for j := range p {
 				p[j] = int32((seed >> (j % 7)) % 3)
 			}
-			switch ops[i] % 4 {
+			switch ops[i] % 5 {
 			case 0: // insert whole blocks
 				n := len(p) / bs
 				blocks := make([]blockstore.BlockID, n)
@@ -84,13 +85,34 @@ func FuzzTree(f *testing.F) {
 				if h.Tokens() != len(got)*bs {
 					t.Fatalf("handle pins %d tokens, matched %d blocks", h.Tokens(), len(got))
 				}
-				handles = append(handles, pinned{h, got})
+				handles = append(handles, pinned{ns, p[:len(got)*bs], h})
 			case 2: // release a pin
 				if len(handles) > 0 {
 					j := seed % len(handles)
 					tr.Release(handles[j].h)
 					handles = slices.Delete(handles, j, j+1)
 				}
+			case 4: // a running sequence extends its pinned path
+				if len(handles) == 0 {
+					continue
+				}
+				j := seed % len(handles)
+				hp := handles[j]
+				ext := append(append([]int32(nil), hp.tokens...), p[:len(p)/bs*bs]...)
+				blocks := make([]blockstore.BlockID, len(ext)/bs)
+				for k := range blocks {
+					blocks[k] = next
+					next++
+				}
+				want := ref.insert(hp.ns, ext, blocks)
+				got, nh, err := tr.Extend(hp.ns, hp.h, ext, blocks)
+				if err != nil || got != want {
+					t.Fatalf("Extend = %d, %v; model %d", got, err, want)
+				}
+				if nh.Tokens() != len(ext) {
+					t.Fatalf("Extend handle pins %d tokens, want %d", nh.Tokens(), len(ext))
+				}
+				handles[j] = pinned{hp.ns, ext, nh}
 			case 3: // remove an unpinned leaf (and try a pinned one)
 				var leaves []*Node
 				tr.Leaves(func(n *Node) bool { leaves = append(leaves, n); return true })
@@ -117,8 +139,11 @@ func FuzzTree(f *testing.F) {
 				t.Fatalf("after op %d: %v", i/3, err)
 			}
 			for _, h := range handles {
-				if n := h.h.Node(); n != nil && n.Removed() {
-					t.Fatal("a pinned node was removed")
+				if n := h.h.Node(); n != nil && (n.Removed() || n.Depth() != len(h.tokens)) {
+					t.Fatal("a pinned node was removed or changed length")
+				}
+				if got := ref.match(h.ns, h.tokens); len(got)*bs != len(h.tokens) {
+					t.Fatalf("pinned prefix of %d tokens has only %d cached", len(h.tokens), len(got)*bs)
 				}
 			}
 		}

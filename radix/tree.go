@@ -208,44 +208,48 @@ func (t *Tree) split(c *Node, k int) *Node {
 // them, existing blocks long, and keeps its own blocks there (which may
 // differ from the caller's); it takes blocks[existing:] from the caller.
 func (t *Tree) Insert(ns string, tokens []int32, blocks []blockstore.BlockID) (existing int, err error) {
+	existing, h, err := t.Extend(ns, Handle{}, tokens, blocks)
+	t.Release(h)
+	return existing, err
+}
+
+// Extend is Insert for a caller that holds a Handle h on a prefix of
+// tokens: the walk starts at h's node instead of the root, so a sequence
+// that offers its blocks as they fill pays for the new blocks only. It
+// releases h and returns a Handle pinning all of tokens.
+// REQUIRES: tokens[:h.Tokens()] is the path h pins, in namespace ns.
+func (t *Tree) Extend(ns string, h Handle, tokens []int32, blocks []blockstore.BlockID) (existing int, nh Handle, err error) {
 	if len(tokens) != len(blocks)*t.bs {
-		return 0, fmt.Errorf("radix: Insert of %d tokens with %d blocks of %d", len(tokens), len(blocks), t.bs)
+		return 0, h, fmt.Errorf("radix: Insert of %d tokens with %d blocks of %d", len(tokens), len(blocks), t.bs)
 	}
-	if len(blocks) == 0 {
-		return 0, nil
+	if h.Tokens() > len(tokens) {
+		return 0, h, fmt.Errorf("radix: Extend of a %d-token handle to %d tokens", h.Tokens(), len(tokens))
 	}
-	n := t.roots[ns]
+	n := h.node
 	if n == nil {
-		n = &Node{ns: ns, root: true}
-		t.roots[ns] = n
-		t.stats[ns] = &Stats{}
+		if len(blocks) == 0 {
+			return 0, h, nil
+		}
+		if n = t.roots[ns]; n == nil {
+			n = &Node{ns: ns, root: true}
+			t.roots[ns] = n
+			t.stats[ns] = &Stats{}
+		}
 	}
-	bi := 0
+	bi := h.Tokens() / t.bs
+	if n == h.node && n.IsLeaf() && n.pins == 1 && bi < len(blocks) {
+		// Only the caller's handle ends at this leaf: grow its edge in place
+		// rather than hang a one-block node under it for every block a
+		// running sequence fills.
+		t.growLeaf(n, tokens[bi*t.bs:], blocks[bi:])
+		return bi, h, nil
+	}
 	for bi < len(blocks) {
 		rest := tokens[bi*t.bs:]
 		c, at := n.child(rest[:t.bs])
 		if c == nil {
-			leaf := &Node{
-				parent: n,
-				ns:     ns,
-				tokens: slices.Clone(rest),
-				blocks: slices.Clone(blocks[bi:]),
-				depth:  n.depth + len(rest),
-			}
-			n.children = slices.Insert(n.children, at, leaf)
-			n.firsts = slices.Insert(n.firsts, at, leaf.tokens[0])
-			if !n.root && len(n.children) == 1 {
-				t.unlist(n)
-			}
-			t.list(leaf)
-			s := t.stats[ns]
-			s.Nodes++
-			s.Blocks += len(leaf.blocks)
-			s.Tokens += len(leaf.tokens)
-			t.total.Nodes++
-			t.total.Blocks += len(leaf.blocks)
-			t.total.Tokens += len(leaf.tokens)
-			return bi, nil
+			n = t.addLeaf(n, at, rest, blocks[bi:])
+			break
 		}
 		k := t.commonBlocks(c.tokens, rest)
 		if k < len(c.blocks) {
@@ -254,7 +258,50 @@ func (t *Tree) Insert(ns string, tokens []int32, blocks []blockstore.BlockID) (e
 		bi += k
 		n = c
 	}
-	return bi, nil
+	t.Release(h)
+	if n.root {
+		return bi, Handle{}, nil
+	}
+	n.pins++
+	return bi, Handle{node: n}, nil
+}
+
+// growLeaf appends tokens and blocks to leaf n's edge.
+func (t *Tree) growLeaf(n *Node, tokens []int32, blocks []blockstore.BlockID) {
+	n.tokens = append(n.tokens, tokens...)
+	n.blocks = append(n.blocks, blocks...)
+	n.depth += len(tokens)
+	s := t.stats[n.ns]
+	s.Blocks += len(blocks)
+	s.Tokens += len(tokens)
+	t.total.Blocks += len(blocks)
+	t.total.Tokens += len(tokens)
+}
+
+// addLeaf puts a new leaf holding copies of tokens and blocks under n, at
+// index at of its children, and returns it.
+func (t *Tree) addLeaf(n *Node, at int, tokens []int32, blocks []blockstore.BlockID) *Node {
+	leaf := &Node{
+		parent: n,
+		ns:     n.ns,
+		tokens: slices.Clone(tokens),
+		blocks: slices.Clone(blocks),
+		depth:  n.depth + len(tokens),
+	}
+	n.children = slices.Insert(n.children, at, leaf)
+	n.firsts = slices.Insert(n.firsts, at, leaf.tokens[0])
+	if !n.root && len(n.children) == 1 {
+		t.unlist(n)
+	}
+	t.list(leaf)
+	s := t.stats[n.ns]
+	s.Nodes++
+	s.Blocks += len(leaf.blocks)
+	s.Tokens += len(leaf.tokens)
+	t.total.Nodes++
+	t.total.Blocks += len(leaf.blocks)
+	t.total.Tokens += len(leaf.tokens)
+	return leaf
 }
 
 // RemoveLeaf removes an unpinned leaf, appends its blocks to dst (the

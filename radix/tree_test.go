@@ -258,3 +258,42 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Match allocates %.1f times", n)
 	}
 }
+
+func TestExtendFollowsAHandle(t *testing.T) {
+	tr := newTree(t)
+	p := seq(1, 24) // 6 blocks
+	tr.Insert("a", p[:8], ids(0, 2))
+	_, h := tr.Match("a", p, nil)
+	if h.Tokens() != 8 {
+		t.Fatalf("matched %d tokens", h.Tokens())
+	}
+	// A sequence offers its blocks as they fill: 3, then 6.
+	n, h, err := tr.Extend("a", h, p[:12], ids(0, 3))
+	if err != nil || n != 2 || h.Tokens() != 12 {
+		t.Fatalf("Extend to 12 = %d, %d tokens, %v", n, h.Tokens(), err)
+	}
+	n, h, err = tr.Extend("a", h, p, ids(0, 6))
+	if err != nil || n != 3 || h.Tokens() != 24 {
+		t.Fatalf("Extend to 24 = %d, %d tokens, %v", n, h.Tokens(), err)
+	}
+	check(t, tr)
+	if _, err := tr.RemoveLeaf(h.Node(), nil); !errors.Is(err, ErrPinned) {
+		t.Fatalf("the extended tail is not pinned: %v", err)
+	}
+	got, h2 := tr.Match("a", p, nil)
+	tr.Release(h2)
+	if !slices.Equal(got, ids(0, 6)) {
+		t.Fatalf("blocks %v", got)
+	}
+	if _, _, err := tr.Extend("a", h, p[:8], ids(0, 2)); err == nil {
+		t.Fatal("Extend to fewer tokens than the handle pins accepted")
+	}
+	tr.Release(h)
+	// From the zero handle Extend is Insert in a new namespace.
+	if n, h, err := tr.Extend("b", Handle{}, p[:4], ids(9, 1)); err != nil || n != 0 || h.Tokens() != 4 {
+		t.Fatalf("Extend from zero handle = %d, %v", n, err)
+	} else {
+		tr.Release(h)
+	}
+	check(t, tr)
+}

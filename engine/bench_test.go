@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"context"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkSchedulerStep measures one scheduler iteration with 256
+// sequences decoding, on a model that does no compute (hashModel writes 8
+// bytes per position): retire, sweep, admit, plan, block appends, cache
+// inserts as blocks fill, sampling, streaming. One op is one iteration.
+func BenchmarkSchedulerStep(b *testing.B) {
+	for _, cache := range []bool{true, false} {
+		name := "cache"
+		if !cache {
+			name = "nocache"
+		}
+		b.Run(name, func(b *testing.B) {
+			const running = 256
+			e, err := build(Config{
+				Model: newHashModel(32, 1<<20), EOS: -1, NumBlocks: 1 << 16, BlockSize: 16,
+				MaxRunning: running, MaxBatchTokens: 4096, DisablePrefixCache: !cache,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sc := &e.sched
+			n := 0
+			refill := func() {
+				for len(sc.running)+len(sc.waiting) < running {
+					n++
+					req := &Request{Namespace: "b", Prompt: []int32{int32(n % 32), int32(n / 32 % 32), 1, 2}, MaxTokens: 4000, IgnoreEOS: true}
+					s, err := newSeq(e, req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					e.queued++
+					sc.waiting = append(sc.waiting, s)
+				}
+				for len(sc.waiting) > 0 {
+					sc.step()
+				}
+				drain(s0(sc))
+			}
+			refill()
+			b.ReportAllocs()
+			b.ResetTimer()
+			steps := 0
+			for b.Loop() {
+				if len(sc.running) < running {
+					b.StopTimer()
+					refill()
+					b.StartTimer()
+				}
+				sc.step()
+				if steps++; steps%64 == 0 {
+					b.StopTimer()
+					drain(s0(sc))
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}
+
+// s0 returns the running sequences' streams.
+func s0(sc *scheduler) []*Stream {
+	out := make([]*Stream, 0, len(sc.running))
+	for _, s := range sc.running {
+		out = append(out, s.stream)
+	}
+	return out
+}
+
+// drain empties streams so their buffers do not grow without bound.
+func drain(streams []*Stream) {
+	for _, st := range streams {
+		for len(st.tokens) > 0 {
+			<-st.tokens
+		}
+	}
+}
+
+// BenchmarkSeedWorkload runs the seed workload (output lengths 32, 128, 64,
+// 256 repeated; 64 requests) at batch widths 4 and 32, continuous vs
+// static, and reports generated tokens/s and slot utilisation: useful
+// token-steps / (width x iterations).
+func BenchmarkSeedWorkload(b *testing.B) {
+	lengths := []int{32, 128, 64, 256}
+	for _, width := range []int{4, 32} {
+		for _, mode := range []Batching{Continuous, Static} {
+			name := map[Batching]string{Continuous: "continuous", Static: "static"}[mode]
+			b.Run(name+"/width="+strconv.Itoa(width), func(b *testing.B) {
+				var tokens, steps uint64
+				for b.Loop() {
+					e, err := New(Config{
+						Model: newHashModel(32, 4096), EOS: -1, NumBlocks: 4096, BlockSize: 16,
+						MaxRunning: width, MaxBatchTokens: 4096, Batching: mode,
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					var streams []*Stream
+					e.do(func() { // all arrive at once, in order
+						for i := range 64 {
+							st, err := e.Submit(context.Background(), Request{
+								Prompt: []int32{int32(i % 32), 3, 4, 5}, MaxTokens: lengths[i%4], IgnoreEOS: true,
+							})
+							if err != nil {
+								b.Fatal(err)
+							}
+							streams = append(streams, st)
+						}
+					})
+					for _, st := range streams {
+						st.Result()
+					}
+					s := e.Stats()
+					tokens += s.GeneratedTokens
+					steps += s.Steps
+					e.Close(context.Background())
+				}
+				b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tokens/s")
+				b.ReportMetric(float64(tokens)/float64(uint64(width)*steps), "slot-util")
+			})
+		}
+	}
+}
