@@ -1,0 +1,118 @@
+// Package model loads Llama-architecture models (llama2.c checkpoints,
+// GGUF, and a built-in synthetic model), tokenizes text, and runs the
+// forward pass over paged K/V: attention reads each sequence's K/V through
+// its block table, so a cached prefix skips its compute entirely.
+package model
+
+import (
+	"errors"
+	"fmt"
+
+	"prefixd/blockstore"
+)
+
+// Config is a Llama-architecture model's shape.
+type Config struct {
+	Dim       int     // embedding width
+	Hidden    int     // feed-forward width
+	Layers    int     // transformer blocks
+	Heads     int     // query heads
+	KVHeads   int     // key/value heads (grouped-query attention)
+	Vocab     int     // vocabulary size
+	MaxSeqLen int     // longest sequence
+	RopeTheta float32 // RoPE base, 10000 for Llama 2
+	NormEps   float32 // RMSNorm epsilon
+	BOS, EOS  int32   // special tokens; negative if none
+}
+
+// HeadDim is the width of one attention head.
+func (c Config) HeadDim() int { return c.Dim / c.Heads }
+
+// KVDim is the width of one token's K (or V) across KV heads.
+func (c Config) KVDim() int { return c.KVHeads * c.HeadDim() }
+
+// Validate reports a shape the forward pass cannot run.
+func (c Config) Validate() error {
+	switch {
+	case c.Dim <= 0 || c.Hidden <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.Vocab <= 0 || c.MaxSeqLen <= 0:
+		return fmt.Errorf("model: config sizes must be positive: %+v", c)
+	case c.Dim%c.Heads != 0:
+		return fmt.Errorf("model: dim %d is not a multiple of %d heads", c.Dim, c.Heads)
+	case c.HeadDim()%2 != 0:
+		return fmt.Errorf("model: head dim %d is odd; RoPE rotates pairs", c.HeadDim())
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("model: %d heads are not a multiple of %d KV heads", c.Heads, c.KVHeads)
+	case c.RopeTheta <= 0 || c.NormEps <= 0:
+		return fmt.Errorf("model: rope theta %v and norm eps %v must be positive", c.RopeTheta, c.NormEps)
+	case int(c.BOS) >= c.Vocab || int(c.EOS) >= c.Vocab:
+		return fmt.Errorf("model: BOS %d / EOS %d outside the vocabulary of %d", c.BOS, c.EOS, c.Vocab)
+	}
+	return nil
+}
+
+// Layer holds one transformer block's weights, each matrix row-major
+// [out][in].
+type Layer struct {
+	AttnNorm       []float32 // [dim]
+	Wq, Wk, Wv, Wo []float32 // [dim][dim], [kvDim][dim], [kvDim][dim], [dim][dim]
+	FFNNorm        []float32 // [dim]
+	W1, W2, W3     []float32 // gate [hidden][dim], down [dim][hidden], up [hidden][dim]
+}
+
+// Model is an immutable, loaded model: safe to share between Runners.
+type Model struct {
+	Config     Config
+	Embedding  []float32 // [vocab][dim]
+	Layers     []Layer
+	FinalNorm  []float32 // [dim]
+	Classifier []float32 // [vocab][dim]; may alias Embedding
+	Tokenizer  Tokenizer // nil when the file has no vocabulary
+	Name       string    // what the model is, for logs and /v1/models
+}
+
+// check verifies every tensor's length against the config.
+func (m *Model) check() error {
+	c := m.Config
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if len(m.Layers) != c.Layers {
+		return fmt.Errorf("model: %d layers loaded, config says %d", len(m.Layers), c.Layers)
+	}
+	want := func(name string, got []float32, n int) error {
+		if len(got) != n {
+			return fmt.Errorf("model: %s has %d values, want %d", name, len(got), n)
+		}
+		return nil
+	}
+	d, h, kv := c.Dim, c.Hidden, c.KVDim()
+	errs := []error{
+		want("token embedding", m.Embedding, c.Vocab*d),
+		want("final norm", m.FinalNorm, d),
+		want("classifier", m.Classifier, c.Vocab*d),
+	}
+	for i, l := range m.Layers {
+		p := fmt.Sprintf("layer %d ", i)
+		errs = append(errs,
+			want(p+"attention norm", l.AttnNorm, d), want(p+"wq", l.Wq, d*d), want(p+"wk", l.Wk, kv*d),
+			want(p+"wv", l.Wv, kv*d), want(p+"wo", l.Wo, d*d), want(p+"ffn norm", l.FFNNorm, d),
+			want(p+"w1", l.W1, h*d), want(p+"w2", l.W2, d*h), want(p+"w3", l.W3, h*d))
+	}
+	return errors.Join(errs...)
+}
+
+// KVConfig returns the shape of a K/V pool for this model.
+func (m *Model) kvShape() (layers, kvHeads, headDim int) {
+	return m.Config.Layers, m.Config.KVHeads, m.Config.HeadDim()
+}
+
+// Seq is one sequence's part of a forward pass: Tokens at positions Start,
+// Start+1, ..., reading and writing K/V through the block table Blocks,
+// which already has slots for every one of those positions (K/V of the
+// positions before Start are present).
+type Seq struct {
+	Tokens []int32
+	Start  int
+	Blocks []blockstore.BlockID
+	Logits bool // compute next-token logits for the last token
+}

@@ -1,0 +1,357 @@
+package model
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"prefixd/blockstore"
+	"prefixd/kernels/cpu"
+)
+
+// sharedModel returns the path of a test model in ../shared/models beside
+// the repository, skipping the test if that folder is absent.
+func sharedModel(t testing.TB, name string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test")
+		}
+		dir = parent
+	}
+	p := filepath.Join(dir, "..", "shared", "models", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("test model %s not available: %v", name, err)
+	}
+	return p
+}
+
+// reference is a naive scalar forward pass with contiguous K/V, written
+// independently of kernels/: plain loops in float64 accumulators.
+type reference struct {
+	m    *Model
+	k, v [][]float64 // per layer, [pos][kvDim]
+}
+
+func newReference(m *Model) *reference {
+	return &reference{m: m, k: make([][]float64, m.Config.Layers), v: make([][]float64, m.Config.Layers)}
+}
+
+func refNorm(x []float64, w []float32, eps float64) []float64 {
+	ss := 0.0
+	for _, v := range x {
+		ss += v * v
+	}
+	s := 1 / math.Sqrt(ss/float64(len(x))+eps)
+	out := make([]float64, len(x))
+	for i := range x {
+		out[i] = x[i] * s * float64(w[i])
+	}
+	return out
+}
+
+func refMatVec(w []float32, x []float64, rows int) []float64 {
+	cols := len(x)
+	out := make([]float64, rows)
+	for r := range rows {
+		for c := range cols {
+			out[r] += float64(w[r*cols+c]) * x[c]
+		}
+	}
+	return out
+}
+
+func refRope(x []float64, pos, headDim int, theta float64) {
+	for i := 0; i < len(x); i += 2 {
+		f := 1 / math.Pow(theta, float64(i%headDim)/float64(headDim))
+		a := float64(pos) * f
+		x0, x1 := x[i], x[i+1]
+		x[i] = x0*math.Cos(a) - x1*math.Sin(a)
+		x[i+1] = x0*math.Sin(a) + x1*math.Cos(a)
+	}
+}
+
+// step feeds one token at the next position and returns the logits.
+func (r *reference) step(tok int32) []float64 {
+	c := r.m.Config
+	d, hd, kvd := c.Dim, c.HeadDim(), c.KVDim()
+	pos := len(r.k[0]) / kvd
+	x := make([]float64, d)
+	for i := range x {
+		x[i] = float64(r.m.Embedding[int(tok)*d+i])
+	}
+	for li, l := range r.m.Layers {
+		xb := refNorm(x, l.AttnNorm, float64(c.NormEps))
+		q := refMatVec(l.Wq, xb, d)
+		k := refMatVec(l.Wk, xb, kvd)
+		v := refMatVec(l.Wv, xb, kvd)
+		refRope(q, pos, hd, float64(c.RopeTheta))
+		refRope(k, pos, hd, float64(c.RopeTheta))
+		r.k[li] = append(r.k[li], k...)
+		r.v[li] = append(r.v[li], v...)
+		att := make([]float64, d)
+		for h := range c.Heads {
+			kh := h / (c.Heads / c.KVHeads)
+			scores := make([]float64, pos+1)
+			mx := math.Inf(-1)
+			for p := 0; p <= pos; p++ {
+				for i := range hd {
+					scores[p] += q[h*hd+i] * r.k[li][p*kvd+kh*hd+i]
+				}
+				scores[p] /= math.Sqrt(float64(hd))
+				mx = math.Max(mx, scores[p])
+			}
+			sum := 0.0
+			for p := range scores {
+				scores[p] = math.Exp(scores[p] - mx)
+				sum += scores[p]
+			}
+			for p := range scores {
+				for i := range hd {
+					att[h*hd+i] += scores[p] / sum * r.v[li][p*kvd+kh*hd+i]
+				}
+			}
+		}
+		o := refMatVec(l.Wo, att, d)
+		for i := range x {
+			x[i] += o[i]
+		}
+		xb = refNorm(x, l.FFNNorm, float64(c.NormEps))
+		g := refMatVec(l.W1, xb, c.Hidden)
+		u := refMatVec(l.W3, xb, c.Hidden)
+		for i := range g {
+			g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+		}
+		o = refMatVec(l.W2, g, d)
+		for i := range x {
+			x[i] += o[i]
+		}
+	}
+	return refMatVec(r.m.Classifier, refNorm(x, r.m.FinalNorm, float64(c.NormEps)), c.Vocab)
+}
+
+// harness runs a Runner over a block pool.
+type harness struct {
+	r    *Runner
+	pool *blockstore.Pool
+	w    *cpu.Workers
+}
+
+func newHarness(t testing.TB, m *Model, blocks, blockSize int) *harness {
+	t.Helper()
+	w := cpu.NewWorkers(2)
+	t.Cleanup(w.Close)
+	r := NewRunner(m, w)
+	st, err := r.NewKV(blocks, blockSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := blockstore.New(blockstore.Config{NumBlocks: blocks, BlockSize: blockSize, Storage: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{r: r, pool: pool, w: w}
+}
+
+// prefill appends toks to table and returns the last token's logits.
+func (h *harness) prefill(t testing.TB, tb *blockstore.Table, toks []int32) []float32 {
+	t.Helper()
+	start := tb.Len()
+	if err := tb.Append(len(toks)); err != nil {
+		t.Fatal(err)
+	}
+	logits, err := h.r.Forward([]Seq{{Tokens: toks, Start: start, Blocks: tb.Blocks(), Logits: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Clone(logits)
+}
+
+func maxAbsDiff(a []float32, b []float64) float64 {
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i])-b[i]))
+	}
+	return d
+}
+
+func argmax64(x []float64) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+func argmax32(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+func TestStories260KMatchesReference(t *testing.T) {
+	m, err := Load(sharedModel(t, "stories260K.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Config
+	if c.Dim != 64 || c.Hidden != 172 || c.Layers != 5 || c.Heads != 8 || c.KVHeads != 4 || c.Vocab != 512 || c.MaxSeqLen != 512 {
+		t.Fatalf("config %+v", c)
+	}
+	h := newHarness(t, m, 64, 16)
+	ref := newReference(m)
+	tb := h.pool.NewTable()
+	tok := c.BOS
+	worst := 0.0
+	for step := range 256 {
+		want := ref.step(tok)
+		got := h.prefill(t, tb, []int32{tok}) // a decode step: one token
+		worst = math.Max(worst, maxAbsDiff(got, want))
+		if d := maxAbsDiff(got, want); d > 1e-4 {
+			t.Fatalf("step %d: logits differ by %g", step, d)
+		}
+		next := argmax32(got)
+		if r := argmax64(want); r != next {
+			t.Fatalf("step %d: greedy token %d, reference %d", step, next, r)
+		}
+		tok = next
+	}
+	t.Logf("256 greedy tokens agree; worst logit difference %.2g", worst)
+}
+
+func TestPagedEqualsContiguousAndPrefixReuse(t *testing.T) {
+	m, err := Load(sharedModel(t, "stories260K.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := make([]int32, 70)
+	for i := range prompt {
+		prompt[i] = int32(1 + (i*37)%500)
+	}
+	h := newHarness(t, m, 64, 8)
+	// Contiguous reservation, prefill in one go.
+	contig := h.pool.NewTable()
+	if err := contig.Reserve(100); err != nil {
+		t.Fatal(err)
+	}
+	want := h.prefill(t, contig, prompt)
+	// Paged, with the pool's blocks scrambled first by allocating and
+	// freeing in an odd order, prefilled in uneven chunks.
+	var junk []blockstore.BlockID
+	for range 7 {
+		id, _ := h.pool.Alloc()
+		junk = append(junk, id)
+	}
+	for i := len(junk) - 1; i >= 0; i -= 2 {
+		h.pool.Release(junk[i])
+	}
+	paged := h.pool.NewTable()
+	h.prefill(t, paged, prompt[:13])
+	h.prefill(t, paged, prompt[13:50])
+	got := h.prefill(t, paged, prompt[50:])
+	if d := maxDiff32(got, want); d != 0 {
+		t.Fatalf("paged vs contiguous: %g", d)
+	}
+	// A second sequence adopts the first 5 blocks (40 tokens) and computes
+	// only the rest.
+	reuse := h.pool.NewTable()
+	if err := reuse.Adopt(paged.Blocks()[:5]); err != nil {
+		t.Fatal(err)
+	}
+	got = h.prefill(t, reuse, prompt[40:])
+	if d := maxDiff32(got, want); d != 0 {
+		t.Fatalf("prefix reuse vs full prefill: %g", d)
+	}
+}
+
+func maxDiff32(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+func TestLogitsIndependentOfBatch(t *testing.T) {
+	m := Builtin()
+	h := newHarness(t, m, 128, 16)
+	target := []int32{256, 72, 101, 108, 108, 111, 44, 32, 119}
+	alone := h.pool.NewTable()
+	want := h.prefill(t, alone, target)
+
+	// The same prompt batched with another prefill and two decodes.
+	a, b, c := h.pool.NewTable(), h.pool.NewTable(), h.pool.NewTable()
+	h.prefill(t, b, []int32{256, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
+	h.prefill(t, c, []int32{256, 200})
+	for _, tb := range []*blockstore.Table{a, b, c} {
+		n := 1
+		if tb == a {
+			n = len(target)
+		}
+		if err := tb.Append(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logits, err := h.r.Forward([]Seq{
+		{Tokens: []int32{42}, Start: 11, Blocks: b.Blocks(), Logits: true},
+		{Tokens: target, Start: 0, Blocks: a.Blocks(), Logits: true},
+		{Tokens: []int32{43}, Start: 2, Blocks: c.Blocks(), Logits: false},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := m.Config.Vocab
+	if len(logits) != 2*v {
+		t.Fatalf("%d logits, want 2 rows of %d", len(logits), v)
+	}
+	if d := maxDiff32(logits[v:2*v], want); d != 0 {
+		t.Fatalf("batched vs alone: %g", d)
+	}
+}
+
+func TestForwardRejectsBadBatches(t *testing.T) {
+	m := Builtin()
+	h := newHarness(t, m, 8, 16)
+	tb := h.pool.NewTable()
+	if err := tb.Append(4); err != nil {
+		t.Fatal(err)
+	}
+	for name, seqs := range map[string][]Seq{
+		"no tokens":       {{Start: 0, Blocks: tb.Blocks()}},
+		"token too large": {{Tokens: []int32{300}, Blocks: tb.Blocks()}},
+		"negative token":  {{Tokens: []int32{-1}, Blocks: tb.Blocks()}},
+		"too few blocks":  {{Tokens: make([]int32, 20), Blocks: tb.Blocks()}},
+		"past max length": {{Tokens: []int32{1}, Start: 5000, Blocks: tb.Blocks()}},
+		"negative start":  {{Tokens: []int32{1}, Start: -1, Blocks: tb.Blocks()}},
+	} {
+		if _, err := h.r.Forward(seqs); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestBuiltinIsDeterministic(t *testing.T) {
+	a, b := Builtin(), Builtin()
+	if !slices.Equal(a.Layers[2].W2, b.Layers[2].W2) || a.Config != BuiltinConfig {
+		t.Fatal("built-in weights differ between calls")
+	}
+	if err := a.check(); err != nil {
+		t.Fatal(err)
+	}
+}

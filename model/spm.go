@@ -1,0 +1,199 @@
+package model
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"unicode/utf8"
+)
+
+// SentencePiece is Llama's BPE vocabulary in the form llama2.c and GGUF
+// store it: pieces with merge scores, byte-fallback pieces <0x00>..<0xFF>,
+// and a dummy space prefix. Encode merges, greedily, the adjacent pair
+// whose union is the best-scoring piece, as SentencePiece BPE does. It is
+// safe for concurrent use.
+type SentencePiece struct {
+	pieces   []string // piece text, with SentencePiece's ▁ turned into a space
+	scores   []float32
+	index    map[string]int32
+	bytes    [256]int32 // byte-fallback token of each byte, -1 if none
+	control  []bool     // tokens that decode to nothing (BOS, EOS, unknown)
+	bos, eos int32
+}
+
+func newSentencePiece(pieces []string, scores []float32, control []bool, bos, eos int32) (*SentencePiece, error) {
+	if len(pieces) == 0 || len(pieces) != len(scores) {
+		return nil, fmt.Errorf("model: vocabulary of %d pieces and %d scores", len(pieces), len(scores))
+	}
+	t := &SentencePiece{scores: scores, index: make(map[string]int32, len(pieces)), bos: bos, eos: eos,
+		control: control, pieces: make([]string, len(pieces))}
+	if t.control == nil {
+		t.control = make([]bool, len(pieces))
+	}
+	for i := range t.bytes {
+		t.bytes[i] = -1
+	}
+	for i, p := range pieces {
+		p = strings.ReplaceAll(p, "▁", " ")
+		t.pieces[i] = p
+		if len(p) == 6 && strings.HasPrefix(p, "<0x") && p[5] == '>' {
+			var b byte
+			if _, err := fmt.Sscanf(p[3:5], "%02X", &b); err == nil {
+				t.bytes[b] = int32(i)
+				continue
+			}
+		}
+		if _, dup := t.index[p]; !dup && !t.control[i] {
+			t.index[p] = int32(i)
+		}
+	}
+	for _, id := range []int32{bos, eos} {
+		if id >= 0 && int(id) < len(t.control) {
+			t.control[id] = true
+		}
+	}
+	return t, nil
+}
+
+// VocabSize implements Tokenizer.
+func (t *SentencePiece) VocabSize() int { return len(t.pieces) }
+
+// Encode implements Tokenizer: a dummy space, then each character as its
+// piece (or its UTF-8 bytes as byte-fallback tokens), then merges.
+func (t *SentencePiece) Encode(text string) []int32 {
+	if text == "" {
+		return nil
+	}
+	text = " " + text
+	ids := make([]int32, 0, len(text))
+	for i := 0; i < len(text); {
+		_, n := utf8.DecodeRuneInString(text[i:])
+		if id, ok := t.index[text[i:i+n]]; ok {
+			ids = append(ids, id)
+		} else {
+			for _, b := range []byte(text[i : i+n]) {
+				if t.bytes[b] >= 0 {
+					ids = append(ids, t.bytes[b])
+				}
+			}
+		}
+		i += n
+	}
+	for {
+		best, bestID, bestScore := -1, int32(0), float32(math.Inf(-1))
+		for i := 0; i+1 < len(ids); i++ {
+			id, ok := t.index[t.pieces[ids[i]]+t.pieces[ids[i+1]]]
+			if ok && t.scores[id] > bestScore {
+				best, bestID, bestScore = i, id, t.scores[id]
+			}
+		}
+		if best < 0 {
+			return ids
+		}
+		ids[best] = bestID
+		ids = append(ids[:best+1], ids[best+2:]...)
+	}
+}
+
+// Decode implements Tokenizer. Byte-fallback tokens become their bytes,
+// control tokens nothing, and the dummy space Encode adds is removed.
+func (t *SentencePiece) Decode(ids []int32) string {
+	var sb strings.Builder
+	for _, id := range ids {
+		if id < 0 || int(id) >= len(t.pieces) || t.control[id] {
+			continue
+		}
+		p := t.pieces[id]
+		if len(p) == 6 && strings.HasPrefix(p, "<0x") && t.bytes[hexByte(p)] == id {
+			sb.WriteByte(hexByte(p))
+			continue
+		}
+		sb.WriteString(p)
+	}
+	return strings.TrimPrefix(sb.String(), " ")
+}
+
+func hexByte(p string) byte {
+	var b byte
+	fmt.Sscanf(p[3:5], "%02X", &b)
+	return b
+}
+
+// ggufTokenizer builds the vocabulary from GGUF metadata, or returns nil if
+// the file has none.
+func ggufTokenizer(meta map[string]any) (*SentencePiece, error) {
+	raw, ok := meta["tokenizer.ggml.tokens"].([]any)
+	if !ok {
+		return nil, nil
+	}
+	if m, _ := meta["tokenizer.ggml.model"].(string); m != "" && m != "llama" {
+		return nil, fmt.Errorf("model: GGUF tokenizer %q, only llama (SentencePiece) is supported", m)
+	}
+	pieces := make([]string, len(raw))
+	for i, v := range raw {
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("model: GGUF token %d is not a string", i)
+		}
+		pieces[i] = s
+	}
+	scores := make([]float32, len(pieces))
+	if rs, ok := meta["tokenizer.ggml.scores"].([]any); ok {
+		if len(rs) != len(pieces) {
+			return nil, fmt.Errorf("model: GGUF has %d scores for %d tokens", len(rs), len(pieces))
+		}
+		for i, v := range rs {
+			f, _ := v.(float64)
+			scores[i] = float32(f)
+		}
+	}
+	control := make([]bool, len(pieces))
+	if ts, ok := meta["tokenizer.ggml.token_type"].([]any); ok && len(ts) == len(pieces) {
+		for i, v := range ts {
+			typ, _ := v.(int64)
+			control[i] = typ == 2 || typ == 3 // unknown, control
+		}
+	}
+	id := func(key string) int32 {
+		if v, ok := meta[key].(int64); ok && v >= 0 && v < int64(len(pieces)) {
+			return int32(v)
+		}
+		return -1
+	}
+	return newSentencePiece(pieces, scores, control, id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id"))
+}
+
+// LoadLlama2CTokenizer reads llama2.c's tokenizer.bin: an int32 maximum
+// piece length, then for each of vocab tokens a float32 score, an int32
+// length and the piece's bytes. Tokens 0, 1, 2 are unknown, BOS and EOS.
+func LoadLlama2CTokenizer(path string, vocab int) (*SentencePiece, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if len(data) < 4 || vocab <= 0 {
+		return nil, errors.New("model: tokenizer file too short")
+	}
+	off := 4
+	pieces := make([]string, vocab)
+	scores := make([]float32, vocab)
+	for i := range vocab {
+		if off+8 > len(data) {
+			return nil, fmt.Errorf("model: tokenizer file truncated at token %d", i)
+		}
+		scores[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[off:]))
+		n := int(int32(binary.LittleEndian.Uint32(data[off+4:])))
+		off += 8
+		if n < 0 || off+n > len(data) {
+			return nil, fmt.Errorf("model: tokenizer file truncated at token %d", i)
+		}
+		pieces[i] = string(data[off : off+n])
+		off += n
+	}
+	control := make([]bool, vocab)
+	control[0] = true
+	return newSentencePiece(pieces, scores, control, 1, 2)
+}
