@@ -1,0 +1,181 @@
+package model
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestGGUFLoadsAndRuns(t *testing.T) {
+	path := sharedModel(t, "llama-2-tiny-random.gguf")
+	m, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Config
+	if c.Dim != 8 || c.Layers != 1 || c.Heads != 2 || c.Vocab != 32000 {
+		t.Fatalf("config %+v", c)
+	}
+	if m.Tokenizer == nil || m.Tokenizer.VocabSize() != 32000 || c.BOS != 1 || c.EOS != 2 {
+		t.Fatalf("tokenizer %v, BOS %d EOS %d", m.Tokenizer, c.BOS, c.EOS)
+	}
+	h := newHarness(t, m, 8, 16)
+	tb := h.pool.NewTable()
+	ids := append([]int32{c.BOS}, m.Tokenizer.Encode("Hello world")...)
+	logits := h.prefill(t, tb, ids)
+	if len(logits) != c.Vocab {
+		t.Fatalf("%d logits", len(logits))
+	}
+	for i, v := range logits {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			t.Fatalf("logit %d is %v", i, v)
+		}
+	}
+}
+
+var sampleTexts = []string{
+	"Hello world",
+	"The quick brown fox jumps over the lazy dog.",
+	"  leading spaces, trailing spaces  ",
+	"multiple   spaces\tand\ttabs",
+	"line one\nline two\n\nline four",
+	"numbers 12345 and 3.14159, punctuation!?;:",
+	"unicode: café naïve résumé",
+	"emoji 🙂🚀 and CJK 中文字符 日本語",
+	"a",
+	" ",
+	"<0x41> looks like a byte token",
+}
+
+func TestTokenizersAgreeAndRoundTrip(t *testing.T) {
+	m, err := Load(sharedModel(t, "llama-2-tiny-random.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := LoadLlama2CTokenizer(sharedModel(t, "llama2-tokenizer.bin"), 32000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gguf := m.Tokenizer
+	for _, s := range sampleTexts {
+		a, b := gguf.Encode(s), bin.Encode(s)
+		if len(a) == 0 || !equalIDs(a, b) {
+			t.Fatalf("%q: GGUF %v, tokenizer.bin %v", s, a, b)
+		}
+		if got := gguf.Decode(a); got != s {
+			t.Fatalf("GGUF round trip of %q gave %q", s, got)
+		}
+		if got := bin.Decode(b); got != s {
+			t.Fatalf("tokenizer.bin round trip of %q gave %q", s, got)
+		}
+	}
+	// Known SentencePiece output: "Hello world" is ▁Hello ▁world.
+	if ids := gguf.Encode("Hello world"); len(ids) != 2 || ids[0] != 15043 || ids[1] != 3186 {
+		t.Fatalf("Hello world = %v, want [15043 3186]", ids)
+	}
+}
+
+func equalIDs(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestByteTokenizerRoundTrips(t *testing.T) {
+	var tk ByteTokenizer
+	for _, s := range sampleTexts {
+		if got := tk.Decode(tk.Encode(s)); got != s {
+			t.Fatalf("%q round trip gave %q", s, got)
+		}
+	}
+	if tk.Decode([]int32{ByteBOS, 'h', 'i', ByteEOS}) != "hi" {
+		t.Fatal("special tokens decoded to text")
+	}
+}
+
+// ggufHeader builds a GGUF prefix for malformed-file tests.
+func ggufHeader(version uint32, tensors, kvs uint64) []byte {
+	b := []byte("GGUF")
+	b = binary.LittleEndian.AppendUint32(b, version)
+	b = binary.LittleEndian.AppendUint64(b, tensors)
+	return binary.LittleEndian.AppendUint64(b, kvs)
+}
+
+func TestMalformedFilesAreRejected(t *testing.T) {
+	real, err := os.ReadFile(sharedModel(t, "llama-2-tiny-random.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stories, err := os.ReadFile(sharedModel(t, "stories260K.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	badType := append([]byte(nil), real...)
+	// Corrupt the first tensor's type: find "token_embd.weight" in the
+	// tensor infos and overwrite the type field after its dims.
+	i := strings.Index(string(badType), "token_embd.weight")
+	nd := binary.LittleEndian.Uint32(badType[i+17:])
+	binary.LittleEndian.PutUint32(badType[i+17+4+8*int(nd):], 99)
+	hugeHeader := append([]byte(nil), stories...)
+	binary.LittleEndian.PutUint32(hugeHeader[0:], 1<<30)
+	oddHeads := append([]byte(nil), stories...)
+	binary.LittleEndian.PutUint32(oddHeads[12:], 7)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "shorter than its header"},
+		{"gguf magic only", []byte("GGUF"), "truncated"},
+		{"gguf version 1", ggufHeader(1, 0, 0), "version 1"},
+		{"gguf absurd counts", ggufHeader(3, 1<<60, 1<<60), "truncated"},
+		{"gguf truncated metadata", real[:200], "truncated"},
+		{"gguf truncated tensors", real[:len(real)/2], "past the end"},
+		{"gguf unknown tensor type", badType, "type 99"},
+		{"llama2c truncated", stories[:len(stories)/3], "truncated"},
+		{"llama2c absurd dim", hugeHeader, "implausible"},
+		{"llama2c heads not dividing dim", oddHeads, "not a multiple"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := t.TempDir() + "/model"
+			if err := os.WriteFile(path, tc.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load = %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Load(t.TempDir() + "/missing"); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
+
+// FuzzGGUF feeds arbitrary bytes to the GGUF reader: it must return a
+// model or an error, never panic or allocate from an unchecked length.
+func FuzzGGUF(f *testing.F) {
+	if real, err := os.ReadFile("../../shared/models/llama-2-tiny-random.gguf"); err == nil {
+		f.Add(real[:4096])
+		f.Add(real[:64])
+	}
+	f.Add(ggufHeader(3, 0, 0))
+	f.Add(ggufHeader(3, 1, 1))
+	f.Add(append(ggufHeader(3, 0, 1), []byte("\x05\x00\x00\x00\x00\x00\x00\x00hello\x09\x00\x00\x00\x08\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\x7f")...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := parseGGUF(data)
+		if err == nil {
+			if cerr := m.check(); cerr != nil {
+				t.Fatalf("parseGGUF returned an inconsistent model: %v", cerr)
+			}
+		}
+	})
+}
