@@ -1,7 +1,8 @@
-// Package cpu holds prefixd's CPU compute kernels in plain Go: matrix
-// products, the row operations of a Llama block, and paged attention that
-// reads K/V through block tables from KVCache, the CPU implementation of
-// blockstore.Storage.
+// Package cpu holds prefixd's CPU compute kernels: matrix products, the row
+// operations of a Llama block, and paged attention that reads K/V through
+// block tables from KVCache, the CPU implementation of blockstore.Storage.
+// On amd64 CPUs with AVX2 and FMA the inner loops run in assembly; elsewhere,
+// and under the purego build tag, the same code runs in plain Go.
 package cpu
 
 import (
@@ -11,32 +12,45 @@ import (
 
 // Workers is a fixed pool of goroutines that runs parallel loops, so no
 // kernel starts a goroutine per call. It is safe for concurrent use; calls
-// to For are serialised.
+// to For (and the kernels that use the pool) are serialised.
 type Workers struct {
 	n    int
-	mu   sync.Mutex // one For at a time
+	mu   sync.Mutex // one loop at a time; guards mm
 	jobs chan job
-	done sync.WaitGroup // the parts of the running For
+	done sync.WaitGroup // the parts of the running loop
 	wg   sync.WaitGroup // the worker goroutines
+	mm   matmulTask     // MatMul's arguments, kept here so MatMul allocates nothing
 }
 
+// task is a parallel loop body; a pointer to a long-lived struct satisfies
+// it without allocating, where a closure handed to another goroutine would
+// escape to the heap on every call.
+type task interface {
+	run(part, lo, hi int)
+}
+
+type funcTask func(part, lo, hi int)
+
+func (f funcTask) run(part, lo, hi int) { f(part, lo, hi) }
+
 type job struct {
-	fn           func(part, lo, hi int)
+	t            task
 	part, lo, hi int
 }
 
-// NewWorkers starts n workers; n <= 0 means GOMAXPROCS.
+// NewWorkers starts a pool of n workers, the calling goroutine being one of
+// them; n <= 0 means runtime.GOMAXPROCS(0).
 func NewWorkers(n int) *Workers {
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
 	w := &Workers{n: n, jobs: make(chan job, n)}
 	w.wg.Add(n - 1)
-	for range n - 1 { // the caller runs one part itself
+	for range n - 1 {
 		go func() {
 			defer w.wg.Done()
 			for j := range w.jobs {
-				j.fn(j.part, j.lo, j.hi)
+				j.t.run(j.part, j.lo, j.hi)
 				w.done.Done()
 			}
 		}()
@@ -44,27 +58,32 @@ func NewWorkers(n int) *Workers {
 	return w
 }
 
-// N is the number of parts a For splits into at most.
+// N is the most parts a For splits into.
 func (w *Workers) N() int { return w.n }
 
 // For runs fn over disjoint chunks [lo, hi) that cover [0, n), numbered
 // part 0, 1, ... below N(), and returns when all are done. A loop of one
-// chunk runs inline.
+// chunk runs inline. fn must not call For on the same pool.
 func (w *Workers) For(n int, fn func(part, lo, hi int)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.forLocked(n, funcTask(fn))
+}
+
+// forLocked runs t over [0, n) split into at most N parts; w.mu is held.
+func (w *Workers) forLocked(n int, t task) {
 	parts := min(w.n, n)
 	if parts <= 1 {
 		if n > 0 {
-			fn(0, 0, n)
+			t.run(0, 0, n)
 		}
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.done.Add(parts - 1)
 	for p := 1; p < parts; p++ {
-		w.jobs <- job{fn: fn, part: p, lo: p * n / parts, hi: (p + 1) * n / parts}
+		w.jobs <- job{t: t, part: p, lo: p * n / parts, hi: (p + 1) * n / parts}
 	}
-	fn(0, 0, n/parts)
+	t.run(0, 0, n/parts)
 	w.done.Wait()
 }
 

@@ -1,0 +1,108 @@
+package cpu
+
+import "math"
+
+// gemm sets c[i*ldc+j] = Σ_p a[i*lda+p]·b[j*ldb+p] for i < m, j < n, p < k
+// on the calling goroutine. Each group of four b rows stays in L1 while
+// every a row passes over it, three rows at a time, so one load of b feeds
+// three products.
+func gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int) {
+	j := 0
+	for ; j+4 <= n; j += 4 {
+		bj := b[j*ldb:]
+		i := 0
+		for ; i+3 <= m; i += 3 {
+			tile(c[i*ldc+j:], ldc, a[i*lda:], lda, bj, ldb, 3, k)
+		}
+		for ; i < m; i++ {
+			tile(c[i*ldc+j:], ldc, a[i*lda:], lda, bj, ldb, 1, k)
+		}
+	}
+	for ; j < n; j++ {
+		bj := b[j*ldb : j*ldb+k]
+		for i := range m {
+			c[i*ldc+j] = Dot(a[i*lda:i*lda+k], bj)
+		}
+	}
+}
+
+// tile sets c[i*ldc+j] = Σ_p a[i*lda+p]·b[j*ldb+p] for i < rows, j < 4,
+// p < k: the SIMD kernel covers what it can and plain Go the rest of k.
+func tile(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, rows, k int) {
+	k0 := simdTile(c, ldc, a, lda, b, ldb, rows, k)
+	b0, b1, b2, b3 := b[k0:k], b[ldb+k0:ldb+k], b[2*ldb+k0:2*ldb+k], b[3*ldb+k0:3*ldb+k]
+	for i := range rows {
+		ai := a[i*lda+k0 : i*lda+k]
+		var s0, s1, s2, s3 float32
+		if k0 > 0 {
+			s0, s1, s2, s3 = c[i*ldc], c[i*ldc+1], c[i*ldc+2], c[i*ldc+3]
+		}
+		b0, b1, b2, b3 = b0[:len(ai)], b1[:len(ai)], b2[:len(ai)], b3[:len(ai)]
+		for p, av := range ai {
+			s0 += av * b0[p]
+			s1 += av * b1[p]
+			s2 += av * b2[p]
+			s3 += av * b3[p]
+		}
+		c[i*ldc], c[i*ldc+1], c[i*ldc+2], c[i*ldc+3] = s0, s1, s2, s3
+	}
+}
+
+// Dot returns the dot product of a and b[:len(a)].
+func Dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	s0, k0 := simdDot(a, b)
+	var s1, s2, s3 float32
+	i := k0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// accum adds Σ_j w[j]·v[j*ldv+d] to acc[d] for every d < len(acc) and
+// j < len(w): one attention row's weighted sum of a block of V vectors.
+func accum(acc, w, v []float32, ldv int) {
+	d0 := simdAccum(acc, w, v, ldv)
+	if d0 == len(acc) {
+		return
+	}
+	for j, wj := range w {
+		vj := v[j*ldv+d0 : j*ldv+len(acc)]
+		for d, x := range vj {
+			acc[d0+d] += wj * x
+		}
+	}
+}
+
+// expf returns e**x in float32, within 2 ulp of the correctly rounded
+// result, several times faster than math.Exp. It reduces x to r in
+// [-ln2/2, ln2/2] with x = n·ln2 + r and evaluates a degree-6 polynomial
+// for e**r (the Cephes expf coefficients); arguments whose result would be
+// subnormal or overflow take math.Exp.
+func expf(x float32) float32 {
+	if !(x >= -87 && x <= 88) { // also NaN
+		return float32(math.Exp(float64(x)))
+	}
+	const (
+		log2e = 1.44269504088896341
+		ln2Hi = 0.693359375
+		ln2Lo = -2.12194440e-4
+	)
+	n := float32(math.Floor(float64(x*log2e) + 0.5))
+	r := x - n*ln2Hi - n*ln2Lo
+	p := float32(1.9875691500e-4)
+	p = p*r + 1.3981999507e-3
+	p = p*r + 8.3334519073e-3
+	p = p*r + 4.1665795894e-2
+	p = p*r + 1.6666665459e-1
+	p = p*r + 5.0000001201e-1
+	p = p*r*r + r + 1
+	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
+}

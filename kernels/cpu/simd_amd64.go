@@ -1,0 +1,84 @@
+//go:build !purego
+
+package cpu
+
+func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+func xgetbv() (eax uint32)
+
+//go:noescape
+func gemm3x4AVX(a *float32, lda int, b *float32, ldb int, k8 int, c *float32, ldc int)
+
+//go:noescape
+func gemm1x4AVX(a *float32, b *float32, ldb int, k8 int, c *float32)
+
+//go:noescape
+func dotAVX(a, b *float32, k8 int) float32
+
+//go:noescape
+func accumAVX(acc *float32, w *float32, v *float32, ldv int, rows int, d8 int)
+
+// useAVX2 selects the assembly kernels. It is true when the CPU has AVX2
+// and FMA and the OS saves the YMM registers; tests turn it off to check
+// the pure-Go kernels on the same machine.
+var useAVX2 = hasAVX2FMA()
+
+// haveAVX2 reports whether this build and CPU can run the AVX2 kernels.
+func haveAVX2() bool { return hasAVX2FMA() }
+
+func hasAVX2FMA() bool {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	if maxLeaf < 7 {
+		return false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const fma, osxsave, avx = 1 << 12, 1 << 27, 1 << 28
+	if ecx1&(fma|osxsave|avx) != fma|osxsave|avx {
+		return false
+	}
+	if xgetbv()&6 != 6 { // the OS saves XMM and YMM state
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<5) != 0
+}
+
+// simdTile computes the first k&^7 terms of a rows×4 tile (rows is 1 or
+// 3) as tile describes and returns how many terms it covered: 0 when the
+// assembly kernels are off or k < 8.
+func simdTile(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, rows, k int) int {
+	if !useAVX2 || k < 8 {
+		return 0
+	}
+	k8 := k &^ 7
+	// Bounds checks the assembly relies on.
+	_, _, _ = a[(rows-1)*lda+k8-1], b[3*ldb+k8-1], c[(rows-1)*ldc+3]
+	if rows == 3 {
+		gemm3x4AVX(&a[0], lda, &b[0], ldb, k8, &c[0], ldc)
+	} else {
+		gemm1x4AVX(&a[0], &b[0], ldb, k8, &c[0])
+	}
+	return k8
+}
+
+// simdDot returns the dot product of the first k0 elements of a and b and
+// k0, a multiple of 8 (0 when the assembly kernels are off).
+func simdDot(a, b []float32) (float32, int) {
+	k8 := len(a) &^ 7
+	if !useAVX2 || k8 == 0 {
+		return 0, 0
+	}
+	_ = b[k8-1]
+	return dotAVX(&a[0], &b[0], k8), k8
+}
+
+// simdAccum adds the first d0 columns of accum's sum to acc and returns
+// d0, a multiple of 8 (0 when the assembly kernels are off).
+func simdAccum(acc, w, v []float32, ldv int) int {
+	d8 := len(acc) &^ 7
+	if !useAVX2 || d8 == 0 || len(w) == 0 {
+		return 0
+	}
+	_ = v[(len(w)-1)*ldv+d8-1]
+	accumAVX(&acc[0], &w[0], &v[0], ldv, len(w), d8)
+	return d8
+}

@@ -1,0 +1,293 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The kernels below need AVX2 and FMA; simd_amd64.go calls them only when
+// the CPU and OS support both. Lengths are in float32 elements and must be
+// positive multiples of 8 where named k8 or d8; leading dimensions are in
+// elements.
+
+// func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL eaxArg+0(FP), AX
+	MOVL ecxArg+4(FP), CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL BX, ebx+12(FP)
+	MOVL CX, ecx+16(FP)
+	MOVL DX, edx+20(FP)
+	RET
+
+// func xgetbv() (eax uint32)
+TEXT ·xgetbv(SB), NOSPLIT, $0-4
+	MOVL $0, CX
+	XGETBV
+	MOVL AX, eax+0(FP)
+	RET
+
+// REDUCE4 sums each of four accumulators and stores the four sums as
+// consecutive floats at (dst). It clobbers r0 and r2.
+#define REDUCE4(r0, r1, r2, r3, x0, x1, dst) \
+	VHADDPS r1, r0, r0; \
+	VHADDPS r3, r2, r2; \
+	VHADDPS r2, r0, r0; \
+	VEXTRACTF128 $1, r0, x1; \
+	VADDPS x1, x0, x0; \
+	VMOVUPS x0, dst
+
+// func gemm3x4AVX(a *float32, lda int, b *float32, ldb int, k8 int, c *float32, ldc int)
+// sets c[i*ldc+j] = sum over p < k8 of a[i*lda+p]*b[j*ldb+p], i < 3, j < 4.
+TEXT ·gemm3x4AVX(SB), NOSPLIT, $0-56
+	MOVQ a+0(FP), SI
+	MOVQ lda+8(FP), R8
+	SHLQ $2, R8
+	LEAQ (SI)(R8*1), R9
+	LEAQ (R9)(R8*1), R8
+	MOVQ b+16(FP), DI
+	MOVQ ldb+24(FP), R10
+	SHLQ $2, R10
+	LEAQ (DI)(R10*1), R11
+	LEAQ (R11)(R10*1), R12
+	LEAQ (R12)(R10*1), R13
+	MOVQ k8+32(FP), BX
+	SHLQ $2, BX
+	XORQ AX, AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+loop3x4:
+	VMOVUPS (SI)(AX*1), Y12
+	VMOVUPS (R9)(AX*1), Y13
+	VMOVUPS (R8)(AX*1), Y14
+	VMOVUPS (DI)(AX*1), Y15
+	VFMADD231PS Y15, Y12, Y0
+	VFMADD231PS Y15, Y13, Y4
+	VFMADD231PS Y15, Y14, Y8
+	VMOVUPS (R11)(AX*1), Y15
+	VFMADD231PS Y15, Y12, Y1
+	VFMADD231PS Y15, Y13, Y5
+	VFMADD231PS Y15, Y14, Y9
+	VMOVUPS (R12)(AX*1), Y15
+	VFMADD231PS Y15, Y12, Y2
+	VFMADD231PS Y15, Y13, Y6
+	VFMADD231PS Y15, Y14, Y10
+	VMOVUPS (R13)(AX*1), Y15
+	VFMADD231PS Y15, Y12, Y3
+	VFMADD231PS Y15, Y13, Y7
+	VFMADD231PS Y15, Y14, Y11
+	ADDQ $32, AX
+	CMPQ AX, BX
+	JB   loop3x4
+
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), CX
+	SHLQ $2, CX
+	REDUCE4(Y0, Y1, Y2, Y3, X0, X1, (DX))
+	ADDQ CX, DX
+	REDUCE4(Y4, Y5, Y6, Y7, X4, X5, (DX))
+	ADDQ CX, DX
+	REDUCE4(Y8, Y9, Y10, Y11, X8, X9, (DX))
+	VZEROUPPER
+	RET
+
+// func gemm1x4AVX(a *float32, b *float32, ldb int, k8 int, c *float32)
+// sets c[j] = sum over p < k8 of a[p]*b[j*ldb+p], j < 4. It keeps two sets
+// of accumulators so a long k (matrix-vector products) is not bound by FMA
+// latency.
+TEXT ·gemm1x4AVX(SB), NOSPLIT, $0-40
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ ldb+16(FP), R10
+	SHLQ $2, R10
+	LEAQ (DI)(R10*1), R11
+	LEAQ (R11)(R10*1), R12
+	LEAQ (R12)(R10*1), R13
+	MOVQ k8+24(FP), BX
+	SHLQ $2, BX
+	MOVQ BX, R8
+	ANDQ $-64, R8
+	XORQ AX, AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+loop1x4by16:
+	CMPQ AX, R8
+	JAE  tail1x4
+	VMOVUPS (SI)(AX*1), Y12
+	VMOVUPS 32(SI)(AX*1), Y13
+	VFMADD231PS (DI)(AX*1), Y12, Y0
+	VFMADD231PS (R11)(AX*1), Y12, Y1
+	VFMADD231PS (R12)(AX*1), Y12, Y2
+	VFMADD231PS (R13)(AX*1), Y12, Y3
+	VFMADD231PS 32(DI)(AX*1), Y13, Y4
+	VFMADD231PS 32(R11)(AX*1), Y13, Y5
+	VFMADD231PS 32(R12)(AX*1), Y13, Y6
+	VFMADD231PS 32(R13)(AX*1), Y13, Y7
+	ADDQ $64, AX
+	JMP  loop1x4by16
+
+tail1x4:
+	CMPQ AX, BX
+	JAE  sum1x4
+	VMOVUPS (SI)(AX*1), Y12
+	VFMADD231PS (DI)(AX*1), Y12, Y0
+	VFMADD231PS (R11)(AX*1), Y12, Y1
+	VFMADD231PS (R12)(AX*1), Y12, Y2
+	VFMADD231PS (R13)(AX*1), Y12, Y3
+
+sum1x4:
+	VADDPS Y4, Y0, Y0
+	VADDPS Y5, Y1, Y1
+	VADDPS Y6, Y2, Y2
+	VADDPS Y7, Y3, Y3
+	MOVQ c+32(FP), DX
+	REDUCE4(Y0, Y1, Y2, Y3, X0, X1, (DX))
+	VZEROUPPER
+	RET
+
+// func dotAVX(a, b *float32, k8 int) float32
+TEXT ·dotAVX(SB), NOSPLIT, $0-28
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ k8+16(FP), BX
+	SHLQ $2, BX
+	MOVQ BX, R8
+	ANDQ $-128, R8
+	XORQ AX, AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loopdot32:
+	CMPQ AX, R8
+	JAE  loopdot8
+	VMOVUPS (SI)(AX*1), Y4
+	VMOVUPS 32(SI)(AX*1), Y5
+	VMOVUPS 64(SI)(AX*1), Y6
+	VMOVUPS 96(SI)(AX*1), Y7
+	VFMADD231PS (DI)(AX*1), Y4, Y0
+	VFMADD231PS 32(DI)(AX*1), Y5, Y1
+	VFMADD231PS 64(DI)(AX*1), Y6, Y2
+	VFMADD231PS 96(DI)(AX*1), Y7, Y3
+	ADDQ $128, AX
+	JMP  loopdot32
+
+loopdot8:
+	CMPQ AX, BX
+	JAE  sumdot
+	VMOVUPS (SI)(AX*1), Y4
+	VFMADD231PS (DI)(AX*1), Y4, Y0
+	ADDQ $32, AX
+	JMP  loopdot8
+
+sumdot:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func accumAVX(acc *float32, w *float32, v *float32, ldv int, rows int, d8 int)
+// adds sum over j < rows of w[j]*v[j*ldv+d] to acc[d], d < d8. It works
+// on 64 columns at a time so eight independent FMA chains hide latency.
+TEXT ·accumAVX(SB), NOSPLIT, $0-48
+	MOVQ acc+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ v+16(FP), DX
+	MOVQ ldv+24(FP), R10
+	SHLQ $2, R10
+	MOVQ rows+32(FP), CX
+	MOVQ d8+40(FP), BX
+	SHLQ $2, BX
+	XORQ AX, AX
+
+chunk64:
+	MOVQ BX, R8
+	SUBQ AX, R8
+	CMPQ R8, $256
+	JB   chunk8
+	VMOVUPS (DI)(AX*1), Y0
+	VMOVUPS 32(DI)(AX*1), Y1
+	VMOVUPS 64(DI)(AX*1), Y2
+	VMOVUPS 96(DI)(AX*1), Y3
+	VMOVUPS 128(DI)(AX*1), Y4
+	VMOVUPS 160(DI)(AX*1), Y5
+	VMOVUPS 192(DI)(AX*1), Y6
+	VMOVUPS 224(DI)(AX*1), Y7
+	LEAQ (DX)(AX*1), R9
+	XORQ R11, R11
+
+rows64:
+	CMPQ R11, CX
+	JAE  store64
+	VBROADCASTSS (SI)(R11*4), Y8
+	VFMADD231PS (R9), Y8, Y0
+	VFMADD231PS 32(R9), Y8, Y1
+	VFMADD231PS 64(R9), Y8, Y2
+	VFMADD231PS 96(R9), Y8, Y3
+	VFMADD231PS 128(R9), Y8, Y4
+	VFMADD231PS 160(R9), Y8, Y5
+	VFMADD231PS 192(R9), Y8, Y6
+	VFMADD231PS 224(R9), Y8, Y7
+	ADDQ R10, R9
+	INCQ R11
+	JMP  rows64
+
+store64:
+	VMOVUPS Y0, (DI)(AX*1)
+	VMOVUPS Y1, 32(DI)(AX*1)
+	VMOVUPS Y2, 64(DI)(AX*1)
+	VMOVUPS Y3, 96(DI)(AX*1)
+	VMOVUPS Y4, 128(DI)(AX*1)
+	VMOVUPS Y5, 160(DI)(AX*1)
+	VMOVUPS Y6, 192(DI)(AX*1)
+	VMOVUPS Y7, 224(DI)(AX*1)
+	ADDQ $256, AX
+	JMP  chunk64
+
+chunk8:
+	CMPQ AX, BX
+	JAE  accumdone
+	VMOVUPS (DI)(AX*1), Y0
+	LEAQ (DX)(AX*1), R9
+	XORQ R11, R11
+
+rows8:
+	CMPQ R11, CX
+	JAE  store8
+	VBROADCASTSS (SI)(R11*4), Y8
+	VFMADD231PS (R9), Y8, Y0
+	ADDQ R10, R9
+	INCQ R11
+	JMP  rows8
+
+store8:
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ $32, AX
+	JMP  chunk8
+
+accumdone:
+	VZEROUPPER
+	RET
