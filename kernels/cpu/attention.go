@@ -102,6 +102,9 @@ func (t *attnTask) run(part, lo, hi int) {
 	st := &t.states[part]
 	for it := lo; it < hi; it++ {
 		s, h := t.seqs[it/kvh], it%kvh
+		if s.Rows == 0 {
+			continue
+		}
 		row0 := t.rows[it/kvh]
 		st.begin(t.q, row0, s.Rows, t.nHeads, h, hd, t.nHeads/kvh)
 		end := s.Start + s.Rows

@@ -2,22 +2,41 @@ package cpu
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 
 	"prefixd/blockstore"
 )
 
-// KVConfig sizes a KVCache.
+// Errors returned by KVCache, wrapped with detail; test with errors.Is.
+var (
+	// ErrBadConfig means a KVConfig field is not positive.
+	ErrBadConfig = errors.New("cpu: bad KV cache config")
+	// ErrBlockRange means a block ID is outside the cache.
+	ErrBlockRange = errors.New("cpu: block ID out of range")
+	// ErrSlotRange means a copy asked for more slots than a block has.
+	ErrSlotRange = errors.New("cpu: slot count out of range")
+	// ErrBufferSize means a ReadBlock or WriteBlock buffer is not
+	// BlockBytes long.
+	ErrBufferSize = errors.New("cpu: block buffer has the wrong size")
+)
+
+// KVConfig sizes a KVCache. Every field must be positive.
 type KVConfig struct {
-	Layers, KVHeads, HeadDim int
-	BlockSize, NumBlocks     int
+	Layers    int // transformer layers
+	KVHeads   int // K/V heads per layer
+	HeadDim   int // floats per head
+	BlockSize int // token slots per block
+	NumBlocks int // physical blocks
 }
 
 // KVCache holds every block's K and V in host memory, per layer laid out
-// [block][slot][kvHead][headDim] float32. It implements blockstore.Storage.
-// It is not safe for concurrent use except that Attention reads it from the
-// workers while nothing writes.
+// [block][slot][kvHead][headDim] float32. It implements blockstore.Storage;
+// which blocks are live is the blockstore.Pool's business, not the cache's.
+// It is not safe for concurrent use: one goroutine (the model runner) calls
+// Put, Attention and the Storage methods in turn, and Attention's own
+// workers only read.
 type KVCache struct {
 	cfg   KVConfig
 	kvDim int
@@ -29,7 +48,7 @@ var _ blockstore.Storage = (*KVCache)(nil)
 // NewKVCache allocates a zeroed cache.
 func NewKVCache(cfg KVConfig) (*KVCache, error) {
 	if cfg.Layers <= 0 || cfg.KVHeads <= 0 || cfg.HeadDim <= 0 || cfg.BlockSize <= 0 || cfg.NumBlocks <= 0 {
-		return nil, fmt.Errorf("cpu: KVConfig needs positive sizes, got %+v", cfg)
+		return nil, fmt.Errorf("%w: every size must be positive, got %+v", ErrBadConfig, cfg)
 	}
 	c := &KVCache{cfg: cfg, kvDim: cfg.KVHeads * cfg.HeadDim}
 	n := cfg.NumBlocks * cfg.BlockSize * c.kvDim
@@ -43,9 +62,13 @@ func NewKVCache(cfg KVConfig) (*KVCache, error) {
 // Config returns the cache's sizes.
 func (c *KVCache) Config() KVConfig { return c.cfg }
 
-// Put stores one token's K and V (KVHeads·HeadDim each) in layer, block
-// id, slot.
+// Put stores one token's K and V (KVHeads·HeadDim floats each) in layer,
+// block id, slot. It is on the per-token hot path, so it does not return an
+// error: out-of-range arguments are a broken caller invariant and panic.
 func (c *KVCache) Put(layer int, id blockstore.BlockID, slot int, k, v []float32) {
+	if slot < 0 || slot >= c.cfg.BlockSize || len(k) != c.kvDim || len(v) != c.kvDim {
+		panic(fmt.Sprintf("cpu: Put of %d+%d floats in slot %d, want %d floats in a block of %d", len(k), len(v), slot, c.kvDim, c.cfg.BlockSize))
+	}
 	off := (int(id)*c.cfg.BlockSize + slot) * c.kvDim
 	copy(c.k[layer][off:off+c.kvDim], k)
 	copy(c.v[layer][off:off+c.kvDim], v)
@@ -54,7 +77,7 @@ func (c *KVCache) Put(layer int, id blockstore.BlockID, slot int, k, v []float32
 // blockSpan is the range of block id in a layer's array.
 func (c *KVCache) blockSpan(id blockstore.BlockID) (int, int, error) {
 	if id < 0 || int(id) >= c.cfg.NumBlocks {
-		return 0, 0, fmt.Errorf("cpu: block %d outside the cache of %d", id, c.cfg.NumBlocks)
+		return 0, 0, fmt.Errorf("%w: block %d, cache of %d", ErrBlockRange, id, c.cfg.NumBlocks)
 	}
 	n := c.cfg.BlockSize * c.kvDim
 	return int(id) * n, int(id)*n + n, nil
@@ -63,21 +86,24 @@ func (c *KVCache) blockSpan(id blockstore.BlockID) (int, int, error) {
 // BlockBytes implements blockstore.Storage: K then V of every layer.
 func (c *KVCache) BlockBytes() int { return c.cfg.Layers * 2 * c.cfg.BlockSize * c.kvDim * 4 }
 
-// CopyBlocks implements blockstore.Storage.
+// CopyBlocks implements blockstore.Storage: each copy takes the first Slots
+// slots of Src's K and V in every layer to Dst. It checks every copy before
+// doing any, so an error leaves the cache unchanged.
 func (c *KVCache) CopyBlocks(copies []blockstore.BlockCopy) error {
 	for _, cp := range copies {
-		s0, _, err := c.blockSpan(cp.Src)
-		if err != nil {
+		if _, _, err := c.blockSpan(cp.Src); err != nil {
 			return err
 		}
-		d0, _, err := c.blockSpan(cp.Dst)
-		if err != nil {
+		if _, _, err := c.blockSpan(cp.Dst); err != nil {
 			return err
 		}
 		if cp.Slots < 0 || cp.Slots > c.cfg.BlockSize {
-			return fmt.Errorf("cpu: copy of %d slots, block size %d", cp.Slots, c.cfg.BlockSize)
+			return fmt.Errorf("%w: copy of %d slots, block size %d", ErrSlotRange, cp.Slots, c.cfg.BlockSize)
 		}
-		n := cp.Slots * c.kvDim
+	}
+	span := c.cfg.BlockSize * c.kvDim
+	for _, cp := range copies {
+		s0, d0, n := int(cp.Src)*span, int(cp.Dst)*span, cp.Slots*c.kvDim
 		for l := range c.k {
 			copy(c.k[l][d0:d0+n], c.k[l][s0:s0+n])
 			copy(c.v[l][d0:d0+n], c.v[l][s0:s0+n])
@@ -86,8 +112,9 @@ func (c *KVCache) CopyBlocks(copies []blockstore.BlockCopy) error {
 	return nil
 }
 
-// ReadBlock implements blockstore.Storage: for each layer, K then V of the
-// block as little-endian float32.
+// ReadBlock implements blockstore.Storage. The layout of dst is, for each
+// layer in order, the block's K then its V, each [slot][kvHead][headDim]
+// little-endian float32: BlockBytes in all.
 func (c *KVCache) ReadBlock(id blockstore.BlockID, dst []byte) error {
 	return c.blockBytes(id, dst, func(f []float32, b []byte) {
 		for i, v := range f {
@@ -111,7 +138,7 @@ func (c *KVCache) blockBytes(id blockstore.BlockID, buf []byte, conv func([]floa
 		return err
 	}
 	if len(buf) != c.BlockBytes() {
-		return fmt.Errorf("cpu: block buffer of %d bytes, want %d", len(buf), c.BlockBytes())
+		return fmt.Errorf("%w: %d bytes, want %d", ErrBufferSize, len(buf), c.BlockBytes())
 	}
 	n := (hi - lo) * 4
 	for l := range c.k {

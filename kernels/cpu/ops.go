@@ -40,12 +40,12 @@ func SwiGLU(out, gate, up []float32) {
 	up = up[:len(gate)]
 	out = out[:len(gate)]
 	for i, g := range gate {
-		out[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+		out[i] = g / (1 + expf(-g)) * up[i]
 	}
 }
 
 // Softmax turns x into probabilities in place, subtracting the maximum
-// first so large logits do not overflow.
+// first so large logits do not overflow. x must not be empty.
 func Softmax(x []float32) {
 	m := x[0]
 	for _, v := range x {
@@ -53,7 +53,7 @@ func Softmax(x []float32) {
 	}
 	var sum float32
 	for i, v := range x {
-		x[i] = float32(math.Exp(float64(v - m)))
+		x[i] = expf(v - m)
 		sum += x[i]
 	}
 	for i := range x {

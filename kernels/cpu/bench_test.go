@@ -1,0 +1,149 @@
+package cpu
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"prefixd/blockstore"
+)
+
+func BenchmarkMatMul(b *testing.B) {
+	w := NewWorkers(0)
+	defer w.Close()
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, s := range []struct {
+		name    string
+		m, n, k int
+		goOnly  bool
+	}{
+		{"prefill_m64_n1024_k1024", 64, 1024, 1024, false},
+		{"prefill_m64_n1024_k1024_purego", 64, 1024, 1024, true},
+		{"decode_batch8_n4096_k4096", 8, 4096, 4096, false},
+		{"matvec_n4096_k4096", 1, 4096, 4096, false},
+	} {
+		a, bm, c := randVec(r, s.m*s.k), randVec(r, s.n*s.k), make([]float32, s.m*s.n)
+		b.Run(s.name, func(b *testing.B) {
+			if s.goOnly {
+				saved := useAVX2
+				useAVX2 = false
+				defer func() { useAVX2 = saved }()
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(4 * s.n * s.k)) // weight bytes read per call
+			for b.Loop() {
+				MatMul(w, c, a, bm, s.m, s.n, s.k)
+			}
+			b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// contiguousAttention is the same attention over per-sequence contiguous
+// K/V ([pos][kvHead][hd], as a cache without paging would keep it), for
+// measuring what the block-table indirection costs. It walks the same
+// chunk length as the paged version so only the addressing differs.
+func contiguousAttention(w *Workers, cfg KVConfig, k, v [][]float32, q, out []float32, seqs []AttnSeq, nHeads int, states []attnState) {
+	kvh, hd, chunk := cfg.KVHeads, cfg.HeadDim, cfg.BlockSize
+	stride, group := kvh*hd, nHeads/kvh
+	rows := make([]int, len(seqs))
+	maxPairs, n := 0, 0
+	for i, s := range seqs {
+		rows[i], n = n, n+s.Rows
+		maxPairs = max(maxPairs, s.Rows*group)
+	}
+	for i := range states {
+		states[i].grow(maxPairs, hd, chunk)
+	}
+	w.For(len(seqs)*kvh, func(part, lo, hi int) {
+		st := &states[part]
+		for it := lo; it < hi; it++ {
+			si, h := it/kvh, it%kvh
+			s := seqs[si]
+			st.begin(q, rows[si], s.Rows, nHeads, h, hd, group)
+			end := s.Start + s.Rows
+			for p0 := 0; p0 < end; p0 += chunk {
+				off := p0*stride + h*hd
+				st.attend(k[si][off:], v[si][off:], stride, p0, min(chunk, end-p0), s.Start, hd)
+			}
+			st.finish(out, rows[si], nHeads, h, hd)
+		}
+	})
+}
+
+func TestContiguousAttentionMatchesNaive(t *testing.T) {
+	w := NewWorkers(2)
+	defer w.Close()
+	f := newAttnFixture(t, rand.New(rand.NewPCG(2, 2)), attnCases[2])
+	cfg := f.cache.Config()
+	out := make([]float32, len(f.q))
+	contiguousAttention(w, cfg, f.k, f.v, f.q, out, f.seqs, f.nHeads, make([]attnState, w.N()))
+	row := 0
+	for i, s := range f.seqs {
+		lo, hi := row*f.nHeads*cfg.HeadDim, (row+s.Rows)*f.nHeads*cfg.HeadDim
+		checkClose(t, fmt.Sprint("sequence ", i), out[lo:hi], naiveAttention(f.q[lo:hi], f.k[i], f.v[i], s.Start, s.Rows, f.nHeads, cfg.KVHeads, cfg.HeadDim), 2e-5)
+		row += s.Rows
+	}
+}
+
+// BenchmarkAttention compares paged attention (shuffled physical blocks)
+// with the contiguous version on the same shapes: head dim 64, 8 query
+// heads over 4 KV heads, blocks of 16.
+func BenchmarkAttention(b *testing.B) {
+	w := NewWorkers(0)
+	defer w.Close()
+	for _, tc := range []struct {
+		name string
+		seqs []seqShape
+	}{
+		{"decode_8seqs_ctx1024", []seqShape{{1023, 1}, {1023, 1}, {1023, 1}, {1023, 1}, {1023, 1}, {1023, 1}, {1023, 1}, {1023, 1}}},
+		{"prefill_512rows_prefix1024", []seqShape{{1024, 512}}},
+	} {
+		f := newAttnFixture(b, rand.New(rand.NewPCG(5, 5)), attnCase{kvHeads: 4, group: 2, hd: 64, bs: 16, seqs: tc.seqs})
+		cfg := f.cache.Config()
+		out := make([]float32, len(f.q))
+		var kvBytes, flops int64
+		for _, s := range f.seqs {
+			kvBytes += int64(2 * (s.Start + s.Rows) * cfg.KVHeads * cfg.HeadDim * 4)
+			for r := range s.Rows {
+				flops += int64(4 * (s.Start + r + 1) * f.nHeads * cfg.HeadDim)
+			}
+		}
+		report := func(b *testing.B) {
+			b.ReportMetric(float64(flops)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		}
+		b.Run(tc.name+"/paged", func(b *testing.B) {
+			var scratch AttnScratch
+			b.ReportAllocs()
+			b.SetBytes(kvBytes)
+			for b.Loop() {
+				f.cache.Attention(w, 1, f.q, out, f.seqs, f.nHeads, &scratch)
+			}
+			report(b)
+		})
+		b.Run(tc.name+"/contiguous", func(b *testing.B) {
+			states := make([]attnState, w.N())
+			b.ReportAllocs()
+			b.SetBytes(kvBytes)
+			for b.Loop() {
+				contiguousAttention(w, cfg, f.k, f.v, f.q, out, f.seqs, f.nHeads, states)
+			}
+			report(b)
+		})
+	}
+}
+
+func BenchmarkKVCacheCopyBlocks(b *testing.B) {
+	c, err := NewKVCache(KVConfig{Layers: 32, KVHeads: 8, HeadDim: 64, BlockSize: 16, NumBlocks: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	copies := []blockstore.BlockCopy{{Src: 1, Dst: 2, Slots: 16}, {Src: 3, Dst: 4, Slots: 8}}
+	b.ReportAllocs()
+	b.SetBytes(int64(c.BlockBytes()) * 3 / 2)
+	for b.Loop() {
+		if err := c.CopyBlocks(copies); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// eachKernel runs f once with the pure-Go kernels and, where the CPU can,
+// once with the AVX2 assembly, so both paths face the same checks.
+func eachKernel(t testing.TB, f func(t testing.TB)) {
+	saved := useAVX2
+	defer func() { useAVX2 = saved }()
+	modes := []bool{false}
+	if haveAVX2() {
+		modes = append(modes, true)
+	}
+	for _, on := range modes {
+		useAVX2 = on
+		name := "go"
+		if on {
+			name = "avx2"
+		}
+		if st, ok := t.(*testing.T); ok {
+			st.Run(name, func(t *testing.T) { f(t) })
+		} else {
+			f(t)
+		}
+	}
+}
+
+func randVec(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+// checkClose fails if got and want differ anywhere by more than tol.
+func checkClose(t testing.TB, what string, got, want []float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: length %d, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if d := math.Abs(float64(got[i]) - float64(want[i])); !(d <= tol) {
+			t.Fatalf("%s: [%d] = %v, want %v (diff %g > %g)", what, i, got[i], want[i], d, tol)
+		}
+	}
+}
+
+// naiveMatMul is c = a·bᵀ in float64, the reference for MatMul.
+func naiveMatMul(a, b []float32, m, n, k int) []float32 {
+	c := make([]float32, m*n)
+	for i := range m {
+		for j := range n {
+			var s float64
+			for p := range k {
+				s += float64(a[i*k+p]) * float64(b[j*k+p])
+			}
+			c[i*n+j] = float32(s)
+		}
+	}
+	return c
+}
+
+// matMulTol bounds float32 rounding for a sum of k products of standard
+// normals: error grows at worst like k·eps·Σ|a·b|, in practice far less.
+func matMulTol(k int) float64 { return 1e-6*float64(k) + 1e-5 }

@@ -1,0 +1,192 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"prefixd/blockstore"
+)
+
+// fillCache Puts distinct random K/V into every slot of every block.
+func fillCache(t *testing.T, cfg KVConfig) *KVCache {
+	t.Helper()
+	c, err := NewKVCache(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	kvd := cfg.KVHeads * cfg.HeadDim
+	for l := range cfg.Layers {
+		for b := range cfg.NumBlocks {
+			for s := range cfg.BlockSize {
+				c.Put(l, blockstore.BlockID(b), s, randVec(r, kvd), randVec(r, kvd))
+			}
+		}
+	}
+	return c
+}
+
+func readBlock(t *testing.T, c *KVCache, id blockstore.BlockID) []byte {
+	t.Helper()
+	buf := make([]byte, c.BlockBytes())
+	if err := c.ReadBlock(id, buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf
+}
+
+// checkSlots fails unless the first slots slots of block dst equal those of
+// want (a ReadBlock image) in every layer, K and V, and the rest equal
+// rest (another image).
+func checkSlots(t *testing.T, c *KVCache, dst blockstore.BlockID, want, rest []byte, slots int) {
+	t.Helper()
+	got := readBlock(t, c, dst)
+	slotBytes := c.cfg.KVHeads * c.cfg.HeadDim * 4
+	half := c.cfg.BlockSize * slotBytes // one layer's K (or V) of a block
+	for off := 0; off < len(got); off += half {
+		for s := range c.cfg.BlockSize {
+			lo, hi := off+s*slotBytes, off+(s+1)*slotBytes
+			src := rest
+			if s < slots {
+				src = want
+			}
+			if string(got[lo:hi]) != string(src[lo:hi]) {
+				t.Fatalf("block %d: slot %d at byte %d differs", dst, s, off)
+			}
+		}
+	}
+}
+
+func TestKVCacheLayout(t *testing.T) {
+	cfg := KVConfig{Layers: 2, KVHeads: 2, HeadDim: 3, BlockSize: 4, NumBlocks: 5}
+	c, err := NewKVCache(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2 * 2 * 4 * 2 * 3 * 4; c.BlockBytes() != want {
+		t.Fatalf("BlockBytes = %d, want %d", c.BlockBytes(), want)
+	}
+	k := []float32{1, 2, 3, 4, 5, 6}
+	v := []float32{-1, -2, -3, -4, -5, -6}
+	c.Put(1, 3, 2, k, v)
+	buf := readBlock(t, c, 3)
+	// Documented layout: layer 1's K follows layer 0's K and V; slot 2
+	// starts 2·KVHeads·HeadDim floats in.
+	at := func(layer, kv, slot, i int) float32 {
+		off := ((layer*2+kv)*cfg.BlockSize*6 + slot*6 + i) * 4
+		return math.Float32frombits(binary.LittleEndian.Uint32(buf[off:]))
+	}
+	for i := range 6 {
+		if at(1, 0, 2, i) != k[i] || at(1, 1, 2, i) != v[i] {
+			t.Fatalf("float %d: K %v V %v, want %v %v", i, at(1, 0, 2, i), at(1, 1, 2, i), k[i], v[i])
+		}
+		if at(0, 0, 2, i) != 0 || at(1, 0, 1, i) != 0 {
+			t.Fatal("Put wrote outside its layer and slot")
+		}
+	}
+}
+
+func TestKVCacheReadWriteRoundTrip(t *testing.T) {
+	c := fillCache(t, KVConfig{Layers: 3, KVHeads: 2, HeadDim: 4, BlockSize: 3, NumBlocks: 4})
+	img := readBlock(t, c, 1)
+	if err := c.WriteBlock(2, img); err != nil {
+		t.Fatal(err)
+	}
+	if string(readBlock(t, c, 2)) != string(img) {
+		t.Fatal("block 2 differs from the image written to it")
+	}
+	if string(readBlock(t, c, 1)) != string(img) {
+		t.Fatal("WriteBlock of block 2 changed block 1")
+	}
+}
+
+func TestKVCacheCopyBlocks(t *testing.T) {
+	cfg := KVConfig{Layers: 2, KVHeads: 1, HeadDim: 8, BlockSize: 4, NumBlocks: 6}
+	for _, tc := range []struct {
+		name   string
+		copies []blockstore.BlockCopy
+	}{
+		{"whole block", []blockstore.BlockCopy{{Src: 0, Dst: 1, Slots: 4}}},
+		{"partial block", []blockstore.BlockCopy{{Src: 2, Dst: 3, Slots: 3}}},
+		{"no slots", []blockstore.BlockCopy{{Src: 2, Dst: 3, Slots: 0}}},
+		{"batch", []blockstore.BlockCopy{{Src: 0, Dst: 5, Slots: 1}, {Src: 4, Dst: 2, Slots: 2}, {Src: 1, Dst: 3, Slots: 4}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fillCache(t, cfg)
+			before := make([][]byte, cfg.NumBlocks)
+			for b := range before {
+				before[b] = readBlock(t, c, blockstore.BlockID(b))
+			}
+			if err := c.CopyBlocks(tc.copies); err != nil {
+				t.Fatal(err)
+			}
+			for _, cp := range tc.copies {
+				checkSlots(t, c, cp.Dst, before[cp.Src], before[cp.Dst], cp.Slots)
+			}
+		})
+	}
+}
+
+func TestKVCacheErrors(t *testing.T) {
+	c := fillCache(t, KVConfig{Layers: 2, KVHeads: 1, HeadDim: 2, BlockSize: 2, NumBlocks: 3})
+	buf := make([]byte, c.BlockBytes())
+	before := readBlock(t, c, 0)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"read past the end", c.ReadBlock(3, buf), ErrBlockRange},
+		{"read negative", c.ReadBlock(-1, buf), ErrBlockRange},
+		{"read short buffer", c.ReadBlock(0, buf[:3]), ErrBufferSize},
+		{"write long buffer", c.WriteBlock(0, append(buf, 0)), ErrBufferSize},
+		{"write past the end", c.WriteBlock(7, buf), ErrBlockRange},
+		{"copy too many slots", c.CopyBlocks([]blockstore.BlockCopy{{Src: 1, Dst: 0, Slots: 3}}), ErrSlotRange},
+		{"copy negative slots", c.CopyBlocks([]blockstore.BlockCopy{{Src: 1, Dst: 0, Slots: -1}}), ErrSlotRange},
+		{"copy bad source", c.CopyBlocks([]blockstore.BlockCopy{{Src: 9, Dst: 0, Slots: 1}}), ErrBlockRange},
+		{"bad copy after a good one", c.CopyBlocks([]blockstore.BlockCopy{{Src: 1, Dst: 0, Slots: 2}, {Src: 0, Dst: 3, Slots: 1}}), ErrBlockRange},
+		{"zero config", errOf(NewKVCache(KVConfig{})), ErrBadConfig},
+		{"negative block size", errOf(NewKVCache(KVConfig{Layers: 1, KVHeads: 1, HeadDim: 1, BlockSize: -1, NumBlocks: 1})), ErrBadConfig},
+	} {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: error %v, want %v", tc.name, tc.err, tc.want)
+		}
+	}
+	if string(readBlock(t, c, 0)) != string(before) {
+		t.Fatal("a failed CopyBlocks changed the cache")
+	}
+}
+
+func errOf(_ *KVCache, err error) error { return err }
+
+func TestKVCachePutPanicsOutOfRange(t *testing.T) {
+	c, err := NewKVCache(KVConfig{Layers: 1, KVHeads: 1, HeadDim: 2, BlockSize: 2, NumBlocks: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := []float32{1, 2}
+	for _, tc := range []struct {
+		name  string
+		layer int
+		id    blockstore.BlockID
+		slot  int
+		k     []float32
+	}{
+		{"slot past block", 0, 0, 2, kv},
+		{"block past cache", 0, 2, 0, kv},
+		{"layer past cache", 1, 0, 0, kv},
+		{"short vector", 0, 0, 0, kv[:1]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			c.Put(tc.layer, tc.id, tc.slot, tc.k, kv)
+		})
+	}
+}

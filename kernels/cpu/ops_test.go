@@ -1,0 +1,103 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The row operations are checked against float64 references; the stated
+// tolerances are absolute on inputs of standard normals.
+
+func TestRMSNorm(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{1, 4, 7, 64, 288} {
+		x, w := randVec(r, n), randVec(r, n)
+		var ss float64
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		const eps = 1e-5
+		inv := 1 / math.Sqrt(ss/float64(n)+eps)
+		want := make([]float32, n)
+		for i := range x {
+			want[i] = float32(float64(x[i]) * inv * float64(w[i]))
+		}
+		got := make([]float32, n)
+		RMSNorm(got, x, w, eps)
+		checkClose(t, "RMSNorm", got, want, 1e-5)
+		RMSNorm(x, x, w, eps) // in place
+		checkClose(t, "RMSNorm in place", x, want, 1e-5)
+	}
+}
+
+func TestRoPE(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, tc := range []struct {
+		name                string
+		pos, heads, headDim int
+		theta               float32
+	}{
+		{"position zero is identity", 0, 2, 8, 10000},
+		{"llama2 head", 17, 3, 64, 10000},
+		{"long position", 4000, 1, 128, 500000},
+		{"tiny head", 3, 2, 2, 10000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := randVec(r, tc.heads*tc.headDim)
+			want := make([]float32, len(x))
+			for h := range tc.heads {
+				for i := 0; i < tc.headDim; i += 2 {
+					ang := float64(tc.pos) * math.Pow(float64(tc.theta), -float64(i)/float64(tc.headDim))
+					j := h*tc.headDim + i
+					x0, x1 := float64(x[j]), float64(x[j+1])
+					want[j] = float32(x0*math.Cos(ang) - x1*math.Sin(ang))
+					want[j+1] = float32(x0*math.Sin(ang) + x1*math.Cos(ang))
+				}
+			}
+			RoPE(x, tc.pos, tc.heads, tc.headDim, tc.theta)
+			checkClose(t, "RoPE", x, want, 1e-5)
+		})
+	}
+}
+
+func TestSwiGLUSoftmaxAdd(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 3, 64, 1000} {
+		gate, up := randVec(r, n), randVec(r, n)
+		gate[0] = -120 // exp(120) overflows float32; silu must still be ~0
+		want := make([]float32, n)
+		for i := range gate {
+			g := float64(gate[i])
+			want[i] = float32(g / (1 + math.Exp(-g)) * float64(up[i]))
+		}
+		got := make([]float32, n)
+		SwiGLU(got, gate, up)
+		checkClose(t, "SwiGLU", got, want, 1e-5)
+
+		logits := randVec(r, n)
+		logits[n-1] = 3000 // would overflow without the max shift
+		wantP := make([]float32, n)
+		m := math.Inf(-1)
+		for _, v := range logits {
+			m = math.Max(m, float64(v))
+		}
+		var sum float64
+		for _, v := range logits {
+			sum += math.Exp(float64(v) - m)
+		}
+		for i, v := range logits {
+			wantP[i] = float32(math.Exp(float64(v)-m) / sum)
+		}
+		Softmax(logits)
+		checkClose(t, "Softmax", logits, wantP, 1e-6)
+
+		dst, x := randVec(r, n), randVec(r, n)
+		wantSum := make([]float32, n)
+		for i := range dst {
+			wantSum[i] = dst[i] + x[i]
+		}
+		Add(dst, x)
+		checkClose(t, "Add", dst, wantSum, 0)
+	}
+}
