@@ -108,9 +108,18 @@ func (t *attnTask) run(part, lo, hi int) {
 		row0 := t.rows[it/kvh]
 		st.begin(t.q, row0, s.Rows, t.nHeads, h, hd, t.nHeads/kvh)
 		end := s.Start + s.Rows
-		for b, id := range s.Blocks[:(end+bs-1)/bs] {
+		blocks := s.Blocks[:(end+bs-1)/bs]
+		for b, id := range blocks {
 			off := int(id)*bs*t.kvStride + h*hd
 			n := min(bs, end-b*bs)
+			if b+1 < len(blocks) {
+				// Block-table order is not memory order, so the
+				// hardware prefetcher cannot guess the next block.
+				next := int(blocks[b+1])*bs*t.kvStride + h*hd
+				nn := min(bs, end-(b+1)*bs)
+				prefetch(t.kl[next:], t.kvStride, nn, hd)
+				prefetch(t.vl[next:], t.kvStride, nn, hd)
+			}
 			st.attend(t.kl[off:], t.vl[off:], t.kvStride, b*bs, n, s.Start, hd)
 		}
 		st.finish(t.out, row0, t.nHeads, h, hd)
@@ -181,13 +190,7 @@ func (st *attnState) attend(k, v []float32, stride, p0, n, start, hd int) {
 			}
 			st.mx[i] = m
 		}
-		var sum float32
-		for j, x := range s {
-			e := expf(x - m)
-			s[j] = e
-			sum += e
-		}
-		st.sum[i] += sum
+		st.sum[i] += expSub(s, m)
 		accum(acc, s, v, stride)
 	}
 }

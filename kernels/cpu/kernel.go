@@ -81,6 +81,18 @@ func accum(acc, w, v []float32, ldv int) {
 	}
 }
 
+// expSub sets s[j] = e**(s[j]-m) and returns their sum: the softmax
+// weights of scores s whose maximum is m. It requires s[j] <= m.
+func expSub(s []float32, m float32) float32 {
+	sum, j0 := simdExpSub(s, m)
+	for j := j0; j < len(s); j++ {
+		e := expf(s[j] - m)
+		s[j] = e
+		sum += e
+	}
+	return sum
+}
+
 // expf returns e**x in float32, within 2 ulp of the correctly rounded
 // result, several times faster than math.Exp. It reduces x to r in
 // [-ln2/2, ln2/2] with x = n·ln2 + r and evaluates a degree-6 polynomial

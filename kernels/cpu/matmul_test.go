@@ -159,3 +159,36 @@ func FuzzMatMul(f *testing.F) {
 		})
 	})
 }
+
+func TestExpSubMatchesExp(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	eachKernel(t, func(t testing.TB) {
+		for n := range 40 {
+			s := make([]float32, n)
+			for i := range s {
+				s[i] = float32(-r.Float64() * 30)
+			}
+			if n > 2 {
+				s[1] = -95 // far below the max: weight ~0
+			}
+			const m = 2.5
+			want := make([]float32, n)
+			var wantSum float64
+			for i, x := range s {
+				e := math.Exp(float64(x - m)) // the float32 difference is the input
+
+				want[i] = float32(e)
+				wantSum += e
+			}
+			sum := expSub(s, m)
+			for i := range s {
+				if d := math.Abs(float64(s[i]) - float64(want[i])); d > 3e-7*float64(want[i])+1e-37 {
+					t.Fatalf("n=%d: weight %d = %v, want %v", n, i, s[i], want[i])
+				}
+			}
+			if math.Abs(float64(sum)-wantSum) > 1e-6*wantSum+1e-37 {
+				t.Fatalf("n=%d: sum %v, want %v", n, sum, wantSum)
+			}
+		}
+	})
+}

@@ -82,3 +82,30 @@ func simdAccum(acc, w, v []float32, ldv int) int {
 	accumAVX(&acc[0], &w[0], &v[0], ldv, len(w), d8)
 	return d8
 }
+
+//go:noescape
+func expSubAVX(s *float32, n8 int, m float32) float32
+
+//go:noescape
+func prefetchRows(p *float32, stride int, rows int, n int)
+
+// simdExpSub sets s[j] = e**(s[j]-m) for the first j0 elements, j0 a
+// multiple of 8 (0 when the assembly kernels are off), and returns their
+// sum and j0. It requires s[j] <= m.
+func simdExpSub(s []float32, m float32) (float32, int) {
+	n8 := len(s) &^ 7
+	if !useAVX2 || n8 == 0 {
+		return 0, 0
+	}
+	return expSubAVX(&s[0], n8, m), n8
+}
+
+// prefetch asks for rows rows of n floats at p, stride floats apart, to be
+// brought into cache ahead of use.
+func prefetch(p []float32, stride, rows, n int) {
+	if !useAVX2 || rows == 0 || n == 0 {
+		return
+	}
+	_ = p[(rows-1)*stride+n-1]
+	prefetchRows(&p[0], stride, rows, n)
+}

@@ -291,3 +291,111 @@ store8:
 accumdone:
 	VZEROUPPER
 	RET
+
+// Constants for expSubAVX: log2(e), ln(2) split in a high part exact in a
+// few bits and a low correction, the Cephes expf polynomial c5..c0, 1, the
+// lowest argument whose result is a normal float32, and the exponent bias.
+DATA expc<>+0(SB)/4, $0x3fb8aa3b
+DATA expc<>+4(SB)/4, $0x3f318000
+DATA expc<>+8(SB)/4, $0xb95e8083
+DATA expc<>+12(SB)/4, $0x39506967
+DATA expc<>+16(SB)/4, $0x3ab743ce
+DATA expc<>+20(SB)/4, $0x3c088908
+DATA expc<>+24(SB)/4, $0x3d2aa9c1
+DATA expc<>+28(SB)/4, $0x3e2aaaaa
+DATA expc<>+32(SB)/4, $0x3f000000
+DATA expc<>+36(SB)/4, $0x3f800000
+DATA expc<>+40(SB)/4, $0xc2aeac4f
+DATA expc<>+44(SB)/4, $127
+GLOBL expc<>(SB), RODATA|NOPTR, $48
+
+// func expSubAVX(s *float32, n8 int, m float32) float32
+// sets s[j] = e**(s[j]-m) for j < n8 and returns their sum. It is meant for
+// s[j] <= m (softmax weights): arguments below -87.3 give e**-87.3 rather
+// than a subnormal, an error far below float32 precision next to the
+// weight 1 of the maximum.
+TEXT ·expSubAVX(SB), NOSPLIT, $0-28
+	MOVQ s+0(FP), DI
+	MOVQ n8+8(FP), CX
+	SHLQ $2, CX
+	VBROADCASTSS m+16(FP), Y15
+	VBROADCASTSS expc<>+0(SB), Y14
+	VBROADCASTSS expc<>+12(SB), Y13
+	VBROADCASTSS expc<>+16(SB), Y12
+	VBROADCASTSS expc<>+20(SB), Y11
+	VBROADCASTSS expc<>+24(SB), Y10
+	VBROADCASTSS expc<>+28(SB), Y9
+	VBROADCASTSS expc<>+32(SB), Y8
+	VXORPS Y5, Y5, Y5
+	XORQ AX, AX
+
+loopexp:
+	CMPQ AX, CX
+	JAE  sumexp
+	VMOVUPS (DI)(AX*1), Y0
+	VSUBPS Y15, Y0, Y0
+	VBROADCASTSS expc<>+40(SB), Y6
+	VMAXPS Y6, Y0, Y0
+	VMULPS Y14, Y0, Y1
+	VROUNDPS $0, Y1, Y1
+	VMOVAPS Y0, Y2
+	VBROADCASTSS expc<>+4(SB), Y6
+	VFNMADD231PS Y6, Y1, Y2
+	VBROADCASTSS expc<>+8(SB), Y6
+	VFNMADD231PS Y6, Y1, Y2
+	VMOVAPS Y13, Y3
+	VFMADD213PS Y12, Y2, Y3
+	VFMADD213PS Y11, Y2, Y3
+	VFMADD213PS Y10, Y2, Y3
+	VFMADD213PS Y9, Y2, Y3
+	VFMADD213PS Y8, Y2, Y3
+	VMULPS Y2, Y2, Y4
+	VFMADD213PS Y2, Y4, Y3
+	VBROADCASTSS expc<>+36(SB), Y6
+	VADDPS Y6, Y3, Y3
+	VCVTPS2DQ Y1, Y1
+	VPBROADCASTD expc<>+44(SB), Y6
+	VPADDD Y6, Y1, Y1
+	VPSLLD $23, Y1, Y1
+	VMULPS Y1, Y3, Y0
+	VMOVUPS Y0, (DI)(AX*1)
+	VADDPS Y0, Y5, Y5
+	ADDQ $32, AX
+	JMP  loopexp
+
+sumexp:
+	VEXTRACTF128 $1, Y5, X1
+	VADDPS X1, X5, X5
+	VHADDPS X5, X5, X5
+	VHADDPS X5, X5, X5
+	VMOVSS X5, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func prefetchRows(p *float32, stride int, rows int, n int)
+// asks for the cache lines of rows rows of n floats, stride floats apart,
+// to be loaded into L1.
+TEXT ·prefetchRows(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), DI
+	MOVQ stride+8(FP), R10
+	SHLQ $2, R10
+	MOVQ rows+16(FP), CX
+	MOVQ n+24(FP), BX
+	SHLQ $2, BX
+
+prefrow:
+	TESTQ CX, CX
+	JZ    prefdone
+	XORQ  AX, AX
+
+prefline:
+	PREFETCHT0 (DI)(AX*1)
+	ADDQ $64, AX
+	CMPQ AX, BX
+	JB   prefline
+	ADDQ R10, DI
+	DECQ CX
+	JMP  prefrow
+
+prefdone:
+	RET

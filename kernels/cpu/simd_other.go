@@ -16,3 +16,7 @@ func simdTile(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, 
 func simdDot(a, b []float32) (float32, int) { return 0, 0 }
 
 func simdAccum(acc, w, v []float32, ldv int) int { return 0 }
+
+func simdExpSub(s []float32, m float32) (float32, int) { return 0, 0 }
+
+func prefetch(p []float32, stride, rows, n int) {}
