@@ -1,8 +1,3 @@
-// Package cpu holds prefixd's CPU compute kernels: matrix products, the row
-// operations of a Llama block, and paged attention that reads K/V through
-// block tables from KVCache, the CPU implementation of blockstore.Storage.
-// On amd64 CPUs with AVX2 and FMA the inner loops run in assembly; elsewhere,
-// and under the purego build tag, the same code runs in plain Go.
 package cpu
 
 import (
@@ -63,7 +58,8 @@ func (w *Workers) N() int { return w.n }
 
 // For runs fn over disjoint chunks [lo, hi) that cover [0, n), numbered
 // part 0, 1, ... below N(), and returns when all are done. A loop of one
-// chunk runs inline. fn must not call For on the same pool.
+// chunk runs inline. fn must not call For, MatMul or Attention on the same
+// pool: the pool runs one loop at a time, so that would deadlock.
 func (w *Workers) For(n int, fn func(part, lo, hi int)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

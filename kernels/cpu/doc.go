@@ -1,0 +1,19 @@
+// Package cpu holds prefixd's CPU compute kernels: matrix products, the row
+// operations of a Llama block, and paged attention that reads K/V through
+// block tables from KVCache, the CPU implementation of blockstore.Storage.
+//
+// On amd64 CPUs with AVX2 and FMA (detected at start-up with CPUID) the
+// inner loops run in assembly: a 3x4 register tile for MatMul, dot
+// products, the weighted sum of V rows and the softmax exponentials. On
+// other CPUs and architectures, and when built with -tags purego, the same
+// drivers run plain-Go inner loops; the tests check both on every AVX2
+// machine.
+//
+// Notes for callers:
+//   - Weights stay as loaded, out×in row-major (llama2.c, GGUF): MatMul
+//     reads them in place and needs no packed copy.
+//   - Kernels that take a *Workers use the whole pool for one call at a
+//     time; a model runner shares one Workers across all its layers.
+//   - MatMul and Attention allocate nothing once an AttnScratch has grown
+//     to the largest batch; the row operations never allocate.
+package cpu
