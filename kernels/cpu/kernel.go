@@ -30,6 +30,9 @@ func gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n
 // p < k: the SIMD kernel covers what it can and plain Go the rest of k.
 func tile(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, rows, k int) {
 	k0 := simdTile(c, ldc, a, lda, b, ldb, rows, k)
+	if k0 == k {
+		return
+	}
 	b0, b1, b2, b3 := b[k0:k], b[ldb+k0:ldb+k], b[2*ldb+k0:2*ldb+k], b[3*ldb+k0:3*ldb+k]
 	for i := range rows {
 		ai := a[i*lda+k0 : i*lda+k]
