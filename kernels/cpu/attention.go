@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"slices"
+	"sync/atomic"
 
 	"prefixd/blockstore"
 )
@@ -14,18 +16,35 @@ type AttnSeq struct {
 	Rows   int                  // query rows: 1 for decode, the chunk length for prefill
 }
 
+// attnRowChunk is the most query rows one work item takes. A long prefill
+// chunk is split into items of this many rows so that the workers share it
+// and per-worker buffers stay small (a few hundred KiB); each such item
+// reads the prefix's K/V again, which costs little next to its compute.
+const attnRowChunk = 128
+
 // AttnScratch holds Attention's buffers, one set per worker, so Attention
 // allocates nothing once the buffers have grown to the largest batch seen.
 // The zero value is ready to use. It must not be shared by concurrent
 // calls.
 type AttnScratch struct {
 	parts []attnState
-	rows  []int // first query row of each sequence
+	items []attnItem
 	task  attnTask
 }
 
-// attnState is one worker's running softmax over one (sequence, KV head)
-// item. A pair is one query row with one query head of the KV head's group.
+// attnItem is one unit of Attention's work: up to attnRowChunk query rows
+// of one sequence with one KV head and its group of query heads.
+type attnItem struct {
+	blocks       []blockstore.BlockID
+	start, rows  int // position of the first row, row count
+	row0, kvHead int // index of the first row in q and out
+}
+
+// cost estimates an item's work: score pairs, rows × positions seen.
+func (it *attnItem) cost() int { return it.rows * (it.start + it.rows) }
+
+// attnState is one worker's running softmax over one item. A pair is one
+// query row with one query head of the KV head's group.
 type attnState struct {
 	q      []float32 // [pair][headDim], pre-scaled by 1/sqrt(headDim)
 	acc    []float32 // [pair][headDim], Σ weight·V so far
@@ -35,18 +54,18 @@ type attnState struct {
 	group  int       // query heads per KV head
 }
 
-// attnTask is one Attention call; a part runs items [lo, hi), item
-// seq·KVHeads + kvHead.
+// attnTask is one Attention call. Its parts claim items one at a time from
+// next rather than taking fixed ranges, because items differ in cost by
+// orders of magnitude (a prefill chunk against a decode row).
 type attnTask struct {
 	c        *KVCache
-	layer    int
 	q, out   []float32
-	seqs     []AttnSeq
 	nHeads   int
-	rows     []int
+	items    []attnItem
 	states   []attnState
 	kl, vl   []float32
 	kvStride int
+	next     atomic.Int64
 }
 
 // Attention computes causal attention for a batch: q and out hold the
@@ -56,59 +75,72 @@ type attnTask struct {
 // caller has already Put them). Scores are scaled by 1/sqrt(HeadDim), and
 // query head h uses KV head h/(nHeads/KVHeads).
 //
-// Work is split over (sequence, KV head) items on w. An item walks its
-// blocks once; each block's K and V serve every query row and every query
-// head of the group while they are in L1, and a running (online) softmax
-// means no buffer grows with the context. One call thus covers a prefill
-// chunk over its cached prefix and a batch of decodes alike. Attention
-// panics if the shapes disagree (a broken caller invariant).
+// Work is split on w into items of one sequence (up to attnRowChunk of its
+// rows) and one KV head, largest first. An item walks its blocks once;
+// each block's K and V serve every query row and every query head of the
+// group while they are in L1, and a running (online) softmax means no
+// buffer grows with the context. One call thus covers a prefill chunk over
+// its cached prefix and a batch of decodes alike. Attention panics if the
+// shapes disagree (a broken caller invariant).
 func (c *KVCache) Attention(w *Workers, layer int, q, out []float32, seqs []AttnSeq, nHeads int, scratch *AttnScratch) {
 	kvh, hd, bs := c.cfg.KVHeads, c.cfg.HeadDim, c.cfg.BlockSize
 	if nHeads <= 0 || nHeads%kvh != 0 {
 		panic(fmt.Sprintf("cpu: Attention with %d query heads over %d KV heads", nHeads, kvh))
 	}
-	scratch.rows = scratch.rows[:0]
-	rows, maxPairs := 0, 0
+	scratch.items = scratch.items[:0]
+	rows := 0
 	for i, s := range seqs {
 		if s.Start < 0 || s.Rows < 0 || len(s.Blocks)*bs < s.Start+s.Rows {
 			panic(fmt.Sprintf("cpu: Attention sequence %d: %d rows from %d with %d blocks of %d", i, s.Rows, s.Start, len(s.Blocks), bs))
 		}
-		scratch.rows = append(scratch.rows, rows)
+		for r := 0; r < s.Rows; r += attnRowChunk {
+			for h := range kvh {
+				scratch.items = append(scratch.items, attnItem{
+					blocks: s.Blocks, start: s.Start + r, rows: min(attnRowChunk, s.Rows-r),
+					row0: rows + r, kvHead: h,
+				})
+			}
+		}
 		rows += s.Rows
-		maxPairs = max(maxPairs, s.Rows*nHeads/kvh)
 	}
 	if len(q) < rows*nHeads*hd || len(out) < rows*nHeads*hd {
 		panic(fmt.Sprintf("cpu: Attention over %d rows with len(q)=%d len(out)=%d", rows, len(q), len(out)))
 	}
+	slices.SortFunc(scratch.items, func(a, b attnItem) int { return b.cost() - a.cost() })
 	if len(scratch.parts) < w.N() {
 		scratch.parts = append(scratch.parts, make([]attnState, w.N()-len(scratch.parts))...)
 	}
+	maxPairs := min(rows, attnRowChunk) * nHeads / kvh
 	for i := range scratch.parts {
 		scratch.parts[i].grow(maxPairs, hd, bs)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	scratch.task = attnTask{
-		c: c, layer: layer, q: q, out: out, seqs: seqs, nHeads: nHeads,
-		rows: scratch.rows, states: scratch.parts,
-		kl: c.k[layer], vl: c.v[layer], kvStride: kvh * hd,
-	}
-	w.forLocked(len(seqs)*kvh, &scratch.task)
-	scratch.task = attnTask{} // do not keep the caller's slices alive
+	t := &scratch.task
+	t.c, t.q, t.out, t.nHeads = c, q, out, nHeads
+	t.items, t.states = scratch.items, scratch.parts
+	t.kl, t.vl, t.kvStride = c.k[layer], c.v[layer], kvh*hd
+	t.next.Store(0)
+	w.forLocked(min(w.N(), len(scratch.items)), t)
+	// Do not keep the caller's slices alive.
+	t.q, t.out, t.kl, t.vl = nil, nil, nil, nil
+	clear(scratch.items)
 }
 
-func (t *attnTask) run(part, lo, hi int) {
-	kvh, hd, bs := t.c.cfg.KVHeads, t.c.cfg.HeadDim, t.c.cfg.BlockSize
+func (t *attnTask) run(part, _, _ int) {
+	hd, bs := t.c.cfg.HeadDim, t.c.cfg.BlockSize
+	group := t.nHeads / t.c.cfg.KVHeads
 	st := &t.states[part]
-	for it := lo; it < hi; it++ {
-		s, h := t.seqs[it/kvh], it%kvh
-		if s.Rows == 0 {
-			continue
+	for {
+		i := int(t.next.Add(1)) - 1
+		if i >= len(t.items) {
+			return
 		}
-		row0 := t.rows[it/kvh]
-		st.begin(t.q, row0, s.Rows, t.nHeads, h, hd, t.nHeads/kvh)
-		end := s.Start + s.Rows
-		blocks := s.Blocks[:(end+bs-1)/bs]
+		it := &t.items[i]
+		h := it.kvHead
+		st.begin(t.q, it.row0, it.rows, t.nHeads, h, hd, group)
+		end := it.start + it.rows
+		blocks := it.blocks[:(end+bs-1)/bs]
 		for b, id := range blocks {
 			off := int(id)*bs*t.kvStride + h*hd
 			n := min(bs, end-b*bs)
@@ -120,9 +152,9 @@ func (t *attnTask) run(part, lo, hi int) {
 				prefetch(t.kl[next:], t.kvStride, nn, hd)
 				prefetch(t.vl[next:], t.kvStride, nn, hd)
 			}
-			st.attend(t.kl[off:], t.vl[off:], t.kvStride, b*bs, n, s.Start, hd)
+			st.attend(t.kl[off:], t.vl[off:], t.kvStride, b*bs, n, it.start, hd)
 		}
-		st.finish(t.out, row0, t.nHeads, h, hd)
+		st.finish(t.out, it.row0, t.nHeads, h, hd)
 	}
 }
 

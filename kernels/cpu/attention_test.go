@@ -123,6 +123,7 @@ var attnCases = []attnCase{
 	{"llama-like", 4, 2, 64, 16, []seqShape{{40, 25}, {70, 1}, {15, 1}}},
 	{"block size 1", 2, 2, 8, 1, []seqShape{{3, 3}, {0, 1}}},
 	{"chunk aligned to a block", 2, 3, 16, 4, []seqShape{{8, 4}, {4, 8}}},
+	{"prefill longer than a row chunk", 1, 2, 8, 16, []seqShape{{10, 300}, {5, 1}, {0, 129}}},
 }
 
 func TestAttentionMatchesNaive(t *testing.T) {

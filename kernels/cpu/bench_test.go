@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sync/atomic"
 	"testing"
 
 	"prefixd/blockstore"
@@ -41,32 +43,43 @@ func BenchmarkMatMul(b *testing.B) {
 
 // contiguousAttention is the same attention over per-sequence contiguous
 // K/V ([pos][kvHead][hd], as a cache without paging would keep it), for
-// measuring what the block-table indirection costs. It walks the same
-// chunk length as the paged version so only the addressing differs.
+// measuring what the block-table indirection costs. It splits the work
+// into the same items, claims them the same way and walks the same chunk
+// length as the paged version, so only the addressing differs.
 func contiguousAttention(w *Workers, cfg KVConfig, k, v [][]float32, q, out []float32, seqs []AttnSeq, nHeads int, states []attnState) {
 	kvh, hd, chunk := cfg.KVHeads, cfg.HeadDim, cfg.BlockSize
 	stride, group := kvh*hd, nHeads/kvh
-	rows := make([]int, len(seqs))
-	maxPairs, n := 0, 0
-	for i, s := range seqs {
-		rows[i], n = n, n+s.Rows
-		maxPairs = max(maxPairs, s.Rows*group)
-	}
-	for i := range states {
-		states[i].grow(maxPairs, hd, chunk)
-	}
-	w.For(len(seqs)*kvh, func(part, lo, hi int) {
-		st := &states[part]
-		for it := lo; it < hi; it++ {
-			si, h := it/kvh, it%kvh
-			s := seqs[si]
-			st.begin(q, rows[si], s.Rows, nHeads, h, hd, group)
-			end := s.Start + s.Rows
-			for p0 := 0; p0 < end; p0 += chunk {
-				off := p0*stride + h*hd
-				st.attend(k[si][off:], v[si][off:], stride, p0, min(chunk, end-p0), s.Start, hd)
+	type item struct{ seq, start, rows, row0, kvHead int }
+	var items []item
+	n := 0
+	for si, s := range seqs {
+		for r := 0; r < s.Rows; r += attnRowChunk {
+			for h := range kvh {
+				items = append(items, item{si, s.Start + r, min(attnRowChunk, s.Rows-r), n + r, h})
 			}
-			st.finish(out, rows[si], nHeads, h, hd)
+		}
+		n += s.Rows
+	}
+	slices.SortFunc(items, func(a, b item) int { return b.rows*(b.start+b.rows) - a.rows*(a.start+a.rows) })
+	for i := range states {
+		states[i].grow(min(n, attnRowChunk)*group, hd, chunk)
+	}
+	var next atomic.Int64
+	w.For(min(w.N(), len(items)), func(part, _, _ int) {
+		st := &states[part]
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(items) {
+				return
+			}
+			it := items[i]
+			st.begin(q, it.row0, it.rows, nHeads, it.kvHead, hd, group)
+			end := it.start + it.rows
+			for p0 := 0; p0 < end; p0 += chunk {
+				off := p0*stride + it.kvHead*hd
+				st.attend(k[it.seq][off:], v[it.seq][off:], stride, p0, min(chunk, end-p0), it.start, hd)
+			}
+			st.finish(out, it.row0, nHeads, it.kvHead, hd)
 		}
 	})
 }
@@ -98,6 +111,7 @@ func BenchmarkAttention(b *testing.B) {
 	}{
 		{"decode_8seqs_ctx1024", []seqShape{{1023, 1}, {1023, 1}, {1023, 1}, {1023, 1}, {1023, 1}, {1023, 1}, {1023, 1}, {1023, 1}}},
 		{"prefill_512rows_prefix1024", []seqShape{{1024, 512}}},
+		{"mixed_256rows_prefix512_and_8decodes", []seqShape{{512, 256}, {1023, 1}, {700, 1}, {300, 1}, {1023, 1}, {64, 1}, {900, 1}, {1000, 1}, {1, 1}}},
 	} {
 		f := newAttnFixture(b, rand.New(rand.NewPCG(5, 5)), attnCase{kvHeads: 4, group: 2, hd: 64, bs: 16, seqs: tc.seqs})
 		cfg := f.cache.Config()
