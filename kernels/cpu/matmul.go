@@ -7,7 +7,8 @@ import "fmt"
 // prefill (m = tokens) and batched decode (m = rows; m = 1 is a
 // matrix-vector product). b needs no packing: the kernel reads four of its
 // rows at a time in place. The output columns are split across the
-// workers in groups of four. MatMul allocates nothing; it panics if a, b or
+// workers in groups of four; a product under minParallelFMAs runs on the
+// calling goroutine. MatMul allocates nothing; it panics if a, b or
 // c is shorter than the shape says.
 func MatMul(w *Workers, c, a, b []float32, m, n, k int) {
 	if m <= 0 || n <= 0 {
@@ -19,9 +20,18 @@ func MatMul(w *Workers, c, a, b []float32, m, n, k int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.mm = matmulTask{c: c, a: a, b: b, m: m, n: n, k: k}
-	w.forLocked((n+3)/4, &w.mm)
+	if m*n*k < minParallelFMAs {
+		w.mm.run(0, 0, (n+3)/4)
+	} else {
+		w.forLocked((n+3)/4, &w.mm)
+	}
 	w.mm = matmulTask{} // do not keep the caller's slices alive
 }
+
+// minParallelFMAs is the smallest MatMul worth splitting across the pool:
+// handing a part to another worker costs about half a microsecond, the time
+// of some 25,000 multiply-adds on one core.
+const minParallelFMAs = 1 << 16
 
 // matmulTask is one MatMul call; a part computes four-column groups
 // [lo, hi).

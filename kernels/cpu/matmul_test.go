@@ -22,6 +22,8 @@ var matMulShapes = []struct {
 	{"square", 9, 64, 64},
 	{"k not a multiple of 8", 64, 40, 130},
 	{"m not a multiple of 3", 65, 20, 24},
+	{"parallel with a column tail", 17, 67, 70},
+	{"parallel matrix-vector", 1, 301, 300},
 }
 
 func TestMatMulMatchesNaive(t *testing.T) {

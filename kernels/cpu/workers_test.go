@@ -77,3 +77,15 @@ func TestWorkersConcurrentCallers(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkWorkersFor measures the cost of one parallel loop with no work:
+// handing a part to a parked worker and waiting for it.
+func BenchmarkWorkersFor(b *testing.B) {
+	w := NewWorkers(0)
+	defer w.Close()
+	var sink [64]int
+	b.ReportAllocs()
+	for b.Loop() {
+		w.For(w.N(), func(part, lo, hi int) { sink[part*8] += hi - lo })
+	}
+}
