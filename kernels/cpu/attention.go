@@ -75,13 +75,14 @@ type attnTask struct {
 // caller has already Put them). Scores are scaled by 1/sqrt(HeadDim), and
 // query head h uses KV head h/(nHeads/KVHeads).
 //
-// Work is split on w into items of one sequence (up to attnRowChunk of its
-// rows) and one KV head, largest first. An item walks its blocks once;
+// Work is split on w into items of one sequence (up to 128 of its rows)
+// and one KV head, largest first. An item walks its blocks once;
 // each block's K and V serve every query row and every query head of the
 // group while they are in L1, and a running (online) softmax means no
 // buffer grows with the context. One call thus covers a prefill chunk over
 // its cached prefix and a batch of decodes alike. Attention panics if the
-// shapes disagree (a broken caller invariant).
+// shapes disagree (a broken caller invariant). It reads the cache while it
+// runs, so nothing may Put or write blocks concurrently.
 func (c *KVCache) Attention(w *Workers, layer int, q, out []float32, seqs []AttnSeq, nHeads int, scratch *AttnScratch) {
 	kvh, hd, bs := c.cfg.KVHeads, c.cfg.HeadDim, c.cfg.BlockSize
 	if nHeads <= 0 || nHeads%kvh != 0 {

@@ -45,7 +45,9 @@ type KVCache struct {
 
 var _ blockstore.Storage = (*KVCache)(nil)
 
-// NewKVCache allocates a zeroed cache.
+// NewKVCache allocates a zeroed cache of 2·Layers·NumBlocks·BlockSize·
+// KVHeads·HeadDim float32s. It returns an error wrapping ErrBadConfig if a
+// field is not positive.
 func NewKVCache(cfg KVConfig) (*KVCache, error) {
 	if cfg.Layers <= 0 || cfg.KVHeads <= 0 || cfg.HeadDim <= 0 || cfg.BlockSize <= 0 || cfg.NumBlocks <= 0 {
 		return nil, fmt.Errorf("%w: every size must be positive, got %+v", ErrBadConfig, cfg)
@@ -83,7 +85,8 @@ func (c *KVCache) blockSpan(id blockstore.BlockID) (int, int, error) {
 	return int(id) * n, int(id)*n + n, nil
 }
 
-// BlockBytes implements blockstore.Storage: K then V of every layer.
+// BlockBytes implements blockstore.Storage: the bytes of one block's K and
+// V in every layer, 2·Layers·BlockSize·KVHeads·HeadDim·4.
 func (c *KVCache) BlockBytes() int { return c.cfg.Layers * 2 * c.cfg.BlockSize * c.kvDim * 4 }
 
 // CopyBlocks implements blockstore.Storage: each copy takes the first Slots

@@ -7,9 +7,9 @@ import "fmt"
 // prefill (m = tokens) and batched decode (m = rows; m = 1 is a
 // matrix-vector product). b needs no packing: the kernel reads four of its
 // rows at a time in place. The output columns are split across the
-// workers in groups of four; a product under minParallelFMAs runs on the
-// calling goroutine. MatMul allocates nothing; it panics if a, b or
-// c is shorter than the shape says.
+// workers in groups of four; a small product (under 64K multiply-adds)
+// runs on the calling goroutine. MatMul allocates nothing; it panics if a,
+// b or c is shorter than the shape says.
 func MatMul(w *Workers, c, a, b []float32, m, n, k int) {
 	if m <= 0 || n <= 0 {
 		return

@@ -2,7 +2,8 @@ package cpu
 
 import "math"
 
-// RMSNorm sets out = x / rms(x) * weight, rms(x) = sqrt(mean(x²) + eps).
+// RMSNorm sets out = x / rms(x) * weight, rms(x) = sqrt(mean(x²) + eps),
+// eps being the small constant of the model's config (1e-5 in llama2.c).
 // out may alias x.
 func RMSNorm(out, x, weight []float32, eps float32) {
 	var ss float32
@@ -19,7 +20,8 @@ func RMSNorm(out, x, weight []float32, eps float32) {
 
 // RoPE rotates x (nHeads heads of headDim) in place for position pos, in
 // the adjacent-pair form of llama2.c and GGUF llama: each pair (x[2i],
-// x[2i+1]) of a head turns by pos·theta^(-2i/headDim).
+// x[2i+1]) of a head turns by pos·theta^(-2i/headDim) radians. headDim
+// must be even.
 func RoPE(x []float32, pos, nHeads, headDim int, theta float32) {
 	for i := 0; i < headDim; i += 2 {
 		freq := math.Pow(float64(theta), -float64(i)/float64(headDim))
