@@ -182,13 +182,24 @@ func TestExpSubMatchesExp(t *testing.T) {
 				want[i] = float32(e)
 				wantSum += e
 			}
+			if n > 9 {
+				s[9] = float32(math.NaN()) // must come out NaN, not a weight
+				want[9] = s[9]
+				wantSum = math.NaN()
+			}
 			sum := expSub(s, m)
 			for i := range s {
+				if math.IsNaN(float64(want[i])) {
+					if !math.IsNaN(float64(s[i])) {
+						t.Fatalf("n=%d: weight %d of a NaN score = %v", n, i, s[i])
+					}
+					continue
+				}
 				if d := math.Abs(float64(s[i]) - float64(want[i])); d > 3e-7*float64(want[i])+1e-37 {
 					t.Fatalf("n=%d: weight %d = %v, want %v", n, i, s[i], want[i])
 				}
 			}
-			if math.Abs(float64(sum)-wantSum) > 1e-6*wantSum+1e-37 {
+			if math.IsNaN(wantSum) != math.IsNaN(float64(sum)) || math.Abs(float64(sum)-wantSum) > 1e-6*wantSum+1e-37 {
 				t.Fatalf("n=%d: sum %v, want %v", n, sum, wantSum)
 			}
 		}

@@ -335,7 +335,7 @@ loopexp:
 	VMOVUPS (DI)(AX*1), Y0
 	VSUBPS Y15, Y0, Y0
 	VBROADCASTSS expc<>+40(SB), Y6
-	VMAXPS Y6, Y0, Y0
+	VMAXPS Y0, Y6, Y0 // the second source wins on NaN, so NaN stays NaN
 	VMULPS Y14, Y0, Y1
 	VROUNDPS $0, Y1, Y1
 	VMOVAPS Y0, Y2
