@@ -208,3 +208,23 @@ func FuzzAttention(f *testing.F) {
 		})
 	})
 }
+
+// TestAttentionPropagatesNaN checks that a NaN query poisons its own
+// output rather than being quietly dropped from the softmax.
+func TestAttentionPropagatesNaN(t *testing.T) {
+	w := NewWorkers(2)
+	defer w.Close()
+	f := newAttnFixture(t, rand.New(rand.NewPCG(4, 4)), attnCases[6])
+	hd := f.cache.Config().HeadDim
+	f.q[3*hd+5] = float32(math.NaN()) // row 0, head 3
+	eachKernel(t, func(t testing.TB) {
+		out := make([]float32, len(f.q))
+		var scratch AttnScratch
+		f.cache.Attention(w, 1, f.q, out, f.seqs, f.nHeads, &scratch)
+		for i, x := range out {
+			if nan := math.IsNaN(float64(x)); nan != (i/hd == 3) {
+				t.Fatalf("out[%d] = %v: only row 0 head 3 should be NaN", i, x)
+			}
+		}
+	})
+}
