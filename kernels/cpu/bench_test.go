@@ -44,8 +44,9 @@ func BenchmarkMatMul(b *testing.B) {
 // contiguousAttention is the same attention over per-sequence contiguous
 // K/V ([pos][kvHead][hd], as a cache without paging would keep it), for
 // measuring what the block-table indirection costs. It splits the work
-// into the same items, claims them the same way and walks the same chunk
-// length as the paged version, so only the addressing differs.
+// into the same items, claims them the same way, walks the same chunk
+// length and prefetches the next chunk as the paged version does, so only
+// the addressing differs.
 func contiguousAttention(w *Workers, cfg KVConfig, k, v [][]float32, q, out []float32, seqs []AttnSeq, nHeads int, states []attnState) {
 	kvh, hd, chunk := cfg.KVHeads, cfg.HeadDim, cfg.BlockSize
 	stride, group := kvh*hd, nHeads/kvh
@@ -77,6 +78,10 @@ func contiguousAttention(w *Workers, cfg KVConfig, k, v [][]float32, q, out []fl
 			end := it.start + it.rows
 			for p0 := 0; p0 < end; p0 += chunk {
 				off := p0*stride + it.kvHead*hd
+				if next := p0 + chunk; next < end {
+					prefetch(k[it.seq][off+chunk*stride:], stride, min(chunk, end-next), hd)
+					prefetch(v[it.seq][off+chunk*stride:], stride, min(chunk, end-next), hd)
+				}
 				st.attend(k[it.seq][off:], v[it.seq][off:], stride, p0, min(chunk, end-p0), it.start, hd)
 			}
 			st.finish(out, it.row0, nHeads, it.kvHead, hd)
