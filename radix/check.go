@@ -3,41 +3,54 @@ package radix
 import "fmt"
 
 // Check verifies the tree's invariants: edges of whole blocks, children
-// sorted and distinct by their first block, parent pointers and depths,
-// the leaf list equal to the set of
-// leaves, and counters equal to a recount. It is O(tree); tests call it
-// after every operation.
+// sorted and distinct by their first block, parent pointers, namespaces and
+// depths, pins non-negative and at least the sum of the children's, each
+// namespace's leaf list equal to its set of leaves, the namespace list
+// equal to the namespace table, and counters equal to a recount. It is
+// O(tree); tests call it after every operation.
 func (t *Tree) Check() error {
 	var total Stats
-	leaves := 0
-	for ns, root := range t.roots {
-		if !root.root || root.ns != ns || root.parent != nil || len(root.tokens) != 0 {
-			return fmt.Errorf("namespace %q: malformed root", ns)
+	spaces := 0
+	for sp := t.order.next; sp != &t.order; sp = sp.next {
+		if spaces++; spaces > len(t.spaces) || t.spaces[sp.name] != sp || sp.next.prev != sp {
+			return fmt.Errorf("namespace list does not match the table at %q", sp.name)
 		}
-		if len(root.children) == 0 {
-			return fmt.Errorf("namespace %q: empty root kept", ns)
+		if err := t.checkSpace(sp); err != nil {
+			return fmt.Errorf("namespace %q: %w", sp.name, err)
 		}
-		var s Stats
-		if err := t.checkNode(root, &s, &leaves); err != nil {
-			return fmt.Errorf("namespace %q: %w", ns, err)
-		}
-		if got := t.stats[ns]; got == nil || *got != s {
-			return fmt.Errorf("namespace %q: stats %+v, recount %+v", ns, got, s)
-		}
-		total.Nodes += s.Nodes
-		total.Blocks += s.Blocks
-		total.Tokens += s.Tokens
+		total.Nodes += sp.stats.Nodes
+		total.Blocks += sp.stats.Blocks
+		total.Tokens += sp.stats.Tokens
 	}
-	if len(t.stats) != len(t.roots) {
-		return fmt.Errorf("%d stats entries for %d namespaces", len(t.stats), len(t.roots))
+	if spaces != len(t.spaces) {
+		return fmt.Errorf("namespace list has %d entries, table %d", spaces, len(t.spaces))
 	}
 	if total != t.total {
-		return fmt.Errorf("total %+v, recount %+v", t.total, total)
+		return fmt.Errorf("total %+v, sum over namespaces %+v", t.total, total)
+	}
+	return nil
+}
+
+func (t *Tree) checkSpace(sp *space) error {
+	root := &sp.root
+	if root.sp != sp || root.parent != nil || len(root.tokens) != 0 || root.pins != 0 || root.listed {
+		return fmt.Errorf("malformed root")
+	}
+	if len(root.children) == 0 {
+		return fmt.Errorf("empty namespace kept")
+	}
+	var s Stats
+	leaves := 0
+	if err := t.checkNode(root, &s, &leaves); err != nil {
+		return err
+	}
+	if s != sp.stats {
+		return fmt.Errorf("stats %+v, recount %+v", sp.stats, s)
 	}
 	listed := 0
-	for n := t.leaf.nextLeaf; n != &t.leaf; n = n.nextLeaf {
-		if !n.IsLeaf() || n.removed || !n.listed || n.nextLeaf.prevLeaf != n {
-			return fmt.Errorf("leaf list holds a node that is not a live leaf (depth %d)", n.depth)
+	for n := sp.leaves.nextLeaf; n != &sp.leaves; n = n.nextLeaf {
+		if !n.IsLeaf() || n.removed || !n.listed || n.sp != sp || n.nextLeaf.prevLeaf != n {
+			return fmt.Errorf("leaf list holds a node that is not a live leaf here (depth %d)", n.depth)
 		}
 		if listed++; listed > leaves {
 			break
@@ -50,7 +63,7 @@ func (t *Tree) Check() error {
 }
 
 func (t *Tree) checkNode(n *Node, s *Stats, leaves *int) error {
-	if !n.root {
+	if n.parent != nil {
 		switch {
 		case n.removed:
 			return fmt.Errorf("removed node still linked at depth %d", n.depth)
@@ -58,8 +71,6 @@ func (t *Tree) checkNode(n *Node, s *Stats, leaves *int) error {
 			return fmt.Errorf("edge of %d tokens with %d blocks", len(n.tokens), len(n.blocks))
 		case n.depth != n.parent.depth+len(n.tokens):
 			return fmt.Errorf("depth %d, parent %d + edge %d", n.depth, n.parent.depth, len(n.tokens))
-		case n.pins < 0:
-			return fmt.Errorf("negative pins %d", n.pins)
 		case n.IsLeaf() != n.listed:
 			return fmt.Errorf("leaf=%v but listed=%v at depth %d", n.IsLeaf(), n.listed, n.depth)
 		}
@@ -73,8 +84,9 @@ func (t *Tree) checkNode(n *Node, s *Stats, leaves *int) error {
 	if len(n.firsts) != len(n.children) {
 		return fmt.Errorf("node at depth %d: %d first tokens for %d children", n.depth, len(n.firsts), len(n.children))
 	}
+	childPins := 0
 	for i, c := range n.children {
-		if c.parent != n || c.ns != n.ns {
+		if c.parent != n || c.sp != n.sp {
 			return fmt.Errorf("child %d of node at depth %d has wrong parent or namespace", i, n.depth)
 		}
 		if i > 0 && compareBlock(n.children[i-1].tokens[:t.bs], c.tokens[:t.bs]) >= 0 {
@@ -86,6 +98,10 @@ func (t *Tree) checkNode(n *Node, s *Stats, leaves *int) error {
 		if err := t.checkNode(c, s, leaves); err != nil {
 			return err
 		}
+		childPins += int(c.pins)
+	}
+	if n.parent != nil && (n.pins < 0 || int(n.pins) < childPins) {
+		return fmt.Errorf("node at depth %d has %d pins, its children %d", n.depth, n.pins, childPins)
 	}
 	return nil
 }

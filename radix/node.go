@@ -4,8 +4,8 @@ import "prefixd/blockstore"
 
 // Meta is a node's bookkeeping for the eviction policy. The radix tree
 // never reads a clock and never interprets these fields: their owner (the
-// eviction package) sets them, in Unix nanoseconds of its own clock. A
-// split copies them to the new upper node.
+// eviction package) sets them, times in nanoseconds of a clock it injects.
+// A split copies them to the new upper node.
 type Meta struct {
 	Created    int64  // when the node's blocks entered the cache
 	LastAccess int64  // last request that used the node
@@ -18,33 +18,35 @@ type Meta struct {
 // Node is a node of the tree: an edge of whole blocks of tokens and the
 // blocks that hold their K/V. Every namespace has a root node with no
 // tokens. Nodes are owned by the Tree; callers may keep pointers to them
-// (a removed node reports Removed) but must not change them except Meta.
+// (a removed node reports Removed and keeps its parent, namespace, tokens
+// and blocks) but must change nothing except Meta. Like the Tree, a Node
+// is not safe for concurrent use.
 type Node struct {
 	Meta Meta
 
-	parent   *Node
-	ns       string
+	parent   *Node // nil for a namespace root
+	sp       *space
 	tokens   []int32 // the edge label, len = len(blocks) * block size
 	blocks   []blockstore.BlockID
 	children []*Node // sorted by their first block of tokens
 	firsts   []int32 // children[i].tokens[0], for a cache-friendly search
-	pins     int32   // live handles whose match ends at this node
+	pins     int32   // live handles whose matched path contains this node
 	depth    int     // tokens from the root to the end of this edge
-	root     bool
 	removed  bool
+	listed   bool // on its namespace's leaf list
 
-	prevLeaf, nextLeaf *Node // the tree's list of leaves
-	listed             bool
+	prevLeaf, nextLeaf *Node
 }
 
-// Parent returns the node above n; a namespace root's is nil.
+// Parent returns the node above n; a namespace root's is nil. A removed
+// node keeps the parent it had when it was removed.
 func (n *Node) Parent() *Node { return n.parent }
 
 // IsRoot reports whether n is a namespace root (no tokens, no blocks).
-func (n *Node) IsRoot() bool { return n.root }
+func (n *Node) IsRoot() bool { return n.parent == nil }
 
 // Namespace returns the namespace n belongs to.
-func (n *Node) Namespace() string { return n.ns }
+func (n *Node) Namespace() string { return n.sp.name }
 
 // Tokens returns the tokens of n's edge. Callers must not modify them.
 func (n *Node) Tokens() []int32 { return n.tokens }
@@ -53,11 +55,11 @@ func (n *Node) Tokens() []int32 { return n.tokens }
 func (n *Node) Blocks() []blockstore.BlockID { return n.blocks }
 
 // IsLeaf reports whether n is a non-root node without children.
-func (n *Node) IsLeaf() bool { return !n.root && len(n.children) == 0 }
+func (n *Node) IsLeaf() bool { return n.parent != nil && len(n.children) == 0 }
 
-// Pins returns the number of live handles whose match ends at n. A handle
-// pins only its deepest node: every node above it has a child, so it is
-// not a leaf and cannot be removed either.
+// Pins returns the number of live handles whose matched path contains n.
+// A pinned node is never removed; a node's pins are at least the sum of
+// its children's.
 func (n *Node) Pins() int { return int(n.pins) }
 
 // Removed reports whether n has been removed from the tree.
@@ -68,15 +70,16 @@ func (n *Node) Depth() int { return n.depth }
 
 // Path appends every token from the root to the end of n's edge to dst.
 func (n *Node) Path(dst []int32) []int32 {
-	if n.parent != nil && !n.parent.root {
+	if n.parent != nil {
 		dst = n.parent.Path(dst)
 	}
 	return append(dst, n.tokens...)
 }
 
-// Handle pins the path of a Match until Tree.Release: its deepest node
-// cannot be removed, and so neither can any node above it. The zero Handle
-// pins nothing.
+// Handle pins the path of a Match (or Extend) until Tree.Release: every
+// node on it counts the handle in its pins and cannot be removed. Handle
+// is a small value; copies are the same pin, to be released once. The zero
+// Handle pins nothing.
 type Handle struct {
 	node *Node
 }
@@ -90,4 +93,12 @@ func (h Handle) Tokens() int {
 		return 0
 	}
 	return h.node.depth
+}
+
+// Blocks returns the number of blocks the handle pins.
+func (h Handle) Blocks() int {
+	if h.node == nil {
+		return 0
+	}
+	return h.node.depth / h.node.sp.bs
 }

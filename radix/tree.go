@@ -7,6 +7,10 @@
 // their first block of tokens (they may share first tokens) and are kept
 // sorted by it. Lookups always compare tokens: nothing is decided by hash.
 //
+// Nodes emptied of all but one child are not merged back with it: the
+// engine's handles and the eviction package's queues hold node pointers,
+// and a merge would have to move them.
+//
 // A Tree is not safe for concurrent use: prefixd's engine owns it from its
 // scheduler goroutine.
 package radix
@@ -21,10 +25,19 @@ import (
 	"prefixd/blockstore"
 )
 
-// Errors returned by RemoveLeaf.
+// Errors callers branch on. Functions wrap them with detail.
 var (
-	ErrPinned  = errors.New("radix: node is pinned")
+	// ErrPinned is returned by RemoveLeaf for a node a live handle pins.
+	ErrPinned = errors.New("radix: node is pinned")
+	// ErrNotLeaf is returned by RemoveLeaf for a root, an inner node or a
+	// node already removed.
 	ErrNotLeaf = errors.New("radix: node is not a removable leaf")
+	// ErrLength is returned by Insert and Extend when the tokens are not
+	// exactly the blocks' worth of whole blocks.
+	ErrLength = errors.New("radix: tokens do not fill the blocks exactly")
+	// ErrHandle is returned by Extend for a handle of another namespace or
+	// one that pins more tokens than it is given.
+	ErrHandle = errors.New("radix: handle does not fit the tokens")
 )
 
 // Stats counts what a namespace (or the whole tree) caches.
@@ -34,13 +47,22 @@ type Stats struct {
 	Tokens int
 }
 
+// space is one namespace: its root, its leaves and its counters.
+type space struct {
+	name       string
+	bs         int
+	root       Node
+	leaves     Node // sentinel of the circular list of leaves
+	stats      Stats
+	prev, next *space // the tree's namespaces in creation order
+}
+
 // Tree is the prefix index. See the package documentation.
 type Tree struct {
-	bs    int
-	roots map[string]*Node
-	stats map[string]*Stats
-	total Stats
-	leaf  Node // sentinel of the circular list of leaves
+	bs     int
+	spaces map[string]*space
+	order  space // sentinel of the list of namespaces
+	total  Stats
 }
 
 // New returns an empty tree over blocks of blockSize tokens.
@@ -48,33 +70,66 @@ func New(blockSize int) (*Tree, error) {
 	if blockSize <= 0 {
 		return nil, fmt.Errorf("radix: block size must be positive, got %d", blockSize)
 	}
-	t := &Tree{bs: blockSize, roots: map[string]*Node{}, stats: map[string]*Stats{}}
-	t.leaf.prevLeaf, t.leaf.nextLeaf = &t.leaf, &t.leaf
+	t := &Tree{bs: blockSize, spaces: map[string]*space{}}
+	t.order.prev, t.order.next = &t.order, &t.order
 	return t, nil
 }
 
 // BlockSize returns the number of tokens per block.
 func (t *Tree) BlockSize() int { return t.bs }
 
-// Stats returns the counts of namespace ns.
+// Stats returns the counts of namespace ns in O(1).
 func (t *Tree) Stats(ns string) Stats {
-	if s := t.stats[ns]; s != nil {
-		return *s
+	if sp := t.spaces[ns]; sp != nil {
+		return sp.stats
 	}
 	return Stats{}
 }
 
-// Total returns the counts over every namespace.
+// Total returns the counts over every namespace in O(1).
 func (t *Tree) Total() Stats { return t.total }
 
-// Namespaces returns the namespaces that hold at least one block.
+// Namespaces returns, sorted, the namespaces that hold at least one block.
 func (t *Tree) Namespaces() []string {
-	out := make([]string, 0, len(t.roots))
-	for ns := range t.roots {
+	out := make([]string, 0, len(t.spaces))
+	for ns := range t.spaces {
 		out = append(out, ns)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// space returns namespace ns, creating it if needed.
+func (t *Tree) space(ns string) *space {
+	if sp := t.spaces[ns]; sp != nil {
+		return sp
+	}
+	sp := &space{name: ns, bs: t.bs}
+	sp.root.sp = sp
+	sp.leaves.prevLeaf, sp.leaves.nextLeaf = &sp.leaves, &sp.leaves
+	sp.prev, sp.next = t.order.prev, &t.order
+	t.order.prev.next = sp
+	t.order.prev = sp
+	t.spaces[ns] = sp
+	return sp
+}
+
+// dropSpace forgets an empty namespace.
+func (t *Tree) dropSpace(sp *space) {
+	sp.prev.next = sp.next
+	sp.next.prev = sp.prev
+	delete(t.spaces, sp.name)
+}
+
+// count adds a change of nodes, blocks and tokens to sp's and the total
+// counters.
+func (t *Tree) count(sp *space, nodes, blocks, tokens int) {
+	sp.stats.Nodes += nodes
+	sp.stats.Blocks += blocks
+	sp.stats.Tokens += tokens
+	t.total.Nodes += nodes
+	t.total.Blocks += blocks
+	t.total.Tokens += tokens
 }
 
 // asBytes views tokens as bytes so comparisons run through the runtime's
@@ -139,39 +194,60 @@ func (t *Tree) commonBlocks(edge, toks []int32) int {
 	return k
 }
 
+// descend follows the whole blocks of tokens down from n, splitting the
+// edge where the match ends inside one, and pins every node it enters if
+// pin is set. It returns the deepest node matched, the number of tokens
+// matched below n, and, if it stopped at a block no child starts with,
+// the index under that node where such a child would go.
+func (t *Tree) descend(n *Node, tokens []int32, pin bool) (deepest *Node, matched, at int) {
+	for len(tokens)-matched >= t.bs {
+		c, i := n.child(tokens[matched : matched+t.bs])
+		if c == nil {
+			return n, matched, i
+		}
+		if k := t.commonBlocks(c.tokens, tokens[matched:]); k < len(c.blocks) {
+			c = t.split(c, k)
+		}
+		if pin {
+			c.pins++
+		}
+		matched += len(c.tokens)
+		n = c
+	}
+	return n, matched, 0
+}
+
 // Match finds the longest prefix of tokens cached in namespace ns, in whole
 // blocks, appends its blocks to dst and returns it with a Handle that pins
 // the path until Release. A match that ends inside an edge splits it
-// there, so the handle pins exactly the matched blocks.
+// there, so the handle pins exactly the matched blocks. A partial trailing
+// block never matches; an empty match returns the zero Handle. Match
+// allocates only when it splits an edge or dst lacks capacity.
 func (t *Tree) Match(ns string, tokens []int32, dst []blockstore.BlockID) ([]blockstore.BlockID, Handle) {
-	n := t.roots[ns]
-	if n == nil {
+	sp := t.spaces[ns]
+	if sp == nil {
 		return dst, Handle{}
 	}
-	pos := 0
-	for len(tokens)-pos >= t.bs {
-		c, _ := n.child(tokens[pos : pos+t.bs])
-		if c == nil {
-			break
-		}
-		k := t.commonBlocks(c.tokens, tokens[pos:])
-		if k < len(c.blocks) {
-			c = t.split(c, k)
-		}
-		dst = append(dst, c.blocks...)
-		pos += len(c.tokens)
-		n = c
-	}
-	if n.root {
+	n, matched, _ := t.descend(&sp.root, tokens, true)
+	if matched == 0 {
 		return dst, Handle{}
 	}
-	n.pins++
+	// Fill dst from the deepest edge up, so descend needs no stack.
+	start := len(dst)
+	dst = slices.Grow(dst, matched/t.bs)[:start+matched/t.bs]
+	end := len(dst)
+	for x := n; x.parent != nil; x = x.parent {
+		end -= len(x.blocks)
+		copy(dst[end:], x.blocks)
+	}
 	return dst, Handle{node: n}
 }
 
-// Release unpins a Match's path. Releasing the zero Handle does nothing.
+// Release unpins a Match's or Extend's path. Releasing the zero Handle does
+// nothing; releasing a handle twice is a broken invariant and panics once
+// the deepest node's pins go negative.
 func (t *Tree) Release(h Handle) {
-	if n := h.node; n != nil {
+	for n := h.node; n != nil && n.parent != nil; n = n.parent {
 		if n.pins--; n.pins < 0 {
 			panic("radix: Release of a handle that was already released")
 		}
@@ -179,18 +255,20 @@ func (t *Tree) Release(h Handle) {
 }
 
 // split cuts c after its first k blocks and returns the new upper node,
-// which takes c's place under its parent. Meta is copied; pins stay with c,
-// the deeper node, which keeps every handle to c pinning the same path.
+// which takes c's place under its parent. Meta is copied and so are the
+// pins: every handle through c passes through the upper node too, and
+// handles ending at c still end at c with the same path.
 func (t *Tree) split(c *Node, k int) *Node {
 	cut := k * t.bs
 	up := &Node{
 		Meta:     c.Meta,
 		parent:   c.parent,
-		ns:       c.ns,
+		sp:       c.sp,
 		tokens:   c.tokens[:cut:cut],
 		blocks:   c.blocks[:k:k],
 		children: []*Node{c},
 		firsts:   []int32{c.tokens[cut]},
+		pins:     c.pins,
 		depth:    c.depth - len(c.tokens) + cut,
 	}
 	_, i := c.parent.child(c.tokens[:t.bs])
@@ -198,72 +276,75 @@ func (t *Tree) split(c *Node, k int) *Node {
 	c.parent = up
 	c.tokens = c.tokens[cut:]
 	c.blocks = c.blocks[k:]
-	t.stats[c.ns].Nodes++
-	t.total.Nodes++
+	t.count(c.sp, 1, 0, 0)
 	return up
 }
 
 // Insert adds the whole blocks of tokens (len(tokens) == len(blocks) *
 // block size) to namespace ns. The tree already holds a leading run of
 // them, existing blocks long, and keeps its own blocks there (which may
-// differ from the caller's); it takes blocks[existing:] from the caller.
+// differ from the caller's: the caller may release its duplicates); it
+// takes blocks[existing:] from the caller, whose cache references it now
+// stands for. The tree keeps copies of tokens and blocks.
 func (t *Tree) Insert(ns string, tokens []int32, blocks []blockstore.BlockID) (existing int, err error) {
-	existing, h, err := t.Extend(ns, Handle{}, tokens, blocks)
-	t.Release(h)
-	return existing, err
+	if err := t.checkLength(tokens, blocks); err != nil {
+		return 0, err
+	}
+	if len(blocks) == 0 {
+		return 0, nil
+	}
+	n, matched, at := t.descend(&t.space(ns).root, tokens, false)
+	if matched < len(tokens) {
+		t.addLeaf(n, at, tokens[matched:], blocks[matched/t.bs:])
+	}
+	return matched / t.bs, nil
+}
+
+func (t *Tree) checkLength(tokens []int32, blocks []blockstore.BlockID) error {
+	if len(tokens) != len(blocks)*t.bs {
+		return fmt.Errorf("%w: %d tokens for %d blocks of %d", ErrLength, len(tokens), len(blocks), t.bs)
+	}
+	return nil
 }
 
 // Extend is Insert for a caller that holds a Handle h on a prefix of
 // tokens: the walk starts at h's node instead of the root, so a sequence
-// that offers its blocks as they fill pays for the new blocks only. It
-// releases h and returns a Handle pinning all of tokens.
-// REQUIRES: tokens[:h.Tokens()] is the path h pins, in namespace ns.
+// that offers its blocks as they fill pays for the new blocks only. On
+// success h is consumed and the returned Handle pins all of tokens; on
+// error h is returned unchanged and still pinned.
+// REQUIRES: tokens[:h.Tokens()] is the path h pins.
 func (t *Tree) Extend(ns string, h Handle, tokens []int32, blocks []blockstore.BlockID) (existing int, nh Handle, err error) {
-	if len(tokens) != len(blocks)*t.bs {
-		return 0, h, fmt.Errorf("radix: Insert of %d tokens with %d blocks of %d", len(tokens), len(blocks), t.bs)
-	}
-	if h.Tokens() > len(tokens) {
-		return 0, h, fmt.Errorf("radix: Extend of a %d-token handle to %d tokens", h.Tokens(), len(tokens))
+	if err := t.checkLength(tokens, blocks); err != nil {
+		return 0, h, err
 	}
 	n := h.node
 	if n == nil {
 		if len(blocks) == 0 {
 			return 0, h, nil
 		}
-		if n = t.roots[ns]; n == nil {
-			n = &Node{ns: ns, root: true}
-			t.roots[ns] = n
-			t.stats[ns] = &Stats{}
-		}
+		n = &t.space(ns).root
 	}
-	bi := h.Tokens() / t.bs
-	if n == h.node && n.IsLeaf() && n.pins == 1 && bi < len(blocks) {
+	if n.sp.name != ns || n.depth > len(tokens) {
+		return 0, h, fmt.Errorf("%w: a %d-token handle in %q extended to %d tokens in %q",
+			ErrHandle, n.depth, n.sp.name, len(tokens), ns)
+	}
+	from := n.depth
+	if n == h.node && n.IsLeaf() && n.pins == 1 && from < len(tokens) {
 		// Only the caller's handle ends at this leaf: grow its edge in place
 		// rather than hang a one-block node under it for every block a
 		// running sequence fills.
-		t.growLeaf(n, tokens[bi*t.bs:], blocks[bi:])
-		return bi, h, nil
+		t.growLeaf(n, tokens[from:], blocks[from/t.bs:])
+		return from / t.bs, h, nil
 	}
-	for bi < len(blocks) {
-		rest := tokens[bi*t.bs:]
-		c, at := n.child(rest[:t.bs])
-		if c == nil {
-			n = t.addLeaf(n, at, rest, blocks[bi:])
-			break
-		}
-		k := t.commonBlocks(c.tokens, rest)
-		if k < len(c.blocks) {
-			c = t.split(c, k)
-		}
-		bi += k
-		n = c
+	// h keeps the path down to n pinned for the new handle; the walk pins
+	// only what lies below.
+	n, matched, at := t.descend(n, tokens[from:], true)
+	from += matched
+	if from < len(tokens) {
+		n = t.addLeaf(n, at, tokens[from:], blocks[from/t.bs:])
+		n.pins++
 	}
-	t.Release(h)
-	if n.root {
-		return bi, Handle{}, nil
-	}
-	n.pins++
-	return bi, Handle{node: n}, nil
+	return from / t.bs, Handle{node: n}, nil
 }
 
 // growLeaf appends tokens and blocks to leaf n's edge.
@@ -271,11 +352,7 @@ func (t *Tree) growLeaf(n *Node, tokens []int32, blocks []blockstore.BlockID) {
 	n.tokens = append(n.tokens, tokens...)
 	n.blocks = append(n.blocks, blocks...)
 	n.depth += len(tokens)
-	s := t.stats[n.ns]
-	s.Blocks += len(blocks)
-	s.Tokens += len(tokens)
-	t.total.Blocks += len(blocks)
-	t.total.Tokens += len(tokens)
+	t.count(n.sp, 0, len(blocks), len(tokens))
 }
 
 // addLeaf puts a new leaf holding copies of tokens and blocks under n, at
@@ -283,100 +360,160 @@ func (t *Tree) growLeaf(n *Node, tokens []int32, blocks []blockstore.BlockID) {
 func (t *Tree) addLeaf(n *Node, at int, tokens []int32, blocks []blockstore.BlockID) *Node {
 	leaf := &Node{
 		parent: n,
-		ns:     n.ns,
+		sp:     n.sp,
 		tokens: slices.Clone(tokens),
 		blocks: slices.Clone(blocks),
 		depth:  n.depth + len(tokens),
 	}
 	n.children = slices.Insert(n.children, at, leaf)
 	n.firsts = slices.Insert(n.firsts, at, leaf.tokens[0])
-	if !n.root && len(n.children) == 1 {
-		t.unlist(n)
+	if n.listed {
+		unlist(n)
 	}
-	t.list(leaf)
-	s := t.stats[n.ns]
-	s.Nodes++
-	s.Blocks += len(leaf.blocks)
-	s.Tokens += len(leaf.tokens)
-	t.total.Nodes++
-	t.total.Blocks += len(leaf.blocks)
-	t.total.Tokens += len(leaf.tokens)
+	list(leaf)
+	t.count(n.sp, 1, len(leaf.blocks), len(leaf.tokens))
 	return leaf
 }
 
 // RemoveLeaf removes an unpinned leaf, appends its blocks to dst (the
 // caller drops the cache's references to them) and returns dst. Its parent
-// may become a leaf. A node emptied of children is not merged with its
-// parent: handles may point at it.
+// may become a leaf; a namespace left empty is forgotten.
 func (t *Tree) RemoveLeaf(n *Node, dst []blockstore.BlockID) ([]blockstore.BlockID, error) {
 	switch {
-	case n.removed || n.root || len(n.children) > 0:
+	case n.removed || n.parent == nil || len(n.children) > 0:
 		return dst, ErrNotLeaf
 	case n.pins > 0:
-		return dst, ErrPinned
+		return dst, fmt.Errorf("%w: %d handles", ErrPinned, n.pins)
 	}
 	p := n.parent
 	_, i := p.child(n.tokens[:t.bs])
 	p.children = slices.Delete(p.children, i, i+1)
 	p.firsts = slices.Delete(p.firsts, i, i+1)
-	t.unlist(n)
-	if len(p.children) == 0 {
-		if p.root {
-			delete(t.roots, p.ns)
-			delete(t.stats, p.ns)
-		} else {
-			t.list(p)
-		}
-	}
-	if s := t.stats[n.ns]; s != nil {
-		s.Nodes--
-		s.Blocks -= len(n.blocks)
-		s.Tokens -= len(n.tokens)
-	}
-	t.total.Nodes--
-	t.total.Blocks -= len(n.blocks)
-	t.total.Tokens -= len(n.tokens)
-	n.removed = true
-	n.children = nil
-	return append(dst, n.blocks...), nil
+	dst = t.forget(n, dst)
+	t.settle(p)
+	return dst, nil
 }
 
-func (t *Tree) list(n *Node) {
-	n.prevLeaf, n.nextLeaf = t.leaf.prevLeaf, &t.leaf
-	t.leaf.prevLeaf.nextLeaf = n
-	t.leaf.prevLeaf = n
+// RemoveNamespace removes every unpinned node of namespace ns, appends
+// their blocks to dst (the caller drops the cache's references to them)
+// and returns dst. Pinned nodes are skipped, and so stay with their
+// ancestors (which they pin too); releasing their handles and calling it
+// again, or RemoveLeaf, removes them later. To flush every namespace, call
+// it for each of Namespaces.
+func (t *Tree) RemoveNamespace(ns string, dst []blockstore.BlockID) []blockstore.BlockID {
+	sp := t.spaces[ns]
+	if sp == nil {
+		return dst
+	}
+	return t.prune(&sp.root, dst)
+}
+
+// prune removes every unpinned node below n.
+func (t *Tree) prune(n *Node, dst []blockstore.BlockID) []blockstore.BlockID {
+	kept := 0
+	for i, c := range n.children {
+		if c.pins == 0 {
+			dst = t.forget(c, dst)
+			continue
+		}
+		dst = t.prune(c, dst)
+		n.children[kept], n.firsts[kept] = c, n.firsts[i]
+		kept++
+	}
+	if kept < len(n.children) {
+		clear(n.children[kept:])
+		n.children, n.firsts = n.children[:kept], n.firsts[:kept]
+		t.settle(n)
+	}
+	return dst
+}
+
+// forget marks n and the subtree below it removed, takes them off the leaf
+// list and the counters and appends their blocks to dst. The caller has
+// already unlinked n from its parent.
+func (t *Tree) forget(n *Node, dst []blockstore.BlockID) []blockstore.BlockID {
+	for _, c := range n.children {
+		dst = t.forget(c, dst)
+	}
+	if n.listed {
+		unlist(n)
+	}
+	t.count(n.sp, -1, -len(n.blocks), -len(n.tokens))
+	n.removed = true
+	n.children, n.firsts = nil, nil
+	return append(dst, n.blocks...)
+}
+
+// settle restores the leaf list and the namespace table after n lost
+// children: a childless node becomes a leaf, a childless root's namespace
+// is forgotten.
+func (t *Tree) settle(n *Node) {
+	switch {
+	case len(n.children) > 0:
+	case n.parent == nil:
+		t.dropSpace(n.sp)
+	case !n.listed:
+		list(n)
+	}
+}
+
+// list appends n to its namespace's leaf list.
+func list(n *Node) {
+	head := &n.sp.leaves
+	n.prevLeaf, n.nextLeaf = head.prevLeaf, head
+	head.prevLeaf.nextLeaf = n
+	head.prevLeaf = n
 	n.listed = true
 }
 
-func (t *Tree) unlist(n *Node) {
+func unlist(n *Node) {
 	n.prevLeaf.nextLeaf = n.nextLeaf
 	n.nextLeaf.prevLeaf = n.prevLeaf
 	n.prevLeaf, n.nextLeaf = nil, nil
 	n.listed = false
 }
 
-// Leaves calls fn for every leaf, in every namespace, until fn returns
-// false. fn must not change the tree.
+// Leaves calls fn for every leaf, namespaces in the order they were
+// created and each namespace's leaves in the order they became leaves,
+// until fn returns false. It costs O(leaves + namespaces). fn must not
+// change the tree.
 func (t *Tree) Leaves(fn func(*Node) bool) {
-	for n := t.leaf.nextLeaf; n != &t.leaf; n = n.nextLeaf {
-		if !fn(n) {
+	for sp := t.order.next; sp != &t.order; sp = sp.next {
+		if !sp.eachLeaf(fn) {
 			return
 		}
 	}
 }
 
-// Walk calls fn for every non-root node, parents before children, until fn
-// returns false. fn must not change the tree.
+// NamespaceLeaves is Leaves for namespace ns only.
+func (t *Tree) NamespaceLeaves(ns string, fn func(*Node) bool) {
+	if sp := t.spaces[ns]; sp != nil {
+		sp.eachLeaf(fn)
+	}
+}
+
+func (sp *space) eachLeaf(fn func(*Node) bool) bool {
+	for n := sp.leaves.nextLeaf; n != &sp.leaves; n = n.nextLeaf {
+		if !fn(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// Walk calls fn for every non-root node, namespaces in the order they were
+// created, parents before children, until fn returns false. fn must not
+// change the tree.
 func (t *Tree) Walk(fn func(*Node) bool) {
-	for _, ns := range t.Namespaces() {
-		if !walk(t.roots[ns], fn) {
+	for sp := t.order.next; sp != &t.order; sp = sp.next {
+		if !walk(&sp.root, fn) {
 			return
 		}
 	}
 }
 
 func walk(n *Node, fn func(*Node) bool) bool {
-	if !n.root && !fn(n) {
+	if n.parent != nil && !fn(n) {
 		return false
 	}
 	for _, c := range n.children {

@@ -128,7 +128,7 @@ func TestInsertReportsExisting(t *testing.T) {
 	if s := tr.Stats("a"); s.Blocks != 6 {
 		t.Fatalf("stats %+v, want 6 blocks", s)
 	}
-	if _, err := tr.Insert("a", a[:7], ids(0, 2)); err == nil {
+	if _, err := tr.Insert("a", a[:7], ids(0, 2)); !errors.Is(err, ErrLength) {
 		t.Fatal("Insert of a partial block accepted")
 	}
 	if n, err := tr.Insert("a", nil, nil); n != 0 || err != nil {
@@ -165,8 +165,13 @@ func TestPinsSurviveSplits(t *testing.T) {
 	_, half := tr.Match("a", p[:8], nil) // splits the pinned edge
 	check(t, tr)
 	n := whole.Node()
-	if n.Pins() != 1 || n.Parent().Pins() != 1 || half.Node() != n.Parent() {
-		t.Fatalf("pins lower %d upper %d, want 1 and 1", n.Pins(), n.Parent().Pins())
+	// The upper node inherited the whole-prompt handle's pin and counts the
+	// half handle's too; both handles still name the blocks they matched.
+	if n.Pins() != 1 || n.Parent().Pins() != 2 || half.Node() != n.Parent() {
+		t.Fatalf("pins lower %d upper %d, want 1 and 2", n.Pins(), n.Parent().Pins())
+	}
+	if whole.Blocks() != 4 || half.Blocks() != 2 || whole.Tokens() != 16 || half.Tokens() != 8 {
+		t.Fatalf("handles pin %d and %d blocks, want 4 and 2", whole.Blocks(), half.Blocks())
 	}
 	if _, err := tr.RemoveLeaf(n, nil); !errors.Is(err, ErrPinned) {
 		t.Fatalf("RemoveLeaf of a pinned leaf: %v", err)
@@ -285,8 +290,11 @@ func TestExtendFollowsAHandle(t *testing.T) {
 	if !slices.Equal(got, ids(0, 6)) {
 		t.Fatalf("blocks %v", got)
 	}
-	if _, _, err := tr.Extend("a", h, p[:8], ids(0, 2)); err == nil {
-		t.Fatal("Extend to fewer tokens than the handle pins accepted")
+	if _, _, err := tr.Extend("a", h, p[:8], ids(0, 2)); !errors.Is(err, ErrHandle) {
+		t.Fatalf("Extend to fewer tokens than the handle pins: %v", err)
+	}
+	if _, _, err := tr.Extend("b", h, p, ids(0, 6)); !errors.Is(err, ErrHandle) {
+		t.Fatalf("Extend of a handle into another namespace: %v", err)
 	}
 	tr.Release(h)
 	// From the zero handle Extend is Insert in a new namespace.
@@ -296,4 +304,112 @@ func TestExtendFollowsAHandle(t *testing.T) {
 		tr.Release(h)
 	}
 	check(t, tr)
+}
+
+// pinsOnPath returns the pins of every node from n up to its root's child.
+func pinsOnPath(n *Node) []int {
+	var out []int
+	for ; n != nil && !n.IsRoot(); n = n.Parent() {
+		out = append(out, n.Pins())
+	}
+	return out
+}
+
+func TestHandlePinsItsWholePath(t *testing.T) {
+	tr := newTree(t)
+	sys := seq(1, 8)
+	q1 := append(slices.Clone(sys), 20, 21, 22, 23)
+	q2 := append(slices.Clone(sys), 30, 31, 32, 33)
+	tr.Insert("a", q1, ids(0, 3))
+	tr.Insert("a", q2, ids(10, 3))
+	_, h1 := tr.Match("a", q1, nil)
+	_, h2 := tr.Match("a", q2, nil)
+	check(t, tr)
+	if got := pinsOnPath(h1.Node()); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("pins leaf to root %v, want [1 2]", got)
+	}
+	tr.Release(h1)
+	if got := pinsOnPath(h2.Node()); !slices.Equal(got, []int{1, 1}) {
+		t.Fatalf("after one release pins %v, want [1 1]", got)
+	}
+	tr.Release(h2)
+	if got := pinsOnPath(h2.Node()); !slices.Equal(got, []int{0, 0}) {
+		t.Fatalf("after both releases pins %v", got)
+	}
+	check(t, tr)
+}
+
+func TestRemoveNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		pin      []int32 // matched in "a" and held across the flush
+		freed    []blockstore.BlockID
+		leftInA  Stats
+		leftPath []int32
+	}{
+		{"nothing pinned", nil, []blockstore.BlockID{0, 1, 2, 10}, Stats{}, nil},
+		{"a pinned branch stays", toks(1, 2, 3, 4, 5, 6, 7, 8, 20, 21, 22, 23),
+			[]blockstore.BlockID{10}, Stats{Nodes: 2, Blocks: 3, Tokens: 12}, toks(1, 2, 3, 4, 5, 6, 7, 8, 20, 21, 22, 23)},
+		{"a pinned prefix splits and stays", toks(1, 2, 3, 4),
+			[]blockstore.BlockID{1, 2, 10}, Stats{Nodes: 1, Blocks: 1, Tokens: 4}, toks(1, 2, 3, 4)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTree(t)
+			tr.Insert("a", toks(1, 2, 3, 4, 5, 6, 7, 8, 20, 21, 22, 23), ids(0, 3))
+			tr.Insert("a", toks(1, 2, 3, 4, 5, 6, 7, 8, 30, 31, 32, 33), []blockstore.BlockID{0, 1, 10})
+			tr.Insert("b", toks(1, 2, 3, 4), ids(50, 1))
+			_, h := tr.Match("a", tc.pin, nil)
+			freed := tr.RemoveNamespace("a", nil)
+			check(t, tr)
+			if !slices.Equal(sorted(freed), tc.freed) {
+				t.Fatalf("freed %v, want %v", sorted(freed), tc.freed)
+			}
+			if s := tr.Stats("a"); s != tc.leftInA {
+				t.Fatalf("left in a: %+v, want %+v", s, tc.leftInA)
+			}
+			var paths [][]int32
+			tr.NamespaceLeaves("a", func(n *Node) bool { paths = append(paths, n.Path(nil)); return true })
+			if tc.leftPath != nil && (len(paths) != 1 || !slices.Equal(paths[0], tc.leftPath)) {
+				t.Fatalf("leaves left in a %v, want %v", paths, tc.leftPath)
+			}
+			if got, hb := tr.Match("b", toks(1, 2, 3, 4), nil); !slices.Equal(got, ids(50, 1)) {
+				t.Fatalf("namespace b lost its blocks: %v", got)
+			} else {
+				tr.Release(hb)
+			}
+			tr.Release(h)
+			freed = tr.RemoveNamespace("a", freed)
+			check(t, tr)
+			if !slices.Equal(sorted(freed), []blockstore.BlockID{0, 1, 2, 10}) {
+				t.Fatalf("after release, freed %v", sorted(freed))
+			}
+			if ns := tr.Namespaces(); !slices.Equal(ns, []string{"b"}) {
+				t.Fatalf("namespaces %v, want [b]", ns)
+			}
+			if tr.Total() != (Stats{Nodes: 1, Blocks: 1, Tokens: 4}) {
+				t.Fatalf("total %+v", tr.Total())
+			}
+		})
+	}
+}
+
+func TestLeavesPerNamespace(t *testing.T) {
+	tr := newTree(t)
+	tr.Insert("a", seq(1, 8), ids(0, 2))
+	tr.Insert("b", seq(1, 8), ids(10, 2))
+	tr.Insert("a", seq(100, 4), ids(20, 1))
+	var all, onlyB []blockstore.BlockID
+	tr.Leaves(func(n *Node) bool { all = append(all, n.Blocks()...); return true })
+	tr.NamespaceLeaves("b", func(n *Node) bool { onlyB = append(onlyB, n.Blocks()...); return true })
+	if want := []blockstore.BlockID{0, 1, 20, 10, 11}; !slices.Equal(all, want) {
+		t.Fatalf("all leaves' blocks %v, want %v", all, want)
+	}
+	if !slices.Equal(onlyB, ids(10, 2)) {
+		t.Fatalf("b's leaves' blocks %v", onlyB)
+	}
+	stops := 0
+	tr.Leaves(func(*Node) bool { stops++; return false })
+	if stops != 1 {
+		t.Fatalf("Leaves went on after fn returned false: %d calls", stops)
+	}
 }
