@@ -413,3 +413,43 @@ func TestLeavesPerNamespace(t *testing.T) {
 		t.Fatalf("Leaves went on after fn returned false: %d calls", stops)
 	}
 }
+
+// TestCheckCatchesCorruption breaks one invariant at a time in a small
+// tree and expects Check to notice.
+func TestCheckCatchesCorruption(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		corrupt func(tr *Tree, leaf *Node)
+	}{
+		{"edge not whole blocks", func(_ *Tree, n *Node) { n.tokens = n.tokens[:len(n.tokens)-1] }},
+		{"wrong depth", func(_ *Tree, n *Node) { n.depth++ }},
+		{"wrong parent", func(_ *Tree, n *Node) { n.parent = &n.sp.root }},
+		{"children unsorted", func(_ *Tree, n *Node) {
+			p := n.parent
+			p.children[0], p.children[1] = p.children[1], p.children[0]
+		}},
+		{"stale first token", func(_ *Tree, n *Node) { n.parent.firsts[0]++ }},
+		{"child pinned more than parent", func(_ *Tree, n *Node) { n.pins = 1 }},
+		{"negative pins", func(_ *Tree, n *Node) { n.pins, n.parent.pins = -1, -1 }},
+		{"leaf off the list", func(_ *Tree, n *Node) { unlist(n) }},
+		{"inner node on the list", func(_ *Tree, n *Node) { list(n.parent) }},
+		{"node counter", func(tr *Tree, n *Node) { n.sp.stats.Nodes++ }},
+		{"total counter", func(tr *Tree, _ *Node) { tr.total.Blocks++ }},
+		{"node in another namespace", func(tr *Tree, n *Node) { n.sp = tr.spaces["b"] }},
+		{"removed node linked", func(_ *Tree, n *Node) { n.removed = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTree(t)
+			tr.Insert("a", toks(1, 2, 3, 4, 5, 6, 7, 8), ids(0, 2))
+			tr.Insert("a", toks(1, 2, 3, 4, 9, 9, 9, 9), ids(2, 2))
+			tr.Insert("b", toks(1, 2, 3, 4), ids(9, 1))
+			check(t, tr)
+			var leaf *Node
+			tr.NamespaceLeaves("a", func(n *Node) bool { leaf = n; return false })
+			tc.corrupt(tr, leaf)
+			if err := tr.Check(); err == nil {
+				t.Fatal("Check passed a broken tree")
+			}
+		})
+	}
+}
