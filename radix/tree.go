@@ -43,8 +43,8 @@ var (
 // Stats counts what a namespace (or the whole tree) caches.
 type Stats struct {
 	Nodes  int // non-root nodes
-	Blocks int
-	Tokens int
+	Blocks int // blocks held by the tree (one cache reference each)
+	Tokens int // tokens in those blocks: Blocks * block size
 }
 
 // space is one namespace: its root, its leaves and its counters.
@@ -57,7 +57,10 @@ type space struct {
 	prev, next *space // the tree's namespaces in creation order
 }
 
-// Tree is the prefix index. See the package documentation.
+// Tree is the prefix index over every namespace. It owns its nodes; the
+// blocks it holds stand for cache references its caller keeps in the pool.
+// A Tree is not safe for concurrent use: one goroutine (the engine's
+// scheduler) must own it, and the Nodes and Handles it hands out.
 type Tree struct {
 	bs     int
 	spaces map[string]*space
