@@ -58,7 +58,7 @@ func BenchmarkMatch8K(b *testing.B) {
 		}
 		tr.Release(h)
 	}
-	b.ReportMetric(float64(tr.Total().Blocks), "tree-blocks")
+	reportShape(b, tr, target)
 }
 
 // BenchmarkInsert2K inserts 2,048-token prompts whose first 1,024 tokens
@@ -166,5 +166,18 @@ func BenchmarkMatch8KFewBranches(b *testing.B) {
 		}
 		tr.Release(h)
 	}
+	reportShape(b, tr, target)
+}
+
+// reportShape reports the tree's size and how many nodes the target's
+// path crosses, the figure a lookup's cost follows.
+func reportShape(b *testing.B, tr *Tree, target []int32) {
+	_, h := tr.Match("tenant", target, nil)
+	nodes := 0
+	for n := h.Node(); !n.IsRoot(); n = n.Parent() {
+		nodes++
+	}
+	tr.Release(h)
 	b.ReportMetric(float64(tr.Total().Blocks), "tree-blocks")
+	b.ReportMetric(float64(nodes), "path-nodes")
 }

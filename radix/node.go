@@ -22,8 +22,6 @@ type Meta struct {
 // and blocks) but must change nothing except Meta. Like the Tree, a Node
 // is not safe for concurrent use.
 type Node struct {
-	Meta Meta
-
 	parent   *Node // nil for a namespace root
 	sp       *space
 	tokens   []int32 // the edge label, len = len(blocks) * block size
@@ -36,6 +34,9 @@ type Node struct {
 	listed   bool // on its namespace's leaf list
 
 	prevLeaf, nextLeaf *Node
+
+	// Meta is last: the fields a lookup reads share the first cache lines.
+	Meta Meta
 }
 
 // Parent returns the node above n; a namespace root's is nil. A removed

@@ -157,10 +157,9 @@ func compareBlock(a, b []int32) int {
 	return 0
 }
 
-// child returns n's child whose first block is blk, and where it is or
-// would be in n.children.
-func (n *Node) child(blk []int32) (*Node, int) {
-	first := blk[0]
+// firstAt returns the index of n's first child whose edge starts with
+// token first, or where such a child would go.
+func (n *Node) firstAt(first int32) int {
 	lo, hi := 0, len(n.firsts)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
@@ -170,49 +169,66 @@ func (n *Node) child(blk []int32) (*Node, int) {
 			hi = mid
 		}
 	}
-	for i := lo; i < len(n.firsts) && n.firsts[i] == first; i++ {
-		edge := n.children[i].tokens[:len(blk)]
-		if bytes.Equal(asBytes(edge), asBytes(blk)) {
-			return n.children[i], i
-		}
-		if compareBlock(edge, blk) > 0 {
-			return nil, i
-		}
-		lo = i + 1
-	}
-	return nil, lo
+	return lo
 }
 
-// commonBlocks returns how many whole blocks edge and toks share, given
-// that their first block is known to match.
-func (t *Tree) commonBlocks(edge, toks []int32) int {
-	n := min(len(edge), len(toks)/t.bs*t.bs)
-	if bytes.Equal(asBytes(edge[t.bs:n]), asBytes(toks[t.bs:n])) {
-		return n / t.bs
+// indexOf returns the index of child c in n.children.
+func (n *Node) indexOf(c *Node) int {
+	i := n.firstAt(c.tokens[0])
+	for n.children[i] != c {
+		i++
 	}
-	k := 1
-	for (k+1)*t.bs <= n && bytes.Equal(asBytes(edge[k*t.bs:(k+1)*t.bs]), asBytes(toks[k*t.bs:(k+1)*t.bs])) {
-		k++
+	return i
+}
+
+// next finds the child of n whose edge starts with the first block of
+// toks, and how many whole blocks of toks the edge matches (at least one).
+// Without such a child it returns nil and the index where one would go.
+// One comparison covers the whole edge in the common case: the first
+// mismatch is looked for only when there is one.
+func (t *Tree) next(n *Node, toks []int32) (c *Node, k, at int) {
+	whole := len(toks) / t.bs * t.bs
+	i := n.firstAt(toks[0])
+	for ; i < len(n.firsts) && n.firsts[i] == toks[0]; i++ {
+		c := n.children[i]
+		m := min(len(c.tokens), whole)
+		if bytes.Equal(asBytes(c.tokens[:m]), asBytes(toks[:m])) {
+			return c, m / t.bs, i
+		}
+		j := 0
+		for c.tokens[j] == toks[j] {
+			j++
+		}
+		if j >= t.bs {
+			return c, j / t.bs, i
+		}
+		if c.tokens[j] > toks[j] {
+			break
+		}
 	}
-	return k
+	return nil, 0, i
 }
 
 // descend follows the whole blocks of tokens down from n, splitting the
-// edge where the match ends inside one, and pins every node it enters if
-// pin is set. It returns the deepest node matched, the number of tokens
-// matched below n, and, if it stopped at a block no child starts with,
-// the index under that node where such a child would go.
-func (t *Tree) descend(n *Node, tokens []int32, pin bool) (deepest *Node, matched, at int) {
+// edge where the match ends inside one. It pins every node it enters if
+// pin is set, and appends their blocks to *dst unless dst is nil. It
+// returns the deepest node matched, the number of tokens matched below n,
+// and, if it stopped at a block no child starts with, the index under
+// that node where such a child would go.
+func (t *Tree) descend(n *Node, tokens []int32, pin bool, dst *[]blockstore.BlockID) (deepest *Node, matched, at int) {
 	for len(tokens)-matched >= t.bs {
-		c, i := n.child(tokens[matched : matched+t.bs])
+		c, k, i := t.next(n, tokens[matched:])
 		if c == nil {
 			return n, matched, i
 		}
-		if k := t.commonBlocks(c.tokens, tokens[matched:]); k < len(c.blocks) {
+		if k < len(c.blocks) {
 			c = t.split(c, k)
 		}
 		if pin {
 			c.pins++
+		}
+		if dst != nil {
+			*dst = append(*dst, c.blocks...)
 		}
 		matched += len(c.tokens)
 		n = c
@@ -231,17 +247,9 @@ func (t *Tree) Match(ns string, tokens []int32, dst []blockstore.BlockID) ([]blo
 	if sp == nil {
 		return dst, Handle{}
 	}
-	n, matched, _ := t.descend(&sp.root, tokens, true)
+	n, matched, _ := t.descend(&sp.root, tokens, true, &dst)
 	if matched == 0 {
 		return dst, Handle{}
-	}
-	// Fill dst from the deepest edge up, so descend needs no stack.
-	start := len(dst)
-	dst = slices.Grow(dst, matched/t.bs)[:start+matched/t.bs]
-	end := len(dst)
-	for x := n; x.parent != nil; x = x.parent {
-		end -= len(x.blocks)
-		copy(dst[end:], x.blocks)
 	}
 	return dst, Handle{node: n}
 }
@@ -274,8 +282,7 @@ func (t *Tree) split(c *Node, k int) *Node {
 		pins:     c.pins,
 		depth:    c.depth - len(c.tokens) + cut,
 	}
-	_, i := c.parent.child(c.tokens[:t.bs])
-	c.parent.children[i] = up
+	c.parent.children[c.parent.indexOf(c)] = up
 	c.parent = up
 	c.tokens = c.tokens[cut:]
 	c.blocks = c.blocks[k:]
@@ -296,7 +303,7 @@ func (t *Tree) Insert(ns string, tokens []int32, blocks []blockstore.BlockID) (e
 	if len(blocks) == 0 {
 		return 0, nil
 	}
-	n, matched, at := t.descend(&t.space(ns).root, tokens, false)
+	n, matched, at := t.descend(&t.space(ns).root, tokens, false, nil)
 	if matched < len(tokens) {
 		t.addLeaf(n, at, tokens[matched:], blocks[matched/t.bs:])
 	}
@@ -341,7 +348,7 @@ func (t *Tree) Extend(ns string, h Handle, tokens []int32, blocks []blockstore.B
 	}
 	// h keeps the path down to n pinned for the new handle; the walk pins
 	// only what lies below.
-	n, matched, at := t.descend(n, tokens[from:], true)
+	n, matched, at := t.descend(n, tokens[from:], true, nil)
 	from += matched
 	if from < len(tokens) {
 		n = t.addLeaf(n, at, tokens[from:], blocks[from/t.bs:])
@@ -389,7 +396,7 @@ func (t *Tree) RemoveLeaf(n *Node, dst []blockstore.BlockID) ([]blockstore.Block
 		return dst, fmt.Errorf("%w: %d handles", ErrPinned, n.pins)
 	}
 	p := n.parent
-	_, i := p.child(n.tokens[:t.bs])
+	i := p.indexOf(n)
 	p.children = slices.Delete(p.children, i, i+1)
 	p.firsts = slices.Delete(p.firsts, i, i+1)
 	dst = t.forget(n, dst)
