@@ -182,25 +182,25 @@ func (n *Node) indexOf(c *Node) int {
 }
 
 // next finds the child of n whose edge starts with the first block of
-// toks, and how many whole blocks of toks the edge matches (at least one).
-// Without such a child it returns nil and the index where one would go.
-// One comparison covers the whole edge in the common case: the first
-// mismatch is looked for only when there is one.
-func (t *Tree) next(n *Node, toks []int32) (c *Node, k, at int) {
-	whole := len(toks) / t.bs * t.bs
+// toks (whole blocks only), and how many tokens of toks the edge matches:
+// a multiple of the block size, at least one block. Without such a child
+// it returns nil and the index where one would go. One comparison covers
+// the whole edge in the common case: the first mismatch is looked for
+// only when there is one, and no division runs unless there is.
+func (t *Tree) next(n *Node, toks []int32) (c *Node, matched, at int) {
 	i := n.firstAt(toks[0])
 	for ; i < len(n.firsts) && n.firsts[i] == toks[0]; i++ {
 		c := n.children[i]
-		m := min(len(c.tokens), whole)
+		m := min(len(c.tokens), len(toks))
 		if bytes.Equal(asBytes(c.tokens[:m]), asBytes(toks[:m])) {
-			return c, m / t.bs, i
+			return c, m, i
 		}
 		j := 0
 		for c.tokens[j] == toks[j] {
 			j++
 		}
 		if j >= t.bs {
-			return c, j / t.bs, i
+			return c, j / t.bs * t.bs, i
 		}
 		if c.tokens[j] > toks[j] {
 			break
@@ -216,13 +216,14 @@ func (t *Tree) next(n *Node, toks []int32) (c *Node, k, at int) {
 // and, if it stopped at a block no child starts with, the index under
 // that node where such a child would go.
 func (t *Tree) descend(n *Node, tokens []int32, pin bool, dst *[]blockstore.BlockID) (deepest *Node, matched, at int) {
-	for len(tokens)-matched >= t.bs {
-		c, k, i := t.next(n, tokens[matched:])
+	tokens = tokens[:len(tokens)/t.bs*t.bs]
+	for matched < len(tokens) {
+		c, m, i := t.next(n, tokens[matched:])
 		if c == nil {
 			return n, matched, i
 		}
-		if k < len(c.blocks) {
-			c = t.split(c, k)
+		if m < len(c.tokens) {
+			c = t.split(c, m/t.bs)
 		}
 		if pin {
 			c.pins++
@@ -230,7 +231,7 @@ func (t *Tree) descend(n *Node, tokens []int32, pin bool, dst *[]blockstore.Bloc
 		if dst != nil {
 			*dst = append(*dst, c.blocks...)
 		}
-		matched += len(c.tokens)
+		matched += m
 		n = c
 	}
 	return n, matched, 0
