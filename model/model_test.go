@@ -250,7 +250,7 @@ func TestPagedEqualsContiguousAndPrefixReuse(t *testing.T) {
 	if err := contig.Reserve(100); err != nil {
 		t.Fatal(err)
 	}
-	want := h.prefill(t, contig, prompt)
+	want := chunked(t, h, contig, prompt)
 	// Paged, with the pool's blocks scrambled first by allocating and
 	// freeing in an odd order, prefilled in uneven chunks.
 	var junk []blockstore.BlockID
@@ -262,11 +262,15 @@ func TestPagedEqualsContiguousAndPrefixReuse(t *testing.T) {
 		h.pool.Release(junk[i])
 	}
 	paged := h.pool.NewTable()
-	h.prefill(t, paged, prompt[:13])
-	h.prefill(t, paged, prompt[13:50])
-	got := h.prefill(t, paged, prompt[50:])
+	got := chunked(t, h, paged, prompt)
 	if d := maxDiff32(got, want); d != 0 {
 		t.Fatalf("paged vs contiguous: %g", d)
+	}
+	// One full prefill runs the same math with other GEMM row counts, which
+	// changes the kernels' tiling and so the float32 summation order.
+	full := h.prefill(t, h.pool.NewTable(), prompt)
+	if d := maxDiff32(full, want); d > 1e-4 {
+		t.Fatalf("chunked vs full prefill: %g", d)
 	}
 	// A second sequence adopts the first 5 blocks (40 tokens) and computes
 	// only the rest.
@@ -275,9 +279,18 @@ func TestPagedEqualsContiguousAndPrefixReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = h.prefill(t, reuse, prompt[40:])
-	if d := maxDiff32(got, want); d != 0 {
+	if d := maxDiff32(got, want); d > 1e-4 {
 		t.Fatalf("prefix reuse vs full prefill: %g", d)
 	}
+}
+
+// chunked prefills toks into tb in uneven chunks and returns the last
+// chunk's logits.
+func chunked(t testing.TB, h *harness, tb *blockstore.Table, toks []int32) []float32 {
+	t.Helper()
+	h.prefill(t, tb, toks[:13])
+	h.prefill(t, tb, toks[13:50])
+	return h.prefill(t, tb, toks[50:])
 }
 
 func maxDiff32(a, b []float32) float64 {
@@ -320,7 +333,9 @@ func TestLogitsIndependentOfBatch(t *testing.T) {
 	if len(logits) != 2*v {
 		t.Fatalf("%d logits, want 2 rows of %d", len(logits), v)
 	}
-	if d := maxDiff32(logits[v:2*v], want); d != 0 {
+	// Batching changes the GEMM row count and so the kernels' float32
+	// summation order, hence a tolerance rather than exact equality.
+	if d := maxDiff32(logits[v:2*v], want); d > 1e-5 {
 		t.Fatalf("batched vs alone: %g", d)
 	}
 }
