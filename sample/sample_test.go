@@ -1,0 +1,200 @@
+package sample
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	nan := float32(math.NaN())
+	cases := []struct {
+		name string
+		p    Params
+		ok   bool
+	}{
+		{"greedy zero value", Params{}, true},
+		{"full", Params{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 7}, true},
+		{"top-p one", Params{Temperature: 1, TopP: 1}, true},
+		{"negative temperature", Params{Temperature: -1}, false},
+		{"NaN temperature", Params{Temperature: nan}, false},
+		{"infinite temperature", Params{Temperature: float32(math.Inf(1))}, false},
+		{"negative top-k", Params{Temperature: 1, TopK: -1}, false},
+		{"top-p above one", Params{Temperature: 1, TopP: 1.5}, false},
+		{"negative top-p", Params{Temperature: 1, TopP: -0.1}, false},
+		{"NaN top-p", Params{Temperature: 1, TopP: nan}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := New(c.p)
+			if (err == nil) != c.ok {
+				t.Fatalf("New(%+v) error %v, want ok=%v", c.p, err, c.ok)
+			}
+			if err != nil && !errors.Is(err, ErrParams) {
+				t.Fatalf("error %v does not wrap ErrParams", err)
+			}
+		})
+	}
+}
+
+func TestArgmax(t *testing.T) {
+	nan := float32(math.NaN())
+	cases := []struct {
+		name string
+		x    []float32
+		want int32
+	}{
+		{"single", []float32{3}, 0},
+		{"max last", []float32{1, 2, 3}, 2},
+		{"tie lowest index", []float32{1, 5, 5, 2}, 1},
+		{"negative", []float32{-3, -1, -2}, 1},
+		{"NaN skipped", []float32{nan, 1, 2}, 2},
+		{"all NaN", []float32{nan, nan}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Argmax(c.x); got != c.want {
+				t.Fatalf("Argmax(%v) = %d, want %d", c.x, got, c.want)
+			}
+		})
+	}
+}
+
+// logitsOf returns logits whose softmax is probs.
+func logitsOf(probs ...float64) []float32 {
+	l := make([]float32, len(probs))
+	for i, p := range probs {
+		l[i] = float32(math.Log(p))
+	}
+	return l
+}
+
+// TestDistribution draws many tokens with a fixed seed and checks each
+// token's frequency against the probability the parameters imply.
+func TestDistribution(t *testing.T) {
+	base := logitsOf(0.4, 0.3, 0.2, 0.1)
+	cases := []struct {
+		name string
+		p    Params
+		want []float64
+	}{
+		{"temperature 1", Params{Temperature: 1}, []float64{0.4, 0.3, 0.2, 0.1}},
+		{"temperature 2 flattens", Params{Temperature: 2}, norm(math.Sqrt(0.4), math.Sqrt(0.3), math.Sqrt(0.2), math.Sqrt(0.1))},
+		{"temperature 0.5 sharpens", Params{Temperature: 0.5}, norm(0.16, 0.09, 0.04, 0.01)},
+		{"top-k 2", Params{Temperature: 1, TopK: 2}, []float64{0.4 / 0.7, 0.3 / 0.7, 0, 0}},
+		{"top-k above vocab", Params{Temperature: 1, TopK: 10}, []float64{0.4, 0.3, 0.2, 0.1}},
+		{"top-p 0.65 keeps two", Params{Temperature: 1, TopP: 0.65}, []float64{0.4 / 0.7, 0.3 / 0.7, 0, 0}},
+		{"top-p 0.85 keeps three", Params{Temperature: 1, TopP: 0.85}, []float64{0.4 / 0.9, 0.3 / 0.9, 0.2 / 0.9, 0}},
+		{"top-k 3 then top-p 0.6", Params{Temperature: 1, TopK: 3, TopP: 0.6}, []float64{0.4 / 0.7, 0.3 / 0.7, 0, 0}},
+	}
+	const draws = 40000
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.p.Seed = 12345
+			s, err := New(c.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counts := make([]float64, len(base))
+			for range draws {
+				counts[s.Sample(base)]++
+			}
+			for i, w := range c.want {
+				got := counts[i] / draws
+				// 5 standard deviations of a binomial proportion, at least 0.005.
+				tol := max(0.005, 5*math.Sqrt(w*(1-w)/draws))
+				if w == 0 && got != 0 || math.Abs(got-w) > tol {
+					t.Errorf("token %d: frequency %.4f, want %.4f ± %.4f", i, got, w, tol)
+				}
+			}
+		})
+	}
+}
+
+func norm(x ...float64) []float64 {
+	s := 0.0
+	for _, v := range x {
+		s += v
+	}
+	for i := range x {
+		x[i] /= s
+	}
+	return x
+}
+
+func TestGreedyIgnoresSeedAndTies(t *testing.T) {
+	s, err := New(Params{Seed: 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if got := s.Sample([]float32{0, 7, 7, 1}); got != 1 {
+			t.Fatalf("greedy chose %d, want 1", got)
+		}
+	}
+}
+
+func TestSameSeedSameTokens(t *testing.T) {
+	logits := make([]float32, 300)
+	for i := range logits {
+		logits[i] = float32(math.Sin(float64(i)))
+	}
+	run := func(seed uint64) []int32 {
+		s, err := New(Params{Temperature: 0.9, TopK: 50, TopP: 0.9, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]int32, 64)
+		for i := range out {
+			out[i] = s.Sample(logits)
+		}
+		return out
+	}
+	a, b, c := run(1), run(1), run(2)
+	same := func(x, y []int32) bool {
+		for i := range x {
+			if x[i] != y[i] {
+				return false
+			}
+		}
+		return true
+	}
+	if !same(a, b) {
+		t.Fatalf("seed 1 gave %v then %v", a, b)
+	}
+	if same(a, c) {
+		t.Fatalf("seeds 1 and 2 gave the same 64 tokens %v", a)
+	}
+}
+
+func TestSampleAllocatesNothingAfterWarmUp(t *testing.T) {
+	logits := make([]float32, 32000)
+	for i := range logits {
+		logits[i] = float32(i%97) / 10
+	}
+	for _, p := range []Params{{}, {Temperature: 1}, {Temperature: 0.7, TopK: 40, TopP: 0.9}} {
+		s, err := New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Sample(logits)
+		if n := testing.AllocsPerRun(20, func() { s.Sample(logits) }); n != 0 {
+			t.Errorf("%+v: %v allocations per Sample", p, n)
+		}
+	}
+}
+
+func BenchmarkSample(b *testing.B) {
+	logits := make([]float32, 32000)
+	for i := range logits {
+		logits[i] = float32(math.Sin(float64(i)))
+	}
+	s, err := New(Params{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Sample(logits)
+	}
+}
