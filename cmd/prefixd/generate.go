@@ -1,0 +1,184 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"prefixd/blockstore"
+	"prefixd/kernels/cpu"
+	"prefixd/model"
+	"prefixd/sample"
+)
+
+func init() {
+	register("generate", "generate text offline from a prompt (no server)", runGenerate)
+}
+
+// usageError marks an error caused by the command line; it exits with 2.
+type usageError struct{ error }
+
+// Unwrap returns the underlying error.
+func (e usageError) Unwrap() error { return e.error }
+
+// usagef returns a usageError formatted like fmt.Errorf.
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// generateBlockSize is the K/V block size, in token positions, of the
+// offline generator's pool.
+const generateBlockSize = 16
+
+// runGenerate implements `prefixd generate`.
+func runGenerate(args []string, stdout, stderr io.Writer) int {
+	err := generate(args, stdout, stderr)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 2
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "prefixd generate: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "prefixd generate: %v\n", err)
+		return 1
+	}
+}
+
+func generate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("prefixd generate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("model", "", "model file (GGUF or llama2.c checkpoint); default: the built-in model")
+	prompt := fs.String("prompt", "", "prompt text (tokenized with the model's vocabulary, BOS prepended)")
+	promptIDs := fs.String("prompt-ids", "", `prompt as space-separated token IDs, used as given (e.g. "1 2 3")`)
+	maxTokens := fs.Int("max-tokens", 64, "most tokens to generate")
+	temp := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy")
+	seed := fs.Uint64("seed", 0, "sampling seed")
+	idsOnly := fs.Bool("ids", false, "print only the generated token IDs, space-separated")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err} // the flag package has printed why
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("unexpected argument %q", fs.Arg(0))
+	case (*prompt == "") == (*promptIDs == ""):
+		return usagef("give exactly one of --prompt and --prompt-ids")
+	case *maxTokens < 1:
+		return usagef("--max-tokens %d must be at least 1", *maxTokens)
+	}
+	smp, err := sample.New(sample.Params{Temperature: float32(*temp), Seed: *seed})
+	if err != nil {
+		return usagef("%w", err)
+	}
+	m := model.Builtin()
+	if *path != "" {
+		if m, err = model.Load(*path); err != nil {
+			return err
+		}
+	}
+	c := m.Config
+	var ids []int32
+	if *promptIDs != "" {
+		if ids, err = parseIDs(*promptIDs, c.Vocab); err != nil {
+			return usagef("--prompt-ids: %w", err)
+		}
+	} else {
+		if m.Tokenizer == nil {
+			return usagef("model %s has no vocabulary; use --prompt-ids", m.Name)
+		}
+		if c.BOS >= 0 {
+			ids = append(ids, c.BOS)
+		}
+		ids = append(ids, m.Tokenizer.Encode(*prompt)...)
+	}
+	if len(ids) >= c.MaxSeqLen {
+		return usagef("prompt of %d tokens leaves no room in the model's %d positions", len(ids), c.MaxSeqLen)
+	}
+	n := min(*maxTokens, c.MaxSeqLen-len(ids))
+	out, err := run(m, ids, n, smp, func(tok int32, gen []int32) error {
+		if *idsOnly || m.Tokenizer == nil {
+			return nil
+		}
+		// Decode the whole continuation and print what is new, so tokens
+		// that only make sense together (byte fallback) come out right.
+		prev := len(m.Tokenizer.Decode(gen[:len(gen)-1]))
+		_, err := io.WriteString(stdout, m.Tokenizer.Decode(gen)[prev:])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if *idsOnly || m.Tokenizer == nil {
+		strs := make([]string, len(out))
+		for i, t := range out {
+			strs[i] = strconv.Itoa(int(t))
+		}
+		_, err = fmt.Fprintln(stdout, strings.Join(strs, " "))
+		return err
+	}
+	_, err = fmt.Fprintln(stdout)
+	return err
+}
+
+// parseIDs parses space-separated token IDs, each in [0, vocab).
+func parseIDs(s string, vocab int) ([]int32, error) {
+	var ids []int32
+	for _, f := range strings.Fields(s) {
+		v, err := strconv.ParseInt(f, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("token %q is not an integer", f)
+		}
+		if v < 0 || v >= int64(vocab) {
+			return nil, fmt.Errorf("token %d outside the vocabulary of %d", v, vocab)
+		}
+		ids = append(ids, int32(v))
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("no token IDs")
+	}
+	return ids, nil
+}
+
+// run prefills prompt on a fresh pool sized for it plus n new tokens, then
+// generates up to n tokens, stopping after EOS (which is returned but not
+// passed on). emit sees each new token and the continuation so far.
+func run(m *model.Model, prompt []int32, n int, smp *sample.Sampler, emit func(tok int32, gen []int32) error) ([]int32, error) {
+	w := cpu.NewWorkers(0)
+	defer w.Close()
+	r := model.NewRunner(m, w)
+	blocks := (len(prompt) + n + generateBlockSize - 1) / generateBlockSize
+	st, err := r.NewKV(blocks, generateBlockSize)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := blockstore.New(blockstore.Config{NumBlocks: blocks, BlockSize: generateBlockSize, Storage: st})
+	if err != nil {
+		return nil, err
+	}
+	tb := pool.NewTable()
+	defer tb.Release()
+	in, gen := prompt, make([]int32, 0, n)
+	for len(gen) < n {
+		start := tb.Len()
+		if err := tb.Append(len(in)); err != nil {
+			return gen, err
+		}
+		logits, err := r.Forward([]model.Seq{{Tokens: in, Start: start, Blocks: tb.Blocks(), Logits: true}})
+		if err != nil {
+			return gen, err
+		}
+		tok := smp.Sample(logits)
+		gen = append(gen, tok)
+		if tok == m.Config.EOS {
+			break
+		}
+		if err := emit(tok, gen); err != nil {
+			return gen, err
+		}
+		in = []int32{tok}
+	}
+	return gen, nil
+}

@@ -1,0 +1,67 @@
+// Command prefixd serves LLM generation with a paged, prefix-cached K/V
+// store. Each subcommand lives in its own file and registers itself with
+// register from an init function; `prefixd generate` runs one generation
+// offline, without the server.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+// command is one subcommand: run gets the arguments after its name and
+// returns the process exit status (0 ok, 1 failure, 2 usage error).
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+// commands holds every registered subcommand by name; it is written only
+// by init functions.
+var commands = map[string]command{}
+
+// register adds a subcommand; it panics on a duplicate name, a programming
+// error.
+func register(name, summary string, run func(args []string, stdout, stderr io.Writer) int) {
+	if _, dup := commands[name]; dup {
+		panic("prefixd: subcommand " + name + " registered twice")
+	}
+	commands[name] = command{summary: summary, run: run}
+}
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// dispatch runs the subcommand named by args[0] and returns its exit
+// status.
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		return 2
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "prefixd: unknown subcommand %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return c.run(args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString("usage: prefixd <subcommand> [flags]\n\nsubcommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-10s %s\n", n, commands[n].summary)
+	}
+	io.WriteString(w, b.String())
+}
