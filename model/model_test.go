@@ -370,3 +370,34 @@ func TestBuiltinIsDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestForwardAllocatesNothingAfterWarmUp(t *testing.T) {
+	m := Builtin()
+	h := newHarness(t, m, 32, 16)
+	a, b := h.pool.NewTable(), h.pool.NewTable()
+	h.prefill(t, a, []int32{256, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17})
+	h.prefill(t, b, []int32{256, 9})
+	// Both tables have room in their last block for one more position, so
+	// the batch below is the same every run: a decode and a 3-token chunk.
+	if err := a.Append(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Append(3); err != nil {
+		t.Fatal(err)
+	}
+	seqs := []Seq{
+		{Tokens: []int32{65}, Start: 18, Blocks: a.Blocks(), Logits: true},
+		{Tokens: []int32{66, 67, 68}, Start: 2, Blocks: b.Blocks(), Logits: true},
+	}
+	if _, err := h.r.Forward(seqs); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(10, func() {
+		if _, err := h.r.Forward(seqs); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per Forward", allocs)
+	}
+}

@@ -108,7 +108,7 @@ func (r *Runner) Forward(seqs []Seq) ([]float32, error) {
 	}
 	for li := range r.m.Layers {
 		l := &r.m.Layers[li]
-		r.rows(T, func(t int) { cpu.RMSNorm(r.xb[t*d:(t+1)*d], r.x[t*d:(t+1)*d], l.AttnNorm, c.NormEps) })
+		r.norm(T, l.AttnNorm)
 		cpu.MatMul(r.w, r.q, r.xb, l.Wq, T, d, d)
 		cpu.MatMul(r.w, r.k, r.xb, l.Wk, T, kvd, d)
 		cpu.MatMul(r.w, r.v, r.xb, l.Wv, T, kvd, d)
@@ -125,7 +125,7 @@ func (r *Runner) Forward(seqs []Seq) ([]float32, error) {
 		r.kv.Attention(r.w, li, r.q, r.att, r.attn, c.Heads, &r.scratch)
 		cpu.MatMul(r.w, r.xb, r.att, l.Wo, T, d, d)
 		cpu.Add(r.x, r.xb)
-		r.rows(T, func(t int) { cpu.RMSNorm(r.xb[t*d:(t+1)*d], r.x[t*d:(t+1)*d], l.FFNNorm, c.NormEps) })
+		r.norm(T, l.FFNNorm)
 		cpu.MatMul(r.w, r.hb, r.xb, l.W1, T, hid, d)
 		cpu.MatMul(r.w, r.hb2, r.xb, l.W3, T, hid, d)
 		cpu.SwiGLU(r.hb, r.hb, r.hb2)
@@ -147,11 +147,12 @@ func (r *Runner) Forward(seqs []Seq) ([]float32, error) {
 	return r.logits, nil
 }
 
-// rows runs fn for each of n rows on the workers.
-func (r *Runner) rows(n int, fn func(t int)) {
-	r.w.For(n, func(_, lo, hi int) {
-		for t := lo; t < hi; t++ {
-			fn(t)
-		}
-	})
+// norm writes RMSNorm(x)·weight of the first n rows of x into xb. It runs
+// on the calling goroutine: it is O(n·dim), negligible beside the matrix
+// products, and handing a closure to the workers would allocate per call.
+func (r *Runner) norm(n int, weight []float32) {
+	d, eps := r.m.Config.Dim, r.m.Config.NormEps
+	for t := range n {
+		cpu.RMSNorm(r.xb[t*d:(t+1)*d], r.x[t*d:(t+1)*d], weight, eps)
+	}
 }
