@@ -158,6 +158,9 @@ func TestMalformedFilesAreRejected(t *testing.T) {
 	if _, err := Load(t.TempDir() + "/missing"); err == nil {
 		t.Fatal("missing file accepted")
 	}
+	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("Load of a directory = %v, want a not-a-regular-file error", err)
+	}
 }
 
 // FuzzGGUF feeds arbitrary bytes to the GGUF reader: it must return a
