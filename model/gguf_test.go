@@ -70,11 +70,27 @@ func TestTokenizersAgreeAndRoundTrip(t *testing.T) {
 		if got := bin.Decode(b); got != s {
 			t.Fatalf("tokenizer.bin round trip of %q gave %q", s, got)
 		}
+		// Streaming piece by piece yields the dummy space and then s.
+		if got := streamed(gguf, append([]int32{gguf.BOS()}, a...)); got != " "+s {
+			t.Fatalf("streamed GGUF pieces of %q gave %q", s, got)
+		}
+	}
+	if gguf.BOS() != 1 || gguf.EOS() != 2 || bin.BOS() != 1 || bin.EOS() != 2 {
+		t.Fatalf("BOS/EOS: GGUF %d/%d, tokenizer.bin %d/%d", gguf.BOS(), gguf.EOS(), bin.BOS(), bin.EOS())
 	}
 	// Known SentencePiece output: "Hello world" is ▁Hello ▁world.
 	if ids := gguf.Encode("Hello world"); len(ids) != 2 || ids[0] != 15043 || ids[1] != 3186 {
 		t.Fatalf("Hello world = %v, want [15043 3186]", ids)
 	}
+}
+
+// streamed concatenates the pieces of ids as a streaming client would.
+func streamed(tk Tokenizer, ids []int32) string {
+	var b []byte
+	for _, id := range ids {
+		b = tk.AppendPiece(b, id)
+	}
+	return string(b)
 }
 
 func equalIDs(a, b []int32) bool {
@@ -94,6 +110,9 @@ func TestByteTokenizerRoundTrips(t *testing.T) {
 	for _, s := range sampleTexts {
 		if got := tk.Decode(tk.Encode(s)); got != s {
 			t.Fatalf("%q round trip gave %q", s, got)
+		}
+		if got := streamed(tk, tk.Encode(s)); got != s {
+			t.Fatalf("%q streamed gave %q", s, got)
 		}
 	}
 	if tk.Decode([]int32{ByteBOS, 'h', 'i', ByteEOS}) != "hi" {

@@ -21,6 +21,7 @@ type SentencePiece struct {
 	index    map[string]int32
 	bytes    [256]int32 // byte-fallback token of each byte, -1 if none
 	control  []bool     // tokens that decode to nothing (BOS, EOS, unknown)
+	byteOf   []int16    // the byte a byte-fallback token stands for, -1 for others
 	bos, eos int32
 }
 
@@ -29,7 +30,7 @@ func newSentencePiece(pieces []string, scores []float32, control []bool, bos, eo
 		return nil, fmt.Errorf("model: vocabulary of %d pieces and %d scores", len(pieces), len(scores))
 	}
 	t := &SentencePiece{scores: scores, index: make(map[string]int32, len(pieces)), bos: bos, eos: eos,
-		control: control, pieces: make([]string, len(pieces))}
+		control: control, pieces: make([]string, len(pieces)), byteOf: make([]int16, len(pieces))}
 	if t.control == nil {
 		t.control = make([]bool, len(pieces))
 	}
@@ -39,10 +40,12 @@ func newSentencePiece(pieces []string, scores []float32, control []bool, bos, eo
 	for i, p := range pieces {
 		p = strings.ReplaceAll(p, "▁", " ")
 		t.pieces[i] = p
+		t.byteOf[i] = -1
 		if len(p) == 6 && strings.HasPrefix(p, "<0x") && p[5] == '>' {
 			var b byte
 			if _, err := fmt.Sscanf(p[3:5], "%02X", &b); err == nil {
 				t.bytes[b] = int32(i)
+				t.byteOf[i] = int16(b)
 				continue
 			}
 		}
@@ -101,26 +104,31 @@ func (t *SentencePiece) Encode(text string) []int32 {
 // Decode implements Tokenizer. Byte-fallback tokens become their bytes,
 // control tokens nothing, and the dummy space Encode adds is removed.
 func (t *SentencePiece) Decode(ids []int32) string {
-	var sb strings.Builder
+	var b []byte
 	for _, id := range ids {
-		if id < 0 || int(id) >= len(t.pieces) || t.control[id] {
-			continue
-		}
-		p := t.pieces[id]
-		if len(p) == 6 && strings.HasPrefix(p, "<0x") && t.bytes[hexByte(p)] == id {
-			sb.WriteByte(hexByte(p))
-			continue
-		}
-		sb.WriteString(p)
+		b = t.AppendPiece(b, id)
 	}
-	return strings.TrimPrefix(sb.String(), " ")
+	return strings.TrimPrefix(string(b), " ")
 }
 
-func hexByte(p string) byte {
-	var b byte
-	fmt.Sscanf(p[3:5], "%02X", &b)
-	return b
+// AppendPiece implements Tokenizer: a byte-fallback token appends its one
+// byte, a control or out-of-range token nothing, any other its piece with
+// ▁ as a space (the leading dummy space is not removed).
+func (t *SentencePiece) AppendPiece(dst []byte, id int32) []byte {
+	if id < 0 || int(id) >= len(t.pieces) || t.control[id] {
+		return dst
+	}
+	if b := t.byteOf[id]; b >= 0 {
+		return append(dst, byte(b))
+	}
+	return append(dst, t.pieces[id]...)
 }
+
+// BOS implements Tokenizer.
+func (t *SentencePiece) BOS() int32 { return t.bos }
+
+// EOS implements Tokenizer.
+func (t *SentencePiece) EOS() int32 { return t.eos }
 
 // ggufTokenizer builds the vocabulary from GGUF metadata, or returns nil if
 // the file has none.

@@ -6,8 +6,16 @@ type Tokenizer interface {
 	Encode(text string) []int32
 	// Decode returns the text of ids (special tokens produce nothing).
 	Decode(ids []int32) string
+	// AppendPiece appends the bytes token id contributes to a decoded
+	// text when it follows other tokens, for streaming: the concatenation
+	// over a sequence's tokens is Decode's text (before Decode drops a
+	// leading dummy space). A single piece may be part of a UTF-8 sequence.
+	AppendPiece(dst []byte, id int32) []byte
 	// VocabSize is the number of token IDs.
 	VocabSize() int
+	// BOS and EOS are the beginning- and end-of-sequence tokens, -1 if none.
+	BOS() int32
+	EOS() int32
 }
 
 // ByteTokenizer is the built-in model's vocabulary: token b < 256 is byte
@@ -30,15 +38,28 @@ func (ByteTokenizer) Encode(text string) []int32 {
 }
 
 // Decode implements Tokenizer.
-func (ByteTokenizer) Decode(ids []int32) string {
+func (bt ByteTokenizer) Decode(ids []int32) string {
 	b := make([]byte, 0, len(ids))
 	for _, id := range ids {
-		if id >= 0 && id < 256 {
-			b = append(b, byte(id))
-		}
+		b = bt.AppendPiece(b, id)
 	}
 	return string(b)
 }
+
+// AppendPiece implements Tokenizer: a byte token appends its byte, BOS and
+// EOS nothing.
+func (ByteTokenizer) AppendPiece(dst []byte, id int32) []byte {
+	if id >= 0 && id < 256 {
+		return append(dst, byte(id))
+	}
+	return dst
+}
+
+// BOS implements Tokenizer.
+func (ByteTokenizer) BOS() int32 { return ByteBOS }
+
+// EOS implements Tokenizer.
+func (ByteTokenizer) EOS() int32 { return ByteEOS }
 
 // VocabSize implements Tokenizer.
 func (ByteTokenizer) VocabSize() int { return 258 }
