@@ -98,14 +98,13 @@ func generate(args []string, stdout, stderr io.Writer) error {
 		return usagef("prompt of %d tokens leaves no room in the model's %d positions", len(ids), c.MaxSeqLen)
 	}
 	n := min(*maxTokens, c.MaxSeqLen-len(ids))
-	out, err := run(m, ids, n, smp, func(tok int32, gen []int32) error {
+	var piece []byte
+	out, err := run(m, ids, n, smp, func(tok int32) error {
 		if *idsOnly || m.Tokenizer == nil {
 			return nil
 		}
-		// Decode the whole continuation and print what is new, so tokens
-		// that only make sense together (byte fallback) come out right.
-		prev := len(m.Tokenizer.Decode(gen[:len(gen)-1]))
-		_, err := io.WriteString(stdout, m.Tokenizer.Decode(gen)[prev:])
+		piece = m.Tokenizer.AppendPiece(piece[:0], tok)
+		_, err := stdout.Write(piece)
 		return err
 	})
 	if err != nil {
@@ -144,8 +143,8 @@ func parseIDs(s string, vocab int) ([]int32, error) {
 
 // run prefills prompt on a fresh pool sized for it plus n new tokens, then
 // generates up to n tokens, stopping after EOS (which is returned but not
-// passed on). emit sees each new token and the continuation so far.
-func run(m *model.Model, prompt []int32, n int, smp *sample.Sampler, emit func(tok int32, gen []int32) error) ([]int32, error) {
+// passed to emit). emit sees each other new token as it is sampled.
+func run(m *model.Model, prompt []int32, n int, smp *sample.Sampler, emit func(tok int32) error) ([]int32, error) {
 	w := cpu.NewWorkers(0)
 	defer w.Close()
 	r := model.NewRunner(m, w)
@@ -175,7 +174,7 @@ func run(m *model.Model, prompt []int32, n int, smp *sample.Sampler, emit func(t
 		if tok == m.Config.EOS {
 			break
 		}
-		if err := emit(tok, gen); err != nil {
+		if err := emit(tok); err != nil {
 			return gen, err
 		}
 		in = []int32{tok}
