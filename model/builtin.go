@@ -11,7 +11,7 @@ import (
 var BuiltinConfig = Config{
 	Dim: 256, Hidden: 768, Layers: 4, Heads: 8, KVHeads: 4,
 	Vocab: 258, MaxSeqLen: 4096, RopeTheta: 10000, NormEps: 1e-5,
-	BOS: ByteBOS, EOS: ByteEOS,
+	BOS: ByteBOS, EOS: ByteEOS, SharedClassifier: true,
 }
 
 // Builtin returns the built-in synthetic model: BuiltinConfig with weights

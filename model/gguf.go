@@ -316,7 +316,7 @@ func buildGGUF(data []byte, base uint64, meta map[string]any, tensors map[string
 	if _, ok := tensors["output.weight"]; ok {
 		load(&m.Classifier, "output.weight", d, c.Vocab)
 	} else {
-		m.Classifier = m.Embedding
+		m.Classifier, m.Config.SharedClassifier = m.Embedding, true
 	}
 	for i := range m.Layers {
 		l := &m.Layers[i]

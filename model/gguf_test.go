@@ -16,8 +16,15 @@ func TestGGUFLoadsAndRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := m.Config
-	if c.Dim != 8 || c.Layers != 1 || c.Heads != 2 || c.Vocab != 32000 {
-		t.Fatalf("config %+v", c)
+	// The file's metadata: llama.embedding_length 8, block_count 1,
+	// feed_forward_length 32, attention.head_count 2, head_count_kv 2,
+	// context_length 4096, layer_norm_rms_epsilon 1e-5 (float32), no
+	// rope.freq_base (10000 by default), tokenizer.ggml.bos/eos_token_id
+	// 1/2, 32,000 tokens, and an output.weight tensor.
+	want := Config{Dim: 8, Hidden: 32, Layers: 1, Heads: 2, KVHeads: 2, Vocab: 32000, MaxSeqLen: 4096,
+		RopeTheta: 10000, NormEps: float32(9.999999747378752e-06), BOS: 1, EOS: 2}
+	if c != want {
+		t.Fatalf("config %+v, want %+v", c, want)
 	}
 	if m.Tokenizer == nil || m.Tokenizer.VocabSize() != 32000 || c.BOS != 1 || c.EOS != 2 {
 		t.Fatalf("tokenizer %v, BOS %d EOS %d", m.Tokenizer, c.BOS, c.EOS)

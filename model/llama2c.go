@@ -32,6 +32,7 @@ func parseLlama2C(data []byte) (*Model, error) {
 	cfg := Config{
 		Dim: int(h[0]), Hidden: int(h[1]), Layers: int(h[2]), Heads: int(h[3]), KVHeads: int(h[4]),
 		Vocab: int(vocab), MaxSeqLen: int(h[6]), RopeTheta: 10000, NormEps: 1e-5, BOS: 1, EOS: 2,
+		SharedClassifier: shared,
 	}
 	if cfg.Vocab <= 2 {
 		cfg.BOS, cfg.EOS = -1, -1

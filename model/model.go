@@ -23,6 +23,9 @@ type Config struct {
 	RopeTheta float32 // RoPE base, 10000 for Llama 2
 	NormEps   float32 // RMSNorm epsilon
 	BOS, EOS  int32   // special tokens; negative if none
+	// SharedClassifier is true when the output classifier is the token
+	// embedding matrix (Model.Classifier aliases Model.Embedding).
+	SharedClassifier bool
 }
 
 // HeadDim is the width of one attention head.

@@ -211,8 +211,10 @@ func TestStories260KMatchesReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := m.Config
-	if c.Dim != 64 || c.Hidden != 172 || c.Layers != 5 || c.Heads != 8 || c.KVHeads != 4 || c.Vocab != 512 || c.MaxSeqLen != 512 {
-		t.Fatalf("config %+v", c)
+	want := Config{Dim: 64, Hidden: 172, Layers: 5, Heads: 8, KVHeads: 4, Vocab: 512, MaxSeqLen: 512,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: 1, EOS: 2, SharedClassifier: true}
+	if c != want {
+		t.Fatalf("config %+v, want %+v", c, want)
 	}
 	h := newHarness(t, m, 64, 16)
 	ref := newReference(m)
