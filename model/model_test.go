@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -350,15 +351,19 @@ func TestForwardRejectsBadBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, seqs := range map[string][]Seq{
-		"no tokens":       {{Start: 0, Blocks: tb.Blocks()}},
-		"token too large": {{Tokens: []int32{300}, Blocks: tb.Blocks()}},
-		"negative token":  {{Tokens: []int32{-1}, Blocks: tb.Blocks()}},
-		"too few blocks":  {{Tokens: make([]int32, 20), Blocks: tb.Blocks()}},
-		"past max length": {{Tokens: []int32{1}, Start: 5000, Blocks: tb.Blocks()}},
-		"negative start":  {{Tokens: []int32{1}, Start: -1, Blocks: tb.Blocks()}},
+		"empty batch":       {},
+		"no tokens":         {{Start: 0, Blocks: tb.Blocks()}},
+		"token too large":   {{Tokens: []int32{300}, Blocks: tb.Blocks()}},
+		"negative token":    {{Tokens: []int32{-1}, Blocks: tb.Blocks()}},
+		"too few blocks":    {{Tokens: make([]int32, 20), Blocks: tb.Blocks()}},
+		"past max length":   {{Tokens: []int32{1}, Start: 5000, Blocks: tb.Blocks()}},
+		"negative start":    {{Tokens: []int32{1}, Start: -1, Blocks: tb.Blocks()}},
+		"block beyond pool": {{Tokens: []int32{1}, Blocks: []blockstore.BlockID{8}}},
+		"negative block":    {{Tokens: []int32{1}, Blocks: []blockstore.BlockID{-1}}},
+		"second seq bad":    {{Tokens: []int32{1}, Blocks: tb.Blocks()}, {Tokens: []int32{258}, Blocks: tb.Blocks()}},
 	} {
-		if _, err := h.r.Forward(seqs); err == nil {
-			t.Errorf("%s: accepted", name)
+		if _, err := h.r.Forward(seqs); !errors.Is(err, ErrInvalidBatch) {
+			t.Errorf("%s: error %v, want ErrInvalidBatch", name, err)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 
 	"prefixd/blockstore"
@@ -55,25 +56,38 @@ func grow(b []float32, n int) []float32 {
 	return b[:n]
 }
 
+// ErrInvalidBatch is wrapped by every error Forward returns for a batch
+// that does not fit the model or the K/V pool (the fault is the caller's).
+var ErrInvalidBatch = errors.New("model: invalid batch")
+
 // validate checks a batch against the model and the K/V pool.
 func (r *Runner) validate(seqs []Seq) (tokens int, err error) {
 	c := r.m.Config
 	if r.kv == nil {
-		return 0, fmt.Errorf("model: Forward before NewKV")
+		return 0, fmt.Errorf("%w: Forward before NewKV", ErrInvalidBatch)
 	}
+	if len(seqs) == 0 {
+		return 0, fmt.Errorf("%w: no sequences", ErrInvalidBatch)
+	}
+	numBlocks := r.kv.Config().NumBlocks
 	for i, s := range seqs {
 		end := s.Start + len(s.Tokens)
 		switch {
 		case len(s.Tokens) == 0:
-			return 0, fmt.Errorf("model: sequence %d has no tokens", i)
+			return 0, fmt.Errorf("%w: sequence %d has no tokens", ErrInvalidBatch, i)
 		case s.Start < 0 || end > c.MaxSeqLen:
-			return 0, fmt.Errorf("model: sequence %d spans positions [%d, %d), outside [0, %d)", i, s.Start, end, c.MaxSeqLen)
+			return 0, fmt.Errorf("%w: sequence %d spans positions [%d, %d), outside [0, %d)", ErrInvalidBatch, i, s.Start, end, c.MaxSeqLen)
 		case len(s.Blocks)*r.bsize < end:
-			return 0, fmt.Errorf("model: sequence %d has %d blocks for %d positions", i, len(s.Blocks), end)
+			return 0, fmt.Errorf("%w: sequence %d has %d blocks for %d positions", ErrInvalidBatch, i, len(s.Blocks), end)
+		}
+		for _, b := range s.Blocks[:(end+r.bsize-1)/r.bsize] {
+			if b < 0 || int(b) >= numBlocks {
+				return 0, fmt.Errorf("%w: sequence %d uses block %d of a %d-block pool", ErrInvalidBatch, i, b, numBlocks)
+			}
 		}
 		for _, t := range s.Tokens {
 			if t < 0 || int(t) >= c.Vocab {
-				return 0, fmt.Errorf("model: token %d outside the vocabulary of %d", t, c.Vocab)
+				return 0, fmt.Errorf("%w: token %d outside the vocabulary of %d", ErrInvalidBatch, t, c.Vocab)
 			}
 		}
 		tokens += len(s.Tokens)
