@@ -104,7 +104,7 @@ func (m *Model) check() error {
 	return errors.Join(errs...)
 }
 
-// KVConfig returns the shape of a K/V pool for this model.
+// kvShape returns the shape of a K/V pool for this model.
 func (m *Model) kvShape() (layers, kvHeads, headDim int) {
 	return m.Config.Layers, m.Config.KVHeads, m.Config.HeadDim()
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // Runner runs a Model's forward pass on the CPU. It owns its scratch
-// buffers and the K/V pool it allocates with NewKV, so after warm-up a
-// forward pass allocates almost nothing. A Runner is not safe for
+// buffers (grown to the largest batch seen) and the K/V pool it allocates
+// with NewKV, so after warm-up a forward pass allocates nothing. A Runner is not safe for
 // concurrent use (the engine's scheduler goroutine owns it); the Model may
 // be shared.
 type Runner struct {
@@ -25,7 +25,8 @@ type Runner struct {
 	scratch                      cpu.AttnScratch
 }
 
-// NewRunner returns a Runner computing on w.
+// NewRunner returns a Runner computing on w, which the caller owns and
+// closes. The Runner must not share w with a concurrent user of w's For.
 func NewRunner(m *Model, w *cpu.Workers) *Runner { return &Runner{m: m, w: w} }
 
 // Model returns the runner's model.
@@ -49,6 +50,7 @@ func (r *Runner) NewKV(numBlocks, blockSize int) (blockstore.Storage, error) {
 	return kv, nil
 }
 
+// grow returns b resized to n, reallocating only when b is too small.
 func grow(b []float32, n int) []float32 {
 	if cap(b) < n {
 		return make([]float32, n)
