@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"os"
@@ -193,15 +194,23 @@ func TestMalformedFilesAreRejected(t *testing.T) {
 // FuzzGGUF feeds arbitrary bytes to the GGUF reader: it must return a
 // model or an error, never panic or allocate from an unchecked length.
 func FuzzGGUF(f *testing.F) {
-	if real, err := os.ReadFile("../../shared/models/llama-2-tiny-random.gguf"); err == nil {
-		f.Add(real[:4096])
-		f.Add(real[:64])
+	if p, err := findSharedModel("llama-2-tiny-random.gguf"); err == nil {
+		real, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, n := range []int{24, 64, 1024, 4096, 65536} {
+			f.Add(real[:n]) // the header, then ever longer truncations
+		}
 	}
 	f.Add(ggufHeader(3, 0, 0))
 	f.Add(ggufHeader(3, 1, 1))
 	f.Add(append(ggufHeader(3, 0, 1), []byte("\x05\x00\x00\x00\x00\x00\x00\x00hello\x09\x00\x00\x00\x08\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\x7f")...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := parseGGUF(data)
+		if err == nil && !bytes.HasPrefix(data, []byte("GGUF")) {
+			t.Fatal("parseGGUF accepted a file without the GGUF magic")
+		}
 		if err == nil {
 			if cerr := m.check(); cerr != nil {
 				t.Fatalf("parseGGUF returned an inconsistent model: %v", cerr)

@@ -13,12 +13,23 @@ import (
 )
 
 // sharedModel returns the path of a test model in ../shared/models beside
-// the repository, skipping the test if that folder is absent.
+// the repository, skipping the test if it is absent.
 func sharedModel(t testing.TB, name string) string {
 	t.Helper()
+	p, err := findSharedModel(name)
+	if err != nil {
+		t.Skipf("test model %s not available: %v", name, err)
+	}
+	return p
+}
+
+// findSharedModel walks up from the working directory to the folder
+// holding go.mod and returns ../shared/models/name from there, or an error
+// if either is missing.
+func findSharedModel(name string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
@@ -26,15 +37,13 @@ func sharedModel(t testing.TB, name string) string {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("go.mod not found above the test")
+			return "", errors.New("go.mod not found above the test")
 		}
 		dir = parent
 	}
 	p := filepath.Join(dir, "..", "shared", "models", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("test model %s not available: %v", name, err)
-	}
-	return p
+	_, err = os.Stat(p)
+	return p, err
 }
 
 // reference is a naive scalar forward pass with contiguous K/V, written
