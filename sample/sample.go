@@ -44,16 +44,24 @@ func (p Params) Validate() error {
 	return nil
 }
 
-// Sampler draws tokens for one request. It owns its PRNG and scratch
-// buffers, which grow to the vocabulary size on the first call and are
+// Sampler draws tokens for one request. It owns its PRNG and a scratch
+// buffer, which grows to the vocabulary size on the first call and is
 // reused, so Sample allocates nothing after warm-up. A Sampler is not safe
 // for concurrent use.
 type Sampler struct {
 	p     Params
 	rng   *rand.Rand
-	idx   []int32   // candidate token IDs
-	probs []float32 // their unnormalised probabilities, parallel to idx
+	cands []cand
 }
+
+// cand is a candidate token and its unnormalised probability.
+type cand struct {
+	p  float32
+	id int32
+}
+
+// before orders candidates most likely first, lower ID first on ties.
+func before(a, b cand) bool { return a.p > b.p || a.p == b.p && a.id < b.id }
 
 // New returns a Sampler for p, or an error wrapping ErrParams.
 func New(p Params) (*Sampler, error) {
@@ -64,7 +72,9 @@ func New(p Params) (*Sampler, error) {
 }
 
 // Sample returns the next token ID for logits (one vocabulary row, not
-// modified). It panics if logits is empty.
+// modified). It panics if logits is empty. Top-k runs in expected O(vocab)
+// time (quickselect); top-p sorts only the tokens that can be in the
+// nucleus.
 func (s *Sampler) Sample(logits []float32) int32 {
 	if len(logits) == 0 {
 		panic("sample: empty logits")
@@ -73,52 +83,98 @@ func (s *Sampler) Sample(logits []float32) int32 {
 		return Argmax(logits)
 	}
 	n := len(logits)
-	if cap(s.idx) < n {
-		s.idx, s.probs = make([]int32, n), make([]float32, n)
+	if cap(s.cands) < n {
+		s.cands = make([]cand, n)
 	}
-	idx, probs := s.idx[:n], s.probs[:n]
-	for i := range idx {
-		idx[i] = int32(i)
+	// Softmax numerators exp((l - max) / T).
+	c := s.cands[:n]
+	hi, inv := logits[Argmax(logits)], 1/s.p.Temperature
+	var total float64
+	for i, l := range logits {
+		c[i] = cand{float32(math.Exp(float64((l - hi) * inv))), int32(i)}
+		total += float64(c[i].p)
 	}
-	filter := (s.p.TopK > 0 && s.p.TopK < n) || (s.p.TopP > 0 && s.p.TopP < 1)
-	if filter {
-		// Most likely first; ties by lower ID so the order is deterministic.
-		slices.SortFunc(idx, func(a, b int32) int {
-			if c := cmp.Compare(logits[b], logits[a]); c != 0 {
+	if k := s.p.TopK; k > 0 && k < n {
+		selectTop(c, k)
+		c, total = c[:k], sum(c[:k])
+	}
+	if p := float64(s.p.TopP); p > 0 && p < 1 {
+		// Tokens below (1-p)·total/len(c) together hold less than 1-p of
+		// the mass, so the nucleus lies among the others: sort only those.
+		floor, kept := float32((1-p)*total/float64(len(c))), 0
+		for _, x := range c {
+			if x.p >= floor {
+				c[kept] = x
+				kept++
+			}
+		}
+		c = c[:kept]
+		slices.SortFunc(c, func(a, b cand) int {
+			if c := cmp.Compare(b.p, a.p); c != 0 {
 				return c
 			}
-			return cmp.Compare(a, b)
+			return cmp.Compare(a.id, b.id)
 		})
-		if s.p.TopK > 0 && s.p.TopK < n {
-			idx, probs = idx[:s.p.TopK], probs[:s.p.TopK]
-		}
-	}
-	// Softmax numerators exp((l - max) / T); max is logits of the argmax.
-	hi := logits[Argmax(logits)]
-	inv := 1 / s.p.Temperature
-	var total float64
-	for i, id := range idx {
-		probs[i] = float32(math.Exp(float64((logits[id] - hi) * inv)))
-		total += float64(probs[i])
-	}
-	if filter && s.p.TopP > 0 && s.p.TopP < 1 {
-		want, cum := float64(s.p.TopP)*total, 0.0
-		for i := range probs {
-			cum += float64(probs[i])
+		want, cum := p*total, 0.0
+		for i, x := range c {
+			cum += float64(x.p)
 			if cum >= want {
-				idx, probs, total = idx[:i+1], probs[:i+1], cum
+				c = c[:i+1]
 				break
 			}
 		}
+		total = cum
 	}
 	u := s.rng.Float64() * total
-	for i, p := range probs {
-		u -= float64(p)
+	for _, x := range c {
+		u -= float64(x.p)
 		if u < 0 {
-			return idx[i]
+			return x.id
 		}
 	}
-	return idx[len(idx)-1] // rounding left u a hair above zero
+	return c[len(c)-1].id // rounding left u a hair above zero
+}
+
+// sum adds the candidates' probabilities.
+func sum(c []cand) float64 {
+	t := 0.0
+	for _, x := range c {
+		t += float64(x.p)
+	}
+	return t
+}
+
+// selectTop reorders c so that its first k elements are the k that come
+// first in the before order (in no particular order among themselves):
+// quickselect with a middle pivot, expected O(len(c)).
+func selectTop(c []cand, k int) {
+	lo, hi := 0, len(c)-1
+	for lo < hi {
+		pivot := c[lo+(hi-lo)/2]
+		i, j := lo, hi
+		for i <= j {
+			for before(c[i], pivot) {
+				i++
+			}
+			for before(pivot, c[j]) {
+				j--
+			}
+			if i <= j {
+				c[i], c[j] = c[j], c[i]
+				i++
+				j--
+			}
+		}
+		// Now c[lo..j] come no later than pivot and c[i..hi] no earlier.
+		switch {
+		case k-1 <= j:
+			hi = j
+		case k-1 >= i:
+			lo = i
+		default:
+			return
+		}
+	}
 }
 
 // Argmax returns the index of the largest value, the lowest on ties. NaN

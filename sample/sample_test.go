@@ -3,6 +3,8 @@ package sample
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -193,8 +195,42 @@ func BenchmarkSample(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	s.Sample(logits) // warm-up: grow the scratch buffer
 	b.ReportAllocs()
 	for b.Loop() {
 		s.Sample(logits)
+	}
+}
+
+// TestSelectTop checks quickselect against a full sort on inputs with many
+// ties, for every k.
+func TestSelectTop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 2, 3, 7, 64, 200} {
+		for k := 1; k <= n; k++ {
+			c := make([]cand, n)
+			for i := range c {
+				c[i] = cand{float32(rng.IntN(5)), int32(i)}
+			}
+			rng.Shuffle(n, func(i, j int) { c[i], c[j] = c[j], c[i] })
+			want := slices.Clone(c)
+			slices.SortFunc(want, func(a, b cand) int {
+				if before(a, b) {
+					return -1
+				}
+				return 1
+			})
+			selectTop(c, k)
+			got := slices.Clone(c[:k])
+			slices.SortFunc(got, func(a, b cand) int {
+				if before(a, b) {
+					return -1
+				}
+				return 1
+			})
+			if !slices.Equal(got, want[:k]) {
+				t.Fatalf("n=%d k=%d: top %v, want %v", n, k, got, want[:k])
+			}
+		}
 	}
 }
