@@ -234,3 +234,71 @@ func TestSelectTop(t *testing.T) {
 		}
 	}
 }
+
+// nucleus is the naive reference: the token IDs a Sampler with p may
+// return for logits, by full sort, top-k cut and the top-p prefix (with a
+// relative slack of 1e-6 on the cut for float summation order).
+func nucleus(p Params, logits []float32) map[int32]bool {
+	hi, inv := logits[Argmax(logits)], 1/p.Temperature
+	c := make([]cand, len(logits))
+	for i, l := range logits {
+		c[i] = cand{float32(math.Exp(float64((l - hi) * inv))), int32(i)}
+	}
+	slices.SortFunc(c, func(a, b cand) int {
+		if before(a, b) {
+			return -1
+		}
+		return 1
+	})
+	if p.TopK > 0 && p.TopK < len(c) {
+		c = c[:p.TopK]
+	}
+	total := sum(c)
+	want := total
+	if p.TopP > 0 && p.TopP < 1 {
+		want = float64(p.TopP) * total * (1 + 1e-6)
+	}
+	set, cum := map[int32]bool{}, 0.0
+	for _, x := range c {
+		if cum >= want {
+			break
+		}
+		set[x.id] = true
+		cum += float64(x.p)
+	}
+	return set
+}
+
+// FuzzSample checks every sampled token against the naive nucleus, and
+// greedy decoding against Argmax.
+func FuzzSample(f *testing.F) {
+	f.Add([]byte{10, 20, 30, 40, 40, 5}, uint8(10), uint8(2), uint8(90), uint64(1))
+	f.Add([]byte{0, 0, 0, 0}, uint8(0), uint8(0), uint8(0), uint64(2))
+	f.Add([]byte{255, 0, 128, 7, 7, 7, 7, 200}, uint8(3), uint8(0), uint8(50), uint64(3))
+	f.Fuzz(func(t *testing.T, raw []byte, temp, topK, topP uint8, seed uint64) {
+		if len(raw) == 0 || len(raw) > 512 {
+			return
+		}
+		logits := make([]float32, len(raw))
+		for i, b := range raw {
+			logits[i] = (float32(b) - 128) / 8
+		}
+		p := Params{Temperature: float32(temp) / 10, TopK: int(topK % 16), TopP: float32(topP%101) / 100, Seed: seed}
+		s, err := New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Temperature == 0 {
+			if got := s.Sample(logits); got != Argmax(logits) {
+				t.Fatalf("greedy %d, Argmax %d", got, Argmax(logits))
+			}
+			return
+		}
+		allowed := nucleus(p, logits)
+		for range 8 {
+			if got := s.Sample(logits); !allowed[got] {
+				t.Fatalf("%+v: sampled %d outside the nucleus %v", p, got, allowed)
+			}
+		}
+	})
+}
