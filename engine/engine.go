@@ -18,18 +18,12 @@ import (
 	"prefixd/blockstore"
 	"prefixd/clock"
 	"prefixd/eviction"
+	"prefixd/model"
 	"prefixd/radix"
 )
 
-// Row is one sequence's part of a forward pass: Tokens at positions Start,
-// Start+1, ..., reading and writing K/V through the block table Blocks,
-// which already has slots for every one of those positions.
-type Row struct {
-	Tokens []int32
-	Start  int
-	Blocks []blockstore.BlockID
-	Logits bool // compute next-token logits for the row's last token
-}
+// Row is one sequence's part of a forward pass (see model.Seq).
+type Row = model.Seq
 
 // Model is what the engine needs from a model.
 type Model interface {
@@ -265,9 +259,12 @@ func (s *Stream) Result() Result {
 
 // Submit validates req and queues it. The request is cancelled when ctx
 // ends: its blocks are freed at the next iteration and its Result says
-// FinishCancelled. Errors wrap ErrInvalid, or are ErrQueueFull or
-// ErrClosed.
+// FinishCancelled. Errors wrap ErrInvalid, or are ErrQueueFull, ErrClosed
+// or ctx's own error.
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := req.validate(e.cfg.Model.VocabSize(), e.cfg.MaxModelLen, e.cfg.MaxBeamWidth); err != nil {
 		return nil, err
 	}
@@ -284,12 +281,12 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Watch ctx before the scheduler can see the request, which then owns
+	// The scheduler checks callerGone on every iteration, so a cancel is
+	// seen at the next one; the watcher only wakes an idle scheduler. It is
+	// set before the scheduler can see the request, which then owns
 	// stream.stop.
-	s.stream.stop = context.AfterFunc(ctx, func() {
-		s.cancelled.Store(true)
-		e.poke()
-	})
+	s.callerGone = ctx.Done()
+	s.stream.stop = context.AfterFunc(ctx, e.poke)
 	e.mu.Lock()
 	switch {
 	case e.closed:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -17,6 +19,24 @@ const testVocab = 97
 type modeCase struct {
 	name string
 	mod  func(*Config)
+}
+
+// cacheOff reports whether the mode disables the prefix cache.
+func (mc modeCase) cacheOff() bool {
+	var c Config
+	mc.mod(&c)
+	return c.DisablePrefixCache
+}
+
+// sharedModelPath returns a test model in ../shared/models, skipping the
+// test if that folder is absent.
+func sharedModelPath(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join("..", "..", "shared", "models", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("test model %s not available: %v", name, err)
+	}
+	return p
 }
 
 var modes = []modeCase{
@@ -209,17 +229,24 @@ func TestPreemptionUnderPressure(t *testing.T) {
 	m := newHashModel(testVocab, 512)
 	// 24 blocks of 4: six requests growing to ~60 tokens each cannot all fit.
 	e := newTestEngine(t, m, func(c *Config) { c.NumBlocks = 24; c.MaxRunning = 6; c.MaxBatchTokens = 64 })
-	var wg sync.WaitGroup
-	for i := range 6 {
-		wg.Go(func() {
+	var reqs []Request
+	var streams []*Stream
+	e.do(func() { // all six arrive together
+		for i := range 6 {
 			req := Request{Prompt: prompt(10+i, 10), MaxTokens: 50, IgnoreEOS: true}
-			res := run(t, e, req)
-			if want := expectGreedy(testVocab, req.Prompt, 50, -1); !slices.Equal(res.Tokens, want) {
-				t.Errorf("request %d after preemption: wrong output", i)
+			st, err := e.Submit(context.Background(), req)
+			if err != nil {
+				t.Error(err)
+				return
 			}
-		})
+			reqs, streams = append(reqs, req), append(streams, st)
+		}
+	})
+	for i, st := range streams {
+		if want := expectGreedy(testVocab, reqs[i].Prompt, 50, -1); !slices.Equal(st.Result().Tokens, want) {
+			t.Errorf("request %d after preemption: wrong output", i)
+		}
 	}
-	wg.Wait()
 	if e.Stats().Preemptions == 0 {
 		t.Fatal("expected preemptions with a 24-block pool")
 	}
@@ -281,27 +308,36 @@ func TestQueueFull(t *testing.T) {
 }
 
 func TestCancellationFreesBlocks(t *testing.T) {
-	e := newTestEngine(t, newHashModel(testVocab, 4096), nil)
+	m := newHashModel(testVocab, 4096)
+	m.gate = make(chan struct{})
+	e := newTestEngine(t, m, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := e.Submit(ctx, Request{Prompt: prompt(1, 9), MaxTokens: 900, IgnoreEOS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-st.Tokens // running
+	m.gate <- struct{}{} // one forward pass: the prompt, and a first token
+	<-st.Tokens
 	cancel()
+	// The pass already under way completes; the next iteration must see
+	// the cancel and run nothing more for it.
+	m.gate <- struct{}{}
+	select {
+	case <-st.Done():
+		close(m.gate)
+	case m.gate <- struct{}{}:
+		close(m.gate)
+		t.Fatal("the engine ran another pass for a cancelled request")
+	}
 	res := st.Result()
 	if res.Finish != FinishCancelled {
 		t.Fatalf("finish %q, want cancelled", res.Finish)
 	}
-	// A request cancelled while still waiting.
+	// A request whose caller is already gone is refused.
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	cancel2()
-	st2, err := e.Submit(ctx2, Request{Prompt: prompt(2, 9), MaxTokens: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res := st2.Result(); res.Finish != FinishCancelled {
-		t.Fatalf("pre-cancelled request finished %q", res.Finish)
+	if _, err := e.Submit(ctx2, Request{Prompt: prompt(2, 9), MaxTokens: 10}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Submit with a cancelled context: %v", err)
 	}
 	checkDrained(t, e)
 }

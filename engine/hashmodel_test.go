@@ -22,7 +22,8 @@ type hashModel struct {
 	blockSize     int
 	logits        []float32
 	forwards      int
-	positions     int // token positions computed, over all forwards
+	positions     int           // token positions computed, over all forwards
+	gate          chan struct{} // if set, each Forward waits for a value
 }
 
 func newHashModel(vocab, maxLen int) *hashModel { return &hashModel{vocab: vocab, maxLen: maxLen} }
@@ -49,6 +50,9 @@ func (m *hashModel) slot(blocks []blockstore.BlockID, pos int) []byte {
 }
 
 func (m *hashModel) Forward(rows []Row) ([]float32, error) {
+	if m.gate != nil {
+		<-m.gate
+	}
 	m.forwards++
 	m.logits = m.logits[:0]
 	for _, r := range rows {

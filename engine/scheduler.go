@@ -121,7 +121,7 @@ func (sc *scheduler) step() bool {
 // retireCancelled finishes every sequence whose caller went away.
 func (sc *scheduler) retireCancelled() {
 	for i := 0; i < len(sc.waiting); {
-		if s := sc.waiting[i]; s.cancelled.Load() {
+		if s := sc.waiting[i]; s.isCancelled() {
 			sc.waiting = slices.Delete(sc.waiting, i, i+1)
 			sc.finish(s, FinishCancelled, 0, nil)
 			continue
@@ -130,7 +130,7 @@ func (sc *scheduler) retireCancelled() {
 	}
 	for i := 0; i < len(sc.running); {
 		s := sc.running[i]
-		if s.cancelled.Load() || (s.group != nil && s.group.root.cancelled.Load()) {
+		if s.isCancelled() {
 			sc.finish(s, FinishCancelled, 0, nil) // removes s (or its group) from running
 			continue
 		}
@@ -141,10 +141,10 @@ func (sc *scheduler) retireCancelled() {
 // cancelAll cancels every request (Close past its deadline).
 func (sc *scheduler) cancelAll() {
 	for _, s := range sc.waiting {
-		s.cancelled.Store(true)
+		s.cancelled = true
 	}
 	for _, s := range sc.running {
-		s.cancelled.Store(true)
+		s.cancelled = true
 	}
 }
 
@@ -244,7 +244,7 @@ func (sc *scheduler) tryAdmit(s *seq) bool {
 	now := e.cfg.Clock.Now()
 	s.table = t
 	s.computed = t.Len()
-	s.inserted = len(t.Blocks())
+	s.inserted = s.computed / e.cfg.BlockSize // the adopted prefix is in the tree already
 	sc.admits++
 	s.admitSeq = sc.admits
 	s.admitted = now

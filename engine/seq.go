@@ -3,7 +3,6 @@ package engine
 import (
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"prefixd/blockstore"
@@ -12,8 +11,7 @@ import (
 )
 
 // seq is one sequence the scheduler owns: a request, or one beam of a beam
-// search group. Everything but cancelled is touched only by the scheduler
-// goroutine.
+// search group. Only the scheduler goroutine touches it once submitted.
 type seq struct {
 	req    *Request
 	stream *Stream
@@ -28,10 +26,11 @@ type seq struct {
 	sampler  *sampler
 	score    float64 // beam: summed log-probability
 
-	cancelled atomic.Bool
-	finished  bool   // its Result has been delivered
-	skipped   int    // CachedFirst: times passed over
-	admitSeq  uint64 // admission order, for choosing whom to preempt
+	callerGone <-chan struct{} // the submitter's ctx.Done()
+	cancelled  bool            // cancelled by the engine itself (Close)
+	finished   bool            // its Result has been delivered
+	skipped    int             // CachedFirst: times passed over
+	admitSeq   uint64          // admission order, for choosing whom to preempt
 
 	submitted, admitted, lastToken time.Time
 	everAdmitted                   bool
@@ -68,6 +67,21 @@ func (s *seq) owner() *seq {
 		return s.group.root
 	}
 	return s
+}
+
+// isCancelled reports whether the request's caller went away or the engine
+// cancelled it. For a beam it asks the group's root.
+func (s *seq) isCancelled() bool {
+	s = s.owner()
+	if s.cancelled {
+		return true
+	}
+	select {
+	case <-s.callerGone:
+		return true
+	default:
+		return false
+	}
 }
 
 // generated returns the output tokens so far.
