@@ -178,6 +178,7 @@ type Engine struct {
 
 	sched   scheduler
 	stopped atomic.Bool
+	maxTTL  atomic.Int64 // the cache's maximum TTL, for Submit's check
 }
 
 // New starts an engine's scheduler goroutine. Close stops it.
@@ -224,6 +225,8 @@ func build(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	_, maxTTL := e.cache.TTLs()
+	e.maxTTL.Store(int64(maxTTL))
 	e.sched.init(e)
 	e.publish()
 	return e, nil
@@ -272,10 +275,8 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		return nil, fmt.Errorf("%w: the request needs %d KV blocks at its longest, the pool has %d",
 			ErrInvalid, need, e.cfg.NumBlocks)
 	}
-	if ttl := req.Cache.TTL; ttl != 0 {
-		if _, max := e.cache.TTLs(); ttl > max {
-			return nil, fmt.Errorf("%w: cache TTL %v is above the maximum %v", ErrInvalid, ttl, max)
-		}
+	if ttl, maxTTL := req.Cache.TTL, time.Duration(e.maxTTL.Load()); ttl > maxTTL {
+		return nil, fmt.Errorf("%w: cache TTL %v is above the maximum %v", ErrInvalid, ttl, maxTTL)
 	}
 	s, err := newSeq(e, &req)
 	if err != nil {

@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"prefixd/eviction"
+)
+
+// The admin methods run on the scheduler goroutine between iterations, so
+// they see and change a consistent cache. Each returns ErrClosed once the
+// engine has stopped.
+
+// Config returns the engine's configuration with its defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Flush removes every unpinned cached prefix of namespace, or of every
+// namespace if all is set, dropping operator pins there first; prefixes
+// that running requests use stay. It returns the number of blocks removed.
+func (e *Engine) Flush(namespace string, all bool) (blocks int, err error) {
+	err = e.do(func() { blocks = e.cache.Flush(namespace, all) })
+	return blocks, err
+}
+
+// Pin keeps the cached prefix tokens of namespace (whole blocks) through
+// TTL expiry and memory pressure until Unpin or a flush. Errors wrap
+// eviction.ErrNotCached or eviction.ErrPinBudget.
+func (e *Engine) Pin(namespace string, tokens []int32) (info eviction.PinInfo, err error) {
+	if e.cfg.DisablePrefixCache {
+		return info, fmt.Errorf("%w: the prefix cache is off", eviction.ErrNotCached)
+	}
+	if derr := e.do(func() { info, err = e.cache.Pin(namespace, tokens) }); derr != nil {
+		return info, derr
+	}
+	return info, err
+}
+
+// Unpin removes the operator pin of exactly this prefix and reports
+// whether there was one.
+func (e *Engine) Unpin(namespace string, tokens []int32) (found bool, err error) {
+	err = e.do(func() { found = e.cache.Unpin(namespace, tokens) })
+	return found, err
+}
+
+// SetTTLs changes the default and maximum cache TTL for requests from now
+// on. Errors wrap eviction.ErrBadTTL.
+func (e *Engine) SetTTLs(def, maxTTL time.Duration) (err error) {
+	if derr := e.do(func() {
+		if err = e.cache.SetTTLs(def, maxTTL); err == nil {
+			e.maxTTL.Store(int64(maxTTL))
+		}
+	}); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// Prefixes returns up to limit cached prefixes, the most used first.
+func (e *Engine) Prefixes(limit int) (out []eviction.Prefix, err error) {
+	err = e.do(func() { out = e.cache.TopPrefixes(limit) })
+	return out, err
+}
+
+// Check runs the invariant checkers of the block pool, the prefix tree
+// and the eviction manager (which checks the other two), and every
+// running sequence's block table.
+func (e *Engine) Check() (err error) {
+	if derr := e.do(func() {
+		errs := []error{e.cache.Check()}
+		for _, s := range e.sched.running {
+			if s.table != nil {
+				errs = append(errs, s.table.Check())
+			}
+		}
+		err = errors.Join(errs...)
+	}); derr != nil {
+		return derr
+	}
+	return err
+}
