@@ -170,8 +170,14 @@ func (g *beamGroup) finish(sc *scheduler, reason FinishReason, err error) {
 		if best.stop {
 			reason = FinishStop
 		}
-		for _, t := range out {
-			g.root.stream.tokens <- Token{ID: t}
+		tk := sc.e.cfg.Tokenizer
+		for i, t := range out {
+			stop := tk != nil && g.root.text.add(tk, t)
+			sc.send(g.root, t, stop || i == len(out)-1)
+			if stop {
+				out, reason = out[:i+1], FinishStop
+				break
+			}
 		}
 	}
 	sc.deliver(g.root, out, reason, err)

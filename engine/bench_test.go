@@ -13,19 +13,24 @@ import (
 // BenchmarkSchedulerStep measures one scheduler iteration with 256
 // sequences decoding, on a model that does no compute (hashModel writes 8
 // bytes per position): retire, sweep, admit, plan, block appends, cache
-// inserts as blocks fill, sampling, streaming. One op is one iteration.
+// inserts as blocks fill, sampling, streaming (with text and a stop string
+// in the text case). One op is one iteration.
 func BenchmarkSchedulerStep(b *testing.B) {
-	for _, cache := range []bool{true, false} {
-		name := "cache"
-		if !cache {
-			name = "nocache"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, bc := range []struct {
+		name        string
+		cache, text bool
+	}{{"cache", true, false}, {"nocache", false, false}, {"cache+text", true, true}} {
+		b.Run(bc.name, func(b *testing.B) {
 			const running = 256
-			e, err := build(Config{
+			cfg := Config{
 				Model: newHashModel(32, 1<<20), EOS: -1, NumBlocks: 1 << 16, BlockSize: 16,
-				MaxRunning: running, MaxBatchTokens: 4096, DisablePrefixCache: !cache,
-			})
+				MaxRunning: running, MaxBatchTokens: 4096, DisablePrefixCache: !bc.cache,
+			}
+			var stops []string
+			if bc.text {
+				cfg.Tokenizer, stops = byteTokenizer{}, []string{"\n\n"} // never produced
+			}
+			e, err := build(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -34,7 +39,7 @@ func BenchmarkSchedulerStep(b *testing.B) {
 			refill := func() {
 				for len(sc.running)+len(sc.waiting) < running {
 					n++
-					req := &Request{Namespace: "b", Prompt: []int32{int32(n % 32), int32(n / 32 % 32), 1, 2}, MaxTokens: 4000, IgnoreEOS: true}
+					req := &Request{Namespace: "b", Prompt: []int32{int32(n % 32), int32(n / 32 % 32), 1, 2}, MaxTokens: 4000, IgnoreEOS: true, StopStrings: stops}
 					s, err := newSeq(e, req)
 					if err != nil {
 						b.Fatal(err)

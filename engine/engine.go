@@ -41,9 +41,12 @@ type Model interface {
 	Forward(rows []Row) ([]float32, error)
 }
 
-// Tokenizer decodes generated tokens, for stop strings and Result.Text.
+// Tokenizer turns generated tokens into text, for streaming, stop strings
+// and Result.Text. model.Tokenizer implements it.
 type Tokenizer interface {
-	Decode(ids []int32) string
+	// AppendPiece appends the bytes token id adds to a text that follows
+	// other tokens; a piece may be part of a UTF-8 sequence.
+	AppendPiece(dst []byte, id int32) []byte
 }
 
 // Batching selects the scheduling policy.
@@ -234,8 +237,13 @@ func build(cfg Config) (*Engine, error) {
 
 // Token is one generated token on a Stream.
 type Token struct {
-	ID   int32
-	Text string // the text this token adds, if the engine has a tokenizer
+	ID int32
+	// Text is the output text this token releases, if the engine has a
+	// tokenizer. Text that may begin a stop string, or that ends inside a
+	// UTF-8 sequence, is held back for a later token; the Texts streamed
+	// always concatenate to a prefix of Result.Text, and to all of it unless
+	// generation ended at EOS or a stop token while text was held back.
+	Text string
 }
 
 // Stream delivers a request's tokens as they are generated, then its

@@ -360,10 +360,12 @@ func TestStopTokensAndEOS(t *testing.T) {
 // byteTokenizer decodes token t as the letter 'a'+t%26.
 type byteTokenizer struct{}
 
-func (byteTokenizer) Decode(ids []int32) string {
-	b := make([]byte, len(ids))
-	for i, t := range ids {
-		b[i] = byte('a' + t%26)
+func (byteTokenizer) AppendPiece(dst []byte, id int32) []byte { return append(dst, byte('a'+id%26)) }
+
+func (bt byteTokenizer) Decode(ids []int32) string {
+	var b []byte
+	for _, t := range ids {
+		b = bt.AppendPiece(b, t)
 	}
 	return string(b)
 }

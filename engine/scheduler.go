@@ -421,22 +421,19 @@ func (sc *scheduler) emit(s *seq, tok int32, now time.Time) {
 	s.lastToken = now
 	reason, stop, trim := s.stopReason(e)
 	if trim == 0 {
-		sc.send(s, tok)
+		sc.send(s, tok, stop)
 	}
 	if stop {
 		sc.finish(s, reason, trim, nil)
 	}
 }
 
-// send streams one token, with the text it adds when there is a tokenizer.
-func (sc *scheduler) send(s *seq, tok int32) {
+// send streams one token, with the text it releases (all that is left if
+// it is the last).
+func (sc *scheduler) send(s *seq, tok int32, last bool) {
 	t := Token{ID: tok}
-	if tk := sc.e.cfg.Tokenizer; tk != nil {
-		text := tk.Decode(s.generated())
-		if len(text) >= s.textLen {
-			t.Text = text[s.textLen:]
-			s.textLen = len(text)
-		}
+	if sc.e.cfg.Tokenizer != nil {
+		t.Text = s.text.next(last)
 	}
 	s.stream.tokens <- t // buffered for MaxTokens+1: never blocks
 }
@@ -470,9 +467,7 @@ func (sc *scheduler) deliver(s *seq, out []int32, reason FinishReason, err error
 	res.Tokens = out
 	res.Finish = reason
 	res.Err = err
-	if tk := e.cfg.Tokenizer; tk != nil {
-		res.Text, _ = cutAtStop(tk.Decode(out), s.req.StopStrings)
-	}
+	res.Text = string(s.text.buf)
 	s.usage.CompletionTokens = len(out)
 	res.Usage = s.usage
 	if s.everAdmitted {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"prefixd/blockstore"
@@ -36,7 +35,7 @@ type seq struct {
 	everAdmitted                   bool
 	usage                          Usage
 	itl                            []time.Duration
-	textLen                        int // bytes of decoded output already streamed
+	text                           outText
 }
 
 func newSeq(e *Engine, req *Request) (*seq, error) {
@@ -53,6 +52,7 @@ func newSeq(e *Engine, req *Request) (*seq, error) {
 		nPrompt:   len(req.Prompt),
 		sampler:   smp,
 		submitted: e.cfg.Clock.Now(),
+		text:      newOutText(req.StopStrings),
 	}
 	s.usage.PromptTokens = len(req.Prompt)
 	if req.Beam.Width > 1 {
@@ -107,35 +107,19 @@ func (s *seq) release(e *Engine) {
 }
 
 // stopReason reports whether the sequence must stop after its newest token
-// and why; trim is how many trailing tokens to drop from the output.
+// and why; trim is how many trailing tokens to drop from the output. It
+// adds the token's text, which a stop string cuts.
 func (s *seq) stopReason(e *Engine) (reason FinishReason, stop bool, trim int) {
 	out := s.generated()
 	last := out[len(out)-1]
 	if (!s.req.IgnoreEOS && last == e.cfg.EOS) || slices.Contains(s.req.StopTokens, last) {
 		return FinishStop, true, 1
 	}
-	if len(s.req.StopStrings) > 0 && e.cfg.Tokenizer != nil {
-		if _, ok := cutAtStop(e.cfg.Tokenizer.Decode(out), s.req.StopStrings); ok {
-			return FinishStop, true, 0
-		}
+	if tk := e.cfg.Tokenizer; tk != nil && s.text.add(tk, last) {
+		return FinishStop, true, 0
 	}
 	if len(out) >= s.req.MaxTokens {
 		return FinishLength, true, 0
 	}
 	return "", false, 0
-}
-
-// cutAtStop returns text up to the earliest stop string, and whether one
-// occurs.
-func cutAtStop(text string, stops []string) (string, bool) {
-	cut := -1
-	for _, stop := range stops {
-		if i := strings.Index(text, stop); i >= 0 && (cut < 0 || i < cut) {
-			cut = i
-		}
-	}
-	if cut < 0 {
-		return text, false
-	}
-	return text[:cut], true
 }

@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+)
+
+// pieceTokenizer maps token i to pieces[i].
+type pieceTokenizer []string
+
+func (p pieceTokenizer) AppendPiece(dst []byte, id int32) []byte { return append(dst, p[id]...) }
+
+func TestOutText(t *testing.T) {
+	// "é" is C3 A9 and "€" E2 82 AC: pieces 3..5 split them.
+	tk := pieceTokenizer{"ab", "c", "STOP", "\xc3", "\xa9\xe2", "\x82\xac", "S", "TOPx"}
+	for _, tc := range []struct {
+		name     string
+		stops    []string
+		ids      []int32
+		stopped  bool
+		text     string
+		streamed []string // Text released with each token (the last is final)
+	}{
+		{"no stops", nil, []int32{0, 1, 0}, false, "abcab", []string{"ab", "c", "ab"}},
+		{"utf-8 held until whole", nil, []int32{0, 3, 4, 5}, false, "abé€", []string{"ab", "", "é", "€"}},
+		{"stop string in one piece", []string{"STOP"}, []int32{0, 1, 2}, true, "abc", []string{"", "", "abc"}},
+		{"stop string across pieces", []string{"STOP"}, []int32{0, 6, 7}, true, "ab", []string{"", "", "ab"}},
+		{"held back, then released", []string{"zz"}, []int32{0, 1, 0}, false, "abcab", []string{"a", "b", "cab"}},
+		{"earliest of two stops", []string{"b", "ab"}, []int32{1, 0}, true, "c", []string{"", "c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ot := newOutText(tc.stops)
+			var got []string
+			stopped := false
+			for i, id := range tc.ids {
+				stopped = ot.add(tk, id)
+				got = append(got, ot.next(stopped || i == len(tc.ids)-1))
+				if stopped {
+					break
+				}
+			}
+			if stopped != tc.stopped || string(ot.buf) != tc.text {
+				t.Fatalf("stopped %v text %q, want %v %q", stopped, ot.buf, tc.stopped, tc.text)
+			}
+			if strings.Join(got, "|") != strings.Join(tc.streamed, "|") {
+				t.Fatalf("streamed %q, want %q", got, tc.streamed)
+			}
+		})
+	}
+}
+
+// TestStreamedTextIsResultText checks through the engine that the streamed
+// pieces concatenate to Result.Text, with and without a stop string.
+func TestStreamedTextIsResultText(t *testing.T) {
+	e := newTestEngine(t, newHashModel(testVocab, 512), func(c *Config) { c.Tokenizer = byteTokenizer{} })
+	p := prompt(3, 7)
+	full := byteTokenizer{}.Decode(expectGreedy(testVocab, p, 40, -1))
+	for _, stops := range [][]string{nil, {"#"}, {full[20:23]}} {
+		st, err := e.Submit(t.Context(), Request{Prompt: p, MaxTokens: 40, StopStrings: stops})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for tok := range st.Tokens {
+			b.WriteString(tok.Text)
+		}
+		if res := st.Result(); b.String() != res.Text || !strings.HasPrefix(full, res.Text) {
+			t.Fatalf("stops %q: streamed %q, result %q, full %q", stops, b.String(), res.Text, full)
+		}
+	}
+	checkDrained(t, e)
+}
