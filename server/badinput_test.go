@@ -1,0 +1,191 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"prefixd/model"
+)
+
+// testLimits matches the harness: the built-in model's vocabulary, a
+// 1024-token model length and the engine's default cache TTLs.
+func testLimits() limits {
+	return limits{
+		vocab: 258, maxModelLen: 1024, maxPrompt: 1023, maxTokens: 1023, defaultMax: 64, maxBeam: 8,
+		maxStops: maxStopStrings, maxStopBytes: maxStopBytes, maxStopIDs: maxStopIDs,
+		maxTTL: time.Hour, bos: model.ByteBOS, haveTokenizer: true,
+	}
+}
+
+type badCase struct {
+	name   string
+	method string
+	path   string
+	body   string
+	header []string
+	status int
+	want   string // substring of the error message
+	param  string // expected error.param, if any
+}
+
+func badInputs() []badCase {
+	ids := func(n int) string {
+		s := make([]string, n)
+		for i := range s {
+			s[i] = "65"
+		}
+		return "[" + strings.Join(s, ",") + "]"
+	}
+	long := strings.Repeat("a", 1100)
+	admin := []string{"Authorization", "Bearer admin-secret"}
+	return []badCase{
+		{name: "truncated JSON", body: `{"prompt": "a"`, status: 400, want: "unexpected end"},
+		{name: "syntax error", body: `{"prompt": }`, status: 400, want: "invalid JSON"},
+		{name: "array body", body: `[1, 2]`, status: 400, want: "must be a JSON object"},
+		{name: "string body", body: `"hello"`, status: 400, want: "must be a JSON object"},
+		{name: "empty body", body: ``, status: 400, want: "body is empty"},
+		{name: "trailing data", body: `{"prompt": "a"} {"x": 1}`, status: 400, want: "data after the object"},
+		{name: "unknown field", body: `{"prompt": "a", "temprature": 1}`, status: 400, want: `unknown field "temprature"`, param: "temprature"},
+		{name: "prompt wrong type", body: `{"prompt": 5}`, status: 400, want: `"prompt" must be a string`, param: "prompt"},
+		{name: "max_tokens wrong type", body: `{"prompt": "a", "max_tokens": "ten"}`, status: 400, want: `"max_tokens" must be an integer`, param: "max_tokens"},
+		{name: "max_tokens fractional", body: `{"prompt": "a", "max_tokens": 1.5}`, status: 400, want: "max_tokens", param: "max_tokens"},
+		{name: "ignore_eos wrong type", body: `{"prompt": "a", "ignore_eos": "yes"}`, status: 400, want: "must be a boolean", param: "ignore_eos"},
+		{name: "negative seed", body: `{"prompt": "a", "seed": -1}`, status: 400, want: "non-negative integer", param: "seed"},
+		{name: "empty prompt", body: `{"prompt": ""}`, status: 400, want: "prompt is empty", param: "prompt"},
+		{name: "no prompt", body: `{"max_tokens": 3}`, status: 400, want: "prompt or prompt_ids is required", param: "prompt"},
+		{name: "both prompts", body: `{"prompt": "a", "prompt_ids": [1]}`, status: 400, want: "not both", param: "prompt"},
+		{name: "empty prompt_ids", body: `{"prompt_ids": []}`, status: 400, want: "prompt is empty", param: "prompt_ids"},
+		{name: "token above vocabulary", body: `{"prompt_ids": [1, 258]}`, status: 400, want: "outside the vocabulary [0, 258)", param: "prompt_ids"},
+		{name: "negative token", body: `{"prompt_ids": [-3]}`, status: 400, want: "outside the vocabulary", param: "prompt_ids"},
+		{name: "token beyond int32", body: `{"prompt_ids": [4294967296]}`, status: 400, want: "32-bit integer", param: "prompt_ids"},
+		{name: "oversize prompt", body: `{"prompt": "` + long + `"}`, status: 400, want: "prompt is 1101 tokens, the limit is 1023", param: "prompt"},
+		{name: "zero max_tokens", body: `{"prompt": "a", "max_tokens": 0}`, status: 400, want: "max_tokens must be in [1, 1023]", param: "max_tokens"},
+		{name: "negative max_tokens", body: `{"prompt": "a", "max_tokens": -5}`, status: 400, want: "max_tokens must be in", param: "max_tokens"},
+		{name: "huge max_tokens", body: `{"prompt": "a", "max_tokens": 100000}`, status: 400, want: "max_tokens must be in", param: "max_tokens"},
+		{name: "prompt plus max_tokens too long", body: `{"prompt_ids": ` + ids(1000) + `, "max_tokens": 100}`, status: 400, want: "exceeds the model's maximum length 1024", param: "max_tokens"},
+		{name: "temperature too high", body: `{"prompt": "a", "temperature": 2.5}`, status: 400, want: "temperature must be in [0, 2]", param: "temperature"},
+		{name: "negative temperature", body: `{"prompt": "a", "temperature": -0.1}`, status: 400, want: "temperature must be in", param: "temperature"},
+		{name: "top_p zero", body: `{"prompt": "a", "top_p": 0}`, status: 400, want: "top_p must be in (0, 1]", param: "top_p"},
+		{name: "top_p above one", body: `{"prompt": "a", "top_p": 1.5}`, status: 400, want: "top_p must be in", param: "top_p"},
+		{name: "negative top_k", body: `{"prompt": "a", "top_k": -1}`, status: 400, want: "top_k must be >= 0", param: "top_k"},
+		{name: "beam too wide", body: `{"prompt": "a", "beam_width": 9}`, status: 400, want: "beam_width must be in [1, 8]", param: "beam_width"},
+		{name: "beam zero", body: `{"prompt": "a", "beam_width": 0}`, status: 400, want: "beam_width must be in", param: "beam_width"},
+		{name: "beam with temperature", body: `{"prompt": "a", "beam_width": 2, "temperature": 0.7}`, status: 400, want: "beam search is deterministic", param: "beam_width"},
+		{name: "length_penalty without beam", body: `{"prompt": "a", "length_penalty": 1}`, status: 400, want: "set beam_width", param: "length_penalty"},
+		{name: "bad TTL string", body: `{"prompt": "a", "cache": {"ttl": "soon"}}`, status: 400, want: `"soon" is not a duration`, param: "cache.ttl"},
+		{name: "negative TTL", body: `{"prompt": "a", "cache": {"ttl": "-5s"}}`, status: 400, want: "cache.ttl must be in (0, 1h0m0s]", param: "cache.ttl"},
+		{name: "TTL above max", body: `{"prompt": "a", "cache": {"ttl": "2h"}}`, status: 400, want: "cache.ttl must be in", param: "cache.ttl"},
+		{name: "TTL wrong type", body: `{"prompt": "a", "cache": {"ttl": 30}}`, status: 400, want: `"cache.ttl" must be a string`, param: "cache.ttl"},
+		{name: "unknown cache field", body: `{"prompt": "a", "cache": {"namespace": "x"}}`, status: 400, want: `unknown field "namespace"`},
+		{name: "empty stop string", body: `{"prompt": "a", "stop": [""]}`, status: 400, want: "must not be empty", param: "stop"},
+		{name: "too many stops", body: `{"prompt": "a", "stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]}`, status: 400, want: "at most 16 stop strings", param: "stop"},
+		{name: "stop wrong type", body: `{"prompt": "a", "stop": [1]}`, status: 400, want: "stop must be a string or an array of strings", param: "stop"},
+		{name: "stop id outside vocabulary", body: `{"prompt": "a", "stop_ids": [999]}`, status: 400, want: "stop id 999 is outside", param: "stop_ids"},
+		{name: "body too large", body: `{"prompt": "` + strings.Repeat("x", 70000) + `"}`, status: 413, want: "larger than the limit of 65536 bytes"},
+		{name: "stream bad input", path: "/generate_stream", body: `{"prompt": "a", "top_k": -2}`, status: 400, want: "top_k", param: "top_k"},
+		{name: "wrong method", method: "GET", path: "/generate", status: 405, want: "method GET not allowed on /generate; allowed: POST"},
+		{name: "wrong method on metrics", method: "POST", path: "/metrics", body: "{}", status: 405, want: "allowed: GET"},
+		{name: "unknown path", method: "GET", path: "/v2/generate", status: 404, want: "no endpoint /v2/generate"},
+		{name: "completions n=2", path: "/v1/completions", body: `{"prompt": "a", "n": 2}`, status: 400, want: "only n=1 is supported", param: "n"},
+		{name: "completions unknown model", path: "/v1/completions", body: `{"model": "gpt-9", "prompt": "a"}`, status: 404, want: "model gpt-9 does not exist", param: "model"},
+		{name: "completions batch", path: "/v1/completions", body: `{"prompt": ["a", "b"]}`, status: 400, want: "batch of 2 prompts", param: "prompt"},
+		{name: "completions prompt number", path: "/v1/completions", body: `{"prompt": 7}`, status: 400, want: "prompt must be a string", param: "prompt"},
+		{name: "completions no prompt", path: "/v1/completions", body: `{"max_tokens": 2}`, status: 400, want: "prompt is required", param: "prompt"},
+		{name: "completions unsupported field", path: "/v1/completions", body: `{"prompt": "a", "logprobs": 2}`, status: 400, want: `unknown field "logprobs"`},
+		{name: "completions five stops", path: "/v1/completions", body: `{"prompt": "a", "stop": ["a","b","c","d","e"]}`, status: 400, want: "at most 4 stop sequences", param: "stop"},
+		{name: "completions temperature", path: "/v1/completions", body: `{"prompt": "a", "temperature": 9}`, status: 400, want: "temperature", param: "temperature"},
+		{name: "admin without token", method: "GET", path: "/v1/cache", status: 401, want: "missing admin token"},
+		{name: "admin wrong token", method: "GET", path: "/v1/cache", header: []string{"Authorization", "Bearer nope"}, status: 401, want: "invalid admin token"},
+		{name: "admin tenant key is no admin token", method: "POST", path: "/v1/cache/flush", body: `{"all": true}`, header: []string{"Authorization", "Bearer key"}, status: 401, want: "invalid admin token"},
+		{name: "flush neither", path: "/v1/cache/flush", body: `{}`, header: admin, status: 400, want: "exactly one of"},
+		{name: "flush both", path: "/v1/cache/flush", body: `{"namespace": "a", "all": true}`, header: admin, status: 400, want: "exactly one of"},
+		{name: "prefixes bad limit", method: "GET", path: "/v1/cache/prefixes?limit=0", header: admin, status: 400, want: "limit must be an integer in [1, 1000]", param: "limit"},
+		{name: "prefixes limit not a number", method: "GET", path: "/v1/cache/prefixes?limit=ten", header: admin, status: 400, want: "limit must be"},
+		{name: "ttl bad duration", method: "PUT", path: "/v1/cache/ttl", body: `{"default": "forever"}`, header: admin, status: 400, want: `got "forever"`, param: "default"},
+		{name: "ttl default above max", method: "PUT", path: "/v1/cache/ttl", body: `{"default": "2h", "max": "1h"}`, header: admin, status: 400, want: "above the maximum"},
+		{name: "ttl empty", method: "PUT", path: "/v1/cache/ttl", body: `{}`, header: admin, status: 400, want: `send "default", "max" or both`},
+		{name: "ttl wrong method", method: "POST", path: "/v1/cache/ttl", body: `{}`, header: admin, status: 405, want: "allowed: PUT"},
+		{name: "pin not cached", path: "/v1/cache/pin", body: `{"prompt_ids": [1,2,3,4,5,6,7,8,9,10]}`, header: admin, status: 404, want: "not cached"},
+		{name: "pin no prompt", path: "/v1/cache/pin", body: `{"namespace": "x"}`, header: admin, status: 400, want: "exactly one of prompt and prompt_ids"},
+		{name: "pin token outside vocabulary", path: "/v1/cache/unpin", body: `{"prompt_ids": [1, 999]}`, header: admin, status: 400, want: "outside the vocabulary"},
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	h := newHarness(t, withServer(func(c *Config) { c.MaxBodyBytes = 64 << 10 }))
+	cases := badInputs()
+	if len(cases) < 25 {
+		t.Fatalf("only %d cases", len(cases))
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			method, path := c.method, c.path
+			if method == "" {
+				method = "POST"
+			}
+			if path == "" {
+				path = "/generate"
+			}
+			code, b, hdr := h.do(method, path, c.body, c.header...)
+			if code != c.status {
+				t.Fatalf("status %d, want %d; body %s", code, c.status, b)
+			}
+			if ct := hdr.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+			var e struct {
+				Error struct {
+					Message string `json:"message"`
+					Type    string `json:"type"`
+					Param   string `json:"param"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatalf("error body %s: %v", b, err)
+			}
+			if !strings.Contains(e.Error.Message, c.want) {
+				t.Errorf("message %q does not say %q", e.Error.Message, c.want)
+			}
+			if e.Error.Type == "" {
+				t.Errorf("no error type in %s", b)
+			}
+			if c.param != "" && e.Error.Param != c.param {
+				t.Errorf("param %q, want %q", e.Error.Param, c.param)
+			}
+			if code == 405 && hdr.Get("Allow") == "" {
+				t.Error("405 without Allow")
+			}
+		})
+	}
+	// The server still works, and no bad request left anything behind.
+	h.generate(`{"prompt": "still alive", "max_tokens": 2}`)
+	h.checkDrained()
+}
+
+func TestAdminDisabled(t *testing.T) {
+	h := newHarness(t, withServer(func(c *Config) { c.AdminToken = "" }))
+	for _, p := range []string{"/v1/cache", "/v1/cache/prefixes"} {
+		code, b, _ := h.do("GET", p, "", "Authorization", "Bearer anything")
+		if code != 403 || !strings.Contains(string(b), "admin disabled") {
+			t.Errorf("%s: %d %s", p, code, b)
+		}
+	}
+}
+
+func TestPanicIsA500(t *testing.T) {
+	h := newHarness(t)
+	// Called directly: the route table is not changed under the listener.
+	h.srv.routes["/boom"] = &route{name: "/boom", allow: "GET", methods: map[string]fasthttp.RequestHandler{
+		"GET": func(*fasthttp.RequestCtx) { panic("boom") },
+	}}
+	var ctx fasthttp.RequestCtx
+	ctx.Request.SetRequestURI("/boom")
+	h.srv.Handler()(&ctx)
+	if code, b := ctx.Response.StatusCode(), ctx.Response.Body(); code != 500 || !strings.Contains(string(b), `"internal error"`) {
+		t.Errorf("%d %s", code, b)
+	}
+}

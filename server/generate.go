@@ -1,0 +1,374 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"math"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"prefixd/engine"
+)
+
+// Limits on what one request may list.
+const (
+	maxStopStrings = 16
+	maxStopBytes   = 256
+	maxStopIDs     = 64
+)
+
+// limits returns the request limits now in force.
+func (s *Server) limits() limits {
+	lim := limits{
+		vocab:        s.ecfg.Model.VocabSize(),
+		maxModelLen:  s.ecfg.MaxModelLen,
+		maxPrompt:    s.cfg.MaxPromptTokens,
+		maxTokens:    s.cfg.MaxTokens,
+		defaultMax:   s.cfg.DefaultMaxTokens,
+		maxBeam:      s.ecfg.MaxBeamWidth,
+		maxStops:     maxStopStrings,
+		maxStopBytes: maxStopBytes,
+		maxStopIDs:   maxStopIDs,
+		maxTTL:       s.eng.Stats().MaxTTL,
+		bos:          -1,
+	}
+	if s.cfg.Tokenizer != nil {
+		lim.haveTokenizer = true
+		lim.bos = s.cfg.Tokenizer.BOS()
+	}
+	return lim
+}
+
+// encoder returns the tokenizer as an Encoder, nil when there is none.
+func (s *Server) encoder() Encoder {
+	if s.cfg.Tokenizer == nil {
+		return nil
+	}
+	return s.cfg.Tokenizer
+}
+
+// usageJSON is the native API's usage object.
+type usageJSON struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CachedTokens     int `json:"cached_tokens"`
+	HostCachedTokens int `json:"host_cached_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	PrefillTokens    int `json:"prefill_tokens"`
+	Preemptions      int `json:"preemptions"`
+}
+
+func toUsage(u engine.Usage) usageJSON {
+	return usageJSON{u.PromptTokens, u.CachedTokens, u.HostCachedTokens, u.CompletionTokens, u.PrefillTokens, u.Preemptions}
+}
+
+// timingJSON is a request's latency, in milliseconds.
+type timingJSON struct {
+	QueueMs   float64 `json:"queue_ms"`
+	TTFTMs    float64 `json:"ttft_ms"`
+	TotalMs   float64 `json:"total_ms"`
+	ITLMsMean float64 `json:"itl_ms_mean"`
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+
+func toTiming(t engine.Timing) timingJSON {
+	var sum time.Duration
+	for _, d := range t.InterTokens {
+		sum += d
+	}
+	var mean time.Duration
+	if n := len(t.InterTokens); n > 0 {
+		mean = sum / time.Duration(n)
+	}
+	return timingJSON{ms(t.Queue), ms(t.FirstToken), ms(t.Total), ms(mean)}
+}
+
+// generateResponse is the body of a /generate response.
+type generateResponse struct {
+	ID           string     `json:"id"`
+	Text         string     `json:"text"`
+	IDs          []int32    `json:"ids"`
+	FinishReason string     `json:"finish_reason"`
+	Usage        usageJSON  `json:"usage"`
+	Timing       timingJSON `json:"timing"`
+}
+
+// tokenEvent is one token of a /generate_stream response.
+type tokenEvent struct {
+	ID   int32  `json:"id"`
+	Text string `json:"text"`
+}
+
+// finalEvent ends a /generate_stream response. Text is whatever was held
+// back from the token events (the tail of a possible stop string or of a
+// UTF-8 sequence).
+type finalEvent struct {
+	Text         string     `json:"text"`
+	FinishReason string     `json:"finish_reason"`
+	Usage        usageJSON  `json:"usage"`
+	Timing       timingJSON `json:"timing"`
+	Error        *apiError  `json:"error,omitempty"`
+}
+
+// parseGenerate decodes and validates a /generate body.
+func (s *Server) parseGenerate(ctx *fasthttp.RequestCtx) (engine.Request, *apiError) {
+	var g generateRequest
+	if err := decodeStrict(ctx.PostBody(), &g); err != nil {
+		return engine.Request{}, err
+	}
+	req, err := g.toEngine(s.encoder(), s.limits())
+	req.Namespace = namespace(ctx)
+	return req, err
+}
+
+// submit queues req under a context that outlives the RequestCtx: the
+// caller must call cancel once it no longer wants the result.
+func (s *Server) submit(req engine.Request) (*engine.Stream, context.CancelFunc, error) {
+	rctx, cancel := context.WithCancel(s.base)
+	st, err := s.eng.Submit(rctx, req)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return st, cancel, nil
+}
+
+// resultError is the error a finished request reports, if any.
+func resultError(res *engine.Result) *apiError {
+	switch res.Finish {
+	case engine.FinishError:
+		msg := "generation failed"
+		if res.Err != nil {
+			msg += ": " + res.Err.Error()
+		}
+		return &apiError{Status: 500, Type: typeServer, Message: msg}
+	case engine.FinishCancelled:
+		// The server's own context only ends when a drain runs out of time.
+		return &apiError{Status: 503, Type: typeUnavailable, Message: "the request was cancelled: the server is shutting down"}
+	}
+	return nil
+}
+
+func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx) {
+	req, aerr := s.parseGenerate(ctx)
+	if aerr != nil {
+		s.writeError(ctx, aerr)
+		return
+	}
+	st, cancel, err := s.submit(req)
+	if err != nil {
+		s.writeSubmitError(ctx, err)
+		return
+	}
+	defer cancel()
+	res := st.Result()
+	if e := resultError(&res); e != nil {
+		s.writeError(ctx, e)
+		return
+	}
+	id := newID("gen-")
+	ctx.Response.Header.Set("X-Request-Id", id)
+	s.writeJSON(ctx, 200, generateResponse{
+		ID:           id,
+		Text:         wholeText(s.cfg.Tokenizer, req.StopStrings, res.Tokens),
+		IDs:          nonNil(res.Tokens),
+		FinishReason: string(res.Finish),
+		Usage:        toUsage(res.Usage),
+		Timing:       toTiming(res.Timing),
+	})
+}
+
+func nonNil(ids []int32) []int32 {
+	if ids == nil {
+		return []int32{}
+	}
+	return ids
+}
+
+func (s *Server) handleGenerateStream(ctx *fasthttp.RequestCtx) {
+	req, aerr := s.parseGenerate(ctx)
+	if aerr != nil {
+		s.writeError(ctx, aerr)
+		return
+	}
+	st, cancel, err := s.submit(req)
+	if err != nil {
+		s.writeSubmitError(ctx, err)
+		return
+	}
+	id := newID("gen-")
+	s.streamSSE(ctx, id, st, cancel, req.StopStrings, sseFormat{
+		token: func(tok int32, text string) any { return tokenEvent{ID: tok, Text: text} },
+		final: func(res *engine.Result, rest string) any {
+			return finalEvent{Text: rest, FinishReason: string(res.Finish), Usage: toUsage(res.Usage),
+				Timing: toTiming(res.Timing), Error: resultError(res)}
+		},
+	})
+}
+
+// sseFormat shapes a stream's events; token returning nil sends no event.
+type sseFormat struct {
+	token func(tok int32, text string) any
+	final func(res *engine.Result, rest string) any
+}
+
+// streamSSE answers with server-sent events: one per token, a final one,
+// then [DONE]. The events are written by a goroutine fasthttp starts; a
+// failed write means the client is gone, and cancels the request so its
+// blocks are freed at the engine's next iteration. Comments are sent while
+// no token comes, so a client that leaves while its request is queued is
+// noticed too.
+func (s *Server) streamSSE(ctx *fasthttp.RequestCtx, id string, st *engine.Stream, cancel context.CancelFunc, stops []string, f sseFormat) {
+	ctx.SetStatusCode(200)
+	ctx.SetContentType("text/event-stream")
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.Response.Header.Set("X-Accel-Buffering", "no")
+	ctx.Response.Header.Set("X-Request-Id", id)
+	tok, keepAlive, log := s.cfg.Tokenizer, s.cfg.KeepAlive, s.log
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer cancel()
+		// An opening comment sends the headers at once, before the first
+		// token (fasthttp writes them with the first chunk).
+		w.WriteString(": stream " + id + "\n\n")
+		if w.Flush() != nil {
+			return
+		}
+		tb := newTextBuilder(tok, stops)
+		tick := time.NewTicker(keepAlive)
+		defer tick.Stop()
+		for {
+			select {
+			case t, ok := <-st.Tokens:
+				if !ok {
+					res := st.Result()
+					if writeEvent(w, f.final(&res, tb.finish())) != nil {
+						return
+					}
+					w.WriteString("data: [DONE]\n\n")
+					w.Flush()
+					return
+				}
+				if ev := f.token(t.ID, tb.add(t.ID)); ev != nil {
+					if writeEvent(w, ev) != nil {
+						log.Debug("stream client gone", "id", id)
+						return
+					}
+				}
+				// Flush only when caught up: a burst of tokens (a beam
+				// result, or a slow reader) goes out in one write.
+				if len(st.Tokens) == 0 && w.Flush() != nil {
+					log.Debug("stream client gone", "id", id)
+					return
+				}
+			case <-tick.C:
+				w.WriteString(": keep-alive\n\n")
+				if w.Flush() != nil {
+					log.Debug("stream client gone", "id", id)
+					return
+				}
+			}
+		}
+	})
+}
+
+// writeEvent writes one "data:" event.
+func writeEvent(w *bufio.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.WriteString("data: ")
+	w.Write(b)
+	_, err = w.WriteString("\n\n")
+	return err
+}
+
+// OpenAI completion objects.
+type (
+	completionChoice struct {
+		Text         string  `json:"text"`
+		Index        int     `json:"index"`
+		Logprobs     any     `json:"logprobs"`
+		FinishReason *string `json:"finish_reason"`
+	}
+	promptDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	}
+	completionUsage struct {
+		PromptTokens        int           `json:"prompt_tokens"`
+		CompletionTokens    int           `json:"completion_tokens"`
+		TotalTokens         int           `json:"total_tokens"`
+		PromptTokensDetails promptDetails `json:"prompt_tokens_details"`
+	}
+	completionResponse struct {
+		ID      string             `json:"id"`
+		Object  string             `json:"object"`
+		Created int64              `json:"created"`
+		Model   string             `json:"model"`
+		Choices []completionChoice `json:"choices"`
+		Usage   *completionUsage   `json:"usage,omitempty"`
+	}
+)
+
+func openAIUsage(u engine.Usage) *completionUsage {
+	return &completionUsage{u.PromptTokens, u.CompletionTokens, u.PromptTokens + u.CompletionTokens, promptDetails{u.CachedTokens}}
+}
+
+func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
+	var c completionRequest
+	if err := decodeStrict(ctx.PostBody(), &c); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if c.Model != "" && c.Model != s.cfg.ModelName {
+		s.writeError(ctx, &apiError{Status: 404, Type: typeNotFound, Param: "model",
+			Message: "model " + c.Model + " does not exist; this server serves " + s.cfg.ModelName})
+		return
+	}
+	req, aerr := c.toEngine(s.encoder(), s.limits())
+	if aerr != nil {
+		s.writeError(ctx, aerr)
+		return
+	}
+	req.Namespace = namespace(ctx)
+	st, cancel, err := s.submit(req)
+	if err != nil {
+		s.writeSubmitError(ctx, err)
+		return
+	}
+	id, created, name := newID("cmpl-"), time.Now().Unix(), s.cfg.ModelName
+	chunk := func(text string, finish *string) completionResponse {
+		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: name,
+			Choices: []completionChoice{{Text: text, FinishReason: finish}}}
+	}
+	if c.Stream {
+		s.streamSSE(ctx, id, st, cancel, req.StopStrings, sseFormat{
+			token: func(_ int32, text string) any {
+				if text == "" {
+					return nil
+				}
+				return chunk(text, nil)
+			},
+			final: func(res *engine.Result, rest string) any {
+				reason := string(res.Finish)
+				r := chunk(rest, &reason)
+				r.Usage = openAIUsage(res.Usage)
+				return r
+			},
+		})
+		return
+	}
+	defer cancel()
+	res := st.Result()
+	if e := resultError(&res); e != nil {
+		s.writeError(ctx, e)
+		return
+	}
+	reason := string(res.Finish)
+	r := chunk(wholeText(s.cfg.Tokenizer, req.StopStrings, res.Tokens), &reason)
+	r.Usage = openAIUsage(res.Usage)
+	ctx.Response.Header.Set("X-Request-Id", id)
+	s.writeJSON(ctx, 200, r)
+}

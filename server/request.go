@@ -1,0 +1,436 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"prefixd/engine"
+)
+
+// apiError is a client-visible error: an HTTP status and a message saying
+// what is wrong, and for which field. It is the body's "error" object.
+type apiError struct {
+	Status  int    `json:"-"`
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   string `json:"param,omitempty"`
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+// Error types, as OpenAI-style clients expect in error.type.
+const (
+	typeInvalid     = "invalid_request_error"
+	typeAuth        = "authentication_error"
+	typePermission  = "permission_error"
+	typeNotFound    = "not_found_error"
+	typeConflict    = "conflict_error"
+	typeRateLimit   = "rate_limit_error"
+	typeUnavailable = "unavailable_error"
+	typeServer      = "server_error"
+)
+
+func badRequest(param, format string, args ...any) *apiError {
+	return &apiError{Status: 400, Type: typeInvalid, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// fieldError is a decoding error that knows its field.
+type fieldError struct{ param, msg string }
+
+func (e *fieldError) Error() string { return e.msg }
+
+// stopList accepts a JSON string or an array of strings.
+type stopList []string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (s *stopList) UnmarshalJSON(b []byte) error {
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte(`"`)) {
+		var one string
+		if err := json.Unmarshal(b, &one); err != nil {
+			return &fieldError{"stop", "stop must be a string or an array of strings"}
+		}
+		*s = stopList{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return &fieldError{"stop", "stop must be a string or an array of strings"}
+	}
+	*s = many
+	return nil
+}
+
+// cacheParams is a request's say over the prefix cache.
+type cacheParams struct {
+	TTL      *string `json:"ttl"`      // a Go duration: "30s", "5m"
+	Priority *int32  `json:"priority"` // higher is kept longer under memory pressure
+	Enabled  *bool   `json:"enabled"`  // false: neither read nor write the cache
+}
+
+// generateRequest is the body of POST /generate and /generate_stream.
+type generateRequest struct {
+	Prompt        *string      `json:"prompt"`
+	PromptIDs     []int32      `json:"prompt_ids"`
+	MaxTokens     *int         `json:"max_tokens"`
+	Temperature   *float32     `json:"temperature"`
+	TopP          *float32     `json:"top_p"`
+	TopK          *int         `json:"top_k"`
+	Seed          *uint64      `json:"seed"`
+	Stop          stopList     `json:"stop"`
+	StopIDs       []int32      `json:"stop_ids"`
+	IgnoreEOS     bool         `json:"ignore_eos"`
+	BeamWidth     *int         `json:"beam_width"`
+	LengthPenalty *float32     `json:"length_penalty"`
+	Cache         *cacheParams `json:"cache"`
+}
+
+// completionRequest is the body of POST /v1/completions: the OpenAI fields
+// prefixd supports. Any other field is refused by name.
+type completionRequest struct {
+	Model       string          `json:"model"`
+	Prompt      json.RawMessage `json:"prompt"`
+	MaxTokens   *int            `json:"max_tokens"`
+	Temperature *float32        `json:"temperature"`
+	TopP        *float32        `json:"top_p"`
+	N           *int            `json:"n"`
+	Stop        stopList        `json:"stop"`
+	Stream      bool            `json:"stream"`
+	Seed        *uint64         `json:"seed"`
+	User        string          `json:"user"`
+}
+
+// decodeStrict decodes exactly one JSON object into v, refusing unknown
+// fields and trailing data, and names the offending field on type errors.
+func decodeStrict(body []byte, v any) *apiError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("", "request body is empty: send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		var fe *fieldError
+		switch {
+		case errors.As(err, &fe):
+			return badRequest(fe.param, "%s", fe.msg)
+		case errors.As(err, &syn):
+			return badRequest("", "invalid JSON at byte %d: %v", syn.Offset, err)
+		case errors.As(err, &typ):
+			if typ.Field == "" {
+				return badRequest("", "the request body must be a JSON object, got %s", typ.Value)
+			}
+			return badRequest(typ.Field, "field %q must be %s, got %s", typ.Field, jsonType(typ.Type.String()), typ.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return badRequest(field, "unknown field %q", field)
+		case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+			return badRequest("", "invalid JSON: unexpected end of input")
+		}
+		return badRequest("", "invalid request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
+		return badRequest("", "invalid JSON: data after the object")
+	}
+	return nil
+}
+
+// jsonType names a Go type the way an API user thinks of it.
+func jsonType(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "an array of " + jsonType(goType[2:])
+	case strings.HasPrefix(goType, "*"):
+		return jsonType(goType[1:])
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case goType == "int32":
+		return "a 32-bit integer"
+	case goType == "uint64":
+		return "a non-negative integer"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	}
+	return "an object"
+}
+
+// limits bound what a request may ask for. They come from the server's
+// configuration and the engine's, read per request (the maximum TTL can
+// change at run time).
+type limits struct {
+	vocab         int
+	maxModelLen   int // prompt + output
+	maxPrompt     int // prompt tokens
+	maxTokens     int // output tokens
+	defaultMax    int // output tokens when max_tokens is absent
+	maxBeam       int
+	maxStops      int // stop strings per request
+	maxStopBytes  int // bytes per stop string
+	maxStopIDs    int
+	maxTTL        time.Duration
+	bos           int32 // prepended to text prompts when >= 0
+	haveTokenizer bool
+}
+
+// Encoder turns text into token IDs, without BOS.
+type Encoder interface {
+	Encode(text string) []int32
+}
+
+// encodePrompt tokenizes a text prompt the way generation does: BOS, when
+// the model has one, then the text's tokens.
+func encodePrompt(tok Encoder, text string, bos int32) []int32 {
+	ids := tok.Encode(text)
+	if bos < 0 {
+		return ids
+	}
+	return append([]int32{bos}, ids...)
+}
+
+// toEngine validates a generate request and builds the engine request.
+// The namespace is the caller's, set by the handler.
+func (g *generateRequest) toEngine(tok Encoder, lim limits) (engine.Request, *apiError) {
+	var req engine.Request
+	switch {
+	case g.Prompt != nil && g.PromptIDs != nil:
+		return req, badRequest("prompt", "send either prompt or prompt_ids, not both")
+	case g.Prompt != nil:
+		if *g.Prompt == "" {
+			return req, badRequest("prompt", "prompt is empty")
+		}
+		if tok == nil || !lim.haveTokenizer {
+			return req, badRequest("prompt", "this model has no tokenizer: send prompt_ids")
+		}
+		// A byte is at least one token, or less than one for merged
+		// vocabularies; refuse hopeless prompts before tokenizing them.
+		if len(*g.Prompt) > 8*lim.maxPrompt {
+			return req, badRequest("prompt", "prompt is %d bytes, far above the limit of %d tokens", len(*g.Prompt), lim.maxPrompt)
+		}
+		req.Prompt = encodePrompt(tok, *g.Prompt, lim.bos)
+	case g.PromptIDs != nil:
+		req.Prompt = g.PromptIDs
+	default:
+		return req, badRequest("prompt", "prompt or prompt_ids is required")
+	}
+	if err := checkPrompt(req.Prompt, g.Prompt == nil, lim); err != nil {
+		return req, err
+	}
+	var err *apiError
+	if req.MaxTokens, err = maxTokens(g.MaxTokens, len(req.Prompt), lim); err != nil {
+		return req, err
+	}
+	if req.Sampling, err = sampling(g.Temperature, g.TopP, g.TopK, g.Seed); err != nil {
+		return req, err
+	}
+	if err := checkStops(g.Stop, lim); err != nil {
+		return req, err
+	}
+	req.StopStrings = g.Stop
+	if len(g.StopIDs) > lim.maxStopIDs {
+		return req, badRequest("stop_ids", "at most %d stop_ids, got %d", lim.maxStopIDs, len(g.StopIDs))
+	}
+	for _, id := range g.StopIDs {
+		if id < 0 || int(id) >= lim.vocab {
+			return req, badRequest("stop_ids", "stop id %d is outside the vocabulary [0, %d)", id, lim.vocab)
+		}
+	}
+	req.StopTokens = g.StopIDs
+	req.IgnoreEOS = g.IgnoreEOS
+	if g.BeamWidth != nil {
+		w := *g.BeamWidth
+		if w < 1 || w > lim.maxBeam {
+			return req, badRequest("beam_width", "beam_width must be in [1, %d], got %d", lim.maxBeam, w)
+		}
+		if w > 1 && req.Sampling.Temperature != 0 {
+			return req, badRequest("beam_width", "beam search is deterministic: leave temperature at 0")
+		}
+		req.Beam.Width = w
+		req.Beam.LengthPenalty = 1
+	}
+	if g.LengthPenalty != nil {
+		if req.Beam.Width <= 1 {
+			return req, badRequest("length_penalty", "length_penalty applies to beam search: set beam_width > 1")
+		}
+		if lp := *g.LengthPenalty; !(lp >= 0 && lp <= 10) {
+			return req, badRequest("length_penalty", "length_penalty must be in [0, 10], got %v", lp)
+		}
+		req.Beam.LengthPenalty = *g.LengthPenalty
+	}
+	if g.Cache != nil {
+		if req.Cache, err = cacheControl(g.Cache, lim); err != nil {
+			return req, err
+		}
+	}
+	return req, nil
+}
+
+func checkPrompt(ids []int32, fromIDs bool, lim limits) *apiError {
+	param := "prompt"
+	if fromIDs {
+		param = "prompt_ids"
+	}
+	switch {
+	case len(ids) == 0:
+		return badRequest(param, "prompt is empty")
+	case len(ids) > lim.maxPrompt:
+		return badRequest(param, "prompt is %d tokens, the limit is %d", len(ids), lim.maxPrompt)
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= lim.vocab {
+			return badRequest(param, "token %d at position %d is outside the vocabulary [0, %d)", id, i, lim.vocab)
+		}
+	}
+	return nil
+}
+
+// maxTokens resolves max_tokens: absent means the default, cut to the room
+// the prompt leaves.
+func maxTokens(v *int, promptLen int, lim limits) (int, *apiError) {
+	room := lim.maxModelLen - promptLen
+	if v == nil {
+		if room <= 0 {
+			return 0, badRequest("prompt", "prompt is %d tokens and leaves no room in the model's %d positions", promptLen, lim.maxModelLen)
+		}
+		return min(lim.defaultMax, lim.maxTokens, room), nil
+	}
+	n := *v
+	switch {
+	case n <= 0 || n > lim.maxTokens:
+		return 0, badRequest("max_tokens", "max_tokens must be in [1, %d], got %d", lim.maxTokens, n)
+	case n > room:
+		return 0, badRequest("max_tokens", "prompt (%d tokens) + max_tokens (%d) exceeds the model's maximum length %d",
+			promptLen, n, lim.maxModelLen)
+	}
+	return n, nil
+}
+
+func sampling(temp, topP *float32, topK *int, seed *uint64) (engine.Sampling, *apiError) {
+	var s engine.Sampling
+	if temp != nil {
+		if t := *temp; !(t >= 0 && t <= 2) {
+			return s, badRequest("temperature", "temperature must be in [0, 2], got %v", t)
+		}
+		s.Temperature = *temp
+	}
+	if topP != nil {
+		if p := *topP; !(p > 0 && p <= 1) {
+			return s, badRequest("top_p", "top_p must be in (0, 1], got %v", p)
+		}
+		s.TopP = *topP
+	}
+	if topK != nil {
+		if *topK < 0 {
+			return s, badRequest("top_k", "top_k must be >= 0 (0: no cut), got %d", *topK)
+		}
+		s.TopK = *topK
+	}
+	switch {
+	case seed != nil:
+		s.Seed = *seed
+	case s.Temperature > 0:
+		// Without a seed, sampled requests differ run to run, as callers
+		// of OpenAI-style APIs expect.
+		s.Seed = rand.Uint64()
+	}
+	return s, nil
+}
+
+func checkStops(stops []string, lim limits) *apiError {
+	if len(stops) == 0 {
+		return nil
+	}
+	if !lim.haveTokenizer {
+		return badRequest("stop", "this model has no tokenizer: use stop_ids")
+	}
+	if len(stops) > lim.maxStops {
+		return badRequest("stop", "at most %d stop strings, got %d", lim.maxStops, len(stops))
+	}
+	for _, s := range stops {
+		switch {
+		case s == "":
+			return badRequest("stop", "stop strings must not be empty")
+		case len(s) > lim.maxStopBytes:
+			return badRequest("stop", "a stop string is %d bytes, the limit is %d", len(s), lim.maxStopBytes)
+		}
+	}
+	return nil
+}
+
+func cacheControl(c *cacheParams, lim limits) (engine.Cache, *apiError) {
+	var out engine.Cache
+	if c.TTL != nil {
+		d, err := time.ParseDuration(*c.TTL)
+		if err != nil {
+			return out, badRequest("cache.ttl", "cache.ttl %q is not a duration like \"30s\" or \"5m\"", *c.TTL)
+		}
+		if d <= 0 || d > lim.maxTTL {
+			return out, badRequest("cache.ttl", "cache.ttl must be in (0, %v], got %v", lim.maxTTL, d)
+		}
+		out.TTL = d
+	}
+	if c.Priority != nil {
+		out.Priority = *c.Priority
+	}
+	if c.Enabled != nil {
+		out.Disabled = !*c.Enabled
+	}
+	return out, nil
+}
+
+// OpenAI's defaults for the fields a completion request may leave out.
+const (
+	openAIMaxTokens   = 16
+	openAITemperature = 1
+	openAIMaxStops    = 4
+)
+
+// toEngine validates an OpenAI completion request.
+func (c *completionRequest) toEngine(tok Encoder, lim limits) (engine.Request, *apiError) {
+	var g generateRequest
+	if len(c.Prompt) == 0 || string(c.Prompt) == "null" {
+		return engine.Request{}, badRequest("prompt", "prompt is required")
+	}
+	var text string
+	var one []string
+	var ids []int32
+	switch {
+	case json.Unmarshal(c.Prompt, &text) == nil:
+		g.Prompt = &text
+	case json.Unmarshal(c.Prompt, &ids) == nil:
+		g.PromptIDs = ids
+		if ids == nil { // the empty array
+			g.PromptIDs = []int32{}
+		}
+	case json.Unmarshal(c.Prompt, &one) == nil && len(one) == 1:
+		g.Prompt = &one[0]
+	case json.Unmarshal(c.Prompt, &one) == nil:
+		return engine.Request{}, badRequest("prompt", "a batch of %d prompts is not supported: send one", len(one))
+	default:
+		return engine.Request{}, badRequest("prompt", "prompt must be a string, an array of one string, or an array of token ids")
+	}
+	if c.N != nil && *c.N != 1 {
+		return engine.Request{}, badRequest("n", "only n=1 is supported, got %d", *c.N)
+	}
+	if len(c.Stop) > openAIMaxStops {
+		return engine.Request{}, badRequest("stop", "at most %d stop sequences, got %d", openAIMaxStops, len(c.Stop))
+	}
+	g.MaxTokens, g.Temperature, g.TopP, g.Seed, g.Stop = c.MaxTokens, c.Temperature, c.TopP, c.Seed, c.Stop
+	if g.MaxTokens == nil {
+		lim.defaultMax = openAIMaxTokens
+	}
+	if g.Temperature == nil {
+		t := float32(openAITemperature)
+		g.Temperature = &t
+	}
+	return g.toEngine(tok, lim)
+}

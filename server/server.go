@@ -1,0 +1,466 @@
+// Package server is prefixd's HTTP face: generation endpoints (a native
+// JSON API, server-sent-event streaming and an OpenAI-compatible
+// completions API), cache administration, health checks and Prometheus
+// metrics, served with fasthttp over one engine.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"prefixd/engine"
+)
+
+// Tokenizer is what the server needs from a model's vocabulary;
+// model.Tokenizer implements it.
+type Tokenizer interface {
+	// Encode tokenizes text, without BOS.
+	Encode(text string) []int32
+	// AppendPiece appends the bytes token id adds to a text.
+	AppendPiece(dst []byte, id int32) []byte
+	// BOS is the beginning-of-sequence token, -1 if none.
+	BOS() int32
+}
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	// Engine serves the requests; required. The Server owns it from New
+	// on: Shutdown closes it.
+	Engine *engine.Engine
+	// Tokenizer encodes text prompts and decodes output; nil for a model
+	// without a vocabulary (then only prompt_ids and stop_ids work). It
+	// must be the engine's.
+	Tokenizer Tokenizer
+	// ModelName is the model's id in /v1/models and completion responses;
+	// default "prefixd".
+	ModelName string
+	// AdminToken guards the /v1/cache endpoints (Authorization: Bearer);
+	// empty disables them (403).
+	AdminToken string
+	// APIKeys maps each API key to its tenant's cache namespace. With keys,
+	// generation needs one (401 otherwise); without, every request shares
+	// the namespace "".
+	APIKeys map[string]string
+	// MaxBodyBytes bounds a request body; default 1 MiB.
+	MaxBodyBytes int
+	// MaxPromptTokens bounds a prompt; default and cap: the engine's
+	// MaxModelLen - 1.
+	MaxPromptTokens int
+	// MaxTokens bounds a request's max_tokens; default and cap: the
+	// engine's MaxModelLen - 1.
+	MaxTokens int
+	// DefaultMaxTokens applies to /generate requests without max_tokens;
+	// default 64 (OpenAI completions default to 16).
+	DefaultMaxTokens int
+	// KeepAlive is the interval of SSE comments sent while a stream waits
+	// for tokens, so a gone client is noticed (and its request cancelled)
+	// even while queued; default 5 s.
+	KeepAlive time.Duration
+	// ReadTimeout bounds reading one request; IdleTimeout, a keep-alive
+	// connection's wait for the next. Defaults 30 s and 2 min. Responses
+	// have no write timeout: a stream lasts as long as its generation.
+	ReadTimeout, IdleTimeout time.Duration
+	// Metrics receives the engine's measurements: pass the same Metrics as
+	// the engine's Config.Observer and Config.Samples. Default: a fresh
+	// Metrics, whose histograms then stay empty.
+	Metrics *Metrics
+	// Logger receives request errors and lifecycle events; default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves one engine over HTTP. It is safe for concurrent use.
+type Server struct {
+	cfg     Config
+	eng     *engine.Engine
+	ecfg    engine.Config
+	log     *slog.Logger
+	metrics *Metrics
+	srv     *fasthttp.Server
+	routes  map[string]*route
+	handler fasthttp.RequestHandler
+
+	// base is the parent of every request's context: not the RequestCtx,
+	// whose Done fires when shutdown begins, before in-flight requests
+	// have drained. It ends after the drain.
+	base     context.Context
+	stopBase context.CancelFunc
+	draining atomic.Bool
+	created  int64 // Unix seconds, for /v1/models
+}
+
+// New builds a Server over cfg.Engine.
+func New(cfg Config) (*Server, error) {
+	if cfg.Engine == nil {
+		return nil, errors.New("server: Config.Engine is required")
+	}
+	ecfg := cfg.Engine.Config()
+	longest := ecfg.MaxModelLen - 1
+	for _, f := range []struct {
+		v    *int
+		def  int
+		max  int
+		name string
+	}{
+		{&cfg.MaxBodyBytes, 1 << 20, 1 << 30, "MaxBodyBytes"},
+		{&cfg.MaxPromptTokens, longest, longest, "MaxPromptTokens"},
+		{&cfg.MaxTokens, longest, longest, "MaxTokens"},
+		{&cfg.DefaultMaxTokens, 64, longest, "DefaultMaxTokens"},
+	} {
+		switch {
+		case *f.v == 0:
+			*f.v = f.def
+		case *f.v < 0:
+			return nil, fmt.Errorf("server: Config.%s must be positive, got %d", f.name, *f.v)
+		}
+		*f.v = min(*f.v, f.max)
+	}
+	for _, f := range []struct {
+		v    *time.Duration
+		def  time.Duration
+		name string
+	}{
+		{&cfg.KeepAlive, 5 * time.Second, "KeepAlive"},
+		{&cfg.ReadTimeout, 30 * time.Second, "ReadTimeout"},
+		{&cfg.IdleTimeout, 2 * time.Minute, "IdleTimeout"},
+	} {
+		switch {
+		case *f.v == 0:
+			*f.v = f.def
+		case *f.v < 0:
+			return nil, fmt.Errorf("server: Config.%s must be positive, got %v", f.name, *f.v)
+		}
+	}
+	if cfg.ModelName == "" {
+		cfg.ModelName = "prefixd"
+	}
+	for k := range cfg.APIKeys {
+		if k == "" {
+			return nil, errors.New("server: Config.APIKeys has an empty key")
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	s := &Server{cfg: cfg, eng: cfg.Engine, ecfg: ecfg, log: cfg.Logger, metrics: cfg.Metrics, created: time.Now().Unix()}
+	s.base, s.stopBase = context.WithCancel(context.Background())
+	if err := s.metrics.bind(s); err != nil {
+		return nil, err
+	}
+	s.routes = s.buildRoutes()
+	s.handler = s.serveHTTP
+	s.srv = &fasthttp.Server{
+		Handler:                      s.handler,
+		ErrorHandler:                 s.parseError,
+		Name:                         "prefixd",
+		MaxRequestBodySize:           cfg.MaxBodyBytes,
+		ReadTimeout:                  cfg.ReadTimeout,
+		IdleTimeout:                  cfg.IdleTimeout,
+		CloseOnShutdown:              true,
+		NoDefaultContentType:         true,
+		TCPKeepalive:                 true,
+		DisablePreParseMultipartForm: true,
+		Logger:                       fasthttpLogger{s.log},
+	}
+	return s, nil
+}
+
+// Handler returns the request handler, for tests and embedding.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handler }
+
+// Serve accepts connections on ln until Shutdown. It returns nil after a
+// Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.srv.Serve(ln)
+	if s.draining.Load() {
+		return nil
+	}
+	return err
+}
+
+// Shutdown drains the server: /readyz turns 503, listeners close, new
+// generation requests get 503, and in-flight ones run to completion until
+// ctx ends, when the engine cancels what remains. It closes the engine.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	engDone := make(chan error, 1)
+	go func() { engDone <- s.eng.Close(ctx) }()
+	httpErr := s.srv.ShutdownWithContext(ctx)
+	engErr := <-engDone
+	s.stopBase()
+	if httpErr != nil {
+		return fmt.Errorf("server: shutdown: %w", httpErr)
+	}
+	if engErr != nil {
+		return fmt.Errorf("server: draining the engine: %w", engErr)
+	}
+	return nil
+}
+
+// Draining reports whether Shutdown has begun.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// route is one path's handlers by method.
+type route struct {
+	name    string // metric label
+	methods map[string]fasthttp.RequestHandler
+	allow   string
+}
+
+func (s *Server) buildRoutes() map[string]*route {
+	routes := map[string]*route{}
+	add := func(path, method string, h fasthttp.RequestHandler) {
+		r := routes[path]
+		if r == nil {
+			r = &route{name: path, methods: map[string]fasthttp.RequestHandler{}}
+			routes[path] = r
+		}
+		r.methods[method] = h
+		ms := make([]string, 0, len(r.methods))
+		for m := range r.methods {
+			ms = append(ms, m)
+		}
+		slices.Sort(ms)
+		r.allow = strings.Join(ms, ", ")
+	}
+	add("/generate", "POST", s.tenant(s.handleGenerate))
+	add("/generate_stream", "POST", s.tenant(s.handleGenerateStream))
+	add("/v1/completions", "POST", s.tenant(s.handleCompletions))
+	add("/v1/models", "GET", s.tenant(s.handleModels))
+	add("/metrics", "GET", s.metrics.handler())
+	add("/healthz", "GET", s.handleHealthz)
+	add("/readyz", "GET", s.handleReadyz)
+	add("/v1/cache", "GET", s.admin(s.handleCacheStats))
+	add("/v1/cache/prefixes", "GET", s.admin(s.handleCachePrefixes))
+	add("/v1/cache/flush", "POST", s.admin(s.handleCacheFlush))
+	add("/v1/cache/pin", "POST", s.admin(s.handleCachePin))
+	add("/v1/cache/unpin", "POST", s.admin(s.handleCacheUnpin))
+	add("/v1/cache/ttl", "PUT", s.admin(s.handleCacheTTL))
+	return routes
+}
+
+// serveHTTP routes a request, turning a panic into a logged 500.
+func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
+	r := s.routes[string(ctx.Path())]
+	label := "other"
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("handler panic", "path", string(ctx.Path()), "panic", p, "stack", string(debug.Stack()))
+			ctx.Response.Reset()
+			s.writeError(ctx, &apiError{Status: 500, Type: typeServer, Message: "internal error"})
+		}
+		s.metrics.httpRequest(label, ctx.Response.StatusCode())
+	}()
+	if r == nil {
+		s.writeError(ctx, &apiError{Status: 404, Type: typeNotFound, Message: fmt.Sprintf("no endpoint %s", ctx.Path())})
+		return
+	}
+	label = r.name
+	h := r.methods[string(ctx.Method())]
+	if h == nil {
+		ctx.Response.Header.Set("Allow", r.allow)
+		s.writeError(ctx, &apiError{Status: 405, Type: typeInvalid,
+			Message: fmt.Sprintf("method %s not allowed on %s; allowed: %s", ctx.Method(), r.name, r.allow)})
+		return
+	}
+	// Handler() may be called without the fasthttp server's own limit.
+	if len(ctx.Request.Body()) > s.cfg.MaxBodyBytes {
+		s.writeError(ctx, tooLarge(s.cfg.MaxBodyBytes))
+		return
+	}
+	h(ctx)
+}
+
+func tooLarge(limit int) *apiError {
+	return &apiError{Status: 413, Type: typeInvalid, Message: fmt.Sprintf("request body is larger than the limit of %d bytes", limit)}
+}
+
+// parseError answers requests fasthttp could not read.
+func (s *Server) parseError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		s.writeError(ctx, tooLarge(s.cfg.MaxBodyBytes))
+		return
+	}
+	var te interface{ Timeout() bool }
+	if errors.As(err, &te) && te.Timeout() {
+		s.writeError(ctx, &apiError{Status: 408, Type: typeInvalid, Message: "timed out reading the request"})
+		return
+	}
+	s.writeError(ctx, badRequest("", "malformed HTTP request: %v", err))
+}
+
+// writeJSON sends v as the response body.
+func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("encoding a response", "err", err)
+		status, b = 500, []byte(`{"error":{"message":"internal error: encoding the response","type":"server_error"}}`)
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(append(b, '\n'))
+}
+
+// writeError sends e as {"error": {...}}.
+func (s *Server) writeError(ctx *fasthttp.RequestCtx, e *apiError) {
+	if e.Status >= 500 {
+		s.log.Error("request failed", "path", string(ctx.Path()), "status", e.Status, "err", e.Message)
+	}
+	if e.Status == 401 {
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="prefixd"`)
+	}
+	s.writeJSON(ctx, e.Status, struct {
+		Error *apiError `json:"error"`
+	}{e})
+}
+
+// bearer returns the request's bearer token.
+func bearer(ctx *fasthttp.RequestCtx) (string, bool) {
+	h := string(ctx.Request.Header.Peek("Authorization"))
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// namespaceKey carries a request's tenant namespace in the RequestCtx.
+const namespaceKey = "prefixd.namespace"
+
+// tenant resolves the caller's namespace from its API key.
+func (s *Server) tenant(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		ns := ""
+		if len(s.cfg.APIKeys) > 0 {
+			tok, ok := bearer(ctx)
+			if !ok {
+				s.writeError(ctx, &apiError{Status: 401, Type: typeAuth, Message: "missing API key: send Authorization: Bearer <key>"})
+				return
+			}
+			found := false
+			// Compare every key in constant time, so timing says nothing
+			// about how close a guess was.
+			for k, v := range s.cfg.APIKeys {
+				if subtle.ConstantTimeCompare([]byte(k), []byte(tok)) == 1 {
+					ns, found = v, true
+				}
+			}
+			if !found {
+				s.writeError(ctx, &apiError{Status: 401, Type: typeAuth, Message: "invalid API key"})
+				return
+			}
+		}
+		ctx.SetUserValue(namespaceKey, ns)
+		h(ctx)
+	}
+}
+
+func namespace(ctx *fasthttp.RequestCtx) string {
+	ns, _ := ctx.UserValue(namespaceKey).(string)
+	return ns
+}
+
+// admin guards the cache administration endpoints.
+func (s *Server) admin(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		if s.cfg.AdminToken == "" {
+			s.writeError(ctx, &apiError{Status: 403, Type: typePermission, Message: "admin disabled: start prefixd with --admin-token"})
+			return
+		}
+		tok, ok := bearer(ctx)
+		if !ok {
+			s.writeError(ctx, &apiError{Status: 401, Type: typeAuth, Message: "missing admin token: send Authorization: Bearer <token>"})
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) != 1 {
+			s.writeError(ctx, &apiError{Status: 401, Type: typeAuth, Message: "invalid admin token"})
+			return
+		}
+		h(ctx)
+	}
+}
+
+func (s *Server) handleHealthz(ctx *fasthttp.RequestCtx) {
+	s.writeJSON(ctx, 200, map[string]string{"status": "ok"})
+}
+
+func (s *Server) handleReadyz(ctx *fasthttp.RequestCtx) {
+	if s.draining.Load() {
+		s.writeJSON(ctx, 503, map[string]string{"status": "draining"})
+		return
+	}
+	s.writeJSON(ctx, 200, map[string]string{"status": "ready"})
+}
+
+func (s *Server) handleModels(ctx *fasthttp.RequestCtx) {
+	type modelObj struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+		MaxLen  int    `json:"max_model_len"`
+	}
+	s.writeJSON(ctx, 200, map[string]any{
+		"object": "list",
+		"data":   []modelObj{{ID: s.cfg.ModelName, Object: "model", Created: s.created, OwnedBy: "prefixd", MaxLen: s.ecfg.MaxModelLen}},
+	})
+}
+
+// newID returns a request id with the given prefix.
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// submitError maps an engine.Submit error to a response.
+func submitError(err error) *apiError {
+	switch {
+	case errors.Is(err, engine.ErrInvalid):
+		msg := strings.TrimPrefix(err.Error(), engine.ErrInvalid.Error()+": ")
+		return &apiError{Status: 400, Type: typeInvalid, Message: msg}
+	case errors.Is(err, engine.ErrQueueFull):
+		return &apiError{Status: 429, Type: typeRateLimit, Message: "the server is at capacity: retry later"}
+	case errors.Is(err, engine.ErrClosed):
+		return &apiError{Status: 503, Type: typeUnavailable, Message: "the server is shutting down"}
+	}
+	return &apiError{Status: 500, Type: typeServer, Message: "internal error: " + err.Error()}
+}
+
+// retryAfter is the Retry-After of a 429, in seconds: a queue slot opens
+// when a request finishes, typically well within this.
+const retryAfter = 1
+
+func (s *Server) writeSubmitError(ctx *fasthttp.RequestCtx, err error) {
+	e := submitError(err)
+	if e.Status == 429 {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	s.writeError(ctx, e)
+}
+
+// fasthttpLogger sends fasthttp's own messages to slog.
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Warn("fasthttp: " + fmt.Sprintf(format, args...))
+}
