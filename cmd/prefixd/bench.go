@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"prefixd/bench"
+	"prefixd/engine"
+	"prefixd/kernels/cpu"
+	"prefixd/model"
+)
+
+func init() {
+	register("bench", "run the benchmark suite (batching, KV allocation, prefix cache modes)", runBench)
+}
+
+// runBench implements `prefixd bench`.
+func runBench(args []string, stdout, stderr io.Writer) int {
+	return exitCode("bench", benchCmd(args, stdout, stderr), stderr)
+}
+
+// exitCode maps a subcommand's error to its exit status, printing it.
+func exitCode(name string, err error, stderr io.Writer) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 2
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "prefixd %s: %v\n", name, err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "prefixd %s: %v\n", name, err)
+		return 1
+	}
+}
+
+// benchModel returns the model the suite runs on and its EOS token: the
+// built-in model, a model file, "null" (no compute) or "sim" (no compute,
+// a fixed cost per forward pass).
+func benchModel(name string, threads int) (engine.Model, int32, func(), error) {
+	switch name {
+	case "null":
+		return &bench.NullModel{}, 257, func() {}, nil
+	case "sim":
+		return &bench.NullModel{StepCost: 2 * time.Millisecond, TokenCost: 2 * time.Microsecond}, 257, func() {}, nil
+	}
+	m := model.Builtin()
+	if name != "builtin" {
+		var err error
+		if m, err = model.Load(name); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+	w := cpu.NewWorkers(threads)
+	return model.NewRunner(m, w), m.Config.EOS, w.Close, nil
+}
+
+func benchCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("prefixd bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	modelName := fs.String("model", "builtin", `model: "builtin", a GGUF or llama2.c file, "null" (no compute: scheduler only) or "sim" (no compute, 2 ms + 2 us/token per forward pass)`)
+	threads := fs.Int("threads", 0, "compute threads; 0: one per CPU")
+	out := fs.String("out", "bench-out", "directory for report.json and the plots")
+	only := fs.String("workloads", "", "comma-separated workloads to run (default all: "+strings.Join(bench.Names, ", ")+")")
+	seed := fs.Uint64("seed", 1, "workload generator seed")
+	tiny := fs.Bool("tiny", false, "tiny sizes (seconds; for smoke tests)")
+	md := fs.String("markdown", "", "also rewrite the generated section of this markdown file (e.g. BENCHMARKS.md), with plots copied under --plot-dir")
+	plotDir := fs.String("plot-dir", "docs/bench", "with --markdown: where the plots go, relative to the markdown file")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	var names []string
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
+	size := bench.Default
+	if *tiny {
+		size = bench.Tiny
+	}
+	ws, err := bench.Suite(size, *seed, names...)
+	if err != nil {
+		return usagef("%w", err)
+	}
+	m, eos, closeModel, err := benchModel(*modelName, *threads)
+	if err != nil {
+		return err
+	}
+	defer closeModel()
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := bench.RunSuite(ctx, m, eos, ws, stderr)
+	if err != nil {
+		return err
+	}
+	rep.Model, rep.Seed = *modelName, *seed
+	rep.Command = "prefixd bench " + strings.Join(args, " ")
+	if err := rep.WriteTable(stdout); err != nil {
+		return err
+	}
+	for _, t := range rep.Targets() {
+		met := "MISSED"
+		if t.Met {
+			met = "met"
+		}
+		fmt.Fprintf(stdout, "target %-6s %s: want %s, got %s\n", met, t.Name, t.Want, t.Got)
+	}
+	if err := writeFile(filepath.Join(*out, "report.json"), rep.WriteJSON); err != nil {
+		return err
+	}
+	plots, err := rep.WritePlots(*out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "wrote %s and %d plots\n", filepath.Join(*out, "report.json"), len(plots))
+	if *md == "" {
+		return nil
+	}
+	dst := filepath.Join(filepath.Dir(*md), *plotDir)
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	rel := make([]string, len(plots))
+	for i, p := range plots {
+		b, err := os.ReadFile(filepath.Join(*out, p))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, p), b, 0o644); err != nil {
+			return err
+		}
+		rel[i] = filepath.ToSlash(filepath.Join(*plotDir, p))
+	}
+	doc, err := os.ReadFile(*md)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.WriteFile(*md, []byte(bench.SpliceMarkdown(string(doc), rep.Markdown(rel))), 0o644)
+}
+
+// writeFile creates path and writes it with fn.
+func writeFile(path string, fn func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
