@@ -68,7 +68,8 @@ func (s *Server) handleCacheStats(ctx *fasthttp.RequestCtx) {
 	out.BlockSize = s.ecfg.BlockSize
 	out.KVMemoryEfficiency = efficiency(b.SlotsUsed, b.SlotsAllocated)
 	out.CachedNodes, out.PinnedBlocks, out.PinBudgetBlocks = st.CachedNodes, st.PinnedBlocks, st.PinBudget
-	out.DefaultTTL, out.MaxTTL = st.DefaultTTL.String(), st.MaxTTL.String()
+	out.DefaultTTL = time.Duration(s.defaultTTL.Load()).String()
+	out.MaxTTL = time.Duration(s.maxTTL.Load()).String()
 	out.Running, out.Waiting = st.Running, st.Waiting
 	out.PromptTokens, out.GeneratedTokens, out.PrefillTokens = st.PromptTokens, st.GeneratedTokens, st.PrefillTokens
 	out.CacheQueryTokens, out.CacheHitDevice, out.CacheHitHost = st.CacheQueryTokens, st.CacheHitDevice, st.CacheHitHost
@@ -238,8 +239,9 @@ func (s *Server) handleCacheTTL(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, badRequest("default", `send "default", "max" or both, as durations like "5m"`))
 		return
 	}
-	st := s.eng.Stats()
-	def, maxTTL := st.DefaultTTL, st.MaxTTL
+	s.ttlMu.Lock()
+	defer s.ttlMu.Unlock()
+	def, maxTTL := time.Duration(s.defaultTTL.Load()), time.Duration(s.maxTTL.Load())
 	for _, f := range []struct {
 		v     *string
 		dst   *time.Duration
@@ -263,6 +265,8 @@ func (s *Server) handleCacheTTL(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, adminError(err))
 		return
 	}
+	s.defaultTTL.Store(int64(def))
+	s.maxTTL.Store(int64(maxTTL))
 	s.log.Info("cache TTLs changed", "default", def, "max", maxTTL)
 	s.writeJSON(ctx, 200, map[string]string{"default": def.String(), "max": maxTTL.String()})
 }

@@ -31,7 +31,7 @@ func (s *Server) limits() limits {
 		maxStops:     maxStopStrings,
 		maxStopBytes: maxStopBytes,
 		maxStopIDs:   maxStopIDs,
-		maxTTL:       s.eng.Stats().MaxTTL,
+		maxTTL:       time.Duration(s.maxTTL.Load()),
 		bos:          -1,
 	}
 	if s.cfg.Tokenizer != nil {

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -102,6 +103,12 @@ type Server struct {
 	stopBase context.CancelFunc
 	draining atomic.Bool
 	created  int64 // Unix seconds, for /v1/models
+
+	// The cache TTLs in force. The server is the only caller of SetTTLs;
+	// it keeps them here because Stats publishes a change only after the
+	// engine's next iteration.
+	ttlMu              sync.Mutex // serializes changes
+	defaultTTL, maxTTL atomic.Int64
 }
 
 // New builds a Server over cfg.Engine.
@@ -162,6 +169,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, eng: cfg.Engine, ecfg: ecfg, log: cfg.Logger, metrics: cfg.Metrics, created: time.Now().Unix()}
 	s.base, s.stopBase = context.WithCancel(context.Background())
+	st := cfg.Engine.Stats()
+	s.defaultTTL.Store(int64(st.DefaultTTL))
+	s.maxTTL.Store(int64(st.MaxTTL))
 	if err := s.metrics.bind(s); err != nil {
 		return nil, err
 	}
