@@ -20,6 +20,9 @@ type Mode struct {
 	Cache    bool          // the prefix cache
 	TTL      time.Duration // the cache's default TTL; 0: the engine's
 	Width    int           // MaxRunning (the batch width); 0: the workload's
+	// CachedFirst admits waiting requests with the longest cached prefix
+	// first (engine.Config.CachedFirst).
+	CachedFirst bool
 }
 
 // EngineShape is the part of engine.Config a workload fixes for all its
@@ -77,9 +80,9 @@ type Result struct {
 	// SlotUtilLoaded is SlotUtil over the steps taken while requests were
 	// waiting: a loaded server's utilisation, without the final drain.
 	SlotUtilLoaded float64 `json:"slot_util_loaded"`
-	Steps           int     `json:"steps"`
-	Preemptions     int     `json:"preemptions"`
-	LeakedBlocks    int     `json:"leaked_blocks"` // blocks not free after the run and a cache flush
+	Steps          int     `json:"steps"`
+	Preemptions    int     `json:"preemptions"`
+	LeakedBlocks   int     `json:"leaked_blocks"` // blocks not free after the run and a cache flush
 }
 
 // probe is the engine's Observer: it samples the engine's snapshot after
@@ -149,7 +152,7 @@ func Run(ctx context.Context, m engine.Model, eos int32, w *Workload, mode Mode)
 		NumBlocks: sh.NumBlocks, BlockSize: sh.BlockSize, MaxRunning: width,
 		MaxBatchTokens: max(cmp0(sh.MaxBatchTokens, 2048), width), PrefillChunk: sh.PrefillChunk,
 		MaxWaiting: 1 << 16, Batching: mode.Batching, KVAlloc: mode.KVAlloc,
-		DisablePrefixCache: !mode.Cache, DefaultTTL: mode.TTL, MaxTTL: max(mode.TTL, time.Hour),
+		DisablePrefixCache: !mode.Cache, CachedFirst: mode.CachedFirst, DefaultTTL: mode.TTL, MaxTTL: max(mode.TTL, time.Hour),
 		Observer: p,
 	})
 	if err != nil {

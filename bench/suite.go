@@ -25,13 +25,14 @@ const (
 	SkewSeed     = "skew-seed"
 	SkewLongTail = "skew-longtail"
 	SharedPref   = "shared-prefix"
+	SharedBurst  = "shared-prefix-burst"
 	ChatName     = "chat"
 	BeamName     = "beam"
 	KVName       = "kv-alloc"
 )
 
 // Names lists the suite's workloads in order.
-var Names = []string{SkewSeed, SkewLongTail, SharedPref, ChatName, BeamName, KVName}
+var Names = []string{SkewSeed, SkewLongTail, SharedPref, SharedBurst, ChatName, BeamName, KVName}
 
 // Mode names shared by workloads and targets.
 const (
@@ -122,17 +123,28 @@ func Suite(size Size, seed uint64, only ...string) ([]*Workload, error) {
 		})
 	}
 	// Every workload below but kv-alloc runs continuous and paged.
-	if want(SharedPref) {
+	for _, burst := range []bool{false, true} {
+		name, rate := SharedPref, float64(pick(24, 1000))
+		if burst {
+			name, rate = SharedBurst, 0
+		}
+		if !want(name) {
+			continue
+		}
 		c := SharedPrefixConfig{Groups: pick(4, 2), PerGroup: pick(16, 4), System: pick(576, 144), Question: pick(64, 16),
-			Output: pick(16, 4), Rate: float64(pick(64, 0)), Seed: seed}
+			Output: pick(16, 4), Rate: rate, Seed: seed}
 		reqs, err := SharedPrefix(c)
 		if err != nil {
 			return nil, err
 		}
+		arrivals := fmt.Sprintf("Poisson arrivals at %g/s", c.Rate)
+		if burst {
+			arrivals = "all at once"
+		}
 		out = append(out, &Workload{
-			Name: SharedPref, Requests: reqs,
-			Params: fmt.Sprintf("%d groups x %d prompts, system prompt %d + question %d tokens (%.0f%% shared), output %d, Poisson arrivals at %g/s",
-				c.Groups, c.PerGroup, c.System, c.Question, 100*float64(c.System)/float64(c.System+c.Question), c.Output, c.Rate),
+			Name: name, Requests: reqs,
+			Params: fmt.Sprintf("%d groups x %d prompts, system prompt %d + question %d tokens (%.0f%% shared), output %d, %s",
+				c.Groups, c.PerGroup, c.System, c.Question, 100*float64(c.System)/float64(c.System+c.Question), c.Output, arrivals),
 			Shape: EngineShape{NumBlocks: pick(2048, 256), MaxRunning: 32},
 			Modes: []Mode{{Name: ModeCacheOn, Cache: true}, {Name: ModeCacheOff}},
 		})
