@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"prefixd/trace"
+)
+
+// periodic returns a trace in which each of prefixes prompts recurs every
+// period for n rounds, each time with a new suffix.
+func periodic(prefixes, n int, period time.Duration) []trace.Record {
+	r := newRand(3)
+	var out []trace.Record
+	ps := make([][]int32, prefixes)
+	for i := range ps {
+		ps[i] = tokens(r, 256)
+	}
+	for k := range n {
+		for i, p := range ps {
+			at := time.Duration(k)*period + time.Duration(i)*time.Millisecond
+			out = append(out, trace.Record{At: at.Milliseconds(), Namespace: "t", Tokens: append(append([]int32(nil), p...), tokens(r, 16)...), MaxTokens: 10})
+		}
+	}
+	return out
+}
+
+func TestTTLSimPeriodic(t *testing.T) {
+	recs := periodic(3, 10, 10*time.Second)
+	res, err := SimulateTTL(recs, SimConfig{TTLs: []time.Duration{5 * time.Second, 15 * time.Second}, PoolBlocks: []int{4096}, TokenTime: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, long := res[0], res[1]
+	if short.HitRate > 0.01 {
+		t.Errorf("TTL 5s on a 10s period: hit rate %.3f, want about 0", short.HitRate)
+	}
+	// Every request but each prefix's first finds its 256 tokens (16
+	// blocks) cached: 27 of 30 requests x 256 of 271 looked-up tokens.
+	if want := 27.0 * 256 / (30 * 271); long.HitRate < want-0.001 {
+		t.Errorf("TTL 15s on a 10s period: hit rate %.3f, want %.3f", long.HitRate, want)
+	}
+	if long.AvgCached <= short.AvgCached || long.AvgBlocks <= short.AvgBlocks {
+		t.Errorf("the longer TTL held less memory: %+v vs %+v", long, short)
+	}
+	if short.Rejected+long.Rejected != 0 {
+		t.Error("requests rejected from a large pool")
+	}
+	// A pool too small to keep the prefixes between uses loses the hits.
+	tiny, err := SimulateTTL(recs, SimConfig{TTLs: []time.Duration{15 * time.Second}, PoolBlocks: []int{18}, TokenTime: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tiny[0].HitRate >= long.HitRate || tiny[0].AvgBlocks > 18 {
+		t.Errorf("an 18-block pool: %+v", tiny[0])
+	}
+}
+
+// TestTTLSimHashes checks that a trace of block hashes replays like the
+// same trace with tokens.
+func TestTTLSimHashes(t *testing.T) {
+	recs := periodic(2, 6, 4*time.Second)
+	hashed := make([]trace.Record, len(recs))
+	for i, r := range recs {
+		hashed[i] = r
+		hashed[i].Tokens = nil
+		hashed[i].Blocks = trace.BlockHashes(r.Namespace, r.Tokens, 16)
+		hashed[i].BlockSize, hashed[i].PromptTokens = 16, len(r.Tokens)
+	}
+	c := SimConfig{TTLs: []time.Duration{time.Second, 10 * time.Second}, PoolBlocks: []int{64, 1024}}
+	a, err := SimulateTTL(recs, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := SimulateTTL(hashed, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("tokens:\n%+v\nhashes:\n%+v", a, b)
+	}
+	c.BlockSize = 32
+	if _, err := SimulateTTL(hashed, c); err == nil {
+		t.Fatal("a block size other than the hashes' was accepted")
+	}
+}
+
+func TestChooseTTL(t *testing.T) {
+	s := time.Second
+	res := []SimResult{
+		{TTL: 1 * s, PoolBlocks: 10, HitRate: 0.10},
+		{TTL: 5 * s, PoolBlocks: 10, HitRate: 0.50},
+		{TTL: 10 * s, PoolBlocks: 10, HitRate: 0.58},
+		{TTL: 20 * s, PoolBlocks: 10, HitRate: 0.60},
+		{TTL: 60 * s, PoolBlocks: 10, HitRate: 0.59},
+		{TTL: 1 * s, PoolBlocks: 99, HitRate: 0},
+		{TTL: 5 * s, PoolBlocks: 99, HitRate: 0},
+	}
+	got := ChooseTTL(res, 0.95)
+	if len(got) != 2 {
+		t.Fatalf("%+v", got)
+	}
+	if c := got[0]; c.PoolBlocks != 10 || c.Best != 0.60 || c.TTL != 10*s || c.HitRate != 0.58 {
+		t.Errorf("pool 10: %+v, want TTL 10s (0.58 >= 0.95 x 0.60, 0.50 is not)", c)
+	}
+	if c := got[1]; c.TTL != 1*s {
+		t.Errorf("no hits at all: %+v, want the smallest TTL", c)
+	}
+	if c := ChooseTTL(res, 1)[0]; c.TTL != 20*s {
+		t.Errorf("target 1: %+v, want the best TTL", c)
+	}
+}
+
+func TestSynthShape(t *testing.T) {
+	recs, err := Synth(SynthConfig{Prefixes: 2, PeriodMin: 10 * time.Second, PeriodMax: 10 * time.Second, Jitter: -1,
+		Duration: time.Minute, Prefix: 32, Suffix: 4, MaxTokens: 5, Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 12 {
+		t.Fatalf("%d requests, want 2 prefixes x 6 in a minute", len(recs))
+	}
+	for i, r := range recs {
+		if err := r.Validate(); err != nil || len(r.Tokens) != 36 || r.MaxTokens != 5 {
+			t.Fatalf("record %d: %+v (%v)", i, r, err)
+		}
+		if i > 0 && r.At < recs[i-1].At {
+			t.Fatal("not sorted by arrival")
+		}
+		if i >= 2 && recs[i].At-recs[i-2].At != 10000 {
+			t.Fatalf("a prefix's requests are %d ms apart, want 10000", recs[i].At-recs[i-2].At)
+		}
+	}
+}
+
+func TestSimPlots(t *testing.T) {
+	res, err := SimulateTTL(periodic(2, 3, time.Second), SimConfig{TTLs: []time.Duration{time.Second, 2 * time.Second}, PoolBlocks: []int{64, 128}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	names, err := WriteSimPlots(dir, res)
+	if err != nil || len(names) != 2 {
+		t.Fatalf("%v, %v", names, err)
+	}
+	for _, n := range names {
+		isPNG(t, dir+"/"+n)
+	}
+}
