@@ -57,12 +57,12 @@ func ttlSim(args []string, stdout, stderr io.Writer) error {
 	if err != nil || len(poolList) == 0 {
 		return usagef("--pool-blocks: %v", err)
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
 	var recs []trace.Record
 	if *synth {
 		if recs, err = bench.Synth(bench.SynthConfig{Seed: *seed}); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(*out, 0o755); err != nil {
 			return err
 		}
 		path := filepath.Join(*out, "synth-trace.jsonl")
@@ -91,6 +91,9 @@ func ttlSim(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(recs) == 0 {
 		return fmt.Errorf("the trace has no requests")
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
 	}
 	results, err := bench.SimulateTTL(recs, bench.SimConfig{TTLs: ttlList, PoolBlocks: poolList, BlockSize: *blockSize, TokenTime: *tokenTime})
 	if err != nil {
