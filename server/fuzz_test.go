@@ -1,0 +1,178 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"prefixd/blockstore"
+	"prefixd/engine"
+	"prefixd/model"
+)
+
+// vocabModel is a model the fuzz tests never run: a closed engine over it
+// validates submissions and refuses the rest with ErrClosed.
+type vocabModel struct{}
+
+func (vocabModel) VocabSize() int { return 258 }
+func (vocabModel) MaxSeqLen() int { return 1024 }
+func (vocabModel) NewKV(int, int) (blockstore.Storage, error) {
+	return nil, nil
+}
+func (vocabModel) Forward([]engine.Row) ([]float32, error) {
+	return nil, errors.New("vocabModel does not run")
+}
+
+// closedEngine has the limits of testLimits and a pool big enough for any
+// request they allow, so its Submit fails only on what the engine deems
+// invalid.
+var closedEngine = sync.OnceValue(func() *engine.Engine {
+	e, err := engine.New(engine.Config{Model: vocabModel{}, Tokenizer: model.ByteTokenizer{}, EOS: model.ByteEOS,
+		NumBlocks: 2048, BlockSize: 8, MaxModelLen: 1024, MaxBeamWidth: 8})
+	if err != nil {
+		panic(err)
+	}
+	e.Close(context.Background())
+	return e
+})
+
+// checkAccepted fails when the engine refuses, as invalid, a request the
+// server's validation accepted.
+func checkAccepted(t *testing.T, body string, req engine.Request) {
+	lim := testLimits()
+	switch {
+	case len(req.Prompt) == 0 || len(req.Prompt) > lim.maxPrompt:
+		t.Fatalf("%s: accepted a prompt of %d tokens", body, len(req.Prompt))
+	case req.MaxTokens < 1 || len(req.Prompt)+req.MaxTokens > lim.maxModelLen:
+		t.Fatalf("%s: accepted max_tokens %d with a %d-token prompt", body, req.MaxTokens, len(req.Prompt))
+	}
+	_, err := closedEngine().Submit(context.Background(), req)
+	if !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("%s: accepted, but the engine says %v", body, err)
+	}
+}
+
+// fuzzSeeds are request bodies, good and bad, from the table tests.
+func fuzzSeeds() []string {
+	seeds := []string{
+		`{"prompt": "Once upon a time", "max_tokens": 12, "ignore_eos": true}`,
+		`{"prompt_ids": [256, 10, 20], "max_tokens": 6, "beam_width": 3, "length_penalty": 0.5}`,
+		`{"prompt": "x", "temperature": 0.9, "top_p": 0.9, "top_k": 40, "seed": 11, "stop": ["a", "b"], "stop_ids": [1]}`,
+		`{"prompt": "x", "cache": {"ttl": "30s", "priority": 2, "enabled": false}}`,
+		`{"model": "m", "prompt": ["x"], "max_tokens": 3, "n": 1, "stream": true, "user": "u"}`,
+		`{"prompt": [1, 2, 3], "stop": "\n"}`,
+	}
+	for _, c := range badInputs() {
+		if len(c.body) < 2000 {
+			seeds = append(seeds, c.body)
+		}
+	}
+	return seeds
+}
+
+func FuzzDecodeGenerate(f *testing.F) {
+	for _, s := range fuzzSeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		var g generateRequest
+		if err := decodeStrict([]byte(body), &g); err != nil {
+			checkAPIError(t, body, err)
+			return
+		}
+		req, err := g.toEngine(model.ByteTokenizer{}, testLimits())
+		if err != nil {
+			checkAPIError(t, body, err)
+			return
+		}
+		checkAccepted(t, body, req)
+	})
+}
+
+func FuzzDecodeCompletion(f *testing.F) {
+	for _, s := range fuzzSeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		var c completionRequest
+		if err := decodeStrict([]byte(body), &c); err != nil {
+			checkAPIError(t, body, err)
+			return
+		}
+		req, err := c.toEngine(model.ByteTokenizer{}, testLimits())
+		if err != nil {
+			checkAPIError(t, body, err)
+			return
+		}
+		checkAccepted(t, body, req)
+	})
+}
+
+// checkAPIError checks a refusal is a well-formed client error.
+func checkAPIError(t *testing.T, body string, e *apiError) {
+	if e.Status < 400 || e.Status > 499 || e.Message == "" || e.Type == "" {
+		t.Fatalf("%s: malformed refusal %+v", body, e)
+	}
+	if _, err := json.Marshal(e); err != nil {
+		t.Fatalf("%s: refusal does not encode: %v", body, err)
+	}
+}
+
+// FuzzTextBuilder checks streamed text against the naive answer: pieces
+// concatenate to the text up to the first stop string to appear, and encoding the
+// pieces one by one as JSON strings gives the same text as encoding the
+// whole (no UTF-8 sequence is split between pieces).
+func FuzzTextBuilder(f *testing.F) {
+	f.Add([]byte("hello world"), "wor", "")
+	f.Add([]byte("caf\xc3\xa9 \xe2\x82\xac!"), "\xe2\x82", "!")
+	f.Add([]byte("\xff\xfeab\xe2"), "b", "zz")
+	f.Add([]byte("aaaab"), "aab", "ab")
+	f.Fuzz(func(t *testing.T, out []byte, stop1, stop2 string) {
+		var stops []string
+		for _, s := range []string{stop1, stop2} {
+			if s != "" {
+				stops = append(stops, s)
+			}
+		}
+		ids := model.ByteTokenizer{}.Encode(string(out))
+		// The engine's semantics: generation stops at the first token after
+		// which the text holds a stop string, and the text is cut at the
+		// earliest one in it.
+		want := string(out)
+	grow:
+		for n := 1; n <= len(out); n++ {
+			cut := -1
+			for _, s := range stops {
+				if i := strings.Index(string(out[:n]), s); i >= 0 && (cut < 0 || i < cut) {
+					cut = i
+				}
+			}
+			if cut >= 0 {
+				want = string(out[:cut])
+				break grow
+			}
+		}
+		b := newTextBuilder(model.ByteTokenizer{}, stops)
+		var got, viaJSON strings.Builder
+		piece := func(p string) {
+			got.WriteString(p)
+			viaJSON.WriteString(jsonText(t, p))
+		}
+		for _, id := range ids {
+			piece(b.add(id))
+		}
+		piece(b.finish())
+		if got.String() != want {
+			t.Fatalf("pieces give %q, want %q", got.String(), want)
+		}
+		if viaJSON.String() != jsonText(t, want) {
+			t.Fatalf("pieces through JSON give %q, the whole text %q", viaJSON.String(), jsonText(t, want))
+		}
+		if w := wholeText(model.ByteTokenizer{}, stops, ids); w != want {
+			t.Fatalf("wholeText %q, want %q", w, want)
+		}
+	})
+}
