@@ -19,12 +19,25 @@ type Machine struct {
 	GOOS      string `json:"goos"`
 	GOARCH    string `json:"goarch"`
 	GoVersion string `json:"go_version"`
+	// LoadAvg is /proc/loadavg's 1, 5 and 15 minute load when the run
+	// started: on a shared machine, how much else was running.
+	LoadAvg string `json:"loadavg,omitempty"`
+}
+
+// loadAvg returns the first three fields of /proc/loadavg, or "".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // ThisMachine describes the running machine; the CPU model comes from
 // /proc/cpuinfo where there is one.
 func ThisMachine() Machine {
-	m := Machine{NProc: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(), CPU: "unknown"}
+	m := Machine{NProc: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(), CPU: "unknown", LoadAvg: loadAvg()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for line := range strings.Lines(string(b)) {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -50,6 +63,7 @@ type Report struct {
 	Machine   Machine        `json:"machine"`
 	Started   time.Time      `json:"started"`
 	Seconds   float64        `json:"seconds"`
+	LoadEnd   string         `json:"loadavg_end,omitempty"` // /proc/loadavg when the run ended
 	Workloads []WorkloadInfo `json:"workloads"`
 	Results   []Result       `json:"results"`
 }
@@ -204,8 +218,8 @@ const (
 func (r *Report) Markdown(plots []string) string {
 	var b strings.Builder
 	m := r.Machine
-	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs, %s/%s, %s), model `%s`, seed %d, in %.0f s:\n\n",
-		r.Started.UTC().Format("2006-01-02 15:04 MST"), m.CPU, m.NProc, m.GOOS, m.GOARCH, m.GoVersion, r.Model, r.Seed, r.Seconds)
+	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs, %s/%s, %s; load average %s at the start, %s at the end), model `%s`, seed %d, in %.0f s:\n\n",
+		r.Started.UTC().Format("2006-01-02 15:04 MST"), m.CPU, m.NProc, m.GOOS, m.GOARCH, m.GoVersion, m.LoadAvg, r.LoadEnd, r.Model, r.Seed, r.Seconds)
 	fmt.Fprintf(&b, "    %s\n\n", r.Command)
 	if ts := r.Targets(); len(ts) > 0 {
 		b.WriteString("### Targets\n\n| goal | target | measured | met |\n|---|---|---|---|\n")

@@ -222,5 +222,6 @@ func RunSuite(ctx context.Context, m engine.Model, eos int32, ws []*Workload, pr
 		}
 	}
 	rep.Seconds = time.Since(rep.Started).Seconds()
+	rep.LoadEnd = loadAvg()
 	return rep, nil
 }

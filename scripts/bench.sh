@@ -1,0 +1,14 @@
+#!/bin/sh
+# Regenerates BENCHMARKS.md's measured section and docs/bench/*.png with the
+# full benchmark suite on the built-in model (a few minutes on 2 cores).
+# Extra arguments go to `prefixd bench` (e.g. --workloads skew-seed).
+# The JSON report and the plots also land in bench-out/ (git-ignored); the
+# TTL simulation's table and curves on a synthetic trace go to
+# bench-out/ttl-sim.txt and docs/bench/ttl-*.png.
+set -eu
+cd "$(dirname "$0")/.."
+go build -o bench-out/prefixd ./cmd/prefixd
+bench-out/prefixd bench --out bench-out --markdown BENCHMARKS.md --plot-dir docs/bench "$@"
+bench-out/prefixd ttl-sim --synth --out bench-out > bench-out/ttl-sim.txt
+cp bench-out/ttl-hit.png bench-out/ttl-memory.png docs/bench/
+cat bench-out/ttl-sim.txt
