@@ -69,6 +69,13 @@ func FuzzManager(f *testing.F) {
 			case 3: // time passes
 				r.clk.Advance(time.Duration(seed) * 100 * time.Millisecond)
 				r.m.Sweep()
+				now := r.clk.Now().UnixNano()
+				r.m.tree.Leaves(func(n *radix.Node) bool {
+					if n.Pins() == 0 && n.Meta.Deadline <= now {
+						t.Fatalf("step %d: an expired, unpinned leaf survived Sweep", i/3)
+					}
+					return true
+				})
 			case 4: // pressure
 				if err := r.m.Reclaim(seed % 25); err != nil && !errors.Is(err, ErrNothingEvictable) {
 					t.Fatal(err)

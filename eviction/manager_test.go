@@ -492,3 +492,26 @@ func TestSamples(t *testing.T) {
 		t.Fatalf("lifetimes %v, want [7s]", lifetimes)
 	}
 }
+
+// TestSplitNodeExpires checks that the upper half of a node split by a
+// shorter prompt is swept by its own deadline: the split must not leave it
+// marked as queued with no entry in the expiry heap.
+func TestSplitNodeExpires(t *testing.T) {
+	r := newRig(t, 16, false, nil)
+	long := seqOf(7, 8) // 2 blocks in one node
+	r.serve("a", long, Use{TTL: 5 * time.Second}, false)
+	r.clk.Advance(time.Second)
+	r.serve("a", long[:4], Use{TTL: 10 * time.Second}, false) // splits it
+	r.clk.Advance(5 * time.Second)
+	if got := r.m.Sweep(); got != 1 {
+		t.Fatalf("swept %d blocks at 6s, want the lower block", got)
+	}
+	r.clk.Advance(5 * time.Second)
+	if got := r.m.Sweep(); got != 1 {
+		t.Fatalf("swept %d blocks at 11s, want the split-off upper block", got)
+	}
+	if got := r.cached("a", long); got != 0 {
+		t.Fatalf("%d tokens still cached after every deadline", got)
+	}
+	r.check()
+}

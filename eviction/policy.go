@@ -49,13 +49,19 @@ func (m *Manager) Sweep() int {
 }
 
 // expireUpward removes n and then each ancestor while it is an expired,
-// unpinned leaf, and returns the number of blocks removed.
+// unpinned leaf, and returns the number of blocks removed. A node where the
+// cascade stops that is a leaf but not queued yet (one split off above a
+// queued node) is queued, so its own deadline removes it.
 func (m *Manager) expireUpward(n *radix.Node, now int64) int {
 	removed := 0
 	for n != nil && !n.IsRoot() && n.IsLeaf() && n.Pins() == 0 && n.Meta.Deadline <= now {
 		parent := n.Parent()
 		removed += m.remove(n, ReasonTTL, now, false)
 		n = parent
+	}
+	if n != nil && !n.IsRoot() && !n.Removed() && n.IsLeaf() && !n.Meta.Queued && n.Meta.Deadline > now {
+		n.Meta.Queued = true
+		m.expiry.Push(expiryEntry{deadline: n.Meta.Deadline, node: n})
 	}
 	return removed
 }

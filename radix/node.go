@@ -5,7 +5,7 @@ import "prefixd/blockstore"
 // Meta is a node's bookkeeping for the eviction policy. The radix tree
 // never reads a clock and never interprets these fields: their owner (the
 // eviction package) sets them, times in nanoseconds of a clock it injects.
-// A split copies them to the new upper node.
+// A split copies them, except Queued, to the new upper node.
 type Meta struct {
 	Created    int64  // when the node's blocks entered the cache
 	LastAccess int64  // last request that used the node

@@ -267,13 +267,16 @@ func (t *Tree) Release(h Handle) {
 }
 
 // split cuts c after its first k blocks and returns the new upper node,
-// which takes c's place under its parent. Meta is copied and so are the
-// pins: every handle through c passes through the upper node too, and
+// which takes c's place under its parent. Meta is copied, except Queued
+// (whatever queue the owner keeps holds c, not the new node), and so are
+// the pins: every handle through c passes through the upper node too, and
 // handles ending at c still end at c with the same path.
 func (t *Tree) split(c *Node, k int) *Node {
 	cut := k * t.bs
+	meta := c.Meta
+	meta.Queued = false
 	up := &Node{
-		Meta:     c.Meta,
+		Meta:     meta,
 		parent:   c.parent,
 		sp:       c.sp,
 		tokens:   c.tokens[:cut:cut],
