@@ -82,7 +82,7 @@ type Config struct {
 	PrefillChunk   int // most prompt tokens of one sequence per pass; default 512
 	MaxWaiting     int // queued requests before ErrQueueFull; default 1024
 	MaxModelLen    int // longest prompt + output; default and cap: the model's
-	MaxBeamWidth   int // default 8
+	MaxBeamWidth   int // default 8 (at most MaxRunning)
 
 	Batching           Batching
 	KVAlloc            KVAlloc
@@ -139,14 +139,20 @@ func (c *Config) fill() error {
 		{&c.PrefillChunk, 512, "PrefillChunk"},
 		{&c.MaxWaiting, 1024, "MaxWaiting"},
 		{&c.MaxModelLen, maxLen, "MaxModelLen"},
-		{&c.MaxBeamWidth, 8, "MaxBeamWidth"},
 	} {
 		if err := def(f.v, f.d, f.name); err != nil {
 			return err
 		}
 	}
+	if err := def(&c.MaxBeamWidth, min(8, c.MaxRunning), "MaxBeamWidth"); err != nil {
+		return err
+	}
 	if c.MaxModelLen > maxLen {
 		return fmt.Errorf("engine: Config.MaxModelLen %d exceeds the model's %d", c.MaxModelLen, maxLen)
+	}
+	if c.MaxBeamWidth > c.MaxRunning {
+		return fmt.Errorf("engine: Config.MaxBeamWidth %d exceeds MaxRunning %d: a beam group runs all its beams at once",
+			c.MaxBeamWidth, c.MaxRunning)
 	}
 	if c.MaxBatchTokens < c.MaxRunning {
 		return fmt.Errorf("engine: Config.MaxBatchTokens (%d) must cover a decode row per running sequence (%d)",
@@ -182,6 +188,7 @@ type Engine struct {
 	sched   scheduler
 	stopped atomic.Bool
 	maxTTL  atomic.Int64 // the cache's maximum TTL, for Submit's check
+	pinned  atomic.Int64 // blocks held by operator pins, for Submit's check
 }
 
 // New starts an engine's scheduler goroutine. Close stops it.
@@ -276,15 +283,8 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := req.validate(e.cfg.Model.VocabSize(), e.cfg.MaxModelLen, e.cfg.MaxBeamWidth); err != nil {
+	if err := e.Validate(&req); err != nil {
 		return nil, err
-	}
-	if need := e.blocksToFinish(&req); need > e.cfg.NumBlocks {
-		return nil, fmt.Errorf("%w: the request needs %d KV blocks at its longest, the pool has %d",
-			ErrInvalid, need, e.cfg.NumBlocks)
-	}
-	if ttl, maxTTL := req.Cache.TTL, time.Duration(e.maxTTL.Load()); ttl > maxTTL {
-		return nil, fmt.Errorf("%w: cache TTL %v is above the maximum %v", ErrInvalid, ttl, maxTTL)
 	}
 	s, err := newSeq(e, &req)
 	if err != nil {
@@ -314,16 +314,38 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	return s.stream, nil
 }
 
+// Validate reports whether the engine could ever serve req as asked, with
+// an error wrapping ErrInvalid if not: the checks Submit makes before it
+// queues a request. It is safe for concurrent use.
+func (e *Engine) Validate(req *Request) error {
+	if err := req.validate(e.cfg.Model.VocabSize(), e.cfg.MaxModelLen, e.cfg.MaxBeamWidth); err != nil {
+		return err
+	}
+	if need, pinned := e.blocksToFinish(req), int(e.pinned.Load()); need > e.cfg.NumBlocks-pinned {
+		return fmt.Errorf("%w: the request needs %d KV blocks at its longest; the pool has %d, %d of them pinned",
+			ErrInvalid, need, e.cfg.NumBlocks, pinned)
+	}
+	if ttl, maxTTL := req.Cache.TTL, time.Duration(e.maxTTL.Load()); ttl > maxTTL {
+		return fmt.Errorf("%w: cache TTL %v is above the maximum %v", ErrInvalid, ttl, maxTTL)
+	}
+	return nil
+}
+
 // blocksToFinish is the most blocks a request can hold at once.
 func (e *Engine) blocksToFinish(r *Request) int {
 	b := e.cfg.BlockSize
-	total := len(r.Prompt) + r.MaxTokens
-	if r.Beam.Width > 1 {
-		// The prompt's blocks are shared; each beam owns its output blocks
-		// plus one copied partial block.
-		return (len(r.Prompt)+b-1)/b + r.Beam.Width*((r.MaxTokens+b-1)/b+1)
+	blocks := func(tokens int) int { return (tokens + b - 1) / b }
+	if r.Beam.Width <= 1 {
+		return blocks(len(r.Prompt) + r.MaxTokens)
 	}
-	return (total + b - 1) / b
+	// The prompt's blocks are shared; each beam owns its output blocks plus
+	// one copied partial block. A contiguous root reserves the output too,
+	// which its beams share until they write.
+	need := blocks(len(r.Prompt)) + r.Beam.Width*(blocks(r.MaxTokens)+1)
+	if e.cfg.KVAlloc == Contiguous {
+		need += blocks(r.MaxTokens)
+	}
+	return need
 }
 
 func (e *Engine) poke() {
@@ -341,7 +363,11 @@ func (e *Engine) do(fn func()) error {
 		e.mu.Unlock()
 		return ErrClosed
 	}
-	e.calls = append(e.calls, func() { fn(); close(ran) })
+	e.calls = append(e.calls, func() {
+		fn()
+		e.publish() // Stats reflects what fn changed once do returns
+		close(ran)
+	})
 	e.mu.Unlock()
 	e.poke()
 	select {

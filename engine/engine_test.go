@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -274,6 +275,10 @@ func TestSubmitRejects(t *testing.T) {
 		{"empty stop string", Request{Prompt: []int32{1}, MaxTokens: 1, StopStrings: []string{""}}},
 		{"negative ttl", Request{Prompt: []int32{1}, MaxTokens: 1, Cache: Cache{TTL: -time.Second}}},
 		{"ttl over max", Request{Prompt: []int32{1}, MaxTokens: 1, Cache: Cache{TTL: 100 * time.Hour}}},
+		{"max tokens overflowing the length check", Request{Prompt: []int32{1, 2}, MaxTokens: math.MaxInt}},
+		{"NaN temperature", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: Sampling{Temperature: float32(math.NaN())}}},
+		{"NaN top_p", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: Sampling{TopP: float32(math.NaN())}}},
+		{"NaN length penalty", Request{Prompt: []int32{1}, MaxTokens: 1, Beam: Beam{Width: 2, LengthPenalty: float32(math.NaN())}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := e.Submit(context.Background(), tc.req); !errors.Is(err, ErrInvalid) {

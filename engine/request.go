@@ -3,7 +3,10 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
+
+	"prefixd/sample"
 )
 
 // Errors a submission can get. Each wraps ErrInvalid or is a sentinel the
@@ -15,15 +18,16 @@ var (
 	ErrQueueFull = errors.New("engine: waiting queue full")
 	// ErrClosed means the engine is shutting down.
 	ErrClosed = errors.New("engine: closed")
+	// ErrNoRoom fails a request that cannot get its KV blocks even with
+	// nothing else running: operator pins, added after it was accepted,
+	// hold the rest of the pool.
+	ErrNoRoom = errors.New("engine: not enough KV blocks for the request even alone; operator pins hold the rest")
 )
 
-// Sampling chooses the next token. The zero value is greedy decoding.
-type Sampling struct {
-	Temperature float32 // 0 means greedy; otherwise in (0, 2]
-	TopK        int     // 0 means no top-k cut
-	TopP        float32 // 0 or 1 means no nucleus cut; otherwise in (0, 1)
-	Seed        uint64  // the same seed gives the same output
-}
+// Sampling chooses the next token (see package sample; the engine allows
+// temperatures up to 2). The zero value is greedy decoding; the same seed
+// gives the same output.
+type Sampling = sample.Params
 
 // Beam asks for beam search instead of sampling.
 type Beam struct {
@@ -93,6 +97,7 @@ type Result struct {
 
 // validate checks what can be checked without the engine's state.
 func (r *Request) validate(vocab, maxLen, maxBeam int) error {
+	lp := float64(r.Beam.LengthPenalty)
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 	}
@@ -101,15 +106,17 @@ func (r *Request) validate(vocab, maxLen, maxBeam int) error {
 		return bad("prompt is empty")
 	case r.MaxTokens <= 0:
 		return bad("max_tokens must be positive, got %d", r.MaxTokens)
-	case len(r.Prompt)+r.MaxTokens > maxLen:
+	case r.MaxTokens > maxLen-len(r.Prompt): // not the sum, which can overflow
 		return bad("prompt (%d tokens) + max_tokens (%d) exceeds the model's maximum length %d",
 			len(r.Prompt), r.MaxTokens, maxLen)
-	case r.Sampling.Temperature < 0 || r.Sampling.Temperature > 2:
+	case !(r.Sampling.Temperature >= 0 && r.Sampling.Temperature <= 2): // NaN fails too
 		return bad("temperature must be in [0, 2], got %v", r.Sampling.Temperature)
 	case r.Sampling.TopK < 0:
 		return bad("top_k must be >= 0, got %d", r.Sampling.TopK)
-	case r.Sampling.TopP < 0 || r.Sampling.TopP > 1:
+	case !(r.Sampling.TopP >= 0 && r.Sampling.TopP <= 1):
 		return bad("top_p must be in [0, 1], got %v", r.Sampling.TopP)
+	case math.IsNaN(lp) || math.IsInf(lp, 0):
+		return bad("length penalty must be finite, got %v", r.Beam.LengthPenalty)
 	case r.Beam.Width < 0 || r.Beam.Width > maxBeam:
 		return bad("beam width must be in [0, %d], got %d", maxBeam, r.Beam.Width)
 	case r.Beam.Width > 1 && r.Sampling.Temperature != 0:

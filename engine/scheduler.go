@@ -63,7 +63,7 @@ func (e *Engine) loop() {
 		}
 		worked := sc.step()
 		e.publish()
-		if worked {
+		if worked || sc.draining && len(sc.running) == 0 && len(sc.waiting) == 0 {
 			continue
 		}
 		if at, ok := e.cache.NextDeadline(); ok {
@@ -85,8 +85,10 @@ func (sc *scheduler) step() bool {
 		e.cache.Sweep()
 	}
 	sc.admit()
+	ended := sc.totals.Preemptions + sc.totals.Requests
 	if !sc.planBatch() {
-		return false
+		// A sequence that left the batch to make room may let others in.
+		return sc.totals.Preemptions+sc.totals.Requests != ended
 	}
 	sc.rows = sc.rows[:0]
 	tokens := 0
@@ -162,8 +164,16 @@ func (sc *scheduler) admit() {
 	for len(sc.waiting) > 0 {
 		i := sc.pickNext()
 		s := sc.waiting[i]
-		if len(sc.running)+max(1, s.req.Beam.Width) > e.cfg.MaxRunning || !sc.tryAdmit(s) {
+		if len(sc.running)+max(1, s.req.Beam.Width) > e.cfg.MaxRunning {
 			return
+		}
+		if !sc.tryAdmit(s) {
+			if len(sc.running) > 0 {
+				return // blocks free up as others finish
+			}
+			sc.waiting = slices.Delete(sc.waiting, i, i+1)
+			sc.finish(s, FinishError, 0, ErrNoRoom)
+			continue
 		}
 		sc.waiting = slices.Delete(sc.waiting, i, i+1)
 	}
@@ -207,12 +217,7 @@ func (sc *scheduler) tryAdmit(s *seq) bool {
 	t := e.pool.NewTable()
 	var hit hitInfo
 	if sc.cacheOn(s) {
-		h, err := e.cache.Lookup(s.req.Namespace, s.tokens[:len(s.tokens)-1], s.cacheUse(), sc.blockBuf[:0])
-		if err != nil { // the TTL was checked at submission; a live change may reject it
-			sc.waiting = slices.DeleteFunc(sc.waiting, func(w *seq) bool { return w == s })
-			sc.finish(s, FinishError, 0, err)
-			return true
-		}
+		h := e.cache.Lookup(s.req.Namespace, s.tokens[:len(s.tokens)-1], s.cacheUse(), sc.blockBuf[:0])
 		sc.blockBuf = h.Blocks
 		if err := t.Adopt(h.Blocks); err != nil {
 			panic("engine: adopting a cached prefix: " + err.Error())
@@ -330,6 +335,11 @@ func (sc *scheduler) preemptYoungest() {
 			victim = s
 		}
 	}
+	if !slices.ContainsFunc(sc.running, func(s *seq) bool { return s.owner() != victim.owner() }) {
+		// It runs alone: preempting it would only start it over.
+		sc.finish(victim, FinishError, 0, ErrNoRoom)
+		return
+	}
 	if victim.group != nil {
 		victim = victim.group.reset(sc)
 	} else {
@@ -376,7 +386,7 @@ func (sc *scheduler) advance(logits []float32) {
 			}
 			continue
 		}
-		sc.emit(s, s.sampler.sample(row), now)
+		sc.emit(s, s.sampler.Sample(row), now)
 	}
 	for _, g := range sc.groups {
 		g.advance(sc)

@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
 	"prefixd/blockstore"
 	"prefixd/eviction"
 	"prefixd/radix"
+	"prefixd/sample"
 )
 
 // seq is one sequence the scheduler owns: a request, or one beam of a beam
@@ -22,7 +24,7 @@ type seq struct {
 	computed int               // leading positions whose K/V are in table
 	inserted int               // leading whole blocks offered to the prefix cache
 	pin      radix.Handle      // the cached prefix adopted at admission
-	sampler  *sampler
+	sampler  *sample.Sampler
 	score    float64 // beam: summed log-probability
 
 	callerGone <-chan struct{} // the submitter's ctx.Done()
@@ -39,9 +41,9 @@ type seq struct {
 }
 
 func newSeq(e *Engine, req *Request) (*seq, error) {
-	smp, err := newSampler(req.Sampling, e.cfg.Model.VocabSize())
+	smp, err := sample.New(req.Sampling)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	ch := make(chan Token, req.MaxTokens+1)
 	s := &seq{

@@ -48,6 +48,7 @@ func (e *Engine) publish() {
 	s.CachedNodes = e.tree.Total().Nodes
 	s.Cache = e.cache.Counters()
 	s.PinnedBlocks, s.PinBudget = e.cache.PinnedBlocks()
+	e.pinned.Store(int64(s.PinnedBlocks))
 	s.DefaultTTL, s.MaxTTL = e.cache.TTLs()
 	e.statsMu.Lock()
 	e.stats = s

@@ -26,12 +26,11 @@ type Hit struct {
 // fingerprint chain, in the host tier, promoting each host hit into a fresh
 // device block. The prefix is refreshed for use (its TTL deadline, last use
 // and priority) and pinned: the caller must Release the returned Handle
-// when it no longer needs the blocks. dst is reused for Hit.Blocks.
-func (m *Manager) Lookup(ns string, tokens []int32, use Use, dst []blockstore.BlockID) (Hit, error) {
-	ttl, err := m.ResolveTTL(use.TTL)
-	if err != nil {
-		return Hit{}, err
-	}
+// when it no longer needs the blocks. dst is reused for Hit.Blocks. A use's
+// TTL is cut to the current maximum (callers check requests against it with
+// ResolveTTL when they accept them; the maximum may be lowered later).
+func (m *Manager) Lookup(ns string, tokens []int32, use Use, dst []blockstore.BlockID) Hit {
+	ttl := m.ttlFor(use.TTL)
 	now := m.now()
 	blocks, h := m.tree.Match(ns, tokens, dst[:0])
 	hit := Hit{Blocks: blocks, DeviceTokens: len(blocks) * m.bsize, Handle: h}
@@ -44,7 +43,7 @@ func (m *Manager) Lookup(ns string, tokens []int32, use Use, dst []blockstore.Bl
 		hit = m.promote(ns, tokens, hit, now)
 	}
 	m.touch(hit.Handle.Node(), nil, now, ttl, use.Priority)
-	return hit, nil
+	return hit
 }
 
 // promote extends hit with blocks found in the host tier, re-inserting them
@@ -120,10 +119,6 @@ func (m *Manager) Insert(ns string, tokens []int32, blocks []blockstore.BlockID,
 // pinning all of tokens; pass the last one to Done.
 // REQUIRES: tokens[:h.Tokens()] is the path h pins in namespace ns.
 func (m *Manager) Extend(ns string, h radix.Handle, tokens []int32, blocks []blockstore.BlockID, use Use) (existing int, nh radix.Handle, err error) {
-	ttl, err := m.ResolveTTL(use.TTL)
-	if err != nil {
-		return 0, h, err
-	}
 	stop := h.Node()
 	existing, nh, err = m.tree.Extend(ns, h, tokens, blocks)
 	if err != nil {
@@ -132,16 +127,14 @@ func (m *Manager) Extend(ns string, h radix.Handle, tokens []int32, blocks []blo
 	for _, id := range blocks[existing:] {
 		m.pool.RetainCache(id)
 	}
-	m.touch(nh.Node(), stop, m.now(), ttl, use.Priority)
+	m.touch(nh.Node(), stop, m.now(), m.ttlFor(use.TTL), use.Priority)
 	return existing, nh, nil
 }
 
 // Done ends a request's use of its cached path: it refreshes the whole
 // path (the TTL counts from the last use) and releases h.
 func (m *Manager) Done(h radix.Handle, use Use) {
-	if ttl, err := m.ResolveTTL(use.TTL); err == nil {
-		m.touch(h.Node(), nil, m.now(), ttl, use.Priority)
-	}
+	m.touch(h.Node(), nil, m.now(), m.ttlFor(use.TTL), use.Priority)
 	m.Release(h)
 }
 

@@ -234,14 +234,21 @@ func (m *Manager) SetTTLs(def, maxTTL time.Duration) error {
 // itself within (0, max], an error otherwise.
 func (m *Manager) ResolveTTL(d time.Duration) (time.Duration, error) {
 	switch {
-	case d == 0:
-		return m.defaultTTL, nil
 	case d < 0:
 		return 0, fmt.Errorf("%w: %v is negative", ErrBadTTL, d)
 	case d > m.maxTTL:
 		return 0, fmt.Errorf("%w: %v is above the maximum %v", ErrBadTTL, d, m.maxTTL)
 	}
-	return d, nil
+	return m.ttlFor(d), nil
+}
+
+// ttlFor is the TTL a use gets: the default for 0 (or less), and at most
+// the maximum, which may have been lowered since the request was accepted.
+func (m *Manager) ttlFor(d time.Duration) time.Duration {
+	if d <= 0 {
+		return m.defaultTTL
+	}
+	return min(d, m.maxTTL)
 }
 
 func (m *Manager) now() int64 { return m.clk.Now().UnixNano() }

@@ -70,10 +70,7 @@ func (r *rig) check() {
 // handle is returned for the caller to Release.
 func (r *rig) serve(ns string, prompt []int32, use Use, keep bool) (Hit, []blockstore.BlockID) {
 	r.t.Helper()
-	hit, err := r.m.Lookup(ns, prompt, use, nil)
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	hit := r.m.Lookup(ns, prompt, use, nil)
 	tb := r.pool.NewTable()
 	if err := tb.Adopt(hit.Blocks); err != nil {
 		r.t.Fatal(err)
@@ -306,10 +303,7 @@ func TestReclaimSparesBlocksInUse(t *testing.T) {
 	hit, _ := r.serve("a", p, Use{}, false)
 	_ = hit
 	tb := r.pool.NewTable()
-	h, err := r.m.Lookup("a", p, Use{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := r.m.Lookup("a", p, Use{}, nil)
 	if err := tb.Adopt(h.Blocks); err != nil {
 		t.Fatal(err)
 	}
@@ -393,10 +387,7 @@ func TestDemotePromoteRoundTrip(t *testing.T) {
 		}
 	}
 	r.clk.Advance(5 * time.Second)
-	hit, err := r.m.Lookup("a", p, Use{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hit := r.m.Lookup("a", p, Use{}, nil)
 	if hit.HostTokens != 12 || hit.DeviceTokens != 0 || len(hit.Blocks) != 3 {
 		t.Fatalf("promotion hit %+v, want 12 host tokens in 3 blocks", hit)
 	}
@@ -458,8 +449,12 @@ func TestTTLValidationAndLiveTuning(t *testing.T) {
 			t.Errorf("ResolveTTL(%v) error %v is not ErrBadTTL", tc.in, err)
 		}
 	}
-	if _, err := r.m.Lookup("a", seqOf(1, 4), Use{TTL: time.Hour}, nil); !errors.Is(err, ErrBadTTL) {
-		t.Fatalf("Lookup with a TTL over the max: %v", err)
+	// A use over the maximum (lowered after the request was accepted) is
+	// cut to it.
+	r.serve("a", seqOf(1, 4), Use{TTL: time.Hour}, false)
+	r.clk.Advance(time.Minute + time.Second)
+	if r.m.Sweep(); r.cached("a", seqOf(1, 4)) != 0 {
+		t.Fatal("a prefix used with a TTL over the maximum outlived the maximum")
 	}
 	if err := r.m.SetTTLs(time.Hour, time.Minute); err == nil {
 		t.Fatal("default above max accepted")

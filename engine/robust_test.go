@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestLoweredMaxTTLAppliesToRunningRequests lowers the maximum TTL below
+// what running and waiting requests asked for: they finish normally (their
+// further uses are cut to the new maximum; deadlines already set stand).
+func TestLoweredMaxTTLAppliesToRunningRequests(t *testing.T) {
+	m := newHashModel(testVocab, 4096)
+	m.gate = make(chan struct{})
+	e := newTestEngine(t, m, func(c *Config) { c.MaxRunning = 1; c.MaxBatchTokens = 16 })
+	req := Request{Prompt: prompt(4, 9), MaxTokens: 12, Cache: Cache{TTL: time.Hour}}
+	a, err := e.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.Submit(context.Background(), req) // waits: one runs at a time
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.gate <- struct{}{} // a is running
+	lowered := make(chan error)
+	go func() { lowered <- e.SetTTLs(time.Second, 2*time.Second) }()
+	for {
+		select {
+		case err := <-lowered:
+			if err != nil {
+				t.Fatal(err)
+			}
+			close(m.gate)
+			for _, st := range []*Stream{a, b} {
+				if res := st.Result(); res.Finish != FinishLength {
+					t.Fatalf("finish %q (%v), want length", res.Finish, res.Err)
+				}
+			}
+			checkDrained(t, e)
+			return
+		case m.gate <- struct{}{}:
+		}
+	}
+}
+
+// TestPinsNeverStrandARequest pins most of a small pool: a request that
+// could fit the pool when accepted but not next to the pins fails with
+// ErrNoRoom instead of waiting forever, and one that can never fit now is
+// refused at submission.
+func TestPinsNeverStrandARequest(t *testing.T) {
+	e := newTestEngine(t, newHashModel(testVocab, 4096), func(c *Config) {
+		c.NumBlocks, c.MaxPinnedFraction = 16, 0.75
+	})
+	sys := prompt(6, 48) // 12 blocks of 4
+	run(t, e, Request{Prompt: append(sys, 1), MaxTokens: 1})
+	big := Request{Prompt: prompt(7, 8), MaxTokens: 40} // 12 blocks
+	if err := e.Validate(&big); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	hm := e.cfg.Model.(*hashModel)
+	hm.gate = gate
+	st, err := e.Submit(context.Background(), big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := make(chan error)
+	go func() {
+		_, err := e.Pin("", sys)
+		pinned <- err
+	}()
+	for done := false; !done; {
+		select {
+		case err := <-pinned:
+			if err != nil {
+				t.Fatal(err)
+			}
+			close(gate)
+			done = true
+		case gate <- struct{}{}:
+		}
+	}
+	if res := st.Result(); res.Finish != FinishError && res.Finish != FinishLength {
+		t.Fatalf("finish %q", res.Finish)
+	} else if res.Finish == FinishError && !errors.Is(res.Err, ErrNoRoom) {
+		t.Fatalf("error %v, want ErrNoRoom", res.Err)
+	}
+	if _, err := e.Submit(context.Background(), big); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a request needing more than the unpinned pool was accepted: %v", err)
+	}
+	if _, err := e.Flush("", true); err != nil {
+		t.Fatal(err)
+	}
+	checkDrained(t, e)
+}
+
+func TestBeamWidthBoundedByMaxRunning(t *testing.T) {
+	_, err := New(Config{Model: newHashModel(testVocab, 64), NumBlocks: 8, MaxRunning: 2, MaxBatchTokens: 8, MaxBeamWidth: 4})
+	if err == nil {
+		t.Fatal("MaxBeamWidth above MaxRunning accepted")
+	}
+	e := newTestEngine(t, newHashModel(testVocab, 64), func(c *Config) { c.MaxRunning = 2 })
+	if got := e.Config().MaxBeamWidth; got != 2 {
+		t.Fatalf("default MaxBeamWidth with MaxRunning 2 = %d", got)
+	}
+	if _, err := e.Submit(context.Background(), Request{Prompt: []int32{1}, MaxTokens: 2, Beam: Beam{Width: 3}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("beam wider than the running set: %v", err)
+	}
+}
