@@ -206,10 +206,7 @@ func simulate(records []trace.Record, prompts [][]int32, c SimConfig, ttl time.D
 		}
 		use := eviction.Use{TTL: rec.TTL()}
 		query += len(p) - 1
-		h, err := m.Lookup(rec.Namespace, p[:len(p)-1], use, buf[:0])
-		if err != nil {
-			return res, err
-		}
+		h := m.Lookup(rec.Namespace, p[:len(p)-1], use, buf[:0])
 		buf = h.Blocks
 		out := rec.OutputTokens
 		if out == 0 {
