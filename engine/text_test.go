@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"prefixd/model"
 )
 
 // pieceTokenizer maps token i to pieces[i].
@@ -69,4 +72,76 @@ func TestStreamedTextIsResultText(t *testing.T) {
 		}
 	}
 	checkDrained(t, e)
+}
+
+// jsonText is s as it comes back through JSON (invalid UTF-8 bytes become
+// U+FFFD).
+func jsonText(t *testing.T, s string) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// FuzzOutText checks streamed text against the naive answer: pieces
+// concatenate to the text up to the first stop string to appear, and encoding the
+// pieces one by one as JSON strings gives the same text as encoding the
+// whole (no UTF-8 sequence is split between pieces).
+func FuzzOutText(f *testing.F) {
+	f.Add([]byte("hello world"), "wor", "")
+	f.Add([]byte("caf\xc3\xa9 \xe2\x82\xac!"), "\xe2\x82", "!")
+	f.Add([]byte("\xff\xfeab\xe2"), "b", "zz")
+	f.Add([]byte("aaaab"), "aab", "ab")
+	f.Fuzz(func(t *testing.T, out []byte, stop1, stop2 string) {
+		var stops []string
+		for _, s := range []string{stop1, stop2} {
+			if s != "" {
+				stops = append(stops, s)
+			}
+		}
+		ids := model.ByteTokenizer{}.Encode(string(out))
+		// The engine's semantics: generation stops at the first token after
+		// which the text holds a stop string, and the text is cut at the
+		// earliest one in it.
+		want := string(out)
+	grow:
+		for n := 1; n <= len(out); n++ {
+			cut := -1
+			for _, s := range stops {
+				if i := strings.Index(string(out[:n]), s); i >= 0 && (cut < 0 || i < cut) {
+					cut = i
+				}
+			}
+			if cut >= 0 {
+				want = string(out[:cut])
+				break grow
+			}
+		}
+		ot := newOutText(stops)
+		var got, viaJSON strings.Builder
+		for i, id := range ids {
+			stop := ot.add(model.ByteTokenizer{}, id)
+			p := ot.next(stop || i == len(ids)-1)
+			got.WriteString(p)
+			viaJSON.WriteString(jsonText(t, p))
+			if stop {
+				break
+			}
+		}
+		if got.String() != want {
+			t.Fatalf("pieces give %q, want %q", got.String(), want)
+		}
+		if viaJSON.String() != jsonText(t, want) {
+			t.Fatalf("pieces through JSON give %q, the whole text %q", viaJSON.String(), jsonText(t, want))
+		}
+		if string(ot.buf) != want {
+			t.Fatalf("text %q, want %q", ot.buf, want)
+		}
+	})
 }

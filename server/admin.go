@@ -124,8 +124,12 @@ func (s *Server) handleCachePrefixes(ctx *fasthttp.RequestCtx) {
 			LastUsed: p.LastUsed.UTC().Format(time.RFC3339Nano), TTLLeftMs: p.TTLLeft.Milliseconds(),
 			Pinned: p.Pinned, InUse: p.InUse,
 		}
-		if s.cfg.Tokenizer != nil {
-			t := wholeText(s.cfg.Tokenizer, nil, p.Tokens)
+		if tk := s.cfg.Tokenizer; tk != nil {
+			var b []byte
+			for _, id := range p.Tokens {
+				b = tk.AppendPiece(b, id)
+			}
+			t := string(b)
 			out[i].Text = &t
 		}
 	}

@@ -72,7 +72,7 @@ func badInputs() []badCase {
 		{name: "top_p zero", body: `{"prompt": "a", "top_p": 0}`, status: 400, want: "top_p must be in (0, 1]", param: "top_p"},
 		{name: "top_p above one", body: `{"prompt": "a", "top_p": 1.5}`, status: 400, want: "top_p must be in", param: "top_p"},
 		{name: "negative top_k", body: `{"prompt": "a", "top_k": -1}`, status: 400, want: "top_k must be >= 0", param: "top_k"},
-		{name: "beam too wide", body: `{"prompt": "a", "beam_width": 9}`, status: 400, want: "beam_width must be in [1, 8]", param: "beam_width"},
+		{name: "beam too wide", body: `{"prompt": "a", "beam_width": 9}`, status: 400, want: "beam_width must be in [1, 4]", param: "beam_width"},
 		{name: "beam zero", body: `{"prompt": "a", "beam_width": 0}`, status: 400, want: "beam_width must be in", param: "beam_width"},
 		{name: "beam with temperature", body: `{"prompt": "a", "beam_width": 2, "temperature": 0.7}`, status: 400, want: "beam search is deterministic", param: "beam_width"},
 		{name: "length_penalty without beam", body: `{"prompt": "a", "length_penalty": 1}`, status: 400, want: "set beam_width", param: "length_penalty"},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 
@@ -26,10 +25,10 @@ func (vocabModel) Forward([]engine.Row) ([]float32, error) {
 	return nil, errors.New("vocabModel does not run")
 }
 
-// closedEngine has the limits of testLimits and a pool big enough for any
-// request they allow, so its Submit fails only on what the engine deems
-// invalid.
-var closedEngine = sync.OnceValue(func() *engine.Engine {
+// checkEngine has the limits of testLimits and a pool big enough for any
+// request they allow; its Validate is the engine's verdict. It is closed:
+// only Validate is called.
+var checkEngine = sync.OnceValue(func() *engine.Engine {
 	e, err := engine.New(engine.Config{Model: vocabModel{}, Tokenizer: model.ByteTokenizer{}, EOS: model.ByteEOS,
 		NumBlocks: 2048, BlockSize: 8, MaxModelLen: 1024, MaxBeamWidth: 8})
 	if err != nil {
@@ -49,8 +48,7 @@ func checkAccepted(t *testing.T, body string, req engine.Request) {
 	case req.MaxTokens < 1 || len(req.Prompt)+req.MaxTokens > lim.maxModelLen:
 		t.Fatalf("%s: accepted max_tokens %d with a %d-token prompt", body, req.MaxTokens, len(req.Prompt))
 	}
-	_, err := closedEngine().Submit(context.Background(), req)
-	if !errors.Is(err, engine.ErrClosed) {
+	if err := checkEngine().Validate(&req); err != nil {
 		t.Fatalf("%s: accepted, but the engine says %v", body, err)
 	}
 }
@@ -119,60 +117,4 @@ func checkAPIError(t *testing.T, body string, e *apiError) {
 	if _, err := json.Marshal(e); err != nil {
 		t.Fatalf("%s: refusal does not encode: %v", body, err)
 	}
-}
-
-// FuzzTextBuilder checks streamed text against the naive answer: pieces
-// concatenate to the text up to the first stop string to appear, and encoding the
-// pieces one by one as JSON strings gives the same text as encoding the
-// whole (no UTF-8 sequence is split between pieces).
-func FuzzTextBuilder(f *testing.F) {
-	f.Add([]byte("hello world"), "wor", "")
-	f.Add([]byte("caf\xc3\xa9 \xe2\x82\xac!"), "\xe2\x82", "!")
-	f.Add([]byte("\xff\xfeab\xe2"), "b", "zz")
-	f.Add([]byte("aaaab"), "aab", "ab")
-	f.Fuzz(func(t *testing.T, out []byte, stop1, stop2 string) {
-		var stops []string
-		for _, s := range []string{stop1, stop2} {
-			if s != "" {
-				stops = append(stops, s)
-			}
-		}
-		ids := model.ByteTokenizer{}.Encode(string(out))
-		// The engine's semantics: generation stops at the first token after
-		// which the text holds a stop string, and the text is cut at the
-		// earliest one in it.
-		want := string(out)
-	grow:
-		for n := 1; n <= len(out); n++ {
-			cut := -1
-			for _, s := range stops {
-				if i := strings.Index(string(out[:n]), s); i >= 0 && (cut < 0 || i < cut) {
-					cut = i
-				}
-			}
-			if cut >= 0 {
-				want = string(out[:cut])
-				break grow
-			}
-		}
-		b := newTextBuilder(model.ByteTokenizer{}, stops)
-		var got, viaJSON strings.Builder
-		piece := func(p string) {
-			got.WriteString(p)
-			viaJSON.WriteString(jsonText(t, p))
-		}
-		for _, id := range ids {
-			piece(b.add(id))
-		}
-		piece(b.finish())
-		if got.String() != want {
-			t.Fatalf("pieces give %q, want %q", got.String(), want)
-		}
-		if viaJSON.String() != jsonText(t, want) {
-			t.Fatalf("pieces through JSON give %q, the whole text %q", viaJSON.String(), jsonText(t, want))
-		}
-		if w := wholeText(model.ByteTokenizer{}, stops, ids); w != want {
-			t.Fatalf("wholeText %q, want %q", w, want)
-		}
-	})
 }

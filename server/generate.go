@@ -172,7 +172,7 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("X-Request-Id", id)
 	s.writeJSON(ctx, 200, generateResponse{
 		ID:           id,
-		Text:         wholeText(s.cfg.Tokenizer, req.StopStrings, res.Tokens),
+		Text:         res.Text,
 		IDs:          nonNil(res.Tokens),
 		FinishReason: string(res.Finish),
 		Usage:        toUsage(res.Usage),
@@ -199,7 +199,7 @@ func (s *Server) handleGenerateStream(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	id := newID("gen-")
-	s.streamSSE(ctx, id, st, cancel, req.StopStrings, sseFormat{
+	s.streamSSE(ctx, id, st, cancel, sseFormat{
 		token: func(tok int32, text string) any { return tokenEvent{ID: tok, Text: text} },
 		final: func(res *engine.Result, rest string) any {
 			return finalEvent{Text: rest, FinishReason: string(res.Finish), Usage: toUsage(res.Usage),
@@ -215,18 +215,21 @@ type sseFormat struct {
 }
 
 // streamSSE answers with server-sent events: one per token, a final one,
-// then [DONE]. The events are written by a goroutine fasthttp starts; a
-// failed write means the client is gone, and cancels the request so its
-// blocks are freed at the engine's next iteration. Comments are sent while
-// no token comes, so a client that leaves while its request is queued is
-// noticed too.
-func (s *Server) streamSSE(ctx *fasthttp.RequestCtx, id string, st *engine.Stream, cancel context.CancelFunc, stops []string, f sseFormat) {
+// then [DONE]. Each token event carries the text the engine released with
+// the token; the final one carries the rest of Result.Text (text held back
+// while it might begin a stop string, when generation ended at EOS), so the
+// events' texts concatenate to the non-streaming text. The events are
+// written by a goroutine fasthttp starts; a failed write means the client
+// is gone, and cancels the request so its blocks are freed at the engine's
+// next iteration. Comments are sent while no token comes, so a client that
+// leaves while its request is queued is noticed too.
+func (s *Server) streamSSE(ctx *fasthttp.RequestCtx, id string, st *engine.Stream, cancel context.CancelFunc, f sseFormat) {
 	ctx.SetStatusCode(200)
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
 	ctx.Response.Header.Set("X-Request-Id", id)
-	tok, keepAlive, log := s.cfg.Tokenizer, s.cfg.KeepAlive, s.log
+	keepAlive, log := s.cfg.KeepAlive, s.log
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer cancel()
 		// An opening comment sends the headers at once, before the first
@@ -235,7 +238,7 @@ func (s *Server) streamSSE(ctx *fasthttp.RequestCtx, id string, st *engine.Strea
 		if w.Flush() != nil {
 			return
 		}
-		tb := newTextBuilder(tok, stops)
+		sent := 0 // bytes of text streamed
 		tick := time.NewTicker(keepAlive)
 		defer tick.Stop()
 		for {
@@ -243,14 +246,15 @@ func (s *Server) streamSSE(ctx *fasthttp.RequestCtx, id string, st *engine.Strea
 			case t, ok := <-st.Tokens:
 				if !ok {
 					res := st.Result()
-					if writeEvent(w, f.final(&res, tb.finish())) != nil {
+					if writeEvent(w, f.final(&res, res.Text[min(sent, len(res.Text)):])) != nil {
 						return
 					}
 					w.WriteString("data: [DONE]\n\n")
 					w.Flush()
 					return
 				}
-				if ev := f.token(t.ID, tb.add(t.ID)); ev != nil {
+				sent += len(t.Text)
+				if ev := f.token(t.ID, t.Text); ev != nil {
 					if writeEvent(w, ev) != nil {
 						log.Debug("stream client gone", "id", id)
 						return
@@ -344,7 +348,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 			Choices: []completionChoice{{Text: text, FinishReason: finish}}}
 	}
 	if c.Stream {
-		s.streamSSE(ctx, id, st, cancel, req.StopStrings, sseFormat{
+		s.streamSSE(ctx, id, st, cancel, sseFormat{
 			token: func(_ int32, text string) any {
 				if text == "" {
 					return nil
@@ -367,7 +371,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	reason := string(res.Finish)
-	r := chunk(wholeText(s.cfg.Tokenizer, req.StopStrings, res.Tokens), &reason)
+	r := chunk(res.Text, &reason)
 	r.Usage = openAIUsage(res.Usage)
 	ctx.Response.Header.Set("X-Request-Id", id)
 	s.writeJSON(ctx, 200, r)
