@@ -178,10 +178,13 @@ func New(cfg Config) (*Server, error) {
 	s.routes = s.buildRoutes()
 	s.handler = s.serveHTTP
 	s.srv = &fasthttp.Server{
-		Handler:                      s.handler,
-		ErrorHandler:                 s.parseError,
-		Name:                         "prefixd",
-		MaxRequestBodySize:           cfg.MaxBodyBytes,
+		Handler:      s.handler,
+		ErrorHandler: s.parseError,
+		Name:         "prefixd",
+		// Bodies up to twice the limit are read whole and refused by the
+		// handler, so the client reads its 413 before the connection
+		// closes; larger ones are cut off while being read.
+		MaxRequestBodySize:           2 * cfg.MaxBodyBytes,
 		ReadTimeout:                  cfg.ReadTimeout,
 		IdleTimeout:                  cfg.IdleTimeout,
 		CloseOnShutdown:              true,
