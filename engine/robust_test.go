@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -108,4 +109,39 @@ func TestBeamWidthBoundedByMaxRunning(t *testing.T) {
 	if _, err := e.Submit(context.Background(), Request{Prompt: []int32{1}, MaxTokens: 2, Beam: Beam{Width: 3}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("beam wider than the running set: %v", err)
 	}
+}
+
+// TestFollowerWaitsForLeaderPrefill submits requests sharing a long prompt
+// in one iteration: the first prefills it chunk by chunk and the others
+// adopt its blocks, so the shared part is computed once, not once each.
+func TestFollowerWaitsForLeaderPrefill(t *testing.T) {
+	m := newHashModel(testVocab, 4096)
+	e := newTestEngine(t, m, func(c *Config) { c.PrefillChunk = 8; c.MaxBatchTokens = 24 })
+	shared := prompt(11, 64) // 16 blocks of 4
+	var streams []*Stream
+	var reqs []Request
+	e.do(func() {
+		for i := range 3 {
+			r := Request{Prompt: append(slices.Clone(shared), int32(i), int32(i+1)), MaxTokens: 4, IgnoreEOS: true}
+			st, err := e.Submit(context.Background(), r)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			reqs, streams = append(reqs, r), append(streams, st)
+		}
+	})
+	for i, st := range streams {
+		res := st.Result()
+		if want := expectGreedy(testVocab, reqs[i].Prompt, 4, -1); !slices.Equal(res.Tokens, want) {
+			t.Fatalf("request %d: %v, want %v", i, res.Tokens, want)
+		}
+		if i > 0 && res.Usage.CachedTokens != len(shared) {
+			t.Fatalf("follower %d: %d cached tokens, want the %d shared", i, res.Usage.CachedTokens, len(shared))
+		}
+	}
+	if got, want := e.Stats().PrefillTokens, uint64(len(shared)+3*2); got != want {
+		t.Fatalf("prefilled %d prompt tokens, want %d (the shared part once)", got, want)
+	}
+	checkDrained(t, e)
 }

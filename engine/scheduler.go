@@ -22,6 +22,7 @@ type scheduler struct {
 	rows     []Row
 	blockBuf []blockstore.BlockID
 	groups   []*beamGroup
+	held     []*seq // admit: requests waiting for a leader's prefill
 }
 
 type planned struct {
@@ -161,15 +162,21 @@ func (sc *scheduler) admit() {
 	if e.cfg.Batching == Static && len(sc.running) > 0 {
 		return // a static batch admits only when the previous one is done
 	}
+	sc.held = sc.held[:0]
 	for len(sc.waiting) > 0 {
 		i := sc.pickNext()
 		s := sc.waiting[i]
 		if len(sc.running)+max(1, s.req.Beam.Width) > e.cfg.MaxRunning {
-			return
+			break
+		}
+		if sc.followsLeader(s) {
+			sc.held = append(sc.held, s)
+			sc.waiting = slices.Delete(sc.waiting, i, i+1)
+			continue
 		}
 		if !sc.tryAdmit(s) {
 			if len(sc.running) > 0 {
-				return // blocks free up as others finish
+				break // blocks free up as others finish
 			}
 			sc.waiting = slices.Delete(sc.waiting, i, i+1)
 			sc.finish(s, FinishError, 0, ErrNoRoom)
@@ -177,6 +184,43 @@ func (sc *scheduler) admit() {
 		}
 		sc.waiting = slices.Delete(sc.waiting, i, i+1)
 	}
+	sc.waiting = slices.Insert(sc.waiting, 0, sc.held...)
+	clear(sc.held)
+}
+
+// followsLeader reports whether s should wait because a running sequence
+// is prefilling a longer stretch of s's prompt than the cache holds: the
+// leader inserts each block into the cache as it fills, so s, admitted a
+// little later, adopts those blocks instead of computing them a second
+// time (the way singleflight merges identical calls). Static batches form
+// as they are, the baseline they are.
+func (sc *scheduler) followsLeader(s *seq) bool {
+	e := sc.e
+	if e.cfg.Batching == Static || !sc.cacheOn(s) {
+		return false
+	}
+	b := e.cfg.BlockSize
+	prompt := s.tokens[:len(s.tokens)-1] // what admission looks up
+	cached := -1
+	for _, r := range sc.running {
+		if r.computed >= r.nPrompt || r.req.Namespace != s.req.Namespace || !sc.cacheOn(r) {
+			continue
+		}
+		n := 0
+		for n < len(prompt) && n < r.nPrompt && prompt[n] == r.tokens[n] {
+			n++
+		}
+		if n = n / b * b; n <= r.computed/b*b {
+			continue // what they share is cached already
+		}
+		if cached < 0 {
+			cached = e.cache.Cached(s.req.Namespace, prompt)
+		}
+		if n > cached {
+			return true
+		}
+	}
+	return false
 }
 
 // pickNext returns the index of the waiting request to admit next: the
