@@ -132,6 +132,7 @@ func (s *Server) submit(req engine.Request) (*engine.Stream, context.CancelFunc,
 		cancel()
 		return nil, nil, err
 	}
+	s.trace.record(&req, st)
 	return st, cancel, nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"prefixd/engine"
+	"prefixd/trace"
 )
 
 // Tokenizer is what the server needs from a model's vocabulary;
@@ -83,6 +84,14 @@ type Config struct {
 	// Logger receives request errors and lifecycle events; default
 	// slog.Default().
 	Logger *slog.Logger
+	// Trace, if not nil, receives a record of every generation request the
+	// engine accepts (see package trace), in arrival order, each written
+	// once its request has finished, with its output length. Shutdown
+	// returns after the last record; closing the file is the caller's.
+	Trace *trace.Writer
+	// TraceTokens records prompts as token IDs; by default a record holds
+	// only the prompt's block hashes (trace.BlockHashes), not its text.
+	TraceTokens bool
 }
 
 // Server serves one engine over HTTP. It is safe for concurrent use.
@@ -95,6 +104,7 @@ type Server struct {
 	srv     *fasthttp.Server
 	routes  map[string]*route
 	handler fasthttp.RequestHandler
+	trace   *tracer // nil without Config.Trace
 
 	// base is the parent of every request's context: not the RequestCtx,
 	// whose Done fires when shutdown begins, before in-flight requests
@@ -169,6 +179,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, eng: cfg.Engine, ecfg: ecfg, log: cfg.Logger, metrics: cfg.Metrics, created: time.Now().Unix()}
 	s.base, s.stopBase = context.WithCancel(context.Background())
+	s.trace = newTracer(cfg.Trace, cfg.TraceTokens, ecfg.BlockSize, cfg.Logger)
 	st := cfg.Engine.Stats()
 	s.defaultTTL.Store(int64(st.DefaultTTL))
 	s.maxTTL.Store(int64(st.MaxTTL))
@@ -219,6 +230,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	httpErr := s.srv.ShutdownWithContext(ctx)
 	engErr := <-engDone
 	s.stopBase()
+	s.trace.wait() // every request has finished: its record goes out now
 	if httpErr != nil {
 		return fmt.Errorf("server: shutdown: %w", httpErr)
 	}
