@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"unicode/utf8"
+
+	"prefixd/internal/minheap"
 )
 
 // SentencePiece is Llama's BPE vocabulary in the form llama2.c and GGUF
@@ -70,7 +72,12 @@ func (t *SentencePiece) Encode(text string) []int32 {
 	if text == "" {
 		return nil
 	}
-	text = " " + text
+	return t.merge(t.initial(" " + text))
+}
+
+// initial splits text into one token per character, or its UTF-8 bytes as
+// byte-fallback tokens where the character is not a piece.
+func (t *SentencePiece) initial(text string) []int32 {
 	ids := make([]int32, 0, len(text))
 	for i := 0; i < len(text); {
 		_, n := utf8.DecodeRuneInString(text[i:])
@@ -85,20 +92,67 @@ func (t *SentencePiece) Encode(text string) []int32 {
 		}
 		i += n
 	}
-	for {
-		best, bestID, bestScore := -1, int32(0), float32(math.Inf(-1))
-		for i := 0; i+1 < len(ids); i++ {
-			id, ok := t.index[t.pieces[ids[i]]+t.pieces[ids[i+1]]]
-			if ok && t.scores[id] > bestScore {
-				best, bestID, bestScore = i, id, t.scores[id]
-			}
-		}
-		if best < 0 {
-			return ids
-		}
-		ids[best] = bestID
-		ids = append(ids[:best+1], ids[best+2:]...)
+	return ids
+}
+
+// mergeCand is a possible merge of the symbols at left and right (indices
+// into the starting sequence), while they hold lid and rid, into id.
+type mergeCand struct {
+	score        float32
+	left, right  int
+	lid, rid, id int32
+}
+
+// merge applies SentencePiece's BPE merges to ids: repeatedly the adjacent
+// pair whose merged piece scores highest, the leftmost among equals, until
+// no pair forms a piece. A heap of candidate pairs over a linked list of
+// symbols makes it O(n log n); stale candidates (a side since merged away)
+// are skipped when popped.
+func (t *SentencePiece) merge(ids []int32) []int32 {
+	n := len(ids)
+	next, prev := make([]int, n), make([]int, n)
+	for i := range n {
+		next[i], prev[i] = i+1, i-1
 	}
+	alive := make([]bool, n) // a merged symbol's right side dies
+	for i := range alive {
+		alive[i] = true
+	}
+	h := minheap.Heap[mergeCand]{Less: func(a, b mergeCand) bool {
+		return a.score > b.score || a.score == b.score && a.left < b.left
+	}}
+	var buf []byte
+	offer := func(l, r int) {
+		if l < 0 || r >= n {
+			return
+		}
+		buf = append(append(buf[:0], t.pieces[ids[l]]...), t.pieces[ids[r]]...)
+		if id, ok := t.index[string(buf)]; ok {
+			h.Push(mergeCand{score: t.scores[id], left: l, right: r, lid: ids[l], rid: ids[r], id: id})
+		}
+	}
+	for i := 0; i+1 < n; i++ {
+		offer(i, i+1)
+	}
+	for h.Len() > 0 {
+		c := h.Pop()
+		if !alive[c.left] || !alive[c.right] || next[c.left] != c.right || ids[c.left] != c.lid || ids[c.right] != c.rid {
+			continue // a side has merged with something else since
+		}
+		ids[c.left] = c.id
+		alive[c.right] = false
+		next[c.left] = next[c.right]
+		if next[c.left] < n {
+			prev[next[c.left]] = c.left
+		}
+		offer(prev[c.left], c.left)
+		offer(c.left, next[c.left])
+	}
+	out := ids[:0]
+	for i := 0; i < n; i = next[i] {
+		out = append(out, ids[i])
+	}
+	return out
 }
 
 // Decode implements Tokenizer. Byte-fallback tokens become their bytes,
