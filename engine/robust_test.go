@@ -145,3 +145,50 @@ func TestFollowerWaitsForLeaderPrefill(t *testing.T) {
 	}
 	checkDrained(t, e)
 }
+
+// TestHostTierThroughTheEngine evicts a cached prompt under pressure into
+// the host tier and runs it again: its blocks come back from host memory
+// (counted as host-cached tokens) and, since the model's outputs depend on
+// every K/V byte, the output matches a cold run exactly.
+func TestHostTierThroughTheEngine(t *testing.T) {
+	e := newTestEngine(t, newHashModel(testVocab, 512), func(c *Config) {
+		c.NumBlocks, c.HostTierBytes = 24, 1<<20
+	})
+	p := prompt(21, 41) // 10 whole blocks
+	cold := run(t, e, Request{Prompt: p, MaxTokens: 3, IgnoreEOS: true})
+	for i := range 3 { // other prompts push p's blocks out
+		run(t, e, Request{Prompt: prompt(30+i, 57), MaxTokens: 3, IgnoreEOS: true})
+	}
+	e.do(func() { e.host.Wait() })
+	if e.Stats().Cache.Demoted == 0 {
+		t.Fatal("nothing was demoted under pressure")
+	}
+	warm := run(t, e, Request{Prompt: p, MaxTokens: 3, IgnoreEOS: true})
+	if warm.Usage.HostCachedTokens == 0 || warm.Usage.CachedTokens < warm.Usage.HostCachedTokens {
+		t.Fatalf("usage %+v: want tokens promoted from the host tier", warm.Usage)
+	}
+	if !slices.Equal(warm.Tokens, cold.Tokens) {
+		t.Fatalf("after promotion %v, cold %v", warm.Tokens, cold.Tokens)
+	}
+	if s := e.Stats(); s.CacheHitHost != uint64(warm.Usage.HostCachedTokens) || s.Cache.Promoted == 0 {
+		t.Fatalf("stats: host hits %d, promoted %d", s.CacheHitHost, s.Cache.Promoted)
+	}
+	checkDrained(t, e)
+}
+
+// TestRequestPriorityGuidesEviction caches a high- and a low-priority
+// prompt, then needs room: the low-priority one is evicted first, though
+// it was used more recently.
+func TestRequestPriorityGuidesEviction(t *testing.T) {
+	e := newTestEngine(t, newHashModel(testVocab, 512), func(c *Config) { c.NumBlocks = 24 })
+	hi, lo := prompt(41, 33), prompt(42, 33) // 8 whole blocks each
+	run(t, e, Request{Prompt: hi, MaxTokens: 1, Cache: Cache{Priority: 5}})
+	run(t, e, Request{Prompt: lo, MaxTokens: 1})
+	run(t, e, Request{Prompt: prompt(43, 30), MaxTokens: 10, Cache: Cache{Disabled: true}}) // needs 10
+	var hiCached, loCached int
+	e.do(func() { hiCached, loCached = e.cache.Cached("", hi), e.cache.Cached("", lo) })
+	if hiCached != 32 || loCached == 32 {
+		t.Fatalf("after pressure: high priority %d tokens cached, low %d", hiCached, loCached)
+	}
+	checkDrained(t, e)
+}
