@@ -12,8 +12,18 @@ import (
 // they see and change a consistent cache. Each returns ErrClosed once the
 // engine has stopped.
 
-// Config returns the engine's configuration with its defaults filled in.
+// Config returns the engine's configuration with its defaults filled in
+// (NumBlocks included, when the pool was sized by KVBytes).
 func (e *Engine) Config() Config { return e.cfg }
+
+// KVBlockBytes returns the bytes one block's K/V takes across all layers,
+// or 0 for a model that keeps none.
+func (e *Engine) KVBlockBytes() int {
+	if st := e.pool.Storage(); st != nil {
+		return st.BlockBytes()
+	}
+	return 0
+}
 
 // Flush removes every unpinned cached prefix of namespace, or of every
 // namespace if all is set, dropping operator pins there first; prefixes

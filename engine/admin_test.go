@@ -89,3 +89,17 @@ func TestAdmin(t *testing.T) {
 	}
 	checkDrained(t, e)
 }
+
+func TestPoolSizedInBytes(t *testing.T) {
+	// hashModel keeps 8 bytes per position: a block of 4 is 32 bytes.
+	e := newTestEngine(t, newHashModel(testVocab, 64), func(c *Config) { c.NumBlocks, c.KVBytes = 0, 32*100+31 })
+	if got := e.Config().NumBlocks; got != 100 || e.KVBlockBytes() != 32 {
+		t.Fatalf("KVBytes 3231 gave %d blocks of %d bytes, want 100 of 32", got, e.KVBlockBytes())
+	}
+	if s := e.Stats(); s.Blocks.Total != 100 {
+		t.Fatalf("pool of %d blocks", s.Blocks.Total)
+	}
+	if _, err := New(Config{Model: newHashModel(testVocab, 64), KVBytes: 31, BlockSize: 4}); err == nil {
+		t.Fatal("a pool smaller than one block was accepted")
+	}
+}

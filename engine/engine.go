@@ -75,7 +75,8 @@ type Config struct {
 	Tokenizer Tokenizer // optional; needed for stop strings
 	EOS       int32     // end-of-sequence token; negative for none
 
-	NumBlocks      int // KV pool size in blocks; required
+	NumBlocks      int   // KV pool size in blocks; required unless KVBytes is set
+	KVBytes        int64 // KV pool size in bytes, when NumBlocks is 0: as many blocks as fit
 	BlockSize      int // token slots per block; default 16
 	MaxRunning     int // sequences in the running batch; default 256
 	MaxBatchTokens int // tokens per forward pass (decodes + prefill chunks); default 2048
@@ -115,8 +116,8 @@ func (c *Config) fill() error {
 	if c.Model == nil {
 		return errors.New("engine: Config.Model is required")
 	}
-	if c.NumBlocks <= 0 {
-		return fmt.Errorf("engine: Config.NumBlocks must be positive, got %d", c.NumBlocks)
+	if c.NumBlocks < 0 || c.NumBlocks == 0 && c.KVBytes <= 0 {
+		return fmt.Errorf("engine: Config.NumBlocks (%d) or Config.KVBytes (%d) must be positive", c.NumBlocks, c.KVBytes)
 	}
 	def := func(v *int, d int, name string) error {
 		if *v == 0 {
@@ -205,6 +206,15 @@ func New(cfg Config) (*Engine, error) {
 func build(cfg Config) (*Engine, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
+	}
+	if cfg.NumBlocks == 0 {
+		probe, err := cfg.Model.NewKV(1, cfg.BlockSize)
+		if err != nil || probe == nil {
+			return nil, fmt.Errorf("engine: Config.KVBytes needs a model with K/V storage (%v); set NumBlocks", err)
+		}
+		if cfg.NumBlocks = int(cfg.KVBytes / int64(probe.BlockBytes())); cfg.NumBlocks == 0 {
+			return nil, fmt.Errorf("engine: Config.KVBytes %d is less than one block (%d bytes)", cfg.KVBytes, probe.BlockBytes())
+		}
 	}
 	st, err := cfg.Model.NewKV(cfg.NumBlocks, cfg.BlockSize)
 	if err != nil {
