@@ -77,13 +77,13 @@ type Config struct {
 
 	NumBlocks      int   // KV pool size in blocks; required unless KVBytes is set
 	KVBytes        int64 // KV pool size in bytes, when NumBlocks is 0: as many blocks as fit
-	BlockSize      int // token slots per block; default 16
-	MaxRunning     int // sequences in the running batch; default 256
-	MaxBatchTokens int // tokens per forward pass (decodes + prefill chunks); default 2048
-	PrefillChunk   int // most prompt tokens of one sequence per pass; default 512
-	MaxWaiting     int // queued requests before ErrQueueFull; default 1024
-	MaxModelLen    int // longest prompt + output; default and cap: the model's
-	MaxBeamWidth   int // default 8 (at most MaxRunning)
+	BlockSize      int   // token slots per block; default 16
+	MaxRunning     int   // sequences in the running batch; default 256
+	MaxBatchTokens int   // tokens per forward pass (decodes + prefill chunks); default 2048
+	PrefillChunk   int   // most prompt tokens of one sequence per pass; default 512
+	MaxWaiting     int   // queued requests before ErrQueueFull; default 1024
+	MaxModelLen    int   // longest prompt + output; default and cap: the model's
+	MaxBeamWidth   int   // default 8 (at most MaxRunning)
 
 	Batching           Batching
 	KVAlloc            KVAlloc
