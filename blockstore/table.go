@@ -93,7 +93,9 @@ func (t *Table) BlocksNeeded(k int) int {
 // nothing and returns ErrPoolExhausted or ErrTableFull. Every block the new
 // slots fall in becomes private to this table: a block that is shared (with
 // another table or the prefix cache) is first copied, slots written so far
-// only, into a fresh block.
+// only, into a fresh block. If the Storage fails a copy, Append returns its
+// error with the length unchanged; blocks it already made private stay so
+// (the table holds the same K/V either way).
 func (t *Table) Append(k int) error {
 	if k < 0 {
 		return fmt.Errorf("blockstore: Append of %d slots", k)
