@@ -271,6 +271,8 @@ func (s *Server) buildRoutes() map[string]*route {
 	add("/v1/completions", "POST", s.tenant(s.handleCompletions))
 	add("/v1/models", "GET", s.tenant(s.handleModels))
 	add("/metrics", "GET", s.metrics.handler())
+	add("/", "GET", s.handleIndex)
+	add("/v1/stats", "GET", s.statsHandler())
 	add("/healthz", "GET", s.handleHealthz)
 	add("/readyz", "GET", s.handleReadyz)
 	add("/v1/cache", "GET", s.admin(s.handleCacheStats))
