@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,11 +77,31 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	tiny := fs.Bool("tiny", false, "tiny sizes (seconds; for smoke tests)")
 	md := fs.String("markdown", "", "also rewrite the generated section of this markdown file (e.g. BENCHMARKS.md), with plots copied under --plot-dir")
 	plotDir := fs.String("plot-dir", "docs/bench", "with --markdown: where the plots go, relative to the markdown file")
+	var h httpFlags
+	fs.StringVar(&h.url, "http", "", "drive a running prefixd serve at this loopback URL (e.g. http://127.0.0.1:8080) instead of in-process engines")
+	fs.StringVar(&h.apiKey, "api-key", "", "with --http: API key of the generation requests")
+	fs.StringVar(&h.adminToken, "admin-token", "", "with --http: admin token, to read the server's block accounting after the run (needed by --soak)")
+	fs.StringVar(&h.workload, "workload", bench.HTTPSharedPrefix, "with --http: "+strings.Join(bench.HTTPWorkloads, ", "))
+	fs.Float64Var(&h.rate, "rate", 0, "with --http: open-loop arrivals per second (chat: conversations started); 0: the workload's own")
+	fs.DurationVar(&h.soak, "soak", 0, "with --http: repeat the workload for this long (at most "+bench.MaxSoak.String()+"), drain, and fail if the server still holds blocks")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if h.url != "" {
+		for _, name := range []string{"model", "threads", "workloads", "markdown", "plot-dir"} {
+			if isSet(fs, name) {
+				return usagef("--%s does not apply to --http: the server runs the model", name)
+			}
+		}
+		return benchHTTP(h, *seed, *tiny, *out, stdout, stderr)
+	}
+	for _, name := range []string{"api-key", "admin-token", "workload", "rate", "soak"} {
+		if isSet(fs, name) {
+			return usagef("--%s needs --http", name)
+		}
 	}
 	var names []string
 	if *only != "" {
@@ -163,4 +185,72 @@ func writeFile(path string, fn func(io.Writer) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// isSet reports whether the flag name was given.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// httpFlags are the flags of `prefixd bench --http`.
+type httpFlags struct {
+	url, apiKey, adminToken, workload string
+	rate                              float64
+	soak                              time.Duration
+}
+
+// benchHTTP runs `prefixd bench --http`: the workload against a running
+// server, the client-side figures on stdout and in OUT/http-report.json,
+// and exit status 1 if the server still holds blocks after draining.
+func benchHTTP(h httpFlags, seed uint64, tiny bool, out string, stdout, stderr io.Writer) error {
+	if _, err := bench.CheckLoopback(h.url); err != nil {
+		return usagef("%w", err)
+	}
+	switch {
+	case !slices.Contains(bench.HTTPWorkloads, h.workload):
+		return usagef("--workload %q: want one of %s", h.workload, strings.Join(bench.HTTPWorkloads, ", "))
+	case h.rate < 0:
+		return usagef("--rate %v must not be negative", h.rate)
+	case h.soak < 0 || h.soak > bench.MaxSoak:
+		return usagef("--soak %v must be in [0, %v]", h.soak, bench.MaxSoak)
+	case h.soak > 0 && h.rate == 0:
+		return usagef("--soak needs --rate: a soak is an open-loop arrival process")
+	case h.soak > 0 && h.adminToken == "":
+		return usagef("--soak needs --admin-token: it ends with the server's block accounting (GET /v1/cache)")
+	}
+	size := bench.Default
+	if tiny {
+		size = bench.Tiny
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := bench.RunHTTP(ctx, bench.HTTPConfig{URL: h.url, APIKey: h.apiKey, AdminToken: h.adminToken,
+		Workload: h.workload, Size: size, Seed: seed, Rate: h.rate, Soak: h.soak}, stderr)
+	if res != nil {
+		if werr := res.WriteText(stdout); werr != nil && err == nil {
+			err = werr
+		}
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return err
+		}
+		path := filepath.Join(out, "http-report.json")
+		if err := writeFile(path, func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		}); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", path)
+	}
+	if err != nil {
+		return err
+	}
+	if n := res.Leaked(); n > 0 {
+		fmt.Fprintf(stdout, "leak: %d blocks in use\n", n)
+		return fmt.Errorf("leak: %d blocks still in use after every request finished", n)
+	}
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"prefixd/kernels/cpu"
 	"prefixd/model"
 	"prefixd/server"
+	"prefixd/trace"
 )
 
 func init() {
@@ -45,7 +46,8 @@ type serveOptions struct {
 	defaultTTL, maxTTL, drainTimeout        time.Duration
 	hostTierBytes                           byteSize
 	batching, kvAlloc, prefixCache          string
-	cachedFirst                             bool
+	cachedFirst, traceTokens                bool
+	traceOut                                string
 	adminToken, apiKeys                     string
 	keys                                    map[string]string
 	flags                                   *flag.FlagSet
@@ -88,6 +90,8 @@ func parseServe(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may finish before they are cancelled")
 	fs.IntVar(&o.threads, "threads", 0, "compute threads; 0: GOMAXPROCS")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.traceOut, "trace-out", "", "write a trace of the generation requests to this file (JSON lines, see trace/README.md; for prefixd ttl-sim --trace)")
+	fs.BoolVar(&o.traceTokens, "trace-tokens", false, "with --trace-out: record prompts' token IDs instead of their block hashes")
 	o.flags = fs
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError{err}
@@ -310,6 +314,22 @@ func serve(ctx context.Context, stopSignals func(), args []string, lookupEnv fun
 	if o.kvAlloc == "contiguous" {
 		ecfg.KVAlloc = engine.Contiguous
 	}
+	var tw *trace.Writer
+	if o.traceOut != "" {
+		// Opened before the engine, so a bad path fails fast; closed last,
+		// after Shutdown has written every record.
+		f, err := os.OpenFile(o.traceOut, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return fmt.Errorf("--trace-out: %w", err)
+		}
+		defer func() {
+			if err := f.Close(); err != nil {
+				log.Error("closing the trace", "path", o.traceOut, "err", err)
+			}
+		}()
+		tw = trace.NewWriter(f, time.Now())
+		log.Info("tracing requests", "path", o.traceOut, "tokens", o.traceTokens)
+	}
 	eng, err := engine.New(ecfg)
 	if err != nil {
 		return usagef("%w", err)
@@ -317,7 +337,7 @@ func serve(ctx context.Context, stopSignals func(), args []string, lookupEnv fun
 	srv, err := server.New(server.Config{
 		Engine: eng, Tokenizer: tok, ModelName: m.Name, AdminToken: o.adminToken, APIKeys: o.keys,
 		MaxBodyBytes: o.maxBodyBytes, MaxPromptTokens: o.maxPromptTokens, MaxTokens: o.maxTokens,
-		Metrics: metrics, Logger: log,
+		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens,
 	})
 	if err != nil {
 		eng.Close(context.Background())
