@@ -136,6 +136,31 @@ func (s *Server) submit(req engine.Request) (*engine.Stream, context.CancelFunc,
 	return st, cancel, nil
 }
 
+// hangupPoll is how often a non-streaming request checks that its client
+// is still connected.
+const hangupPoll = 100 * time.Millisecond
+
+// await waits for a non-streaming request's result. fasthttp tells a
+// handler nothing when its client disconnects, so await peeks at the
+// connection every hangupPoll and cancels the request once the client has
+// hung up (gone); the engine then frees its blocks at its next iteration.
+func (s *Server) await(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel context.CancelFunc) (res engine.Result, gone bool) {
+	tick := time.NewTicker(hangupPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-st.Done():
+			return st.Result(), false
+		case <-tick.C:
+			if hungUp(ctx.Conn()) {
+				cancel()
+				s.log.Debug("client hung up; request cancelled", "path", string(ctx.Path()))
+				return st.Result(), true
+			}
+		}
+	}
+}
+
 // resultError is the error a finished request reports, if any.
 func resultError(res *engine.Result) *apiError {
 	switch res.Finish {
@@ -164,7 +189,10 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	defer cancel()
-	res := st.Result()
+	res, gone := s.await(ctx, st, cancel)
+	if gone {
+		return // nobody to answer
+	}
 	if e := resultError(&res); e != nil {
 		s.writeError(ctx, e)
 		return
@@ -366,7 +394,10 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	defer cancel()
-	res := st.Result()
+	res, gone := s.await(ctx, st, cancel)
+	if gone {
+		return // nobody to answer
+	}
 	if e := resultError(&res); e != nil {
 		s.writeError(ctx, e)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -146,4 +147,38 @@ func (h *harness) call(method, path, body string) (int, string) {
 		h.t.Errorf("%s %s: non-JSON body %q", method, path, ctx.Response.Body())
 	}
 	return ctx.Response.StatusCode(), string(ctx.Response.Body())
+}
+
+// TestHangupCancels sends non-streaming requests on raw connections and
+// closes them while the engine is paused: fasthttp says nothing to the
+// handler, so the server must notice the hang-up itself, cancel both
+// requests (the running one and the queued one) and free their blocks.
+func TestHangupCancels(t *testing.T) {
+	h := newHarness(t, withEngine(func(c *engine.Config) { c.MaxRunning = 1 }))
+	h.gate.mu.Lock()
+	var conns []net.Conn
+	for _, path := range []string{"/generate", "/v1/completions"} {
+		body := `{"prompt": "A long story, please.", "max_tokens": 1000, "ignore_eos": true}`
+		if path == "/v1/completions" {
+			body = `{"prompt": "Another long story.", "max_tokens": 1000, "temperature": 0}`
+		}
+		c, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
+		conns = append(conns, c)
+	}
+	<-h.gate.entered // the first is admitted and inside a forward pass
+	for _, c := range conns {
+		c.Close()
+	}
+	h.gate.mu.Unlock()
+	fams := h.scrapeWhen("both requests to be cancelled", func(f map[string]*dto.MetricFamily) bool {
+		return metric(f, "prefixd_requests_total", "finish_reason", "cancelled") == 2
+	})
+	if g := metric(fams, "prefixd_generated_tokens_total"); g >= 1000 {
+		t.Errorf("%v tokens generated: a hung-up request ran to the end", g)
+	}
+	h.checkDrained()
 }
