@@ -44,7 +44,7 @@ type serveOptions struct {
 	maxPromptTokens, maxModelLen, threads   int
 	maxBodyBytes                            int
 	defaultTTL, maxTTL, drainTimeout        time.Duration
-	hostTierBytes                           byteSize
+	hostTierBytes, kvBytes                  byteSize
 	batching, kvAlloc, prefixCache          string
 	cachedFirst, traceTokens                bool
 	traceOut                                string
@@ -79,6 +79,7 @@ func parseServe(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.IntVar(&o.maxModelLen, "max-model-len", 0, "longest prompt + output; 0: the model's")
 	fs.DurationVar(&o.defaultTTL, "default-ttl", 5*time.Minute, "prefix cache TTL of requests that ask for none")
 	fs.DurationVar(&o.maxTTL, "max-ttl", time.Hour, "longest prefix cache TTL a request may ask for")
+	fs.Var(&o.kvBytes, "kv-bytes", "KV pool size in bytes instead of --blocks, e.g. 2GiB: as many blocks as fit")
 	fs.Var(&o.hostTierBytes, "host-tier-bytes", "host-memory cache tier for evicted blocks, e.g. 512MiB; 0 disables it")
 	fs.StringVar(&o.batching, "batching", "continuous", "scheduling: continuous or static")
 	fs.StringVar(&o.kvAlloc, "kv-alloc", "paged", "KV allocation: paged or contiguous")
@@ -205,6 +206,9 @@ func (o *serveOptions) check() error {
 	if o.blockSize == 0 || o.maxRunning == 0 || o.maxBatch == 0 || o.prefillChunk == 0 || o.maxWaiting == 0 || o.maxBodyBytes == 0 {
 		return usagef("--block-size, --max-running, --max-batch-tokens, --prefill-chunk, --max-waiting and --max-body-bytes must be positive")
 	}
+	if o.blocks > 0 && o.kvBytes > 0 {
+		return usagef("give --blocks or --kv-bytes, not both")
+	}
 	if o.defaultTTL <= 0 || o.maxTTL < o.defaultTTL || o.drainTimeout < 0 {
 		return usagef("want 0 < --default-ttl (%v) <= --max-ttl (%v) and --drain-timeout >= 0", o.defaultTTL, o.maxTTL)
 	}
@@ -288,17 +292,16 @@ func serve(ctx context.Context, stopSignals func(), args []string, lookupEnv fun
 		maxLen = min(o.maxModelLen, maxLen)
 	}
 	blocks := o.blocks
-	if blocks == 0 {
+	if blocks == 0 && o.kvBytes == 0 {
 		perSeq := (min(512, maxLen) + o.blockSize - 1) / o.blockSize
 		blocks = max(o.maxRunning*perSeq, (maxLen+o.blockSize-1)/o.blockSize)
 	}
-	blockBytes := int64(c.Layers) * 2 * int64(o.blockSize) * int64(c.KVDim()) * 4 // float32 K and V
 	w := cpu.NewWorkers(o.threads)
 	defer w.Close()
 	metrics := server.NewMetrics()
 	ecfg := engine.Config{
 		Model: model.NewRunner(m, w), EOS: c.EOS,
-		NumBlocks: blocks, BlockSize: o.blockSize, MaxRunning: o.maxRunning, MaxBatchTokens: o.maxBatch,
+		NumBlocks: blocks, KVBytes: int64(o.kvBytes), BlockSize: o.blockSize, MaxRunning: o.maxRunning, MaxBatchTokens: o.maxBatch,
 		PrefillChunk: o.prefillChunk, MaxWaiting: o.maxWaiting, MaxModelLen: maxLen,
 		DisablePrefixCache: o.prefixCache == "off", CachedFirst: o.cachedFirst,
 		DefaultTTL: o.defaultTTL, MaxTTL: o.maxTTL, HostTierBytes: int64(o.hostTierBytes),
@@ -354,7 +357,8 @@ func serve(ctx context.Context, stopSignals func(), args []string, lookupEnv fun
 	}
 	log.Info("model", "name", name, "dim", c.Dim, "layers", c.Layers, "heads", c.Heads, "kv_heads", c.KVHeads,
 		"vocab", c.Vocab, "max_model_len", maxLen, "tokenizer", m.Tokenizer != nil)
-	log.Info("kv pool", "blocks", blocks, "block_size", o.blockSize, "bytes", int64(blocks)*blockBytes,
+	blocks = eng.Config().NumBlocks
+	log.Info("kv pool", "blocks", blocks, "block_size", o.blockSize, "bytes", int64(blocks)*int64(eng.KVBlockBytes()),
 		"host_tier_bytes", int64(o.hostTierBytes), "prefix_cache", o.prefixCache, "batching", o.batching, "kv_alloc", o.kvAlloc)
 	log.Info("listening", "addr", ln.Addr().String(), "admin", o.adminToken != "", "tenants", len(o.keys))
 

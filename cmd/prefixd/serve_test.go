@@ -161,6 +161,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{"bad api keys", []string{"--api-keys", "secret"}, nil, 2, "entry 1 is not key=namespace"},
 		{"duplicate api key", []string{"--api-keys", "a=x,a=y"}, nil, 2, "listed twice"},
 		{"bad size", []string{"--host-tier-bytes", "lots"}, nil, 2, "not a size"},
+		{"blocks and kv-bytes", []string{"--blocks", "8", "--kv-bytes", "1MiB"}, nil, 2, "not both"},
+		{"kv-bytes under a block", []string{"--kv-bytes", "100"}, nil, 2, "less than one block"},
 		{"bad env value", nil, map[string]string{"PREFIXD_BLOCKS": "many"}, 2, "PREFIXD_BLOCKS"},
 		{"unknown config key", []string{"--config", bad}, nil, 2, `unknown setting "blokcs"`},
 		{"nested config value", []string{"--config", nested}, nil, 2, "string, number or boolean"},
