@@ -105,7 +105,7 @@ func Suite(size Size, seed uint64, only ...string) ([]*Workload, error) {
 		if !want(name) {
 			continue
 		}
-		c := SkewConfig{Requests: pick(256, 16), Prompt: 16, Dist: dist, Seed: seed}
+		c := SkewConfig{Requests: pick(1024, 16), Prompt: 16, Dist: dist, Seed: seed}
 		reqs, err := Skew(c)
 		if err != nil {
 			return nil, err
