@@ -29,22 +29,6 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	return exitCode("bench", benchCmd(args, stdout, stderr), stderr)
 }
 
-// exitCode maps a subcommand's error to its exit status, printing it.
-func exitCode(name string, err error, stderr io.Writer) int {
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 2
-	case errors.As(err, new(usageError)):
-		fmt.Fprintf(stderr, "prefixd %s: %v\n", name, err)
-		return 2
-	default:
-		fmt.Fprintf(stderr, "prefixd %s: %v\n", name, err)
-		return 1
-	}
-}
-
 // benchModel returns the model the suite runs on and its EOS token: the
 // built-in model, a model file, "null" (no compute) or "sim" (no compute,
 // a fixed cost per forward pass).

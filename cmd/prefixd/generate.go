@@ -18,34 +18,13 @@ func init() {
 	register("generate", "generate text offline from a prompt (no server)", runGenerate)
 }
 
-// usageError marks an error caused by the command line; it exits with 2.
-type usageError struct{ error }
-
-// Unwrap returns the underlying error.
-func (e usageError) Unwrap() error { return e.error }
-
-// usagef returns a usageError formatted like fmt.Errorf.
-func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
-
 // generateBlockSize is the K/V block size, in token positions, of the
 // offline generator's pool.
 const generateBlockSize = 16
 
 // runGenerate implements `prefixd generate`.
 func runGenerate(args []string, stdout, stderr io.Writer) int {
-	err := generate(args, stdout, stderr)
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 2
-	case errors.As(err, new(usageError)):
-		fmt.Fprintf(stderr, "prefixd generate: %v\n", err)
-		return 2
-	default:
-		fmt.Fprintf(stderr, "prefixd generate: %v\n", err)
-		return 1
-	}
+	return exitCode("generate", generate(args, stdout, stderr), stderr)
 }
 
 func generate(args []string, stdout, stderr io.Writer) error {

@@ -5,6 +5,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -65,3 +67,28 @@ func usage(w io.Writer) {
 	}
 	io.WriteString(w, b.String())
 }
+
+// exitCode maps a subcommand's error to its exit status, printing it.
+func exitCode(name string, err error, stderr io.Writer) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 2
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "prefixd %s: %v\n", name, err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "prefixd %s: %v\n", name, err)
+		return 1
+	}
+}
+
+// usageError marks an error caused by the command line; it exits with 2.
+type usageError struct{ error }
+
+// Unwrap returns the underlying error.
+func (e usageError) Unwrap() error { return e.error }
+
+// usagef returns a usageError formatted like fmt.Errorf.
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
