@@ -177,15 +177,25 @@ func resultError(res *engine.Result) *apiError {
 	return nil
 }
 
-func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx) {
+// startGenerate parses and submits a /generate or /generate_stream
+// request. If it fails it has answered, and ok is false.
+func (s *Server) startGenerate(ctx *fasthttp.RequestCtx) (st *engine.Stream, cancel context.CancelFunc, ok bool) {
 	req, aerr := s.parseGenerate(ctx)
 	if aerr != nil {
 		s.writeError(ctx, aerr)
-		return
+		return nil, nil, false
 	}
 	st, cancel, err := s.submit(req)
 	if err != nil {
 		s.writeSubmitError(ctx, err)
+		return nil, nil, false
+	}
+	return st, cancel, true
+}
+
+func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx) {
+	st, cancel, ok := s.startGenerate(ctx)
+	if !ok {
 		return
 	}
 	defer cancel()
@@ -217,14 +227,8 @@ func nonNil(ids []int32) []int32 {
 }
 
 func (s *Server) handleGenerateStream(ctx *fasthttp.RequestCtx) {
-	req, aerr := s.parseGenerate(ctx)
-	if aerr != nil {
-		s.writeError(ctx, aerr)
-		return
-	}
-	st, cancel, err := s.submit(req)
-	if err != nil {
-		s.writeSubmitError(ctx, err)
+	st, cancel, ok := s.startGenerate(ctx)
+	if !ok {
 		return
 	}
 	id := newID("gen-")
