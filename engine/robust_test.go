@@ -192,3 +192,47 @@ func TestRequestPriorityGuidesEviction(t *testing.T) {
 	}
 	checkDrained(t, e)
 }
+
+// finishLog records finished requests' prompt lengths in finishing order.
+type finishLog struct{ prompts []int }
+
+func (l *finishLog) Step(int, int, time.Duration) {}
+func (l *finishLog) Finished(r *Result)           { l.prompts = append(l.prompts, r.Usage.PromptTokens) }
+
+// TestCachedFirstDoesNotStarve queues an uncached request ahead of many
+// whose prompts are cached: CachedFirst admits those first, but passes the
+// uncached one over at most 16 times. One runs at a time, so finishing
+// order is admission order.
+func TestCachedFirstDoesNotStarve(t *testing.T) {
+	log := &finishLog{}
+	e := newTestEngine(t, newHashModel(testVocab, 512), func(c *Config) {
+		c.CachedFirst, c.MaxRunning, c.MaxBatchTokens, c.Observer = true, 1, 32, log
+	})
+	warm := prompt(51, 40)
+	run(t, e, Request{Prompt: warm, MaxTokens: 1})
+	var streams []*Stream
+	e.do(func() {
+		for i := range 30 {
+			r := Request{Prompt: append(slices.Clone(warm), int32(i)), MaxTokens: 2} // 41 tokens
+			if i == 0 {
+				r = Request{Prompt: prompt(52, 40), MaxTokens: 2} // uncached, first in line
+			}
+			st, err := e.Submit(context.Background(), r)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			streams = append(streams, st)
+		}
+	})
+	for _, st := range streams {
+		st.Result()
+	}
+	var order []int
+	e.do(func() { order = slices.Clone(log.prompts[1:]) }) // after the warm-up
+	rank := slices.Index(order, 40)
+	if rank < 1 || rank > 16 {
+		t.Fatalf("the uncached request was admitted after %d cached ones, want 1..16 (order %v)", rank, order)
+	}
+	checkDrained(t, e)
+}
