@@ -86,12 +86,13 @@ func (s *Sampler) Sample(logits []float32) int32 {
 	if cap(s.cands) < n {
 		s.cands = make([]cand, n)
 	}
-	// Softmax numerators exp((l - max) / T).
+	// Softmax numerators exp((l - max) / T), in float64: 1/T of a tiny
+	// float32 temperature overflows float32, and 0 x Inf would be NaN.
 	c := s.cands[:n]
-	hi, inv := logits[Argmax(logits)], 1/s.p.Temperature
+	hi, inv := float64(logits[Argmax(logits)]), 1/float64(s.p.Temperature)
 	var total float64
 	for i, l := range logits {
-		c[i] = cand{float32(math.Exp(float64((l - hi) * inv))), int32(i)}
+		c[i] = cand{float32(math.Exp((float64(l) - hi) * inv)), int32(i)}
 		total += float64(c[i].p)
 	}
 	if k := s.p.TopK; k > 0 && k < n {

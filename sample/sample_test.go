@@ -39,6 +39,23 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestTinyTemperatureIsGreedy: a temperature whose inverse overflows
+// float32 still samples the most likely token, not NaN's last one.
+func TestTinyTemperatureIsGreedy(t *testing.T) {
+	logits := []float32{0.5, 3, -1, 2.9}
+	for _, temp := range []float32{1e-40, 1e-20, math.SmallestNonzeroFloat32} {
+		s, err := New(Params{Temperature: temp, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			if got := s.Sample(logits); got != 1 {
+				t.Fatalf("temperature %g sampled %d, want 1", temp, got)
+			}
+		}
+	}
+}
+
 func TestArgmax(t *testing.T) {
 	nan := float32(math.NaN())
 	cases := []struct {
