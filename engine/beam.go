@@ -170,6 +170,9 @@ func (g *beamGroup) finish(sc *scheduler, reason FinishReason, err error) {
 		if best.stop {
 			reason = FinishStop
 		}
+		if len(out) > 0 { // the caller's first token comes with the result
+			g.root.stream.result.Timing.FirstToken = sc.e.cfg.Clock.Now().Sub(g.root.submitted)
+		}
 		tk := sc.e.cfg.Tokenizer
 		for i, t := range out {
 			stop := tk != nil && g.root.text.add(tk, t)

@@ -105,6 +105,9 @@ func TestRealModelBeamAndSampling(t *testing.T) {
 	if len(beam.Tokens) == 0 {
 		t.Fatal("beam search produced nothing")
 	}
+	if tm := beam.Timing; tm.FirstToken <= 0 || tm.FirstToken > tm.Total {
+		t.Fatalf("beam timing %+v: its first token comes with the result", tm)
+	}
 	st, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 5})
 	if err != nil {
 		t.Fatal(err)
