@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
@@ -90,7 +91,9 @@ func WriteSimPlots(dir string, results []SimResult) ([]string, error) {
 		mem  plotter.XYs
 	}
 	var all []*series
+	xMin, xMax := math.Inf(1), math.Inf(-1)
 	for _, r := range results {
+		xMin, xMax = min(xMin, r.TTL.Seconds()), max(xMax, r.TTL.Seconds())
 		var s *series
 		for _, x := range all {
 			if x.pool == r.PoolBlocks {
@@ -120,6 +123,9 @@ func WriteSimPlots(dir string, results []SimResult) ([]string, error) {
 		p.Y.Label.Text = f.unit
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		// Fixed bounds: with one TTL the automatic range would be x±1,
+		// which reaches zero or below for a TTL of a second or less.
+		p.X.Min, p.X.Max = xMin/2, xMax*2
 		p.Add(plotter.NewGrid())
 		for i, s := range all {
 			l, pts, err := plotter.NewLinePoints(f.pts(s))

@@ -135,16 +135,19 @@ func TestSynthShape(t *testing.T) {
 }
 
 func TestSimPlots(t *testing.T) {
-	res, err := SimulateTTL(periodic(2, 3, time.Second), SimConfig{TTLs: []time.Duration{time.Second, 2 * time.Second}, PoolBlocks: []int{64, 128}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	names, err := WriteSimPlots(dir, res)
-	if err != nil || len(names) != 2 {
-		t.Fatalf("%v, %v", names, err)
-	}
-	for _, n := range names {
-		isPNG(t, dir+"/"+n)
+	// One TTL of a second or less once made the log axis reach zero.
+	for _, ttls := range [][]time.Duration{{time.Second, 2 * time.Second}, {time.Second}, {500 * time.Millisecond}} {
+		res, err := SimulateTTL(periodic(2, 3, time.Second), SimConfig{TTLs: ttls, PoolBlocks: []int{64, 128}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		names, err := WriteSimPlots(dir, res)
+		if err != nil || len(names) != 2 {
+			t.Fatalf("TTLs %v: %v, %v", ttls, names, err)
+		}
+		for _, n := range names {
+			isPNG(t, dir+"/"+n)
+		}
 	}
 }

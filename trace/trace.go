@@ -73,9 +73,17 @@ func (r *Record) Prompt() int {
 	return r.PromptTokens
 }
 
+// MaxTokens bounds a record's prompt_tokens, max_tokens, output_tokens and
+// block_size, so that a bad line cannot make a replay allocate without
+// limit: 2^24 tokens is far beyond any model's context.
+const MaxTokens = 1 << 24
+
 // Validate reports the first thing wrong with r.
 func (r *Record) Validate() error {
 	switch {
+	case r.MaxTokens > MaxTokens || r.PromptTokens > MaxTokens || r.OutputTokens > MaxTokens ||
+		r.BlockSize > MaxTokens || len(r.Tokens) > MaxTokens || len(r.Blocks) > MaxTokens:
+		return fmt.Errorf("a record's token counts are bounded by %d", MaxTokens)
 	case r.At < 0:
 		return fmt.Errorf("t_ms %d is negative", r.At)
 	case r.MaxTokens <= 0:

@@ -66,6 +66,8 @@ func TestReadErrors(t *testing.T) {
 		{"not json", "{", "line 1"},
 		{"no prompt", `{"t_ms":0,"max_tokens":1}`, "needs tokens"},
 		{"no max tokens", `{"t_ms":0,"tokens":[1]}`, "max_tokens"},
+		{"huge prompt", `{"t_ms":0,"prompt_tokens":100000000000,"max_tokens":1}`, "bounded"},
+		{"huge block size", `{"t_ms":0,"blocks":["0000000000000000"],"block_size":4611686018427387904,"prompt_tokens":1,"max_tokens":1}`, "bounded"},
 		{"both", `{"t_ms":0,"tokens":[1],"blocks":["0000000000000000"],"block_size":1,"prompt_tokens":1,"max_tokens":1}`, "not both"},
 		{"bad hash", `{"t_ms":0,"blocks":["xyz"],"block_size":1,"prompt_tokens":1,"max_tokens":1}`, "16 hex"},
 		{"short prompt", `{"t_ms":0,"blocks":["0000000000000000"],"block_size":16,"prompt_tokens":1,"max_tokens":1}`, "shorter"},
