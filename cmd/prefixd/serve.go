@@ -203,6 +203,9 @@ func (o *serveOptions) check() error {
 			return usagef("--%s %d must not be negative", f.name, f.v)
 		}
 	}
+	if o.blockSize > maxBlockSize {
+		return usagef("--block-size %d is above %d", o.blockSize, maxBlockSize)
+	}
 	if o.blockSize == 0 || o.maxRunning == 0 || o.maxBatch == 0 || o.prefillChunk == 0 || o.maxWaiting == 0 || o.maxBodyBytes == 0 {
 		return usagef("--block-size, --max-running, --max-batch-tokens, --prefill-chunk, --max-waiting and --max-body-bytes must be positive")
 	}
@@ -298,9 +301,13 @@ func serve(ctx context.Context, stopSignals func(), args []string, lookupEnv fun
 	}
 	w := cpu.NewWorkers(o.threads)
 	defer w.Close()
+	runner := model.NewRunner(m, w)
+	if err := fitsMemory(runner, blocks, o.blockSize, int64(o.kvBytes)); err != nil {
+		return err
+	}
 	metrics := server.NewMetrics()
 	ecfg := engine.Config{
-		Model: model.NewRunner(m, w), EOS: c.EOS,
+		Model: runner, EOS: c.EOS,
 		NumBlocks: blocks, KVBytes: int64(o.kvBytes), BlockSize: o.blockSize, MaxRunning: o.maxRunning, MaxBatchTokens: o.maxBatch,
 		PrefillChunk: o.prefillChunk, MaxWaiting: o.maxWaiting, MaxModelLen: maxLen,
 		DisablePrefixCache: o.prefixCache == "off", CachedFirst: o.cachedFirst,
@@ -381,5 +388,32 @@ func serve(ctx context.Context, stopSignals func(), args []string, lookupEnv fun
 		log.Warn("serve", "err", err)
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// maxBlockSize bounds --block-size: blocks far larger than a prompt's
+// shared prefix would cache nothing.
+const maxBlockSize = 1024
+
+// fitsMemory refuses a KV pool (blocks, or kvBytes) larger than the
+// machine's memory, which would otherwise end the process when allocated.
+func fitsMemory(r *model.Runner, blocks, blockSize int, kvBytes int64) error {
+	total := physicalMemory()
+	if total == 0 {
+		return nil
+	}
+	if blocks > 0 {
+		probe, err := r.NewKV(1, blockSize)
+		if err != nil {
+			return err
+		}
+		if per := int64(probe.BlockBytes()); int64(blocks) > total/per {
+			return usagef("a KV pool of %d blocks of %d bytes does not fit this machine's %d bytes of memory", blocks, per, total)
+		}
+		return nil
+	}
+	if kvBytes > total {
+		return usagef("a KV pool of %d bytes does not fit this machine's %d bytes of memory", kvBytes, total)
+	}
 	return nil
 }

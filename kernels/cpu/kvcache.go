@@ -45,15 +45,24 @@ type KVCache struct {
 
 var _ blockstore.Storage = (*KVCache)(nil)
 
+// maxLayerFloats bounds one layer's K (or V) array: 2^40 float32s, 4 TiB.
+const maxLayerFloats = 1 << 40
+
 // NewKVCache allocates a zeroed cache of 2·Layers·NumBlocks·BlockSize·
 // KVHeads·HeadDim float32s. It returns an error wrapping ErrBadConfig if a
-// field is not positive.
+// field is not positive or the sizes multiply past any memory.
 func NewKVCache(cfg KVConfig) (*KVCache, error) {
 	if cfg.Layers <= 0 || cfg.KVHeads <= 0 || cfg.HeadDim <= 0 || cfg.BlockSize <= 0 || cfg.NumBlocks <= 0 {
 		return nil, fmt.Errorf("%w: every size must be positive, got %+v", ErrBadConfig, cfg)
 	}
 	c := &KVCache{cfg: cfg, kvDim: cfg.KVHeads * cfg.HeadDim}
-	n := cfg.NumBlocks * cfg.BlockSize * c.kvDim
+	n := maxLayerFloats + 1
+	if per := cfg.BlockSize * c.kvDim; per <= maxLayerFloats && cfg.NumBlocks <= maxLayerFloats/per {
+		n = cfg.NumBlocks * per
+	}
+	if n > maxLayerFloats {
+		return nil, fmt.Errorf("%w: %d blocks of %d slots x %d floats is too large", ErrBadConfig, cfg.NumBlocks, cfg.BlockSize, c.kvDim)
+	}
 	for range cfg.Layers {
 		c.k = append(c.k, make([]float32, n))
 		c.v = append(c.v, make([]float32, n))

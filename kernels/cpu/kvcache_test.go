@@ -150,6 +150,7 @@ func TestKVCacheErrors(t *testing.T) {
 		{"bad copy after a good one", c.CopyBlocks([]blockstore.BlockCopy{{Src: 1, Dst: 0, Slots: 2}, {Src: 0, Dst: 3, Slots: 1}}), ErrBlockRange},
 		{"zero config", errOf(NewKVCache(KVConfig{})), ErrBadConfig},
 		{"negative block size", errOf(NewKVCache(KVConfig{Layers: 1, KVHeads: 1, HeadDim: 1, BlockSize: -1, NumBlocks: 1})), ErrBadConfig},
+		{"sizes past any memory", errOf(NewKVCache(KVConfig{Layers: 1, KVHeads: 8, HeadDim: 128, BlockSize: 16, NumBlocks: 9_000_000_000_000})), ErrBadConfig},
 	} {
 		if !errors.Is(tc.err, tc.want) {
 			t.Errorf("%s: error %v, want %v", tc.name, tc.err, tc.want)
