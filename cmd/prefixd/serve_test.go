@@ -175,6 +175,9 @@ func TestServeUsageErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.msg == "does not fit" && physicalMemory() == 0 {
+				t.Skip("this platform does not report its memory")
+			}
 			var stderr bytes.Buffer
 			lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
 			code := exitCode("serve", serve(t.Context(), func() {}, c.args, lookup, &stderr), &stderr)
