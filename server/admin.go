@@ -167,9 +167,9 @@ func (s *Server) handleCacheFlush(ctx *fasthttp.RequestCtx) {
 // pinRequest names a cached prefix: a namespace (default "") and the
 // prompt, as text (tokenized as generation does, BOS first) or token IDs.
 type pinRequest struct {
-	Namespace string  `json:"namespace"`
-	Prompt    *string `json:"prompt"`
-	PromptIDs []int32 `json:"prompt_ids"`
+	Namespace string   `json:"namespace"`
+	Prompt    *string  `json:"prompt"`
+	PromptIDs tokenIDs `json:"prompt_ids"`
 }
 
 func (s *Server) parsePin(ctx *fasthttp.RequestCtx) (string, []int32, *apiError) {

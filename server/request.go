@@ -73,17 +73,42 @@ type cacheParams struct {
 	Enabled  *bool   `json:"enabled"`  // false: neither read nor write the cache
 }
 
+// tokenIDs is a JSON array of token IDs. Unlike a plain []int32 it refuses
+// null elements, which would otherwise decode as token 0; null for the
+// whole array leaves it nil (absent), [] makes it empty.
+type tokenIDs []int32
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *tokenIDs) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var raw []*int32
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	out := make(tokenIDs, len(raw))
+	for i, p := range raw {
+		if p == nil {
+			return fmt.Errorf("token ID %d is null", i)
+		}
+		out[i] = *p
+	}
+	*t = out
+	return nil
+}
+
 // generateRequest is the body of POST /generate and /generate_stream.
 type generateRequest struct {
 	Prompt        *string      `json:"prompt"`
-	PromptIDs     []int32      `json:"prompt_ids"`
+	PromptIDs     tokenIDs     `json:"prompt_ids"`
 	MaxTokens     *int         `json:"max_tokens"`
 	Temperature   *float32     `json:"temperature"`
 	TopP          *float32     `json:"top_p"`
 	TopK          *int         `json:"top_k"`
 	Seed          *uint64      `json:"seed"`
 	Stop          stopList     `json:"stop"`
-	StopIDs       []int32      `json:"stop_ids"`
+	StopIDs       tokenIDs     `json:"stop_ids"`
 	IgnoreEOS     bool         `json:"ignore_eos"`
 	BeamWidth     *int         `json:"beam_width"`
 	LengthPenalty *float32     `json:"length_penalty"`
@@ -402,15 +427,12 @@ func (c *completionRequest) toEngine(tok Encoder, lim limits) (engine.Request, *
 	}
 	var text string
 	var one []string
-	var ids []int32
+	var ids tokenIDs
 	switch {
 	case json.Unmarshal(c.Prompt, &text) == nil:
 		g.Prompt = &text
 	case json.Unmarshal(c.Prompt, &ids) == nil:
 		g.PromptIDs = ids
-		if ids == nil { // the empty array
-			g.PromptIDs = []int32{}
-		}
 	case json.Unmarshal(c.Prompt, &one) == nil && len(one) == 1:
 		g.Prompt = &one[0]
 	case json.Unmarshal(c.Prompt, &one) == nil:

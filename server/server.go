@@ -331,7 +331,14 @@ func (s *Server) parseError(ctx *fasthttp.RequestCtx, err error) {
 		s.writeError(ctx, &apiError{Status: 408, Type: typeInvalid, Message: "timed out reading the request"})
 		return
 	}
-	s.writeError(ctx, badRequest("", "malformed HTTP request: %v", err))
+	if errors.As(err, new(*fasthttp.ErrSmallBuffer)) || errors.Is(err, fasthttp.ErrSmallReadBuffer) {
+		s.writeError(ctx, &apiError{Status: 431, Type: typeInvalid, Message: "request headers are too large"})
+		return
+	}
+	// fasthttp's own message quotes the raw request, headers and all
+	// (Authorization included): log it, answer without it.
+	s.log.Debug("malformed HTTP request", "err", err)
+	s.writeError(ctx, badRequest("", "malformed HTTP request"))
 }
 
 // writeJSON sends v as the response body.
