@@ -204,10 +204,13 @@ func simulate(records []trace.Record, prompts [][]int32, c SimConfig, ttl time.D
 		if start < 0 {
 			start = now
 		}
-		use := eviction.Use{TTL: rec.TTL()}
-		query += len(p) - 1
-		h := m.Lookup(rec.Namespace, p[:len(p)-1], use, buf[:0])
-		buf = h.Blocks
+		use := eviction.Use{TTL: rec.TTL(), Priority: rec.Priority}
+		var h eviction.Hit
+		if !rec.CacheOff {
+			query += len(p) - 1
+			h = m.Lookup(rec.Namespace, p[:len(p)-1], use, buf[:0])
+			buf = h.Blocks
+		}
 		out := rec.OutputTokens
 		if out == 0 {
 			out = rec.MaxTokens
@@ -227,10 +230,13 @@ func simulate(records []trace.Record, prompts [][]int32, c SimConfig, ttl time.D
 		if err := tb.Append(len(p) - tb.Len()); err != nil {
 			return res, err
 		}
-		full := len(p) / bs
-		_, nh, err := m.Extend(rec.Namespace, h.Handle, p[:full*bs], tb.Blocks()[:full], use)
-		if err != nil {
-			return res, err
+		nh := h.Handle
+		if !rec.CacheOff {
+			full := len(p) / bs
+			var err error
+			if _, nh, err = m.Extend(rec.Namespace, h.Handle, p[:full*bs], tb.Blocks()[:full], use); err != nil {
+				return res, err
+			}
 		}
 		if err := tb.Append(out); err != nil {
 			return res, err

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -24,6 +25,23 @@ func periodic(prefixes, n int, period time.Duration) []trace.Record {
 		}
 	}
 	return out
+}
+
+// TestTTLSimCacheOff replays requests that opted out of the cache: they
+// neither hit nor leave anything cached, and do not count as lookups.
+func TestTTLSimCacheOff(t *testing.T) {
+	recs := periodic(2, 6, time.Second)
+	for i := range recs {
+		recs[i].CacheOff = i%2 == 1 // the second prefix never uses the cache
+	}
+	res, err := SimulateTTL(recs, SimConfig{TTLs: []time.Duration{time.Minute}, PoolBlocks: []int{4096}, TokenTime: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the first prefix's 6 requests look up 271 tokens; 5 find 256.
+	if want := 5.0 * 256 / (6 * 271); math.Abs(res[0].HitRate-want) > 1e-9 {
+		t.Fatalf("hit rate %.4f, want %.4f", res[0].HitRate, want)
+	}
 }
 
 func TestTTLSimPeriodic(t *testing.T) {

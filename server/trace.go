@@ -56,6 +56,8 @@ func (t *tracer) record(req *engine.Request, st *engine.Stream) {
 	e := &traced{rec: trace.Record{
 		Namespace: req.Namespace,
 		TTLms:     req.Cache.TTL.Milliseconds(),
+		Priority:  req.Cache.Priority,
+		CacheOff:  req.Cache.Disabled,
 		MaxTokens: req.MaxTokens,
 	}}
 	if t.tokens {

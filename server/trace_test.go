@@ -79,13 +79,17 @@ func TestTraceRecordsRequests(t *testing.T) {
 	s.close()
 	var c completionResponse
 	h.post("/v1/completions", `{"prompt": "Hello", "max_tokens": 3}`, &c, a...)
+	h.generate(`{"prompt_ids": [1, 2], "max_tokens": 1, "cache": {"enabled": false, "priority": 3}}`, b...)
 	if code, _, _ := h.do("POST", "/generate", `{"prompt_ids": [1], "max_tokens": 0}`, a...); code != 400 {
 		t.Fatalf("a refused request answered %d", code)
 	}
 
 	recs := readTrace(t, h, path, f)
-	if len(recs) != 4 {
-		t.Fatalf("%d records, want one per accepted request (4): %+v", len(recs), recs)
+	if len(recs) != 5 {
+		t.Fatalf("%d records, want one per accepted request (5): %+v", len(recs), recs)
+	}
+	if r := recs[4]; !r.CacheOff || r.Priority != 3 || recs[0].CacheOff || recs[0].Priority != 0 {
+		t.Errorf("cache controls not recorded: %+v, %+v", r, recs[0])
 	}
 	for i, r := range recs {
 		if len(r.Tokens) != 0 || r.BlockSize != 8 {
@@ -97,7 +101,7 @@ func TestTraceRecordsRequests(t *testing.T) {
 			t.Errorf("record %d: %+v", i, r)
 		}
 	}
-	if got := []string{recs[0].Namespace, recs[1].Namespace, recs[2].Namespace, recs[3].Namespace}; !slices.Equal(got, []string{"tenant-a", "tenant-a", "tenant-b", "tenant-a"}) {
+	if got := []string{recs[0].Namespace, recs[1].Namespace, recs[2].Namespace, recs[3].Namespace, recs[4].Namespace}; !slices.Equal(got, []string{"tenant-a", "tenant-a", "tenant-b", "tenant-a", "tenant-b"}) {
 		t.Errorf("namespaces %q", got)
 	}
 	if !slices.Equal(recs[0].Blocks, recs[1].Blocks) {

@@ -20,6 +20,8 @@
 //	             blocks; the partial last block has no hash)
 //	ttl_ms       integer: the cache TTL the request asked for; 0 or absent
 //	             means the server's default
+//	priority     integer: the cache priority the request asked for
+//	cache_off    boolean: the request neither read nor wrote the cache
 //	max_tokens   integer, required: the request's max_tokens
 //	output_tokens integer: tokens actually generated, if known
 //
@@ -55,6 +57,8 @@ type Record struct {
 	BlockSize    int      `json:"block_size,omitempty"`
 	PromptTokens int      `json:"prompt_tokens,omitempty"`
 	TTLms        int64    `json:"ttl_ms,omitempty"`
+	Priority     int32    `json:"priority,omitempty"`
+	CacheOff     bool     `json:"cache_off,omitempty"`
 	MaxTokens    int      `json:"max_tokens"`
 	OutputTokens int      `json:"output_tokens,omitempty"`
 }
