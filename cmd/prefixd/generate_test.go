@@ -151,3 +151,22 @@ func TestGenerateStories260K(t *testing.T) {
 		t.Fatalf("token 512 of a 512-token vocabulary: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestGenerateWithTokenizerFile gives the GGUF model llama2.c's file of the
+// same Llama-2 vocabulary: a text prompt then encodes, and generates, as
+// with the vocabulary the GGUF file carries.
+func TestGenerateWithTokenizerFile(t *testing.T) {
+	gguf, bin := sharedModel(t, "llama-2-tiny-random.gguf"), sharedModel(t, "llama2-tokenizer.bin")
+	args := []string{"generate", "--model", gguf, "--prompt", "Hello world", "--max-tokens", "6", "--ids"}
+	code, own, stderr := runArgs(args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	code, file, stderr := runArgs(append(args, "--tokenizer", bin)...)
+	if code != 0 || file != own {
+		t.Fatalf("with --tokenizer: exit %d, %q (%s), want %q", code, file, stderr, own)
+	}
+	if code, _, stderr := runArgs(append(args, "--tokenizer", gguf)...); code != 1 || stderr == "" {
+		t.Fatalf("a GGUF file as tokenizer.bin: exit %d, %q", code, stderr)
+	}
+}

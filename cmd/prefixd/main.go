@@ -12,6 +12,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"prefixd/model"
 )
 
 // command is one subcommand: run gets the arguments after its name and
@@ -92,3 +94,24 @@ func (e usageError) Unwrap() error { return e.error }
 
 // usagef returns a usageError formatted like fmt.Errorf.
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// loadModel returns the model at path, or the built-in one for "", with
+// the vocabulary of the llama2.c tokenizer file at tokenizer if given (a
+// llama2.c checkpoint carries none).
+func loadModel(path, tokenizer string) (*model.Model, error) {
+	m := model.Builtin()
+	if path != "" {
+		var err error
+		if m, err = model.Load(path); err != nil {
+			return nil, err
+		}
+	}
+	if tokenizer != "" {
+		tk, err := model.LoadLlama2CTokenizer(tokenizer, m.Config.Vocab)
+		if err != nil {
+			return nil, err
+		}
+		m.Tokenizer = tk
+	}
+	return m, nil
+}

@@ -38,19 +38,19 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 // serveOptions is the daemon's configuration after flags, environment and
 // config file.
 type serveOptions struct {
-	addr, modelPath, logLevel               string
-	blocks, blockSize, maxRunning, maxBatch int
-	prefillChunk, maxWaiting, maxTokens     int
-	maxPromptTokens, maxModelLen, threads   int
-	maxBodyBytes                            int
-	defaultTTL, maxTTL, drainTimeout        time.Duration
-	hostTierBytes, kvBytes                  byteSize
-	batching, kvAlloc, prefixCache          string
-	cachedFirst, traceTokens                bool
-	traceOut                                string
-	adminToken, apiKeys                     string
-	keys                                    map[string]string
-	flags                                   *flag.FlagSet
+	addr, modelPath, tokenizerPath, logLevel string
+	blocks, blockSize, maxRunning, maxBatch  int
+	prefillChunk, maxWaiting, maxTokens      int
+	maxPromptTokens, maxModelLen, threads    int
+	maxBodyBytes                             int
+	defaultTTL, maxTTL, drainTimeout         time.Duration
+	hostTierBytes, kvBytes                   byteSize
+	batching, kvAlloc, prefixCache           string
+	cachedFirst, traceTokens                 bool
+	traceOut                                 string
+	adminToken, apiKeys                      string
+	keys                                     map[string]string
+	flags                                    *flag.FlagSet
 }
 
 // envName is the environment variable of a flag: PREFIXD_ and the name in
@@ -68,6 +68,7 @@ func parseServe(args []string, lookupEnv func(string) (string, bool), stderr io.
 	config := fs.String("config", "", "JSON file of settings: an object of flag names to values (env PREFIXD_CONFIG)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address; port 0 picks a free port (logged)")
 	fs.StringVar(&o.modelPath, "model", "", "model file (GGUF or llama2.c checkpoint); default: the built-in model")
+	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary, so text prompts work")
 	fs.IntVar(&o.blocks, "blocks", 0, "KV pool size in blocks; default: max-running sequences of 512 tokens, and at least one of the model's full length")
 	fs.IntVar(&o.blockSize, "block-size", 16, "token positions per KV block")
 	fs.IntVar(&o.maxRunning, "max-running", 32, "most sequences in the running batch")
@@ -283,11 +284,9 @@ func serve(ctx context.Context, stopSignals func(), args []string, lookupEnv fun
 	level.UnmarshalText([]byte(o.logLevel))
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	m := model.Builtin()
-	if o.modelPath != "" {
-		if m, err = model.Load(o.modelPath); err != nil {
-			return err
-		}
+	m, err := loadModel(o.modelPath, o.tokenizerPath)
+	if err != nil {
+		return err
 	}
 	c := m.Config
 	maxLen := c.MaxSeqLen
