@@ -20,10 +20,11 @@ const (
 	HTTPSharedPrefix = "shared-prefix"
 	HTTPSkew         = "skew"
 	HTTPChat         = "chat"
+	HTTPBeam         = "beam"
 )
 
 // HTTPWorkloads lists the workloads RunHTTP can send.
-var HTTPWorkloads = []string{HTTPSharedPrefix, HTTPSkew, HTTPChat}
+var HTTPWorkloads = []string{HTTPSharedPrefix, HTTPSkew, HTTPChat, HTTPBeam}
 
 // Bounds that keep an HTTP run finite whatever it is given.
 const (
@@ -171,6 +172,7 @@ type httpItem struct {
 	at        time.Duration
 	prompt    []int32
 	maxTokens int
+	beam      int // beam width; 0 for sampling
 	chat      *Conversation
 }
 
@@ -225,6 +227,14 @@ func httpRound(c *HTTPConfig, k int) ([]httpItem, time.Duration, error) {
 		}
 		for i := range chats {
 			items = append(items, httpItem{chat: &chats[i]})
+		}
+	case HTTPBeam:
+		reqs, err := Beam(BeamConfig{Requests: pick(8, 2), Shared: pick(384, 64), Unique: pick(32, 8), Output: pick(32, 4), Seed: seed})
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, r := range reqs {
+			items = append(items, httpItem{prompt: r.Prompt, maxTokens: r.MaxTokens, beam: r.Beam})
 		}
 	default:
 		return nil, 0, fmt.Errorf("bench: unknown HTTP workload %q (have %s)", c.Workload, strings.Join(HTTPWorkloads, ", "))
@@ -408,7 +418,7 @@ func (r *httpRun) arrive(ctx, soakCtx context.Context, t0 time.Time, progress io
 			go func() {
 				defer r.wg.Done()
 				defer r.release()
-				r.generate(ctx, it.prompt, it.maxTokens)
+				r.generate(ctx, it.prompt, it.maxTokens, it.beam)
 			}()
 		}
 		if c.Soak == 0 {
@@ -469,7 +479,7 @@ func (r *httpRun) runChat(ctx, soakCtx context.Context, conv *Conversation, thin
 			return
 		}
 		prompt = append(prompt, msg...)
-		out, ok := r.generate(ctx, prompt, conv.Reply)
+		out, ok := r.generate(ctx, prompt, conv.Reply, 0)
 		r.release()
 		if !ok {
 			return

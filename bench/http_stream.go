@@ -36,12 +36,14 @@ type generateBody struct {
 	PromptIDs []int32 `json:"prompt_ids"`
 	MaxTokens int     `json:"max_tokens"`
 	IgnoreEOS bool    `json:"ignore_eos"`
+	BeamWidth int     `json:"beam_width,omitempty"`
 }
 
-// generate sends one streaming request and records its measurement. It
-// returns the generated token IDs and whether the request succeeded.
-func (r *httpRun) generate(ctx context.Context, prompt []int32, maxTokens int) ([]int32, bool) {
-	body, err := json.Marshal(generateBody{prompt, maxTokens, true})
+// generate sends one streaming request (a beam search of width beam, if
+// not 0) and records its measurement. It returns the generated token IDs
+// and whether the request succeeded.
+func (r *httpRun) generate(ctx context.Context, prompt []int32, maxTokens, beam int) ([]int32, bool) {
+	body, err := json.Marshal(generateBody{prompt, maxTokens, true, beam})
 	if err != nil {
 		r.fail("encoding", time.Now())
 		return nil, false

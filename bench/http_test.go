@@ -85,7 +85,8 @@ func checkSane(t *testing.T, r *HTTPResult) {
 func TestHTTPWorkloads(t *testing.T) {
 	url := startServer(t)
 	// Tiny sizes: 8 shared-prefix requests of 4 tokens, 16 skew requests
-	// of 4..32, 3 chats of 3 turns of 8.
+	// of 4..32, 3 chats of 3 turns of 8, 2 beam searches of 4 tokens over
+	// a shared 64-token prompt.
 	cases := []struct {
 		workload  string
 		requests  int
@@ -94,6 +95,7 @@ func TestHTTPWorkloads(t *testing.T) {
 		{HTTPSharedPrefix, 8, 8 * 4},
 		{HTTPSkew, 16, 4 * (4 + 16 + 8 + 32)},
 		{HTTPChat, 9, 9 * 8},
+		{HTTPBeam, 2, 2 * 4},
 	}
 	for _, c := range cases {
 		t.Run(c.workload, func(t *testing.T) {
@@ -106,8 +108,8 @@ func TestHTTPWorkloads(t *testing.T) {
 			if r.Sent != c.requests || r.GeneratedTokens != c.generated {
 				t.Errorf("%d requests generating %d tokens, want %d and %d (EOS ignored)", r.Sent, r.GeneratedTokens, c.requests, c.generated)
 			}
-			// Shared prefixes and the growing conversations hit the cache;
-			// skew's prompts are distinct.
+			// Shared prefixes, the growing conversations and the beams'
+			// shared prompt hit the cache; skew's prompts are distinct.
 			if (c.workload != HTTPSkew) != (r.HitRate > 0) {
 				t.Errorf("hit rate %v", r.HitRate)
 			}
