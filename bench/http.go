@@ -111,6 +111,20 @@ type HTTPResult struct {
 	// Blocks is the server's block accounting once idle after the run;
 	// nil without an admin token.
 	Blocks *ServerBlocks `json:"blocks,omitempty"`
+	// Server is what the server's own figures (GET /v1/cache, sampled
+	// while the run lasts) say of it; nil without an admin token.
+	Server *ServerFigures `json:"server,omitempty"`
+}
+
+// ServerFigures are server-side figures of a run: the prompt tokens the
+// server computed (prefill) during it, the most sequences it ran at once,
+// and its KV memory efficiency (slots used / allocated) averaged over the
+// samples taken while it ran something.
+type ServerFigures struct {
+	PrefillTokens uint64  `json:"prefill_tokens"`
+	PeakRunning   int     `json:"peak_running"`
+	KVEfficiency  float64 `json:"kv_efficiency"`
+	Samples       int     `json:"samples"`
 }
 
 // ServerBlocks is the server's KV block accounting (GET /v1/cache).
@@ -323,6 +337,18 @@ func RunHTTP(ctx context.Context, c HTTPConfig, progress io.Writer) (*HTTPResult
 		return nil, err
 	}
 
+	var sampled chan *ServerFigures
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	if c.AdminToken != "" {
+		first, err := r.cacheStats(ctx) // before the first request
+		if err != nil {
+			return nil, err
+		}
+		sampled = make(chan *ServerFigures, 1)
+		go func() { sampled <- r.sampleServer(sampleCtx, first) }()
+	}
+
 	// soakCtx ends new arrivals and chat turns when the soak does; it
 	// lasts until every chat is done.
 	soakCtx, stop := context.WithCancel(ctx)
@@ -333,6 +359,7 @@ func RunHTTP(ctx context.Context, c HTTPConfig, progress io.Writer) (*HTTPResult
 	r.arrive(ctx, soakCtx, t0, progress)
 	r.wg.Wait()
 	stop()
+	stopSampling()
 
 	res := &r.res
 	if !r.first.IsZero() && r.last.After(r.first) {
@@ -346,11 +373,54 @@ func RunHTTP(ctx context.Context, c HTTPConfig, progress io.Writer) (*HTTPResult
 	res.TTFTp50, res.TTFTp99 = percentile(r.ttft, 50), percentile(r.ttft, 99)
 	res.ITLp50, res.ITLp99 = percentile(r.itl, 50), percentile(r.itl, 99)
 	if c.AdminToken != "" {
+		res.Server = <-sampled
 		if res.Blocks, err = r.idleBlocks(ctx); err != nil {
 			return res, err
 		}
 	}
 	return res, ctx.Err()
+}
+
+// serverSamplePeriod is how often a run samples the server's figures.
+const serverSamplePeriod = 100 * time.Millisecond
+
+// sampleServer reads GET /v1/cache every serverSamplePeriod until ctx
+// ends, and once more then, and returns what it saw since first. A failed
+// read is skipped.
+func (r *httpRun) sampleServer(ctx context.Context, first *cacheStats) *ServerFigures {
+	read := func() *cacheStats {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		st, _ := r.cacheStats(rctx)
+		return st
+	}
+	f := &ServerFigures{}
+	var eff float64
+	tick := time.NewTicker(serverSamplePeriod)
+	defer tick.Stop()
+	last := first
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+		}
+		st := read()
+		if st == nil {
+			continue
+		}
+		last = st
+		f.PeakRunning = max(f.PeakRunning, st.Running)
+		if st.Running > 0 {
+			eff += st.KVEfficiency
+			f.Samples++
+		}
+	}
+	f.PrefillTokens = last.PrefillTokens - first.PrefillTokens
+	if f.Samples > 0 {
+		f.KVEfficiency = eff / float64(f.Samples)
+	}
+	return f
 }
 
 // ping checks that a prefixd answers at the base URL.

@@ -169,11 +169,13 @@ func (r *httpRun) fail(key string, at time.Time) {
 	}
 }
 
-// cacheStats is the part of GET /v1/cache the leak check reads.
+// cacheStats is the part of GET /v1/cache a run reads.
 type cacheStats struct {
-	Blocks  ServerBlocks `json:"blocks"`
-	Running int          `json:"running"`
-	Waiting int          `json:"waiting"`
+	Blocks        ServerBlocks `json:"blocks"`
+	Running       int          `json:"running"`
+	Waiting       int          `json:"waiting"`
+	PrefillTokens uint64       `json:"prefill_tokens"`
+	KVEfficiency  float64      `json:"kv_memory_efficiency"`
 }
 
 // idleBlocks waits until the server runs and queues nothing, then returns
@@ -248,6 +250,10 @@ func (r *HTTPResult) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, " %s: %d", k, r.Errors[k])
 		}
 		b.WriteString("\n")
+	}
+	if s := r.Server; s != nil {
+		fmt.Fprintf(&b, "server     %d prompt tokens computed, peak %d running, KV efficiency %.1f%% (%d samples)\n",
+			s.PrefillTokens, s.PeakRunning, 100*s.KVEfficiency, s.Samples)
 	}
 	if bl := r.Blocks; bl != nil {
 		fmt.Fprintf(&b, "blocks     %d total, %d free, %d cached idle, %d in use after draining\n", bl.Total, bl.Free, bl.CachedIdle, bl.InUse)

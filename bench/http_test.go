@@ -108,6 +108,11 @@ func TestHTTPWorkloads(t *testing.T) {
 			if r.Sent != c.requests || r.GeneratedTokens != c.generated {
 				t.Errorf("%d requests generating %d tokens, want %d and %d (EOS ignored)", r.Sent, r.GeneratedTokens, c.requests, c.generated)
 			}
+			// The server computed exactly the prompt tokens it did not
+			// find cached (no preemption in a pool this size).
+			if s := r.Server; s == nil || s.PrefillTokens != uint64(r.PromptTokens-r.CachedTokens) {
+				t.Errorf("server figures %+v, want %d prompt tokens computed", s, r.PromptTokens-r.CachedTokens)
+			}
 			// Shared prefixes, the growing conversations and the beams'
 			// shared prompt hit the cache; skew's prompts are distinct.
 			if (c.workload != HTTPSkew) != (r.HitRate > 0) {
