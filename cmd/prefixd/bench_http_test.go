@@ -115,7 +115,7 @@ func TestBenchHTTPUsage(t *testing.T) {
 		{[]string{"--http", "http://127.0.0.1:1", "--soak", "1s"}, "--soak needs --rate"},
 		{[]string{"--http", "http://127.0.0.1:1", "--soak", "1s", "--rate", "5"}, "--soak needs --admin-token"},
 		{[]string{"--http", "http://127.0.0.1:1", "--soak", "2h", "--rate", "5", "--admin-token", "a"}, "--soak 2h0m0s must be in"},
-		{[]string{"--http", "http://127.0.0.1:1", "--workload", "beam"}, "--workload"},
+		{[]string{"--http", "http://127.0.0.1:1", "--workload", "nope"}, "--workload"},
 		{[]string{"--http", "http://127.0.0.1:1", "--model", "null"}, "does not apply to --http"},
 		{[]string{"--soak", "1s"}, "--soak needs --http"},
 	}
