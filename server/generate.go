@@ -136,6 +136,21 @@ func (s *Server) submit(req engine.Request) (*engine.Stream, context.CancelFunc,
 	return st, cancel, nil
 }
 
+// result waits for a non-streaming request's result and, if it failed,
+// answers with its error. ok is false when there is nothing more to write:
+// the request failed, or its client hung up.
+func (s *Server) result(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel context.CancelFunc) (res engine.Result, ok bool) {
+	res, gone := s.await(ctx, st, cancel)
+	if gone {
+		return res, false // nobody to answer
+	}
+	if e := resultError(&res); e != nil {
+		s.writeError(ctx, e)
+		return res, false
+	}
+	return res, true
+}
+
 // hangupPoll is how often a non-streaming request checks that its client
 // is still connected.
 const hangupPoll = 100 * time.Millisecond
@@ -199,12 +214,8 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	defer cancel()
-	res, gone := s.await(ctx, st, cancel)
-	if gone {
-		return // nobody to answer
-	}
-	if e := resultError(&res); e != nil {
-		s.writeError(ctx, e)
+	res, ok := s.result(ctx, st, cancel)
+	if !ok {
 		return
 	}
 	id := newID("gen-")
@@ -398,12 +409,8 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	defer cancel()
-	res, gone := s.await(ctx, st, cancel)
-	if gone {
-		return // nobody to answer
-	}
-	if e := resultError(&res); e != nil {
-		s.writeError(ctx, e)
+	res, ok := s.result(ctx, st, cancel)
+	if !ok {
 		return
 	}
 	reason := string(res.Finish)
