@@ -110,19 +110,11 @@ func BenchmarkSeedWorkload(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					var streams []*Stream
-					e.do(func() { // all arrive at once, in order
-						for i := range 64 {
-							st, err := e.Submit(context.Background(), Request{
-								Prompt: []int32{int32(i % 32), 3, 4, 5}, MaxTokens: lengths[i%4], IgnoreEOS: true,
-							})
-							if err != nil {
-								b.Fatal(err)
-							}
-							streams = append(streams, st)
-						}
-					})
-					for _, st := range streams {
+					var reqs []Request
+					for i := range 64 {
+						reqs = append(reqs, Request{Prompt: []int32{int32(i % 32), 3, 4, 5}, MaxTokens: lengths[i%4], IgnoreEOS: true})
+					}
+					for _, st := range submitAll(b, e, reqs) { // all at once, in order
 						st.Result()
 					}
 					s := e.Stats()
@@ -172,17 +164,7 @@ func BenchmarkSharedPrefix(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var streams []*Stream
-				e.do(func() {
-					for _, r := range reqs {
-						st, err := e.Submit(context.Background(), r)
-						if err != nil {
-							b.Fatal(err)
-						}
-						streams = append(streams, st)
-					}
-				})
-				for _, st := range streams {
+				for _, st := range submitAll(b, e, reqs) {
 					ttft += st.Result().Timing.FirstToken
 				}
 				s := e.Stats()

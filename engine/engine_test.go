@@ -97,6 +97,27 @@ func checkDrained(t testing.TB, e *Engine) {
 	}
 }
 
+// submitAll submits reqs from the scheduler goroutine, so that they all
+// arrive, in order, before its next iteration, and returns their streams.
+func submitAll(t testing.TB, e *Engine, reqs []Request) []*Stream {
+	t.Helper()
+	var streams []*Stream
+	var err error
+	e.do(func() {
+		for _, r := range reqs {
+			var st *Stream
+			if st, err = e.Submit(context.Background(), r); err != nil {
+				return
+			}
+			streams = append(streams, st)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return streams
+}
+
 func prompt(seed, n int) []int32 {
 	p := make([]int32, n)
 	for i := range p {
@@ -231,19 +252,10 @@ func TestPreemptionUnderPressure(t *testing.T) {
 	// 24 blocks of 4: six requests growing to ~60 tokens each cannot all fit.
 	e := newTestEngine(t, m, func(c *Config) { c.NumBlocks = 24; c.MaxRunning = 6; c.MaxBatchTokens = 64 })
 	var reqs []Request
-	var streams []*Stream
-	e.do(func() { // all six arrive together
-		for i := range 6 {
-			req := Request{Prompt: prompt(10+i, 10), MaxTokens: 50, IgnoreEOS: true}
-			st, err := e.Submit(context.Background(), req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			reqs, streams = append(reqs, req), append(streams, st)
-		}
-	})
-	for i, st := range streams {
+	for i := range 6 {
+		reqs = append(reqs, Request{Prompt: prompt(10+i, 10), MaxTokens: 50, IgnoreEOS: true})
+	}
+	for i, st := range submitAll(t, e, reqs) { // all six arrive together
 		if want := expectGreedy(testVocab, reqs[i].Prompt, 50, -1); !slices.Equal(st.Result().Tokens, want) {
 			t.Errorf("request %d after preemption: wrong output", i)
 		}
@@ -434,20 +446,11 @@ func TestStaticBatchWaitsForLongest(t *testing.T) {
 	for _, b := range []Batching{Continuous, Static} {
 		m := newHashModel(testVocab, 512)
 		e := newTestEngine(t, m, func(c *Config) { c.Batching = b; c.MaxRunning = 2; c.MaxBatchTokens = 64 })
-		// Queue all four from the scheduler goroutine, so they arrive
-		// together and in order.
-		var streams []*Stream
-		e.do(func() {
-			for i, n := range []int{40, 5, 5, 5} {
-				st, err := e.Submit(context.Background(), Request{Prompt: prompt(i, 4), MaxTokens: n, IgnoreEOS: true})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				streams = append(streams, st)
-			}
-		})
-		for _, st := range streams {
+		var reqs []Request
+		for i, n := range []int{40, 5, 5, 5} {
+			reqs = append(reqs, Request{Prompt: prompt(i, 4), MaxTokens: n, IgnoreEOS: true})
+		}
+		for _, st := range submitAll(t, e, reqs) { // together and in order
 			st.Result()
 		}
 		steps := m.forwards

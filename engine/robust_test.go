@@ -118,20 +118,11 @@ func TestFollowerWaitsForLeaderPrefill(t *testing.T) {
 	m := newHashModel(testVocab, 4096)
 	e := newTestEngine(t, m, func(c *Config) { c.PrefillChunk = 8; c.MaxBatchTokens = 24 })
 	shared := prompt(11, 64) // 16 blocks of 4
-	var streams []*Stream
 	var reqs []Request
-	e.do(func() {
-		for i := range 3 {
-			r := Request{Prompt: append(slices.Clone(shared), int32(i), int32(i+1)), MaxTokens: 4, IgnoreEOS: true}
-			st, err := e.Submit(context.Background(), r)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			reqs, streams = append(reqs, r), append(streams, st)
-		}
-	})
-	for i, st := range streams {
+	for i := range 3 {
+		reqs = append(reqs, Request{Prompt: append(slices.Clone(shared), int32(i), int32(i+1)), MaxTokens: 4, IgnoreEOS: true})
+	}
+	for i, st := range submitAll(t, e, reqs) {
 		res := st.Result()
 		if want := expectGreedy(testVocab, reqs[i].Prompt, 4, -1); !slices.Equal(res.Tokens, want) {
 			t.Fatalf("request %d: %v, want %v", i, res.Tokens, want)
@@ -210,22 +201,11 @@ func TestCachedFirstDoesNotStarve(t *testing.T) {
 	})
 	warm := prompt(51, 40)
 	run(t, e, Request{Prompt: warm, MaxTokens: 1})
-	var streams []*Stream
-	e.do(func() {
-		for i := range 30 {
-			r := Request{Prompt: append(slices.Clone(warm), int32(i)), MaxTokens: 2} // 41 tokens
-			if i == 0 {
-				r = Request{Prompt: prompt(52, 40), MaxTokens: 2} // uncached, first in line
-			}
-			st, err := e.Submit(context.Background(), r)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			streams = append(streams, st)
-		}
-	})
-	for _, st := range streams {
+	reqs := []Request{{Prompt: prompt(52, 40), MaxTokens: 2}} // uncached, first in line
+	for i := 1; i < 30; i++ {
+		reqs = append(reqs, Request{Prompt: append(slices.Clone(warm), int32(i)), MaxTokens: 2}) // 41 tokens
+	}
+	for _, st := range submitAll(t, e, reqs) {
 		st.Result()
 	}
 	var order []int
