@@ -85,6 +85,7 @@ func badInputs() []badCase {
 		{name: "too many stops", body: `{"prompt": "a", "stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]}`, status: 400, want: "at most 16 stop strings", param: "stop"},
 		{name: "stop wrong type", body: `{"prompt": "a", "stop": [1]}`, status: 400, want: "stop must be a string or an array of strings", param: "stop"},
 		{name: "stop id outside vocabulary", body: `{"prompt": "a", "stop_ids": [999]}`, status: 400, want: "stop id 999 is outside", param: "stop_ids"},
+		{name: "completion with no token IDs", path: "/v1/completions", body: `{"prompt": []}`, status: 400, want: "empty", param: "prompt"},
 		{name: "null token ID", body: `{"prompt_ids": [256, null, 5]}`, status: 400, want: "token ID 1 is null"},
 		{name: "null stop ID", body: `{"prompt": "a", "stop_ids": [null]}`, status: 400, want: "token ID 0 is null"},
 		{name: "headers too large", body: `{"prompt": "a"}`, header: []string{"X-Padding", strings.Repeat("p", 9000)}, status: 431, want: "headers are too large"},
@@ -190,5 +191,18 @@ func TestPanicIsA500(t *testing.T) {
 	h.srv.Handler()(&ctx)
 	if code, b := ctx.Response.StatusCode(), ctx.Response.Body(); code != 500 || !strings.Contains(string(b), `"internal error"`) {
 		t.Errorf("%d %s", code, b)
+	}
+}
+
+func TestHeadOnGetRoutes(t *testing.T) {
+	h := newHarness(t)
+	for _, p := range []string{"/metrics", "/healthz", "/v1/models"} {
+		code, body, _ := h.do("HEAD", p, "")
+		if code != 200 || len(body) != 0 {
+			t.Errorf("HEAD %s: %d with %d body bytes", p, code, len(body))
+		}
+	}
+	if code, _, _ := h.do("HEAD", "/generate", ""); code != 405 {
+		t.Errorf("HEAD /generate: %d, want 405", code)
 	}
 }

@@ -454,5 +454,9 @@ func (c *completionRequest) toEngine(tok Encoder, lim limits) (engine.Request, *
 		t := float32(openAITemperature)
 		g.Temperature = &t
 	}
-	return g.toEngine(tok, lim)
+	req, err := g.toEngine(tok, lim)
+	if err != nil && err.Param == "prompt_ids" {
+		err.Param = "prompt" // the OpenAI field carries token IDs too
+	}
+	return req, err
 }

@@ -302,6 +302,9 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 	}
 	label = r.name
 	h := r.methods[string(ctx.Method())]
+	if h == nil && ctx.IsHead() {
+		h = r.methods["GET"] // fasthttp sends the headers only
+	}
 	if h == nil {
 		ctx.Response.Header.Set("Allow", r.allow)
 		s.writeError(ctx, &apiError{Status: 405, Type: typeInvalid,
