@@ -1,10 +1,10 @@
 package engine
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
+	"prefixd/internal/jsontest"
 	"prefixd/model"
 )
 
@@ -74,21 +74,6 @@ func TestStreamedTextIsResultText(t *testing.T) {
 	checkDrained(t, e)
 }
 
-// jsonText is s as it comes back through JSON (invalid UTF-8 bytes become
-// U+FFFD).
-func jsonText(t *testing.T, s string) string {
-	t.Helper()
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out string
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // FuzzOutText checks streamed text against the naive answer: pieces
 // concatenate to the text up to the first stop string to appear, and encoding the
 // pieces one by one as JSON strings gives the same text as encoding the
@@ -129,7 +114,7 @@ func FuzzOutText(f *testing.F) {
 			stop := ot.add(model.ByteTokenizer{}, id)
 			p := ot.next(stop || i == len(ids)-1)
 			got.WriteString(p)
-			viaJSON.WriteString(jsonText(t, p))
+			viaJSON.WriteString(jsontest.RoundTrip(t, p))
 			if stop {
 				break
 			}
@@ -137,8 +122,8 @@ func FuzzOutText(f *testing.F) {
 		if got.String() != want {
 			t.Fatalf("pieces give %q, want %q", got.String(), want)
 		}
-		if viaJSON.String() != jsonText(t, want) {
-			t.Fatalf("pieces through JSON give %q, the whole text %q", viaJSON.String(), jsonText(t, want))
+		if viaJSON.String() != jsontest.RoundTrip(t, want) {
+			t.Fatalf("pieces through JSON give %q, the whole text %q", viaJSON.String(), jsontest.RoundTrip(t, want))
 		}
 		if string(ot.buf) != want {
 			t.Fatalf("text %q, want %q", ot.buf, want)

@@ -9,27 +9,13 @@ import (
 	"testing"
 
 	"prefixd/engine"
+	"prefixd/internal/jsontest"
 	"prefixd/model"
 )
 
 // byteText is what the built-in model's tokens spell.
 func byteText(ids []int32) string {
 	return model.ByteTokenizer{}.Decode(ids)
-}
-
-// jsonText is s as it comes back through JSON (invalid UTF-8 bytes become
-// U+FFFD), for comparing with generated text.
-func jsonText(t *testing.T, s string) string {
-	t.Helper()
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out string
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func TestGenerate(t *testing.T) {
@@ -39,7 +25,7 @@ func TestGenerate(t *testing.T) {
 	if len(r.IDs) != 12 || r.FinishReason != "length" {
 		t.Fatalf("got %d ids, finish %q; want 12, length", len(r.IDs), r.FinishReason)
 	}
-	if want := jsonText(t, byteText(r.IDs)); r.Text != want {
+	if want := jsontest.RoundTrip(t, byteText(r.IDs)); r.Text != want {
 		t.Errorf("text %q, want the ids' bytes %q", r.Text, want)
 	}
 	u := r.Usage
@@ -160,7 +146,7 @@ func TestStopTokensAndStrings(t *testing.T) {
 	}
 	stop := string(rune(full.IDs[2+k]))
 	at := strings.Index(byteText(full.IDs), stop)
-	want := jsonText(t, byteText(full.IDs)[:at])
+	want := jsontest.RoundTrip(t, byteText(full.IDs)[:at])
 	body := fmt.Sprintf(`{%s, "max_tokens": 40, "stop": %q}`, base, stop)
 	r = h.generate(body)
 	if r.FinishReason != "stop" || r.Text != want {
