@@ -1,4 +1,4 @@
-module prefixd
+module github.com/prefixd/prefixd
 
 go 1.26.0
 

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"prefixd/engine"
-	"prefixd/kernels/cpu"
-	"prefixd/model"
-	"prefixd/server"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/kernels/cpu"
+	"github.com/prefixd/prefixd/model"
+	"github.com/prefixd/prefixd/server"
 )
 
 var builtinModel = sync.OnceValue(model.Builtin)

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"prefixd/blockstore"
-	"prefixd/engine"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/engine"
 )
 
 // NullModel is an engine.Model that computes nothing: it keeps no K/V and

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"prefixd/engine"
+	"github.com/prefixd/prefixd/engine"
 )
 
 // Mode is one engine configuration a workload runs under.

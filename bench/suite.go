@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"prefixd/engine"
+	"github.com/prefixd/prefixd/engine"
 )
 
 // Size scales the suite: Default is what `prefixd bench` runs (a few

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"prefixd/trace"
+	"github.com/prefixd/prefixd/trace"
 )
 
 // SynthConfig shapes a synthetic trace: Prefixes shared prompt prefixes

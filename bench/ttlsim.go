@@ -11,11 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"prefixd/blockstore"
-	"prefixd/clock"
-	"prefixd/eviction"
-	"prefixd/radix"
-	"prefixd/trace"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/clock"
+	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/radix"
+	"github.com/prefixd/prefixd/trace"
 )
 
 // SimConfig configures SimulateTTL.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"prefixd/trace"
+	"github.com/prefixd/prefixd/trace"
 )
 
 // periodic returns a trace in which each of prefixes prompts recurs every

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"prefixd/eviction"
+	"github.com/prefixd/prefixd/eviction"
 )
 
 // The admin methods run on the scheduler goroutine between iterations, so

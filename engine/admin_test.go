@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"prefixd/eviction"
+	"github.com/prefixd/prefixd/eviction"
 )
 
 func TestAdmin(t *testing.T) {

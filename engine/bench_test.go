@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"prefixd/kernels/cpu"
-	"prefixd/model"
+	"github.com/prefixd/prefixd/kernels/cpu"
+	"github.com/prefixd/prefixd/model"
 )
 
 // BenchmarkSchedulerStep measures one scheduler iteration with 256

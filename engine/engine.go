@@ -15,11 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"prefixd/blockstore"
-	"prefixd/clock"
-	"prefixd/eviction"
-	"prefixd/model"
-	"prefixd/radix"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/clock"
+	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/model"
+	"github.com/prefixd/prefixd/radix"
 )
 
 // Row is one sequence's part of a forward pass (see model.Seq).

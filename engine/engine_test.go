@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 const testVocab = 97

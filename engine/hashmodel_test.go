@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 // hashModel is a test model whose "K/V" for position p is a running hash

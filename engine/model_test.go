@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
-	"prefixd/kernels/cpu"
-	"prefixd/model"
+	"github.com/prefixd/prefixd/kernels/cpu"
+	"github.com/prefixd/prefixd/model"
 )
 
 var _ Model = (*model.Runner)(nil)

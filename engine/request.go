@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"prefixd/sample"
+	"github.com/prefixd/prefixd/sample"
 )
 
 // Errors a submission can get. Each wraps ErrInvalid or is a sentinel the

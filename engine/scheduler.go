@@ -4,8 +4,8 @@ import (
 	"slices"
 	"time"
 
-	"prefixd/blockstore"
-	"prefixd/radix"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/radix"
 )
 
 // scheduler is the state the scheduler goroutine owns.

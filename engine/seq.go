@@ -5,10 +5,10 @@ import (
 	"slices"
 	"time"
 
-	"prefixd/blockstore"
-	"prefixd/eviction"
-	"prefixd/radix"
-	"prefixd/sample"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/radix"
+	"github.com/prefixd/prefixd/sample"
 )
 
 // seq is one sequence the scheduler owns: a request, or one beam of a beam

@@ -3,8 +3,8 @@ package engine
 import (
 	"time"
 
-	"prefixd/blockstore"
-	"prefixd/eviction"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/eviction"
 )
 
 // Stats is a snapshot of the engine, taken after its latest iteration.

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"prefixd/internal/jsontest"
-	"prefixd/model"
+	"github.com/prefixd/prefixd/internal/jsontest"
+	"github.com/prefixd/prefixd/model"
 )
 
 // pieceTokenizer maps token i to pieces[i].

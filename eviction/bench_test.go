@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"prefixd/blockstore"
-	"prefixd/clock"
-	"prefixd/radix"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/clock"
+	"github.com/prefixd/prefixd/radix"
 )
 
 // benchRig is a Manager over a pool of n blocks of 16 tokens with

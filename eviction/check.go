@@ -3,8 +3,8 @@ package eviction
 import (
 	"fmt"
 
-	"prefixd/blockstore"
-	"prefixd/radix"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/radix"
 )
 
 // Check verifies the Manager's invariants on top of the tree's and the

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"prefixd/radix"
+	"github.com/prefixd/prefixd/radix"
 )
 
 // FuzzManager drives random requests, expiries, pressure, flushes and pins

@@ -3,8 +3,8 @@ package eviction
 import (
 	"time"
 
-	"prefixd/blockstore"
-	"prefixd/radix"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/radix"
 )
 
 // Hit is the result of Lookup: the cached prefix of a prompt, pinned until

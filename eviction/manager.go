@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"prefixd/blockstore"
-	"prefixd/clock"
-	"prefixd/internal/minheap"
-	"prefixd/radix"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/clock"
+	"github.com/prefixd/prefixd/internal/minheap"
+	"github.com/prefixd/prefixd/radix"
 )
 
 var (

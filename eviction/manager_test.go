@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"prefixd/blockstore"
-	"prefixd/clock"
-	"prefixd/radix"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/clock"
+	"github.com/prefixd/prefixd/radix"
 )
 
 const bs = 4 // block size in these tests

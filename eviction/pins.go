@@ -5,7 +5,7 @@ import (
 	"slices"
 	"unsafe"
 
-	"prefixd/radix"
+	"github.com/prefixd/prefixd/radix"
 )
 
 // PinInfo describes an operator pin.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"prefixd/radix"
+	"github.com/prefixd/prefixd/radix"
 )
 
 // expiryEntry is a node's place in the expiry heap, keyed by the deadline

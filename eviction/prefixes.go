@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"prefixd/radix"
+	"github.com/prefixd/prefixd/radix"
 )
 
 // Prefix describes one cached prefix: a node of the tree and the path of

@@ -3,7 +3,7 @@ package model
 import (
 	"testing"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 // benchDecode measures batched decode on the built-in model: batch

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 // Config is a Llama-architecture model's shape.

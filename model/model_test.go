@@ -8,8 +8,8 @@ import (
 	"slices"
 	"testing"
 
-	"prefixd/blockstore"
-	"prefixd/kernels/cpu"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kernels/cpu"
 )
 
 // sharedModel returns the path of a test model in ../shared/models beside

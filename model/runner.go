@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"prefixd/blockstore"
-	"prefixd/kernels/cpu"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kernels/cpu"
 )
 
 // Runner runs a Model's forward pass on the CPU. It owns its scratch

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"prefixd/internal/minheap"
+	"github.com/prefixd/prefixd/internal/minheap"
 )
 
 // SentencePiece is Llama's BPE vocabulary in the form llama2.c and GGUF

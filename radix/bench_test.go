@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 // bigTree builds a tree of block size 16 holding at least 100,000 blocks:

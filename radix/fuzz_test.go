@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 // mkey names a cached prefix of whole blocks in a namespace.

@@ -1,6 +1,6 @@
 package radix
 
-import "prefixd/blockstore"
+import "github.com/prefixd/prefixd/blockstore"
 
 // Meta is a node's bookkeeping for the eviction policy. The radix tree
 // never reads a clock and never interprets these fields: their owner (the

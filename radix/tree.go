@@ -22,7 +22,7 @@ import (
 	"slices"
 	"unsafe"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 // Errors callers branch on. Functions wrap them with detail.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 const bs = 4

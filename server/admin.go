@@ -7,8 +7,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"prefixd/engine"
-	"prefixd/eviction"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/eviction"
 )
 
 // adminError maps an engine admin error to a response.

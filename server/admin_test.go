@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"prefixd/model"
+	"github.com/prefixd/prefixd/model"
 )
 
 func TestCacheAdmin(t *testing.T) {

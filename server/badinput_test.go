@@ -8,7 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"prefixd/model"
+	"github.com/prefixd/prefixd/model"
 )
 
 // testLimits matches the harness: the built-in model's vocabulary, a

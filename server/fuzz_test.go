@@ -7,9 +7,9 @@ import (
 	"sync"
 	"testing"
 
-	"prefixd/blockstore"
-	"prefixd/engine"
-	"prefixd/model"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/model"
 )
 
 // vocabModel is a model the fuzz tests never run: a closed engine over it

@@ -9,7 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"prefixd/engine"
+	"github.com/prefixd/prefixd/engine"
 )
 
 // Limits on what one request may list.

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"prefixd/engine"
-	"prefixd/internal/jsontest"
-	"prefixd/model"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/internal/jsontest"
+	"github.com/prefixd/prefixd/model"
 )
 
 // byteText is what the built-in model's tokens spell.

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"prefixd/engine"
-	"prefixd/kernels/cpu"
-	"prefixd/model"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/kernels/cpu"
+	"github.com/prefixd/prefixd/model"
 )
 
 // builtin is the built-in model, built once: its weights take a while to

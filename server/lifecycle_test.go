@@ -12,7 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/valyala/fasthttp"
 
-	"prefixd/engine"
+	"github.com/prefixd/prefixd/engine"
 )
 
 // TestQueueFull pauses the engine inside a forward pass of request A, so

@@ -12,8 +12,8 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
-	"prefixd/engine"
-	"prefixd/eviction"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/eviction"
 )
 
 // Metrics holds prefixd's Prometheus metrics in one registry. Counters and

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"prefixd/engine"
+	"github.com/prefixd/prefixd/engine"
 )
 
 // apiError is a client-visible error: an HTTP status and a message saying

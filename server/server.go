@@ -24,8 +24,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"prefixd/engine"
-	"prefixd/trace"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/trace"
 )
 
 // Tokenizer is what the server needs from a model's vocabulary;

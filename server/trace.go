@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"prefixd/engine"
-	"prefixd/trace"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/trace"
 )
 
 // maxTraceHeld bounds the finished requests a tracer holds back behind an

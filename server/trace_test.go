@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"prefixd/trace"
+	"github.com/prefixd/prefixd/trace"
 )
 
 // tracedHarness is a harness whose server writes a trace to a temporary

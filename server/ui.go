@@ -9,8 +9,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/valyala/fasthttp"
 
-	"prefixd/engine"
-	"prefixd/eviction"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/eviction"
 )
 
 // indexHTML is the status page at GET /: self-contained (no external

@@ -44,7 +44,7 @@ import (
 	"sync"
 	"time"
 
-	"prefixd/eviction"
+	"github.com/prefixd/prefixd/eviction"
 )
 
 // Record is one request of a trace. See the package documentation for the

@@ -14,10 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"prefixd/bench"
-	"prefixd/engine"
-	"prefixd/kernels/cpu"
-	"prefixd/model"
+	"github.com/prefixd/prefixd/bench"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/kernels/cpu"
+	"github.com/prefixd/prefixd/model"
 )
 
 func init() {

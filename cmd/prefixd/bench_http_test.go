@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"prefixd/trace"
+	"github.com/prefixd/prefixd/trace"
 )
 
 // startServe runs `prefixd serve` with args (plus a free loopback port)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"prefixd/bench"
+	"github.com/prefixd/prefixd/bench"
 )
 
 func TestBenchCommand(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"strings"
 
-	"prefixd/blockstore"
-	"prefixd/kernels/cpu"
-	"prefixd/model"
-	"prefixd/sample"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kernels/cpu"
+	"github.com/prefixd/prefixd/model"
+	"github.com/prefixd/prefixd/sample"
 )
 
 func init() {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"prefixd/model"
+	"github.com/prefixd/prefixd/model"
 )
 
 // sharedModel returns the path of a test model in ../shared/models next to

@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"prefixd/model"
+	"github.com/prefixd/prefixd/model"
 )
 
 // command is one subcommand: run gets the arguments after its name and

@@ -16,11 +16,11 @@ import (
 	"syscall"
 	"time"
 
-	"prefixd/engine"
-	"prefixd/kernels/cpu"
-	"prefixd/model"
-	"prefixd/server"
-	"prefixd/trace"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/kernels/cpu"
+	"github.com/prefixd/prefixd/model"
+	"github.com/prefixd/prefixd/server"
+	"github.com/prefixd/prefixd/trace"
 )
 
 func init() {

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"prefixd/bench"
-	"prefixd/trace"
+	"github.com/prefixd/prefixd/bench"
+	"github.com/prefixd/prefixd/trace"
 )
 
 func init() {

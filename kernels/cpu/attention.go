@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 // AttnSeq is one sequence's share of an attention call.

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 // naiveAttention is softmax(q·kᵀ/sqrt(hd))·v in float64 over one

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 func BenchmarkMatMul(b *testing.B) {

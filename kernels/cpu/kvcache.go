@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 // Errors returned by KVCache, wrapped with detail; test with errors.Is.

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"prefixd/blockstore"
+	"github.com/prefixd/prefixd/blockstore"
 )
 
 // fillCache Puts distinct random K/V into every slot of every block.
