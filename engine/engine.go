@@ -15,15 +15,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prefixd/prefixd/batch"
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/clock"
 	"github.com/prefixd/prefixd/eviction"
-	"github.com/prefixd/prefixd/model"
 	"github.com/prefixd/prefixd/radix"
 )
 
-// Row is one sequence's part of a forward pass (see model.Seq).
-type Row = model.Seq
+// Row is one sequence's part of a forward pass (see batch.Row).
+type Row = batch.Row
 
 // Model is what the engine needs from a model.
 type Model interface {

@@ -8,7 +8,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/batch"
+	"github.com/prefixd/prefixd/kernels"
 )
 
 // Config is a Llama-architecture model's shape.
@@ -26,6 +27,19 @@ type Config struct {
 	// SharedClassifier is true when the output classifier is the token
 	// embedding matrix (Model.Classifier aliases Model.Embedding).
 	SharedClassifier bool
+	Arch             Arch // how the layer differs from Llama's
+}
+
+// Arch is what sets a Llama-family architecture's layer apart from
+// Llama's, as options the one layer loop honours; the zero value is Llama.
+type Arch struct {
+	Rope kernels.RopeLayout // which elements RoPE pairs
+	// QKVBias adds Layer.Bq, Bk and Bv after the q, k and v products
+	// (Qwen2).
+	QKVBias bool
+	// QKNorm applies RMSNorm with Layer.QNorm and KNorm, one head wide,
+	// to each head of q and k before RoPE (Qwen3).
+	QKNorm bool
 }
 
 // HeadDim is the width of one attention head.
@@ -47,6 +61,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model: %d heads are not a multiple of %d KV heads", c.Heads, c.KVHeads)
 	case c.RopeTheta <= 0 || c.NormEps <= 0:
 		return fmt.Errorf("model: rope theta %v and norm eps %v must be positive", c.RopeTheta, c.NormEps)
+	case c.Arch.Rope != kernels.RopeAdjacent && c.Arch.Rope != kernels.RopeHalves:
+		return fmt.Errorf("model: unknown RoPE layout %d", c.Arch.Rope)
 	case int(c.BOS) >= c.Vocab || int(c.EOS) >= c.Vocab:
 		return fmt.Errorf("model: BOS %d / EOS %d outside the vocabulary of %d", c.BOS, c.EOS, c.Vocab)
 	}
@@ -60,6 +76,8 @@ type Layer struct {
 	Wq, Wk, Wv, Wo []float32 // [dim][dim], [kvDim][dim], [kvDim][dim], [dim][dim]
 	FFNNorm        []float32 // [dim]
 	W1, W2, W3     []float32 // gate [hidden][dim], down [dim][hidden], up [hidden][dim]
+	Bq, Bk, Bv     []float32 // [dim], [kvDim], [kvDim] with Arch.QKVBias, else nil
+	QNorm, KNorm   []float32 // [headDim] each with Arch.QKNorm, else nil
 }
 
 // Model is an immutable, loaded model: safe to share between Runners.
@@ -99,9 +117,21 @@ func (m *Model) check() error {
 		errs = append(errs,
 			want(p+"attention norm", l.AttnNorm, d), want(p+"wq", l.Wq, d*d), want(p+"wk", l.Wk, kv*d),
 			want(p+"wv", l.Wv, kv*d), want(p+"wo", l.Wo, d*d), want(p+"ffn norm", l.FFNNorm, d),
-			want(p+"w1", l.W1, h*d), want(p+"w2", l.W2, d*h), want(p+"w3", l.W3, h*d))
+			want(p+"w1", l.W1, h*d), want(p+"w2", l.W2, d*h), want(p+"w3", l.W3, h*d),
+			want(p+"q bias", l.Bq, ifArch(c.Arch.QKVBias, d)), want(p+"k bias", l.Bk, ifArch(c.Arch.QKVBias, kv)),
+			want(p+"v bias", l.Bv, ifArch(c.Arch.QKVBias, kv)),
+			want(p+"q norm", l.QNorm, ifArch(c.Arch.QKNorm, c.HeadDim())), want(p+"k norm", l.KNorm, ifArch(c.Arch.QKNorm, c.HeadDim())))
 	}
 	return errors.Join(errs...)
+}
+
+// ifArch is n for a tensor that an Arch option on requires, 0 when the
+// option is off: a tensor the layer loop would ignore is an error.
+func ifArch(on bool, n int) int {
+	if on {
+		return n
+	}
+	return 0
 }
 
 // kvShape returns the shape of a K/V pool for this model.
@@ -109,13 +139,6 @@ func (m *Model) kvShape() (layers, kvHeads, headDim int) {
 	return m.Config.Layers, m.Config.KVHeads, m.Config.HeadDim()
 }
 
-// Seq is one sequence's part of a forward pass: Tokens at positions Start,
-// Start+1, ..., reading and writing K/V through the block table Blocks,
-// which already has slots for every one of those positions (K/V of the
-// positions before Start are present).
-type Seq struct {
-	Tokens []int32
-	Start  int
-	Blocks []blockstore.BlockID
-	Logits bool // compute next-token logits for the last token
-}
+// Seq is one sequence's part of a forward pass: batch.Row, named here for
+// the model's callers.
+type Seq = batch.Row

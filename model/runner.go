@@ -5,29 +5,91 @@ import (
 	"fmt"
 
 	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/kernels/cpu"
 )
 
-// Runner runs a Model's forward pass on the CPU. It owns its scratch
-// buffers (grown to the largest batch seen) and the K/V pool it allocates
-// with NewKV, so after warm-up a forward pass allocates nothing. A Runner is not safe for
-// concurrent use (the engine's scheduler goroutine owns it); the Model may
-// be shared.
+// Runner runs a Model's forward pass on a Backend: the Llama layer order,
+// written once, with the options of the model's Arch. It uploads the
+// model's weights to the backend once, declares its activation buffers
+// there (grown to the largest batch seen) and has it allocate the K/V pool
+// in NewKV, so after warm-up a forward pass on the CPU backend allocates
+// nothing. A Runner is not safe for concurrent use (the engine's scheduler
+// goroutine owns it); the Model may be shared.
 type Runner struct {
-	m     *Model
-	w     *cpu.Workers
-	kv    *cpu.KVCache
-	bsize int
+	m  *Model
+	b  Backend
+	w  weights
+	kv kernels.KVConfig // zero until NewKV
 
-	x, xb, q, k, v, att, hb, hb2 []float32
-	logits                       []float32
-	attn                         []cpu.AttnSeq
-	scratch                      cpu.AttnScratch
+	x, xb, q, k, v, att, hb, hb2 kernels.Buf
 }
 
-// NewRunner returns a Runner computing on w, which the caller owns and
-// closes. The Runner must not share w with a concurrent user of w's For.
-func NewRunner(m *Model, w *cpu.Workers) *Runner { return &Runner{m: m, w: w} }
+// weights are the backend's handles of a Model's tensors.
+type weights struct {
+	embed, finalNorm, classifier kernels.Weight
+	layers                       []layerWeights
+}
+
+type layerWeights struct {
+	attnNorm, wq, wk, wv, wo, ffnNorm, w1, w2, w3 kernels.Weight
+	bq, bk, bv, qNorm, kNorm                      kernels.Weight // as the Arch has them
+}
+
+// NewRunner returns a Runner computing on the CPU with w, which the caller
+// owns and closes. The Runner must not share w with a concurrent user of
+// w's For. m must be a loaded Model, whose F32 tensors the CPU backend
+// always accepts; NewRunner panics if it refuses them.
+func NewRunner(m *Model, w *cpu.Workers) *Runner {
+	r, err := New(m, cpu.NewBackend(w))
+	if err != nil {
+		panic(fmt.Sprintf("model: the CPU backend refused a loaded model: %v", err))
+	}
+	return r
+}
+
+// New returns a Runner computing on b, which it uploads m's weights to;
+// it fails if b cannot hold one of them. b must not be shared.
+func New(m *Model, b Backend) (*Runner, error) {
+	c := m.Config
+	d, kvd, hd := c.Dim, c.KVDim(), c.HeadDim()
+	var errs []error
+	up := func(x []float32, rows, cols int) kernels.Weight {
+		w, err := b.Upload(kernels.FromF32(x, rows, cols))
+		errs = append(errs, err)
+		return w
+	}
+	r := &Runner{m: m, b: b}
+	r.w.embed = up(m.Embedding, c.Vocab, d)
+	r.w.classifier = r.w.embed
+	if !c.SharedClassifier {
+		r.w.classifier = up(m.Classifier, c.Vocab, d)
+	}
+	r.w.finalNorm = up(m.FinalNorm, 1, d)
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		lw := layerWeights{
+			attnNorm: up(l.AttnNorm, 1, d),
+			wq:       up(l.Wq, d, d), wk: up(l.Wk, kvd, d), wv: up(l.Wv, kvd, d), wo: up(l.Wo, d, d),
+			ffnNorm: up(l.FFNNorm, 1, d),
+			w1:      up(l.W1, c.Hidden, d), w2: up(l.W2, d, c.Hidden), w3: up(l.W3, c.Hidden, d),
+		}
+		if c.Arch.QKVBias {
+			lw.bq, lw.bk, lw.bv = up(l.Bq, 1, d), up(l.Bk, 1, kvd), up(l.Bv, 1, kvd)
+		}
+		if c.Arch.QKNorm {
+			lw.qNorm, lw.kNorm = up(l.QNorm, 1, hd), up(l.KNorm, 1, hd)
+		}
+		r.w.layers = append(r.w.layers, lw)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	r.x, r.xb, r.att = b.Buffer(d), b.Buffer(d), b.Buffer(d)
+	r.q, r.k, r.v = b.Buffer(d), b.Buffer(kvd), b.Buffer(kvd)
+	r.hb, r.hb2 = b.Buffer(c.Hidden), b.Buffer(c.Hidden)
+	return r, nil
+}
 
 // Model returns the runner's model.
 func (r *Runner) Model() *Model { return r.m }
@@ -42,20 +104,13 @@ func (r *Runner) MaxSeqLen() int { return r.m.Config.MaxSeqLen }
 // earlier one.
 func (r *Runner) NewKV(numBlocks, blockSize int) (blockstore.Storage, error) {
 	l, kvh, hd := r.m.kvShape()
-	kv, err := cpu.NewKVCache(cpu.KVConfig{Layers: l, KVHeads: kvh, HeadDim: hd, BlockSize: blockSize, NumBlocks: numBlocks})
+	cfg := kernels.KVConfig{Layers: l, KVHeads: kvh, HeadDim: hd, BlockSize: blockSize, NumBlocks: numBlocks}
+	st, err := r.b.NewKV(cfg)
 	if err != nil {
 		return nil, err
 	}
-	r.kv, r.bsize = kv, blockSize
-	return kv, nil
-}
-
-// grow returns b resized to n, reallocating only when b is too small.
-func grow(b []float32, n int) []float32 {
-	if cap(b) < n {
-		return make([]float32, n)
-	}
-	return b[:n]
+	r.kv = cfg
+	return st, nil
 }
 
 // ErrInvalidBatch is wrapped by every error Forward returns for a batch
@@ -63,38 +118,37 @@ func grow(b []float32, n int) []float32 {
 var ErrInvalidBatch = errors.New("model: invalid batch")
 
 // validate checks a batch against the model and the K/V pool.
-func (r *Runner) validate(seqs []Seq) (tokens int, err error) {
+func (r *Runner) validate(seqs []Seq) error {
 	c := r.m.Config
-	if r.kv == nil {
-		return 0, fmt.Errorf("%w: Forward before NewKV", ErrInvalidBatch)
+	bs := r.kv.BlockSize
+	if bs == 0 {
+		return fmt.Errorf("%w: Forward before NewKV", ErrInvalidBatch)
 	}
 	if len(seqs) == 0 {
-		return 0, fmt.Errorf("%w: no sequences", ErrInvalidBatch)
+		return fmt.Errorf("%w: no sequences", ErrInvalidBatch)
 	}
-	numBlocks := r.kv.Config().NumBlocks
 	for i, s := range seqs {
 		end := s.Start + len(s.Tokens)
 		switch {
 		case len(s.Tokens) == 0:
-			return 0, fmt.Errorf("%w: sequence %d has no tokens", ErrInvalidBatch, i)
+			return fmt.Errorf("%w: sequence %d has no tokens", ErrInvalidBatch, i)
 		case s.Start < 0 || end > c.MaxSeqLen:
-			return 0, fmt.Errorf("%w: sequence %d spans positions [%d, %d), outside [0, %d)", ErrInvalidBatch, i, s.Start, end, c.MaxSeqLen)
-		case len(s.Blocks)*r.bsize < end:
-			return 0, fmt.Errorf("%w: sequence %d has %d blocks for %d positions", ErrInvalidBatch, i, len(s.Blocks), end)
+			return fmt.Errorf("%w: sequence %d spans positions [%d, %d), outside [0, %d)", ErrInvalidBatch, i, s.Start, end, c.MaxSeqLen)
+		case len(s.Blocks)*bs < end:
+			return fmt.Errorf("%w: sequence %d has %d blocks for %d positions", ErrInvalidBatch, i, len(s.Blocks), end)
 		}
-		for _, b := range s.Blocks[:(end+r.bsize-1)/r.bsize] {
-			if b < 0 || int(b) >= numBlocks {
-				return 0, fmt.Errorf("%w: sequence %d uses block %d of a %d-block pool", ErrInvalidBatch, i, b, numBlocks)
+		for _, b := range s.Blocks[:(end+bs-1)/bs] {
+			if b < 0 || int(b) >= r.kv.NumBlocks {
+				return fmt.Errorf("%w: sequence %d uses block %d of a %d-block pool", ErrInvalidBatch, i, b, r.kv.NumBlocks)
 			}
 		}
 		for _, t := range s.Tokens {
 			if t < 0 || int(t) >= c.Vocab {
-				return 0, fmt.Errorf("%w: token %d outside the vocabulary of %d", ErrInvalidBatch, t, c.Vocab)
+				return fmt.Errorf("%w: token %d outside the vocabulary of %d", ErrInvalidBatch, t, c.Vocab)
 			}
 		}
-		tokens += len(s.Tokens)
 	}
-	return tokens, nil
+	return nil
 }
 
 // Forward runs one batch: every token of every sequence goes through each
@@ -103,72 +157,39 @@ func (r *Runner) validate(seqs []Seq) (tokens int, err error) {
 // Vocab logits for each sequence with Logits set, in order; the slice is
 // reused by the next call.
 func (r *Runner) Forward(seqs []Seq) ([]float32, error) {
-	T, err := r.validate(seqs)
-	if err != nil {
+	if err := r.validate(seqs); err != nil {
 		return nil, err
 	}
-	c := r.m.Config
-	d, kvd, hid, hd := c.Dim, c.KVDim(), c.Hidden, c.HeadDim()
-	r.x, r.xb, r.att = grow(r.x, T*d), grow(r.xb, T*d), grow(r.att, T*d)
-	r.q, r.k, r.v = grow(r.q, T*d), grow(r.k, T*kvd), grow(r.v, T*kvd)
-	r.hb, r.hb2 = grow(r.hb, T*hid), grow(r.hb2, T*hid)
-
-	row := 0
-	r.attn = r.attn[:0]
-	for _, s := range seqs {
-		for _, t := range s.Tokens {
-			copy(r.x[row*d:(row+1)*d], r.m.Embedding[int(t)*d:])
-			row++
+	c, b, eps := r.m.Config, r.b, r.m.Config.NormEps
+	b.Begin(seqs)
+	b.Embed(r.x, r.w.embed)
+	for li := range r.w.layers {
+		l := &r.w.layers[li]
+		b.RMSNorm(r.xb, r.x, l.attnNorm, eps)
+		b.MatMul(r.q, r.xb, l.wq)
+		b.MatMul(r.k, r.xb, l.wk)
+		b.MatMul(r.v, r.xb, l.wv)
+		if c.Arch.QKVBias {
+			b.AddBias(r.q, l.bq)
+			b.AddBias(r.k, l.bk)
+			b.AddBias(r.v, l.bv)
 		}
-		r.attn = append(r.attn, cpu.AttnSeq{Blocks: s.Blocks, Start: s.Start, Rows: len(s.Tokens)})
-	}
-	for li := range r.m.Layers {
-		l := &r.m.Layers[li]
-		r.norm(T, l.AttnNorm)
-		cpu.MatMul(r.w, r.q, r.xb, l.Wq, T, d, d)
-		cpu.MatMul(r.w, r.k, r.xb, l.Wk, T, kvd, d)
-		cpu.MatMul(r.w, r.v, r.xb, l.Wv, T, kvd, d)
-		t := 0
-		for _, s := range seqs {
-			for i := range s.Tokens {
-				pos := s.Start + i
-				cpu.RoPE(r.q[t*d:(t+1)*d], pos, c.Heads, hd, c.RopeTheta)
-				cpu.RoPE(r.k[t*kvd:(t+1)*kvd], pos, c.KVHeads, hd, c.RopeTheta)
-				r.kv.Put(li, s.Blocks[pos/r.bsize], pos%r.bsize, r.k[t*kvd:(t+1)*kvd], r.v[t*kvd:(t+1)*kvd])
-				t++
-			}
+		if c.Arch.QKNorm {
+			b.HeadNorm(r.q, c.Heads, l.qNorm, eps)
+			b.HeadNorm(r.k, c.KVHeads, l.kNorm, eps)
 		}
-		r.kv.Attention(r.w, li, r.q, r.att, r.attn, c.Heads, &r.scratch)
-		cpu.MatMul(r.w, r.xb, r.att, l.Wo, T, d, d)
-		cpu.Add(r.x, r.xb)
-		r.norm(T, l.FFNNorm)
-		cpu.MatMul(r.w, r.hb, r.xb, l.W1, T, hid, d)
-		cpu.MatMul(r.w, r.hb2, r.xb, l.W3, T, hid, d)
-		cpu.SwiGLU(r.hb, r.hb, r.hb2)
-		cpu.MatMul(r.w, r.xb, r.hb, l.W2, T, d, hid)
-		cpu.Add(r.x, r.xb)
+		b.RoPE(r.q, c.Heads, c.RopeTheta, c.Arch.Rope)
+		b.RoPE(r.k, c.KVHeads, c.RopeTheta, c.Arch.Rope)
+		b.PutKV(li, r.k, r.v)
+		b.Attention(r.att, r.q, li, c.Heads)
+		b.MatMul(r.xb, r.att, l.wo)
+		b.Add(r.x, r.xb)
+		b.RMSNorm(r.xb, r.x, l.ffnNorm, eps)
+		b.MatMul(r.hb, r.xb, l.w1)
+		b.MatMul(r.hb2, r.xb, l.w3)
+		b.SwiGLU(r.hb, r.hb, r.hb2)
+		b.MatMul(r.xb, r.hb, l.w2)
+		b.Add(r.x, r.xb)
 	}
-	// Final norm and classifier for the rows that want logits only.
-	n := 0
-	row = 0
-	for _, s := range seqs {
-		row += len(s.Tokens)
-		if s.Logits {
-			cpu.RMSNorm(r.xb[n*d:(n+1)*d], r.x[(row-1)*d:row*d], r.m.FinalNorm, c.NormEps)
-			n++
-		}
-	}
-	r.logits = grow(r.logits, n*c.Vocab)
-	cpu.MatMul(r.w, r.logits, r.xb, r.m.Classifier, n, c.Vocab, d)
-	return r.logits, nil
-}
-
-// norm writes RMSNorm(x)·weight of the first n rows of x into xb. It runs
-// on the calling goroutine: it is O(n·dim), negligible beside the matrix
-// products, and handing a closure to the workers would allocate per call.
-func (r *Runner) norm(n int, weight []float32) {
-	d, eps := r.m.Config.Dim, r.m.Config.NormEps
-	for t := range n {
-		cpu.RMSNorm(r.xb[t*d:(t+1)*d], r.x[t*d:(t+1)*d], weight, eps)
-	}
+	return b.Logits(r.x, r.w.finalNorm, r.w.classifier, eps)
 }

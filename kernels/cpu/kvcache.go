@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kernels"
 )
 
 // Errors returned by KVCache, wrapped with detail; test with errors.Is.
@@ -22,14 +23,9 @@ var (
 	ErrBufferSize = errors.New("cpu: block buffer has the wrong size")
 )
 
-// KVConfig sizes a KVCache. Every field must be positive.
-type KVConfig struct {
-	Layers    int // transformer layers
-	KVHeads   int // K/V heads per layer
-	HeadDim   int // floats per head
-	BlockSize int // token slots per block
-	NumBlocks int // physical blocks
-}
+// KVConfig sizes a KVCache: the shared kernels.KVConfig, named here for
+// the cache's callers.
+type KVConfig = kernels.KVConfig
 
 // KVCache holds every block's K and V in host memory, per layer laid out
 // [block][slot][kvHead][headDim] float32. It implements blockstore.Storage;

@@ -1,6 +1,10 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/prefixd/prefixd/kernels"
+)
 
 // RMSNorm sets out = x / rms(x) * weight, rms(x) = sqrt(mean(x²) + eps),
 // eps being the small constant of the model's config (1e-5 in llama2.c).
@@ -23,15 +27,33 @@ func RMSNorm(out, x, weight []float32, eps float32) {
 // x[2i+1]) of a head turns by pos·theta^(-2i/headDim) radians. headDim
 // must be even.
 func RoPE(x []float32, pos, nHeads, headDim int, theta float32) {
-	for i := 0; i < headDim; i += 2 {
-		freq := math.Pow(float64(theta), -float64(i)/float64(headDim))
+	rope(x, pos, nHeads, headDim, theta, kernels.RopeAdjacent)
+}
+
+// RoPEHalves is RoPE in the rotate-half form of Hugging Face checkpoints:
+// pair i of a head is (x[i], x[i+headDim/2]), turned by the same angle as
+// RoPE's pair i.
+func RoPEHalves(x []float32, pos, nHeads, headDim int, theta float32) {
+	rope(x, pos, nHeads, headDim, theta, kernels.RopeHalves)
+}
+
+// rope turns pair i of every head, whose elements layout places, by
+// pos·theta^(-2i/headDim) radians.
+func rope(x []float32, pos, nHeads, headDim int, theta float32, layout kernels.RopeLayout) {
+	half := headDim / 2
+	for i := range half {
+		freq := math.Pow(float64(theta), -float64(2*i)/float64(headDim))
 		sin, cos := math.Sincos(float64(pos) * freq)
 		s, c := float32(sin), float32(cos)
+		a, b := 2*i, 2*i+1
+		if layout == kernels.RopeHalves {
+			a, b = i, i+half
+		}
 		for h := range nHeads {
-			j := h*headDim + i
-			x0, x1 := x[j], x[j+1]
-			x[j] = x0*c - x1*s
-			x[j+1] = x0*s + x1*c
+			j0, j1 := h*headDim+a, h*headDim+b
+			x0, x1 := x[j0], x[j1]
+			x[j0] = x0*c - x1*s
+			x[j1] = x0*s + x1*c
 		}
 	}
 }

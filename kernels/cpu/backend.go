@@ -1,0 +1,240 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/prefixd/prefixd/batch"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kernels"
+)
+
+// Backend runs a forward pass's operations on the CPU: it implements
+// model.Backend (structurally; this package does not import model) over
+// this package's kernels, its weights in host memory, its activations in
+// float32 slices it grows to the largest batch seen, and its K/V in a
+// KVCache. After warm-up a step allocates nothing. A Backend is not safe
+// for concurrent use; it shares its Workers with no concurrent user.
+type Backend struct {
+	w       *Workers
+	weights []weight
+	bufs    []buffer
+	kv      *KVCache
+
+	rows    []batch.Row // the current step's, from Begin
+	tokens  int         // Σ len(rows[i].Tokens)
+	attn    []AttnSeq
+	scratch AttnScratch
+	normed  []float32 // the final norm of the rows that want logits
+	logits  []float32
+}
+
+// weight is an uploaded tensor: F32, rows×cols.
+type weight struct {
+	f          []float32
+	rows, cols int
+}
+
+// buffer is an activation: one row of cols floats per token of the step.
+type buffer struct {
+	f    []float32
+	cols int
+}
+
+// NewBackend returns a Backend computing on w, which the caller owns and
+// closes.
+func NewBackend(w *Workers) *Backend { return &Backend{w: w} }
+
+// Upload keeps t for the ops that name the returned handle. F32 data is
+// used in place, not copied, so t.Data must outlive the Backend. It
+// returns an error for an element type this backend cannot compute on.
+func (b *Backend) Upload(t kernels.Tensor) (kernels.Weight, error) {
+	f, err := t.F32()
+	if err != nil {
+		return 0, fmt.Errorf("cpu: upload: %w", err)
+	}
+	b.weights = append(b.weights, weight{f: f, rows: t.Rows, cols: t.Cols})
+	return kernels.Weight(len(b.weights) - 1), nil
+}
+
+// Buffer declares an activation buffer of cols floats per token row.
+func (b *Backend) Buffer(cols int) kernels.Buf {
+	b.bufs = append(b.bufs, buffer{cols: cols})
+	return kernels.Buf(len(b.bufs) - 1)
+}
+
+// NewKV allocates the K/V pool the steps read and write, replacing any
+// earlier one, and returns it as the block pool's Storage (whose
+// CopyBlocks serves copy-on-write).
+func (b *Backend) NewKV(cfg kernels.KVConfig) (blockstore.Storage, error) {
+	kv, err := NewKVCache(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b.kv = kv
+	return kv, nil
+}
+
+// Begin starts a step over rows, which the caller has validated against
+// the model and the K/V pool: every buffer gets one row per token. The
+// Backend keeps rows until the next Begin.
+func (b *Backend) Begin(rows []batch.Row) {
+	b.rows = rows
+	b.tokens = 0
+	b.attn = b.attn[:0]
+	for _, r := range rows {
+		b.tokens += len(r.Tokens)
+		b.attn = append(b.attn, AttnSeq{Blocks: r.Blocks, Start: r.Start, Rows: len(r.Tokens)})
+	}
+	for i := range b.bufs {
+		b.bufs[i].f = grow(b.bufs[i].f, b.tokens*b.bufs[i].cols)
+	}
+}
+
+// grow returns f resized to n, reallocating only when f is too small.
+func grow(f []float32, n int) []float32 {
+	if cap(f) < n {
+		return make([]float32, n)
+	}
+	return f[:n]
+}
+
+// Embed sets each token row of dst to its token's row of table.
+func (b *Backend) Embed(dst kernels.Buf, table kernels.Weight) {
+	d, w := &b.bufs[dst], &b.weights[table]
+	same("Embed", d.cols, w.cols)
+	t := 0
+	for _, r := range b.rows {
+		for _, tok := range r.Tokens {
+			copy(d.f[t*d.cols:(t+1)*d.cols], w.f[int(tok)*w.cols:])
+			t++
+		}
+	}
+}
+
+// RMSNorm sets each row of dst to RMSNorm(row of x)·weight. It runs on
+// the calling goroutine: it is O(tokens·width), negligible beside the
+// matrix products, and handing a closure to the workers would allocate.
+func (b *Backend) RMSNorm(dst, x kernels.Buf, weight kernels.Weight, eps float32) {
+	d, s, w := &b.bufs[dst], &b.bufs[x], &b.weights[weight]
+	same("RMSNorm", d.cols, s.cols)
+	same("RMSNorm", d.cols, w.cols)
+	n := d.cols
+	for t := range b.tokens {
+		RMSNorm(d.f[t*n:(t+1)*n], s.f[t*n:(t+1)*n], w.f, eps)
+	}
+}
+
+// HeadNorm applies RMSNorm with weight (one head wide) to every head of
+// every row of x, in place: the q/k norm of Qwen3.
+func (b *Backend) HeadNorm(x kernels.Buf, heads int, weight kernels.Weight, eps float32) {
+	s, w := &b.bufs[x], &b.weights[weight]
+	same("HeadNorm", s.cols, heads*w.cols)
+	hd := w.cols
+	for i := range b.tokens * heads {
+		h := s.f[i*hd : (i+1)*hd]
+		RMSNorm(h, h, w.f, eps)
+	}
+}
+
+// MatMul sets dst = x·Wᵀ over the step's rows, W being rows×cols
+// (out×in).
+func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Weight) {
+	d, s, m := &b.bufs[dst], &b.bufs[x], &b.weights[w]
+	same("MatMul", d.cols, m.rows)
+	same("MatMul", s.cols, m.cols)
+	MatMul(b.w, d.f, s.f, m.f, b.tokens, m.rows, m.cols)
+}
+
+// AddBias adds bias (one row as wide as x) to every row of x.
+func (b *Backend) AddBias(x kernels.Buf, bias kernels.Weight) {
+	s, w := &b.bufs[x], &b.weights[bias]
+	same("AddBias", s.cols, w.cols)
+	for t := range b.tokens {
+		Add(s.f[t*s.cols:(t+1)*s.cols], w.f)
+	}
+}
+
+// RoPE rotates every row of x, heads heads wide, in place for its token's
+// position, pairing elements as layout says.
+func (b *Backend) RoPE(x kernels.Buf, heads int, theta float32, layout kernels.RopeLayout) {
+	s := &b.bufs[x]
+	hd := s.cols / heads
+	same("RoPE", s.cols, heads*hd)
+	t := 0
+	for _, r := range b.rows {
+		for i := range r.Tokens {
+			rope(s.f[t*s.cols:(t+1)*s.cols], r.Start+i, heads, hd, theta, layout)
+			t++
+		}
+	}
+}
+
+// PutKV stores every token row of k and v in layer at its position's
+// slot of its row's block table.
+func (b *Backend) PutKV(layer int, k, v kernels.Buf) {
+	kb, vb := &b.bufs[k], &b.bufs[v]
+	n, bs := kb.cols, b.kv.cfg.BlockSize
+	t := 0
+	for _, r := range b.rows {
+		for i := range r.Tokens {
+			pos := r.Start + i
+			b.kv.Put(layer, r.Blocks[pos/bs], pos%bs, kb.f[t*n:(t+1)*n], vb.f[t*n:(t+1)*n])
+			t++
+		}
+	}
+}
+
+// Attention sets dst to causal attention of the query rows q (heads
+// heads) over layer's K/V of each row's prefix and its own tokens, which
+// PutKV has stored (see KVCache.Attention).
+func (b *Backend) Attention(dst, q kernels.Buf, layer, heads int) {
+	b.kv.Attention(b.w, layer, b.bufs[q].f, b.bufs[dst].f, b.attn, heads, &b.scratch)
+}
+
+// SwiGLU sets dst = silu(gate)·up element-wise; dst may be gate.
+func (b *Backend) SwiGLU(dst, gate, up kernels.Buf) {
+	SwiGLU(b.bufs[dst].f, b.bufs[gate].f, b.bufs[up].f)
+}
+
+// Add sets dst += x, the residual connection.
+func (b *Backend) Add(dst, x kernels.Buf) {
+	Add(b.bufs[dst].f, b.bufs[x].f)
+}
+
+// Logits applies the final RMSNorm (weight norm) and the classifier to
+// the last token row of each row of the step that wants logits and
+// returns classifier.rows logits for each, in order. The slice is reused
+// by the next call. The CPU backend has no device faults to report, so
+// the error is always nil.
+func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps float32) ([]float32, error) {
+	s, w, c := &b.bufs[x], &b.weights[norm], &b.weights[classifier]
+	d := s.cols
+	same("Logits", d, w.cols)
+	same("Logits", d, c.cols)
+	n := 0
+	for _, r := range b.rows {
+		if r.Logits {
+			n++
+		}
+	}
+	b.normed = grow(b.normed, n*d)
+	n, t := 0, 0
+	for _, r := range b.rows {
+		t += len(r.Tokens)
+		if r.Logits {
+			RMSNorm(b.normed[n*d:(n+1)*d], s.f[(t-1)*d:t*d], w.f, eps)
+			n++
+		}
+	}
+	b.logits = grow(b.logits, n*c.rows)
+	MatMul(b.w, b.logits, b.normed, c.f, n, c.rows, d)
+	return b.logits, nil
+}
+
+// same panics unless widths a and b agree: an op given buffers and
+// weights whose shapes do not fit is a broken caller invariant.
+func same(op string, a, b int) {
+	if a != b {
+		panic(fmt.Sprintf("cpu: %s on widths %d and %d", op, a, b))
+	}
+}

@@ -1,0 +1,108 @@
+// Package kernels is the vocabulary every compute backend shares
+// (kernels/cpu today, kernels/cuda next): weight tensors as loaded, with
+// their element type; the opaque handles a backend issues for uploaded
+// weights and for the activation buffers it owns; the K/V pool's shape;
+// and the RoPE layouts.
+//
+// The interface over these types, model.Backend, lives in model, beside
+// the layer loop that is its only caller. A backend implements it without
+// importing model (Go interfaces are satisfied structurally), so model
+// imports the backends and no import cycle forms; these shared types sit
+// in this leaf package because both sides must name them.
+package kernels
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// DType is a tensor's element type, numbered as GGUF's ggml_type so that
+// a loader can keep a tensor's type and bytes as the file has them.
+type DType uint32
+
+// F32 is IEEE-754 binary32, the only element type loaders produce today.
+// Quantized types (Q8_0, Q4_K, ...) join it with GGUF's block layouts.
+const F32 DType = 0
+
+// String names the type as GGUF does.
+func (t DType) String() string {
+	if t == F32 {
+		return "F32"
+	}
+	return fmt.Sprintf("ggml type %d", uint32(t))
+}
+
+// Tensor is a weight as loaded: Rows×Cols elements of Type, row-major (a
+// matrix is stored out×in, as llama2.c and GGUF store it; a vector has
+// one row), in Data in Type's layout: for F32, host-order float32s.
+// Data may be a view of a mapped file; a backend's Upload reads it and
+// may keep referring to it, so it must stay valid and unchanged while the
+// backend is in use.
+type Tensor struct {
+	Type       DType
+	Rows, Cols int
+	Data       []byte
+}
+
+// FromF32 returns x, rows×cols floats, as an F32 Tensor viewing the same
+// memory (no copy). It panics if len(x) != rows·cols.
+func FromF32(x []float32, rows, cols int) Tensor {
+	if len(x) != rows*cols {
+		panic(fmt.Sprintf("kernels: %d floats for a %d×%d tensor", len(x), rows, cols))
+	}
+	var data []byte
+	if len(x) > 0 {
+		data = unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
+	}
+	return Tensor{Type: F32, Rows: rows, Cols: cols, Data: data}
+}
+
+// F32 returns the elements of an F32 tensor as floats viewing Data (no
+// copy), or an error if the tensor is of another type, its Data does not
+// hold Rows·Cols floats, or Data is not 4-byte aligned.
+func (t Tensor) F32() ([]float32, error) {
+	n := t.Rows * t.Cols
+	switch {
+	case t.Type != F32:
+		return nil, fmt.Errorf("kernels: %v tensor read as F32", t.Type)
+	case t.Rows < 0 || t.Cols < 0 || len(t.Data) != 4*n:
+		return nil, fmt.Errorf("kernels: %d bytes for a %d×%d F32 tensor", len(t.Data), t.Rows, t.Cols)
+	case n == 0:
+		return nil, nil
+	case uintptr(unsafe.Pointer(&t.Data[0]))%4 != 0:
+		return nil, fmt.Errorf("kernels: F32 tensor data is not 4-byte aligned")
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&t.Data[0])), n), nil
+}
+
+// Weight is a backend's handle to a tensor it uploaded: an index into the
+// backend's own table, meaningless to any other backend. A plain integer,
+// so passing one allocates nothing and the model never sees device memory.
+type Weight int32
+
+// Buf is a backend's handle to an activation buffer it owns: one row of
+// its declared width per token of the current step. On a GPU it is device
+// memory, so only the backend reads or writes its contents.
+type Buf int32
+
+// RopeLayout says which elements of a head RoPE rotates together.
+type RopeLayout uint8
+
+// RoPE layouts. Both turn pair i of a head of width d by
+// pos·theta^(-2i/d) radians; they differ in which elements form pair i.
+const (
+	// RopeAdjacent pairs (x[2i], x[2i+1]): llama2.c and GGUF's llama.
+	RopeAdjacent RopeLayout = iota
+	// RopeHalves pairs (x[i], x[i+d/2]) ("rotate half"): Hugging Face
+	// checkpoints, GPT-NeoX, Qwen.
+	RopeHalves
+)
+
+// KVConfig sizes a paged K/V pool. Every field must be positive.
+type KVConfig struct {
+	Layers    int // transformer layers
+	KVHeads   int // K/V heads per layer
+	HeadDim   int // values per head
+	BlockSize int // token slots per block
+	NumBlocks int // physical blocks
+}
