@@ -1,6 +1,7 @@
 // Package cpu holds prefixd's CPU compute kernels: matrix products, the row
 // operations of a Llama block, and paged attention that reads K/V through
-// block tables from KVCache, the CPU implementation of blockstore.Storage.
+// block tables from KVCache, the CPU implementation of blockstore.Storage;
+// Backend puts them together as the CPU's model.Backend.
 //
 // On amd64 CPUs with AVX2 and FMA (detected at start-up with CPUID) the
 // inner loops run in assembly: a 3x4 register tile for MatMul, dot

@@ -44,19 +44,32 @@ func TestRoPE(t *testing.T) {
 		{"tiny head", 3, 2, 2, 10000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := randVec(r, tc.heads*tc.headDim)
-			want := make([]float32, len(x))
-			for h := range tc.heads {
-				for i := 0; i < tc.headDim; i += 2 {
-					ang := float64(tc.pos) * math.Pow(float64(tc.theta), -float64(i)/float64(tc.headDim))
-					j := h*tc.headDim + i
-					x0, x1 := float64(x[j]), float64(x[j+1])
-					want[j] = float32(x0*math.Cos(ang) - x1*math.Sin(ang))
-					want[j+1] = float32(x0*math.Sin(ang) + x1*math.Cos(ang))
+			// Pair i of a head turns by pos·theta^(-2i/headDim): in the
+			// adjacent form its elements are 2i and 2i+1, in the
+			// rotate-half form i and i+headDim/2.
+			for _, layout := range []struct {
+				name string
+				rope func(x []float32, pos, nHeads, headDim int, theta float32)
+				pair func(i, headDim int) (int, int)
+			}{
+				{"adjacent", RoPE, func(i, _ int) (int, int) { return 2 * i, 2*i + 1 }},
+				{"halves", RoPEHalves, func(i, hd int) (int, int) { return i, i + hd/2 }},
+			} {
+				x := randVec(r, tc.heads*tc.headDim)
+				want := make([]float32, len(x))
+				for h := range tc.heads {
+					for i := range tc.headDim / 2 {
+						ang := float64(tc.pos) * math.Pow(float64(tc.theta), -float64(2*i)/float64(tc.headDim))
+						a, b := layout.pair(i, tc.headDim)
+						a, b = a+h*tc.headDim, b+h*tc.headDim
+						x0, x1 := float64(x[a]), float64(x[b])
+						want[a] = float32(x0*math.Cos(ang) - x1*math.Sin(ang))
+						want[b] = float32(x0*math.Sin(ang) + x1*math.Cos(ang))
+					}
 				}
+				layout.rope(x, tc.pos, tc.heads, tc.headDim, tc.theta)
+				checkClose(t, "RoPE "+layout.name, x, want, 1e-5)
 			}
-			RoPE(x, tc.pos, tc.heads, tc.headDim, tc.theta)
-			checkClose(t, "RoPE", x, want, 1e-5)
 		})
 	}
 }

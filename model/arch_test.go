@@ -1,0 +1,157 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/prefixd/prefixd/kernels"
+)
+
+// archQKV applies to one token's q, k and v what comes between their
+// products and attention in the reference: the Arch's biases and per-head
+// norms, then RoPE in its layout.
+func (r *reference) archQKV(l Layer, q, k, v []float64, pos int) {
+	c := r.m.Config
+	hd, theta := c.HeadDim(), float64(c.RopeTheta)
+	if c.Arch.QKVBias {
+		for _, p := range []struct {
+			x []float64
+			b []float32
+		}{{q, l.Bq}, {k, l.Bk}, {v, l.Bv}} {
+			for i := range p.x {
+				p.x[i] += float64(p.b[i])
+			}
+		}
+	}
+	if c.Arch.QKNorm {
+		for h := 0; h < len(q); h += hd {
+			copy(q[h:h+hd], refNorm(q[h:h+hd], l.QNorm, float64(c.NormEps)))
+		}
+		for h := 0; h < len(k); h += hd {
+			copy(k[h:h+hd], refNorm(k[h:h+hd], l.KNorm, float64(c.NormEps)))
+		}
+	}
+	rope := refRope
+	if c.Arch.Rope == kernels.RopeHalves {
+		rope = refRopeHalves
+	}
+	rope(q, pos, hd, theta)
+	rope(k, pos, hd, theta)
+}
+
+// refRopeHalves is the rotate-half RoPE of Hugging Face's Llama
+// (q·cos + rotate_half(q)·sin, rotate_half(x) = [-x2, x1]), written from
+// its definition: element i of a head and element i+hd/2 turn together by
+// pos·theta^(-2i/hd).
+func refRopeHalves(x []float64, pos, headDim int, theta float64) {
+	half := headDim / 2
+	for h := 0; h < len(x); h += headDim {
+		for i := range half {
+			a := float64(pos) / math.Pow(theta, float64(2*i)/float64(headDim))
+			x1, x2 := x[h+i], x[h+i+half]
+			x[h+i] = x1*math.Cos(a) - x2*math.Sin(a)
+			x[h+i+half] = x2*math.Cos(a) + x1*math.Sin(a)
+		}
+	}
+}
+
+// randomArchModel returns a small model of arch with random weights:
+// biases and norm weights far from zero and one, so an option the forward
+// pass ignored would show in its logits.
+func randomArchModel(arch Arch, seed uint64) *Model {
+	c := Config{Dim: 32, Hidden: 48, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 64,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1, Arch: arch}
+	r := rand.New(rand.NewPCG(seed, 1))
+	vec := func(n int, mean, scale float64) []float32 {
+		w := make([]float32, n)
+		for i := range w {
+			w[i] = float32(mean + r.NormFloat64()*scale)
+		}
+		return w
+	}
+	mat := func(rows, cols int) []float32 { return vec(rows*cols, 0, 1/math.Sqrt(float64(cols))) }
+	d, kv, hd, h := c.Dim, c.KVDim(), c.HeadDim(), c.Hidden
+	m := &Model{Config: c, Embedding: mat(c.Vocab, d), FinalNorm: vec(d, 1, 0.2), Classifier: mat(c.Vocab, d)}
+	for range c.Layers {
+		l := Layer{
+			AttnNorm: vec(d, 1, 0.2), Wq: mat(d, d), Wk: mat(kv, d), Wv: mat(kv, d), Wo: mat(d, d),
+			FFNNorm: vec(d, 1, 0.2), W1: mat(h, d), W2: mat(d, h), W3: mat(h, d),
+		}
+		if arch.QKVBias {
+			l.Bq, l.Bk, l.Bv = vec(d, 0, 0.5), vec(kv, 0, 0.5), vec(kv, 0, 0.5)
+		}
+		if arch.QKNorm {
+			l.QNorm, l.KNorm = vec(hd, 1, 0.5), vec(hd, 1, 0.5)
+		}
+		m.Layers = append(m.Layers, l)
+	}
+	return m
+}
+
+// TestArchOptionsMatchReference runs each Arch option, and all together,
+// against the float64 reference: a 7-token prefill then decode steps, so
+// both the batched and the single-row paths see every option.
+func TestArchOptionsMatchReference(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		arch Arch
+	}{
+		{"llama", Arch{}},
+		{"rope halves", Arch{Rope: kernels.RopeHalves}},
+		{"qkv bias", Arch{QKVBias: true}},
+		{"qk norm", Arch{QKNorm: true}},
+		{"all", Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := randomArchModel(tc.arch, 3)
+			if err := m.check(); err != nil {
+				t.Fatal(err)
+			}
+			h := newHarness(t, m, 8, 4)
+			ref := newReference(m)
+			tb := h.pool.NewTable()
+			prompt := []int32{3, 14, 15, 9, 26, 5, 35}
+			var want []float64
+			for _, tok := range prompt {
+				want = ref.step(tok)
+			}
+			got := h.prefill(t, tb, prompt)
+			for step := range 12 {
+				if d := maxAbsDiff(got, want); d > 1e-4 {
+					t.Fatalf("step %d: logits differ from the reference by %g", step, d)
+				}
+				tok := argmax32(got)
+				want = ref.step(tok)
+				got = h.prefill(t, tb, []int32{tok})
+			}
+		})
+	}
+}
+
+// TestArchTensorsChecked: an option's tensors must be present exactly
+// when the option is on, so none is silently ignored.
+func TestArchTensorsChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		arch  Arch
+		edit  func(*Layer)
+		wants string
+	}{
+		{"bias missing", Arch{QKVBias: true}, func(l *Layer) { l.Bk = nil }, "k bias"},
+		{"bias without the option", Arch{}, func(l *Layer) { l.Bv = make([]float32, 16) }, "v bias"},
+		{"q norm missing", Arch{QKNorm: true}, func(l *Layer) { l.QNorm = l.QNorm[:3] }, "q norm"},
+		{"k norm without the option", Arch{}, func(l *Layer) { l.KNorm = make([]float32, 8) }, "k norm"},
+		{"unknown rope layout", Arch{Rope: 7}, func(*Layer) {}, "RoPE layout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := randomArchModel(tc.arch, 4)
+			tc.edit(&m.Layers[1])
+			err := m.check()
+			if err == nil || !strings.Contains(err.Error(), tc.wants) {
+				t.Fatalf("check() = %v, want an error naming %q", err, tc.wants)
+			}
+		})
+	}
+}
