@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/prefixd/prefixd/kernels"
+	"github.com/prefixd/prefixd/kernels/cpu"
 )
 
 // archQKV applies to one token's q, k and v what comes between their
@@ -153,5 +154,18 @@ func TestArchTensorsChecked(t *testing.T) {
 				t.Fatalf("check() = %v, want an error naming %q", err, tc.wants)
 			}
 		})
+	}
+}
+
+func TestNewRunnerOnRejectsBadModels(t *testing.T) {
+	w := cpu.NewWorkers(1)
+	t.Cleanup(w.Close)
+	m := randomArchModel(Arch{QKVBias: true}, 5)
+	m.Layers[0].Bq = nil
+	if _, err := NewRunnerOn(m, cpu.NewBackend(w)); err == nil || !strings.Contains(err.Error(), "q bias") {
+		t.Fatalf("NewRunnerOn of a model without its q bias: %v", err)
+	}
+	if _, err := NewRunnerOn(randomArchModel(Arch{}, 5), cpu.NewBackend(w)); err != nil {
+		t.Fatal(err)
 	}
 }

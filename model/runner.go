@@ -38,19 +38,23 @@ type layerWeights struct {
 
 // NewRunner returns a Runner computing on the CPU with w, which the caller
 // owns and closes. The Runner must not share w with a concurrent user of
-// w's For. m must be a loaded Model, whose F32 tensors the CPU backend
-// always accepts; NewRunner panics if it refuses them.
+// w's For. m must be a loaded Model (whose F32 tensors fit its config and
+// the CPU backend always accepts); NewRunner panics if it is not.
 func NewRunner(m *Model, w *cpu.Workers) *Runner {
-	r, err := New(m, cpu.NewBackend(w))
+	r, err := NewRunnerOn(m, cpu.NewBackend(w))
 	if err != nil {
-		panic(fmt.Sprintf("model: the CPU backend refused a loaded model: %v", err))
+		panic(fmt.Sprintf("model: NewRunner on a model that is not loaded: %v", err))
 	}
 	return r
 }
 
-// New returns a Runner computing on b, which it uploads m's weights to;
-// it fails if b cannot hold one of them. b must not be shared.
-func New(m *Model, b Backend) (*Runner, error) {
+// NewRunnerOn returns a Runner computing on b, which it uploads m's
+// weights to; it fails if a tensor of m does not fit m's config or b
+// cannot hold one of them. b must not be shared.
+func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
 	c := m.Config
 	d, kvd, hd := c.Dim, c.KVDim(), c.HeadDim()
 	var errs []error
