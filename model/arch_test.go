@@ -169,3 +169,29 @@ func TestNewRunnerOnRejectsBadModels(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestArchForwardAllocatesNothing pins the zero-allocation step with every
+// option on: a decode row rewriting one slot and a 3-token chunk.
+func TestArchForwardAllocatesNothing(t *testing.T) {
+	m := randomArchModel(Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}, 6)
+	h := newHarness(t, m, 8, 4)
+	a, b := h.pool.NewTable(), h.pool.NewTable()
+	if err := a.Append(5); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Append(3); err != nil {
+		t.Fatal(err)
+	}
+	seqs := []Seq{
+		{Tokens: []int32{7}, Start: 4, Blocks: a.Blocks(), Logits: true},
+		{Tokens: []int32{1, 2, 3}, Blocks: b.Blocks(), Logits: true},
+	}
+	allocs := testing.AllocsPerRun(10, func() {
+		if _, err := h.r.Forward(seqs); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per Forward", allocs)
+	}
+}
