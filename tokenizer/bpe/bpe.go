@@ -67,7 +67,9 @@ type Config struct {
 	// AddBOS says whether prompts start with BOS.
 	BOS, EOS int32
 	AddBOS   bool
-	// EOT lists further tokens that end a turn (<|eot_id|>, <|im_end|>).
+	// EOT lists further tokens that end a turn (<|eot_id|>, <|im_end|>);
+	// nil means the control tokens with the texts llama.cpp recognises as
+	// such (see endOfTurn).
 	EOT []int32
 	// ChatTemplate is the model's Jinja chat template, if it has one.
 	ChatTemplate string
@@ -89,6 +91,10 @@ type Tokenizer struct {
 	cfg               Config
 	scratch           sync.Pool // *work
 }
+
+// endOfTurn are the texts of tokens that end a chat turn in the formats
+// llama.cpp knows (its end-of-generation detection by token text).
+var endOfTurn = []string{"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "<｜end▁of▁sentence｜>"}
 
 // merged is what a merge rule turns a pair into.
 type merged struct {
@@ -132,6 +138,13 @@ func New(cfg Config) (*Tokenizer, error) {
 		merges: make(map[uint64]merged, len(cfg.Merges)), pieceOff: make([]uint32, n+1)}
 	for i := n - 1; i >= 0; i-- { // the lowest ID wins a duplicated text
 		t.index[cfg.Tokens[i]] = int32(i)
+	}
+	if t.cfg.EOT == nil {
+		for _, text := range endOfTurn {
+			if id, ok := t.index[text]; ok && cfg.Types[id] == Control && id != cfg.EOS {
+				t.cfg.EOT = append(t.cfg.EOT, id)
+			}
+		}
 	}
 	for i := range t.byteTok {
 		t.byteTok[i], t.fallback[i] = -1, cfg.Unknown
