@@ -90,6 +90,7 @@ type Tokenizer struct {
 	added             addedSet
 	cfg               Config
 	scratch           sync.Pool // *work
+	cache             wordCache
 }
 
 // endOfTurn are the texts of tokens that end a chat turn in the formats
@@ -323,8 +324,19 @@ func (t *Tokenizer) encodeText(dst []int32, w *work, text string) []int32 {
 	return dst
 }
 
-// encodeWord encodes one pre-token.
+// encodeWord encodes one pre-token, from the cache when it has been seen.
 func (t *Tokenizer) encodeWord(dst []int32, w *work, word string) []int32 {
+	if ids, ok := t.cache.get(word); ok {
+		return append(dst, ids...)
+	}
+	n := len(dst)
+	dst = t.mergeWord(dst, w, word)
+	t.cache.put(word, dst[n:])
+	return dst
+}
+
+// mergeWord encodes one pre-token by its merges.
+func (t *Tokenizer) mergeWord(dst []int32, w *work, word string) []int32 {
 	if t.cfg.IgnoreMerges {
 		w.buf = appendByteLevel(w.buf[:0], word)
 		if id, ok := t.index[string(w.buf)]; ok {

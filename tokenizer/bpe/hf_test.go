@@ -2,6 +2,7 @@ package bpe
 
 import (
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/prefixd/prefixd/internal/vocabtest"
@@ -34,5 +35,29 @@ func TestHFReferenceTokenizations(t *testing.T) {
 			}
 			t.Logf("%s: %d of %d cases equal", c.pair, pass, len(cases))
 		})
+	}
+}
+
+// TestConcurrentEncode encodes the reference cases from several goroutines
+// at once on a fresh tokenizer, so the word cache fills under contention
+// (run with -race).
+func TestConcurrentEncode(t *testing.T) {
+	tk := loadHF(t, "llama3")
+	cases := vocabtest.Cases(t, "ggml-vocab-llama-bpe.gguf")
+	errs := make(chan string, 4*len(cases))
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for _, tc := range cases {
+				if got := tk.Encode(tc.Text); !slices.Equal(got, tc.IDs) {
+					errs <- tc.Text
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for text := range errs {
+		t.Errorf("%q differs under concurrency", text)
 	}
 }

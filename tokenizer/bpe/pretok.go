@@ -332,13 +332,30 @@ func bracket(spec string) func(rune) bool {
 		}
 		lo, hi = append(lo, r), append(hi, r)
 	}
-	return func(r rune) bool {
-		for k := range lo {
-			if lo[k] <= r && r <= hi[k] {
-				return true
-			}
+	type span struct{ lo, hi rune }
+	spans := make([]span, len(lo))
+	var ascii [utf8.RuneSelf]bool
+	for k := range lo {
+		spans[k] = span{lo[k], hi[k]}
+		for r := lo[k]; r <= min(hi[k], utf8.RuneSelf-1); r++ {
+			ascii[r] = true
 		}
-		return false
+	}
+	slices.SortFunc(spans, func(a, b span) int { return int(a.lo - b.lo) })
+	merged := spans[:0] // disjoint, so one binary search decides
+	for _, sp := range spans {
+		if n := len(merged); n > 0 && sp.lo <= merged[n-1].hi+1 {
+			merged[n-1].hi = max(merged[n-1].hi, sp.hi)
+			continue
+		}
+		merged = append(merged, sp)
+	}
+	return func(r rune) bool {
+		if r < utf8.RuneSelf {
+			return r >= 0 && ascii[r]
+		}
+		k, found := slices.BinarySearchFunc(merged, r, func(s span, r rune) int { return int(s.lo - r) })
+		return found || k > 0 && r <= merged[k-1].hi
 	}
 }
 
