@@ -180,26 +180,32 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
+const hfModel = `"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}`
+
+// hfErrorCases are tokenizer.json files FromHF must refuse, with what the
+// error must name.
+var hfErrorCases = []struct {
+	name, json, want string
+}{
+	{"not json", `{`, "tokenizer.json"},
+	{"wordpiece", `{"model": {"type": "WordPiece"}}`, `"WordPiece"`},
+	{"no byte level", `{` + hfModel + `}`, "ByteLevel"},
+	{"unknown pattern", `{` + hfModel + `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated"}}`, `\\w+`},
+	{"behavior", `{` + hfModel + `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\p{N}"}, "behavior": "Removed"}}`, "Removed"},
+	{"pre type", `{` + hfModel + `, "pre_tokenizer": {"type": "Whitespace"}}`, `"Whitespace"`},
+	{"normalizer", `{` + hfModel + `, "normalizer": {"type": "Lowercase"}, "pre_tokenizer": {"type": "ByteLevel"}}`, `"Lowercase"`},
+	{"lstrip", `{"added_tokens": [{"id": 1, "content": "<x>", "lstrip": true}], ` + hfModel + `, "pre_tokenizer": {"type": "ByteLevel"}}`, "lstrip"},
+	{"huge ID", `{"added_tokens": [{"id": 2000000000, "content": "<x>"}], ` + hfModel + `}`, "2000000000"},
+	{"merge", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}, "pre_tokenizer": {"type": "ByteLevel"}}`, `"ab"`},
+}
+
 func TestFromHFErrors(t *testing.T) {
-	const model = `"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}`
-	for _, c := range []struct {
-		name, json, want string
-	}{
-		{"not json", `{`, "tokenizer.json"},
-		{"wordpiece", `{"model": {"type": "WordPiece"}}`, `"WordPiece"`},
-		{"no byte level", `{` + model + `}`, "ByteLevel"},
-		{"unknown pattern", `{` + model + `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated"}}`, `\\w+`},
-		{"behavior", `{` + model + `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\p{N}"}, "behavior": "Removed"}}`, "Removed"},
-		{"pre type", `{` + model + `, "pre_tokenizer": {"type": "Whitespace"}}`, `"Whitespace"`},
-		{"normalizer", `{` + model + `, "normalizer": {"type": "Lowercase"}, "pre_tokenizer": {"type": "ByteLevel"}}`, `"Lowercase"`},
-		{"lstrip", `{"added_tokens": [{"id": 1, "content": "<x>", "lstrip": true}], ` + model + `, "pre_tokenizer": {"type": "ByteLevel"}}`, "lstrip"},
-		{"merge", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}, "pre_tokenizer": {"type": "ByteLevel"}}`, `"ab"`},
-	} {
+	for _, c := range hfErrorCases {
 		if _, err := FromHF([]byte(c.json), nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
 		}
 	}
-	good := `{` + model + `, "pre_tokenizer": {"type": "ByteLevel"}}`
+	good := `{` + hfModel + `, "pre_tokenizer": {"type": "ByteLevel"}}`
 	if _, err := FromHF([]byte(good), []byte(`{"bos_token": "<s>"}`)); err == nil || !strings.Contains(err.Error(), `"<s>"`) {
 		t.Errorf("a BOS that is no token: error %v", err)
 	}
@@ -292,6 +298,22 @@ func FuzzEncode(f *testing.F) {
 					t.Fatalf("word %q: merge %v, naive %v", word, got, want)
 				}
 			}
+		}
+	})
+}
+
+// FuzzFromHF feeds FromHF mutated tokenizer.json and tokenizer_config.json
+// files: errors are fine, panics are not, and a tokenizer it accepts
+// encodes text.
+func FuzzFromHF(f *testing.F) {
+	for _, c := range hfErrorCases {
+		f.Add(c.json, "")
+	}
+	f.Add(`{"added_tokens": [{"id": 1, "content": "<x>", "special": true}], `+hfModel+`, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "ByteLevel", "add_prefix_space": true}]}}`,
+		`{"bos_token": {"content": "<x>"}, "add_bos_token": true, "chat_template": "x"}`)
+	f.Fuzz(func(t *testing.T, tokenizerJSON, configJSON string) {
+		if tk, err := FromHF([]byte(tokenizerJSON), []byte(configJSON)); err == nil {
+			tk.EncodeSpecial("a <x> b")
 		}
 	})
 }

@@ -11,6 +11,11 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
+// maxHFTokens bounds the IDs a tokenizer.json may use (the largest
+// vocabularies hold a few hundred thousand), so that a stray ID cannot
+// make FromHF allocate gigabytes.
+const maxHFTokens = 1 << 24
+
 // hfTokenizer is the part of a Hugging Face tokenizer.json this package
 // reads.
 type hfTokenizer struct {
@@ -109,6 +114,9 @@ func FromHF(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
 	}
 	for _, a := range f.AddedTokens {
 		n = max(n, a.ID+1)
+	}
+	if n > maxHFTokens {
+		return nil, fmt.Errorf("bpe: tokenizer.json has token ID %d, over the limit of %d", n-1, maxHFTokens-1)
 	}
 	cfg.Tokens, cfg.Types = make([]string, n), make([]TokenType, n)
 	filled := make([]bool, n)
