@@ -23,7 +23,7 @@ func loadHF(t testing.TB, name string) *Tokenizer {
 func TestHFReferenceTokenizations(t *testing.T) {
 	for _, c := range []struct{ pair, dir string }{{"llama-bpe", "llama3"}, {"qwen2", "qwen3"}} {
 		t.Run(c.pair, func(t *testing.T) {
-			tk := loadHF(t, c.dir)
+			tk := sharedHF(t, c.dir)
 			cases := vocabtest.Cases(t, "ggml-vocab-"+c.pair+".gguf")
 			pass := 0
 			for _, tc := range cases {
