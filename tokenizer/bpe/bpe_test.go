@@ -317,3 +317,27 @@ func FuzzFromHF(f *testing.F) {
 		}
 	})
 }
+
+// TestByteLevelOptions checks ByteLevel's add_prefix_space and use_regex on
+// a vocabulary small enough to work out by hand.
+func TestByteLevelOptions(t *testing.T) {
+	const model = `"model": {"type": "BPE", "vocab": {"Ġ": 0, "a": 1, "Ġa": 2, "b": 3, "!": 4, "a!": 5}, "merges": ["Ġ a", "a !"]}`
+	for _, c := range []struct {
+		pre, text string
+		want      []int32
+	}{
+		{`{"type": "ByteLevel", "add_prefix_space": false}`, "a b", []int32{1, 0, 3}},
+		{`{"type": "ByteLevel", "add_prefix_space": true}`, "a b", []int32{2, 0, 3}},
+		{`{"type": "ByteLevel", "add_prefix_space": true}`, " a", []int32{2}},
+		{`{"type": "ByteLevel", "use_regex": true}`, "a!", []int32{1, 4}},
+		{`{"type": "ByteLevel", "use_regex": false}`, "a!", []int32{5}},
+	} {
+		tk, err := FromHF([]byte(`{`+model+`, "pre_tokenizer": `+c.pre+`}`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tk.Encode(c.text); !slices.Equal(got, c.want) {
+			t.Errorf("%s: Encode(%q) = %v, want %v", c.pre, c.text, got, c.want)
+		}
+	}
+}
