@@ -48,3 +48,24 @@ func Builtin(name string) (*Template, error) {
 	}
 	return Parse(src)
 }
+
+// markers name, in order of preference, a token only each built-in
+// template's model family has.
+var markers = []struct{ token, template string }{
+	{"<|start_header_id|>", "llama3"},
+	{"<|im_start|>", "chatml"},
+	{"[INST]", "mistral"},
+}
+
+// BuiltinFor names the built-in template for a model without its own, from
+// the marker tokens its vocabulary holds (hasToken reports whether a text
+// is a token): "llama3" for <|start_header_id|>, "chatml" for
+// <|im_start|>, "mistral" for [INST]; false if it has none of them.
+func BuiltinFor(hasToken func(text string) bool) (string, bool) {
+	for _, m := range markers {
+		if hasToken(m.token) {
+			return m.template, true
+		}
+	}
+	return "", false
+}

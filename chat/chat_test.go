@@ -33,6 +33,22 @@ func modelTemplate(t *testing.T, name string) *Template {
 	return tpl
 }
 
+// tokenizers caches the shared tokenizer folders across tests.
+var tokenizers sync.Map // name → *bpe.Tokenizer
+
+func loadTokenizer(t *testing.T, name string) *bpe.Tokenizer {
+	t.Helper()
+	if tk, ok := tokenizers.Load(name); ok {
+		return tk.(*bpe.Tokenizer)
+	}
+	tk, err := bpe.LoadHF(vocabtest.Path(t, "tokenizers/"+name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenizers.Store(name, tk)
+	return tk
+}
+
 func builtin(t *testing.T, name string) *Template {
 	t.Helper()
 	tpl, err := Builtin(name)
@@ -111,10 +127,7 @@ func TestRenderErrors(t *testing.T) {
 // TestRenderedSpecialTokens renders a Qwen3 conversation and encodes it
 // with EncodeSpecial: the control tokens' texts become the tokens.
 func TestRenderedSpecialTokens(t *testing.T) {
-	tk, err := bpe.LoadHF(vocabtest.Path(t, "tokenizers/qwen3"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tk := loadTokenizer(t, "qwen3")
 	text, err := modelTemplate(t, "qwen3").Render(Input{Messages: []Message{{"user", "hi"}}, AddGenerationPrompt: true})
 	if err != nil {
 		t.Fatal(err)
@@ -145,4 +158,22 @@ func TestConcurrentRender(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+func TestBuiltinFor(t *testing.T) {
+	for _, c := range []struct {
+		dir, want string
+	}{{"llama3", "llama3"}, {"qwen3", "chatml"}} {
+		tk := loadTokenizer(t, c.dir)
+		has := func(text string) bool { _, ok := tk.TokenID(text); return ok }
+		if got, ok := BuiltinFor(has); !ok || got != c.want {
+			t.Errorf("%s: BuiltinFor = %q, %v, want %q", c.dir, got, ok, c.want)
+		}
+	}
+	if got, ok := BuiltinFor(func(text string) bool { return text == "[INST]" }); !ok || got != "mistral" {
+		t.Errorf("[INST]: %q, %v", got, ok)
+	}
+	if got, ok := BuiltinFor(func(string) bool { return false }); ok {
+		t.Errorf("no markers: %q", got)
+	}
 }
