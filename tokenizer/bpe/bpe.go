@@ -288,7 +288,10 @@ func (t *Tokenizer) EncodeSpecial(text string) []int32 { return t.encode(nil, te
 
 func (t *Tokenizer) encode(dst []int32, text string, special bool) []int32 {
 	w := t.scratch.Get().(*work)
-	defer t.scratch.Put(w)
+	defer func() {
+		clear(w.words) // the pool must not keep the caller's text alive
+		t.scratch.Put(w)
+	}()
 	for text != "" {
 		start, end, id := t.added.find(text, special)
 		dst = t.encodeText(dst, w, text[:start])
