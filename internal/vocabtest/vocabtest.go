@@ -1,0 +1,83 @@
+// Package vocabtest reads llama.cpp's tokenizer test pairs and the shared
+// test models for the tokenizer tests of model/ and tokenizer/.
+package vocabtest
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Path returns ../shared/models/name beside the repository root (the
+// folder holding go.mod above the test), skipping the test if it is
+// absent, as the model tests do.
+func Path(t testing.TB, name string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	for err == nil {
+		if _, statErr := os.Stat(filepath.Join(dir, "go.mod")); statErr == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			err = errors.New("go.mod not found above the test")
+		}
+		dir = parent
+	}
+	p := filepath.Join(dir, "..", "shared", "models", name)
+	if err == nil {
+		_, err = os.Stat(p)
+	}
+	if err != nil {
+		t.Skipf("test data %s not available: %v", name, err)
+	}
+	return p
+}
+
+// Case is one reference tokenization: llama.cpp's tokens of Text, without
+// BOS and with special tokens not parsed.
+type Case struct {
+	Text string
+	IDs  []int32
+}
+
+// separator joins the cases of a .inp file (and ends it).
+const separator = "\n__ggml_vocab_test__\n"
+
+// Cases reads the pair vocab/<name>.inp and .out (name as
+// "ggml-vocab-gpt-2.gguf"): the .inp holds the texts joined by separator,
+// the .out one line of space-separated IDs per case.
+func Cases(t testing.TB, name string) []Case {
+	t.Helper()
+	inp, err := os.ReadFile(Path(t, "vocab/"+name+".inp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(Path(t, "vocab/"+name+".out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := strings.Split(strings.TrimSuffix(string(inp), separator), separator)
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(texts) != len(lines) {
+		t.Fatalf("%s: %d texts, %d token lines", name, len(texts), len(lines))
+	}
+	cases := make([]Case, len(texts))
+	for i, text := range texts {
+		cases[i].Text = text
+		for _, f := range strings.Fields(lines[i]) {
+			id, err := strconv.ParseInt(f, 10, 32)
+			if err != nil {
+				t.Fatalf("%s line %d: %v", name, i+1, err)
+			}
+			cases[i].IDs = append(cases[i].IDs, int32(id))
+		}
+	}
+	if len(cases) < 10 {
+		t.Fatalf("%s: only %d cases", name, len(cases))
+	}
+	return cases
+}

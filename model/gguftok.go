@@ -1,0 +1,128 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/prefixd/prefixd/tokenizer/bpe"
+)
+
+var _ Tokenizer = (*bpe.Tokenizer)(nil)
+
+// LoadGGUFTokenizer reads the tokenizer of a GGUF file, a whole model or a
+// vocabulary-only file: SentencePiece for tokenizer.ggml.model "llama",
+// byte-level BPE for "gpt2".
+func LoadGGUFTokenizer(path string) (Tokenizer, error) {
+	meta, err := ReadGGUFMetadata(path)
+	if err != nil {
+		return nil, err
+	}
+	return GGUFTokenizer(meta)
+}
+
+// GGUFTokenizer builds the tokenizer that GGUF metadata (as
+// ReadGGUFMetadata returns it) describes, or an error naming what is
+// missing or unsupported.
+func GGUFTokenizer(meta map[string]any) (Tokenizer, error) {
+	if _, ok := meta["tokenizer.ggml.tokens"]; !ok {
+		return nil, fmt.Errorf("model: GGUF has no tokenizer.ggml.tokens")
+	}
+	switch m, _ := meta["tokenizer.ggml.model"].(string); m {
+	case "gpt2":
+		return ggufBPE(meta)
+	default: // "llama", or unknown: ggufTokenizer names it
+		sp, err := ggufTokenizer(meta)
+		if err != nil {
+			return nil, err
+		}
+		return sp, nil
+	}
+}
+
+// ggufStrings reads a GGUF array of strings.
+func ggufStrings(meta map[string]any, key string) ([]string, error) {
+	raw, ok := meta[key].([]any)
+	if !ok {
+		return nil, fmt.Errorf("model: GGUF metadata %q missing or not an array", key)
+	}
+	out := make([]string, len(raw))
+	for i, v := range raw {
+		if out[i], ok = v.(string); !ok {
+			return nil, fmt.Errorf("model: GGUF %s[%d] is not a string", key, i)
+		}
+	}
+	return out, nil
+}
+
+// ggufBPE builds a byte-level BPE tokenizer from llama.cpp's "gpt2"
+// tokenizer metadata, with llama.cpp's defaults where a key is absent.
+func ggufBPE(meta map[string]any) (*bpe.Tokenizer, error) {
+	tokens, err := ggufStrings(meta, "tokenizer.ggml.tokens")
+	if err != nil {
+		return nil, err
+	}
+	rawMerges, err := ggufStrings(meta, "tokenizer.ggml.merges")
+	if err != nil {
+		return nil, err
+	}
+	merges := make([]bpe.Merge, len(rawMerges))
+	for i, m := range rawMerges {
+		k := strings.IndexByte(m[min(1, len(m)):], ' ') + 1 // a merge's left side may be one space
+		if k <= 0 {
+			return nil, fmt.Errorf("model: GGUF merge %d %q is not two symbols", i, m)
+		}
+		merges[i] = bpe.Merge{m[:k], m[k+1:]}
+	}
+	// Unknown stays -1: llama.cpp drops a byte that has no token.
+	cfg := bpe.Config{Tokens: tokens, Merges: merges, Unknown: -1, BOS: -1, EOS: -1}
+	if ts, ok := meta["tokenizer.ggml.token_type"].([]any); ok {
+		if len(ts) != len(tokens) {
+			return nil, fmt.Errorf("model: GGUF has %d token types for %d tokens", len(ts), len(tokens))
+		}
+		cfg.Types = make([]bpe.TokenType, len(ts))
+		for i, v := range ts {
+			typ, _ := v.(int64)
+			cfg.Types[i] = bpe.TokenType(typ)
+		}
+	}
+	pre, _ := meta["tokenizer.ggml.pre"].(string)
+	if cfg.Pre, err = bpe.PreTokenizer(pre); err != nil {
+		return nil, fmt.Errorf("model: GGUF tokenizer.ggml.pre: %w", err)
+	}
+	if bpe.CanonicalPreTokenizer(pre) == "llama-bpe" { // llama.cpp's defaults for Llama 3
+		cfg.IgnoreMerges, cfg.AddBOS = true, true
+	}
+	id := func(key string, dst *int32) error {
+		v, ok := meta[key]
+		if !ok {
+			return nil
+		}
+		n, ok := v.(int64)
+		if !ok || n < 0 || n >= int64(len(tokens)) {
+			return fmt.Errorf("model: GGUF %s = %v is not a token of the %d", key, v, len(tokens))
+		}
+		*dst = int32(n)
+		return nil
+	}
+	var eot, eom int32 = -1, -1
+	for _, f := range []struct {
+		key string
+		dst *int32
+	}{{"tokenizer.ggml.bos_token_id", &cfg.BOS}, {"tokenizer.ggml.eos_token_id", &cfg.EOS},
+		{"tokenizer.ggml.eot_token_id", &eot},
+		{"tokenizer.ggml.eom_token_id", &eom}} {
+		if err := id(f.key, f.dst); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range []int32{eot, eom} {
+		if t >= 0 && t != cfg.EOS {
+			cfg.EOT = append(cfg.EOT, t)
+		}
+	}
+	if v, ok := meta["tokenizer.ggml.add_bos_token"].(int64); ok {
+		cfg.AddBOS = v != 0
+	}
+	cfg.ChatTemplate, _ = meta["tokenizer.chat_template"].(string)
+	return bpe.New(cfg)
+}

@@ -1,0 +1,363 @@
+package bpe
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// maxHFTokens bounds the IDs a tokenizer.json may use (the largest
+// vocabularies hold a few hundred thousand), so that a stray ID cannot
+// make FromHF allocate gigabytes.
+const maxHFTokens = 1 << 24
+
+// hfTokenizer is the part of a Hugging Face tokenizer.json this package
+// reads.
+type hfTokenizer struct {
+	AddedTokens []struct {
+		ID                                  int32
+		Content                             string
+		SingleWord                          bool `json:"single_word"`
+		LStrip, RStrip, Special, Normalized bool
+	} `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Model         struct {
+		Type                    string
+		Vocab                   map[string]int32
+		Merges                  []json.RawMessage
+		IgnoreMerges            bool     `json:"ignore_merges"`
+		ByteFallback            bool     `json:"byte_fallback"`
+		Dropout                 *float64 `json:"dropout"`
+		UnkToken                *string  `json:"unk_token"`
+		ContinuingSubwordPrefix *string  `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string  `json:"end_of_word_suffix"`
+	}
+}
+
+// hfConfig is the part of tokenizer_config.json this package reads.
+type hfConfig struct {
+	BOS          hfTokenRef      `json:"bos_token"`
+	EOS          hfTokenRef      `json:"eos_token"`
+	AddBOS       *bool           `json:"add_bos_token"`
+	ChatTemplate json.RawMessage `json:"chat_template"`
+}
+
+// hfTokenRef is a special token named as a string or as an object with
+// its content, or null.
+type hfTokenRef string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *hfTokenRef) UnmarshalJSON(b []byte) error {
+	var s *string
+	if err := json.Unmarshal(b, &s); err == nil {
+		if s != nil {
+			*r = hfTokenRef(*s)
+		}
+		return nil
+	}
+	var o struct{ Content string }
+	if err := json.Unmarshal(b, &o); err != nil {
+		return fmt.Errorf("a special token is neither a string nor an object with content: %w", err)
+	}
+	*r = hfTokenRef(o.Content)
+	return nil
+}
+
+// LoadHF reads a Hugging Face tokenizer folder: tokenizer.json and, if
+// present, tokenizer_config.json (BOS, EOS, add_bos_token, chat_template).
+func LoadHF(dir string) (*Tokenizer, error) {
+	tj, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, fmt.Errorf("bpe: %w", err)
+	}
+	cj, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("bpe: %w", err)
+	}
+	return FromHF(tj, cj)
+}
+
+// FromHF builds a Tokenizer from the contents of tokenizer.json and
+// tokenizer_config.json (nil if the folder has none). It accepts a BPE
+// model with a byte-level pre-tokenizer: ByteLevel, Split with a pattern
+// this package implements (see Pattern; behavior Isolated), or a Sequence
+// of them; normalizer none or NFC. Anything else is refused with an error
+// naming it, since an approximation would change tokens silently.
+func FromHF(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
+	var f hfTokenizer
+	if err := json.Unmarshal(tokenizerJSON, &f); err != nil {
+		return nil, fmt.Errorf("bpe: tokenizer.json: %w", err)
+	}
+	m := f.Model
+	switch {
+	case m.Type != "BPE":
+		return nil, fmt.Errorf("bpe: tokenizer.json model type %q, only BPE is supported", m.Type)
+	case m.Dropout != nil && *m.Dropout != 0:
+		return nil, errors.New("bpe: tokenizer.json BPE dropout is not supported")
+	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "",
+		m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
+		return nil, errors.New("bpe: tokenizer.json continuing_subword_prefix and end_of_word_suffix are not supported")
+	}
+	var cfg Config
+	cfg.BOS, cfg.EOS, cfg.Unknown = -1, -1, -1
+	cfg.IgnoreMerges = m.IgnoreMerges
+	n := int32(0)
+	for _, id := range m.Vocab {
+		n = max(n, id+1)
+	}
+	for _, a := range f.AddedTokens {
+		n = max(n, a.ID+1)
+	}
+	if n > maxHFTokens {
+		return nil, fmt.Errorf("bpe: tokenizer.json has token ID %d, over the limit of %d", n-1, maxHFTokens-1)
+	}
+	cfg.Tokens, cfg.Types = make([]string, n), make([]TokenType, n)
+	filled := make([]bool, n)
+	for text, id := range m.Vocab {
+		if id < 0 {
+			return nil, fmt.Errorf("bpe: tokenizer.json token %q has ID %d", text, id)
+		}
+		cfg.Tokens[id], cfg.Types[id], filled[id] = text, Normal, true
+		if _, ok := byteToken(text); ok && m.ByteFallback {
+			cfg.Types[id] = Byte
+		}
+	}
+	for _, a := range f.AddedTokens {
+		switch {
+		case a.ID < 0:
+			return nil, fmt.Errorf("bpe: tokenizer.json added token %q has ID %d", a.Content, a.ID)
+		case a.SingleWord || a.LStrip || a.RStrip:
+			return nil, fmt.Errorf("bpe: tokenizer.json added token %q: single_word, lstrip and rstrip are not supported", a.Content)
+		}
+		cfg.Tokens[a.ID], cfg.Types[a.ID], filled[a.ID] = a.Content, UserDefined, true
+		if a.Special {
+			cfg.Types[a.ID] = Control
+		}
+	}
+	for id, ok := range filled {
+		if !ok { // a hole in the IDs: no text maps to it
+			cfg.Types[id] = Unused
+		}
+	}
+	if m.UnkToken != nil {
+		id, ok := m.Vocab[*m.UnkToken]
+		if !ok {
+			return nil, fmt.Errorf("bpe: tokenizer.json unk_token %q is not in the vocabulary", *m.UnkToken)
+		}
+		cfg.Unknown = id
+	}
+	var err error
+	if cfg.Merges, err = hfMerges(m.Merges); err != nil {
+		return nil, err
+	}
+	if cfg.Normalize, err = hfNormalizer(f.Normalizer); err != nil {
+		return nil, err
+	}
+	var p hfPre
+	if err := p.parse(f.PreTokenizer, true); err != nil {
+		return nil, err
+	}
+	if !p.byteLevel {
+		return nil, errors.New("bpe: tokenizer.json has no ByteLevel pre-tokenizer: not a byte-level BPE")
+	}
+	cfg.AddPrefixSpace = p.addPrefixSpace
+	switch len(p.seq) {
+	case 0:
+	case 1:
+		cfg.Pre = p.seq[0]
+	default:
+		cfg.Pre = p.seq
+	}
+	if err := hfSpecials(&cfg, f.PostProcessor, configJSON); err != nil {
+		return nil, err
+	}
+	return New(cfg)
+}
+
+// hfMerges reads merges written as "a b" strings or as ["a", "b"] pairs.
+func hfMerges(raw []json.RawMessage) ([]Merge, error) {
+	out := make([]Merge, len(raw))
+	for i, r := range raw {
+		var s string
+		if err := json.Unmarshal(r, &s); err == nil {
+			a, b, ok := strings.Cut(s, " ")
+			if !ok {
+				return nil, fmt.Errorf("bpe: tokenizer.json merge %d %q is not two symbols", i, s)
+			}
+			out[i] = Merge{a, b}
+			continue
+		}
+		var pair []string
+		if err := json.Unmarshal(r, &pair); err != nil || len(pair) != 2 {
+			return nil, fmt.Errorf("bpe: tokenizer.json merge %d is neither \"a b\" nor a pair", i)
+		}
+		out[i] = Merge{pair[0], pair[1]}
+	}
+	return out, nil
+}
+
+// hfNormalizer maps a normalizer: none, NFC, or a Sequence of those.
+func hfNormalizer(raw json.RawMessage) (func(string) string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var n struct {
+		Type        string
+		Normalizers []json.RawMessage
+	}
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return nil, fmt.Errorf("bpe: tokenizer.json normalizer: %w", err)
+	}
+	switch n.Type {
+	case "NFC":
+		return norm.NFC.String, nil
+	case "Sequence":
+		var fs []func(string) string
+		for _, r := range n.Normalizers {
+			f, err := hfNormalizer(r)
+			if err != nil {
+				return nil, err
+			}
+			if f != nil {
+				fs = append(fs, f)
+			}
+		}
+		switch len(fs) {
+		case 0:
+			return nil, nil
+		case 1:
+			return fs[0], nil
+		}
+		return func(s string) string {
+			for _, f := range fs {
+				s = f(s)
+			}
+			return s
+		}, nil
+	}
+	return nil, fmt.Errorf("bpe: tokenizer.json normalizer %q is not supported (none, NFC or a Sequence of NFC)", n.Type)
+}
+
+// hfPre collects a pre_tokenizer tree into a Sequence.
+type hfPre struct {
+	seq                       Sequence
+	byteLevel, addPrefixSpace bool
+}
+
+func (p *hfPre) parse(raw json.RawMessage, first bool) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var n struct {
+		Type           string
+		Pretokenizers  []json.RawMessage
+		Pattern        struct{ Regex, String *string }
+		Behavior       string
+		Invert         bool
+		AddPrefixSpace bool  `json:"add_prefix_space"`
+		UseRegex       *bool `json:"use_regex"`
+	}
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return fmt.Errorf("bpe: tokenizer.json pre_tokenizer: %w", err)
+	}
+	switch n.Type {
+	case "Sequence":
+		for i, r := range n.Pretokenizers {
+			if err := p.parse(r, first && i == 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "Split":
+		if n.Pattern.Regex == nil {
+			return errors.New("bpe: tokenizer.json Split with a String pattern is not supported")
+		}
+		if n.Behavior != "Isolated" || n.Invert {
+			return fmt.Errorf("bpe: tokenizer.json Split behavior %q (invert %v): only Isolated is supported", n.Behavior, n.Invert)
+		}
+		sp, err := Pattern(*n.Pattern.Regex)
+		if err != nil {
+			return fmt.Errorf("%w (tokenizer.json Split)", err)
+		}
+		p.seq = append(p.seq, sp)
+		return nil
+	case "ByteLevel":
+		p.byteLevel = true
+		if n.AddPrefixSpace {
+			if !first {
+				return errors.New("bpe: tokenizer.json ByteLevel add_prefix_space after another pre-tokenizer is not supported")
+			}
+			p.addPrefixSpace = true
+		}
+		if n.UseRegex == nil || *n.UseRegex { // the default is true
+			p.seq = append(p.seq, gpt2{})
+		}
+		return nil
+	}
+	return fmt.Errorf("bpe: tokenizer.json pre_tokenizer %q is not supported (ByteLevel, Split, Sequence)", n.Type)
+}
+
+// hfSpecials sets BOS, EOS, AddBOS and the chat template from
+// tokenizer_config.json, and AddBOS from a TemplateProcessing
+// post-processor that starts with BOS when the config does not say.
+func hfSpecials(cfg *Config, post json.RawMessage, configJSON []byte) error {
+	var c hfConfig
+	if len(configJSON) > 0 {
+		if err := json.Unmarshal(configJSON, &c); err != nil {
+			return fmt.Errorf("bpe: tokenizer_config.json: %w", err)
+		}
+	}
+	find := func(what string, text hfTokenRef, dst *int32) error {
+		if text == "" {
+			return nil
+		}
+		for i, t := range cfg.Tokens {
+			if t == string(text) && cfg.Types[i] != Unused {
+				*dst = int32(i)
+				return nil
+			}
+		}
+		return fmt.Errorf("bpe: tokenizer_config.json %s %q is not a token", what, text)
+	}
+	if err := find("bos_token", c.BOS, &cfg.BOS); err != nil {
+		return err
+	}
+	if err := find("eos_token", c.EOS, &cfg.EOS); err != nil {
+		return err
+	}
+	if c.AddBOS != nil {
+		cfg.AddBOS = *c.AddBOS && cfg.BOS >= 0
+	} else if len(post) > 0 && cfg.BOS >= 0 {
+		var p struct {
+			Type   string
+			Single []struct {
+				SpecialToken *struct{ ID string } `json:"SpecialToken"`
+			}
+		}
+		if json.Unmarshal(post, &p) == nil && p.Type == "TemplateProcessing" && len(p.Single) > 0 &&
+			p.Single[0].SpecialToken != nil && p.Single[0].SpecialToken.ID == cfg.Tokens[cfg.BOS] {
+			cfg.AddBOS = true
+		}
+	}
+	if len(c.ChatTemplate) > 0 && string(c.ChatTemplate) != "null" {
+		if err := json.Unmarshal(c.ChatTemplate, &cfg.ChatTemplate); err != nil {
+			var named []struct{ Name, Template string }
+			if err := json.Unmarshal(c.ChatTemplate, &named); err != nil {
+				return errors.New("bpe: tokenizer_config.json chat_template is neither a string nor a list of named templates")
+			}
+			for _, t := range named {
+				if t.Name == "default" {
+					cfg.ChatTemplate = t.Template
+				}
+			}
+		}
+	}
+	return nil
+}
