@@ -15,7 +15,7 @@ import (
 
 const (
 	bs    = 4
-	model = "m"
+	modelName = "m"
 	pod   = "10.0.0.7:8000"
 )
 
@@ -53,7 +53,7 @@ func newReplica(t *testing.T, blocks int) *replica {
 	clk := clock.NewFake(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
 	pub, err := kvevents.New(kvevents.Config{
 		Endpoint: "tcp://127.0.0.1:0", ReplayEndpoint: "tcp://127.0.0.1:0",
-		PodID: pod, Model: model, BlockSize: bs, Clock: clk,
+		PodID: pod, Model: modelName, BlockSize: bs, Clock: clk,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func (r *replica) wantKeys() map[string]bool {
 		path := n.Path(nil)
 		first := len(path)/bs - len(n.Blocks())
 		for i := range n.Blocks() {
-			out[prefixKey(kvevents.TenantModel(model, n.Namespace()), path[:(first+i+1)*bs])] = true
+			out[prefixKey(kvevents.TenantModel(modelName, n.Namespace()), path[:(first+i+1)*bs])] = true
 		}
 		return true
 	})
@@ -139,8 +139,8 @@ func sameKeys(t *testing.T, what string, got, want map[string]bool) {
 // blocks the tree holds, and host-tier blocks the tier holds.
 func TestRouterMirrorsReplica(t *testing.T) {
 	r := newReplica(t, 96)
-	topic := kvevents.Topic(pod, model)
-	early := subscribe(t, r.pub.Addr(), r.pub.ReplayAddr(), topic, model)
+	topic := kvevents.Topic(pod, modelName)
+	early := subscribe(t, r.pub.Addr(), r.pub.ReplayAddr(), topic, modelName)
 	var late *subscriber
 
 	rng := rand.New(rand.NewPCG(15, 2026))
@@ -155,7 +155,7 @@ func TestRouterMirrorsReplica(t *testing.T) {
 	const ops = 1500
 	for op := range ops {
 		if op == ops/2 {
-			late = subscribe(t, r.pub.Addr(), r.pub.ReplayAddr(), topic, model)
+			late = subscribe(t, r.pub.Addr(), r.pub.ReplayAddr(), topic, modelName)
 		}
 		switch x := rng.IntN(100); {
 		case x < 70:
@@ -192,7 +192,7 @@ func TestRouterMirrorsReplica(t *testing.T) {
 		t.Fatal("no room for the last request")
 	}
 	r.pub.EndStep()
-	endKey := prefixKey(kvevents.TenantModel(model, "end"), end)
+	endKey := prefixKey(kvevents.TenantModel(modelName, "end"), end)
 
 	for name, s := range map[string]*subscriber{"early": early, "late": late} {
 		s.until(func() bool { return s.r.keys("GPU")[endKey] })
@@ -205,7 +205,7 @@ func TestRouterMirrorsReplica(t *testing.T) {
 			b := s.r.blocks[h]
 			ns := ""
 			if b.lora != "" {
-				ns = b.lora[len(model)+1:]
+				ns = b.lora[len(modelName)+1:]
 			}
 			path := s.r.path(h)
 			fp := eviction.ChainPrefix(eviction.NamespaceSalt(ns), path, bs, len(path)/bs)

@@ -321,37 +321,49 @@ func (s *subscriber) take(seq uint64, payload []byte) {
 }
 
 // replayFrom asks the ROUTER socket for every buffered message from seq on
-// and applies them, until the end marker.
+// and applies them.
 func (s *subscriber) replayFrom(seq uint64) {
 	s.t.Helper()
+	replay(s.t, s.replay, seq, func(got uint64, payload []byte) {
+		if got != s.r.next {
+			s.t.Fatalf("replay sent %d, want %d (the buffer lost messages)", got, s.r.next)
+		}
+		if err := s.r.apply(payload); err != nil {
+			s.t.Fatalf("replayed message %d: %v", got, err)
+		}
+		s.r.next = got + 1
+	})
+}
+
+// replay sends vLLM's replay request for messages from seq on to the
+// ROUTER socket at addr and passes each answer to fn, until the end
+// marker.
+func replay(t *testing.T, addr string, seq uint64, fn func(seq uint64, payload []byte)) {
+	t.Helper()
 	d := zmq4.NewDealer(context.Background(), zmq4.WithTimeout(10*time.Second))
 	defer d.Close()
-	if err := d.Dial("tcp://" + s.replay); err != nil {
-		s.t.Fatal(err)
+	if err := d.Dial("tcp://" + addr); err != nil {
+		t.Fatal(err)
 	}
-	start := binary.BigEndian.AppendUint64(nil, seq)
-	if err := d.Send(zmq4.NewMsgFrom(nil, start)); err != nil {
-		s.t.Fatal(err)
+	if err := d.Send(zmq4.NewMsgFrom(nil, binary.BigEndian.AppendUint64(nil, seq))); err != nil {
+		t.Fatal(err)
 	}
 	for {
 		m, err := d.Recv()
 		if err != nil {
-			s.t.Fatalf("replay from %d: %v", seq, err)
+			t.Fatalf("replay from %d: %v", seq, err)
 		}
 		if len(m.Frames) != 3 || len(m.Frames[0]) != 0 || len(m.Frames[1]) != 8 {
-			s.t.Fatalf("replay message of %d frames %q", len(m.Frames), m.Frames)
+			t.Fatalf("replay message of %d frames %q", len(m.Frames), m.Frames)
 		}
 		got := binary.BigEndian.Uint64(m.Frames[1])
 		if int64(got) == -1 {
+			if len(m.Frames[2]) != 0 {
+				t.Fatalf("end marker with a payload %x", m.Frames[2])
+			}
 			return
 		}
-		if got != s.r.next {
-			s.t.Fatalf("replay sent %d, want %d (the buffer lost messages)", got, s.r.next)
-		}
-		if err := s.r.apply(m.Frames[2]); err != nil {
-			s.t.Fatalf("replayed message %d: %v", got, err)
-		}
-		s.r.next = got + 1
+		fn(got, m.Frames[2])
 	}
 }
 
