@@ -14,9 +14,9 @@ import (
 )
 
 const (
-	bs    = 4
+	bs        = 4
 	modelName = "m"
-	pod   = "10.0.0.7:8000"
+	pod       = "10.0.0.7:8000"
 )
 
 // replica is a prefix cache as the engine keeps it (tree, pool with K/V
