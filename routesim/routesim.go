@@ -471,6 +471,9 @@ func (s *sim) result() (Result, error) {
 	return res, nil
 }
 
+// referenceName is the Policy of Sweep's reference results.
+const referenceName = "one replica, all blocks"
+
 // Sweep runs every policy for every replica count, and for each count the
 // reference: one replica with the blocks of all of them together.
 func Sweep(records []trace.Record, prompts [][]int32, replicas []int, policies []Policy, base Config) ([]Result, error) {
@@ -482,7 +485,7 @@ func Sweep(records []trace.Record, prompts [][]int32, replicas []int, policies [
 		if err != nil {
 			return nil, err
 		}
-		r.Policy = "one replica, all blocks"
+		r.Policy = referenceName
 		out = append(out, r)
 		for _, p := range policies {
 			c := base

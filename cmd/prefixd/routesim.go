@@ -102,7 +102,11 @@ func routeSim(args []string, stdout, stderr io.Writer) error {
 	}); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "wrote %s\n", path)
+	png := filepath.Join(*out, "route-sim.png")
+	if err := routesim.WritePlot(png, results); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "wrote %s and %s\n", path, png)
 	return nil
 }
 

@@ -20,6 +20,9 @@ func TestRouteSimCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}
+	if _, err := os.Stat(filepath.Join(dir, "route-sim.png")); err != nil {
+		t.Error(err)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "route-sim.json"))
 	if err != nil {
 		t.Fatal(err)
