@@ -61,7 +61,7 @@ func SimulateTTL(records []trace.Record, c SimConfig) ([]SimResult, error) {
 	if len(c.TTLs) == 0 || len(c.PoolBlocks) == 0 {
 		return nil, errors.New("bench: ttl-sim needs at least one TTL and one pool size")
 	}
-	prompts, err := simPrompts(records, c.BlockSize)
+	prompts, err := PromptTokens(records, c.BlockSize)
 	if err != nil {
 		return nil, err
 	}
@@ -78,11 +78,11 @@ func SimulateTTL(records []trace.Record, c SimConfig) ([]SimResult, error) {
 	return out, nil
 }
 
-// simPrompts returns each record's prompt as tokens. A record with block
-// hashes gets one synthetic token block per hash (equal hashes, equal
-// blocks; the hashes chain, so equal blocks mean equal prefixes) and a
-// filler for its partial last block.
-func simPrompts(records []trace.Record, bs int) ([][]int32, error) {
+// PromptTokens returns each record's prompt as tokens, for simulations. A
+// record with block hashes gets one synthetic token block per hash (equal
+// hashes, equal blocks; the hashes chain, so equal blocks mean equal
+// prefixes) and a filler for its partial last block.
+func PromptTokens(records []trace.Record, bs int) ([][]int32, error) {
 	ids := map[string]int32{}
 	out := make([][]int32, len(records))
 	for i, r := range records {

@@ -101,6 +101,9 @@ type Config struct {
 	Clock    clock.Clock // default: the system clock
 	Observer Observer    // optional
 	Samples  eviction.Samples
+	// CacheEvents, if set, observes every change of the cached blocks
+	// (KV events for routers); nil costs nothing.
+	CacheEvents CacheEvents
 }
 
 // Observer receives measurements for metrics. Calls come from the
@@ -228,6 +231,7 @@ func build(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	tree.SetObserver(cfg.CacheEvents)
 	e := &Engine{cfg: cfg, pool: pool, tree: tree, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	if cfg.HostTierBytes > 0 {
 		if st == nil {
@@ -240,7 +244,7 @@ func build(cfg Config) (*Engine, error) {
 	e.cache, err = eviction.New(eviction.Config{
 		Tree: tree, Pool: pool, Clock: cfg.Clock,
 		DefaultTTL: cfg.DefaultTTL, MaxTTL: cfg.MaxTTL, MaxPinnedFraction: cfg.MaxPinnedFraction,
-		HostTier: e.host, Samples: cfg.Samples,
+		HostTier: e.host, Samples: cfg.Samples, Observer: cfg.CacheEvents,
 	})
 	if err != nil {
 		return nil, err

@@ -53,4 +53,5 @@ func (e *Engine) publish() {
 	e.statsMu.Lock()
 	e.stats = s
 	e.statsMu.Unlock()
+	e.endStep()
 }

@@ -28,6 +28,7 @@ type HostTierConfig struct {
 type HostTier struct {
 	cache *ristretto.Cache[uint64, *hostEntry]
 	key   func(Fingerprint) uint64 // the ristretto key; tests force collisions
+	obs   Observer                 // told of entries coming and going; see setObserver
 
 	capacityEvicted atomic.Uint64 // entries dropped to stay within capacity
 }
@@ -44,6 +45,9 @@ type HostBlock struct {
 	Data     []byte // the block's K/V bytes, as Storage.ReadBlock wrote them
 	Expires  int64  // TTL deadline, Unix nanoseconds on the Manager's clock
 	LastUsed int64  // when a request last used the block, same clock
+	// Parent is the fingerprint of the block before this one (zero for a
+	// namespace's first), for an Observer told of the entry.
+	Parent Fingerprint
 }
 
 func (e *hostEntry) cost() int64 { return int64(len(e.Data) + 4*len(e.tokens)) }
@@ -67,6 +71,9 @@ func NewHostTier(cfg HostTierConfig) (*HostTier, error) {
 				h.capacityEvicted.Add(1)
 			}
 		},
+		// Every entry that was stored or refused leaves through OnExit
+		// exactly once (Del, replacement, eviction, expiry, refusal).
+		OnExit: h.removed,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("eviction: host tier: %w", err)
@@ -82,7 +89,17 @@ func NewHostTier(cfg HostTierConfig) (*HostTier, error) {
 func (h *HostTier) Put(ns string, fp Fingerprint, tokens []int32, b HostBlock, ttl time.Duration) bool {
 	b.Data = slices.Clone(b.Data)
 	e := &hostEntry{ns: ns, fp: fp, tokens: slices.Clone(tokens), HostBlock: b}
-	return h.cache.SetWithTTL(h.key(fp), e, e.cost(), ttl)
+	if h.obs == nil {
+		return h.cache.SetWithTTL(h.key(fp), e, e.cost(), ttl)
+	}
+	// Reported before the Set: ristretto may refuse the entry (and report
+	// its exit) on its own goroutine before SetWithTTL returns.
+	h.obs.HostStored(ns, b.Parent, fp, tokens)
+	ok := h.cache.SetWithTTL(h.key(fp), e, e.cost(), ttl)
+	if !ok { // dropped before ristretto saw it: no OnExit will come
+		h.removed(e)
+	}
+	return ok
 }
 
 // Get returns the block with fingerprint fp, namespace ns and tokens, if

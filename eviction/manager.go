@@ -107,6 +107,9 @@ type Config struct {
 	HostTier *HostTier
 	// Samples receives per-event measurements; optional.
 	Samples Samples
+	// Observer is told of the host tier's entries and of full flushes;
+	// optional. The tree's own changes go to its radix.Observer.
+	Observer Observer
 }
 
 // Use is what a request says about the cache: how long to keep what it
@@ -125,6 +128,7 @@ type Manager struct {
 	clk   clock.Clock
 	host  *HostTier
 	samp  Samples
+	obs   Observer
 	bsize int
 
 	defaultTTL, maxTTL time.Duration
@@ -185,10 +189,14 @@ func New(cfg Config) (*Manager, error) {
 		clk:       cfg.Clock,
 		host:      cfg.HostTier,
 		samp:      cfg.Samples,
+		obs:       cfg.Observer,
 		bsize:     cfg.Pool.BlockSize(),
 		pinBudget: int(cfg.MaxPinnedFraction * float64(cfg.Pool.NumBlocks())),
 		pins:      map[string]*operatorPin{},
 		pinned:    map[blockstore.BlockID]int{},
+	}
+	if cfg.HostTier != nil && cfg.Observer != nil {
+		cfg.HostTier.setObserver(cfg.Observer)
 	}
 	m.expiry.Less = func(a, b expiryEntry) bool { return a.deadline < b.deadline }
 	m.victims.Less = func(a, b *radix.Node) bool {

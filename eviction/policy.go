@@ -105,11 +105,12 @@ func (m *Manager) demote(n *radix.Node, now int64) {
 	ttl := time.Duration(n.Meta.Deadline - now)
 	for i, id := range n.Blocks() {
 		blk := m.tokenBuf[(first+i)*m.bsize : (first+i+1)*m.bsize]
+		parent := fp
 		fp = Chain(fp, salt, blk)
 		if err := st.ReadBlock(id, data); err != nil {
 			return // a block we cannot read is simply not demoted
 		}
-		b := HostBlock{Data: data, Expires: n.Meta.Deadline, LastUsed: n.Meta.LastAccess}
+		b := HostBlock{Data: data, Expires: n.Meta.Deadline, LastUsed: n.Meta.LastAccess, Parent: parent}
 		if m.host.Put(n.Namespace(), fp, blk, b, ttl) {
 			m.demoted.Add(1)
 		}
@@ -188,11 +189,15 @@ func (m *Manager) Flush(ns string, all bool) int {
 		}
 	}
 	if m.host != nil {
+		m.host.Wait() // Puts still in flight are flushed too
 		if all {
 			m.host.Clear()
 		} else {
 			m.host.FlushNamespace(ns)
 		}
+	}
+	if all && m.obs != nil && m.tree.Total().Blocks == 0 {
+		m.obs.Cleared()
 	}
 	return removed
 }

@@ -115,9 +115,12 @@ const maxSteps = 300
 // runOps decodes ops into a sequence of Insert, Match (keeping the pin),
 // Release, Extend, RemoveLeaf and RemoveNamespace over three namespaces,
 // and after each step compares the tree with the naive model (contents,
-// results, stats, every node's pins) and runs Check.
+// results, stats, every node's pins), runs Check, and compares the model
+// with what an Observer rebuilt from the tree's reports.
 func runOps(t testing.TB, ops []byte) {
 	tr := newTree(t)
+	obs := newMirror()
+	tr.SetObserver(obs)
 	ref := model{}
 	var handles []pinned
 	next := blockstore.BlockID(0)
@@ -209,6 +212,9 @@ func runOps(t testing.TB, ops []byte) {
 			}
 		}
 		compare(t, step, tr, ref, handles)
+		if obs.bad != "" || !maps.Equal(obs.got, ref) {
+			t.Fatalf("step %d: the observer's mirror holds %d prefixes, the model %d (%s)", step, len(obs.got), len(ref), obs.bad)
+		}
 	}
 	for _, h := range handles {
 		tr.Release(h.h)

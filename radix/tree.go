@@ -66,6 +66,7 @@ type Tree struct {
 	spaces map[string]*space
 	order  space // sentinel of the list of namespaces
 	total  Stats
+	obs    Observer
 }
 
 // New returns an empty tree over blocks of blockSize tokens.
@@ -363,6 +364,9 @@ func (t *Tree) Extend(ns string, h Handle, tokens []int32, blocks []blockstore.B
 
 // growLeaf appends tokens and blocks to leaf n's edge.
 func (t *Tree) growLeaf(n *Node, tokens []int32, blocks []blockstore.BlockID) {
+	if t.obs != nil {
+		t.obs.Stored(n.sp.name, lastBlock(n), tokens, blocks)
+	}
 	n.tokens = append(n.tokens, tokens...)
 	n.blocks = append(n.blocks, blocks...)
 	n.depth += len(tokens)
@@ -386,6 +390,9 @@ func (t *Tree) addLeaf(n *Node, at int, tokens []int32, blocks []blockstore.Bloc
 	}
 	list(leaf)
 	t.count(n.sp, 1, len(leaf.blocks), len(leaf.tokens))
+	if t.obs != nil {
+		t.obs.Stored(n.sp.name, lastBlock(n), leaf.tokens, leaf.blocks)
+	}
 	return leaf
 }
 
@@ -453,6 +460,9 @@ func (t *Tree) forget(n *Node, dst []blockstore.BlockID) []blockstore.BlockID {
 		unlist(n)
 	}
 	t.count(n.sp, -1, -len(n.blocks), -len(n.tokens))
+	if t.obs != nil {
+		t.obs.Removed(n.sp.name, n.blocks)
+	}
 	n.removed = true
 	n.children, n.firsts = nil, nil
 	return append(dst, n.blocks...)

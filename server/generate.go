@@ -370,7 +370,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, err)
 		return
 	}
-	if c.Model != "" && c.Model != s.cfg.ModelName {
+	if c.Model != "" && !s.servesModel(c.Model, namespace(ctx)) {
 		s.writeError(ctx, &apiError{Status: 404, Type: typeNotFound, Param: "model",
 			Message: "model " + c.Model + " does not exist; this server serves " + s.cfg.ModelName})
 		return

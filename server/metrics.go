@@ -33,7 +33,8 @@ type Metrics struct {
 	finishedBy            map[engine.FinishReason]prometheus.Counter
 	httpReqs              *prometheus.CounterVec
 
-	eng atomic.Pointer[engine.Engine]
+	eng  atomic.Pointer[engine.Engine]
+	vllm vllmCollector // vLLM's metric names, for endpoint pickers
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -78,7 +79,8 @@ func NewMetrics() *Metrics {
 	m.httpReqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "prefixd_http_requests_total", Help: "HTTP requests by route (unknown paths: other) and status code.",
 	}, []string{"route", "code"})
-	m.reg.MustRegister(m.httpReqs, statsCollector{m},
+	m.vllm.m = m
+	m.reg.MustRegister(m.httpReqs, statsCollector{m}, &m.vllm,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -143,6 +145,7 @@ func (m *Metrics) bind(s *Server) error {
 	if !m.eng.CompareAndSwap(nil, s.eng) && m.eng.Load() != s.eng {
 		return errors.New("server: Config.Metrics already serves another engine")
 	}
+	m.vllm.model.Store(&s.cfg.ModelName)
 	return nil
 }
 

@@ -50,6 +50,7 @@ type serveOptions struct {
 	traceOut                                 string
 	adminToken, apiKeys                      string
 	keys                                     map[string]string
+	kvEvents                                 kvEventsOptions
 	flags                                    *flag.FlagSet
 }
 
@@ -94,6 +95,7 @@ func parseServe(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.traceOut, "trace-out", "", "write a trace of the generation requests to this file (JSON lines, see trace/README.md; for prefixd ttl-sim --trace)")
 	fs.BoolVar(&o.traceTokens, "trace-tokens", false, "with --trace-out: record prompts' token IDs instead of their block hashes")
+	o.kvEvents.register(fs)
 	o.flags = fs
 	if err := fs.Parse(args); err != nil {
 		return nil, usageError{err}
@@ -215,6 +217,9 @@ func (o *serveOptions) check() error {
 	}
 	if o.defaultTTL <= 0 || o.maxTTL < o.defaultTTL || o.drainTimeout < 0 {
 		return usagef("want 0 < --default-ttl (%v) <= --max-ttl (%v) and --drain-timeout >= 0", o.defaultTTL, o.maxTTL)
+	}
+	if err := o.kvEvents.check(); err != nil {
+		return err
 	}
 	keys, err := parseAPIKeys(o.apiKeys)
 	if err != nil {
@@ -338,6 +343,14 @@ func serve(ctx context.Context, stopSignals func(), args []string, lookupEnv fun
 		}()
 		tw = trace.NewWriter(f, time.Now())
 		log.Info("tracing requests", "path", o.traceOut, "tokens", o.traceTokens)
+	}
+	events, err := o.kvEvents.start(m.Name, o.blockSize, log)
+	if err != nil {
+		return err
+	}
+	if events != nil {
+		ecfg.CacheEvents = events
+		defer events.Close()
 	}
 	eng, err := engine.New(ecfg)
 	if err != nil {

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func TestKVEventsUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--kv-events-endpoint", "tcp://127.0.0.1:0"}, "needs --kv-events-pod-id"},
+		{[]string{"--kv-events-pod-id", "10.0.0.1:8000"}, "need --kv-events-endpoint"},
+		{[]string{"--kv-events-replay-endpoint", "tcp://*:5558"}, "need --kv-events-endpoint"},
+		{[]string{"--kv-events-buffer", "0"}, "must be positive"},
+		{[]string{"--kv-events-endpoint", "udp-nonsense", "--kv-events-pod-id", "p", "--blocks", "8"}, "kvevents"},
+	} {
+		var stderr bytes.Buffer
+		code := exitCode("serve", serve(t.Context(), func() {}, c.args, func(string) (string, bool) { return "", false }, &stderr), &stderr)
+		if code == 0 || !strings.Contains(stderr.String(), c.msg) {
+			t.Errorf("%q: exit %d, stderr %q lacks %q", c.args, code, stderr.String(), c.msg)
+		}
+	}
+}
+
+// freePort returns a loopback port nothing listens on right now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestServeKVEvents runs `prefixd serve` with events on, subscribes as
+// llm-d does and sees a prompt's blocks published under the pod's topic.
+func TestServeKVEvents(t *testing.T) {
+	addr := freePort(t)
+	url, _ := startServe(t, "--blocks", "64", "--block-size", "8", "--threads", "1",
+		"--kv-events-endpoint", "tcp://"+addr, "--kv-events-pod-id", "10.1.2.3:8000")
+	sub := zmq4.NewSub(context.Background())
+	defer sub.Close()
+	if err := sub.SetOption(zmq4.OptionSubscribe, "kv@"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Dial("tcp://" + addr); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan zmq4.Msg, 64)
+	go func() {
+		for {
+			m, err := sub.Recv()
+			if err != nil {
+				return
+			}
+			got <- m
+		}
+	}()
+	// The subscription reaches the publisher a little after Dial; prompts
+	// of new blocks keep events coming until one arrives.
+	deadline := time.After(60 * time.Second) // a hang guard
+	for i := 0; ; i++ {
+		resp, err := http.Post(url+"/generate", "application/json",
+			strings.NewReader(`{"prompt_ids": [`+strings.Repeat(strconv.Itoa(1+i%250)+", ", 16)+`1], "max_tokens": 1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		select {
+		case m := <-got:
+			if len(m.Frames) != 3 || string(m.Frames[0]) != "kv@10.1.2.3:8000@prefixd-builtin-byte-3m" || len(m.Frames[1]) != 8 {
+				t.Fatalf("frames %q", m.Frames)
+			}
+			var batch []any
+			if err := msgpack.Unmarshal(m.Frames[2], &batch); err != nil || len(batch) != 3 {
+				t.Fatalf("payload %x: %v", m.Frames[2], err)
+			}
+			ev, _ := batch[1].([]any)[0].([]any)
+			if ev[0] != "BlockStored" {
+				t.Fatalf("first event %v, want a BlockStored", ev)
+			}
+			t.Logf("message %d: %v", binary.BigEndian.Uint64(m.Frames[1]), ev)
+			return
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no event published")
+		}
+	}
+}

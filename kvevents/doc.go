@@ -1,0 +1,53 @@
+// Package kvevents publishes what prefixd's KV cache holds in vLLM's KV
+// cache event wire format, so that KV-aware routers built for vLLM (llm-d's
+// precise prefix-cache scorer, Dynamo-style KV routers) can route each
+// request to the replica that caches its prefix.
+//
+// # Wire format
+//
+// Each message on the PUB socket has three frames: the topic
+// "kv@<pod-id>@<model>", a sequence number (8 bytes, big-endian, from 0,
+// one per message) and a msgpack payload, the batch
+//
+//	[ts float64 (Unix seconds), [event, ...], data_parallel_rank (always nil)]
+//
+// whose events are positional arrays, tag first:
+//
+//	["BlockStored", block_hashes []uint64, parent_block_hash uint64|nil,
+//	 token_ids []int32, block_size int, lora_id int|nil, medium string, lora_name string|nil]
+//	["BlockRemoved", block_hashes []uint64, medium string]
+//	["AllBlocksCleared"]
+//
+// as vllm/distributed/kv_events.py writes them. Media are "GPU" (the
+// device pool) and "CPU" (the host tier). A block's hash is its chained
+// fingerprint (eviction.Chain over the namespace salt, every token before
+// it and its own tokens), never 0; 0 would mean "no parent". A
+// BlockStored names a parent only when the parent is published and not
+// removed since, and a block whose parent is unknown to subscribers is
+// not published at all: a router that chained it from the root would
+// believe a prefix the replica does not hold.
+//
+// The replay socket (ROUTER) answers a request [identity, "", start_seq
+// (8 bytes, big-endian)] with [identity, "", seq, payload] for every
+// buffered message from start_seq on and then the end marker [identity,
+// "", -1 (8 bytes), ""], as vLLM's publisher does.
+//
+// # Tenants
+//
+// A namespace's blocks are never published as another's: blocks of the
+// default namespace "" carry no LoRA fields, and blocks of namespace ns
+// carry lora_name TenantModel(model, ns) and a lora_id derived from ns,
+// as vLLM marks blocks computed under a LoRA adapter. Routers key blocks
+// on model (or LoRA) name plus tokens, so the same prompt of two tenants
+// is two different prefixes to them, as it is to prefixd. The topic stays
+// one per replica, so replayed messages (which carry no topic) lose
+// nothing.
+//
+// # Threading
+//
+// The engine's scheduler goroutine feeds a Collector through the
+// radix.Observer and eviction.Observer calls and EndStep; EndStep hands at
+// most one batch per iteration, and only a non-empty one, to the
+// Publisher's goroutine through a bounded queue without ever blocking: a
+// batch that finds the queue full is dropped and counted.
+package kvevents

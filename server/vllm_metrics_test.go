@@ -1,0 +1,67 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// TestVLLMMetrics checks that /metrics carries the names endpoint pickers
+// scrape from vLLM, with vLLM's meaning, and that they agree with the
+// prefixd_* series of the same scrape.
+func TestVLLMMetrics(t *testing.T) {
+	h := newHarness(t)
+	model := h.srv.cfg.ModelName
+	idle := h.scrape()
+	for _, name := range []string{"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
+		"vllm:gpu_cache_usage_perc", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"} {
+		if v := metric(idle, name, "model_name", model); v != 0 {
+			t.Errorf("idle %s{model_name=%q} = %v, want 0", name, model, v)
+		}
+	}
+	if v := metric(idle, "vllm:cache_config_info", "block_size", "8", "num_gpu_blocks", "192", "enable_prefix_caching", "true"); v != 1 {
+		t.Errorf("vllm:cache_config_info{block_size=8,num_gpu_blocks=192} = %v, want 1", v)
+	}
+
+	// While a long generation runs, the running gauge and the usage show it.
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Post(h.url+"/generate", "application/json",
+			strings.NewReader(`{"prompt": "Picker, pick me.", "max_tokens": 600, "ignore_eos": true}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	busy := h.scrapeWhen("a running request", func(f map[string]*dto.MetricFamily) bool {
+		return metric(f, "vllm:num_requests_running", "model_name", model) == 1
+	})
+	usage := metric(busy, "vllm:kv_cache_usage_perc", "model_name", model)
+	if want := metric(busy, "prefixd_blocks", "state", "in_use") / 192; usage != want || usage <= 0 || usage > 1 {
+		t.Errorf("vllm:kv_cache_usage_perc %v, want in_use/total = %v in (0, 1]", usage, want)
+	}
+	if old := metric(busy, "vllm:gpu_cache_usage_perc", "model_name", model); old != usage {
+		t.Errorf("vllm:gpu_cache_usage_perc %v != vllm:kv_cache_usage_perc %v", old, usage)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	body := `{"prompt": "The same words twice make a prefix-cache hit.", "max_tokens": 2}`
+	h.generate(body)
+	if r := h.generate(body); r.Usage.CachedTokens == 0 {
+		t.Fatal("the repeat hit no cache")
+	}
+	after := h.scrapeWhen("the hits counted", func(f map[string]*dto.MetricFamily) bool {
+		return metric(f, "vllm:prefix_cache_hits_total", "model_name", model) > 0
+	})
+	if q, want := metric(after, "vllm:prefix_cache_queries_total", "model_name", model), metric(after, "prefixd_cache_query_tokens_total"); q != want || q <= 0 {
+		t.Errorf("vllm:prefix_cache_queries_total %v, want prefixd_cache_query_tokens_total %v", q, want)
+	}
+	hits := metric(after, "prefixd_cache_hit_tokens_total", "tier", "device") + metric(after, "prefixd_cache_hit_tokens_total", "tier", "host")
+	if v := metric(after, "vllm:prefix_cache_hits_total", "model_name", model); v != hits {
+		t.Errorf("vllm:prefix_cache_hits_total %v, want the prefixd hits of every tier %v", v, hits)
+	}
+}
