@@ -45,9 +45,13 @@ var reasonNames = [numReasons]string{"ttl", "lru", "priority", "flush", "pressur
 // String returns the reason's metric label.
 func (r Reason) String() string { return reasonNames[r] }
 
-// Reasons lists every Reason, for exporting counters.
+// Reasons lists every Reason in order, for exporting counters.
 func Reasons() []Reason {
-	return []Reason{ReasonTTL, ReasonLRU, ReasonPriority, ReasonFlush, ReasonPressure}
+	out := make([]Reason, numReasons)
+	for r := range out {
+		out[r] = Reason(r)
+	}
+	return out
 }
 
 // Tier is where a cache hit was served from.
@@ -130,10 +134,11 @@ type Manager struct {
 	defaultTTL, maxTTL time.Duration
 	pinBudget          int
 
-	expiry  minheap.Heap[expiryEntry] // at most one entry per node; see Sweep
-	victims minheap.Heap[*radix.Node] // scratch for Reclaim
-	pins    map[string]*operatorPin
-	pinned  map[blockstore.BlockID]int // operator pins holding each block
+	expiry    minheap.Heap[expiryEntry] // at most one entry per node; see Sweep
+	victims   minheap.Heap[*radix.Node] // scratch for Reclaim
+	victimsAt int64                     // the time Reclaim ranks victims at
+	pins      map[string]*operatorPin
+	pinned    map[blockstore.BlockID]int // operator pins holding each block
 
 	evicted  [numReasons]atomic.Uint64
 	demoted  atomic.Uint64
@@ -192,8 +197,8 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.expiry.Less = func(a, b expiryEntry) bool { return a.deadline < b.deadline }
 	m.victims.Less = func(a, b *radix.Node) bool {
-		if a.Meta.Priority != b.Meta.Priority {
-			return a.Meta.Priority < b.Meta.Priority
+		if pa, pb := priority(a, m.victimsAt), priority(b, m.victimsAt); pa != pb {
+			return pa < pb
 		}
 		return a.Meta.LastAccess < b.Meta.LastAccess
 	}
