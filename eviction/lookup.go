@@ -53,7 +53,6 @@ func (m *Manager) promote(ns string, tokens []int32, hit Hit, now int64) Hit {
 	salt := NamespaceSalt(ns)
 	dev := len(hit.Blocks)
 	fp := ChainPrefix(salt, tokens, m.bsize, dev)
-	st := m.pool.Storage()
 	var expires int64
 	for i := dev; (i+1)*m.bsize <= len(tokens); i++ {
 		blk := tokens[i*m.bsize : (i+1)*m.bsize]
@@ -66,7 +65,7 @@ func (m *Manager) promote(ns string, tokens []int32, hit Hit, now int64) Hit {
 		if err != nil {
 			break // no room to promote into; what is promoted stays useful
 		}
-		if err := st.WriteBlock(id, hb.Data); err != nil {
+		if err := m.pool.WriteFull(id, hb.Data); err != nil {
 			m.pool.Release(id)
 			break
 		}
