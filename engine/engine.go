@@ -332,8 +332,12 @@ func (e *Engine) Validate(req *Request) error {
 		return err
 	}
 	if need, pinned := e.blocksToFinish(req), int(e.pinned.Load()); need > e.cfg.NumBlocks-pinned {
-		return fmt.Errorf("%w: the request needs %d KV blocks at its longest; the pool has %d, %d of them pinned",
-			ErrInvalid, need, e.cfg.NumBlocks, pinned)
+		held := ""
+		if pinned > 0 {
+			held = fmt.Sprintf(", %d of them held by operator pins", pinned)
+		}
+		return fmt.Errorf("%w: prompt (%d tokens) + max_tokens (%d) needs %d KV blocks of %d tokens at its longest; the pool has %d%s",
+			ErrInvalid, len(req.Prompt), req.MaxTokens, need, e.cfg.BlockSize, e.cfg.NumBlocks, held)
 	}
 	if ttl, maxTTL := req.Cache.TTL, time.Duration(e.maxTTL.Load()); ttl > maxTTL {
 		return fmt.Errorf("%w: cache TTL %v is above the maximum %v", ErrInvalid, ttl, maxTTL)
@@ -343,8 +347,7 @@ func (e *Engine) Validate(req *Request) error {
 
 // blocksToFinish is the most blocks a request can hold at once.
 func (e *Engine) blocksToFinish(r *Request) int {
-	b := e.cfg.BlockSize
-	blocks := func(tokens int) int { return (tokens + b - 1) / b }
+	blocks := func(tokens int) int { return blockstore.BlocksFor(tokens, e.cfg.BlockSize) }
 	if r.Beam.Width <= 1 {
 		return blocks(len(r.Prompt) + r.MaxTokens)
 	}

@@ -20,8 +20,10 @@ var (
 	ErrClosed = errors.New("engine: closed")
 	// ErrNoRoom fails a request that cannot get its KV blocks even with
 	// nothing else running: operator pins, added after it was accepted,
-	// hold the rest of the pool.
-	ErrNoRoom = errors.New("engine: not enough KV blocks for the request even alone; operator pins hold the rest")
+	// hold the rest of the pool. (A request the pool can never hold is
+	// refused by Submit with ErrInvalid instead.) The error wrapping it
+	// says how many blocks were missing and how many pins hold.
+	ErrNoRoom = errors.New("engine: not enough KV blocks for the request even alone")
 )
 
 // Sampling chooses the next token (see package sample; the engine allows
