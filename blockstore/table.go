@@ -1,6 +1,9 @@
 package blockstore
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Table is one sequence's block table: logical block i of the sequence lives
 // in physical block Blocks()[i], and token position pos in slot pos%B of
@@ -38,6 +41,13 @@ func (t *Table) Slot(pos int) (BlockID, int) {
 	}
 	b := t.pool.blockSize
 	return t.blocks[pos/b], pos % b
+}
+
+// Grow sizes the table's block list for blocks blocks in all, so appends up
+// to that length do not reallocate it (as slices.Grow does); it allocates
+// no blocks from the pool.
+func (t *Table) Grow(blocks int) {
+	t.blocks = slices.Grow(t.blocks, max(0, blocks-len(t.blocks)))
 }
 
 // Adopt appends whole blocks that already hold K/V, such as a cached prefix,

@@ -18,7 +18,11 @@ type scheduler struct {
 	admits   uint64
 	totals   Stats // the running-total fields only
 
-	// Per-iteration scratch, reused so an iteration allocates nothing.
+	// Per-iteration scratch, reused. With it, and each sequence's block
+	// table and cached leaf sized for its whole request (at admission and
+	// its first insert), an iteration allocates nothing but the growth of
+	// output text when the engine decodes text (amortized; pinned by
+	// TestSchedulerStepAllocatesNothing).
 	plan     []planned
 	rows     []Row
 	blockBuf []blockstore.BlockID
@@ -277,6 +281,7 @@ func (sc *scheduler) tryAdmit(s *seq) (short int) {
 	e := sc.e
 	b := e.cfg.BlockSize
 	t := e.pool.NewTable()
+	t.Grow(blockstore.BlocksFor(s.nPrompt+s.req.MaxTokens, b)) // no reallocation as it fills
 	var hit hitInfo
 	if sc.cacheOn(s) {
 		// The last token is never looked up: the model must compute at
@@ -492,6 +497,9 @@ func (sc *scheduler) offerBlocks(s *seq) {
 		sc.shareCached(s, existing)
 	}
 	s.inserted = full
+	// Room in the tree for the rest of what s can offer (every position it
+	// can compute), so its leaf grows without allocating; a no-op once made.
+	e.cache.Reserve(pin, s.nPrompt+s.req.MaxTokens-1-full*e.cfg.BlockSize)
 }
 
 // shareCached swaps s's blocks [s.inserted, upTo), which the cache held

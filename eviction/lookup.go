@@ -131,6 +131,12 @@ func (m *Manager) Extend(ns string, h radix.Handle, tokens []int32, blocks []blo
 	return existing, nh, nil
 }
 
+// Reserve makes room in the tree for a running sequence to offer tokens
+// more tokens through Extend from its Handle h without reallocating (see
+// radix.Tree.Reserve): a sequence calls it with what it may still offer,
+// so its iterations allocate nothing as its blocks fill.
+func (m *Manager) Reserve(h radix.Handle, tokens int) { m.tree.Reserve(h, tokens) }
+
 // Done ends a request's use of its cached path: it refreshes the whole
 // path (the TTL counts from the last use) and releases h. The use was
 // counted in the path's hits by Lookup and Extend already.

@@ -361,6 +361,20 @@ func (t *Tree) Extend(ns string, h Handle, tokens []int32, blocks []blockstore.B
 	return from / t.bs, Handle{node: n}, nil
 }
 
+// Reserve makes room for tokens more tokens (and their whole blocks) in
+// the edge of the leaf h ends at, when h alone pins it: the leaf a running
+// sequence grows with Extend, so that growing it, block by block, does not
+// reallocate. Otherwise it does nothing. It may allocate, once.
+func (t *Tree) Reserve(h Handle, tokens int) {
+	n := h.node
+	if n == nil || !n.IsLeaf() || n.pins != 1 || tokens <= 0 {
+		return
+	}
+	tokens = tokens / t.bs * t.bs
+	n.tokens = slices.Grow(n.tokens, tokens)
+	n.blocks = slices.Grow(n.blocks, tokens/t.bs)
+}
+
 // growLeaf appends tokens and blocks to leaf n's edge.
 func (t *Tree) growLeaf(n *Node, tokens []int32, blocks []blockstore.BlockID) {
 	n.tokens = append(n.tokens, tokens...)
