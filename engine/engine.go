@@ -75,7 +75,13 @@ type Config struct {
 	Tokenizer Tokenizer // optional; needed for stop strings
 	EOS       int32     // end-of-sequence token; negative for none
 
-	NumBlocks      int   // KV pool size in blocks; required unless KVBytes is set
+	// NumBlocks is the KV pool size in blocks; required unless KVBytes is
+	// set. Any positive size serves: Submit refuses, naming the pool size,
+	// a request whose prompt + max tokens need more blocks than the pool
+	// minus operator pins, and every request it accepts runs unless pins
+	// added later take its room (ErrNoRoom). One block serves requests of
+	// up to BlockSize tokens in all.
+	NumBlocks      int
 	KVBytes        int64 // KV pool size in bytes, when NumBlocks is 0: as many blocks as fit
 	BlockSize      int   // token slots per block; default 16
 	MaxRunning     int   // sequences in the running batch; default 256

@@ -40,7 +40,7 @@ type Beam struct {
 // Cache is a request's say over the prefix cache.
 type Cache struct {
 	TTL      time.Duration // how long to keep what this request uses; 0: default
-	Priority int32         // higher is kept longer under memory pressure
+	Priority int32         // higher is kept longer under memory pressure, for as long as TTL
 	Disabled bool          // neither read nor write the prefix cache
 }
 

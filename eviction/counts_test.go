@@ -32,6 +32,9 @@ func TestHitsCountEachRequestOnce(t *testing.T) {
 		}
 		r.m.Done(h, Use{})
 		tb.Release()
+		// A preempted request admitted again counts no second hit.
+		again := r.m.Lookup("a", prompt[:len(prompt)-1], Use{Readmit: true}, nil)
+		r.m.Done(again.Handle, Use{Readmit: true})
 		r.check()
 		for _, p := range r.m.TopPrefixes(10) {
 			if p.Hits != want {

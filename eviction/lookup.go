@@ -43,7 +43,7 @@ func (m *Manager) Lookup(ns string, tokens []int32, use Use, dst []blockstore.Bl
 	if m.host != nil {
 		hit = m.promote(ns, tokens, hit, now)
 	}
-	m.touch(hit.Handle.Node(), nil, now, ttl, use.Priority, true)
+	m.touch(hit.Handle.Node(), nil, now, ttl, use.Priority, !use.Readmit)
 	return hit
 }
 

@@ -117,7 +117,11 @@ type Config struct {
 // uses and how much it matters.
 type Use struct {
 	TTL      time.Duration // 0 means the default TTL
-	Priority int32         // higher is kept longer under pressure
+	Priority int32         // higher is kept longer under pressure, for TTL (see notePriority)
+	// Readmit marks the Lookup of a request admitted again after it was
+	// preempted: it refreshes the prefix but adds no hit, the request's
+	// first admission having counted it.
+	Readmit bool
 }
 
 // Manager keeps the prefix tree, the block pool's cache references and the
