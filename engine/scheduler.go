@@ -498,8 +498,13 @@ func (sc *scheduler) offerBlocks(s *seq) {
 	}
 	s.inserted = full
 	// Room in the tree for the rest of what s can offer (every position it
-	// can compute), so its leaf grows without allocating; a no-op once made.
-	e.cache.Reserve(pin, s.nPrompt+s.req.MaxTokens-1-full*e.cfg.BlockSize)
+	// can compute), so its leaf grows without allocating; a no-op once
+	// made, and what s does not fill is given back when it is done.
+	last := s.nPrompt + s.req.MaxTokens - 1
+	if s.group != nil {
+		last = s.nPrompt
+	}
+	e.cache.Reserve(pin, last-full*e.cfg.BlockSize)
 }
 
 // shareCached swaps s's blocks [s.inserted, upTo), which the cache held

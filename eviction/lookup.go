@@ -138,10 +138,12 @@ func (m *Manager) Extend(ns string, h radix.Handle, tokens []int32, blocks []blo
 func (m *Manager) Reserve(h radix.Handle, tokens int) { m.tree.Reserve(h, tokens) }
 
 // Done ends a request's use of its cached path: it refreshes the whole
-// path (the TTL counts from the last use) and releases h. The use was
-// counted in the path's hits by Lookup and Extend already.
+// path (the TTL counts from the last use), gives back the room Reserve
+// made that the request did not fill, and releases h. The use was counted
+// in the path's hits by Lookup and Extend already.
 func (m *Manager) Done(h radix.Handle, use Use) {
 	m.touch(h.Node(), nil, m.now(), m.ttlFor(use.TTL), use.Priority, false)
+	m.tree.Trim(h)
 	m.Release(h)
 }
 

@@ -375,6 +375,22 @@ func (t *Tree) Reserve(h Handle, tokens int) {
 	n.blocks = slices.Grow(n.blocks, tokens/t.bs)
 }
 
+// Trim gives back the room Reserve made in the edge of the node h ends at
+// and that it did not fill: for a sequence done growing it, whose request
+// ended before its longest. It allocates when there is room to give back.
+func (t *Tree) Trim(h Handle) {
+	n := h.node
+	if n == nil {
+		return
+	}
+	if cap(n.tokens)-len(n.tokens) >= t.bs {
+		n.tokens = slices.Clone(n.tokens)
+	}
+	if cap(n.blocks) > len(n.blocks) {
+		n.blocks = slices.Clone(n.blocks)
+	}
+}
+
 // growLeaf appends tokens and blocks to leaf n's edge.
 func (t *Tree) growLeaf(n *Node, tokens []int32, blocks []blockstore.BlockID) {
 	n.tokens = append(n.tokens, tokens...)

@@ -466,7 +466,7 @@ func TestReserveLetsALeafGrowInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.Reserve(h, 60)
+	tr.Reserve(h, 124) // room for 128 tokens; it stops at 64
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for full := 2; full <= 16; full++ {
@@ -479,6 +479,11 @@ func TestReserveLetsALeafGrowInPlace(t *testing.T) {
 		t.Fatalf("growing a reserved leaf by 15 blocks allocates %d times", n)
 	}
 	check(t, tr)
+	reserved := cap(h.Node().Tokens())
+	tr.Trim(h)
+	if c := cap(h.Node().Tokens()); c >= reserved || c < 64 {
+		t.Fatalf("Trim left a capacity of %d for 64 tokens (reserved %d)", c, reserved)
+	}
 	got, h2 := tr.Match("a", p[:20], nil) // splits the reserved edge
 	tr.Release(h2)
 	tr.Release(h)
