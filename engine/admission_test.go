@@ -117,6 +117,13 @@ func TestLongTTLKeepsCaching(t *testing.T) {
 	}
 	req := Request{Prompt: prompt(8, 24), MaxTokens: 2, Cache: Cache{TTL: long}}
 	run(t, e, req)
+	top, err := e.Prefixes(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top) != 1 || top[0].TTLLeft < 1000000*time.Hour {
+		t.Fatalf("after the first run the cache holds %+v", top)
+	}
 	if res := run(t, e, req); res.Usage.CachedTokens != 20 {
 		t.Fatalf("second run: %d cached tokens, want 20", res.Usage.CachedTokens)
 	}
