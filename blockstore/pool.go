@@ -12,6 +12,11 @@ type BlockID int32
 // Config.BlockSize is zero.
 const DefaultBlockSize = 16
 
+// BlocksFor returns how many blocks of blockSize token slots hold tokens
+// slots: the ceiling of tokens / blockSize.
+// REQUIRES: tokens >= 0 and blockSize > 0.
+func BlocksFor(tokens, blockSize int) int { return (tokens + blockSize - 1) / blockSize }
+
 var (
 	// ErrPoolExhausted means the pool has fewer free blocks than asked for.
 	// Nothing was allocated; the caller may evict or preempt and retry.
@@ -186,6 +191,18 @@ func (p *Pool) drop(id BlockID) {
 	}
 }
 
+// WriteFull writes data, one whole block's K/V (from another memory tier),
+// into block id through the pool's Storage and records every slot of it as
+// holding K/V.
+// REQUIRES: the pool has a Storage and the caller holds a reference to id.
+func (p *Pool) WriteFull(id BlockID, data []byte) error {
+	if err := p.storage.WriteBlock(id, data); err != nil {
+		return err
+	}
+	p.noteFill(id, p.blockSize)
+	return nil
+}
+
 // noteFill records that the first slots slots of block id hold K/V.
 func (p *Pool) noteFill(id BlockID, slots int) {
 	if f := int(p.fill[id]); slots > f {
@@ -227,6 +244,28 @@ func (p *Pool) Stats() Stats {
 		SlotsAllocated: (total - free) * p.blockSize,
 		SlotsUsed:      p.usedSlots,
 	}
+}
+
+// CheckRefs verifies that tables are every holder of the pool's blocks
+// besides the prefix cache: each block's reference count is the number of
+// times the tables hold it, plus one if the cache does. It is
+// O(NumBlocks + the tables' blocks); engines call it in invariant builds.
+func (p *Pool) CheckRefs(tables []*Table) error {
+	refs := make([]int32, len(p.refs))
+	for _, t := range tables {
+		for _, id := range t.blocks {
+			refs[id]++
+		}
+	}
+	for id, n := range refs {
+		if p.cached[id] {
+			n++
+		}
+		if n != p.refs[id] {
+			return fmt.Errorf("block %d has %d references; the tables and the cache account for %d", id, p.refs[id], n)
+		}
+	}
+	return nil
 }
 
 // Check verifies the pool's invariants: every block is either free with a

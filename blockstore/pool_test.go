@@ -148,3 +148,45 @@ func TestMisusePanics(t *testing.T) {
 		})
 	}
 }
+
+func TestBlocksFor(t *testing.T) {
+	for _, c := range []struct{ tokens, size, want int }{
+		{0, 16, 0}, {1, 16, 1}, {15, 16, 1}, {16, 16, 1}, {17, 16, 2}, {512, 16, 32}, {513, 16, 33}, {5, 1, 5},
+	} {
+		if got := BlocksFor(c.tokens, c.size); got != c.want {
+			t.Errorf("BlocksFor(%d, %d) = %d, want %d", c.tokens, c.size, got, c.want)
+		}
+	}
+}
+
+// TestWriteFullFillsTheBlock writes a whole block from another tier: its
+// bytes land in the storage and the pool counts its slots as used.
+func TestWriteFullFillsTheBlock(t *testing.T) {
+	st, err := NewMemStorage(2, 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{NumBlocks: 2, BlockSize: 4, Storage: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := p.Alloc()
+	data := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	if err := p.WriteFull(id, data); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(data))
+	if err := st.ReadBlock(id, got); err != nil || string(got) != string(data) {
+		t.Fatalf("read back %v, %v", got, err)
+	}
+	if s := p.Stats(); s.SlotsUsed != 4 {
+		t.Fatalf("%d slots used, want 4", s.SlotsUsed)
+	}
+	if err := p.WriteFull(id, data[:3]); err == nil {
+		t.Fatal("a short block was written")
+	}
+	p.Release(id)
+	if err := p.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

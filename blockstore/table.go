@@ -1,6 +1,9 @@
 package blockstore
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Table is one sequence's block table: logical block i of the sequence lives
 // in physical block Blocks()[i], and token position pos in slot pos%B of
@@ -40,6 +43,13 @@ func (t *Table) Slot(pos int) (BlockID, int) {
 	return t.blocks[pos/b], pos % b
 }
 
+// Grow sizes the table's block list for blocks blocks in all, so appends up
+// to that length do not reallocate it (as slices.Grow does); it allocates
+// no blocks from the pool.
+func (t *Table) Grow(blocks int) {
+	t.blocks = slices.Grow(t.blocks, max(0, blocks-len(t.blocks)))
+}
+
 // Adopt appends whole blocks that already hold K/V, such as a cached prefix,
 // taking a reference to each. The table must end at a block boundary and be
 // paged.
@@ -61,7 +71,7 @@ func (t *Table) Adopt(blocks []BlockID) error {
 // fail with ErrTableFull.
 func (t *Table) Reserve(tokens int) error {
 	b := t.pool.blockSize
-	need := (tokens+b-1)/b - len(t.blocks)
+	need := BlocksFor(tokens, b) - len(t.blocks)
 	if need > 0 {
 		var err error
 		if t.blocks, err = t.pool.AllocN(t.blocks, need); err != nil {
@@ -153,6 +163,23 @@ func (t *Table) copyOnWrite(i int) error {
 	return nil
 }
 
+// Replace makes full logical block i refer to block id, which must hold
+// the same K/V (the prefix cache's copy of a block this table computed
+// again, say): the table takes a reference to id and drops its reference
+// to the block it held there, which is freed if nothing else holds it.
+// REQUIRES: block i is full (Len() >= (i+1)*BlockSize) and id is referenced.
+func (t *Table) Replace(i int, id BlockID) {
+	p := t.pool
+	if i < 0 || (i+1)*p.blockSize > t.n {
+		panic(fmt.Sprintf("blockstore: Replace of block %d of a table of %d slots", i, t.n))
+	}
+	if old := t.blocks[i]; old != id {
+		p.Retain(id)
+		p.Release(old)
+		t.blocks[i] = id
+	}
+}
+
 // Truncate shortens the table to n token slots. A paged table releases the
 // blocks it no longer needs; a contiguous one keeps its reservation.
 // REQUIRES: 0 <= n <= Len().
@@ -163,7 +190,7 @@ func (t *Table) Truncate(n int) {
 	p, b := t.pool, t.pool.blockSize
 	keep := len(t.blocks)
 	if !t.reserved {
-		keep = (n + b - 1) / b
+		keep = BlocksFor(n, b)
 		for _, id := range t.blocks[keep:] {
 			p.Release(id)
 		}
@@ -212,7 +239,7 @@ func (t *Table) Check() error {
 	if t.n < 0 || t.n > len(t.blocks)*b {
 		return fmt.Errorf("table of %d slots has %d blocks", t.n, len(t.blocks))
 	}
-	if !t.reserved && len(t.blocks) != (t.n+b-1)/b {
+	if !t.reserved && len(t.blocks) != BlocksFor(t.n, b) {
 		return fmt.Errorf("paged table of %d slots has %d blocks", t.n, len(t.blocks))
 	}
 	for i, id := range t.blocks {

@@ -357,3 +357,53 @@ func TestMemStorageBytes(t *testing.T) {
 		t.Error("NewMemStorage with zero blocks accepted")
 	}
 }
+
+// TestReplaceSharesAFullBlock swaps a table's full block for another
+// holding the same K/V (the cache's copy): the duplicate is freed, the
+// shared block gains the table's reference, and CheckRefs recounts both.
+func TestReplaceSharesAFullBlock(t *testing.T) {
+	p, _ := newStoredPool(t, 8, 4)
+	cache := p.NewTable()
+	if err := cache.Append(8); err != nil {
+		t.Fatal(err)
+	}
+	cached := cache.Blocks()[1]
+	p.RetainCache(cached)
+	tb := p.NewTable()
+	if err := tb.Append(10); err != nil { // blocks 0 and 1 full, 2 partial
+		t.Fatal(err)
+	}
+	dup := tb.Blocks()[1]
+	if err := p.CheckRefs([]*Table{cache, tb}); err != nil {
+		t.Fatal(err)
+	}
+	tb.Replace(1, cached)
+	if tb.Blocks()[1] != cached || p.RefCount(dup) != 0 || p.RefCount(cached) != 3 {
+		t.Fatalf("after Replace: block %d, dup refs %d, shared refs %d", tb.Blocks()[1], p.RefCount(dup), p.RefCount(cached))
+	}
+	if err := p.CheckRefs([]*Table{cache, tb}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckRefs([]*Table{tb}); err == nil {
+		t.Fatal("CheckRefs missed a table holding blocks")
+	}
+	for _, tt := range []*Table{tb, cache} {
+		if err := tt.Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("Replace of the partial block did not panic")
+			}
+		}()
+		tb.Replace(2, cached)
+	}()
+	tb.Release()
+	cache.Release()
+	p.ReleaseCache(cached)
+	if err := p.Check(); err != nil || p.NumFree() != 8 {
+		t.Fatalf("after release: %v, %d free", err, p.NumFree())
+	}
+}

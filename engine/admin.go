@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/radix"
 )
 
 // The admin methods run on the scheduler goroutine between iterations, so
@@ -74,18 +76,38 @@ func (e *Engine) Prefixes(limit int) (out []eviction.Prefix, err error) {
 
 // Check runs the invariant checkers of the block pool, the prefix tree
 // and the eviction manager (which checks the other two), and every
-// running sequence's block table.
+// sequence's block table; then it recounts every block's references from
+// the sequences' tables (+1 when cached) and every tree node's pins from
+// the sequences' handles plus operator pins. It is O(pool + tree +
+// sequences' blocks).
 func (e *Engine) Check() (err error) {
-	if derr := e.do(func() {
-		errs := []error{e.cache.Check()}
-		for _, s := range e.sched.running {
-			if s.table != nil {
-				errs = append(errs, s.table.Check())
-			}
-		}
-		err = errors.Join(errs...)
-	}); derr != nil {
+	if derr := e.do(func() { err = e.check() }); derr != nil {
 		return derr
 	}
 	return err
+}
+
+// check is Check on the scheduler goroutine.
+func (e *Engine) check() error {
+	errs := []error{e.cache.Check()}
+	var tables []*blockstore.Table
+	var handles []radix.Handle
+	for _, list := range [][]*seq{e.sched.running, e.sched.waiting} {
+		for _, s := range list {
+			if s.table != nil {
+				tables = append(tables, s.table)
+				errs = append(errs, s.table.Check())
+			}
+			if s.pin.Node() != nil {
+				handles = append(handles, s.pin)
+			}
+		}
+	}
+	if err := e.pool.CheckRefs(tables); err != nil {
+		errs = append(errs, fmt.Errorf("block references: %w", err))
+	}
+	if err := e.cache.CheckPins(handles); err != nil {
+		errs = append(errs, fmt.Errorf("tree pins: %w", err))
+	}
+	return errors.Join(errs...)
 }

@@ -16,43 +16,10 @@ import (
 // inserts as blocks fill, sampling, streaming (with text and a stop string
 // in the text case). One op is one iteration.
 func BenchmarkSchedulerStep(b *testing.B) {
-	for _, bc := range []struct {
-		name        string
-		cache, text bool
-	}{{"cache", true, false}, {"nocache", false, false}, {"cache+text", true, true}} {
+	for _, bc := range stepCases {
 		b.Run(bc.name, func(b *testing.B) {
 			const running = 256
-			cfg := Config{
-				Model: newHashModel(32, 1<<20), EOS: -1, NumBlocks: 1 << 16, BlockSize: 16,
-				MaxRunning: running, MaxBatchTokens: 4096, DisablePrefixCache: !bc.cache,
-			}
-			var stops []string
-			if bc.text {
-				cfg.Tokenizer, stops = byteTokenizer{}, []string{"\n\n"} // never produced
-			}
-			e, err := build(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			sc := &e.sched
-			n := 0
-			refill := func() {
-				for len(sc.running)+len(sc.waiting) < running {
-					n++
-					req := &Request{Namespace: "b", Prompt: []int32{int32(n % 32), int32(n / 32 % 32), 1, 2}, MaxTokens: 4000, IgnoreEOS: true, StopStrings: stops}
-					s, err := newSeq(e, req)
-					if err != nil {
-						b.Fatal(err)
-					}
-					e.queued++
-					sc.waiting = append(sc.waiting, s)
-				}
-				for len(sc.waiting) > 0 {
-					sc.step()
-				}
-				drain(s0(sc))
-			}
-			refill()
+			sc, refill := steadyScheduler(b, running, bc.cache, bc.text)
 			b.ReportAllocs()
 			b.ResetTimer()
 			steps := 0
@@ -71,6 +38,53 @@ func BenchmarkSchedulerStep(b *testing.B) {
 			}
 		})
 	}
+}
+
+// stepCases are the scheduler configurations BenchmarkSchedulerStep and
+// TestSchedulerStepAllocatesNothing measure.
+var stepCases = []struct {
+	name        string
+	cache, text bool
+}{{"cache", true, false}, {"nocache", false, false}, {"cache+text", true, true}}
+
+// steadyScheduler builds an engine, without its goroutine, whose scheduler
+// runs n long decoding sequences (4000 tokens each) of short, distinct
+// prompts, admitted and past their prefill. refill tops it up to n running
+// again and empties the streams.
+func steadyScheduler(tb testing.TB, n int, cache, text bool) (sc *scheduler, refill func()) {
+	tb.Helper()
+	cfg := Config{
+		Model: newHashModel(32, 1<<20), EOS: -1, NumBlocks: 1 << 16, BlockSize: 16,
+		MaxRunning: n, MaxBatchTokens: 4096, DisablePrefixCache: !cache,
+	}
+	var stops []string
+	if text {
+		cfg.Tokenizer, stops = byteTokenizer{}, []string{"\n\n"} // never produced
+	}
+	e, err := build(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sc = &e.sched
+	made := 0
+	refill = func() {
+		for len(sc.running)+len(sc.waiting) < n {
+			made++
+			req := &Request{Namespace: "b", Prompt: []int32{int32(made % 32), int32(made / 32 % 32), 1, 2}, MaxTokens: 4000, IgnoreEOS: true, StopStrings: stops}
+			s, err := newSeq(e, req)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			e.queued++
+			sc.waiting = append(sc.waiting, s)
+		}
+		for len(sc.waiting) > 0 {
+			sc.step()
+		}
+		drain(s0(sc))
+	}
+	refill()
+	return sc, refill
 }
 
 // s0 returns the running sequences' streams.

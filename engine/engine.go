@@ -75,7 +75,13 @@ type Config struct {
 	Tokenizer Tokenizer // optional; needed for stop strings
 	EOS       int32     // end-of-sequence token; negative for none
 
-	NumBlocks      int   // KV pool size in blocks; required unless KVBytes is set
+	// NumBlocks is the KV pool size in blocks; required unless KVBytes is
+	// set. Any positive size serves: Submit refuses, naming the pool size,
+	// a request whose prompt + max tokens need more blocks than the pool
+	// minus operator pins, and every request it accepts runs unless pins
+	// added later take its room (ErrNoRoom). One block serves requests of
+	// up to BlockSize tokens in all.
+	NumBlocks      int
 	KVBytes        int64 // KV pool size in bytes, when NumBlocks is 0: as many blocks as fit
 	BlockSize      int   // token slots per block; default 16
 	MaxRunning     int   // sequences in the running batch; default 256
@@ -336,8 +342,12 @@ func (e *Engine) Validate(req *Request) error {
 		return err
 	}
 	if need, pinned := e.blocksToFinish(req), int(e.pinned.Load()); need > e.cfg.NumBlocks-pinned {
-		return fmt.Errorf("%w: the request needs %d KV blocks at its longest; the pool has %d, %d of them pinned",
-			ErrInvalid, need, e.cfg.NumBlocks, pinned)
+		held := ""
+		if pinned > 0 {
+			held = fmt.Sprintf(", %d of them held by operator pins", pinned)
+		}
+		return fmt.Errorf("%w: prompt (%d tokens) + max_tokens (%d) needs %d KV blocks of %d tokens at its longest; the pool has %d%s",
+			ErrInvalid, len(req.Prompt), req.MaxTokens, need, e.cfg.BlockSize, e.cfg.NumBlocks, held)
 	}
 	if ttl, maxTTL := req.Cache.TTL, time.Duration(e.maxTTL.Load()); ttl > maxTTL {
 		return fmt.Errorf("%w: cache TTL %v is above the maximum %v", ErrInvalid, ttl, maxTTL)
@@ -347,8 +357,7 @@ func (e *Engine) Validate(req *Request) error {
 
 // blocksToFinish is the most blocks a request can hold at once.
 func (e *Engine) blocksToFinish(r *Request) int {
-	b := e.cfg.BlockSize
-	blocks := func(tokens int) int { return (tokens + b - 1) / b }
+	blocks := func(tokens int) int { return blockstore.BlocksFor(tokens, e.cfg.BlockSize) }
 	if r.Beam.Width <= 1 {
 		return blocks(len(r.Prompt) + r.MaxTokens)
 	}

@@ -263,6 +263,17 @@ func TestPreemptionUnderPressure(t *testing.T) {
 	if e.Stats().Preemptions == 0 {
 		t.Fatal("expected preemptions with a 24-block pool")
 	}
+	// Each prompt is its own: a preempted request admitted again finds
+	// what it cached before, and still counts one hit.
+	top, err := e.Prefixes(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range top {
+		if p.Hits != 1 {
+			t.Errorf("a %d-token prefix used by one request has %d hits", len(p.Tokens), p.Hits)
+		}
+	}
 	checkDrained(t, e)
 }
 

@@ -56,7 +56,7 @@ func (m *hashModel) Forward(rows []Row) ([]float32, error) {
 	m.forwards++
 	m.logits = m.logits[:0]
 	for _, r := range rows {
-		if need := (r.Start + len(r.Tokens) + m.blockSize - 1) / m.blockSize; len(r.Blocks) < need {
+		if need := blockstore.BlocksFor(r.Start+len(r.Tokens), m.blockSize); len(r.Blocks) < need {
 			return nil, fmt.Errorf("row at %d+%d has %d blocks, needs %d", r.Start, len(r.Tokens), len(r.Blocks), need)
 		}
 		var h uint64

@@ -20,8 +20,10 @@ var (
 	ErrClosed = errors.New("engine: closed")
 	// ErrNoRoom fails a request that cannot get its KV blocks even with
 	// nothing else running: operator pins, added after it was accepted,
-	// hold the rest of the pool.
-	ErrNoRoom = errors.New("engine: not enough KV blocks for the request even alone; operator pins hold the rest")
+	// hold the rest of the pool. (A request the pool can never hold is
+	// refused by Submit with ErrInvalid instead.) The error wrapping it
+	// says how many blocks were missing and how many pins hold.
+	ErrNoRoom = errors.New("engine: not enough KV blocks for the request even alone")
 )
 
 // Sampling chooses the next token (see package sample; the engine allows
@@ -38,7 +40,7 @@ type Beam struct {
 // Cache is a request's say over the prefix cache.
 type Cache struct {
 	TTL      time.Duration // how long to keep what this request uses; 0: default
-	Priority int32         // higher is kept longer under memory pressure
+	Priority int32         // higher is kept longer under memory pressure, for as long as TTL
 	Disabled bool          // neither read nor write the prefix cache
 }
 

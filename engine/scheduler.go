@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -17,7 +18,11 @@ type scheduler struct {
 	admits   uint64
 	totals   Stats // the running-total fields only
 
-	// Per-iteration scratch, reused so an iteration allocates nothing.
+	// Per-iteration scratch, reused. With it, and each sequence's block
+	// table and cached leaf sized for its whole request (at admission and
+	// its first insert), an iteration allocates nothing but the growth of
+	// output text when the engine decodes text (amortized; pinned by
+	// TestSchedulerStepAllocatesNothing).
 	plan     []planned
 	rows     []Row
 	blockBuf []blockstore.BlockID
@@ -78,8 +83,22 @@ func (e *Engine) loop() {
 	}
 }
 
-// step runs one iteration and reports whether it did any work.
+// step runs one iteration and reports whether it did any work. In builds
+// tagged invariants it then checks every invariant of the pool, the tree
+// and the sequences' holdings, and panics on the first one broken, so a
+// test fails at the step that broke it.
 func (sc *scheduler) step() bool {
+	worked := sc.iterate()
+	if invariants {
+		if err := sc.e.check(); err != nil {
+			panic("engine: invariant broken by a scheduler step: " + err.Error())
+		}
+	}
+	return worked
+}
+
+// iterate is one scheduler iteration.
+func (sc *scheduler) iterate() bool {
 	e := sc.e
 	sc.retireCancelled()
 	if !e.cfg.DisablePrefixCache {
@@ -174,13 +193,16 @@ func (sc *scheduler) admit() {
 			sc.waiting = slices.Delete(sc.waiting, i, i+1)
 			continue
 		}
-		if !sc.tryAdmit(s) {
+		if need := sc.tryAdmit(s); need > 0 {
 			if len(sc.running) > 0 {
 				break // blocks free up as others finish
 			}
 			sc.waiting = slices.Delete(sc.waiting, i, i+1)
-			sc.finish(s, FinishError, 0, ErrNoRoom)
+			sc.finish(s, FinishError, 0, sc.noRoom(need))
 			continue
+		}
+		for _, w := range sc.waiting[:i] { // CachedFirst passed them over
+			w.skipped++
 		}
 		sc.waiting = slices.Delete(sc.waiting, i, i+1)
 	}
@@ -225,7 +247,9 @@ func (sc *scheduler) followsLeader(s *seq) bool {
 
 // pickNext returns the index of the waiting request to admit next: the
 // head, or with CachedFirst the one with the longest cached prefix among
-// the first few, unless one of those was passed over too often.
+// the first few, unless one of those was passed over too often. A request
+// counts as passed over when one behind it is admitted (by admit), not on
+// passes that admit nobody.
 func (sc *scheduler) pickNext() int {
 	const window, maxSkips = 32, 16
 	e := sc.e
@@ -246,21 +270,23 @@ func (sc *scheduler) pickNext() int {
 			best, bestLen = i, c
 		}
 	}
-	for _, s := range sc.waiting[:best] {
-		s.skipped++
-	}
 	return best
 }
 
 // tryAdmit gives s a block table starting with its cached prefix and makes
-// sure the blocks for the rest of its prompt are free (evicting cache if
-// needed). It reports false, holding nothing, if they are not.
-func (sc *scheduler) tryAdmit(s *seq) bool {
+// sure the blocks for the rest of its prompt and its first decode are free
+// (evicting cache if needed). If they are not it returns how many blocks
+// it lacked, holding nothing; it returns 0 once s runs.
+func (sc *scheduler) tryAdmit(s *seq) (short int) {
 	e := sc.e
 	b := e.cfg.BlockSize
 	t := e.pool.NewTable()
+	t.Grow(blockstore.BlocksFor(s.nPrompt+s.req.MaxTokens, b)) // no reallocation as it fills
 	var hit hitInfo
 	if sc.cacheOn(s) {
+		// The last token is never looked up: the model must compute at
+		// least it, for the logits of the next token, even when the whole
+		// prompt is cached.
 		h := e.cache.Lookup(s.req.Namespace, s.tokens[:len(s.tokens)-1], s.cacheUse(), sc.blockBuf[:0])
 		sc.blockBuf = h.Blocks
 		if err := t.Adopt(h.Blocks); err != nil {
@@ -269,25 +295,25 @@ func (sc *scheduler) tryAdmit(s *seq) bool {
 		s.pin = h.Handle
 		hit = hitInfo{device: h.DeviceTokens, host: h.HostTokens}
 	}
-	undo := func() bool {
+	// A contiguous table reserves the request's whole length now. A paged
+	// one needs the blocks of every token it has yet to compute (a
+	// preempted sequence's output included) and of the first position it
+	// decodes next, so it is not preempted at its first step; but never
+	// more than its last position: the final token is sampled, never fed.
+	need := blockstore.BlocksFor(min(len(s.tokens)+1, s.nPrompt+s.req.MaxTokens-1), b)
+	if e.cfg.KVAlloc == Contiguous {
+		need = blockstore.BlocksFor(s.nPrompt+s.req.MaxTokens, b)
+	}
+	need -= len(t.Blocks())
+	if e.pool.NumFree() < need && (!sc.cacheOnAny() || e.cache.Reclaim(need) != nil) {
 		t.Release()
 		e.cache.Release(s.pin)
 		s.pin = radix.Handle{}
-		return false
+		return need - e.pool.NumFree()
 	}
 	if e.cfg.KVAlloc == Contiguous {
-		total := s.nPrompt + s.req.MaxTokens
-		need := (total+b-1)/b - len(t.Blocks())
-		if e.pool.NumFree() < need && (!sc.cacheOnAny() || e.cache.Reclaim(need) != nil) {
-			return undo()
-		}
-		if err := t.Reserve(total); err != nil {
-			return undo()
-		}
-	} else {
-		need := (len(s.tokens)+b-1)/b - len(t.Blocks()) + 1
-		if e.pool.NumFree() < need && (!sc.cacheOnAny() || e.cache.Reclaim(need) != nil) {
-			return undo()
+		if err := t.Reserve(s.nPrompt + s.req.MaxTokens); err != nil {
+			panic("engine: reserving blocks found free: " + err.Error())
 		}
 	}
 	now := e.cfg.Clock.Now()
@@ -315,7 +341,16 @@ func (sc *scheduler) tryAdmit(s *seq) bool {
 		s.group.admitSeq = s.admitSeq
 	}
 	sc.running = append(sc.running, s)
-	return true
+	return 0
+}
+
+// noRoom is the error of a request that lacks short blocks with nothing
+// else running. Validate refuses a request the pool cannot hold, so only
+// operator pins added after it was accepted can take the room it needs.
+func (sc *scheduler) noRoom(short int) error {
+	pinned, _ := sc.e.cache.PinnedBlocks()
+	return fmt.Errorf("%w: it lacks %d of the pool's %d blocks; operator pins hold %d",
+		ErrNoRoom, short, sc.e.cfg.NumBlocks, pinned)
 }
 
 type hitInfo struct{ device, host int }
@@ -359,7 +394,7 @@ func (sc *scheduler) planBatch() bool {
 		if sc.cacheOnAny() && e.cache.Reclaim(need) == nil {
 			break
 		}
-		sc.preemptYoungest()
+		sc.preemptYoungest(need - e.pool.NumFree())
 	}
 	for _, p := range sc.plan {
 		if err := p.s.table.Append(p.chunk); err != nil {
@@ -371,8 +406,8 @@ func (sc *scheduler) planBatch() bool {
 
 // preemptYoungest frees the most recently admitted sequence (or beam
 // group) and queues it at the front to be recomputed later; its cached
-// prefix makes that cheap.
-func (sc *scheduler) preemptYoungest() {
+// prefix makes that cheap. The batch planned was short blocks short.
+func (sc *scheduler) preemptYoungest(short int) {
 	var victim *seq
 	for _, s := range sc.running {
 		if victim == nil || s.admitSeq > victim.admitSeq {
@@ -381,7 +416,7 @@ func (sc *scheduler) preemptYoungest() {
 	}
 	if !slices.ContainsFunc(sc.running, func(s *seq) bool { return s.owner() != victim.owner() }) {
 		// It runs alone: preempting it would only start it over.
-		sc.finish(victim, FinishError, 0, ErrNoRoom)
+		sc.finish(victim, FinishError, 0, sc.noRoom(short))
 		return
 	}
 	if victim.group != nil {
@@ -453,12 +488,42 @@ func (sc *scheduler) offerBlocks(s *seq) {
 	if full <= s.inserted {
 		return
 	}
-	_, pin, err := e.cache.Extend(s.req.Namespace, s.pin, s.tokens[:full*e.cfg.BlockSize], s.table.Blocks()[:full], s.cacheUse())
+	existing, pin, err := e.cache.Extend(s.req.Namespace, s.pin, s.tokens[:full*e.cfg.BlockSize], s.table.Blocks()[:full], s.cacheUse())
 	if err != nil {
 		panic("engine: inserting whole blocks: " + err.Error())
 	}
 	s.pin = pin
+	if existing > s.inserted {
+		sc.shareCached(s, existing)
+	}
 	s.inserted = full
+	// Room in the tree for the rest of what s can offer (every position it
+	// can compute), so its leaf grows without allocating; a no-op once
+	// made, and what s does not fill is given back when it is done.
+	last := s.nPrompt + s.req.MaxTokens - 1
+	if s.group != nil {
+		last = s.nPrompt
+	}
+	e.cache.Reserve(pin, last-full*e.cfg.BlockSize)
+}
+
+// shareCached swaps s's blocks [s.inserted, upTo), which the cache held
+// already (s computed them again: its output repeated a cached one), for
+// the cache's copies, freeing its own. Otherwise s would hold the same K/V
+// twice, the cache's copy pinned by s's own handle, and a request that
+// fits the pool could run out of blocks alone.
+func (sc *scheduler) shareCached(s *seq, upTo int) {
+	b := sc.e.cfg.BlockSize
+	for n := s.pin.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
+		end := n.Depth() / b
+		start := end - len(n.Blocks())
+		if end <= s.inserted {
+			return
+		}
+		for i := max(start, s.inserted); i < min(end, upTo); i++ {
+			s.table.Replace(i, n.Blocks()[i-start])
+		}
+	}
 }
 
 // emit appends a sampled token to s, streams it, and finishes s if it must

@@ -94,7 +94,7 @@ func (s *seq) pending() int { return len(s.tokens) - s.computed }
 
 // cacheUse is what the request asked of the cache.
 func (s *seq) cacheUse() eviction.Use {
-	return eviction.Use{TTL: s.req.Cache.TTL, Priority: s.req.Cache.Priority}
+	return eviction.Use{TTL: s.req.Cache.TTL, Priority: s.req.Cache.Priority, Readmit: s.everAdmitted}
 }
 
 // release gives back everything the sequence holds in the pool and tree.

@@ -64,3 +64,39 @@ func (m *Manager) Check() error {
 	}
 	return nil
 }
+
+// CheckPins verifies that every node's pin count is the number of the given
+// handles (the caller's: a running sequence's Lookup or Extend handle each)
+// and operator pins whose path runs through it, so that no handle leaked
+// and none was released twice. It is O(tree + handles x depth).
+func (m *Manager) CheckPins(handles []radix.Handle) error {
+	want := map[*radix.Node]int{}
+	count := func(h radix.Handle) {
+		for n := h.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
+			want[n]++
+		}
+	}
+	for _, h := range handles {
+		if n := h.Node(); n != nil && n.Removed() {
+			return fmt.Errorf("a handle pins a removed node")
+		}
+		count(h)
+	}
+	for _, p := range m.pins {
+		count(p.h)
+	}
+	var err error
+	m.tree.Walk(func(n *radix.Node) bool {
+		if n.Pins() != want[n] {
+			err = fmt.Errorf("a node of %d tokens at depth %d has %d pins; handles account for %d",
+				len(n.Tokens()), n.Depth(), n.Pins(), want[n])
+			return false
+		}
+		delete(want, n)
+		return true
+	})
+	if err == nil && len(want) > 0 {
+		err = fmt.Errorf("%d pinned nodes are not in the tree", len(want))
+	}
+	return err
+}

@@ -3,8 +3,10 @@
 //
 // A Manager wraps the radix tree and the block pool. Every request that
 // uses a cached prefix refreshes it: the prefix's nodes record the use
-// time, the request's priority, and a TTL deadline that is the latest of
-// (use time + TTL) over the requests that used them. Blocks leave by:
+// time, one more hit, the request's priority, and a TTL deadline that is
+// the latest of (use time + TTL) over the requests that used them. A
+// prefix's priority is the highest a request gave it until that request's
+// TTL runs out, then its latest use's. Blocks leave by:
 //
 //   - TTL: Sweep removes expired, unpinned leaves, cascading upward as
 //     parents become leaves; its cost per expiry is O(log n) (a lazy

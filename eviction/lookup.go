@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"math"
 	"time"
 
 	"github.com/prefixd/prefixd/blockstore"
@@ -42,7 +43,7 @@ func (m *Manager) Lookup(ns string, tokens []int32, use Use, dst []blockstore.Bl
 	if m.host != nil {
 		hit = m.promote(ns, tokens, hit, now)
 	}
-	m.touch(hit.Handle.Node(), nil, now, ttl, use.Priority)
+	m.touch(hit.Handle.Node(), nil, now, ttl, use.Priority, !use.Readmit)
 	return hit
 }
 
@@ -52,7 +53,6 @@ func (m *Manager) promote(ns string, tokens []int32, hit Hit, now int64) Hit {
 	salt := NamespaceSalt(ns)
 	dev := len(hit.Blocks)
 	fp := ChainPrefix(salt, tokens, m.bsize, dev)
-	st := m.pool.Storage()
 	var expires int64
 	for i := dev; (i+1)*m.bsize <= len(tokens); i++ {
 		blk := tokens[i*m.bsize : (i+1)*m.bsize]
@@ -65,7 +65,7 @@ func (m *Manager) promote(ns string, tokens []int32, hit Hit, now int64) Hit {
 		if err != nil {
 			break // no room to promote into; what is promoted stays useful
 		}
-		if err := st.WriteBlock(id, hb.Data); err != nil {
+		if err := m.pool.WriteFull(id, hb.Data); err != nil {
 			m.pool.Release(id)
 			break
 		}
@@ -127,14 +127,23 @@ func (m *Manager) Extend(ns string, h radix.Handle, tokens []int32, blocks []blo
 	for _, id := range blocks[existing:] {
 		m.pool.RetainCache(id)
 	}
-	m.touch(nh.Node(), stop, m.now(), m.ttlFor(use.TTL), use.Priority)
+	m.touch(nh.Node(), stop, m.now(), m.ttlFor(use.TTL), use.Priority, true)
 	return existing, nh, nil
 }
 
+// Reserve makes room in the tree for a running sequence to offer tokens
+// more tokens through Extend from its Handle h without reallocating (see
+// radix.Tree.Reserve): a sequence calls it with what it may still offer,
+// so its iterations allocate nothing as its blocks fill.
+func (m *Manager) Reserve(h radix.Handle, tokens int) { m.tree.Reserve(h, tokens) }
+
 // Done ends a request's use of its cached path: it refreshes the whole
-// path (the TTL counts from the last use) and releases h.
+// path (the TTL counts from the last use), gives back the room Reserve
+// made that the request did not fill, and releases h. The use was counted
+// in the path's hits by Lookup and Extend already.
 func (m *Manager) Done(h radix.Handle, use Use) {
-	m.touch(h.Node(), nil, m.now(), m.ttlFor(use.TTL), use.Priority)
+	m.touch(h.Node(), nil, m.now(), m.ttlFor(use.TTL), use.Priority, false)
+	m.tree.Trim(h)
 	m.Release(h)
 }
 
@@ -149,17 +158,22 @@ func (m *Manager) Release(h radix.Handle) {
 }
 
 // touch records a use at now by a request with ttl and priority on n and
-// its ancestors up to, not including, stop (nil: the root).
-func (m *Manager) touch(n, stop *radix.Node, now int64, ttl time.Duration, prio int32) {
-	deadline := now + int64(ttl)
+// its ancestors up to, not including, stop (nil: the root), and counts it
+// in their hits if hit is set. A request's Lookup counts the path it
+// matched and each Extend the nodes below its previous handle, so every
+// request that used a node counts once.
+func (m *Manager) touch(n, stop *radix.Node, now int64, ttl time.Duration, prio int32, hit bool) {
+	deadline := addTTL(now, ttl)
 	for ; n != nil && n != stop && !n.IsRoot(); n = n.Parent() {
 		meta := &n.Meta
 		if meta.Created == 0 {
 			meta.Created = now
 		}
 		meta.LastAccess = now
-		meta.Hits++
-		meta.Priority = max(meta.Priority, prio)
+		if hit {
+			meta.Hits++
+		}
+		notePriority(meta, prio, now, deadline)
 		if deadline > meta.Deadline {
 			meta.Deadline = deadline
 		}
@@ -168,6 +182,39 @@ func (m *Manager) touch(n, stop *radix.Node, now int64, ttl time.Duration, prio 
 			m.expiry.Push(expiryEntry{deadline: meta.Deadline, node: n})
 		}
 	}
+}
+
+// addTTL returns the deadline now + ttl, saturated at the largest time a
+// deadline holds: a TTL of years (any valid Duration) must not wrap into
+// the past and expire at once.
+func addTTL(now int64, ttl time.Duration) int64 {
+	if int64(ttl) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(ttl)
+}
+
+// notePriority records a use of priority prio whose TTL runs to deadline.
+// A prefix's priority is the highest among uses whose TTL has not run out;
+// once the TTL of the use that set it has, it is the latest use's (see
+// priority). So a high-priority request protects a prefix for as long as
+// it asked the prefix be kept, not for good.
+func notePriority(meta *radix.Meta, prio int32, now, deadline int64) {
+	switch {
+	case prio > meta.Priority || now >= meta.PriorityUntil:
+		meta.Priority, meta.PriorityUntil = prio, deadline
+	case prio == meta.Priority:
+		meta.PriorityUntil = max(meta.PriorityUntil, deadline)
+	}
+	meta.LastPriority = prio
+}
+
+// priority is n's priority at now (see notePriority).
+func priority(n *radix.Node, now int64) int32 {
+	if now < n.Meta.PriorityUntil {
+		return n.Meta.Priority
+	}
+	return n.Meta.LastPriority
 }
 
 // Cached returns how many leading tokens of tokens namespace ns holds on

@@ -45,9 +45,13 @@ var reasonNames = [numReasons]string{"ttl", "lru", "priority", "flush", "pressur
 // String returns the reason's metric label.
 func (r Reason) String() string { return reasonNames[r] }
 
-// Reasons lists every Reason, for exporting counters.
+// Reasons lists every Reason in order, for exporting counters.
 func Reasons() []Reason {
-	return []Reason{ReasonTTL, ReasonLRU, ReasonPriority, ReasonFlush, ReasonPressure}
+	out := make([]Reason, numReasons)
+	for r := range out {
+		out[r] = Reason(r)
+	}
+	return out
 }
 
 // Tier is where a cache hit was served from.
@@ -116,7 +120,11 @@ type Config struct {
 // uses and how much it matters.
 type Use struct {
 	TTL      time.Duration // 0 means the default TTL
-	Priority int32         // higher is kept longer under pressure
+	Priority int32         // higher is kept longer under pressure, for TTL (see notePriority)
+	// Readmit marks the Lookup of a request admitted again after it was
+	// preempted: it refreshes the prefix but adds no hit, the request's
+	// first admission having counted it.
+	Readmit bool
 }
 
 // Manager keeps the prefix tree, the block pool's cache references and the
@@ -134,10 +142,11 @@ type Manager struct {
 	defaultTTL, maxTTL time.Duration
 	pinBudget          int
 
-	expiry  minheap.Heap[expiryEntry] // at most one entry per node; see Sweep
-	victims minheap.Heap[*radix.Node] // scratch for Reclaim
-	pins    map[string]*operatorPin
-	pinned  map[blockstore.BlockID]int // operator pins holding each block
+	expiry    minheap.Heap[expiryEntry] // at most one entry per node; see Sweep
+	victims   minheap.Heap[*radix.Node] // scratch for Reclaim
+	victimsAt int64                     // the time Reclaim ranks victims at
+	pins      map[string]*operatorPin
+	pinned    map[blockstore.BlockID]int // operator pins holding each block
 
 	evicted  [numReasons]atomic.Uint64
 	demoted  atomic.Uint64
@@ -200,8 +209,8 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.expiry.Less = func(a, b expiryEntry) bool { return a.deadline < b.deadline }
 	m.victims.Less = func(a, b *radix.Node) bool {
-		if a.Meta.Priority != b.Meta.Priority {
-			return a.Meta.Priority < b.Meta.Priority
+		if pa, pb := priority(a, m.victimsAt), priority(b, m.victimsAt); pa != pb {
+			return pa < pb
 		}
 		return a.Meta.LastAccess < b.Meta.LastAccess
 	}

@@ -75,13 +75,20 @@ func (m *Manager) Unpin(ns string, tokens []int32) bool {
 
 // dropPin releases one operator pin and lets what expired under it go.
 func (m *Manager) dropPin(key string, p *operatorPin) {
+	m.unpin(key, p)
+	m.expireUpward(p.h.Node(), m.now())
+}
+
+// unpin forgets one operator pin and unpins its path in the tree, leaving
+// what expired under it in place.
+func (m *Manager) unpin(key string, p *operatorPin) {
 	delete(m.pins, key)
 	for _, id := range p.blocks {
 		if m.pinned[id]--; m.pinned[id] == 0 {
 			delete(m.pinned, id)
 		}
 	}
-	m.Release(p.h)
+	m.tree.Release(p.h)
 }
 
 // Pins lists the operator pins.

@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/prefixd/prefixd/radix"
@@ -127,19 +128,20 @@ func (m *Manager) Reclaim(need int) error {
 		return nil
 	}
 	now := m.now()
+	m.victimsAt = now
 	m.victims.Reset()
-	top := int32(-1 << 31)
+	top := int32(math.MinInt32)
 	m.tree.Leaves(func(n *radix.Node) bool {
 		if m.evictable(n) {
 			m.victims.Push(n)
-			top = max(top, n.Meta.Priority)
+			top = max(top, priority(n, now))
 		}
 		return true
 	})
 	for m.pool.NumFree() < need && m.victims.Len() > 0 {
 		n := m.victims.Pop()
 		reason := ReasonLRU
-		if n.Meta.Priority < top {
+		if priority(n, now) < top {
 			reason = ReasonPriority
 		}
 		parent := n.Parent()
@@ -169,7 +171,9 @@ func (m *Manager) evictable(n *radix.Node) bool {
 func (m *Manager) Flush(ns string, all bool) int {
 	for key, p := range m.pins {
 		if all || p.ns == ns {
-			m.dropPin(key, p)
+			// Not dropPin: what expired under the pin is flushed below and
+			// counted as flushed, not as expired.
+			m.unpin(key, p)
 		}
 	}
 	now := m.now()

@@ -7,12 +7,16 @@ import "github.com/prefixd/prefixd/blockstore"
 // eviction package) sets them, times in nanoseconds of a clock it injects.
 // A split copies them, except Queued, to the new upper node.
 type Meta struct {
-	Created    int64  // when the node's blocks entered the cache
-	LastAccess int64  // last request that used the node
-	Deadline   int64  // TTL deadline: the latest use time + TTL
-	Priority   int32  // highest priority of a request that used it
-	Hits       uint64 // requests that used it
-	Queued     bool   // the owner has the node in its expiry queue
+	Created    int64 // when the node's blocks entered the cache
+	LastAccess int64 // last request that used the node
+	Deadline   int64 // TTL deadline: the latest use time + TTL
+	// Priority is the highest priority of a use whose TTL runs until
+	// PriorityUntil; LastPriority is the latest use's, which rules after.
+	Priority      int32
+	LastPriority  int32
+	PriorityUntil int64
+	Hits          uint64 // requests that used it
+	Queued        bool   // the owner has the node in its expiry queue
 }
 
 // Node is a node of the tree: an edge of whole blocks of tokens and the

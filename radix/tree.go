@@ -362,6 +362,36 @@ func (t *Tree) Extend(ns string, h Handle, tokens []int32, blocks []blockstore.B
 	return from / t.bs, Handle{node: n}, nil
 }
 
+// Reserve makes room for tokens more tokens (and their whole blocks) in
+// the edge of the leaf h ends at, when h alone pins it: the leaf a running
+// sequence grows with Extend, so that growing it, block by block, does not
+// reallocate. Otherwise it does nothing. It may allocate, once.
+func (t *Tree) Reserve(h Handle, tokens int) {
+	n := h.node
+	if n == nil || !n.IsLeaf() || n.pins != 1 || tokens <= 0 {
+		return
+	}
+	tokens = tokens / t.bs * t.bs
+	n.tokens = slices.Grow(n.tokens, tokens)
+	n.blocks = slices.Grow(n.blocks, tokens/t.bs)
+}
+
+// Trim gives back the room Reserve made in the edge of the node h ends at
+// and that it did not fill: for a sequence done growing it, whose request
+// ended before its longest. It allocates when there is room to give back.
+func (t *Tree) Trim(h Handle) {
+	n := h.node
+	if n == nil {
+		return
+	}
+	if cap(n.tokens)-len(n.tokens) >= t.bs {
+		n.tokens = slices.Clone(n.tokens)
+	}
+	if cap(n.blocks) > len(n.blocks) {
+		n.blocks = slices.Clone(n.blocks)
+	}
+}
+
 // growLeaf appends tokens and blocks to leaf n's edge.
 func (t *Tree) growLeaf(n *Node, tokens []int32, blocks []blockstore.BlockID) {
 	if t.obs != nil {

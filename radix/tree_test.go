@@ -2,6 +2,7 @@ package radix
 
 import (
 	"errors"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -452,4 +453,55 @@ func TestCheckCatchesCorruption(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReserveLetsALeafGrowInPlace: after Reserve, the Extends that grow a
+// sequence's own leaf block by block allocate nothing, and a split of the
+// reserved leaf keeps both halves right.
+func TestReserveLetsALeafGrowInPlace(t *testing.T) {
+	tr := newTree(t)
+	p := seq(1, 64) // 16 blocks
+	blocks := ids(0, 16)
+	_, h, err := tr.Extend("a", Handle{}, p[:4], blocks[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Reserve(h, 124) // room for 128 tokens; it stops at 64
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for full := 2; full <= 16; full++ {
+		if _, h, err = tr.Extend("a", h, p[:full*4], blocks[:full]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.Mallocs - before.Mallocs; n != 0 {
+		t.Fatalf("growing a reserved leaf by 15 blocks allocates %d times", n)
+	}
+	check(t, tr)
+	reserved := cap(h.Node().Tokens())
+	tr.Trim(h)
+	if c := cap(h.Node().Tokens()); c >= reserved || c < 64 {
+		t.Fatalf("Trim left a capacity of %d for 64 tokens (reserved %d)", c, reserved)
+	}
+	got, h2 := tr.Match("a", p[:20], nil) // splits the reserved edge
+	tr.Release(h2)
+	tr.Release(h)
+	check(t, tr)
+	if !slices.Equal(got, blocks[:5]) {
+		t.Fatalf("after a split: blocks %v", got)
+	}
+	got, h2 = tr.Match("a", p, nil)
+	tr.Release(h2)
+	if !slices.Equal(got, blocks) {
+		t.Fatalf("after a split: blocks %v", got)
+	}
+	// Reserve leaves alone a node it does not own alone.
+	_, h2 = tr.Match("a", p[:20], nil)
+	capBefore := cap(h2.Node().Tokens())
+	tr.Reserve(h2, 400)
+	if cap(h2.Node().Tokens()) != capBefore {
+		t.Fatal("Reserve grew an inner node")
+	}
+	tr.Release(h2)
 }
