@@ -32,7 +32,7 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	path := fs.String("model", "", "model file (GGUF or llama2.c checkpoint); default: the built-in model")
 	prompt := fs.String("prompt", "", "prompt text (tokenized with the model's vocabulary, BOS prepended)")
 	promptIDs := fs.String("prompt-ids", "", `prompt as space-separated token IDs, used as given (e.g. "1 2 3")`)
-	tokenizer := fs.String("tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary")
+	tokenizer := fs.String("tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary; refused if it holds more tokens than the model")
 	maxTokens := fs.Int("max-tokens", 64, "most tokens to generate")
 	temp := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy")
 	seed := fs.Uint64("seed", 0, "sampling seed")

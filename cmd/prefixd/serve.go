@@ -355,7 +355,8 @@ func newLogger(level string, w io.Writer) *slog.Logger {
 }
 
 // loadServeModel loads the model and its tokenizer, logging where from
-// before (a large file takes a while) and what it is after.
+// before (a large file takes a while) and what it is after, and settles
+// o.servedModelName when the command line left it to the model.
 func loadServeModel(o *serveOptions, log *slog.Logger) (*model.Model, error) {
 	started := time.Now()
 	if o.modelPath == "" {
@@ -365,7 +366,7 @@ func loadServeModel(o *serveOptions, log *slog.Logger) (*model.Model, error) {
 		if err != nil {
 			return nil, err
 		}
-		log.Info("loading model", "path", o.modelPath, "format", format, "bytes", size)
+		log.Info("loading model", "path", o.modelPath, "format", format, "bytes", size, "tokenizer", o.tokenizerPath)
 	}
 	m, err := loadModel(o.modelPath, o.tokenizerPath)
 	if err != nil {

@@ -39,6 +39,15 @@ var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // TestServeEndToEnd runs `prefixd serve` on a free port, generates once,
 // sends the process SIGTERM and expects a drained, clean exit.
 func TestServeEndToEnd(t *testing.T) {
+	// serve warns of PREFIXD_* variables that name no flag, and CI sets
+	// PREFIXD_REQUIRE_CHROMIUM for another package's tests: this run, which
+	// must log no warning, gets an environment without them.
+	for _, kv := range os.Environ() {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envPrefix) {
+			t.Setenv(k, v) // restored when the test ends
+			os.Unsetenv(k)
+		}
+	}
 	var stdout bytes.Buffer
 	var stderr syncBuffer
 	code := make(chan int, 1)
@@ -306,4 +315,34 @@ func TestServeTokenizerTooLarge(t *testing.T) {
 	if code != 2 || stdout != "" || !strings.Contains(errOut, msg) {
 		t.Errorf("generate: exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, errOut, msg)
 	}
+}
+
+// apiKeysError is every message parseAPIKeys may return: none quotes the
+// input, which holds secrets.
+var apiKeysError = regexp.MustCompile(`^(entry \d+ (is not key=namespace|has an empty namespace: give each key a tenant name)|a key is listed twice)$`)
+
+// FuzzParseAPIKeys: whatever --api-keys holds, parseAPIKeys returns keys
+// and namespaces that are trimmed and not empty, one per entry, or an
+// error that does not echo the input.
+func FuzzParseAPIKeys(f *testing.F) {
+	for _, s := range []string{"", "k1=a, k2 = b", "k=", "k=  ", "secret", "a=x,a=y", "=ns", "a=b=c", ",", " a=x ,b=y,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		keys, err := parseAPIKeys(s)
+		if err != nil {
+			if !apiKeysError.MatchString(err.Error()) {
+				t.Fatalf("parseAPIKeys(%q) error %q is not one of the fixed messages", s, err)
+			}
+			return
+		}
+		if strings.TrimSpace(s) != "" && len(keys) != strings.Count(s, ",")+1 {
+			t.Fatalf("parseAPIKeys(%q) = %d keys for %d entries", s, len(keys), strings.Count(s, ",")+1)
+		}
+		for k, ns := range keys {
+			if k == "" || ns == "" || k != strings.TrimSpace(k) || ns != strings.TrimSpace(ns) {
+				t.Fatalf("parseAPIKeys(%q) mapped %q to %q", s, k, ns)
+			}
+		}
+	})
 }
