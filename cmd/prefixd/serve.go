@@ -481,6 +481,11 @@ func serveUntilDone(ctx context.Context, stopSignals func(), drainTimeout time.D
 	if err := srv.Shutdown(dctx); err != nil {
 		log.Warn("drain cut short: unfinished requests were cancelled", "err", err)
 	}
+	// Shutdown closes only the listeners Serve has registered: one that
+	// Serve had not reached when the signal came (a signal at start-up)
+	// would accept forever. Closing it ends that Serve; after a Serve that
+	// did register it, the second Close is a harmless error.
+	ln.Close()
 	if err := <-served; err != nil {
 		log.Warn("serve", "err", err)
 	}

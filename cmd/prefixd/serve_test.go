@@ -146,6 +146,18 @@ func TestServeConfigPrecedence(t *testing.T) {
 	}
 }
 
+// serveRefused runs `prefixd serve` with args and env, for a
+// configuration it should refuse, and returns the exit status and stderr.
+// The context is cancelled already: a configuration wrongly accepted
+// serves, drains at once and exits 0, so the test fails instead of hanging.
+func serveRefused(t *testing.T, args []string, env map[string]string) (int, string) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var stderr bytes.Buffer
+	code := exitCode("serve", serve(ctx, func() {}, args, env, io.Discard, &stderr), &stderr)
+	return code, stderr.String()
+}
+
 func TestServeUsageErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
@@ -197,23 +209,18 @@ func TestServeUsageErrors(t *testing.T) {
 			if c.msg == "does not fit" && physicalMemory() == 0 {
 				t.Skip("this platform does not report its memory")
 			}
-			// Cancelled: a configuration wrongly accepted serves, drains
-			// at once and exits 0, so the case fails instead of hanging.
-			ctx, cancel := context.WithCancel(t.Context())
-			cancel()
-			var stderr bytes.Buffer
-			code := exitCode("serve", serve(ctx, func() {}, c.args, c.env, io.Discard, &stderr), &stderr)
-			if code != c.code || !strings.Contains(stderr.String(), c.msg) {
-				t.Errorf("exit %d, want %d; stderr %q lacks %q", code, c.code, stderr.String(), c.msg)
+			code, stderr := serveRefused(t, c.args, c.env)
+			if code != c.code || !strings.Contains(stderr, c.msg) {
+				t.Errorf("exit %d, want %d; stderr %q lacks %q", code, c.code, stderr, c.msg)
 			}
 			var said []string // what is not the start-up log
-			for _, line := range strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n") {
+			for _, line := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
 				if !strings.HasPrefix(line, "time=") {
 					said = append(said, line)
 				}
 			}
 			if len(said) != 1 {
-				t.Errorf("%d lines on stderr, want the one line that says why:\n%s", len(said), stderr.String())
+				t.Errorf("%d lines on stderr, want the one line that says why:\n%s", len(said), stderr)
 			}
 		})
 	}
@@ -305,11 +312,9 @@ func TestServeServedModelName(t *testing.T) {
 func TestServeTokenizerTooLarge(t *testing.T) {
 	stories, tok := sharedModel(t, "stories260K.bin"), sharedModel(t, "llama2-tokenizer.bin")
 	msg := "holds more tokens than the model's 512"
-	var stderr bytes.Buffer
-	code := exitCode("serve", serve(t.Context(), func() {}, []string{"--model", stories, "--tokenizer", tok, "--addr", "127.0.0.1:0"},
-		nil, io.Discard, &stderr), &stderr)
-	if code != 2 || !strings.Contains(stderr.String(), msg) {
-		t.Errorf("serve: exit %d, stderr %q; want 2 and %q", code, stderr.String(), msg)
+	code, stderr := serveRefused(t, []string{"--model", stories, "--tokenizer", tok, "--addr", "127.0.0.1:0"}, nil)
+	if code != 2 || !strings.Contains(stderr, msg) {
+		t.Errorf("serve: exit %d, stderr %q; want 2 and %q", code, stderr, msg)
 	}
 	code, stdout, errOut := runArgs("generate", "--model", stories, "--tokenizer", tok, "--prompt", "Once")
 	if code != 2 || stdout != "" || !strings.Contains(errOut, msg) {
@@ -345,4 +350,27 @@ func FuzzParseAPIKeys(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestServeStopAtStartUp: a signal that comes as serve starts (here: before
+// it does) drains and exits 0. The listener used to be left to a Serve that
+// had not registered it when Shutdown ran, which then accepted forever.
+func TestServeStopAtStartUp(t *testing.T) {
+	for range 5 {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		done := make(chan error, 1)
+		var stderr syncBuffer
+		go func() {
+			done <- serve(ctx, func() {}, []string{"--addr", "127.0.0.1:0", "--blocks", "64", "--threads", "1"}, nil, io.Discard, &stderr)
+		}()
+		select {
+		case err := <-done:
+			if err != nil || !strings.Contains(stderr.String(), "msg=stopped") {
+				t.Fatalf("serve: %v\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("serve did not stop after a signal at start-up:\n%s", stderr.String())
+		}
+	}
 }
