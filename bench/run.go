@@ -136,12 +136,54 @@ type outcome struct {
 // Run runs w under mode on model m (whose EOS token is eos) and measures
 // it. It builds a fresh engine, so modes never share a cache.
 func Run(ctx context.Context, m engine.Model, eos int32, w *Workload, mode Mode) (Result, error) {
+	t, err := newTrial(ctx, m, eos, w, mode)
+	if err != nil {
+		return Result{}, err
+	}
+	defer t.e.Close(context.Background())
+	// The gate request holds the first forward pass while everything that
+	// arrives at time 0 is queued behind it.
+	gateStream, err := t.e.Submit(ctx, engine.Request{Prompt: []int32{lowToken}, MaxTokens: 1, IgnoreEOS: true, Cache: engine.Cache{Disabled: true}})
+	if err != nil {
+		return Result{}, err
+	}
+	later, start, err := t.queueFirst(w)
+	if err != nil {
+		t.gate.open()
+		return Result{}, err
+	}
+	t0 := time.Now()
+	t.gate.open()
+	close(start)
+	gateStream.Result()
+	t.submitLater(later, t0)
+	t.wg.Wait()
+	return t.measure(w, mode, t0)
+}
+
+// trial is one Run in progress: the engine under test, its gate and
+// probe, and the outcomes of the requests sent to it.
+type trial struct {
+	ctx   context.Context
+	e     *engine.Engine
+	gate  *gated
+	probe *probe
+	width int
+
+	mu   sync.Mutex
+	outs []outcome
+	wg   sync.WaitGroup // one per request or conversation in flight
+}
+
+// newTrial builds the engine of w under mode, its model behind a closed
+// gate.
+func newTrial(ctx context.Context, m engine.Model, eos int32, w *Workload, mode Mode) (*trial, error) {
 	sh := w.Shape
 	width := cmp0(mode.Width, cmp0(sh.MaxRunning, 64))
 	var model engine.Model = m
 	if w.Scripted {
 		if mode.Cache {
-			return Result{}, errors.New("bench: a scripted workload needs the prefix cache off")
+			return nil, errors.New("bench: a scripted workload needs the prefix cache off")
 		}
 		model = newScripted(m, eos)
 	}
@@ -156,136 +198,146 @@ func Run(ctx context.Context, m engine.Model, eos int32, w *Workload, mode Mode)
 		Observer: p,
 	})
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	p.e = e
-	defer e.Close(context.Background())
-	// The gate request holds the first forward pass while everything that
-	// arrives at time 0 is queued behind it.
-	gateStream, err := e.Submit(ctx, engine.Request{Prompt: []int32{lowToken}, MaxTokens: 1, IgnoreEOS: true, Cache: engine.Cache{Disabled: true}})
-	if err != nil {
-		return Result{}, err
+	return &trial{ctx: ctx, e: e, gate: g, probe: p, width: width}, nil
+}
+
+// submit sends r to the engine and returns its stream and when it was
+// sent.
+func (t *trial) submit(r *Request) (*engine.Stream, time.Time, error) {
+	req := engine.Request{Namespace: r.Namespace, Prompt: r.Prompt, MaxTokens: r.MaxTokens, IgnoreEOS: r.Output == 0}
+	if r.Beam > 1 {
+		req.Beam = engine.Beam{Width: r.Beam}
 	}
-	var (
-		mu   sync.Mutex
-		outs []outcome
-		wg   sync.WaitGroup
-	)
-	submit := func(r *Request) (*engine.Stream, time.Time, error) {
-		req := engine.Request{Namespace: r.Namespace, Prompt: r.Prompt, MaxTokens: r.MaxTokens, IgnoreEOS: r.Output == 0}
-		if r.Beam > 1 {
-			req.Beam = engine.Beam{Width: r.Beam}
-		}
-		at := time.Now()
-		st, err := e.Submit(ctx, req)
-		return st, at, err
+	at := time.Now()
+	st, err := t.e.Submit(t.ctx, req)
+	return st, at, err
+}
+
+func (t *trial) record(o outcome) {
+	t.mu.Lock()
+	t.outs = append(t.outs, o)
+	t.mu.Unlock()
+}
+
+// wait records the outcome of the request sent at at; it is one of wg's.
+func (t *trial) wait(st *engine.Stream, at time.Time) {
+	defer t.wg.Done()
+	res := st.Result()
+	o := outcome{submitted: at, res: res}
+	if res.Finish == engine.FinishError || res.Finish == engine.FinishCancelled {
+		o.err = fmt.Errorf("request %s: %v", res.Finish, res.Err)
 	}
-	record := func(o outcome) {
-		mu.Lock()
-		outs = append(outs, o)
-		mu.Unlock()
-	}
-	wait := func(st *engine.Stream, at time.Time) {
-		defer wg.Done()
-		res := st.Result()
-		o := outcome{submitted: at, res: res}
-		if res.Finish == engine.FinishError || res.Finish == engine.FinishCancelled {
-			o.err = fmt.Errorf("request %s: %v", res.Finish, res.Err)
-		}
-		record(o)
-	}
-	var later []*Request
+	t.record(o)
+}
+
+// queueFirst submits, behind the closed gate, the requests that arrive at
+// time 0 and every conversation's first turn, and returns the requests
+// that arrive later. The conversations go on, each turn after the reply
+// to the one before, once start is closed.
+func (t *trial) queueFirst(w *Workload) (later []*Request, start chan struct{}, err error) {
 	for i := range w.Requests {
 		r := &w.Requests[i]
 		if r.Arrival > 0 {
 			later = append(later, r)
 			continue
 		}
-		st, at, err := submit(r)
+		st, at, err := t.submit(r)
 		if err != nil {
-			g.open()
-			return Result{}, err
+			return nil, nil, err
 		}
-		wg.Add(1)
-		go wait(st, at)
+		t.wg.Add(1)
+		go t.wait(st, at)
 	}
-	// Chats submit their first turns now too, and the rest as they go.
-	start := make(chan struct{})
+	start = make(chan struct{})
 	for ci := range w.Chats {
-		c := &w.Chats[ci]
-		wg.Add(1)
+		t.wg.Add(1)
 		ready := make(chan struct{})
-		go func() {
-			defer wg.Done()
-			var conv []int32
-			for k, msg := range c.Messages {
-				if k > 0 {
-					select {
-					case <-time.After(w.Think):
-					case <-ctx.Done():
-						record(outcome{err: ctx.Err()})
-						return
-					}
-				}
-				conv = append(conv, msg...)
-				st, at, err := submit(&Request{Prompt: conv, MaxTokens: c.Reply})
-				if k == 0 {
-					close(ready)
-					<-start
-				}
-				if err != nil {
-					record(outcome{err: err})
-					return
-				}
-				res := st.Result()
-				o := outcome{submitted: at, res: res}
-				if res.Finish != engine.FinishLength {
-					o.err = fmt.Errorf("chat turn %s: %v", res.Finish, res.Err)
-				}
-				record(o)
-				conv = append(slices.Clip(conv), res.Tokens...)
-			}
-		}()
+		go t.chat(&w.Chats[ci], w.Think, ready, start)
 		<-ready
 	}
-	t0 := time.Now()
-	g.open()
-	close(start)
-	gateStream.Result()
+	return later, start, nil
+}
+
+// chat runs conversation c: it submits the first turn, closes ready, waits
+// for start, then sends each further turn think after the reply to the
+// one before. It is one of wg's.
+func (t *trial) chat(c *Conversation, think time.Duration, ready, start chan struct{}) {
+	defer t.wg.Done()
+	var conv []int32
+	for k, msg := range c.Messages {
+		if k > 0 {
+			select {
+			case <-time.After(think):
+			case <-t.ctx.Done():
+				t.record(outcome{err: t.ctx.Err()})
+				return
+			}
+		}
+		conv = append(conv, msg...)
+		st, at, err := t.submit(&Request{Prompt: conv, MaxTokens: c.Reply})
+		if k == 0 {
+			close(ready)
+			<-start
+		}
+		if err != nil {
+			t.record(outcome{err: err})
+			return
+		}
+		res := st.Result()
+		o := outcome{submitted: at, res: res}
+		if res.Finish != engine.FinishLength {
+			o.err = fmt.Errorf("chat turn %s: %v", res.Finish, res.Err)
+		}
+		t.record(o)
+		conv = append(slices.Clip(conv), res.Tokens...)
+	}
+}
+
+// submitLater submits each of later at its arrival time after t0 (at once
+// when ctx has ended, so that each records its failure).
+func (t *trial) submitLater(later []*Request, t0 time.Time) {
 	for _, r := range later {
 		if d := time.Until(t0.Add(r.Arrival)); d > 0 {
 			select {
 			case <-time.After(d):
-			case <-ctx.Done():
+			case <-t.ctx.Done():
 			}
 		}
-		st, at, err := submit(r)
+		st, at, err := t.submit(r)
 		if err != nil {
-			record(outcome{err: err})
+			t.record(outcome{err: err})
 			continue
 		}
-		wg.Add(1)
-		go wait(st, at)
+		t.wg.Add(1)
+		go t.wait(st, at)
 	}
-	wg.Wait()
+}
+
+// measure checks the engine once every request has finished (nothing but
+// the cache may hold blocks, and after a flush nothing) and sums the run
+// from t0 to the last completion.
+func (t *trial) measure(w *Workload, mode Mode, t0 time.Time) (Result, error) {
 	end := t0
-	for _, o := range outs {
+	for _, o := range t.outs {
 		if done := o.submitted.Add(o.res.Timing.Total); o.err == nil && done.After(end) {
 			end = done
 		}
 	}
-	// Only the cache may hold blocks now; after a flush, none.
-	if _, err := e.Flush("", true); err != nil {
+	if _, err := t.e.Flush("", true); err != nil {
 		return Result{}, err
 	}
-	if err := e.Check(); err != nil {
+	if err := t.e.Check(); err != nil {
 		return Result{}, fmt.Errorf("bench: engine invariants after %s/%s: %w", w.Name, mode.Name, err)
 	}
-	st := e.Stats()
-	if err := e.Close(context.Background()); err != nil {
+	st := t.e.Stats()
+	if err := t.e.Close(context.Background()); err != nil {
 		return Result{}, err
 	}
-	res := summarize(outs, end.Sub(t0), width)
+	p, width := t.probe, t.width
+	res := summarize(t.outs, end.Sub(t0), width)
 	res.Workload, res.Mode = w.Name, mode.Name
 	res.Steps = p.steps
 	res.Preemptions = int(st.Preemptions)
@@ -299,13 +351,13 @@ func Run(ctx context.Context, m engine.Model, eos int32, w *Workload, mode Mode)
 		res.SlotUtilLoaded = float64(p.loadedToken) / float64(uint64(width)*p.loadedSteps)
 	}
 	if res.Failed > 0 {
-		for _, o := range outs {
+		for _, o := range t.outs {
 			if o.err != nil {
 				return res, fmt.Errorf("bench: %s/%s: %d of %d requests failed, first: %w", w.Name, mode.Name, res.Failed, res.Requests, o.err)
 			}
 		}
 	}
-	return res, ctx.Err()
+	return res, t.ctx.Err()
 }
 
 // summarize aggregates per-request outcomes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 
@@ -56,150 +57,164 @@ func skewMode(b engine.Batching, width int) string {
 const chatShortTTL = 100 * time.Millisecond
 
 // Suite returns the benchmark workloads (all of them, or those named in
-// only) at the given size, generated from seed.
+// only) at the given size, generated from seed, in the order of Names.
 func Suite(size Size, seed uint64, only ...string) ([]*Workload, error) {
-	tiny := size == Tiny
-	pick := func(def, t int) int {
-		if tiny {
-			return t
-		}
-		return def
-	}
-	var out []*Workload
-	want := func(name string) bool {
-		if len(only) == 0 {
-			return true
-		}
-		for _, o := range only {
-			if o == name {
-				return true
-			}
-		}
-		return false
-	}
 	for _, o := range only {
-		found := false
-		for _, n := range Names {
-			found = found || n == o
-		}
-		if !found {
+		if !slices.Contains(Names, o) {
 			return nil, fmt.Errorf("bench: unknown workload %q (have %v)", o, Names)
 		}
 	}
-
-	widths := []int{4, 32}
-	if tiny {
-		widths = []int{2, 8}
-	}
-	var skewModes []Mode
-	for _, w := range widths {
-		for _, b := range []engine.Batching{engine.Continuous, engine.Static} {
-			skewModes = append(skewModes, Mode{Name: skewMode(b, w), Batching: b, Width: w, Cache: true})
-		}
-	}
-	for _, dist := range []string{"seed", "longtail"} {
-		name := SkewSeed
-		if dist == "longtail" {
-			name = SkewLongTail
-		}
-		if !want(name) {
+	z := sizer{tiny: size == Tiny}
+	var out []*Workload
+	for _, name := range Names {
+		if len(only) > 0 && !slices.Contains(only, name) {
 			continue
 		}
-		c := SkewConfig{Requests: pick(1024, 16), Prompt: 16, Dist: dist, Seed: seed}
-		reqs, err := Skew(c)
+		w, err := builders[name](z, seed)
 		if err != nil {
 			return nil, err
 		}
-		if tiny { // keep the seed example's shape at an eighth of its lengths
-			for i := range reqs {
-				reqs[i].MaxTokens = max(1, reqs[i].MaxTokens/8)
-			}
-		}
-		out = append(out, &Workload{
-			Name: name, Requests: reqs, Modes: skewModes,
-			Params: fmt.Sprintf("%d requests at once, prompt %d, output lengths %s, EOS ignored; prefix cache on (prompts are distinct)",
-				c.Requests, c.Prompt, map[string]string{"seed": "32/128/64/256 cycled", "longtail": "log-normal (median 48, sigma 1, clamped to [8, 512])"}[dist]),
-			Shape: EngineShape{NumBlocks: pick(1024, 256), MaxBatchTokens: 2048},
-		})
-	}
-	// Every workload below but kv-alloc runs continuous and paged.
-	for _, burst := range []bool{false, true} {
-		name, rate := SharedPref, float64(pick(24, 1000))
-		if burst {
-			name, rate = SharedBurst, 0
-		}
-		if !want(name) {
-			continue
-		}
-		c := SharedPrefixConfig{Groups: pick(4, 2), PerGroup: pick(16, 4), System: pick(576, 144), Question: pick(64, 16),
-			Output: pick(16, 4), Rate: rate, Seed: seed}
-		reqs, err := SharedPrefix(c)
-		if err != nil {
-			return nil, err
-		}
-		arrivals := fmt.Sprintf("Poisson arrivals at %g/s", c.Rate)
-		if burst {
-			arrivals = "all at once"
-		}
-		out = append(out, &Workload{
-			Name: name, Requests: reqs,
-			Params: fmt.Sprintf("%d groups x %d prompts, system prompt %d + question %d tokens (%.0f%% shared), output %d, %s",
-				c.Groups, c.PerGroup, c.System, c.Question, 100*float64(c.System)/float64(c.System+c.Question), c.Output, arrivals),
-			Shape: EngineShape{NumBlocks: pick(2048, 256), MaxRunning: 32},
-			Modes: []Mode{{Name: ModeCacheOn, Cache: true}, {Name: ModeCacheOff}},
-		})
-	}
-	if want(ChatName) {
-		c := ChatConfig{Conversations: pick(8, 3), Turns: pick(4, 3), System: pick(128, 32), Message: pick(48, 16), Reply: pick(32, 8), Seed: seed}
-		chats, err := Chat(c)
-		if err != nil {
-			return nil, err
-		}
-		think := 250 * time.Millisecond
-		if tiny {
-			think = 0
-		}
-		out = append(out, &Workload{
-			Name: ChatName, Chats: chats, Think: think,
-			Params: fmt.Sprintf("%d conversations x %d turns, system prompt %d, messages %d, replies %d tokens, think time %v",
-				c.Conversations, c.Turns, c.System, c.Message, c.Reply, think),
-			Shape: EngineShape{NumBlocks: pick(1024, 256)},
-			Modes: []Mode{
-				{Name: ModeCacheOn, Cache: true},
-				{Name: ModeCacheOn + "/ttl=" + chatShortTTL.String(), Cache: true, TTL: chatShortTTL},
-				{Name: ModeCacheOff},
-			},
-		})
-	}
-	if want(BeamName) {
-		c := BeamConfig{Requests: pick(8, 3), Width: 4, Shared: pick(384, 64), Unique: pick(32, 16), Output: pick(32, 8), Seed: seed}
-		reqs, err := Beam(c)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, &Workload{
-			Name: BeamName, Requests: reqs,
-			Params: fmt.Sprintf("%d beam searches of width %d at once, shared prompt %d + own %d tokens, up to %d output",
-				c.Requests, c.Width, c.Shared, c.Unique, c.Output),
-			Shape: EngineShape{NumBlocks: pick(1024, 256)},
-			Modes: []Mode{{Name: ModeCacheOn, Cache: true}, {Name: ModeCacheOff}},
-		})
-	}
-	if want(KVName) {
-		c := KVConfig{Requests: pick(64, 16), Prompt: pick(128, 32), OutputMin: pick(96, 8), OutputMax: pick(160, 16), Factor: 8, Seed: seed}
-		reqs, err := KV(c)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, &Workload{
-			Name: KVName, Requests: reqs, Scripted: true,
-			Params: fmt.Sprintf("%d requests at once into a pool of %d blocks of 16, prompt %d, output %d..%d (scripted EOS), max_tokens %dx the mean output; prefix cache off",
-				c.Requests, pick(1024, 64), c.Prompt, c.OutputMin, c.OutputMax, c.Factor),
-			Shape: EngineShape{NumBlocks: pick(1024, 64), MaxRunning: c.Requests},
-			Modes: []Mode{{Name: ModePaged}, {Name: ModeContiguous, KVAlloc: engine.Contiguous}},
-		})
+		out = append(out, w)
 	}
 	return out, nil
+}
+
+// sizer picks a workload's figures for the suite's size.
+type sizer struct{ tiny bool }
+
+// pick returns def, or t for the tiny suite.
+func (z sizer) pick(def, t int) int {
+	if z.tiny {
+		return t
+	}
+	return def
+}
+
+// builders generates each of Names from the suite's size and seed.
+var builders = map[string]func(z sizer, seed uint64) (*Workload, error){
+	SkewSeed:     func(z sizer, seed uint64) (*Workload, error) { return skewWorkload(z, seed, SkewSeed, "seed") },
+	SkewLongTail: func(z sizer, seed uint64) (*Workload, error) { return skewWorkload(z, seed, SkewLongTail, "longtail") },
+	SharedPref:   func(z sizer, seed uint64) (*Workload, error) { return sharedPrefixWorkload(z, seed, false) },
+	SharedBurst:  func(z sizer, seed uint64) (*Workload, error) { return sharedPrefixWorkload(z, seed, true) },
+	ChatName:     chatWorkload,
+	BeamName:     beamWorkload,
+	KVName:       kvWorkload,
+}
+
+// skewWorkload is a skew workload of output lengths dist, run continuous
+// and static at two batch widths. Every workload after it runs continuous
+// and paged.
+func skewWorkload(z sizer, seed uint64, name, dist string) (*Workload, error) {
+	widths := []int{4, 32}
+	if z.tiny {
+		widths = []int{2, 8}
+	}
+	var modes []Mode
+	for _, w := range widths {
+		for _, b := range []engine.Batching{engine.Continuous, engine.Static} {
+			modes = append(modes, Mode{Name: skewMode(b, w), Batching: b, Width: w, Cache: true})
+		}
+	}
+	c := SkewConfig{Requests: z.pick(1024, 16), Prompt: 16, Dist: dist, Seed: seed}
+	reqs, err := Skew(c)
+	if err != nil {
+		return nil, err
+	}
+	if z.tiny { // keep the seed example's shape at an eighth of its lengths
+		for i := range reqs {
+			reqs[i].MaxTokens = max(1, reqs[i].MaxTokens/8)
+		}
+	}
+	return &Workload{
+		Name: name, Requests: reqs, Modes: modes,
+		Params: fmt.Sprintf("%d requests at once, prompt %d, output lengths %s, EOS ignored; prefix cache on (prompts are distinct)",
+			c.Requests, c.Prompt, map[string]string{"seed": "32/128/64/256 cycled", "longtail": "log-normal (median 48, sigma 1, clamped to [8, 512])"}[dist]),
+		Shape: EngineShape{NumBlocks: z.pick(1024, 256), MaxBatchTokens: 2048},
+	}, nil
+}
+
+// sharedPrefixWorkload is groups of prompts sharing a system prompt,
+// arriving as a Poisson process or, for burst, all at once.
+func sharedPrefixWorkload(z sizer, seed uint64, burst bool) (*Workload, error) {
+	name, rate := SharedPref, float64(z.pick(24, 1000))
+	if burst {
+		name, rate = SharedBurst, 0
+	}
+	c := SharedPrefixConfig{Groups: z.pick(4, 2), PerGroup: z.pick(16, 4), System: z.pick(576, 144), Question: z.pick(64, 16),
+		Output: z.pick(16, 4), Rate: rate, Seed: seed}
+	reqs, err := SharedPrefix(c)
+	if err != nil {
+		return nil, err
+	}
+	arrivals := fmt.Sprintf("Poisson arrivals at %g/s", c.Rate)
+	if burst {
+		arrivals = "all at once"
+	}
+	return &Workload{
+		Name: name, Requests: reqs,
+		Params: fmt.Sprintf("%d groups x %d prompts, system prompt %d + question %d tokens (%.0f%% shared), output %d, %s",
+			c.Groups, c.PerGroup, c.System, c.Question, 100*float64(c.System)/float64(c.System+c.Question), c.Output, arrivals),
+		Shape: EngineShape{NumBlocks: z.pick(2048, 256), MaxRunning: 32},
+		Modes: []Mode{{Name: ModeCacheOn, Cache: true}, {Name: ModeCacheOff}},
+	}, nil
+}
+
+// chatWorkload is multi-turn conversations, each turn's prompt the whole
+// conversation so far.
+func chatWorkload(z sizer, seed uint64) (*Workload, error) {
+	c := ChatConfig{Conversations: z.pick(8, 3), Turns: z.pick(4, 3), System: z.pick(128, 32), Message: z.pick(48, 16), Reply: z.pick(32, 8), Seed: seed}
+	chats, err := Chat(c)
+	if err != nil {
+		return nil, err
+	}
+	think := 250 * time.Millisecond
+	if z.tiny {
+		think = 0
+	}
+	return &Workload{
+		Name: ChatName, Chats: chats, Think: think,
+		Params: fmt.Sprintf("%d conversations x %d turns, system prompt %d, messages %d, replies %d tokens, think time %v",
+			c.Conversations, c.Turns, c.System, c.Message, c.Reply, think),
+		Shape: EngineShape{NumBlocks: z.pick(1024, 256)},
+		Modes: []Mode{
+			{Name: ModeCacheOn, Cache: true},
+			{Name: ModeCacheOn + "/ttl=" + chatShortTTL.String(), Cache: true, TTL: chatShortTTL},
+			{Name: ModeCacheOff},
+		},
+	}, nil
+}
+
+// beamWorkload is beam searches over prompts sharing a prefix.
+func beamWorkload(z sizer, seed uint64) (*Workload, error) {
+	c := BeamConfig{Requests: z.pick(8, 3), Width: 4, Shared: z.pick(384, 64), Unique: z.pick(32, 16), Output: z.pick(32, 8), Seed: seed}
+	reqs, err := Beam(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Workload{
+		Name: BeamName, Requests: reqs,
+		Params: fmt.Sprintf("%d beam searches of width %d at once, shared prompt %d + own %d tokens, up to %d output",
+			c.Requests, c.Width, c.Shared, c.Unique, c.Output),
+		Shape: EngineShape{NumBlocks: z.pick(1024, 256)},
+		Modes: []Mode{{Name: ModeCacheOn, Cache: true}, {Name: ModeCacheOff}},
+	}, nil
+}
+
+// kvWorkload compares paged and contiguous KV allocation on requests whose
+// max_tokens far exceeds their (scripted) output.
+func kvWorkload(z sizer, seed uint64) (*Workload, error) {
+	c := KVConfig{Requests: z.pick(64, 16), Prompt: z.pick(128, 32), OutputMin: z.pick(96, 8), OutputMax: z.pick(160, 16), Factor: 8, Seed: seed}
+	reqs, err := KV(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Workload{
+		Name: KVName, Requests: reqs, Scripted: true,
+		Params: fmt.Sprintf("%d requests at once into a pool of %d blocks of 16, prompt %d, output %d..%d (scripted EOS), max_tokens %dx the mean output; prefix cache off",
+			c.Requests, z.pick(1024, 64), c.Prompt, c.OutputMin, c.OutputMax, c.Factor),
+		Shape: EngineShape{NumBlocks: z.pick(1024, 64), MaxRunning: c.Requests},
+		Modes: []Mode{{Name: ModePaged}, {Name: ModeContiguous, KVAlloc: engine.Contiguous}},
+	}, nil
 }
 
 // RunSuite runs every workload under each of its modes, one after another

@@ -52,9 +52,8 @@ func benchModel(name string, threads int) (engine.Model, int32, func(), error) {
 
 func benchCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prefixd bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	modelName := fs.String("model", "builtin", `model: "builtin", a GGUF or llama2.c file, "null" (no compute: scheduler only) or "sim" (no compute, 2 ms + 2 us/token per forward pass)`)
-	threads := fs.Int("threads", 0, "compute threads; 0: one per CPU")
+	threads := fs.Int("threads", 0, fmt.Sprintf("compute threads, at most %d (4 per CPU); 0: GOMAXPROCS", maxThreads()))
 	out := fs.String("out", "bench-out", "directory for report.json and the plots")
 	only := fs.String("workloads", "", "comma-separated workloads to run (default all: "+strings.Join(bench.Names, ", ")+")")
 	seed := fs.Uint64("seed", 1, "workload generator seed")
@@ -68,11 +67,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&h.workload, "workload", bench.HTTPSharedPrefix, "with --http: "+strings.Join(bench.HTTPWorkloads, ", "))
 	fs.Float64Var(&h.rate, "rate", 0, "with --http: open-loop arrivals per second (chat: conversations started); 0: the workload's own")
 	fs.DurationVar(&h.soak, "soak", 0, "with --http: repeat the workload for this long (at most "+bench.MaxSoak.String()+"), drain, and fail if the server still holds blocks")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
 	if h.url != "" {
 		for _, name := range []string{"model", "threads", "workloads", "markdown", "plot-dir"} {

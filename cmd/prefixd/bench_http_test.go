@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,11 +20,19 @@ import (
 // URL. stop waits for the drain and returns the exit status.
 func startServe(t *testing.T, args ...string) (string, func() int) {
 	t.Helper()
+	url, stop, _ := startServeLog(t, nil, args...)
+	return url, stop
+}
+
+// startServeLog is startServe with the environment env, and it returns the
+// log too.
+func startServeLog(t *testing.T, env map[string]string, args ...string) (string, func() int, *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	stderr := &syncBuffer{}
 	code := make(chan int, 1)
 	go func() {
-		code <- exitCode("serve", serve(ctx, func() {}, append([]string{"--addr", "127.0.0.1:0"}, args...), func(string) (string, bool) { return "", false }, &stderr), &stderr)
+		code <- exitCode("serve", serve(ctx, func() {}, append([]string{"--addr", "127.0.0.1:0"}, args...), env, io.Discard, stderr), stderr)
 	}()
 	stopped := -1
 	stop := func() int {
@@ -46,7 +55,7 @@ func startServe(t *testing.T, args ...string) (string, func() int) {
 		default:
 		}
 		if m := listening.FindStringSubmatch(stderr.String()); m != nil {
-			return "http://" + m[1], stop
+			return "http://" + m[1], stop, stderr
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("serve never logged its address:\n%s", stderr.String())

@@ -123,7 +123,7 @@ func TestKubernetesManifests(t *testing.T) {
 		flags = append(flags, a.(string))
 	}
 	var stderr bytes.Buffer
-	o, err := parseServe(flags, func(string) (string, bool) { return "", false }, &stderr)
+	o, err := parseServe(flags, nil, &stderr)
 	if err != nil {
 		t.Fatalf("the Deployment's flags do not parse: %v\n%s", err, stderr.String())
 	}

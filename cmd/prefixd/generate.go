@@ -29,21 +29,18 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 
 func generate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prefixd generate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	path := fs.String("model", "", "model file (GGUF or llama2.c checkpoint); default: the built-in model")
 	prompt := fs.String("prompt", "", "prompt text (tokenized with the model's vocabulary, BOS prepended)")
 	promptIDs := fs.String("prompt-ids", "", `prompt as space-separated token IDs, used as given (e.g. "1 2 3")`)
-	tokenizer := fs.String("tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary")
+	tokenizer := fs.String("tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary; refused if it holds more tokens than the model")
 	maxTokens := fs.Int("max-tokens", 64, "most tokens to generate")
 	temp := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy")
 	seed := fs.Uint64("seed", 0, "sampling seed")
 	idsOnly := fs.Bool("ids", false, "print only the generated token IDs, space-separated")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err} // the flag package has printed why
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usagef("unexpected argument %q", fs.Arg(0))
 	case (*prompt == "") == (*promptIDs == ""):
 		return usagef("give exactly one of --prompt and --prompt-ids")
 	case *maxTokens < 1:

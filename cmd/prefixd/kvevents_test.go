@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -27,7 +28,7 @@ func TestKVEventsUsageErrors(t *testing.T) {
 		{[]string{"--kv-events-endpoint", "udp-nonsense", "--kv-events-pod-id", "p", "--blocks", "8"}, "kvevents"},
 	} {
 		var stderr bytes.Buffer
-		code := exitCode("serve", serve(t.Context(), func() {}, c.args, func(string) (string, bool) { return "", false }, &stderr), &stderr)
+		code := exitCode("serve", serve(t.Context(), func() {}, c.args, nil, io.Discard, &stderr), &stderr)
 		if code == 0 || !strings.Contains(stderr.String(), c.msg) {
 			t.Errorf("%q: exit %d, stderr %q lacks %q", c.args, code, stderr.String(), c.msg)
 		}

@@ -10,10 +10,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
-
-	"github.com/prefixd/prefixd/model"
+	"time"
 )
 
 // command is one subcommand: run gets the arguments after its name and
@@ -41,11 +42,33 @@ func main() {
 }
 
 // dispatch runs the subcommand named by args[0] and returns its exit
-// status.
+// status. Asking for help or the version is no error: the answer goes to
+// stdout with status 0, as Go's own tools do; a missing or unknown
+// subcommand prints the usage to stderr with status 2.
 func dispatch(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
 		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(stdout)
+		return 0
+	case "help":
+		if len(args) == 1 {
+			usage(stdout)
+			return 0
+		}
+		if _, ok := commands[args[1]]; !ok {
+			fmt.Fprintf(stderr, "prefixd help: unknown subcommand %q\n", args[1])
+			usage(stderr)
+			return 2
+		}
+		return commands[args[1]].run([]string{"-h"}, stdout, stderr)
+	case "version", "-version", "--version":
+		info, ok := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, versionLine(info, ok))
+		return 0
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -67,23 +90,139 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-10s %s\n", n, commands[n].summary)
 	}
+	b.WriteString("  help       show a subcommand's flags: prefixd help <subcommand>\n")
+	b.WriteString("  version    print the version\n")
 	io.WriteString(w, b.String())
 }
 
-// exitCode maps a subcommand's error to its exit status, printing it.
-func exitCode(name string, err error, stderr io.Writer) int {
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 2
-	case errors.As(err, new(usageError)):
-		fmt.Fprintf(stderr, "prefixd %s: %v\n", name, err)
-		return 2
-	default:
-		fmt.Fprintf(stderr, "prefixd %s: %v\n", name, err)
-		return 1
+// versionLine describes the build: the module version ("(devel)" for a
+// build from a source tree), then the VCS revision, commit time and
+// whether the tree had local changes when the go command recorded them,
+// and the Go version.
+func versionLine(info *debug.BuildInfo, ok bool) string {
+	if !ok {
+		return "prefixd (no build information) " + runtime.Version()
 	}
+	version := info.Main.Version
+	if version == "" {
+		version = "(devel)"
+	}
+	var vcs []string
+	for _, key := range []string{"vcs.revision", "vcs.time", "vcs.modified"} {
+		for _, s := range info.Settings {
+			switch {
+			case s.Key != key:
+			case key == "vcs.modified":
+				if s.Value == "true" {
+					vcs = append(vcs, "modified")
+				}
+			default:
+				vcs = append(vcs, s.Value)
+			}
+		}
+	}
+	line := "prefixd " + version
+	if len(vcs) > 0 {
+		line += " (" + strings.Join(vcs, ", ") + ")"
+	}
+	return line + " " + info.GoVersion
+}
+
+// errHelp is returned by parseFlags after printing a subcommand's help:
+// the subcommand stops and exits 0.
+var errHelp = errors.New("help printed")
+
+// parseFlags parses a subcommand's flags. Help (-h, --help) is printed to
+// stdout and answered with errHelp. A bad flag is a usageError of one
+// line naming the flag and what it wants, without the flag package's
+// dump of every flag. Arguments that are not flags are refused.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
+	restore := explainValues(fs)
+	err := fs.Parse(args)
+	restore()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		name := strings.TrimPrefix(fs.Name(), "prefixd ")
+		fmt.Fprintf(stdout, "usage: %s [flags]\n\n%s\n\nflags:\n", fs.Name(), commands[name].summary)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return errHelp
+	case err != nil:
+		return usagef("%v (%s -h lists the flags)", err, fs.Name())
+	case fs.NArg() > 0:
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// explainValues wraps every flag's value so that a value the flag package
+// cannot parse says what the flag wants ("want an integer") instead of
+// "parse error"; the returned function restores the values, so help text
+// still shows each flag's type and default.
+func explainValues(fs *flag.FlagSet) (restore func()) {
+	var saved []*flag.Flag
+	var values []flag.Value
+	fs.VisitAll(func(f *flag.Flag) {
+		saved, values = append(saved, f), append(values, f.Value)
+		f.Value = explained{f.Value}
+	})
+	return func() {
+		for i, f := range saved {
+			f.Value = values[i]
+		}
+	}
+}
+
+// explained is a flag.Value whose parse errors name the kind of value
+// wanted.
+type explained struct{ flag.Value }
+
+// IsBoolFlag keeps a boolean flag usable without a value (--cached-first).
+func (e explained) IsBoolFlag() bool {
+	b, ok := e.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+func (e explained) Set(s string) error {
+	err := e.Value.Set(s)
+	if err == nil {
+		return nil
+	}
+	g, ok := e.Value.(flag.Getter)
+	if !ok {
+		return err // our own flag types say why themselves
+	}
+	switch g.Get().(type) {
+	case bool:
+		return errors.New("want true or false")
+	case int, int64:
+		return errors.New("want an integer")
+	case uint, uint64:
+		return errors.New("want a non-negative integer")
+	case float64:
+		return errors.New("want a number")
+	case time.Duration:
+		return errors.New("want a duration such as 500ms, 30s, 5m or 1h")
+	default:
+		return err
+	}
+}
+
+// exitCode maps a subcommand's error to its exit status, printing it on
+// one line.
+func exitCode(name string, err error, stderr io.Writer) int {
+	code := 1
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		code = 2
+	}
+	// errors.Join (a config checker's several complaints) separates its
+	// parts with newlines; a log line or a terminal wants one line.
+	fmt.Fprintf(stderr, "prefixd %s: %s\n", name, strings.ReplaceAll(err.Error(), "\n", "; "))
+	return code
 }
 
 // usageError marks an error caused by the command line; it exits with 2.
@@ -94,24 +233,3 @@ func (e usageError) Unwrap() error { return e.error }
 
 // usagef returns a usageError formatted like fmt.Errorf.
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
-
-// loadModel returns the model at path, or the built-in one for "", with
-// the vocabulary of the llama2.c tokenizer file at tokenizer if given (a
-// llama2.c checkpoint carries none).
-func loadModel(path, tokenizer string) (*model.Model, error) {
-	m := model.Builtin()
-	if path != "" {
-		var err error
-		if m, err = model.Load(path); err != nil {
-			return nil, err
-		}
-	}
-	if tokenizer != "" {
-		tk, err := model.LoadLlama2CTokenizer(tokenizer, m.Config.Vocab)
-		if err != nil {
-			return nil, err
-		}
-		m.Tokenizer = tk
-	}
-	return m, nil
-}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,13 +33,25 @@ func init() {
 func runServe(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return exitCode("serve", serve(ctx, stop, args, os.LookupEnv, stderr), stderr)
+	return exitCode("serve", serve(ctx, stop, args, environ(), stdout, stderr), stderr)
+}
+
+// environ returns the process environment by name.
+func environ() map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
 }
 
 // serveOptions is the daemon's configuration after flags, environment and
 // config file.
 type serveOptions struct {
 	addr, modelPath, tokenizerPath, logLevel string
+	servedModelName                          string
 	blocks, blockSize, maxRunning, maxBatch  int
 	prefillChunk, maxWaiting, maxTokens      int
 	maxPromptTokens, maxModelLen, threads    int
@@ -50,26 +63,27 @@ type serveOptions struct {
 	traceOut                                 string
 	adminToken, apiKeys                      string
 	keys                                     map[string]string
+	unknownEnv                               []string // PREFIXD_* variables that name no flag
 	kvEvents                                 kvEventsOptions
-	flags                                    *flag.FlagSet
 }
+
+// envPrefix starts the name of every environment variable prefixd reads.
+const envPrefix = "PREFIXD_"
 
 // envName is the environment variable of a flag: PREFIXD_ and the name in
 // upper case, dashes as underscores.
 func envName(flagName string) string {
-	return "PREFIXD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parseServe reads the configuration: defaults, then the config file, then
-// the environment, then the command line, each overriding the one before.
-func parseServe(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*serveOptions, error) {
-	o := &serveOptions{}
-	fs := flag.NewFlagSet("prefixd serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	config := fs.String("config", "", "JSON file of settings: an object of flag names to values (env PREFIXD_CONFIG)")
+// serveFlags defines serve's flags on a new FlagSet, bound to o.
+func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
+	fs = flag.NewFlagSet("prefixd serve", flag.ContinueOnError)
+	config = fs.String("config", "", "JSON file of settings: an object of flag names to values (env PREFIXD_CONFIG)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address; port 0 picks a free port (logged)")
 	fs.StringVar(&o.modelPath, "model", "", "model file (GGUF or llama2.c checkpoint); default: the built-in model")
-	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary, so text prompts work")
+	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary, so text prompts work; refused if it holds more tokens than the model")
+	fs.StringVar(&o.servedModelName, "served-model-name", "", "model id that /v1/models and completions report; default: the model file's base name (stories260K), or prefixd-builtin-byte-3m")
 	fs.IntVar(&o.blocks, "blocks", 0, "KV pool size in blocks; default: max-running sequences of 512 tokens, and at least one of the model's full length")
 	fs.IntVar(&o.blockSize, "block-size", 16, "token positions per KV block")
 	fs.IntVar(&o.maxRunning, "max-running", 32, "most sequences in the running batch")
@@ -88,20 +102,25 @@ func parseServe(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.StringVar(&o.prefixCache, "prefix-cache", "on", "prefix cache: on or off")
 	fs.BoolVar(&o.cachedFirst, "cached-first", false, "admit waiting requests with the longest cached prefix first")
 	fs.StringVar(&o.adminToken, "admin-token", "", "bearer token of the /v1/cache admin endpoints; empty disables them")
-	fs.StringVar(&o.apiKeys, "api-keys", "", "tenant API keys: key=namespace,key2=namespace2; empty: no auth, one shared namespace")
+	fs.StringVar(&o.apiKeys, "api-keys", "", "tenant API keys: key=namespace,key2=namespace2, namespaces not empty; none: no auth, one shared namespace")
 	fs.IntVar(&o.maxBodyBytes, "max-body-bytes", 1<<20, "largest request body")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may finish before they are cancelled")
-	fs.IntVar(&o.threads, "threads", 0, "compute threads; 0: GOMAXPROCS")
+	fs.IntVar(&o.threads, "threads", 0, fmt.Sprintf("compute threads, at most %d (4 per CPU); 0: GOMAXPROCS", maxThreads()))
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.traceOut, "trace-out", "", "write a trace of the generation requests to this file (JSON lines, see trace/README.md; for prefixd ttl-sim --trace)")
 	fs.BoolVar(&o.traceTokens, "trace-tokens", false, "with --trace-out: record prompts' token IDs instead of their block hashes")
 	o.kvEvents.register(fs)
-	o.flags = fs
-	if err := fs.Parse(args); err != nil {
-		return nil, usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return nil, usagef("unexpected argument %q", fs.Arg(0))
+	return fs, config
+}
+
+// parseServe reads the configuration: defaults, then the config file, then
+// the environment, then the command line, each overriding the one before.
+// Help goes to stdout.
+func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveOptions, error) {
+	o := &serveOptions{}
+	fs, config := serveFlags(o)
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return nil, err
 	}
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
@@ -109,10 +128,8 @@ func parseServe(args []string, lookupEnv func(string) (string, bool), stderr io.
 	settings := map[string]string{} // flag name -> value, later sources win
 	source := map[string]string{}
 	path := *config
-	if !onCommandLine["config"] {
-		if v, ok := lookupEnv(envName("config")); ok {
-			path = v
-		}
+	if v, ok := env[envName("config")]; ok && !onCommandLine["config"] {
+		path = v
 	}
 	if path != "" {
 		fromFile, err := readConfigFile(path, fs)
@@ -123,16 +140,26 @@ func parseServe(args []string, lookupEnv func(string) (string, bool), stderr io.
 			settings[k], source[k] = v, "config file "+path
 		}
 	}
+	known := map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) {
-		if v, ok := lookupEnv(envName(f.Name)); ok && f.Name != "config" {
+		known[envName(f.Name)] = true
+		if v, ok := env[envName(f.Name)]; ok && f.Name != "config" {
 			settings[f.Name], source[f.Name] = v, envName(f.Name)
 		}
 	})
+	for k := range env {
+		if strings.HasPrefix(k, envPrefix) && !known[k] {
+			o.unknownEnv = append(o.unknownEnv, k)
+		}
+	}
+	slices.Sort(o.unknownEnv)
 	names := make([]string, 0, len(settings))
 	for k := range settings {
 		names = append(names, k)
 	}
 	slices.Sort(names)
+	restore := explainValues(fs)
+	defer restore()
 	for _, k := range names {
 		if onCommandLine[k] {
 			continue
@@ -206,6 +233,9 @@ func (o *serveOptions) check() error {
 			return usagef("--%s %d must not be negative", f.name, f.v)
 		}
 	}
+	if err := checkThreads(o.threads); err != nil {
+		return err
+	}
 	if o.blockSize > maxBlockSize {
 		return usagef("--block-size %d is above %d", o.blockSize, maxBlockSize)
 	}
@@ -236,10 +266,16 @@ func parseAPIKeys(s string) (map[string]string, error) {
 		return keys, nil
 	}
 	for i, entry := range strings.Split(s, ",") {
-		k, ns, ok := strings.Cut(strings.TrimSpace(entry), "=")
-		if !ok || k == "" {
-			// The entry is not quoted: it may hold a secret.
+		k, ns, ok := strings.Cut(entry, "=")
+		k, ns = strings.TrimSpace(k), strings.TrimSpace(ns)
+		// No message quotes an entry: it may hold a secret.
+		switch {
+		case !ok || k == "":
 			return nil, fmt.Errorf("entry %d is not key=namespace", i+1)
+		case ns == "":
+			// "" is the namespace of a server without keys; a key mapped
+			// to it would share its cache with nobody and mean nothing.
+			return nil, fmt.Errorf("entry %d has an empty namespace: give each key a tenant name", i+1)
 		}
 		if _, dup := keys[k]; dup {
 			return nil, fmt.Errorf("a key is listed twice")
@@ -279,20 +315,89 @@ func (b *byteSize) Set(s string) error {
 }
 
 // serve runs the daemon until ctx ends, then drains. stopSignals restores
-// the default signal handling, so a second signal ends a slow drain.
-func serve(ctx context.Context, stopSignals func(), args []string, lookupEnv func(string) (string, bool), stderr io.Writer) error {
-	o, err := parseServe(args, lookupEnv, stderr)
+// the default signal handling, so a second signal ends a slow drain. env
+// is the process environment; help goes to stdout, the log to stderr.
+func serve(ctx context.Context, stopSignals func(), args []string, env map[string]string, stdout, stderr io.Writer) error {
+	o, err := parseServe(args, env, stdout)
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	level.UnmarshalText([]byte(o.logLevel))
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(o.logLevel, stderr)
+	for _, name := range o.unknownEnv {
+		// The value is not logged: it may be a misspelt secret.
+		log.Warn("ignoring an environment variable that names no flag", "name", name)
+	}
+	m, err := loadServeModel(o, log)
+	if err != nil {
+		return err
+	}
+	w := cpu.NewWorkers(o.threads)
+	defer w.Close()
+	metrics := server.NewMetrics()
+	ecfg, err := engineConfig(o, m, model.NewRunner(m, w), metrics)
+	if err != nil {
+		return err
+	}
+	tw, closeTrace, err := openTrace(o, log)
+	if err != nil {
+		return err
+	}
+	// Closed last, after Shutdown has written every record.
+	defer closeTrace()
+	events, err := o.kvEvents.start(o.servedModelName, o.blockSize, log)
+	if err != nil {
+		return err
+	}
+	if events != nil {
+		ecfg.CacheEvents = events
+		defer events.Close() // after the engine, which feeds it
+	}
+	eng, srv, ln, err := start(o, ecfg, m, metrics, tw, log)
+	if err != nil {
+		return err
+	}
+	return serveUntilDone(ctx, stopSignals, o.drainTimeout, eng, srv, ln, log)
+}
 
+// newLogger returns the daemon's text logger at level, one of the values
+// check allows.
+func newLogger(level string, w io.Writer) *slog.Logger {
+	var l slog.Level
+	l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// loadServeModel loads the model and its tokenizer, logging where from
+// before (a large file takes a while) and what it is after, and settles
+// o.servedModelName when the command line left it to the model.
+func loadServeModel(o *serveOptions, log *slog.Logger) (*model.Model, error) {
+	started := time.Now()
+	if o.modelPath == "" {
+		log.Info("loading model", "path", "built-in", "format", "built-in")
+	} else {
+		format, size, err := modelFile(o.modelPath)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("loading model", "path", o.modelPath, "format", format, "bytes", size, "tokenizer", o.tokenizerPath)
+	}
 	m, err := loadModel(o.modelPath, o.tokenizerPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	if o.servedModelName == "" {
+		o.servedModelName = modelID(o.modelPath, m)
+	}
+	c := m.Config
+	log.Info("model", "id", o.servedModelName, "name", m.Name, "parameters", parameters(c), "dim", c.Dim,
+		"layers", c.Layers, "heads", c.Heads, "kv_heads", c.KVHeads, "vocab", c.Vocab, "max_seq_len", c.MaxSeqLen,
+		"tokenizer", m.Tokenizer != nil, "took", time.Since(started).Round(time.Millisecond))
+	return m, nil
+}
+
+// engineConfig sizes the KV pool and turns the options into the engine's
+// configuration.
+func engineConfig(o *serveOptions, m *model.Model, runner *model.Runner, metrics *server.Metrics) (engine.Config, error) {
 	c := m.Config
 	maxLen := c.MaxSeqLen
 	if o.maxModelLen > 0 {
@@ -303,24 +408,16 @@ func serve(ctx context.Context, stopSignals func(), args []string, lookupEnv fun
 		perSeq := (min(512, maxLen) + o.blockSize - 1) / o.blockSize
 		blocks = max(o.maxRunning*perSeq, (maxLen+o.blockSize-1)/o.blockSize)
 	}
-	w := cpu.NewWorkers(o.threads)
-	defer w.Close()
-	runner := model.NewRunner(m, w)
 	if err := fitsMemory(runner, blocks, o.blockSize, int64(o.kvBytes)); err != nil {
-		return err
+		return engine.Config{}, err
 	}
-	metrics := server.NewMetrics()
 	ecfg := engine.Config{
-		Model: runner, EOS: c.EOS,
+		Model: runner, EOS: c.EOS, Tokenizer: m.Tokenizer,
 		NumBlocks: blocks, KVBytes: int64(o.kvBytes), BlockSize: o.blockSize, MaxRunning: o.maxRunning, MaxBatchTokens: o.maxBatch,
 		PrefillChunk: o.prefillChunk, MaxWaiting: o.maxWaiting, MaxModelLen: maxLen,
 		DisablePrefixCache: o.prefixCache == "off", CachedFirst: o.cachedFirst,
 		DefaultTTL: o.defaultTTL, MaxTTL: o.maxTTL, HostTierBytes: int64(o.hostTierBytes),
 		Observer: metrics, Samples: metrics.Samples(),
-	}
-	var tok server.Tokenizer
-	if m.Tokenizer != nil {
-		ecfg.Tokenizer, tok = m.Tokenizer, m.Tokenizer
 	}
 	if o.batching == "static" {
 		ecfg.Batching = engine.Static
@@ -328,59 +425,60 @@ func serve(ctx context.Context, stopSignals func(), args []string, lookupEnv fun
 	if o.kvAlloc == "contiguous" {
 		ecfg.KVAlloc = engine.Contiguous
 	}
-	var tw *trace.Writer
-	if o.traceOut != "" {
-		// Opened before the engine, so a bad path fails fast; closed last,
-		// after Shutdown has written every record.
-		f, err := os.OpenFile(o.traceOut, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return fmt.Errorf("--trace-out: %w", err)
-		}
-		defer func() {
-			if err := f.Close(); err != nil {
-				log.Error("closing the trace", "path", o.traceOut, "err", err)
-			}
-		}()
-		tw = trace.NewWriter(f, time.Now())
-		log.Info("tracing requests", "path", o.traceOut, "tokens", o.traceTokens)
+	return ecfg, nil
+}
+
+// openTrace opens --trace-out, if given, before the engine starts, so a
+// bad path fails fast. The returned close function is never nil.
+func openTrace(o *serveOptions, log *slog.Logger) (*trace.Writer, func(), error) {
+	if o.traceOut == "" {
+		return nil, func() {}, nil
 	}
-	events, err := o.kvEvents.start(m.Name, o.blockSize, log)
+	f, err := os.OpenFile(o.traceOut, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return err
+		return nil, nil, fmt.Errorf("--trace-out: %w", err)
 	}
-	if events != nil {
-		ecfg.CacheEvents = events
-		defer events.Close()
-	}
+	log.Info("tracing requests", "path", o.traceOut, "tokens", o.traceTokens)
+	return trace.NewWriter(f, time.Now()), func() {
+		if err := f.Close(); err != nil {
+			log.Error("closing the trace", "path", o.traceOut, "err", err)
+		}
+	}, nil
+}
+
+// start builds the engine and the HTTP server and opens the listener. An
+// engine configuration the engine refuses (a pool too small for a single
+// request, say) is a usage error: the flags chose it.
+func start(o *serveOptions, ecfg engine.Config, m *model.Model, metrics *server.Metrics, tw *trace.Writer, log *slog.Logger) (*engine.Engine, *server.Server, net.Listener, error) {
 	eng, err := engine.New(ecfg)
 	if err != nil {
-		return usagef("%w", err)
+		return nil, nil, nil, usagef("%w", err)
 	}
 	srv, err := server.New(server.Config{
-		Engine: eng, Tokenizer: tok, ModelName: m.Name, AdminToken: o.adminToken, APIKeys: o.keys,
+		Engine: eng, Tokenizer: m.Tokenizer, ModelName: o.servedModelName, AdminToken: o.adminToken, APIKeys: o.keys,
 		MaxBodyBytes: o.maxBodyBytes, MaxPromptTokens: o.maxPromptTokens, MaxTokens: o.maxTokens,
 		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens,
 	})
 	if err != nil {
 		eng.Close(context.Background())
-		return err
+		return nil, nil, nil, err
 	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		eng.Close(context.Background())
-		return err
+		return nil, nil, nil, err
 	}
-	name := m.Name
-	if o.modelPath != "" {
-		name = o.modelPath
-	}
-	log.Info("model", "name", name, "dim", c.Dim, "layers", c.Layers, "heads", c.Heads, "kv_heads", c.KVHeads,
-		"vocab", c.Vocab, "max_model_len", maxLen, "tokenizer", m.Tokenizer != nil)
-	blocks = eng.Config().NumBlocks
+	blocks := eng.Config().NumBlocks
 	log.Info("kv pool", "blocks", blocks, "block_size", o.blockSize, "bytes", int64(blocks)*int64(eng.KVBlockBytes()),
-		"host_tier_bytes", int64(o.hostTierBytes), "prefix_cache", o.prefixCache, "batching", o.batching, "kv_alloc", o.kvAlloc)
+		"max_model_len", ecfg.MaxModelLen, "host_tier_bytes", int64(o.hostTierBytes), "prefix_cache", o.prefixCache,
+		"batching", o.batching, "kv_alloc", o.kvAlloc)
 	log.Info("listening", "addr", ln.Addr().String(), "admin", o.adminToken != "", "tenants", len(o.keys))
+	return eng, srv, ln, nil
+}
 
+// serveUntilDone serves on ln until ctx ends, then drains for up to
+// drainTimeout.
+func serveUntilDone(ctx context.Context, stopSignals func(), drainTimeout time.Duration, eng *engine.Engine, srv *server.Server, ln net.Listener, log *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -390,16 +488,36 @@ func serve(ctx context.Context, stopSignals func(), args []string, lookupEnv fun
 	case <-ctx.Done():
 	}
 	stopSignals()
-	log.Info("draining", "timeout", o.drainTimeout)
-	dctx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
+	log.Info("draining", "timeout", drainTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	if err := srv.Shutdown(dctx); err != nil {
 		log.Warn("drain cut short: unfinished requests were cancelled", "err", err)
 	}
+	// Shutdown closes only the listeners Serve has registered: one that
+	// Serve had not reached when the signal came (a signal at start-up)
+	// would accept forever. Closing it ends that Serve; after a Serve that
+	// did register it, the second Close is a harmless error.
+	ln.Close()
 	if err := <-served; err != nil {
 		log.Warn("serve", "err", err)
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// maxThreads bounds --threads: 4 per CPU this process may run on. The
+// worker pool splits every matrix product into one part per thread, so
+// threads beyond the cores only make the parts smaller and have them wait
+// for the same cores; a few per core leave room to measure that, while
+// 100000 (a typo) would start that many goroutines for nothing.
+func maxThreads() int { return 4 * runtime.NumCPU() }
+
+// checkThreads refuses a --threads value outside [0, maxThreads()].
+func checkThreads(n int) error {
+	if n < 0 || n > maxThreads() {
+		return usagef("--threads %d: want 0 (one per CPU) to %d (4 per CPU; this machine has %d)", n, maxThreads(), runtime.NumCPU())
+	}
 	return nil
 }
 

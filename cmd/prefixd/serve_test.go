@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -38,6 +39,15 @@ var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // TestServeEndToEnd runs `prefixd serve` on a free port, generates once,
 // sends the process SIGTERM and expects a drained, clean exit.
 func TestServeEndToEnd(t *testing.T) {
+	// serve warns of PREFIXD_* variables that name no flag, and CI sets
+	// PREFIXD_REQUIRE_CHROMIUM for another package's tests: this run, which
+	// must log no warning, gets an environment without them.
+	for _, kv := range os.Environ() {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, envPrefix) {
+			t.Setenv(k, v) // restored when the test ends
+			os.Unsetenv(k)
+		}
+	}
 	var stdout bytes.Buffer
 	var stderr syncBuffer
 	code := make(chan int, 1)
@@ -110,10 +120,9 @@ func TestServeConfigPrecedence(t *testing.T) {
 		"PREFIXD_CONFIG":      cfg,
 		"PREFIXD_MAX_RUNNING": "4",
 		"PREFIXD_ADMIN_TOKEN": "from-env",
-		"PREFIXD_API_KEYS":    "k1=a, k2=b,k3=",
+		"PREFIXD_API_KEYS":    "k1=a, k2 = b",
 	}
-	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	o, err := parseServe([]string{"--admin-token", "from-flag", "--host-tier-bytes", "2MiB"}, lookup, io.Discard)
+	o, err := parseServe([]string{"--admin-token", "from-flag", "--host-tier-bytes", "2MiB"}, env, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,12 +138,24 @@ func TestServeConfigPrecedence(t *testing.T) {
 	if o.hostTierBytes != 2<<20 {
 		t.Errorf("host tier %d bytes", o.hostTierBytes)
 	}
-	if len(o.keys) != 3 || o.keys["k1"] != "a" || o.keys["k2"] != "b" || o.keys["k3"] != "" {
+	if len(o.keys) != 2 || o.keys["k1"] != "a" || o.keys["k2"] != "b" {
 		t.Errorf("api keys %v", o.keys)
 	}
 	if o.addr != "127.0.0.1:8080" || o.prefixCache != "on" || o.kvAlloc != "paged" {
 		t.Errorf("defaults: %+v", o)
 	}
+}
+
+// serveRefused runs `prefixd serve` with args and env, for a
+// configuration it should refuse, and returns the exit status and stderr.
+// The context is cancelled already: a configuration wrongly accepted
+// serves, drains at once and exits 0, so the test fails instead of hanging.
+func serveRefused(t *testing.T, args []string, env map[string]string) (int, string) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var stderr bytes.Buffer
+	code := exitCode("serve", serve(ctx, func() {}, args, env, io.Discard, &stderr), &stderr)
+	return code, stderr.String()
 }
 
 func TestServeUsageErrors(t *testing.T) {
@@ -160,6 +181,16 @@ func TestServeUsageErrors(t *testing.T) {
 		{"ttl order", []string{"--default-ttl", "2h", "--max-ttl", "1h"}, nil, 2, "--default-ttl"},
 		{"bad api keys", []string{"--api-keys", "secret"}, nil, 2, "entry 1 is not key=namespace"},
 		{"duplicate api key", []string{"--api-keys", "a=x,a=y"}, nil, 2, "listed twice"},
+		// A key mapped to "" would put a tenant in the namespace of a
+		// server without keys.
+		{"empty namespace", []string{"--api-keys", "a=x,k="}, nil, 2, "entry 2 has an empty namespace"},
+		{"blank namespace", []string{"--api-keys", "k=  "}, nil, 2, "entry 1 has an empty namespace"},
+		{"threads beyond bound", []string{"--threads", "100000"}, nil, 2, "--threads 100000: want 0"},
+		{"negative threads", []string{"--threads", "-1"}, nil, 2, "must not be negative"},
+		{"bad flag value", []string{"--threads", "many"}, nil, 2, `invalid value "many" for flag -threads: want an integer`},
+		{"bad duration", []string{"--drain-timeout", "soon"}, nil, 2, "-drain-timeout: want a duration"},
+		{"bad bool", []string{"--cached-first=maybe"}, nil, 2, "-cached-first: want true or false"},
+		{"bad env duration", nil, map[string]string{"PREFIXD_MAX_TTL": "forever"}, 2, `PREFIXD_MAX_TTL: max-ttl="forever": want a duration`},
 		{"bad size", []string{"--host-tier-bytes", "lots"}, nil, 2, "not a size"},
 		{"blocks and kv-bytes", []string{"--blocks", "8", "--kv-bytes", "1MiB"}, nil, 2, "not both"},
 		{"kv-bytes under a block", []string{"--kv-bytes", "100"}, nil, 2, "less than one block"},
@@ -178,12 +209,168 @@ func TestServeUsageErrors(t *testing.T) {
 			if c.msg == "does not fit" && physicalMemory() == 0 {
 				t.Skip("this platform does not report its memory")
 			}
-			var stderr bytes.Buffer
-			lookup := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
-			code := exitCode("serve", serve(t.Context(), func() {}, c.args, lookup, &stderr), &stderr)
-			if code != c.code || !strings.Contains(stderr.String(), c.msg) {
-				t.Errorf("exit %d, want %d; stderr %q lacks %q", code, c.code, stderr.String(), c.msg)
+			code, stderr := serveRefused(t, c.args, c.env)
+			if code != c.code || !strings.Contains(stderr, c.msg) {
+				t.Errorf("exit %d, want %d; stderr %q lacks %q", code, c.code, stderr, c.msg)
+			}
+			var said []string // what is not the start-up log
+			for _, line := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
+				if !strings.HasPrefix(line, "time=") {
+					said = append(said, line)
+				}
+			}
+			if len(said) != 1 {
+				t.Errorf("%d lines on stderr, want the one line that says why:\n%s", len(said), stderr)
 			}
 		})
+	}
+}
+
+// getJSON GETs url and decodes its JSON body into v.
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d (%v)", url, resp.StatusCode, err)
+	}
+}
+
+// modelIDs returns the ids /v1/models lists.
+func modelIDs(t *testing.T, base string) []string {
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	getJSON(t, base+"/v1/models", &list)
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+// TestServeModelFileLog: a model file is served under its base name (the
+// llama2.c format's own name, "llama2.c checkpoint", has a space), and the
+// start-up log says what was loaded, from where, and how long it took.
+func TestServeModelFileLog(t *testing.T) {
+	path := sharedModel(t, "stories260K.bin")
+	base, stop, log := startServeLog(t, nil, "--model", path, "--blocks", "64", "--threads", "1")
+	if ids := modelIDs(t, base); len(ids) != 1 || ids[0] != "stories260K" {
+		t.Errorf("/v1/models ids %q, want [stories260K]", ids)
+	}
+	if c := stop(); c != 0 {
+		t.Fatalf("exit %d", c)
+	}
+	for _, want := range []string{`msg="loading model" path=` + path + " format=llama2.c bytes=1056540",
+		"msg=model id=stories260K", "parameters=260032", "vocab=512", "took="} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("start-up log lacks %q:\n%s", want, log.String())
+		}
+	}
+}
+
+// TestServeServedModelName: --served-model-name is the id /v1/models and
+// completions report and the one requests may name; an unknown PREFIXD_*
+// variable is named in a warning, its value never logged.
+func TestServeServedModelName(t *testing.T) {
+	env := map[string]string{"PREFIXD_BLOKS": "s3cret-value", "PREFIXD_BLOCKS": "64", "OTHER_VAR": "x"}
+	base, stop, log := startServeLog(t, env, "--served-model-name", "byte-lm", "--threads", "1")
+	if ids := modelIDs(t, base); len(ids) != 1 || ids[0] != "byte-lm" {
+		t.Errorf("/v1/models ids %q, want [byte-lm]", ids)
+	}
+	resp, err := http.Post(base+"/v1/completions", "application/json",
+		strings.NewReader(`{"model": "byte-lm", "prompt": "Hi", "max_tokens": 2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Model string `json:"model"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || out.Model != "byte-lm" {
+		t.Errorf("/v1/completions: %d, model %q (%v)", resp.StatusCode, out.Model, err)
+	}
+	if c := stop(); c != 0 {
+		t.Fatalf("exit %d", c)
+	}
+	s := log.String()
+	if !strings.Contains(s, "level=WARN") || !strings.Contains(s, "name=PREFIXD_BLOKS") || strings.Contains(s, "s3cret") ||
+		strings.Contains(s, "OTHER_VAR") || strings.Count(s, "level=WARN") != 1 || !strings.Contains(s, "blocks=64") {
+		t.Errorf("want one warning naming PREFIXD_BLOKS without its value, PREFIXD_BLOCKS applied:\n%s", s)
+	}
+}
+
+// TestServeTokenizerTooLarge: a tokenizer.bin of more tokens than the
+// model has logits is another model's vocabulary and is refused, by serve
+// and generate alike; one of as many tokens loads.
+func TestServeTokenizerTooLarge(t *testing.T) {
+	stories, tok := sharedModel(t, "stories260K.bin"), sharedModel(t, "llama2-tokenizer.bin")
+	msg := "holds more tokens than the model's 512"
+	code, stderr := serveRefused(t, []string{"--model", stories, "--tokenizer", tok, "--addr", "127.0.0.1:0"}, nil)
+	if code != 2 || !strings.Contains(stderr, msg) {
+		t.Errorf("serve: exit %d, stderr %q; want 2 and %q", code, stderr, msg)
+	}
+	code, stdout, errOut := runArgs("generate", "--model", stories, "--tokenizer", tok, "--prompt", "Once")
+	if code != 2 || stdout != "" || !strings.Contains(errOut, msg) {
+		t.Errorf("generate: exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, errOut, msg)
+	}
+}
+
+// apiKeysError is every message parseAPIKeys may return: none quotes the
+// input, which holds secrets.
+var apiKeysError = regexp.MustCompile(`^(entry \d+ (is not key=namespace|has an empty namespace: give each key a tenant name)|a key is listed twice)$`)
+
+// FuzzParseAPIKeys: whatever --api-keys holds, parseAPIKeys returns keys
+// and namespaces that are trimmed and not empty, one per entry, or an
+// error that does not echo the input.
+func FuzzParseAPIKeys(f *testing.F) {
+	for _, s := range []string{"", "k1=a, k2 = b", "k=", "k=  ", "secret", "a=x,a=y", "=ns", "a=b=c", ",", " a=x ,b=y,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		keys, err := parseAPIKeys(s)
+		if err != nil {
+			if !apiKeysError.MatchString(err.Error()) {
+				t.Fatalf("parseAPIKeys(%q) error %q is not one of the fixed messages", s, err)
+			}
+			return
+		}
+		if strings.TrimSpace(s) != "" && len(keys) != strings.Count(s, ",")+1 {
+			t.Fatalf("parseAPIKeys(%q) = %d keys for %d entries", s, len(keys), strings.Count(s, ",")+1)
+		}
+		for k, ns := range keys {
+			if k == "" || ns == "" || k != strings.TrimSpace(k) || ns != strings.TrimSpace(ns) {
+				t.Fatalf("parseAPIKeys(%q) mapped %q to %q", s, k, ns)
+			}
+		}
+	})
+}
+
+// TestServeStopAtStartUp: a signal that comes as serve starts (here: before
+// it does) drains and exits 0. The listener used to be left to a Serve that
+// had not registered it when Shutdown ran, which then accepted forever.
+func TestServeStopAtStartUp(t *testing.T) {
+	for range 5 {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		done := make(chan error, 1)
+		var stderr syncBuffer
+		go func() {
+			done <- serve(ctx, func() {}, []string{"--addr", "127.0.0.1:0", "--blocks", "64", "--threads", "1"}, nil, io.Discard, &stderr)
+		}()
+		select {
+		case err := <-done:
+			if err != nil || !strings.Contains(stderr.String(), "msg=stopped") {
+				t.Fatalf("serve: %v\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("serve did not stop after a signal at start-up:\n%s", stderr.String())
+		}
 	}
 }

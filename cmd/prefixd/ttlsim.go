@@ -24,7 +24,6 @@ func runTTLSim(args []string, stdout, stderr io.Writer) int {
 
 func ttlSim(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prefixd ttl-sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	tracePath := fs.String("trace", "", "trace file (JSON lines; see package trace), e.g. from prefixd serve --trace-out")
 	synth := fs.Bool("synth", false, "replay a synthetic trace instead (seeded; see --seed), and write it to --out")
 	seed := fs.Uint64("seed", 1, "synthetic trace seed")
@@ -34,12 +33,10 @@ func ttlSim(args []string, stdout, stderr io.Writer) error {
 	tokenTime := fs.Duration("token-time", 20*time.Millisecond, "simulated time per output token, for how long a request holds its blocks")
 	target := fs.Float64("target", 0.95, "choose the smallest TTL reaching this fraction of the best hit rate")
 	out := fs.String("out", "bench-out", "directory for ttl-sim.json, the plots and the synthetic trace")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usagef("unexpected argument %q", fs.Arg(0))
 	case (*tracePath == "") == !*synth:
 		return usagef("give exactly one of --trace and --synth")
 	case *target <= 0 || *target > 1:

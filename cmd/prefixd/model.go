@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/prefixd/prefixd/model"
+)
+
+// loadModel returns the model at path, or the built-in one for "", with
+// the vocabulary of the llama2.c tokenizer file at tokenizer if given (a
+// llama2.c checkpoint carries none).
+func loadModel(path, tokenizer string) (*model.Model, error) {
+	m := model.Builtin()
+	if path != "" {
+		var err error
+		if m, err = model.Load(path); err != nil {
+			return nil, err
+		}
+	}
+	if tokenizer != "" {
+		tk, err := loadTokenizer(tokenizer, m.Config.Vocab)
+		if err != nil {
+			return nil, err
+		}
+		m.Tokenizer = tk
+	}
+	return m, nil
+}
+
+// loadTokenizer reads the first vocab tokens of a llama2.c tokenizer file,
+// refusing a file that holds more: its tokens would be another model's
+// (the 32,000-token Llama 2 vocabulary on the 512-token stories260K reads
+// the model's token IDs as the wrong words, and prints nonsense). The
+// file format has no token count, so a file that parses as vocab+1 tokens
+// is the proof.
+func loadTokenizer(path string, vocab int) (*model.SentencePiece, error) {
+	if _, err := model.LoadLlama2CTokenizer(path, vocab+1); err == nil {
+		return nil, usagef("--tokenizer %s holds more tokens than the model's %d: it is another model's vocabulary", path, vocab)
+	}
+	return model.LoadLlama2CTokenizer(path, vocab)
+}
+
+// modelID is the id /v1/models and completions report when
+// --served-model-name is not given: the built-in model's name, or a model
+// file's base name without its extension (stories260K), since the names
+// formats carry are descriptions with spaces ("llama2.c checkpoint",
+// "LLaMA v2") that clients cannot pass back easily.
+func modelID(path string, m *model.Model) string {
+	if path == "" {
+		return m.Name
+	}
+	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	return strings.Join(strings.Fields(base), "-")
+}
+
+// modelFile describes a model file for the start-up log: its format, as
+// model.Load tells them apart (GGUF by its magic, otherwise a llama2.c
+// checkpoint), and its size in bytes.
+func modelFile(path string) (format string, size int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("model: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", 0, fmt.Errorf("model: %w", err)
+	}
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(f, magic); err == nil && bytes.Equal(magic, []byte("GGUF")) {
+		return "gguf", st.Size(), nil
+	}
+	return "llama2.c", st.Size(), nil
+}
+
+// parameters counts a Llama-architecture model's weights from its shape:
+// the token embedding; per layer two norms, the four attention matrices
+// and the three feed-forward ones; the final norm; and the classifier
+// unless it is the embedding.
+func parameters(c model.Config) int64 {
+	d, kv, h, v := int64(c.Dim), int64(c.KVDim()), int64(c.Hidden), int64(c.Vocab)
+	layer := 2*d + 2*d*d + 2*kv*d + 3*h*d
+	n := v*d + int64(c.Layers)*layer + d
+	if !c.SharedClassifier {
+		n += v * d
+	}
+	return n
+}
