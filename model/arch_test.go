@@ -38,19 +38,23 @@ func (r *reference) archQKV(l Layer, q, k, v []float64, pos int) {
 	if c.Arch.Rope == kernels.RopeHalves {
 		rope = refRopeHalves
 	}
-	rope(q, pos, hd, theta)
-	rope(k, pos, hd, theta)
+	rope(q, pos, hd, theta, r.m.RopeFactors)
+	rope(k, pos, hd, theta, r.m.RopeFactors)
 }
 
 // refRopeHalves is the rotate-half RoPE of Hugging Face's Llama
 // (q·cos + rotate_half(q)·sin, rotate_half(x) = [-x2, x1]), written from
 // its definition: element i of a head and element i+hd/2 turn together by
-// pos·theta^(-2i/hd).
-func refRopeHalves(x []float64, pos, headDim int, theta float64) {
+// pos·theta^(-2i/hd), divided by factors[i] when factors is not nil (the
+// inv_freq that HF's llama3 rope scaling rescales).
+func refRopeHalves(x []float64, pos, headDim int, theta float64, factors []float32) {
 	half := headDim / 2
 	for h := 0; h < len(x); h += headDim {
 		for i := range half {
 			a := float64(pos) / math.Pow(theta, float64(2*i)/float64(headDim))
+			if factors != nil {
+				a /= float64(factors[i])
+			}
 			x1, x2 := x[h+i], x[h+i+half]
 			x[h+i] = x1*math.Cos(a) - x2*math.Sin(a)
 			x[h+i+half] = x2*math.Cos(a) + x1*math.Sin(a)
