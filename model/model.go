@@ -28,7 +28,7 @@ type Config struct {
 	// Dim/Heads (Qwen3-0.6B: dim 1024, 16 heads of 128); 0 means
 	// Dim/Heads. HeadDim returns the width in effect.
 	HeadWidth int
-	BOS, EOS  int32   // special tokens; negative if none
+	BOS, EOS  int32 // special tokens; negative if none
 	// SharedClassifier is true when the output classifier is the token
 	// embedding matrix (Model.Classifier aliases Model.Embedding).
 	SharedClassifier bool
@@ -107,8 +107,8 @@ type Model struct {
 	// RopeFactors divide RoPE's pair frequencies, [headDim/2], one per
 	// pair (Llama 3.x's rope scaling); nil for plain RoPE.
 	RopeFactors []float32
-	Tokenizer  Tokenizer // nil when the file has no vocabulary
-	Name       string    // what the model is, for logs and /v1/models
+	Tokenizer   Tokenizer // nil when the file has no vocabulary
+	Name        string    // what the model is, for logs and /v1/models
 }
 
 // check verifies every tensor's length against the config.
