@@ -24,15 +24,15 @@ type Config struct {
 	MaxSeqLen int     // longest sequence
 	RopeTheta float32 // RoPE base, 10000 for Llama 2
 	NormEps   float32 // RMSNorm epsilon
+	BOS, EOS  int32   // special tokens; negative if none
+	// SharedClassifier is true when the output classifier is the token
+	// embedding matrix (Model.Classifier aliases Model.Embedding).
+	SharedClassifier bool
 	// HeadWidth is the width of one attention head when it is not
 	// Dim/Heads (Qwen3-0.6B: dim 1024, 16 heads of 128); 0 means
 	// Dim/Heads. HeadDim returns the width in effect.
 	HeadWidth int
-	BOS, EOS  int32 // special tokens; negative if none
-	// SharedClassifier is true when the output classifier is the token
-	// embedding matrix (Model.Classifier aliases Model.Embedding).
-	SharedClassifier bool
-	Arch             Arch // how the layer differs from Llama's
+	Arch      Arch // how the layer differs from Llama's
 }
 
 // Arch is what sets a Llama-family architecture's layer apart from
@@ -68,8 +68,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Dim <= 0 || c.Hidden <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.Vocab <= 0 || c.MaxSeqLen <= 0:
 		return fmt.Errorf("model: config sizes must be positive: %+v", c)
-	case c.HeadWidth < 0 || c.HeadWidth > c.Dim*4:
-		return fmt.Errorf("model: head width %d outside [0, 4·dim %d]", c.HeadWidth, c.Dim)
+	case c.HeadWidth < 0:
+		return fmt.Errorf("model: head width %d is negative", c.HeadWidth)
 	case c.HeadWidth == 0 && c.Dim%c.Heads != 0:
 		return fmt.Errorf("model: dim %d is not a multiple of %d heads", c.Dim, c.Heads)
 	case c.HeadDim()%2 != 0:
@@ -104,11 +104,8 @@ type Model struct {
 	Layers     []Layer
 	FinalNorm  []float32 // [dim]
 	Classifier []float32 // [vocab][dim]; may alias Embedding
-	// RopeFactors divide RoPE's pair frequencies, [headDim/2], one per
-	// pair (Llama 3.x's rope scaling); nil for plain RoPE.
-	RopeFactors []float32
-	Tokenizer   Tokenizer // nil when the file has no vocabulary
-	Name        string    // what the model is, for logs and /v1/models
+	Tokenizer  Tokenizer // nil when the file has no vocabulary
+	Name       string    // what the model is, for logs and /v1/models
 }
 
 // check verifies every tensor's length against the config.
