@@ -106,6 +106,9 @@ type Model struct {
 	Classifier []float32 // [vocab][dim]; may alias Embedding
 	Tokenizer  Tokenizer // nil when the file has no vocabulary
 	Name       string    // what the model is, for logs and /v1/models
+	// RopeFactors divide RoPE's pair frequencies, [headDim/2], one per
+	// pair (Llama 3.x's rope scaling); nil for plain RoPE.
+	RopeFactors []float32
 }
 
 // check verifies every tensor's length against the config.
