@@ -1,7 +1,8 @@
-// Package model loads Llama-architecture models (llama2.c checkpoints,
-// GGUF, and a built-in synthetic model), tokenizes text, and runs the
-// forward pass over paged K/V: attention reads each sequence's K/V through
-// its block table, so a cached prefix skips its compute entirely.
+// Package model loads Llama-family models (llama2.c checkpoints; GGUF of
+// Llama 2 and 3.x, Mistral, Qwen2 and Qwen3; and a built-in synthetic
+// model), tokenizes text, and runs the forward pass over paged K/V:
+// attention reads each sequence's K/V through its block table, so a cached
+// prefix skips its compute entirely.
 package model
 
 import (
