@@ -2,7 +2,6 @@ package model
 
 import (
 	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -62,37 +61,10 @@ func refRopeHalves(x []float64, pos, headDim int, theta float64, factors []float
 	}
 }
 
-// randomArchModel returns a small model of arch with random weights:
-// biases and norm weights far from zero and one, so an option the forward
-// pass ignored would show in its logits.
+// randomArchModel returns a small random model of arch (see randomModel).
 func randomArchModel(arch Arch, seed uint64) *Model {
-	c := Config{Dim: 32, Hidden: 48, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 64,
-		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1, Arch: arch}
-	r := rand.New(rand.NewPCG(seed, 1))
-	vec := func(n int, mean, scale float64) []float32 {
-		w := make([]float32, n)
-		for i := range w {
-			w[i] = float32(mean + r.NormFloat64()*scale)
-		}
-		return w
-	}
-	mat := func(rows, cols int) []float32 { return vec(rows*cols, 0, 1/math.Sqrt(float64(cols))) }
-	d, kv, hd, h := c.Dim, c.KVDim(), c.HeadDim(), c.Hidden
-	m := &Model{Config: c, Embedding: mat(c.Vocab, d), FinalNorm: vec(d, 1, 0.2), Classifier: mat(c.Vocab, d)}
-	for range c.Layers {
-		l := Layer{
-			AttnNorm: vec(d, 1, 0.2), Wq: mat(d, d), Wk: mat(kv, d), Wv: mat(kv, d), Wo: mat(d, d),
-			FFNNorm: vec(d, 1, 0.2), W1: mat(h, d), W2: mat(d, h), W3: mat(h, d),
-		}
-		if arch.QKVBias {
-			l.Bq, l.Bk, l.Bv = vec(d, 0, 0.5), vec(kv, 0, 0.5), vec(kv, 0, 0.5)
-		}
-		if arch.QKNorm {
-			l.QNorm, l.KNorm = vec(hd, 1, 0.5), vec(hd, 1, 0.5)
-		}
-		m.Layers = append(m.Layers, l)
-	}
-	return m
+	return randomModel(Config{Dim: 32, Hidden: 48, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 64,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1, Arch: arch}, seed)
 }
 
 // TestArchOptionsMatchReference runs each Arch option, and all together,

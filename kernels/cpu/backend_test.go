@@ -94,3 +94,30 @@ func TestBackendRoPEFactors(t *testing.T) {
 	}()
 	b.RoPE(x, heads, theta, kernels.RopeAdjacent, short)
 }
+
+// TestBackendRoPELlama3Golden turns one pair by Llama 3.1's scaled
+// frequency, with values computed by hand (not by this package): head
+// width 128, theta 500000, pair 32 has frequency 500000^(-1/2), wavelength
+// 2π·√500000 = 4442.883, inside llama3's smoothing band (2048, 8192) for
+// factor 8, low_freq_factor 1, high_freq_factor 4, original context 8192:
+// smooth = (8192/4442.883 - 1)/3 = 0.2812826, divisor 8/(1+7·smooth) =
+// 2.6945297. At position 1000 the pair turns by 1000/(√500000·2.6945297)
+// = 0.5248462 rad: (1, 0) becomes (cos, sin) = (0.8654010, 0.5010799).
+func TestBackendRoPELlama3Golden(t *testing.T) {
+	const hd = 128
+	factors := make([]float32, hd/2)
+	for i := range factors {
+		factors[i] = 1
+	}
+	factors[32] = 2.6945297
+	b := NewBackend(nil)
+	fw, err := b.Upload(kernels.FromF32(factors, 1, hd/2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := b.Buffer(hd)
+	b.Begin([]batch.Row{{Tokens: []int32{0}, Start: 1000}})
+	b.bufs[x].f[64] = 1 // pair 32 in the adjacent layout: elements 64 and 65
+	b.RoPE(x, 1, 500000, kernels.RopeAdjacent, fw)
+	checkClose(t, "pair 32", b.bufs[x].f[64:66], []float32{0.8654010, 0.5010799}, 1e-6)
+}
