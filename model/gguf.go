@@ -252,6 +252,11 @@ func buildGGUF(data []byte, base uint64, meta map[string]any, tensors map[string
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	// Every layer has at least 9 tensors: bound the layer count by the
+	// file's before allocating layers and naming their tensors.
+	if c.Layers > len(tensors)/9 {
+		return nil, fmt.Errorf("model: GGUF block_count %d, but the file has %d tensors", c.Layers, len(tensors))
+	}
 	get := func(name string, shape ...int) ([]float32, error) {
 		t, ok := tensors[name]
 		if !ok {

@@ -288,6 +288,7 @@ func TestGGUFArchitectureErrors(t *testing.T) {
 		{name: "keys of another architecture", a: llama, arch: "qwen2", want: `"qwen2.embedding_length" missing`},
 		{name: "value width apart", a: qwen3, extra: []ggufKV{{"qwen3.attention.value_length", uint32(8)}}, want: "value head width 8"},
 		{name: "partial rotary", a: llama, extra: []ggufKV{{"llama.rope.dimension_count", uint32(4)}}, want: "rope.dimension_count 4"},
+		{name: "more blocks than tensors", a: llama, extra: []ggufKV{{"llama.block_count", uint32(1 << 30)}}, want: "block_count 1073741824, but the file has"},
 		{name: "head count not a size", a: llama, extra: []ggufKV{{"llama.attention.head_count", "four"}}, want: "not a size"},
 		{name: "theta not a number", a: llama, extra: []ggufKV{{"llama.rope.freq_base", "big"}}, want: "not a number"},
 		{name: "yarn", a: qwen2, extra: []ggufKV{{"qwen2.rope.scaling.type", "yarn"}}, want: `rope scaling "yarn" is not supported`},
@@ -349,11 +350,13 @@ func TestFloatToHalf(t *testing.T) {
 	}
 }
 
-// archSeeds returns a small GGUF file of each architecture case, for the
-// fuzzer's corpus.
+// archSeeds returns a GGUF file of each architecture case for the
+// fuzzer's corpus, shrunk to one layer of width 16 (a few KiB) so that
+// mutations fall on metadata and tensor infos as often as on weights.
 func archSeeds(t testing.TB) [][]byte {
 	var out [][]byte
 	for i, a := range archCases() {
+		a.c.Dim, a.c.Hidden, a.c.Layers, a.c.Vocab = 16, 16, 1, 8
 		m := a.model(t, uint64(50+i))
 		out = append(out, encodeGGUF(ggufMetaOf(m, a.file), ggufTensorsOf(m, a.file)))
 	}
