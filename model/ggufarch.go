@@ -103,14 +103,22 @@ func ggufConfig(meta ggufMeta) (Config, error) {
 	}
 	// The head width is Dim/Heads unless the file says otherwise (Qwen3);
 	// HeadWidth stays 0 for the default so configs compare as shapes.
-	hd := c.Dim / c.Heads
-	keyLen, err := meta.size(p+"attention.key_length", int64(hd))
-	if err != nil {
-		return Config{}, err
+	if _, ok := meta[p+"attention.key_length"]; ok {
+		w, err := meta.size(p+"attention.key_length", -1)
+		if err != nil {
+			return Config{}, err
+		}
+		if w == 0 {
+			return Config{}, fmt.Errorf("model: GGUF metadata %q is 0", p+"attention.key_length")
+		}
+		if w != c.Dim/c.Heads || c.Dim%c.Heads != 0 {
+			c.HeadWidth = w
+		}
 	}
-	if keyLen != hd || c.Dim%c.Heads != 0 {
-		c.HeadWidth = keyLen
+	if c.HeadWidth == 0 && c.Dim%c.Heads != 0 {
+		return Config{}, fmt.Errorf("model: GGUF dim %d is not a multiple of %d heads, and %q is missing", c.Dim, c.Heads, p+"attention.key_length")
 	}
+	keyLen := c.HeadDim()
 	if v, err := meta.size(p+"attention.value_length", int64(keyLen)); err != nil {
 		return Config{}, err
 	} else if v != keyLen {
