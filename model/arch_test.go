@@ -72,17 +72,21 @@ func randomArchModel(arch Arch, seed uint64) *Model {
 // both the batched and the single-row paths see every option.
 func TestArchOptionsMatchReference(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		arch Arch
+		name    string
+		arch    Arch
+		factors []float32 // Model.RopeFactors
 	}{
-		{"llama", Arch{}},
-		{"rope halves", Arch{Rope: kernels.RopeHalves}},
-		{"qkv bias", Arch{QKVBias: true}},
-		{"qk norm", Arch{QKNorm: true}},
-		{"all", Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}},
+		{"llama", Arch{}, nil},
+		{"rope halves", Arch{Rope: kernels.RopeHalves}, nil},
+		{"qkv bias", Arch{QKVBias: true}, nil},
+		{"qk norm", Arch{QKNorm: true}, nil},
+		{"all", Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}, nil},
+		{"rope factors", Arch{}, []float32{1, 0.25, 3, 8}},
+		{"all with rope factors", Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}, []float32{0.5, 2, 5, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := randomArchModel(tc.arch, 3)
+			m.RopeFactors = tc.factors
 			if err := m.check(); err != nil {
 				t.Fatal(err)
 			}
@@ -147,9 +151,11 @@ func TestNewRunnerOnRejectsBadModels(t *testing.T) {
 }
 
 // TestArchForwardAllocatesNothing pins the zero-allocation step with every
-// option on: a decode row rewriting one slot and a 3-token chunk.
+// option and RoPE factors on: a decode row rewriting one slot and a
+// 3-token chunk.
 func TestArchForwardAllocatesNothing(t *testing.T) {
 	m := randomArchModel(Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}, 6)
+	m.RopeFactors = []float32{1, 2, 4, 8}
 	h := newHarness(t, m, 8, 4)
 	a, b := h.pool.NewTable(), h.pool.NewTable()
 	if err := a.Append(5); err != nil {
