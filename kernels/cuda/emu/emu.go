@@ -121,15 +121,28 @@ func (d *Device) Alloc(n int) (launch.Ptr, error) {
 	return p, nil
 }
 
-// Bytes returns the n bytes at p, which must lie in one allocation. The
-// slice aliases device memory: it is how tests upload and download.
-func (d *Device) Bytes(p launch.Ptr, n int) []byte {
+// span returns the n bytes at p, which must lie in one allocation.
+func (d *Device) span(p launch.Ptr, n int) ([]byte, error) {
 	for base, a := range d.allocs {
-		if p >= base && n >= 0 && uint64(p-base)+uint64(n) <= uint64(len(a.buf)) {
-			return a.buf[p-base:][:n]
+		if p >= base && uint64(p-base)+uint64(n) <= uint64(len(a.buf)) {
+			return a.buf[p-base:][:n], nil
 		}
 	}
-	panic(fmt.Sprintf("emu: %d bytes at %#x are not in one allocation", n, uint64(p)))
+	return nil, fmt.Errorf("emu: %d bytes at %#x are not in one allocation", n, uint64(p))
+}
+
+// Write copies b to device address p.
+func (d *Device) Write(p launch.Ptr, b []byte) error {
+	dst, err := d.span(p, len(b))
+	copy(dst, b)
+	return err
+}
+
+// Read copies len(b) bytes at device address p into b.
+func (d *Device) Read(b []byte, p launch.Ptr) error {
+	s, err := d.span(p, len(b))
+	copy(b, s)
+	return err
 }
 
 // Free releases an allocation made by Alloc.

@@ -1,6 +1,4 @@
-//go:build cgo && amd64
-
-package emu
+package kerneltest
 
 import (
 	"fmt"
@@ -55,7 +53,7 @@ type attnSetup struct {
 // slot any sequence reads with random K/V (the same bytes on the CPU and
 // the device), and clears the new rows' slots of the tested layer on the
 // device, which AppendKV must then fill.
-func (e *env) setup(c attnCase) *attnSetup {
+func (e *Env) setup(c attnCase) *attnSetup {
 	s := &attnSetup{c: c, layer: 1}
 	tables := make([][]blockstore.BlockID, len(c.starts))
 	need := 0
@@ -128,7 +126,7 @@ func (e *env) setup(c attnCase) *attnSetup {
 		id := bt[rowBT[i]+pos/int32(c.bs)]
 		off := (int64(id)*s.lay.BlockElems() + s.lay.LayerOffset(s.layer) + int64(int(pos)%c.bs*kd)) * int64(e.dt.Size())
 		for _, o := range []int64{off, off + int64(c.bs*kd*e.dt.Size())} {
-			clear(e.d.Bytes(s.kv+launch.Ptr(o), kd*e.dt.Size()))
+			e.write(s.kv+launch.Ptr(o), make([]byte, kd*e.dt.Size()))
 		}
 	}
 	return s
@@ -136,22 +134,23 @@ func (e *env) setup(c attnCase) *attnSetup {
 
 // writePool copies the CPU cache's blocks into the device pool: both lay
 // a block out [layer][K,V][slot][kvHead][headDim].
-func (e *env) writePool(s *attnSetup) {
+func (e *Env) writePool(s *attnSetup) {
 	block := make([]byte, s.ref.BlockBytes())
 	f := make([]float32, len(block)/4)
-	n := len(f) * e.dt.Size()
+	dev := make([]byte, len(f)*e.dt.Size())
 	for b := range s.lay.NumBlocks {
 		if err := s.ref.ReadBlock(blockstore.BlockID(b), block); err != nil {
 			e.t.Fatal(err)
 		}
 		launch.Decode(launch.F32, f, block)
-		launch.Encode(e.dt, e.d.Bytes(s.kv+launch.Ptr(b*n), n), f)
+		launch.Encode(e.dt, dev, f)
+		e.write(s.kv+launch.Ptr(b*len(dev)), dev)
 	}
 }
 
 // checkPool compares every block of the device pool with the CPU cache,
 // exactly: both hold the same rounded values.
-func (e *env) checkPool(s *attnSetup) {
+func (e *Env) checkPool(s *attnSetup) {
 	e.t.Helper()
 	block := make([]byte, s.ref.BlockBytes())
 	want := make([]float32, len(block)/4)
@@ -162,21 +161,22 @@ func (e *env) checkPool(s *attnSetup) {
 			e.t.Fatal(err)
 		}
 		launch.Decode(launch.F32, want, block)
-		launch.Decode(e.dt, got, e.d.Bytes(s.kv+launch.Ptr(b*n), n))
+		launch.Decode(e.dt, got, e.read(s.kv+launch.Ptr(b*n), n))
 		if !slices.Equal(got, want) {
 			e.t.Fatalf("block %d: element %d is %g, want %g", b, worst(got, want), got[worst(got, want)], want[worst(got, want)])
 		}
 	}
 }
 
-// TestAttention appends each case's new K/V, checks the pool equals the
-// CPU cache, then compares attention with cpu.KVCache.Attention.
-func TestAttention(t *testing.T) {
+// Attention appends each case's new K/V, checks the pool equals the CPU
+// cache, then compares attention with cpu.KVCache.Attention.
+func Attention(t *testing.T, e *Env) {
 	w := cpu.NewWorkers(2)
 	defer w.Close()
 	for _, c := range attnCases {
 		t.Run(c.name, func(t *testing.T) {
-			each(t, func(t *testing.T, e *env) {
+			e := e.sub(t)
+			{
 				s := e.setup(c)
 				qkv := e.floats(s.qkv)
 				lay, kd := s.lay, s.lay.KVDim()
@@ -198,49 +198,24 @@ func TestAttention(t *testing.T) {
 				want := make([]float32, len(q))
 				s.ref.Attention(w, s.layer, q, want, s.seqs, c.nHeads, &cpu.AttnScratch{})
 				e.close("attention", e.readElems(out, len(want)), want)
-			})
+			}
 		})
 	}
 }
 
-// TestCopyBlocks copies partial and whole blocks in one launch and
+// CopyBlocks copies partial and whole blocks in one launch and
 // compares the pool with cpu.KVCache.CopyBlocks on the same copies.
-func TestCopyBlocks(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
-		s := e.setup(attnCases[2])
-		e.writePool(s)
-		copies := []blockstore.BlockCopy{{Src: 0, Dst: 5, Slots: 3}, {Src: 2, Dst: 1, Slots: 1}, {Src: 3, Dst: 4, Slots: 0}, {Src: 2, Dst: 7, Slots: 2}}
-		var desc []int32
-		for _, c := range copies {
-			desc = append(desc, int32(c.Src), int32(c.Dst), int32(c.Slots))
-		}
-		e.launch(launch.CopyBlocks(e.d, s.kv, s.lay, e.ints(desc), len(copies)))
-		if err := s.ref.CopyBlocks(copies); err != nil {
-			t.Fatal(err)
-		}
-		e.checkPool(s)
-	})
-}
-
-// TestLaunchShapes checks that launch refuses shapes the kernels cannot
-// take instead of launching them.
-func TestLaunchShapes(t *testing.T) {
-	d := New(launch.F32, Forward)
-	lay := launch.KVLayout{Layers: 1, KVHeads: 2, HeadDim: 8, BlockSize: 4, NumBlocks: 4}
-	st := launch.Step{Rows: 1, RowPos: 1, RowBT: 1, BT: 1}
-	for name, err := range map[string]error{
-		"heads not a multiple of KV heads": launch.Attention(d, 1, lay, st, launch.Attn{Q: 1, LDQ: 100, Out: 1, NHeads: 3}),
-		"group over 32":                    launch.Attention(d, 1, launch.KVLayout{Layers: 1, KVHeads: 1, HeadDim: 2, BlockSize: 4, NumBlocks: 4}, st, launch.Attn{Q: 1, LDQ: 200, Out: 1, NHeads: 33}),
-		"head dim over 256":                launch.Attention(d, 1, launch.KVLayout{Layers: 1, KVHeads: 1, HeadDim: 258, BlockSize: 4, NumBlocks: 4}, st, launch.Attn{Q: 1, LDQ: 300, Out: 1, NHeads: 1}),
-		"no workspace for splits":          launch.Attention(d, 1, lay, launch.Step{Rows: 1, MaxPos: 9}, launch.Attn{Q: 1, LDQ: 100, Out: 1, NHeads: 2, Split: 4}),
-		"layer out of range":               launch.AppendKV(d, 1, lay, 1, 1, 100, 0, 16, st),
-		"K past the row":                   launch.AppendKV(d, 1, lay, 0, 1, 20, 0, 16, st),
-		"no rows":                          launch.RMSNorm(d, 1, 1, 1, 0, 8, 1e-5),
-		"odd head dim":                     launch.RoPE(d, launch.Adjacent, 1, 10, 1, 1, 1, 5, 1e4),
-		"hidden over stride":               launch.SwiGLU(d, 1, 1, 1, 4, 1, 5),
-	} {
-		if err == nil {
-			t.Errorf("%s: launched", name)
-		}
+func CopyBlocks(t *testing.T, e *Env) {
+	s := e.setup(attnCases[2])
+	e.writePool(s)
+	copies := []blockstore.BlockCopy{{Src: 0, Dst: 5, Slots: 3}, {Src: 2, Dst: 1, Slots: 1}, {Src: 3, Dst: 4, Slots: 0}, {Src: 2, Dst: 7, Slots: 2}}
+	var desc []int32
+	for _, c := range copies {
+		desc = append(desc, int32(c.Src), int32(c.Dst), int32(c.Slots))
 	}
+	e.launch(launch.CopyBlocks(e.d, s.kv, s.lay, e.ints(desc), len(copies)))
+	if err := s.ref.CopyBlocks(copies); err != nil {
+		t.Fatal(err)
+	}
+	e.checkPool(s)
 }
