@@ -77,3 +77,18 @@ func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
 	return d.Launch("attn_combine", Dim3{a.NHeads, st.Rows, 1}, threads(min(MaxHeadDim, (hd+31)/32*32)),
 		P(a.Out), P(a.Partial), P(st.RowPos), I(a.NHeads), I(hd), I(split), I(ns))
 }
+
+// ChooseSplit returns Attn.Split for a step on a GPU of sms
+// multiprocessors: enough splits that about eight thread blocks per
+// multiprocessor are in flight (a batch of long decodes otherwise leaves
+// most of the GPU idle), or 0 when the rows and KV heads alone are enough
+// or the contexts are short.
+func ChooseSplit(st Step, kvHeads, sms int) int {
+	blocks, want := st.Rows*kvHeads, 8*sms
+	if blocks >= want || st.MaxPos < 128 {
+		return 0
+	}
+	splits := (want + blocks - 1) / blocks
+	split := (st.MaxPos + splits) / splits // ceil((MaxPos+1)/splits)
+	return (split + 31) / 32 * 32
+}

@@ -72,3 +72,23 @@ func TestAttentionSplits(t *testing.T) {
 		}
 	}
 }
+
+func TestChooseSplit(t *testing.T) {
+	for _, c := range []struct {
+		rows, maxPos, kvHeads, sms, want int
+	}{
+		{64, 1023, 4, 132, 224}, // 256 blocks for 1,056 wanted: 5 splits of 205, rounded to 224
+		{64, 1023, 32, 132, 0},  // 2,048 blocks already
+		{1, 100, 4, 132, 0},     // short context
+		{1, 4095, 1, 10, 64},    // 80 splits of 52, rounded to 64
+	} {
+		st := Step{Rows: c.rows, MaxPos: c.maxPos}
+		got := ChooseSplit(st, c.kvHeads, c.sms)
+		if got != c.want {
+			t.Errorf("%+v: split %d, want %d", c, got, c.want)
+		}
+		if got > 0 && Splits(st, got)*st.Rows*c.kvHeads < 8*c.sms*3/4 {
+			t.Errorf("%+v: split %d gives only %d blocks", c, got, Splits(st, got)*st.Rows*c.kvHeads)
+		}
+	}
+}
