@@ -223,8 +223,8 @@ func TestCloseFreesMemory(t *testing.T) {
 	if after != inCtx {
 		t.Errorf("free memory %d after KVStore.Close, %d before NewKVStore", after, inCtx)
 	}
-	// A product makes the cuBLAS handle (and its workspace), which
-	// Device.Close must release too.
+	// A product (y f32 at p, then bf16 a and w) makes the cuBLAS handle
+	// and its workspace, which Device.Close must release too.
 	err = d.Do(func(x *Exec) error {
 		if err := x.MatMulT(0, 0, 0, 0, 0, 0, 0); err == nil {
 			return errors.New("empty product accepted")
@@ -236,7 +236,7 @@ func TestCloseFreesMemory(t *testing.T) {
 		if err := x.Write(p, make([]byte, 3*4*8*8)); err != nil {
 			return err
 		}
-		return errors.Join(x.MatMulT(p, p+2*8*8, p+4*8*8, 8, 8, 8, 0), x.Synchronize(), x.Free(p))
+		return errors.Join(x.MatMulT(p, p+4*8*8, p+6*8*8, 8, 8, 8, 0), x.Synchronize(), x.Free(p))
 	})
 	if err != nil {
 		t.Fatal(err)
