@@ -13,6 +13,8 @@
 // its running softmax (max, sum, unnormalised output) to part and
 // attn_combine merges the splits.
 
+#define ATTN_UNROLL 8
+
 KERNEL void attn(elem_t *out, float *part, const float *q, int ldq, const elem_t *kv, long long blockStride,
 		 long long layerOff, const int *row_pos, const int *row_bt, const int *bt, int bs, int nHeads,
 		 int kvHeads, int headDim, int split) {
@@ -33,23 +35,48 @@ KERNEL void attn(elem_t *out, float *part, const float *q, int ldq, const elem_t
 		acc[j] = 0.0f;
 	}
 	float m = -PREFIXD_INF, l = 0.0f;
-	for (int p = p0; p < p1; p++) {
-		const elem_t *kp = kv + kv_slot(tbl, p, bs, kvDim, blockStride, layerOff) + g * headDim;
-		const elem_t *vp = kp + (long long)bs * kvDim;
-		float dot = 0.0f;
+	// ATTN_UNROLL positions at a time: their K and V loads are independent,
+	// so they are in flight together, and their dot-product reductions
+	// interleave; the running softmax is rescaled once per group.
+	for (int p = p0; p < p1; p += ATTN_UNROLL) {
+		float dot[ATTN_UNROLL];
+		const elem_t *vp[ATTN_UNROLL];
 #pragma unroll
-		for (int j = 0; j < ATTN_DPL; j++) {
-			int d = lane + 32 * j;
-			if (d < headDim) dot += qv[j] * to_f(kp[d]);
+		for (int u = 0; u < ATTN_UNROLL; u++) {
+			// Past the split's end, reread its last position; its
+			// weight is zero below.
+			const elem_t *kp = kv + kv_slot(tbl, min(p + u, p1 - 1), bs, kvDim, blockStride, layerOff) + g * headDim;
+			vp[u] = kp + (long long)bs * kvDim;
+			float s = 0.0f;
+#pragma unroll
+			for (int j = 0; j < ATTN_DPL; j++) {
+				int d = lane + 32 * j;
+				if (d < headDim) s += qv[j] * to_f(kp[d]);
+			}
+			dot[u] = s;
 		}
-		dot = warp_sum(dot);
-		float mn = fmaxf(m, dot);
-		float c = expf(m - mn), e = expf(dot - mn);
-		l = l * c + e;
 #pragma unroll
-		for (int j = 0; j < ATTN_DPL; j++) {
-			int d = lane + 32 * j;
-			if (d < headDim) acc[j] = acc[j] * c + e * to_f(vp[d]);
+		for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+			for (int u = 0; u < ATTN_UNROLL; u++) dot[u] += __shfl_xor_sync(0xffffffffu, dot[u], o);
+		}
+		float mn = m;
+#pragma unroll
+		for (int u = 0; u < ATTN_UNROLL; u++)
+			if (p + u < p1) mn = fmaxf(mn, dot[u]);
+		float c = expf(m - mn);
+		l *= c;
+#pragma unroll
+		for (int j = 0; j < ATTN_DPL; j++) acc[j] *= c;
+#pragma unroll
+		for (int u = 0; u < ATTN_UNROLL; u++) {
+			float e = p + u < p1 ? expf(dot[u] - mn) : 0.0f;
+			l += e;
+#pragma unroll
+			for (int j = 0; j < ATTN_DPL; j++) {
+				int d = lane + 32 * j;
+				if (d < headDim) acc[j] += e * to_f(vp[u][d]);
+			}
 		}
 		m = mn;
 	}
