@@ -268,11 +268,14 @@ func BenchmarkDecodeAttention(b *testing.B) {
 	kvBytes := seqs * ctx * 2 * lay.KVDim() * 2
 	rng := rand.New(rand.NewPCG(5, 6))
 	perm := rng.Perm(lay.NumBlocks)
-	rowPos, rowBT, bt := make([]int32, seqs), make([]int32, seqs), make([]int32, 0, lay.NumBlocks)
+	var sb launch.StepBuilder
 	for s := range seqs {
-		rowPos[s], rowBT[s] = ctx-1, int32(len(bt))
-		for _, id := range perm[s*ctx/16 : (s+1)*ctx/16] {
-			bt = append(bt, int32(id))
+		table := make([]blockstore.BlockID, ctx/16)
+		for i := range table {
+			table[i] = blockstore.BlockID(perm[s*ctx/16+i])
+		}
+		if err := sb.Add(table, 16, ctx-1, 1); err != nil {
+			b.Fatal(err)
 		}
 	}
 	var st launch.Step
@@ -289,12 +292,12 @@ func BenchmarkDecodeAttention(b *testing.B) {
 		q = alloc(4 * seqs * nHeads * lay.HeadDim)
 		out = alloc(2 * seqs * nHeads * lay.HeadDim)
 		part = alloc(4 * launch.AttnWorkspace(launch.Step{Rows: seqs, MaxPos: ctx - 1}, lay, nHeads, 32))
-		st = launch.Step{Rows: seqs, RowPos: alloc(4 * seqs), RowBT: alloc(4 * seqs), BT: alloc(4 * len(bt)), MaxPos: ctx - 1}
+		packed := alloc(4 * len(sb.Packed()))
 		if err != nil {
 			return err
 		}
-		return errors.Join(x.Write(st.RowPos, int32Bytes(rowPos)), x.Write(st.RowBT, int32Bytes(rowBT)),
-			x.Write(st.BT, int32Bytes(bt)), x.Write(q, make([]byte, 4*seqs*nHeads*lay.HeadDim)),
+		st = sb.Step(packed)
+		return errors.Join(x.Write(packed, int32Bytes(sb.Packed())), x.Write(q, make([]byte, 4*seqs*nHeads*lay.HeadDim)),
 			x.Write(pool, make([]byte, kvBytes)))
 	})
 	if err != nil {

@@ -91,10 +91,15 @@ func (e *Env) setup(c attnCase) *attnSetup {
 	// The new rows' K and V, in the qkv rows, are what the CPU cache
 	// already holds in their slots.
 	s.ld = (c.nHeads+2*c.kvHeads)*c.hd + 3
-	var rowBT, bt []int32
+	var sb launch.StepBuilder
+	var slots []blockstore.BlockID // the block of each new row, for clearing below
 	block := make([]byte, s.ref.BlockBytes())
+	f := make([]float32, len(block)/4)
 	for i := range c.starts {
 		s.seqs = append(s.seqs, cpu.AttnSeq{Blocks: tables[i], Start: c.starts[i], Rows: c.rows[i]})
+		if err := sb.Add(tables[i], c.bs, c.starts[i], c.rows[i]); err != nil {
+			e.t.Fatal(err)
+		}
 		for r := range c.rows[i] {
 			pos := c.starts[i] + r
 			row := make([]float32, s.ld)
@@ -103,28 +108,19 @@ func (e *Env) setup(c attnCase) *attnSetup {
 			if err := s.ref.ReadBlock(id, block); err != nil {
 				e.t.Fatal(err)
 			}
-			f := make([]float32, len(block)/4)
 			launch.Decode(launch.F32, f, block)
-			k := f[(2*s.layer*c.bs+pos%c.bs)*kd:][:kd]
-			v := f[((2*s.layer+1)*c.bs+pos%c.bs)*kd:][:kd]
-			copy(row[c.nHeads*c.hd:], k)
-			copy(row[(c.nHeads+c.kvHeads)*c.hd:], v)
+			copy(row[c.nHeads*c.hd:], f[(2*s.layer*c.bs+pos%c.bs)*kd:][:kd])
+			copy(row[(c.nHeads+c.kvHeads)*c.hd:], f[((2*s.layer+1)*c.bs+pos%c.bs)*kd:][:kd])
 			s.qkv = append(s.qkv, row...)
 			s.rowPos = append(s.rowPos, int32(pos))
-			rowBT = append(rowBT, int32(len(bt)))
-			s.st.MaxPos = max(s.st.MaxPos, pos)
-		}
-		for _, id := range tables[i] {
-			bt = append(bt, int32(id))
+			slots = append(slots, id)
 		}
 	}
-	s.st.Rows = len(s.rowPos)
-	s.st.RowPos, s.st.RowBT, s.st.BT = e.ints(s.rowPos), e.ints(rowBT), e.ints(bt)
+	s.st = sb.Step(e.ints(sb.Packed()))
 	s.kv = e.alloc(int(s.lay.BlockElems()) * s.lay.NumBlocks * e.dt.Size())
 	e.writePool(s)
 	for i, pos := range s.rowPos {
-		id := bt[rowBT[i]+pos/int32(c.bs)]
-		off := (int64(id)*s.lay.BlockElems() + s.lay.LayerOffset(s.layer) + int64(int(pos)%c.bs*kd)) * int64(e.dt.Size())
+		off := (int64(slots[i])*s.lay.BlockElems() + s.lay.LayerOffset(s.layer) + int64(int(pos)%c.bs*kd)) * int64(e.dt.Size())
 		for _, o := range []int64{off, off + int64(c.bs*kd*e.dt.Size())} {
 			e.write(s.kv+launch.Ptr(o), make([]byte, kd*e.dt.Size()))
 		}
