@@ -23,7 +23,7 @@ KERNEL void rmsnorm(elem_t *out, const float *x, const elem_t *w, int dim, float
 	for (int d = threadIdx.x; d < dim; d += blockDim.x) o[d] = from_f(xr[d] * scale * to_f(w[d]));
 }
 
-// rope_angle is the rotation of pair i (0-based, of headDim/2) at pos:
+// rope_sincos gives the rotation of pair i (0-based, of headDim/2) at pos:
 // pos * theta^(-2i/headDim), in double so that long positions keep their
 // precision (float would lose it past a few thousand radians).
 DEV void rope_sincos(int pos, int i, int headDim, float theta, float *s, float *c) {
@@ -34,38 +34,34 @@ DEV void rope_sincos(int pos, int i, int headDim, float theta, float *s, float *
 	*c = (float)cd;
 }
 
-// rope_gguf rotates heads heads of headDim in row r of x (row stride ld
-// floats) by position pos[r], in the adjacent-pair layout of llama2.c and
-// GGUF: pair i is (x[2i], x[2i+1]). With q and k side by side in a fused
-// QKV row, one launch over nHeads+kvHeads heads rotates both.
-KERNEL void rope_gguf(float *x, int ld, const int *pos, int heads, int headDim, float theta) {
+// rope rotates heads heads of headDim in row blockIdx.x of x (row stride
+// ld floats) by position pos[blockIdx.x]: pair i is (x[i*step],
+// x[i*step+mate]) of each head.
+DEV void rope(float *x, int ld, const int *pos, int heads, int headDim, float theta, int step, int mate) {
 	int half = headDim / 2;
 	float *xr = x + (long long)blockIdx.x * ld;
 	for (int p = threadIdx.x; p < heads * half; p += blockDim.x) {
 		int h = p / half, i = p % half;
 		float s, c;
 		rope_sincos(pos[blockIdx.x], i, headDim, theta, &s, &c);
-		float *e = xr + h * headDim + 2 * i;
-		float x0 = e[0], x1 = e[1];
+		float *e = xr + h * headDim + i * step;
+		float x0 = e[0], x1 = e[mate];
 		e[0] = x0 * c - x1 * s;
-		e[1] = x0 * s + x1 * c;
+		e[mate] = x0 * s + x1 * c;
 	}
 }
 
-// rope_halves is rope_gguf in the Hugging Face layout (rotate_half): pair
-// i is (x[i], x[i+headDim/2]).
+// rope_gguf rotates in the adjacent-pair layout of llama2.c and GGUF: pair
+// i is (x[2i], x[2i+1]). With q and k side by side in a fused QKV row, one
+// launch over nHeads+kvHeads heads rotates both.
+KERNEL void rope_gguf(float *x, int ld, const int *pos, int heads, int headDim, float theta) {
+	rope(x, ld, pos, heads, headDim, theta, 2, 1);
+}
+
+// rope_halves rotates in the Hugging Face layout (rotate_half): pair i is
+// (x[i], x[i+headDim/2]).
 KERNEL void rope_halves(float *x, int ld, const int *pos, int heads, int headDim, float theta) {
-	int half = headDim / 2;
-	float *xr = x + (long long)blockIdx.x * ld;
-	for (int p = threadIdx.x; p < heads * half; p += blockDim.x) {
-		int h = p / half, i = p % half;
-		float s, c;
-		rope_sincos(pos[blockIdx.x], i, headDim, theta, &s, &c);
-		float *e = xr + h * headDim + i;
-		float x0 = e[0], x1 = e[half];
-		e[0] = x0 * c - x1 * s;
-		e[half] = x1 * c + x0 * s;
-	}
+	rope(x, ld, pos, heads, headDim, theta, 1, headDim / 2);
 }
 
 // swiglu sets out[r][i] = silu(gate[r][i]) * up[r][i] for i < hidden:
