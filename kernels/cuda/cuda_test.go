@@ -156,6 +156,13 @@ func TestMatMulT(t *testing.T) {
 				return p
 			}
 			pa, pw, py := up(dt, a), up(dt, w), up(src.F32, y0)
+			defer func() { // compute-sanitizer's leak check would report them
+				for _, p := range []launch.Ptr{pa, pw, py} {
+					if err := d.Free(p); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
 			for _, beta := range []float32{0, 1} {
 				if err := d.Write(py, encode(src.F32, y0)); err != nil {
 					t.Fatal(err)
