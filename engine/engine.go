@@ -325,18 +325,18 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 }
 
 // Validate reports whether the engine could ever serve req as asked, with
-// an error wrapping ErrInvalid if not: the checks Submit makes before it
+// an *InvalidError (matching ErrInvalid) if not: the checks Submit makes before it
 // queues a request. It is safe for concurrent use.
 func (e *Engine) Validate(req *Request) error {
 	if err := req.validate(e.cfg.Model.VocabSize(), e.cfg.MaxModelLen, e.cfg.MaxBeamWidth); err != nil {
 		return err
 	}
 	if need, pinned := e.blocksToFinish(req), int(e.pinned.Load()); need > e.cfg.NumBlocks-pinned {
-		return fmt.Errorf("%w: the request needs %d KV blocks at its longest; the pool has %d, %d of them pinned",
-			ErrInvalid, need, e.cfg.NumBlocks, pinned)
+		return invalid("max_tokens", "the request needs %d KV blocks at its longest; the pool has %d, %d of them pinned",
+			need, e.cfg.NumBlocks, pinned)
 	}
 	if ttl, maxTTL := req.Cache.TTL, time.Duration(e.maxTTL.Load()); ttl > maxTTL {
-		return fmt.Errorf("%w: cache TTL %v is above the maximum %v", ErrInvalid, ttl, maxTTL)
+		return invalid("cache.ttl", "cache TTL %v is above the maximum %v", ttl, maxTTL)
 	}
 	return nil
 }

@@ -471,10 +471,10 @@ func newID(prefix string) string {
 
 // submitError maps an engine.Submit error to a response.
 func submitError(err error) *apiError {
+	var inv *engine.InvalidError
 	switch {
-	case errors.Is(err, engine.ErrInvalid):
-		msg := strings.TrimPrefix(err.Error(), engine.ErrInvalid.Error()+": ")
-		return &apiError{Status: 400, Type: typeInvalid, Message: msg}
+	case errors.As(err, &inv):
+		return &apiError{Status: 400, Type: typeInvalid, Param: inv.Param, Message: inv.Msg}
 	case errors.Is(err, engine.ErrQueueFull):
 		return &apiError{Status: 429, Type: typeRateLimit, Message: "the server is at capacity: retry later"}
 	case errors.Is(err, engine.ErrClosed):
