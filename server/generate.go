@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"time"
 
@@ -155,19 +156,38 @@ func (s *Server) result(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel cont
 // is still connected.
 const hangupPoll = 100 * time.Millisecond
 
+// continueProbe is the interim response await writes to a client that
+// sent FIN: any HTTP/1.1 client reads past a 1xx response to the final one
+// (RFC 9110, section 15.2), and a client that has closed its socket
+// answers the bytes with a reset.
+const continueProbe = "HTTP/1.1 100 Continue\r\n\r\n"
+
 // await waits for a non-streaming request's result. fasthttp tells a
 // handler nothing when its client disconnects, so await peeks at the
 // connection every hangupPoll and cancels the request once the client has
 // hung up (gone); the engine then frees its blocks at its next iteration.
+// Only a reset or a failed write is a hang-up: a client may shut down its
+// sending side once its request is out (curl scripts, some proxies) and
+// still read the answer. On FIN, await writes continueProbe once, which a
+// closed socket resets. It probes only a connection's first request:
+// behind a pipelined one, fasthttp may still hold part of the previous
+// response in its write buffer, and the probe would land inside it.
 func (s *Server) await(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel context.CancelFunc) (res engine.Result, gone bool) {
 	tick := time.NewTicker(hangupPoll)
 	defer tick.Stop()
+	probed := !ctx.Request.Header.IsHTTP11() || ctx.ConnRequestNum() > 1
 	for {
 		select {
 		case <-st.Done():
 			return st.Result(), false
 		case <-tick.C:
-			if hungUp(ctx.Conn()) {
+			reset, eof := peek(ctx.Conn())
+			if eof && !probed {
+				probed = true
+				_, err := io.WriteString(ctx.Conn(), continueProbe)
+				reset = err != nil
+			}
+			if reset {
 				cancel()
 				s.log.Debug("client hung up; request cancelled", "path", string(ctx.Path()))
 				return st.Result(), true

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prefixd/prefixd/engine"
+)
+
+// rawRequest dials the server and writes one HTTP/1.x request with body.
+func (h *harness) rawRequest(proto, method, path, body string, header ...string) *net.TCPConn {
+	h.t.Helper()
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	var hdr strings.Builder
+	for i := 0; i+1 < len(header); i += 2 {
+		fmt.Fprintf(&hdr, "%s: %s\r\n", header[i], header[i+1])
+	}
+	fmt.Fprintf(c, "%s %s %s\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s",
+		method, path, proto, len(body), hdr.String(), body)
+	return c.(*net.TCPConn)
+}
+
+// TestHalfCloseIsNoHangup sends a request and shuts down the sending side,
+// as curl scripts and some proxies do: the client still reads, so the
+// request must run to its end and answer in full, after the interim
+// response the server probes the connection with.
+func TestHalfCloseIsNoHangup(t *testing.T) {
+	h := newHarness(t)
+	h.gate.mu.Lock()
+	locked := true
+	defer func() {
+		if locked { // a failure must not leave the engine paused for Shutdown
+			h.gate.mu.Unlock()
+		}
+	}()
+	for _, path := range []string{"/generate", "/v1/completions"} {
+		c := h.rawRequest("HTTP/1.1", "POST", path, `{"prompt": "half closed", "max_tokens": 5, "ignore_eos": true, "temperature": 0}`)
+		if path == "/v1/completions" {
+			c = h.rawRequest("HTTP/1.1", "POST", path, `{"prompt": "half closed", "max_tokens": 5, "temperature": 0}`)
+		}
+		if err := c.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(c)
+		// The probe comes while the engine is paused: the request is still
+		// running when the server sees the FIN.
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("%s: reading the interim response: %v", path, err)
+		}
+		if resp.StatusCode != 100 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%s: half-closed client got %d %q before its request could finish, want 100 then the answer", path, resp.StatusCode, b)
+		}
+		h.gate.mu.Unlock()
+		locked = false
+		resp, err = http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("%s: reading the answer: %v", path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		var out struct {
+			IDs     []int32 `json:"ids"`
+			Choices []struct {
+				Text string `json:"text"`
+			} `json:"choices"`
+			Usage struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if resp.StatusCode != 200 || json.Unmarshal(b, &out) != nil || out.Usage.CompletionTokens != 5 {
+			t.Errorf("%s: half-closed client got %d %q, want 200 with 5 tokens", path, resp.StatusCode, b)
+		}
+		h.gate.mu.Lock()
+		locked = true
+	}
+	h.gate.mu.Unlock()
+	locked = false
+	h.checkDrained()
+}
+
+// TestEngineRefusalNamesParam sends a request only the engine can refuse
+// (it needs more KV blocks than the pool has): the 400 names the field,
+// and its message is the engine's without the sentinel's prefix.
+func TestEngineRefusalNamesParam(t *testing.T) {
+	h := newHarness(t, withEngine(func(c *engine.Config) { c.NumBlocks = 16 }))
+	code, b, _ := h.do("POST", "/generate", `{"prompt_ids": [1, 2, 3], "max_tokens": 200}`)
+	var e struct {
+		Error apiError `json:"error"`
+	}
+	if code != 400 || json.Unmarshal(b, &e) != nil {
+		t.Fatalf("%d %s, want a 400", code, b)
+	}
+	if e.Error.Param != "max_tokens" || strings.HasPrefix(e.Error.Message, "engine:") || !strings.Contains(e.Error.Message, "KV blocks") {
+		t.Errorf("error %+v: want param max_tokens and the engine's message without its prefix", e.Error)
+	}
+}
