@@ -31,6 +31,20 @@ func (h *harness) rawRequest(proto, method, path, body string, header ...string)
 	return c.(*net.TCPConn)
 }
 
+// dialRaw sends raw bytes on a new connection and returns it.
+func (h *harness) dialRaw(raw string) net.Conn {
+	h.t.Helper()
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, raw); err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
 // TestHalfCloseIsNoHangup sends a request and shuts down the sending side,
 // as curl scripts and some proxies do: the client still reads, so the
 // request must run to its end and answer in full, after the interim

@@ -202,7 +202,10 @@ func New(cfg Config) (*Server, error) {
 		NoDefaultContentType:         true,
 		TCPKeepalive:                 true,
 		DisablePreParseMultipartForm: true,
-		Logger:                       fasthttpLogger{s.log},
+		// fasthttp otherwise quotes the raw request it could not parse in
+		// its errors: headers, Authorization included.
+		SecureErrorLogMessage: true,
+		Logger:                fasthttpLogger{s.log},
 	}
 	return s, nil
 }
@@ -338,9 +341,7 @@ func (s *Server) parseError(ctx *fasthttp.RequestCtx, err error) {
 		s.writeError(ctx, &apiError{Status: 431, Type: typeInvalid, Message: "request headers are too large"})
 		return
 	}
-	// fasthttp's own message quotes the raw request, headers and all
-	// (Authorization included): log it, answer without it.
-	s.log.Debug("malformed HTTP request", "err", err)
+	s.log.Debug("malformed HTTP request", "err", redact(err))
 	s.writeError(ctx, badRequest("", "malformed HTTP request"))
 }
 
@@ -495,9 +496,26 @@ func (s *Server) writeSubmitError(ctx *fasthttp.RequestCtx, err error) {
 	s.writeError(ctx, e)
 }
 
-// fasthttpLogger sends fasthttp's own messages to slog.
+// fasthttpLogger sends fasthttp's own messages to slog, with its errors
+// redacted.
 type fasthttpLogger struct{ l *slog.Logger }
 
 func (f fasthttpLogger) Printf(format string, args ...any) {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = redact(err)
+		}
+	}
 	f.l.Warn("fasthttp: " + fmt.Sprintf(format, args...))
+}
+
+// redact returns err's text up to its first quote. fasthttp quotes the
+// request bytes it could not parse, even with SecureErrorLogMessage for a
+// malformed header line, and those may hold credentials or prompt text.
+func redact(err error) string {
+	msg := err.Error()
+	if i := strings.IndexAny(msg, "\"'`"); i >= 0 {
+		msg = strings.TrimRight(msg[:i], ": ") + " (request bytes not logged)"
+	}
+	return msg
 }

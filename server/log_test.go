@@ -1,0 +1,71 @@
+package server
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// logBuffer collects a server's log lines; safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// withLogCapture sends the server's log, every level, to b.
+func withLogCapture(b *logBuffer) option {
+	return withServer(func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+}
+
+// TestLogHasNoSecrets sends requests fasthttp cannot parse (two
+// Content-Length headers, a bad header line) and good ones, all carrying
+// an API key, the admin token and prompt text: none of them may reach the
+// log at any level.
+func TestLogHasNoSecrets(t *testing.T) {
+	var logs logBuffer
+	h := newHarness(t, withLogCapture(&logs), withServer(func(c *Config) {
+		c.APIKeys = map[string]string{"sk-tenant-secret": "tenant"}
+	}))
+	const prompt = `{"prompt": "the launch code is swordfish", "max_tokens": 2}`
+	for _, raw := range []string{
+		"POST /generate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-tenant-secret\r\nContent-Length: 60\r\nContent-Length: 61\r\n\r\n" + prompt,
+		"POST /v1/cache/flush HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer admin-secret\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n{\"all\":true}",
+		"POST /generate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-tenant-secret\r\nBad Header swordfish\r\n\r\n",
+	} {
+		conn := h.dialRaw(raw)
+		b, _ := io.ReadAll(conn)
+		if !strings.Contains(string(b), " 400 ") {
+			t.Errorf("malformed request answered %q, want a 400", b)
+		}
+	}
+	h.generate(prompt, "Authorization", "Bearer sk-tenant-secret")
+	h.do("GET", "/v1/cache", "", "Authorization", "Bearer admin-secret")
+	h.do("POST", "/generate", `{"prompt": "swordfish", "max_tokens": 0}`, "Authorization", "Bearer sk-tenant-secret")
+	h.srv.Shutdown(t.Context())
+	out := logs.String()
+	if !strings.Contains(out, "duplicate content-length") {
+		t.Errorf("the log does not say what was malformed:\n%s", out)
+	}
+	for _, secret := range []string{"sk-tenant-secret", "admin-secret", "swordfish"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log holds %q:\n%s", secret, out)
+		}
+	}
+}
