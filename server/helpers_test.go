@@ -58,6 +58,7 @@ type harness struct {
 type option struct {
 	engine func(*engine.Config)
 	server func(*Config)
+	listen func(net.Listener) net.Listener // wraps the listener
 }
 
 func withEngine(f func(*engine.Config)) option { return option{engine: f} }
@@ -120,6 +121,11 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range opts {
+		if o.listen != nil {
+			ln = o.listen(ln)
+		}
 	}
 	h := &harness{
 		t: t, srv: srv, eng: eng, gate: gate,

@@ -69,3 +69,36 @@ func TestLogHasNoSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsNeedAKey checks the choice Config.PublicStats makes: with API
+// keys, the aggregate figures need a key or the admin token unless they
+// are public; the static status page is always open.
+func TestStatsNeedAKey(t *testing.T) {
+	for _, public := range []bool{false, true} {
+		h := newHarness(t, withServer(func(c *Config) {
+			c.APIKeys, c.PublicStats = map[string]string{"key-a": "tenant-a"}, public
+		}))
+		for _, path := range []string{"/metrics", "/v1/stats"} {
+			for _, tc := range []struct {
+				auth string
+				want int
+			}{
+				{"", map[bool]int{false: 401, true: 200}[public]},
+				{"Bearer wrong", map[bool]int{false: 401, true: 200}[public]},
+				{"Bearer key-a", 200},
+				{"Bearer admin-secret", 200},
+			} {
+				var hdr []string
+				if tc.auth != "" {
+					hdr = []string{"Authorization", tc.auth}
+				}
+				if code, b, _ := h.do("GET", path, "", hdr...); code != tc.want {
+					t.Errorf("PublicStats %v: GET %s with %q: %d %.100s, want %d", public, path, tc.auth, code, b, tc.want)
+				}
+			}
+		}
+		if code, _, _ := h.do("GET", "/", ""); code != 200 {
+			t.Errorf("PublicStats %v: GET / without a key: %d, want 200", public, code)
+		}
+	}
+}
