@@ -124,3 +124,39 @@ func TestEngineRefusalNamesParam(t *testing.T) {
 		t.Errorf("error %+v: want param max_tokens and the engine's message without its prefix", e.Error)
 	}
 }
+
+// TestHTTP10Stream reads the streaming endpoints as an HTTP/1.0 client,
+// which knows no chunked encoding: the body must end where the
+// connection closes, and hold every event and [DONE].
+func TestHTTP10Stream(t *testing.T) {
+	h := newHarness(t)
+	for path, body := range map[string]string{
+		"/generate_stream": `{"prompt": "old client", "max_tokens": 4, "ignore_eos": true}`,
+		"/v1/completions":  `{"prompt": "old client", "max_tokens": 4, "temperature": 0, "stream": true}`,
+	} {
+		c := h.rawRequest("HTTP/1.0", "POST", path, body)
+		c.SetReadDeadline(time.Now().Add(30 * time.Second)) // bounds a hang only
+		b, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatalf("%s: %v after %q", path, err, b)
+		}
+		head, events, _ := strings.Cut(string(b), "\r\n\r\n")
+		if !strings.HasPrefix(head, "HTTP/1.0 200 ") || strings.Contains(strings.ToLower(head), "chunked") ||
+			!strings.Contains(head, "Content-Type: text/event-stream") {
+			t.Errorf("%s: HTTP/1.0 client got headers %q", path, head)
+		}
+		if n := strings.Count(events, "data: "); n < 3 || !strings.HasSuffix(events, "data: [DONE]\n\n") {
+			t.Errorf("%s: HTTP/1.0 client got body %q, want the events then [DONE]", path, events)
+		}
+	}
+	h.checkDrained()
+}
+
+// TestHealthAlias checks /health answers as /healthz does.
+func TestHealthAlias(t *testing.T) {
+	h := newHarness(t)
+	code, b, _ := h.do("GET", "/health", "")
+	if code != 200 || strings.TrimSpace(string(b)) != `{"status":"ok"}` {
+		t.Errorf("GET /health: %d %s", code, b)
+	}
+}

@@ -102,3 +102,38 @@ func TestStatsNeedAKey(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessLog checks one info line per request, with the caller's
+// namespace and token counts, for plain and streamed generation alike.
+func TestAccessLog(t *testing.T) {
+	var logs logBuffer
+	h := newHarness(t, withLogCapture(&logs), withServer(func(c *Config) {
+		c.APIKeys = map[string]string{"sk-a": "tenant-a"}
+	}))
+	key := []string{"Authorization", "Bearer sk-a"}
+	h.generate(`{"prompt": "count me", "max_tokens": 3}`, key...)
+	readStream(t, h.stream("/generate_stream", `{"prompt": "count me", "max_tokens": 3}`, key...))
+	h.do("GET", "/healthz", "")
+	h.do("POST", "/generate", `{"prompt": "x", "max_tokens": 0}`, key...)
+	h.srv.Shutdown(t.Context())
+	var lines []string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "level=INFO msg=request ") {
+			lines = append(lines, l)
+		}
+	}
+	want := []string{
+		`method=POST path=/generate status=200 namespace=tenant-a prompt_tokens=9 cached_tokens=0 completion_tokens=3 finish=length duration=`,
+		`method=POST path=/generate_stream status=200 namespace=tenant-a prompt_tokens=9 cached_tokens=8 completion_tokens=3 finish=length duration=`,
+		`method=GET path=/healthz status=200 namespace="" duration=`,
+		`method=POST path=/generate status=400 namespace=tenant-a duration=`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d access-log lines, want %d:\n%s", len(lines), len(want), strings.Join(lines, ""))
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("access-log line %q, want %q", lines[i], w)
+		}
+	}
+}
