@@ -160,3 +160,13 @@ func TestHealthAlias(t *testing.T) {
 		t.Errorf("GET /health: %d %s", code, b)
 	}
 }
+
+// TestGzipBody sends a gzip-encoded request: it is decoded, not misread.
+func TestGzipBody(t *testing.T) {
+	h := newHarness(t)
+	plain := h.generate(`{"prompt": "zipped", "max_tokens": 4}`)
+	zipped := h.generate(gzipped(`{"prompt": "zipped", "max_tokens": 4}`), "Content-Encoding", "gzip")
+	if zipped.Text != plain.Text || zipped.Usage.PromptTokens != plain.Usage.PromptTokens {
+		t.Errorf("gzip-encoded request: %+v, plain: %+v", zipped, plain)
+	}
+}

@@ -360,6 +360,10 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 			Message: fmt.Sprintf("method %s not allowed on %s; allowed: %s", ctx.Method(), r.name, r.allow)})
 		return
 	}
+	if e := s.decodeBody(ctx); e != nil {
+		s.writeError(ctx, e)
+		return
+	}
 	// Handler() may be called without the fasthttp server's own limit.
 	if len(ctx.Request.Body()) > s.cfg.MaxBodyBytes {
 		s.writeError(ctx, tooLarge(s.cfg.MaxBodyBytes))
