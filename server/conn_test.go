@@ -51,14 +51,8 @@ func (h *harness) dialRaw(raw string) net.Conn {
 // response the server probes the connection with.
 func TestHalfCloseIsNoHangup(t *testing.T) {
 	h := newHarness(t)
-	h.gate.mu.Lock()
-	locked := true
-	defer func() {
-		if locked { // a failure must not leave the engine paused for Shutdown
-			h.gate.mu.Unlock()
-		}
-	}()
 	for _, path := range []string{"/generate", "/v1/completions"} {
+		resume := h.pause()
 		c := h.rawRequest("HTTP/1.1", "POST", path, `{"prompt": "half closed", "max_tokens": 5, "ignore_eos": true, "temperature": 0}`)
 		if path == "/v1/completions" {
 			c = h.rawRequest("HTTP/1.1", "POST", path, `{"prompt": "half closed", "max_tokens": 5, "temperature": 0}`)
@@ -81,8 +75,7 @@ func TestHalfCloseIsNoHangup(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			t.Fatalf("%s: half-closed client got %d %q before its request could finish, want 100 then the answer", path, resp.StatusCode, b)
 		}
-		h.gate.mu.Unlock()
-		locked = false
+		resume()
 		resp, err = http.ReadResponse(r, nil)
 		if err != nil {
 			t.Fatalf("%s: reading the answer: %v", path, err)
@@ -100,11 +93,7 @@ func TestHalfCloseIsNoHangup(t *testing.T) {
 		if resp.StatusCode != 200 || json.Unmarshal(b, &out) != nil || out.Usage.CompletionTokens != 5 {
 			t.Errorf("%s: half-closed client got %d %q, want 200 with 5 tokens", path, resp.StatusCode, b)
 		}
-		h.gate.mu.Lock()
-		locked = true
 	}
-	h.gate.mu.Unlock()
-	locked = false
 	h.checkDrained()
 }
 

@@ -71,32 +71,29 @@ func (r *recorder) snapshot() [][2]string {
 // began with prefix.
 func (r *recorder) sent(t *testing.T, prefix string) string {
 	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, c := range r.conns {
-		c.mu.Lock()
-		read, wrote := c.read.String(), c.wrote.String()
-		c.mu.Unlock()
-		if strings.HasPrefix(read, prefix) {
-			return wrote
+	for _, c := range r.snapshot() {
+		if strings.HasPrefix(c[0], prefix) {
+			return c[1]
 		}
 	}
 	t.Fatalf("no connection sent %q", prefix)
 	return ""
 }
 
-// shutdown runs Shutdown(ctx) and returns its error; the wait is bounded
-// only so that a hang fails the test.
-func (h *harness) shutdown(ctx context.Context) error {
-	h.t.Helper()
+// startShutdown begins Shutdown(ctx) and returns a func that waits for
+// its error, bounded only so that a hang fails the test.
+func (h *harness) startShutdown(ctx context.Context) (wait func() error) {
 	done := make(chan error, 1)
 	go func() { done <- h.srv.Shutdown(ctx) }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(30 * time.Second):
-		h.t.Fatal("Shutdown hangs")
-		return nil
+	return func() error {
+		h.t.Helper()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			h.t.Fatal("Shutdown hangs")
+			return nil
+		}
 	}
 }
 
@@ -106,13 +103,7 @@ func (h *harness) shutdown(ctx context.Context) error {
 func TestDrainDeadlineAnswers(t *testing.T) {
 	rec := &recorder{}
 	h := newHarness(t, option{listen: func(ln net.Listener) net.Listener { rec.Listener = ln; return rec }})
-	h.gate.mu.Lock()
-	locked := true
-	defer func() {
-		if locked {
-			h.gate.mu.Unlock()
-		}
-	}()
+	resume := h.pause()
 	long := `{"prompt": "cut short", "max_tokens": 1000, "ignore_eos": true, "temperature": 0}`
 	longOpenAI := `{"prompt": "cut short", "max_tokens": 1000, "temperature": 0}`
 	h.rawRequest("HTTP/1.1", "POST", "/generate", long)
@@ -134,19 +125,12 @@ func TestDrainDeadlineAnswers(t *testing.T) {
 		return n == 2
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.srv.Shutdown(ctx) }()
+	wait := h.startShutdown(ctx)
 	waitFor(t, "draining", h.srv.Draining)
 	cancel() // the drain deadline passes
-	h.gate.mu.Unlock()
-	locked = false
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("Shutdown: %v, want context.Canceled", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Shutdown hangs")
+	resume()
+	if err := wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Shutdown: %v, want context.Canceled", err)
 	}
 	for _, prefix := range []string{"POST /generate ", "POST /v1/completions "} {
 		got := rec.sent(t, prefix)
@@ -189,7 +173,7 @@ func TestDrainNotHeldByIdleConns(t *testing.T) {
 		defer h.srv.conns.mu.Unlock()
 		return len(h.srv.conns.m) == 2
 	})
-	if err := h.shutdown(context.Background()); err != nil {
+	if err := h.startShutdown(context.Background())(); err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
 	for name, c := range map[string]net.Conn{"idle": idle, "half-read": half} {

@@ -41,6 +41,16 @@ func (g *gatedModel) Forward(rows []engine.Row) ([]float32, error) {
 	return g.Model.Forward(rows)
 }
 
+// pause holds every forward pass until resume is called. A test that
+// fails while paused resumes as it ends, before the harness's Shutdown,
+// which would wait for the engine.
+func (h *harness) pause() (resume func()) {
+	h.gate.mu.Lock()
+	resume = sync.OnceFunc(h.gate.mu.Unlock)
+	h.t.Cleanup(resume)
+	return resume
+}
+
 // harness is a Server over a real engine on the built-in model, listening
 // on a loopback port.
 type harness struct {
