@@ -114,7 +114,7 @@ type Server struct {
 	handler fasthttp.RequestHandler
 	trace   *tracer // nil without Config.Trace
 
-	conns *connSet
+	conns *connSet // the client connections, for the drain to wait on and close
 
 	// base is the parent of every request's context: not the RequestCtx,
 	// whose Done fires when shutdown begins, before in-flight requests
