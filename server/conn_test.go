@@ -159,3 +159,18 @@ func TestGzipBody(t *testing.T) {
 		t.Errorf("gzip-encoded request: %+v, plain: %+v", zipped, plain)
 	}
 }
+
+// TestSurrogatePairAccepted checks that a well-formed escaped surrogate
+// pair (U+1F600, 4 bytes of UTF-8) and an escaped backslash before "u"
+// pass the escape check and reach the tokenizer intact.
+func TestSurrogatePairAccepted(t *testing.T) {
+	h := newHarness(t)
+	for body, tokens := range map[string]int{
+		`{"prompt": "\ud83d\ude00", "max_tokens": 1}`: 1 + 4,
+		`{"prompt": "\\ud800", "max_tokens": 1}`:      1 + 6,
+	} {
+		if r := h.generate(body); r.Usage.PromptTokens != tokens {
+			t.Errorf("%s: %d prompt tokens, want %d", body, r.Usage.PromptTokens, tokens)
+		}
+	}
+}

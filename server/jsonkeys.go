@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -133,4 +134,44 @@ func invalidUTF8(b []byte) int {
 		i += size
 	}
 	return -1
+}
+
+// loneSurrogate returns the offset of the first \u escape in body's JSON
+// strings that is half of a UTF-16 surrogate pair without its other half,
+// or -1. encoding/json decodes one as U+FFFD, as it does invalid UTF-8.
+// body must be valid JSON.
+func loneSurrogate(body []byte) int {
+	inString := false
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString:
+			r, ok := escapedUnit(body, i)
+			if !ok {
+				i++ // a one-character escape: skip the character
+				continue
+			}
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return i
+			case r >= 0xD800 && r <= 0xDBFF:
+				if lo, ok := escapedUnit(body, i+6); !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return i
+				}
+				i += 6
+			}
+			i += 5
+		}
+	}
+	return -1
+}
+
+// escapedUnit reads the \uXXXX escape at body[i:], if there is one.
+func escapedUnit(body []byte, i int) (rune, bool) {
+	if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 16)
+	return rune(n), err == nil
 }

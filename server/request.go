@@ -132,7 +132,7 @@ type completionRequest struct {
 }
 
 // decodeStrict decodes exactly one JSON object into v, refusing invalid
-// UTF-8, unknown fields (matched exactly, case included), fields given
+// UTF-8 (and escapes of half a surrogate pair), unknown fields (matched exactly, case included), fields given
 // twice and trailing data, and names the offending field on type errors.
 func decodeStrict(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -167,6 +167,9 @@ func decodeStrict(body []byte, v any) *apiError {
 	}
 	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
 		return badRequest("", "invalid JSON: data after the object")
+	}
+	if off := loneSurrogate(body); off >= 0 {
+		return badRequest("", "request body has an unpaired UTF-16 surrogate escape %s at offset %d", body[off:off+6], off)
 	}
 	return checkKeys(body, reflect.TypeOf(v))
 }
