@@ -219,7 +219,7 @@ func simulate(records []trace.Record, prompts [][]int32, c SimConfig, ttl time.D
 		if err := tb.Adopt(h.Blocks); err != nil {
 			return res, err
 		}
-		need := (len(p)+out+bs-1)/bs - len(h.Blocks)
+		need := blockstore.BlocksFor(len(p)+out, bs) - len(h.Blocks)
 		if pool.NumFree() < need && m.Reclaim(need) != nil {
 			tb.Release()
 			m.Release(h.Handle)

@@ -294,7 +294,7 @@ func (s *sim) request(rec *trace.Record, p []int32) {
 	if err := tb.Adopt(hit.Blocks); err != nil {
 		panic("routesim: adopting a hit: " + err.Error())
 	}
-	need := (len(p)+out+bs-1)/bs - len(hit.Blocks)
+	need := blockstore.BlocksFor(len(p)+out, bs) - len(hit.Blocks)
 	if r.pool.NumFree() < need && r.m.Reclaim(need) != nil {
 		tb.Release()
 		r.m.Release(hit.Handle)

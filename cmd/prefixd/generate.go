@@ -123,7 +123,7 @@ func run(m *model.Model, prompt []int32, n int, smp *sample.Sampler, emit func(t
 	w := cpu.NewWorkers(0)
 	defer w.Close()
 	r := model.NewRunner(m, w)
-	blocks := (len(prompt) + n + generateBlockSize - 1) / generateBlockSize
+	blocks := blockstore.BlocksFor(len(prompt)+n, generateBlockSize)
 	st, err := r.NewKV(blocks, generateBlockSize)
 	if err != nil {
 		return nil, err

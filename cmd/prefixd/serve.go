@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/engine"
 	"github.com/prefixd/prefixd/kernels/cpu"
 	"github.com/prefixd/prefixd/model"
@@ -407,8 +408,8 @@ func engineConfig(o *serveOptions, m *model.Model, runner *model.Runner, metrics
 	}
 	blocks := o.blocks
 	if blocks == 0 && o.kvBytes == 0 {
-		perSeq := (min(512, maxLen) + o.blockSize - 1) / o.blockSize
-		blocks = max(o.maxRunning*perSeq, (maxLen+o.blockSize-1)/o.blockSize)
+		perSeq := blockstore.BlocksFor(min(512, maxLen), o.blockSize)
+		blocks = max(o.maxRunning*perSeq, blockstore.BlocksFor(maxLen, o.blockSize))
 	}
 	if err := fitsMemory(runner, blocks, o.blockSize, int64(o.kvBytes)); err != nil {
 		return engine.Config{}, err
