@@ -1,0 +1,123 @@
+package quant
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// benchOut×benchIn is a Llama-7B-sized projection (4096×4096). The
+// benchmarks cycle through enough copies to fill benchSpan bytes, four
+// times the 32 MiB L3 of the machine the figures in README come from, so
+// every call streams its weights from memory as decode does.
+const (
+	benchOut, benchIn = 4096, 4096
+	benchThreads      = 2
+	benchSpan         = 128 << 20
+)
+
+// poolFor is a ParallelFor over a fixed pool of goroutines, like the
+// engine's worker pool, so the benchmarks measure the kernels and not
+// goroutine start-up.
+type poolFor struct {
+	jobs chan poolJob
+	wg   sync.WaitGroup
+}
+
+// poolJob is one part of a loop, sent by value so handing it over does
+// not allocate.
+type poolJob struct {
+	f      func(lo, hi int)
+	lo, hi int
+}
+
+func newPoolFor() *poolFor {
+	p := &poolFor{jobs: make(chan poolJob)}
+	for range benchThreads - 1 {
+		go func() {
+			for j := range p.jobs {
+				j.f(j.lo, j.hi)
+				p.wg.Done()
+			}
+		}()
+	}
+	return p
+}
+
+func (p *poolFor) For(n int, f func(lo, hi int)) {
+	p.wg.Add(benchThreads - 1)
+	for part := 1; part < benchThreads; part++ {
+		p.jobs <- poolJob{f, part * n / benchThreads, (part + 1) * n / benchThreads}
+	}
+	f(0, n/benchThreads)
+	p.wg.Wait()
+}
+
+// BenchmarkMatVec reports the weight bytes streamed per second (MB/s) by
+// one activation row times a benchOut×benchIn matrix of each type on
+// benchThreads threads; set against BenchmarkMemBandwidth, it is how near
+// decode gets to the memory bound.
+func BenchmarkMatVec(b *testing.B) {
+	pool := newPoolFor()
+	defer close(pool.jobs)
+	rng := rand.New(rand.NewPCG(1, 1))
+	x := randRow(rng, benchIn)
+	dst := make([]float32, benchOut)
+	for _, typ := range weightTypes {
+		rs, _ := typ.RowSize(benchIn)
+		size := benchOut * rs
+		// Quantize 64 distinct rows and tile them: quantizing every row of
+		// every copy would dominate the run, and the values do not change
+		// the speed.
+		tile := make([]byte, 64*rs)
+		for o := range 64 {
+			if err := Quantize(typ, tile[o*rs:(o+1)*rs], randRow(rng, benchIn)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		copies := (benchSpan + size - 1) / size
+		all := make([]byte, copies*size)
+		for off := 0; off < len(all); off += len(tile) {
+			copy(all[off:], tile)
+		}
+		m := NewMultiplier(pool.For)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				w := all[i*size : (i+1)*size]
+				if err := m.MatMul(dst, x, w, typ, 1, benchOut, benchIn); err != nil {
+					b.Fatal(err)
+				}
+				i = (i + 1) % copies
+			}
+		})
+	}
+}
+
+// BenchmarkMemBandwidth measures the read bandwidth (MB/s) on
+// benchThreads threads: a sum of 64-bit words over benchSpan bytes, each
+// thread reading its own half with four independent accumulators, so the
+// loop is bound by memory, not by its adds.
+func BenchmarkMemBandwidth(b *testing.B) {
+	pool := newPoolFor()
+	defer close(pool.jobs)
+	buf := make([]uint64, benchSpan/8)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	var sums [benchThreads]uint64
+	const chunks = 1024
+	b.SetBytes(benchSpan)
+	for b.Loop() {
+		pool.For(chunks, func(lo, hi int) {
+			var s0, s1, s2, s3 uint64
+			for _, v := range buf[lo*len(buf)/chunks : hi*len(buf)/chunks] {
+				s0 += v
+				s0, s1, s2, s3 = s1, s2, s3, s0
+			}
+			sums[lo*benchThreads/chunks] += s0 + s1 + s2 + s3
+		})
+	}
+}

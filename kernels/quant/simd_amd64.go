@@ -1,0 +1,68 @@
+//go:build amd64 && !purego
+
+package quant
+
+import "golang.org/x/sys/cpu"
+
+// haveSIMD reports whether this CPU runs the AVX2 kernels: they need AVX2,
+// FMA and F16C (x/sys/cpu checks the OS saves the YMM registers).
+var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+// The kernels take whole rows: n is in values for the float types (a
+// multiple of 8, at least 8) and in blocks for the quantized ones (at
+// least 1). ad holds the activations' per-block scales, bs the Q8_K
+// 16-value sums.
+
+//go:noescape
+func dotF32AVX(w *byte, x *float32, n int) float32
+
+//go:noescape
+func dotF16AVX(w *byte, x *float32, n int) float32
+
+//go:noescape
+func dotBF16AVX(w *byte, x *float32, n int) float32
+
+//go:noescape
+func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb int) float32
+
+//go:noescape
+func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+
+//go:noescape
+func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+
+// dotSIMD is dotGo's assembly path: it returns false for a type without
+// an AVX2 kernel, or when they are off. The slices' lengths were checked
+// by MatMul (w is one whole row, a one activation row of the same length).
+func dotSIMD(t Type, w []byte, a *actRow) (float32, bool) {
+	if !haveSIMD {
+		return 0, false
+	}
+	switch t {
+	case F32, F16, BF16:
+		n := len(a.x)
+		if n%8 != 0 {
+			return 0, false
+		}
+		_ = w[n*t.BlockBytes()-1]
+		switch t {
+		case F32:
+			return dotF32AVX(&w[0], &a.x[0], n), true
+		case F16:
+			return dotF16AVX(&w[0], &a.x[0], n), true
+		}
+		return dotBF16AVX(&w[0], &a.x[0], n), true
+	case Q8_0:
+		nb := len(a.d)
+		_, _ = w[nb*34-1], a.qs[nb*QK-1]
+		return dotQ8_0AVX(&w[0], &a.qs[0], &a.d[0], nb), true
+	case Q4_K, Q6_K:
+		nb := len(a.d)
+		_, _, _ = w[nb*t.BlockBytes()-1], a.qs[nb*QKK-1], a.bs[nb*16-1]
+		if t == Q4_K {
+			return dotQ4KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb), true
+		}
+		return dotQ6KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb), true
+	}
+	return 0, false
+}

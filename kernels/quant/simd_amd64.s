@@ -1,0 +1,394 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2 dot products of one weight row with one activation row. The
+// callers (simd_amd64.go) check the CPU has AVX2, FMA and F16C and that
+// the lengths cover the loops. R14 and R15 are left alone.
+
+// HSUM8 sums the eight floats of Y0 into X0's low lane.
+#define HSUM8 \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS       X1, X0, X0; \
+	VHADDPS      X0, X0, X0; \
+	VHADDPS      X0, X0, X0
+
+// FLOATDOT is the loop of the float dots: LOAD8(off, reg) loads eight
+// weights from off(SI) as float32s into reg; 32 values per iteration into
+// four accumulators, then 8 at a time. SI: weights, DI: x, CX: n, BX: the
+// weight size in bytes.
+#define FLOATDOT(LOAD8) \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+loop32: \
+	CMPQ CX, $32; \
+	JLT  loop8; \
+	LOAD8(0, Y4); \
+	LOAD8(8, Y5); \
+	LOAD8(16, Y6); \
+	LOAD8(24, Y7); \
+	VFMADD231PS (DI), Y4, Y0; \
+	VFMADD231PS 32(DI), Y5, Y1; \
+	VFMADD231PS 64(DI), Y6, Y2; \
+	VFMADD231PS 96(DI), Y7, Y3; \
+	LEAQ (SI)(BX*8), SI; \
+	LEAQ (SI)(BX*8), SI; \
+	LEAQ (SI)(BX*8), SI; \
+	LEAQ (SI)(BX*8), SI; \
+	ADDQ $128, DI; \
+	SUBQ $32, CX; \
+	JMP  loop32; \
+loop8: \
+	CMPQ CX, $8; \
+	JLT  done; \
+	LOAD8(0, Y4); \
+	VFMADD231PS (DI), Y4, Y0; \
+	LEAQ (SI)(BX*8), SI; \
+	ADDQ $32, DI; \
+	SUBQ $8, CX; \
+	JMP  loop8; \
+done: \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y3, Y2, Y2; \
+	VADDPS Y2, Y0, Y0; \
+	HSUM8
+
+#define LOADF32(off, reg) VMOVUPS (off*4)(SI), reg
+#define LOADF16(off, reg) VCVTPH2PS (off*2)(SI), reg
+#define LOADBF16(off, reg) VPMOVZXWD (off*2)(SI), reg; VPSLLD $16, reg, reg
+
+// func dotF32AVX(w *byte, x *float32, n int) float32
+TEXT ·dotF32AVX(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ $4, BX
+	FLOATDOT(LOADF32)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotF16AVX(w *byte, x *float32, n int) float32
+TEXT ·dotF16AVX(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ $2, BX
+	FLOATDOT(LOADF16)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX(w *byte, x *float32, n int) float32
+TEXT ·dotBF16AVX(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ $2, BX
+	FLOATDOT(LOADBF16)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// Q8BLOCK adds one Q8_0 weight block at off(SI) times 32 activations at
+// off2(DI) (scale at off3(DX)) to the accumulator acc. The signed × signed
+// byte products go through VPMADDUBSW as |w| × (a·sign w); the activations
+// are within ±127, so no product saturates. Y15 holds sixteen int16 ones.
+#define Q8BLOCK(off, off2, off3, acc) \
+	VCVTPH2PS   off(SI), X1; \
+	VMULSS      off3(DX), X1, X1; \
+	VBROADCASTSS X1, Y1; \
+	VMOVDQU     (off+2)(SI), Y2; \
+	VMOVDQU     off2(DI), Y3; \
+	VPSIGNB     Y2, Y2, Y4; \
+	VPSIGNB     Y2, Y3, Y3; \
+	VPMADDUBSW  Y3, Y4, Y4; \
+	VPMADDWD    Y15, Y4, Y4; \
+	VCVTDQ2PS   Y4, Y4; \
+	VFMADD231PS Y4, Y1, acc
+
+// func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb int) float32
+TEXT ·dotQ8_0AVX(SB), NOSPLIT, $0-36
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ ad+16(FP), DX
+	MOVQ nb+24(FP), CX
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y5, Y5, Y5
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
+
+q8loop2:
+	CMPQ CX, $2
+	JLT  q8tail
+	Q8BLOCK(0, 0, 0, Y0)
+	Q8BLOCK(34, 32, 4, Y5)
+	ADDQ $68, SI
+	ADDQ $64, DI
+	ADDQ $8, DX
+	SUBQ $2, CX
+	JMP  q8loop2
+
+q8tail:
+	CMPQ CX, $1
+	JLT  q8done
+	Q8BLOCK(0, 0, 0, Y0)
+
+q8done:
+	VADDPS Y5, Y0, Y0
+	HSUM8
+	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// Q4K sub-block scale shuffles: mask j (32 bytes) broadcasts int16 j of
+// each 128-bit lane to the whole lane.
+DATA q4kShuf<>+0x00(SB)/8, $0x0100010001000100
+DATA q4kShuf<>+0x08(SB)/8, $0x0100010001000100
+DATA q4kShuf<>+0x10(SB)/8, $0x0100010001000100
+DATA q4kShuf<>+0x18(SB)/8, $0x0100010001000100
+DATA q4kShuf<>+0x20(SB)/8, $0x0302030203020302
+DATA q4kShuf<>+0x28(SB)/8, $0x0302030203020302
+DATA q4kShuf<>+0x30(SB)/8, $0x0302030203020302
+DATA q4kShuf<>+0x38(SB)/8, $0x0302030203020302
+DATA q4kShuf<>+0x40(SB)/8, $0x0504050405040504
+DATA q4kShuf<>+0x48(SB)/8, $0x0504050405040504
+DATA q4kShuf<>+0x50(SB)/8, $0x0504050405040504
+DATA q4kShuf<>+0x58(SB)/8, $0x0504050405040504
+DATA q4kShuf<>+0x60(SB)/8, $0x0706070607060706
+DATA q4kShuf<>+0x68(SB)/8, $0x0706070607060706
+DATA q4kShuf<>+0x70(SB)/8, $0x0706070607060706
+DATA q4kShuf<>+0x78(SB)/8, $0x0706070607060706
+DATA q4kShuf<>+0x80(SB)/8, $0x0908090809080908
+DATA q4kShuf<>+0x88(SB)/8, $0x0908090809080908
+DATA q4kShuf<>+0x90(SB)/8, $0x0908090809080908
+DATA q4kShuf<>+0x98(SB)/8, $0x0908090809080908
+DATA q4kShuf<>+0xa0(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q4kShuf<>+0xa8(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q4kShuf<>+0xb0(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q4kShuf<>+0xb8(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q4kShuf<>+0xc0(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q4kShuf<>+0xc8(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q4kShuf<>+0xd0(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q4kShuf<>+0xd8(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q4kShuf<>+0xe0(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q4kShuf<>+0xe8(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q4kShuf<>+0xf0(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q4kShuf<>+0xf8(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL q4kShuf<>(SB), RODATA|NOPTR, $256
+
+DATA nibbleMask<>+0x00(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nibbleMask<>+0x08(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nibbleMask<>+0x10(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nibbleMask<>+0x18(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
+
+// Q4KCHUNK multiplies the 64 values of chunk j (qs bytes 16+32j of the
+// block, activations 64j) into the int32 sums Y9, with sub-block scales
+// 2j and 2j+1 from Y1 (eight int16 scales in both lanes).
+#define Q4KCHUNK(j) \
+	VMOVDQU    (16+32*j)(SI), Y10; \
+	VPSRLW     $4, Y10, Y11; \
+	VPAND      Y15, Y10, Y10; \
+	VPAND      Y15, Y11, Y11; \
+	VPMADDUBSW (64*j)(DI), Y10, Y10; \
+	VPMADDUBSW (64*j+32)(DI), Y11, Y11; \
+	VPSHUFB    q4kShuf<>+(64*j)(SB), Y1, Y12; \
+	VPSHUFB    q4kShuf<>+(64*j+32)(SB), Y1, Y13; \
+	VPMADDWD   Y12, Y10, Y10; \
+	VPMADDWD   Y13, Y11, Y11; \
+	VPADDD     Y10, Y9, Y9; \
+	VPADDD     Y11, Y9, Y9
+
+// func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+// Per block: d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1).
+TEXT ·dotQ4KAVX(SB), NOSPLIT, $0-44
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ ad+16(FP), DX
+	MOVQ bs+24(FP), BX
+	MOVQ nb+32(FP), CX
+	VXORPS  Y0, Y0, Y0
+	VXORPS  X14, X14, X14
+	VMOVDQU nibbleMask<>(SB), Y15
+
+q4kloop:
+	// Unpack the 6-bit scales and minimums as ggml's AVX2 kernel does:
+	// u0..u2 are the 12 bytes as uint32s; scales = u0&m1 | (u2&m2 |
+	// (u0>>6&m3)<<4)<<32, minimums = u1&m1 | (u2>>4&m2 | (u1>>6&m3)<<4)<<32.
+	MOVL 4(SI), R8
+	MOVL 8(SI), R9
+	MOVL 12(SI), R10
+	MOVL R10, R11
+	SHRL $4, R11
+	ANDL $0x0f0f0f0f, R11
+	MOVL R9, R12
+	SHRL $6, R12
+	ANDL $0x03030303, R12
+	SHLL $4, R12
+	ORL  R12, R11
+	MOVL R9, R13
+	ANDL $0x3f3f3f3f, R13
+	MOVL R10, R12
+	ANDL $0x0f0f0f0f, R12
+	MOVL R8, AX
+	SHRL $6, AX
+	ANDL $0x03030303, AX
+	SHLL $4, AX
+	ORL  AX, R12
+	ANDL $0x3f3f3f3f, R8
+	SHLQ $32, R12
+	ORQ  R12, R8
+	SHLQ $32, R11
+	ORQ  R11, R13
+	VMOVQ     R8, X1
+	VMOVQ     R13, X2
+	VPMOVZXBW X1, X1
+	VPMOVZXBW X2, X2
+
+	// Minimums: Σ m_j·(bsums 2j + 2j+1), four int32 lanes.
+	VMOVDQU      (BX), Y3
+	VEXTRACTI128 $1, Y3, X4
+	VPHADDW      X4, X3, X3
+	VPMADDWD     X3, X2, X3
+	VCVTDQ2PS    X3, X3
+	VCVTPH2PS    (SI), X5
+	VBROADCASTSS (DX), X6
+	VMULPS       X6, X5, X5
+	VSHUFPS      $0x55, X5, X5, X7
+	VFMADD231PS  X3, X7, X14
+	VBROADCASTSS X5, Y8
+
+	VINSERTI128 $1, X1, Y1, Y1
+	VPXOR       Y9, Y9, Y9
+	Q4KCHUNK(0)
+	Q4KCHUNK(1)
+	Q4KCHUNK(2)
+	Q4KCHUNK(3)
+	VCVTDQ2PS   Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q4kloop
+
+	HSUM8
+	VHADDPS X14, X14, X14
+	VHADDPS X14, X14, X14
+	VSUBSS  X14, X0, X0
+	VMOVSS  X0, ret+40(FP)
+	VZEROUPPER
+	RET
+
+// Q6_K scale shuffles: mask k (16 bytes) spreads int8 scale 2k over the
+// first eight bytes and 2k+1 over the last eight.
+DATA q6kShuf<>+0x00(SB)/8, $0x0000000000000000
+DATA q6kShuf<>+0x08(SB)/8, $0x0101010101010101
+DATA q6kShuf<>+0x10(SB)/8, $0x0202020202020202
+DATA q6kShuf<>+0x18(SB)/8, $0x0303030303030303
+DATA q6kShuf<>+0x20(SB)/8, $0x0404040404040404
+DATA q6kShuf<>+0x28(SB)/8, $0x0505050505050505
+DATA q6kShuf<>+0x30(SB)/8, $0x0606060606060606
+DATA q6kShuf<>+0x38(SB)/8, $0x0707070707070707
+DATA q6kShuf<>+0x40(SB)/8, $0x0808080808080808
+DATA q6kShuf<>+0x48(SB)/8, $0x0909090909090909
+DATA q6kShuf<>+0x50(SB)/8, $0x0a0a0a0a0a0a0a0a
+DATA q6kShuf<>+0x58(SB)/8, $0x0b0b0b0b0b0b0b0b
+DATA q6kShuf<>+0x60(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA q6kShuf<>+0x68(SB)/8, $0x0d0d0d0d0d0d0d0d
+DATA q6kShuf<>+0x70(SB)/8, $0x0e0e0e0e0e0e0e0e
+DATA q6kShuf<>+0x78(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL q6kShuf<>(SB), RODATA|NOPTR, $128
+
+DATA highMask<>+0x00(SB)/8, $0x3030303030303030
+DATA highMask<>+0x08(SB)/8, $0x3030303030303030
+DATA highMask<>+0x10(SB)/8, $0x3030303030303030
+DATA highMask<>+0x18(SB)/8, $0x3030303030303030
+GLOBL highMask<>(SB), RODATA|NOPTR, $32
+
+// Q6KQUANT multiplies 32 six-bit quants q (in reg, 0..63) by the 32
+// activations at off(DI) and adds them, sub-block scales applied (shuffle
+// k of the int8 scales in X1), to the int32 sums Y9.
+#define Q6KQUANT(reg, off, k) \
+	VPMADDUBSW off(DI), reg, reg; \
+	VPSHUFB    q6kShuf<>+(16*(k))(SB), X1, X2; \
+	VPMOVSXBW  X2, Y2; \
+	VPMADDWD   Y2, reg, reg; \
+	VPADDD     reg, Y9, Y9
+
+// Q6KHALF handles values 128h..128h+127: ql bytes 64h.., qh bytes
+// 128+32h.. of the block. Quant l is ql[l]&15 | (qh[l]&3)<<4, l+32 is
+// ql[l+32]&15 | (qh[l]>>2&3)<<4, l+64 is ql[l]>>4 | (qh[l]>>4&3)<<4 and
+// l+96 is ql[l+32]>>4 | (qh[l]>>6&3)<<4.
+#define Q6KHALF(h) \
+	VMOVDQU (64*h)(SI), Y10; \
+	VMOVDQU (64*h+32)(SI), Y11; \
+	VMOVDQU (128+32*h)(SI), Y12; \
+	VPSLLW  $4, Y12, Y3; \
+	VPAND   Y7, Y3, Y3; \
+	VPAND   Y15, Y10, Y4; \
+	VPOR    Y3, Y4, Y4; \
+	VPSLLW  $2, Y12, Y3; \
+	VPAND   Y7, Y3, Y3; \
+	VPAND   Y15, Y11, Y5; \
+	VPOR    Y3, Y5, Y5; \
+	VPAND   Y7, Y12, Y3; \
+	VPSRLW  $4, Y10, Y10; \
+	VPAND   Y15, Y10, Y10; \
+	VPOR    Y3, Y10, Y10; \
+	VPSRLW  $2, Y12, Y3; \
+	VPAND   Y7, Y3, Y3; \
+	VPSRLW  $4, Y11, Y11; \
+	VPAND   Y15, Y11, Y11; \
+	VPOR    Y3, Y11, Y11; \
+	Q6KQUANT(Y4, 128*h, 4*h); \
+	Q6KQUANT(Y5, 128*h+32, 4*h+1); \
+	Q6KQUANT(Y10, 128*h+64, 4*h+2); \
+	Q6KQUANT(Y11, 128*h+96, 4*h+3)
+
+// func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+// Per block: d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k), q = 0..63 unsigned so the
+// products go through VPMADDUBSW, the −32 offset through the 16-value sums.
+TEXT ·dotQ6KAVX(SB), NOSPLIT, $0-44
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ ad+16(FP), DX
+	MOVQ bs+24(FP), BX
+	MOVQ nb+32(FP), CX
+	VXORPS  Y0, Y0, Y0
+	VMOVDQU nibbleMask<>(SB), Y15
+	VMOVDQU highMask<>(SB), Y7
+
+q6kloop:
+	MOVWLZX      208(SI), AX
+	VMOVD        AX, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (DX), X8, X8
+	VBROADCASTSS X8, Y8
+	VMOVDQU      192(SI), X1
+	VPMOVSXBW    X1, Y2
+	VPMADDWD     (BX), Y2, Y9
+	VPSLLD       $5, Y9, Y9
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y9, Y6, Y9
+	Q6KHALF(0)
+	Q6KHALF(1)
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+
+	ADDQ $210, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q6kloop
+
+	HSUM8
+	VMOVSS X0, ret+40(FP)
+	VZEROUPPER
+	RET

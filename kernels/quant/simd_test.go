@@ -1,0 +1,100 @@
+package quant
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestSIMDMatchesGo runs each assembly kernel and the pure-Go one on the
+// same rows, random bytes included (any weight bytes are a valid row, so
+// every scale and quant pattern turns up), for block counts that exercise
+// the unrolled loops' tails. The integer sums are exact in both; only the
+// float accumulation order differs.
+func TestSIMDMatchesGo(t *testing.T) {
+	if _, ok := dotSIMD(Q8_0, make([]byte, 34), &actRow{qs: make([]int8, 32), d: make([]float32, 1)}); !ok {
+		t.Skip("no AVX2 kernels in this build or on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, typ := range []Type{F32, F16, BF16, Q8_0, Q4_K, Q6_K} {
+		for _, blocks := range []int{1, 2, 3, 5, 16, 17} {
+			in := blocks * max(actBlock(typ), 8)
+			rs, _ := typ.RowSize(in)
+			for trial := range 20 {
+				w := make([]byte, rs)
+				if trial%2 == 0 {
+					for i := range w {
+						w[i] = byte(rng.Uint32())
+					}
+					scrubNonFinite(typ, w)
+				} else if err := Quantize(typ, w, randRow(rng, in)); err != nil {
+					t.Fatal(err)
+				}
+				var a acts
+				x := randRow(rng, in)
+				a.prepare(typ, x, in)
+				a.quantizeBlocks(x, 0, len(a.d))
+				ar := a.row(0, in)
+				got, _ := dotSIMD(typ, w, &ar)
+				want := dotGo(typ, w, &ar)
+				if tol := 1e-5 * absDot(typ, w, x); math.Abs(float64(got-want)) > tol {
+					t.Fatalf("%s, %d values, trial %d: assembly %v, Go %v (tolerance %.3g)", typ, in, trial, got, want, tol)
+				}
+			}
+		}
+	}
+}
+
+// scrubNonFinite turns the Inf and NaN halves random bytes may hold into
+// ones, so the sums stay comparable.
+func scrubNonFinite(typ Type, w []byte) {
+	fix := func(off int) {
+		if w[off+1]&0x7c == 0x7c {
+			w[off+1] &^= 0x40
+		}
+	}
+	switch typ {
+	case F32:
+		for i := 3; i < len(w); i += 4 {
+			if w[i]&0x7f == 0x7f {
+				w[i] &^= 0x40
+			}
+		}
+	case F16:
+		for i := 0; i < len(w); i += 2 {
+			fix(i)
+		}
+	case BF16:
+		for i := 1; i < len(w); i += 2 {
+			if w[i]&0x7f == 0x7f {
+				w[i] &^= 0x40
+			}
+		}
+	case Q8_0:
+		for i := 0; i < len(w); i += 34 {
+			fix(i)
+		}
+	case Q4_K:
+		for i := 0; i < len(w); i += 144 {
+			fix(i)
+			fix(i + 2)
+		}
+	case Q6_K:
+		for i := 0; i < len(w); i += 210 {
+			fix(i + 208)
+		}
+	}
+}
+
+// absDot is Σ|w·x| over the dequantized row: the scale of float rounding.
+func absDot(typ Type, w []byte, x []float32) float64 {
+	wf := make([]float32, len(x))
+	if err := Dequantize(typ, wf, w); err != nil {
+		panic(err)
+	}
+	var s float64
+	for i := range x {
+		s += math.Abs(float64(wf[i]) * float64(x[i]))
+	}
+	return s + 1e-3
+}
