@@ -20,6 +20,8 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+
+	"github.com/prefixd/prefixd/internal/mmap"
 )
 
 // MaxHeaderBytes is the largest JSON header accepted, the reference
@@ -238,7 +240,7 @@ type File struct {
 
 // Open maps the file at path and validates its header.
 func Open(path string) (*File, error) {
-	data, unmap, err := mapFile(path)
+	data, unmap, err := mmap.File(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}

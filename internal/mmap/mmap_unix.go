@@ -1,6 +1,6 @@
 //go:build unix
 
-package safetensors
+package mmap
 
 import (
 	"fmt"
@@ -8,10 +8,11 @@ import (
 	"syscall"
 )
 
-// mapFile maps path read-only and shared, so its pages are the page
-// cache's: resident memory grows only with what is read, and several
-// processes serving one model share it.
-func mapFile(path string) ([]byte, func([]byte) error, error) {
+// File maps path read-only and shared, so its pages are the page cache's:
+// resident memory grows only with what is read, and several processes
+// serving one model share it. The bytes must not be written; unmap
+// releases them, after which they must not be used.
+func File(path string) ([]byte, func([]byte) error, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
