@@ -26,7 +26,22 @@ func dotBF16AVX(w *byte, x *float32, n int) float32
 func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb int) float32
 
 //go:noescape
+func dotQ4_0AVX(w *byte, a *int8, ad *float32, nb int) float32
+
+//go:noescape
+func dotQ5_0AVX(w *byte, a *int8, ad *float32, nb int) float32
+
+//go:noescape
+func dotQ4_1AVX(w *byte, a *int8, ad, as *float32, nb int) float32
+
+//go:noescape
+func dotQ5_1AVX(w *byte, a *int8, ad, as *float32, nb int) float32
+
+//go:noescape
 func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+
+//go:noescape
+func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
 
 //go:noescape
 func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
@@ -52,15 +67,28 @@ func dotSIMD(t Type, w []byte, a *actRow) (float32, bool) {
 			return dotF16AVX(&w[0], &a.x[0], n), true
 		}
 		return dotBF16AVX(&w[0], &a.x[0], n), true
-	case Q8_0:
+	case Q8_0, Q4_0, Q5_0, Q4_1, Q5_1:
 		nb := len(a.d)
-		_, _ = w[nb*34-1], a.qs[nb*QK-1]
-		return dotQ8_0AVX(&w[0], &a.qs[0], &a.d[0], nb), true
-	case Q4_K, Q6_K:
+		_, _, _ = w[nb*t.BlockBytes()-1], a.qs[nb*QK-1], a.s[nb-1]
+		switch t {
+		case Q8_0:
+			return dotQ8_0AVX(&w[0], &a.qs[0], &a.d[0], nb), true
+		case Q4_0:
+			return dotQ4_0AVX(&w[0], &a.qs[0], &a.d[0], nb), true
+		case Q5_0:
+			return dotQ5_0AVX(&w[0], &a.qs[0], &a.d[0], nb), true
+		case Q4_1:
+			return dotQ4_1AVX(&w[0], &a.qs[0], &a.d[0], &a.s[0], nb), true
+		}
+		return dotQ5_1AVX(&w[0], &a.qs[0], &a.d[0], &a.s[0], nb), true
+	case Q4_K, Q5_K, Q6_K:
 		nb := len(a.d)
 		_, _, _ = w[nb*t.BlockBytes()-1], a.qs[nb*QKK-1], a.bs[nb*16-1]
-		if t == Q4_K {
+		switch t {
+		case Q4_K:
 			return dotQ4KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb), true
+		case Q5_K:
+			return dotQ5KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb), true
 		}
 		return dotQ6KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb), true
 	}

@@ -92,22 +92,44 @@ TEXT ·dotBF16AVX(SB), NOSPLIT, $0-28
 	VZEROUPPER
 	RET
 
-// Q8BLOCK adds one Q8_0 weight block at off(SI) times 32 activations at
-// off2(DI) (scale at off3(DX)) to the accumulator acc. The signed × signed
-// byte products go through VPMADDUBSW as |w| × (a·sign w); the activations
-// are within ±127, so no product saturates. Y15 holds sixteen int16 ones.
-#define Q8BLOCK(off, off2, off3, acc) \
-	VCVTPH2PS   off(SI), X1; \
-	VMULSS      off3(DX), X1, X1; \
-	VBROADCASTSS X1, Y1; \
-	VMOVDQU     (off+2)(SI), Y2; \
-	VMOVDQU     off2(DI), Y3; \
-	VPSIGNB     Y2, Y2, Y4; \
-	VPSIGNB     Y2, Y3, Y3; \
+// BLOCKSCALE sets Y1 to the weight block's d (the half at doff(SI))
+// times the activation block's d (the float at adoff(DX)), broadcast.
+#define BLOCKSCALE(doff, adoff) \
+	VCVTPH2PS    doff(SI), X1; \
+	VMULSS       adoff(DX), X1, X1; \
+	VBROADCASTSS X1, Y1
+
+// SDOT adds Y1 times the dot product of 32 signed weight bytes (wreg) and
+// the 32 activations at aoff(DI) to acc. The signed × signed products go
+// through VPMADDUBSW as |w| × (a·sign w); activations are within ±127, so
+// no product saturates. Y15 holds sixteen int16 ones. Clobbers Y3, Y4.
+#define SDOT(wreg, aoff, acc) \
+	VMOVDQU     aoff(DI), Y3; \
+	VPSIGNB     wreg, wreg, Y4; \
+	VPSIGNB     wreg, Y3, Y3; \
 	VPMADDUBSW  Y3, Y4, Y4; \
 	VPMADDWD    Y15, Y4, Y4; \
 	VCVTDQ2PS   Y4, Y4; \
 	VFMADD231PS Y4, Y1, acc
+
+// UDOT is SDOT for unsigned weight bytes (at most 31 here).
+#define UDOT(wreg, aoff, acc) \
+	VPMADDUBSW  aoff(DI), wreg, Y4; \
+	VPMADDWD    Y15, Y4, Y4; \
+	VCVTDQ2PS   Y4, Y4; \
+	VFMADD231PS Y4, Y1, acc
+
+// Q8BLOCK adds one Q8_0 block at off(SI) times the activations at
+// off2(DI), scale at off3(DX), to acc.
+#define Q8BLOCK(off, off2, off3, acc) \
+	BLOCKSCALE(off, off3); \
+	VMOVDQU (off+2)(SI), Y2; \
+	SDOT(Y2, off2, acc)
+
+// ONES16 sets Y15 to sixteen int16 ones.
+#define ONES16 \
+	VPCMPEQW Y15, Y15, Y15; \
+	VPSRLW   $15, Y15, Y15
 
 // func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb int) float32
 TEXT ·dotQ8_0AVX(SB), NOSPLIT, $0-36
@@ -115,10 +137,9 @@ TEXT ·dotQ8_0AVX(SB), NOSPLIT, $0-36
 	MOVQ a+8(FP), DI
 	MOVQ ad+16(FP), DX
 	MOVQ nb+24(FP), CX
-	VXORPS   Y0, Y0, Y0
-	VXORPS   Y5, Y5, Y5
-	VPCMPEQW Y15, Y15, Y15
-	VPSRLW   $15, Y15, Y15
+	VXORPS Y0, Y0, Y0
+	VXORPS Y5, Y5, Y5
+	ONES16
 
 q8loop2:
 	CMPQ CX, $2
@@ -140,6 +161,155 @@ q8done:
 	VADDPS Y5, Y0, Y0
 	HSUM8
 	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// NIBBLES sets Y2 to the 32 quants of the 16 bytes at off(SI): values
+// 0-15 the low nibbles, 16-31 the high ones. Y14 holds 0x0f bytes.
+#define NIBBLES(off) \
+	VMOVDQU     off(SI), X2; \
+	VPSRLW      $4, X2, X3; \
+	VINSERTI128 $1, X3, Y2, Y2; \
+	VPAND       Y14, Y2, Y2
+
+// HIGHBITS sets Y5's byte j to 0xff where bit j of the uint32 at off(SI)
+// is set, else 0, as ggml's bytes_from_bits_32: spread byte j/8 over
+// bytes j, OR in every bit but bit j%8, compare with all ones. Y12 holds
+// the spreading shuffle, Y11 the bit mask, Y10 all ones.
+#define HIGHBITS(off) \
+	VPBROADCASTD off(SI), Y5; \
+	VPSHUFB      Y12, Y5, Y5; \
+	VPOR         Y11, Y5, Y5; \
+	VPCMPEQB     Y10, Y5, Y5
+
+DATA spreadBits<>+0x00(SB)/8, $0x0000000000000000
+DATA spreadBits<>+0x08(SB)/8, $0x0101010101010101
+DATA spreadBits<>+0x10(SB)/8, $0x0202020202020202
+DATA spreadBits<>+0x18(SB)/8, $0x0303030303030303
+GLOBL spreadBits<>(SB), RODATA|NOPTR, $32
+
+DATA otherBits<>+0x00(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA otherBits<>+0x08(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA otherBits<>+0x10(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA otherBits<>+0x18(SB)/8, $0x7fbfdfeff7fbfdfe
+GLOBL otherBits<>(SB), RODATA|NOPTR, $32
+
+// LEGACYSETUP loads the pointers and constants of the Q4_x/Q5_x kernels;
+// R8 is the activations' block sums (d·Σq) where the type has a minimum.
+#define LEGACYSETUP \
+	MOVQ w+0(FP), SI; \
+	MOVQ a+8(FP), DI; \
+	MOVQ ad+16(FP), DX; \
+	VXORPS       Y0, Y0, Y0; \
+	VXORPS       X6, X6, X6; \
+	ONES16; \
+	VMOVDQU      nibbleMask<>(SB), Y14; \
+	VMOVDQU      spreadBits<>(SB), Y12; \
+	VMOVDQU      otherBits<>(SB), Y11; \
+	VPCMPEQB     Y10, Y10, Y10
+
+// MINTERM adds the block's minimum (the half at 2(SI)) times the
+// activations' block sum at (R8) to X6.
+#define MINTERM \
+	VCVTPH2PS   2(SI), X7; \
+	VFMADD231SS (R8), X7, X6; \
+	ADDQ        $4, R8
+
+// LEGACYNEXT steps to the next block of bsize bytes and loops to label.
+#define LEGACYNEXT(bsize, label) \
+	ADDQ $bsize, SI; \
+	ADDQ $32, DI; \
+	ADDQ $4, DX; \
+	DECQ CX; \
+	JNZ  label
+
+// LEGACYSUM sets X0 to HSUM8(Y0) plus X6.
+#define LEGACYSUM \
+	HSUM8; \
+	VADDSS X6, X0, X0
+
+// func dotQ4_0AVX(w *byte, a *int8, ad *float32, nb int) float32
+// Quants are nibbles − 8.
+TEXT ·dotQ4_0AVX(SB), NOSPLIT, $0-36
+	LEGACYSETUP
+	MOVQ nb+24(FP), CX
+	MOVQ $0x0808080808080808, AX
+	MOVQ AX, X13
+	VPBROADCASTQ X13, Y13
+
+q40loop:
+	BLOCKSCALE(0, 0)
+	NIBBLES(2)
+	VPSUBB Y13, Y2, Y2
+	SDOT(Y2, 0, Y0)
+	LEGACYNEXT(18, q40loop)
+	LEGACYSUM
+	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_0AVX(w *byte, a *int8, ad *float32, nb int) float32
+// Quants are (nibble | fifth bit << 4) − 16: nibble | 0xf0 where the
+// fifth bit is clear, read as a signed byte.
+TEXT ·dotQ5_0AVX(SB), NOSPLIT, $0-36
+	LEGACYSETUP
+	MOVQ nb+24(FP), CX
+	MOVQ $0xf0f0f0f0f0f0f0f0, AX
+	MOVQ AX, X13
+	VPBROADCASTQ X13, Y13
+
+q50loop:
+	BLOCKSCALE(0, 0)
+	NIBBLES(6)
+	HIGHBITS(2)
+	VPANDN Y13, Y5, Y5
+	VPOR   Y5, Y2, Y2
+	SDOT(Y2, 0, Y0)
+	LEGACYNEXT(22, q50loop)
+	LEGACYSUM
+	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1AVX(w *byte, a *int8, ad *float32, as *float32, nb int) float32
+// Quants are nibbles; each block adds m·d_a·Σa.
+TEXT ·dotQ4_1AVX(SB), NOSPLIT, $0-44
+	LEGACYSETUP
+	MOVQ as+24(FP), R8
+	MOVQ nb+32(FP), CX
+
+q41loop:
+	BLOCKSCALE(0, 0)
+	NIBBLES(4)
+	UDOT(Y2, 0, Y0)
+	MINTERM
+	LEGACYNEXT(20, q41loop)
+	LEGACYSUM
+	VMOVSS X0, ret+40(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1AVX(w *byte, a *int8, ad *float32, as *float32, nb int) float32
+// Quants are nibble | fifth bit << 4; each block adds m·d_a·Σa.
+TEXT ·dotQ5_1AVX(SB), NOSPLIT, $0-44
+	LEGACYSETUP
+	MOVQ as+24(FP), R8
+	MOVQ nb+32(FP), CX
+	MOVQ $0x1010101010101010, AX
+	MOVQ AX, X13
+	VPBROADCASTQ X13, Y13
+
+q51loop:
+	BLOCKSCALE(0, 0)
+	NIBBLES(8)
+	HIGHBITS(4)
+	VPAND Y13, Y5, Y5
+	VPOR  Y5, Y2, Y2
+	UDOT(Y2, 0, Y0)
+	MINTERM
+	LEGACYNEXT(24, q51loop)
+	LEGACYSUM
+	VMOVSS X0, ret+40(FP)
 	VZEROUPPER
 	RET
 
@@ -185,14 +355,72 @@ DATA nibbleMask<>+0x10(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA nibbleMask<>+0x18(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 
-// Q4KCHUNK multiplies the 64 values of chunk j (qs bytes 16+32j of the
-// block, activations 64j) into the int32 sums Y9, with sub-block scales
-// 2j and 2j+1 from Y1 (eight int16 scales in both lanes).
-#define Q4KCHUNK(j) \
-	VMOVDQU    (16+32*j)(SI), Y10; \
-	VPSRLW     $4, Y10, Y11; \
-	VPAND      Y15, Y10, Y10; \
-	VPAND      Y15, Y11, Y11; \
+// KSETUP loads the K-quant kernels' pointers and zeroes the sums: Y0
+// the scaled sums, X14 the minimums' terms.
+#define KSETUP \
+	MOVQ w+0(FP), SI; \
+	MOVQ a+8(FP), DI; \
+	MOVQ ad+16(FP), DX; \
+	MOVQ bs+24(FP), BX; \
+	MOVQ nb+32(FP), CX; \
+	VXORPS  Y0, Y0, Y0; \
+	VXORPS  X14, X14, X14; \
+	VMOVDQU nibbleMask<>(SB), Y15
+
+// KSCALES unpacks the 6-bit scales and minimums of a Q4_K/Q5_K block as
+// ggml's AVX2 kernel does: with u0..u2 the 12 scale bytes as uint32s,
+// scales = u0&m1 | (u2&m2 | (u0>>6&m3)<<4)<<32 and minimums = u1&m1 |
+// (u2>>4&m2 | (u1>>6&m3)<<4)<<32. It adds dmin·d_a·Σ_j m_j·(bsums 2j +
+// 2j+1) to X14, sets Y8 to d·d_a broadcast and Y1 to the eight scales as
+// int16s in both lanes, and zeroes the integer sums Y9.
+#define KSCALES \
+	MOVL 4(SI), R8; \
+	MOVL 8(SI), R9; \
+	MOVL 12(SI), R10; \
+	MOVL R10, R11; \
+	SHRL $4, R11; \
+	ANDL $0x0f0f0f0f, R11; \
+	MOVL R9, R12; \
+	SHRL $6, R12; \
+	ANDL $0x03030303, R12; \
+	SHLL $4, R12; \
+	ORL  R12, R11; \
+	MOVL R9, R13; \
+	ANDL $0x3f3f3f3f, R13; \
+	MOVL R10, R12; \
+	ANDL $0x0f0f0f0f, R12; \
+	MOVL R8, AX; \
+	SHRL $6, AX; \
+	ANDL $0x03030303, AX; \
+	SHLL $4, AX; \
+	ORL  AX, R12; \
+	ANDL $0x3f3f3f3f, R8; \
+	SHLQ $32, R12; \
+	ORQ  R12, R8; \
+	SHLQ $32, R11; \
+	ORQ  R11, R13; \
+	VMOVQ        R8, X1; \
+	VMOVQ        R13, X2; \
+	VPMOVZXBW    X1, X1; \
+	VPMOVZXBW    X2, X2; \
+	VMOVDQU      (BX), Y3; \
+	VEXTRACTI128 $1, Y3, X4; \
+	VPHADDW      X4, X3, X3; \
+	VPMADDWD     X3, X2, X3; \
+	VCVTDQ2PS    X3, X3; \
+	VCVTPH2PS    (SI), X5; \
+	VBROADCASTSS (DX), X4; \
+	VMULPS       X4, X5, X5; \
+	VSHUFPS      $0x55, X5, X5, X4; \
+	VFMADD231PS  X3, X4, X14; \
+	VBROADCASTSS X5, Y8; \
+	VINSERTI128  $1, X1, Y1, Y1; \
+	VPXOR        Y9, Y9, Y9
+
+// KCHUNK multiplies the 64 quants of chunk j, low nibbles in Y10 and high
+// in Y11, by the activations 64j.. and adds them, sub-block scales 2j and
+// 2j+1 from Y1 applied, to the int32 sums Y9.
+#define KCHUNK(j) \
 	VPMADDUBSW (64*j)(DI), Y10, Y10; \
 	VPMADDUBSW (64*j+32)(DI), Y11, Y11; \
 	VPSHUFB    q4kShuf<>+(64*j)(SB), Y1, Y12; \
@@ -202,86 +430,100 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 	VPADDD     Y10, Y9, Y9; \
 	VPADDD     Y11, Y9, Y9
 
+// Q4NIBBLES splits the 32 qs bytes at off(SI) into low (Y10) and high
+// (Y11) nibbles.
+#define Q4NIBBLES(off) \
+	VMOVDQU off(SI), Y10; \
+	VPSRLW  $4, Y10, Y11; \
+	VPAND   Y15, Y10, Y10; \
+	VPAND   Y15, Y11, Y11
+
+// KNEXT folds the block's integer sums into Y0, steps to the next block
+// of bsize bytes and loops to label.
+#define KNEXT(bsize, label) \
+	VCVTDQ2PS   Y9, Y9; \
+	VFMADD231PS Y9, Y8, Y0; \
+	ADDQ $bsize, SI; \
+	ADDQ $256, DI; \
+	ADDQ $4, DX; \
+	ADDQ $32, BX; \
+	DECQ CX; \
+	JNZ  label
+
+// KSUM sets X0 to the scaled sums less the minimums' terms.
+#define KSUM \
+	HSUM8; \
+	VHADDPS X14, X14, X14; \
+	VHADDPS X14, X14, X14; \
+	VSUBSS  X14, X0, X0
+
 // func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
 // Per block: d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1).
 TEXT ·dotQ4KAVX(SB), NOSPLIT, $0-44
-	MOVQ w+0(FP), SI
-	MOVQ a+8(FP), DI
-	MOVQ ad+16(FP), DX
-	MOVQ bs+24(FP), BX
-	MOVQ nb+32(FP), CX
-	VXORPS  Y0, Y0, Y0
-	VXORPS  X14, X14, X14
-	VMOVDQU nibbleMask<>(SB), Y15
+	KSETUP
 
 q4kloop:
-	// Unpack the 6-bit scales and minimums as ggml's AVX2 kernel does:
-	// u0..u2 are the 12 bytes as uint32s; scales = u0&m1 | (u2&m2 |
-	// (u0>>6&m3)<<4)<<32, minimums = u1&m1 | (u2>>4&m2 | (u1>>6&m3)<<4)<<32.
-	MOVL 4(SI), R8
-	MOVL 8(SI), R9
-	MOVL 12(SI), R10
-	MOVL R10, R11
-	SHRL $4, R11
-	ANDL $0x0f0f0f0f, R11
-	MOVL R9, R12
-	SHRL $6, R12
-	ANDL $0x03030303, R12
-	SHLL $4, R12
-	ORL  R12, R11
-	MOVL R9, R13
-	ANDL $0x3f3f3f3f, R13
-	MOVL R10, R12
-	ANDL $0x0f0f0f0f, R12
-	MOVL R8, AX
-	SHRL $6, AX
-	ANDL $0x03030303, AX
-	SHLL $4, AX
-	ORL  AX, R12
-	ANDL $0x3f3f3f3f, R8
-	SHLQ $32, R12
-	ORQ  R12, R8
-	SHLQ $32, R11
-	ORQ  R11, R13
-	VMOVQ     R8, X1
-	VMOVQ     R13, X2
-	VPMOVZXBW X1, X1
-	VPMOVZXBW X2, X2
+	KSCALES
+	Q4NIBBLES(16)
+	KCHUNK(0)
+	Q4NIBBLES(48)
+	KCHUNK(1)
+	Q4NIBBLES(80)
+	KCHUNK(2)
+	Q4NIBBLES(112)
+	KCHUNK(3)
+	KNEXT(144, q4kloop)
+	KSUM
+	VMOVSS X0, ret+40(FP)
+	VZEROUPPER
+	RET
 
-	// Minimums: Σ m_j·(bsums 2j + 2j+1), four int32 lanes.
-	VMOVDQU      (BX), Y3
-	VEXTRACTI128 $1, Y3, X4
-	VPHADDW      X4, X3, X3
-	VPMADDWD     X3, X2, X3
-	VCVTDQ2PS    X3, X3
-	VCVTPH2PS    (SI), X5
-	VBROADCASTSS (DX), X6
-	VMULPS       X6, X5, X5
-	VSHUFPS      $0x55, X5, X5, X7
-	VFMADD231PS  X3, X7, X14
-	VBROADCASTSS X5, Y8
+// Q5HIGH ORs the fifth bits of chunk j into Y10 and Y11: bits 2j and 2j+1
+// of the qh bytes in Y6, moved to bit 4. Y7 holds 0x10 bytes.
+#define Q5HIGH(j) \
+	VPSLLW $(4-2*j), Y6, Y2; \
+	VPAND  Y7, Y2, Y2; \
+	VPOR   Y2, Y10, Y10; \
+	VPSLLW $(3-2*j), Y6, Y2; \
+	VPAND  Y7, Y2, Y2; \
+	VPOR   Y2, Y11, Y11
 
-	VINSERTI128 $1, X1, Y1, Y1
-	VPXOR       Y9, Y9, Y9
-	Q4KCHUNK(0)
-	Q4KCHUNK(1)
-	Q4KCHUNK(2)
-	Q4KCHUNK(3)
-	VCVTDQ2PS   Y9, Y9
-	VFMADD231PS Y9, Y8, Y0
+// Q5HIGHR is Q5HIGH for the chunks whose bits lie above bit 4, moved
+// right.
+#define Q5HIGHR(j) \
+	VPSRLW $(2*j-4), Y6, Y2; \
+	VPAND  Y7, Y2, Y2; \
+	VPOR   Y2, Y10, Y10; \
+	VPSRLW $(2*j-3), Y6, Y2; \
+	VPAND  Y7, Y2, Y2; \
+	VPOR   Y2, Y11, Y11
 
-	ADDQ $144, SI
-	ADDQ $256, DI
-	ADDQ $4, DX
-	ADDQ $32, BX
-	DECQ CX
-	JNZ  q4kloop
+// func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+// Q4_K's sum with five-bit quants: qs at 48, the fifth bits at 16.
+TEXT ·dotQ5KAVX(SB), NOSPLIT, $0-44
+	KSETUP
+	MOVQ $0x1010101010101010, AX
+	MOVQ AX, X7
+	VPBROADCASTQ X7, Y7
 
-	HSUM8
-	VHADDPS X14, X14, X14
-	VHADDPS X14, X14, X14
-	VSUBSS  X14, X0, X0
-	VMOVSS  X0, ret+40(FP)
+q5kloop:
+	KSCALES
+	VMOVDQU 16(SI), Y6
+	Q4NIBBLES(48)
+	Q5HIGH(0)
+	KCHUNK(0)
+	Q4NIBBLES(80)
+	Q5HIGH(1)
+	KCHUNK(1)
+	Q4NIBBLES(112)
+	Q5HIGHR(2)
+	KCHUNK(2)
+	Q4NIBBLES(144)
+	Q5HIGHR(3)
+	KCHUNK(3)
+	KNEXT(176, q5kloop)
+	KSUM
+	VMOVSS X0, ret+40(FP)
 	VZEROUPPER
 	RET
 
