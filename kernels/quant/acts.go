@@ -16,6 +16,8 @@ type acts struct {
 	d  []float32 // per block: the scale
 	s  []float32 // Q8_0 family: d·Σqs per block, for Q4_1/Q5_1's minimums
 	bs []int16   // Q8_K: Σqs per 16 values, for the K-quants' offsets
+
+	sums []int32 // Σqs per 16 values: quantizeBlocks' scratch
 }
 
 // actRow is one row of acts.
@@ -62,6 +64,7 @@ func (a *acts) prepare(t Type, x []float32, n int) {
 	a.x = nil
 	a.qs = slices.Grow(a.qs[:0], n)[:n]
 	a.d = slices.Grow(a.d[:0], n/bs)[:n/bs]
+	a.sums = slices.Grow(a.sums[:0], n/16)[:n/16]
 	if bs == QKK {
 		a.bs = slices.Grow(a.bs[:0], n/16)[:n/16]
 		a.s = a.s[:0]
@@ -71,35 +74,51 @@ func (a *acts) prepare(t Type, x []float32, n int) {
 	}
 }
 
-// quantizeBlocks quantizes the blocks [lo, hi) of x (already prepared).
+// quantizeBlocks quantizes the blocks [lo, hi) of x (already prepared):
+// d = amax/127 per block, q = round(x/d) to nearest even, and the sums of
+// each 16 quants, kept per block for Q4_1/Q5_1 (as d·Σq) and per 16
+// values for the K-quants. Ggml's Q8_K takes d = max/−127 for the signed
+// maximum instead; the dot products only need x ≈ d·q with |q| ≤ 127, so
+// one quantizer serves both.
 func (a *acts) quantizeBlocks(x []float32, lo, hi int) {
+	bsize := QK
 	if a.bs != nil {
-		for b := lo; b < hi; b++ {
-			q := (*[QKK]int8)(a.qs[b*QKK:])
-			a.d[b] = q8KBlock(q, x[b*QKK:])
-			for k := range QKK / 16 {
-				var s int16
-				for _, v := range q[16*k : 16*k+16] {
-					s += int16(v)
-				}
-				a.bs[b*16+k] = s
-			}
+		bsize = QKK
+	}
+	per := bsize / 16
+	sums := a.sums[lo*per : hi*per]
+	q8Blocks(x[lo*bsize:hi*bsize], a.qs[lo*bsize:hi*bsize], a.d[lo:hi], sums, bsize)
+	if a.bs != nil {
+		for i, s := range sums {
+			a.bs[lo*per+i] = int16(s)
 		}
 		return
 	}
 	for b := lo; b < hi; b++ {
-		xb, q := x[b*QK:(b+1)*QK], a.qs[b*QK:(b+1)*QK]
+		a.s[b] = a.d[b] * float32(a.sums[2*b]+a.sums[2*b+1])
+	}
+}
+
+// q8BlocksGo is quantizeBlocks' pure-Go kernel, bit for bit the same as
+// the assembly one: len(d) blocks of bsize values of x into qs, d and the
+// sums of each 16 quants.
+func q8BlocksGo(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
+	for b := range d {
+		xb, qb := x[b*bsize:(b+1)*bsize], qs[b*bsize:(b+1)*bsize]
 		var amax float32
 		for _, v := range xb {
-			amax = max(amax, float32(math.Abs(float64(v))))
+			amax = max(amax, math.Float32frombits(math.Float32bits(v)&^(1<<31)))
 		}
-		d := amax / 127
-		id := inverse(d)
-		var sum int32
-		for j, v := range xb {
-			q[j] = int8(math.Round(float64(v * id)))
-			sum += int32(q[j])
+		db := amax / 127
+		id := inverse(db)
+		d[b] = db
+		for k := 0; k < bsize; k += 16 {
+			var s int32
+			for j := k; j < k+16; j++ {
+				qb[j] = int8(math.RoundToEven(float64(xb[j] * id)))
+				s += int32(qb[j])
+			}
+			sums[(b*bsize+k)/16] = s
 		}
-		a.d[b], a.s[b] = d, d*float32(sum)
 	}
 }

@@ -14,6 +14,9 @@ var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 // 16-value sums.
 
 //go:noescape
+func quantQ8AVX(x *float32, qs *int8, d *float32, sums *int32, nb, bsize int)
+
+//go:noescape
 func dotF32AVX(w *byte, x *float32, n int) float32
 
 //go:noescape
@@ -93,4 +96,16 @@ func dotSIMD(t Type, w []byte, a *actRow) (float32, bool) {
 		return dotQ6KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb), true
 	}
 	return 0, false
+}
+
+// q8Blocks quantizes len(d) activation blocks of bsize values (a multiple
+// of 32); see q8BlocksGo, which it matches bit for bit.
+func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
+	nb := len(d)
+	if !haveSIMD || nb == 0 {
+		q8BlocksGo(x, qs, d, sums, bsize)
+		return
+	}
+	_, _, _ = x[nb*bsize-1], qs[nb*bsize-1], sums[nb*bsize/16-1]
+	quantQ8AVX(&x[0], &qs[0], &d[0], &sums[0], nb, bsize)
 }

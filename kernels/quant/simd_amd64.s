@@ -634,3 +634,98 @@ q6kloop:
 	VMOVSS X0, ret+40(FP)
 	VZEROUPPER
 	RET
+
+// The byte order VPACKSSDW then VPACKSSWB leave, per dword, undone.
+DATA packOrder<>+0x00(SB)/4, $0
+DATA packOrder<>+0x04(SB)/4, $4
+DATA packOrder<>+0x08(SB)/4, $1
+DATA packOrder<>+0x0c(SB)/4, $5
+DATA packOrder<>+0x10(SB)/4, $2
+DATA packOrder<>+0x14(SB)/4, $6
+DATA packOrder<>+0x18(SB)/4, $3
+DATA packOrder<>+0x1c(SB)/4, $7
+GLOBL packOrder<>(SB), RODATA|NOPTR, $32
+
+// func quantQ8AVX(x *float32, qs *int8, d *float32, sums *int32, nb, bsize int)
+// Per block of bsize floats (a multiple of 32): d = amax/127, id = 1/d (0
+// when d is 0), q = x·id rounded to nearest even (VCVTPS2DQ under the
+// default MXCSR), and the sum of each 16 quants.
+TEXT ·quantQ8AVX(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ qs+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ sums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ bsize+40(FP), R8
+	MOVL $0x7fffffff, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	VMOVDQU packOrder<>(SB), Y14
+	MOVL $0x01010101, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	VPCMPEQW Y12, Y12, Y12
+	VPSRLW $15, Y12, Y12
+	MOVL $0x42fe0000, AX // 127.0
+	VMOVD AX, X11
+	MOVL $0x3f800000, AX // 1.0
+	VMOVD AX, X10
+
+qblock:
+	VXORPS Y0, Y0, Y0
+	MOVQ   SI, R9
+	MOVQ   R8, R10
+
+qamax:
+	VANDPS (R9), Y15, Y1
+	VMAXPS Y1, Y0, Y0
+	ADDQ   $32, R9
+	SUBQ   $8, R10
+	JNZ    qamax
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXPS       X1, X0, X0
+	VDIVSS       X11, X0, X2
+	VMOVSS       X2, (DX)
+	VXORPS       X3, X3, X3
+	VCMPSS       $4, X3, X2, X4
+	VDIVSS       X2, X10, X5
+	VANDPS       X4, X5, X5
+	VBROADCASTSS X5, Y5
+	MOVQ         R8, R10
+
+qquant:
+	VMULPS       (SI), Y5, Y0
+	VMULPS       32(SI), Y5, Y1
+	VMULPS       64(SI), Y5, Y2
+	VMULPS       96(SI), Y5, Y3
+	VCVTPS2DQ    Y0, Y0
+	VCVTPS2DQ    Y1, Y1
+	VCVTPS2DQ    Y2, Y2
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y14, Y0
+	VMOVDQU      Y0, (DI)
+	VPMADDUBSW   Y0, Y13, Y1
+	VPMADDWD     Y12, Y1, Y1
+	VPHADDD      Y1, Y1, Y1
+	VPHADDD      Y1, Y1, Y1
+	VMOVSS       X1, (BX)
+	VEXTRACTI128 $1, Y1, X1
+	VMOVSS       X1, 4(BX)
+	ADDQ         $128, SI
+	ADDQ         $32, DI
+	ADDQ         $8, BX
+	SUBQ         $32, R10
+	JNZ          qquant
+
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  qblock
+	VZEROUPPER
+	RET

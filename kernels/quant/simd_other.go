@@ -5,3 +5,8 @@ package quant
 // dotSIMD has no assembly kernels to offer in this build: the pure-Go
 // ones do all the work.
 func dotSIMD(Type, []byte, *actRow) (float32, bool) { return 0, false }
+
+// q8Blocks quantizes activation blocks; see q8BlocksGo.
+func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
+	q8BlocksGo(x, qs, d, sums, bsize)
+}

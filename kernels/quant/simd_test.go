@@ -3,6 +3,7 @@ package quant
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 )
 
@@ -83,4 +84,40 @@ func absDot(typ Type, w []byte, x []float32) float64 {
 		s += math.Abs(float64(wf[i]) * float64(x[i]))
 	}
 	return s + 1e-3
+}
+
+// TestQ8BlocksMatchesGo: the assembly activation quantizer gives the same
+// bytes, scales and sums as the Go one, zero blocks and ties included.
+func TestQ8BlocksMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, bsize := range []int{QK, QKK} {
+		for _, nb := range []int{1, 2, 7} {
+			x := randRow(rng, nb*bsize)
+			clear(x[:min(len(x), 32)])            // a zero block (or part of one)
+			x[len(x)-1], x[len(x)-2] = 127, -63.5 // d = 1: ties at .5 round to even
+			qa, qg := make([]int8, len(x)), make([]int8, len(x))
+			da, dg := make([]float32, nb), make([]float32, nb)
+			sa, sg := make([]int32, len(x)/16), make([]int32, len(x)/16)
+			q8Blocks(x, qa, da, sa, bsize)
+			q8BlocksGo(x, qg, dg, sg, bsize)
+			if !reflect.DeepEqual(qa, qg) || !reflect.DeepEqual(da, dg) || !reflect.DeepEqual(sa, sg) {
+				t.Fatalf("block %d × %d: quantizers differ\nd %v vs %v\nsums %v vs %v", nb, bsize, da, dg, sa, sg)
+			}
+			for i, q := range qg {
+				if want := int8(math.RoundToEven(float64(x[i] / dg[i/bsize]))); dg[i/bsize] != 0 && abs(int(q)-int(want)) > 1 {
+					t.Fatalf("value %d: %v quantized to %d, want about %d", i, x[i], q, want)
+				}
+			}
+			if qg[len(x)-2] != -64 {
+				t.Errorf("-63.5 with d = 1 quantized to %d, want -64 (ties to even)", qg[len(x)-2])
+			}
+		}
+	}
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
