@@ -6,10 +6,11 @@ import (
 )
 
 // acts is a batch of activation rows prepared for one weight type: left in
-// float32 for the float weight types, quantized per block of 32 to 8 bits
+// float32 for the float weight types, quantized to 8 bits per block of 32
 // for Q4_0 ... Q8_0 (ggml's Q8_0, with Q8_1's block sums), per block of
-// 256 for the K-quants (ggml's Q8_K). The quants of row r are
-// qs[r*in:(r+1)*in]; the per-block fields follow at the same stride.
+// 256 for the K-quants (ggml's Q8_K, 16-value sums included). The quants
+// of row r are qs[r*in:(r+1)*in]; the per-block fields follow at the same
+// stride.
 type acts struct {
 	x  []float32 // float weights: the caller's rows, not copied
 	qs []int8

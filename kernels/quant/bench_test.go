@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -119,5 +120,37 @@ func BenchmarkMemBandwidth(b *testing.B) {
 			}
 			sums[lo*benchThreads/chunks] += s0 + s1 + s2 + s3
 		})
+	}
+}
+
+// BenchmarkMatMulBatch multiplies batchRows activation rows (batched
+// decode) by a benchOut×benchIn matrix: rows/s against BenchmarkMatVec's
+// one row is how batched decode scales.
+func BenchmarkMatMulBatch(b *testing.B) {
+	pool := newPoolFor()
+	defer close(pool.jobs)
+	rng := rand.New(rand.NewPCG(2, 2))
+	for _, typ := range []Type{F16, Q8_0, Q4_K, Q6_K} {
+		for _, rows := range []int{1, 4, 16} {
+			rs, _ := typ.RowSize(benchIn)
+			w := make([]byte, benchOut*rs)
+			row := make([]byte, rs)
+			if err := Quantize(typ, row, randRow(rng, benchIn)); err != nil {
+				b.Fatal(err)
+			}
+			for o := range benchOut {
+				copy(w[o*rs:], row)
+			}
+			x, dst := randRow(rng, rows*benchIn), make([]float32, rows*benchOut)
+			m := NewMultiplier(pool.For)
+			b.Run(fmt.Sprintf("%s/rows=%d", typ, rows), func(b *testing.B) {
+				for b.Loop() {
+					if err := m.MatMul(dst, x, w, typ, rows, benchOut, benchIn); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "rows/s")
+			})
+		}
 	}
 }

@@ -41,9 +41,9 @@ func NewMultiplier(par ParallelFor) *Multiplier {
 	return m
 }
 
-// minParallelBytes is the least weight bytes worth splitting over the
-// workers: handing a part to another goroutine costs about a microsecond,
-// the time to stream some 20 KB.
+// minParallelBytes is the least work, in weight bytes times activation
+// rows, worth splitting over the workers: handing a part to another
+// goroutine costs about a microsecond, the time to stream some 20 KB.
 const minParallelBytes = 64 << 10
 
 // tileRows is how many weight rows are multiplied by every activation row
@@ -80,7 +80,7 @@ func (m *Multiplier) MatMul(dst, x []float32, w []byte, t Type, rows, out, in in
 	}
 	m.call = mmCall{dst: dst, x: x, w: w, t: t, rows: rows, out: out, in: in, rowBytes: rowBytes, qblk: actBlock(t)}
 	m.a.prepare(t, x, rows*in)
-	big := len(w) >= minParallelBytes
+	big := len(w)*rows >= minParallelBytes
 	if m.call.qblk != 0 {
 		if blocks := rows * in / m.call.qblk; big && rows > 1 {
 			m.par(blocks, m.quantRows)
