@@ -12,6 +12,8 @@ import (
 // of row r are qs[r*in:(r+1)*in]; the per-block fields follow at the same
 // stride.
 type acts struct {
+	blk int // values per block: 0 (float32 rows), QK or QKK
+
 	x  []float32 // float weights: the caller's rows, not copied
 	qs []int8
 	d  []float32 // per block: the scale
@@ -31,10 +33,10 @@ type actRow struct {
 }
 
 func (a *acts) row(r, in int) actRow {
-	switch {
-	case a.x != nil:
+	switch a.blk {
+	case 0:
 		return actRow{x: a.x[r*in : (r+1)*in]}
-	case a.bs != nil:
+	case QKK:
 		nb := in / QKK
 		return actRow{qs: a.qs[r*in : (r+1)*in], d: a.d[r*nb : (r+1)*nb], bs: a.bs[r*in/16 : (r+1)*in/16]}
 	}
@@ -55,23 +57,22 @@ func actBlock(t Type) int {
 }
 
 // prepare sizes a for n values (rows×in) of activations for type t,
-// reusing its buffers, and points it at x for the float types.
+// reusing its buffers (a model mixing types keeps them all), and points it
+// at x for the float types.
 func (a *acts) prepare(t Type, x []float32, n int) {
-	bs := actBlock(t)
-	if bs == 0 {
+	a.blk = actBlock(t)
+	if a.blk == 0 {
 		a.x = x[:n]
 		return
 	}
 	a.x = nil
 	a.qs = slices.Grow(a.qs[:0], n)[:n]
-	a.d = slices.Grow(a.d[:0], n/bs)[:n/bs]
+	a.d = slices.Grow(a.d[:0], n/a.blk)[:n/a.blk]
 	a.sums = slices.Grow(a.sums[:0], n/16)[:n/16]
-	if bs == QKK {
+	if a.blk == QKK {
 		a.bs = slices.Grow(a.bs[:0], n/16)[:n/16]
-		a.s = a.s[:0]
 	} else {
-		a.s = slices.Grow(a.s[:0], n/bs)[:n/bs]
-		a.bs = nil
+		a.s = slices.Grow(a.s[:0], n/a.blk)[:n/a.blk]
 	}
 }
 
@@ -82,14 +83,11 @@ func (a *acts) prepare(t Type, x []float32, n int) {
 // maximum instead; the dot products only need x ≈ d·q with |q| ≤ 127, so
 // one quantizer serves both.
 func (a *acts) quantizeBlocks(x []float32, lo, hi int) {
-	bsize := QK
-	if a.bs != nil {
-		bsize = QKK
-	}
+	bsize := a.blk
 	per := bsize / 16
 	sums := a.sums[lo*per : hi*per]
 	q8Blocks(x[lo*bsize:hi*bsize], a.qs[lo*bsize:hi*bsize], a.d[lo:hi], sums, bsize)
-	if a.bs != nil {
+	if bsize == QKK {
 		for i, s := range sums {
 			a.bs[lo*per+i] = int16(s)
 		}

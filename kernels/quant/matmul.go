@@ -23,11 +23,11 @@ type Multiplier struct {
 
 // mmCall is the running MatMul's arguments.
 type mmCall struct {
-	dst, x         []float32
-	w              []byte
-	t              Type
-	rows, out, in  int
-	rowBytes, qblk int // bytes per weight row; values per activation block
+	dst, x        []float32
+	w             []byte
+	t             Type
+	rows, out, in int
+	rowBytes      int
 }
 
 // NewMultiplier returns a Multiplier that splits each product over par; a
@@ -78,11 +78,11 @@ func (m *Multiplier) MatMul(dst, x []float32, w []byte, t Type, rows, out, in in
 	if rows == 0 || out == 0 {
 		return nil
 	}
-	m.call = mmCall{dst: dst, x: x, w: w, t: t, rows: rows, out: out, in: in, rowBytes: rowBytes, qblk: actBlock(t)}
+	m.call = mmCall{dst: dst, x: x, w: w, t: t, rows: rows, out: out, in: in, rowBytes: rowBytes}
 	m.a.prepare(t, x, rows*in)
 	big := len(w)*rows >= minParallelBytes
-	if m.call.qblk != 0 {
-		if blocks := rows * in / m.call.qblk; big && rows > 1 {
+	if m.a.blk != 0 {
+		if blocks := rows * in / m.a.blk; big && rows > 1 {
 			m.par(blocks, m.quantRows)
 		} else {
 			m.quantizeRange(0, blocks)

@@ -139,16 +139,27 @@ func TestMatMulErrors(t *testing.T) {
 	}
 }
 
-// TestMatMulAllocs: a warmed-up Multiplier allocates nothing per call.
+// TestMatMulAllocs: a warmed-up Multiplier allocates nothing per call,
+// also when calls alternate between weight types, as in a Q4_K_M model.
 func TestMatMulAllocs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	m := NewMultiplier(nil)
 	const out, in = 64, 512
-	for _, typ := range []Type{F16, Q8_0, Q4_K} {
-		w := randWeights(t, rng, typ, out, in)
-		x, dst := randRow(rng, 2*in), make([]float32, 2*out)
-		if n := testing.AllocsPerRun(10, func() { _ = m.MatMul(dst, x, w, typ, 2, out, in) }); n != 0 {
-			t.Errorf("%s: %v allocations per MatMul", typ, n)
+	types := []Type{F16, Q8_0, Q4_K, Q6_K, Q5_0}
+	ws := make([][]byte, len(types))
+	for i, typ := range types {
+		ws[i] = randWeights(t, rng, typ, out, in)
+	}
+	x, dst := randRow(rng, 2*in), make([]float32, 2*out)
+	all := func() {
+		for i, typ := range types {
+			if err := m.MatMul(dst, x, ws[i], typ, 2, out, in); err != nil {
+				t.Fatal(err)
+			}
 		}
+	}
+	all()
+	if n := testing.AllocsPerRun(10, all); n != 0 {
+		t.Errorf("%v allocations per round of MatMuls", n)
 	}
 }
