@@ -3,8 +3,9 @@ package quant
 import (
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
+
+	"github.com/prefixd/prefixd/kernels/cpu"
 )
 
 // benchOut×benchIn is a Llama-7B-sized projection (4096×4096). The
@@ -17,50 +18,13 @@ const (
 	benchSpan         = 128 << 20
 )
 
-// poolFor is a ParallelFor over a fixed pool of goroutines, like the
-// engine's worker pool, so the benchmarks measure the kernels and not
-// goroutine start-up.
-type poolFor struct {
-	jobs chan poolJob
-	wg   sync.WaitGroup
-}
-
-// poolJob is one part of a loop, sent by value so handing it over does
-// not allocate.
-type poolJob struct {
-	f      func(lo, hi int)
-	lo, hi int
-}
-
-func newPoolFor() *poolFor {
-	p := &poolFor{jobs: make(chan poolJob)}
-	for range benchThreads - 1 {
-		go func() {
-			for j := range p.jobs {
-				j.f(j.lo, j.hi)
-				p.wg.Done()
-			}
-		}()
-	}
-	return p
-}
-
-func (p *poolFor) For(n int, f func(lo, hi int)) {
-	p.wg.Add(benchThreads - 1)
-	for part := 1; part < benchThreads; part++ {
-		p.jobs <- poolJob{f, part * n / benchThreads, (part + 1) * n / benchThreads}
-	}
-	f(0, n/benchThreads)
-	p.wg.Wait()
-}
-
 // BenchmarkMatVec reports the weight bytes streamed per second (MB/s) by
 // one activation row times a benchOut×benchIn matrix of each type on
 // benchThreads threads; set against BenchmarkMemBandwidth, it is how near
 // decode gets to the memory bound.
 func BenchmarkMatVec(b *testing.B) {
-	pool := newPoolFor()
-	defer close(pool.jobs)
+	pool := cpu.NewWorkers(benchThreads)
+	defer pool.Close()
 	rng := rand.New(rand.NewPCG(1, 1))
 	x := randRow(rng, benchIn)
 	dst := make([]float32, benchOut)
@@ -102,23 +66,23 @@ func BenchmarkMatVec(b *testing.B) {
 // thread reading its own half with four independent accumulators, so the
 // loop is bound by memory, not by its adds.
 func BenchmarkMemBandwidth(b *testing.B) {
-	pool := newPoolFor()
-	defer close(pool.jobs)
+	pool := cpu.NewWorkers(benchThreads)
+	defer pool.Close()
 	buf := make([]uint64, benchSpan/8)
 	for i := range buf {
 		buf[i] = uint64(i)
 	}
-	var sums [benchThreads]uint64
+	var sums [benchThreads]uint64 // one per part, so the sums are used
 	const chunks = 1024
 	b.SetBytes(benchSpan)
 	for b.Loop() {
-		pool.For(chunks, func(lo, hi int) {
+		pool.For(chunks, func(part, lo, hi int) {
 			var s0, s1, s2, s3 uint64
 			for _, v := range buf[lo*len(buf)/chunks : hi*len(buf)/chunks] {
 				s0 += v
 				s0, s1, s2, s3 = s1, s2, s3, s0
 			}
-			sums[lo*benchThreads/chunks] += s0 + s1 + s2 + s3
+			sums[part] += s0 + s1 + s2 + s3
 		})
 	}
 }
@@ -127,8 +91,8 @@ func BenchmarkMemBandwidth(b *testing.B) {
 // decode) by a benchOut×benchIn matrix: rows/s against BenchmarkMatVec's
 // one row is how batched decode scales.
 func BenchmarkMatMulBatch(b *testing.B) {
-	pool := newPoolFor()
-	defer close(pool.jobs)
+	pool := cpu.NewWorkers(benchThreads)
+	defer pool.Close()
 	rng := rand.New(rand.NewPCG(2, 2))
 	for _, typ := range []Type{F16, Q8_0, Q4_K, Q6_K} {
 		for _, rows := range []int{1, 4, 16} {

@@ -3,9 +3,11 @@ package quant
 import "fmt"
 
 // ParallelFor runs f over disjoint ranges [lo, hi) that cover [0, n),
-// possibly on several goroutines, and returns when all are done; a
-// *cpu.Workers' For, adapted, is one. f must not be kept after it returns.
-type ParallelFor func(n int, f func(lo, hi int))
+// numbered part 0, 1, ..., possibly on several goroutines, and returns
+// when all are done. The For method of a kernels/cpu Workers pool is one,
+// passed as it is (no adapter closure, so nothing allocates per call). f
+// must not be kept after it returns.
+type ParallelFor func(n int, f func(part, lo, hi int))
 
 // Multiplier multiplies activation rows by weight matrices kept in their
 // file type. It holds the activations quantized for the running call, so
@@ -18,7 +20,7 @@ type Multiplier struct {
 	call mmCall
 	// runRows and quantRows are method values made once, so handing them
 	// to par does not allocate on every call.
-	runRows, quantRows func(lo, hi int)
+	runRows, quantRows func(part, lo, hi int)
 }
 
 // mmCall is the running MatMul's arguments.
@@ -34,7 +36,7 @@ type mmCall struct {
 // nil par runs everything on the calling goroutine.
 func NewMultiplier(par ParallelFor) *Multiplier {
 	if par == nil {
-		par = func(n int, f func(lo, hi int)) { f(0, n) }
+		par = func(n int, f func(part, lo, hi int)) { f(0, 0, n) }
 	}
 	m := &Multiplier{par: par}
 	m.runRows, m.quantRows = m.matmulRange, m.quantizeRange
@@ -85,24 +87,24 @@ func (m *Multiplier) MatMul(dst, x []float32, w []byte, t Type, rows, out, in in
 		if blocks := rows * in / m.a.blk; big && rows > 1 {
 			m.par(blocks, m.quantRows)
 		} else {
-			m.quantizeRange(0, blocks)
+			m.quantizeRange(0, 0, blocks)
 		}
 	}
 	if tiles := (out + tileRows - 1) / tileRows; big {
 		m.par(tiles, m.runRows)
 	} else {
-		m.matmulRange(0, tiles)
+		m.matmulRange(0, 0, tiles)
 	}
 	m.call = mmCall{} // do not keep the caller's slices alive
 	m.a.x = nil
 	return nil
 }
 
-func (m *Multiplier) quantizeRange(lo, hi int) { m.a.quantizeBlocks(m.call.x, lo, hi) }
+func (m *Multiplier) quantizeRange(_, lo, hi int) { m.a.quantizeBlocks(m.call.x, lo, hi) }
 
 // matmulRange computes the output tiles [lo, hi): tileRows weight rows
 // against every activation row.
-func (m *Multiplier) matmulRange(lo, hi int) {
+func (m *Multiplier) matmulRange(_, lo, hi int) {
 	c := &m.call
 	for o0 := lo * tileRows; o0 < min(hi*tileRows, c.out); o0 += tileRows {
 		o1 := min(o0+tileRows, c.out)

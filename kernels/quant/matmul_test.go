@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+
+	"github.com/prefixd/prefixd/kernels/cpu"
 )
 
 // weightTypes are the types MatMul takes as weights.
@@ -27,14 +29,14 @@ func randWeights(t *testing.T, rng *rand.Rand, typ Type, out, in int) []byte {
 }
 
 // goroutineFor splits [0, n) into up to four parts on their own goroutines.
-func goroutineFor(n int, f func(lo, hi int)) {
+func goroutineFor(n int, f func(part, lo, hi int)) {
 	var wg sync.WaitGroup
 	parts := min(4, n)
 	for p := range parts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f(p*n/parts, (p+1)*n/parts)
+			f(p, p*n/parts, (p+1)*n/parts)
 		}()
 	}
 	wg.Wait()
@@ -95,12 +97,15 @@ func TestMatMul(t *testing.T) {
 // (and under -race, checks the parts do not share writes).
 func TestMatMulParallel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	m := NewMultiplier(goroutineFor)
-	for _, typ := range []Type{F16, Q8_0, Q4_K, Q6_K, Q5_1} {
-		const out, in = 131, 1024 // odd row count, not a multiple of the tile
-		w := randWeights(t, rng, typ, out, in)
-		for _, rows := range []int{1, 3} {
-			checkMatMul(t, m, typ, w, randRow(rng, rows*in), rows, out, in)
+	pool := cpu.NewWorkers(3)
+	defer pool.Close()
+	for _, m := range []*Multiplier{NewMultiplier(goroutineFor), NewMultiplier(pool.For)} {
+		for _, typ := range []Type{F16, Q8_0, Q4_K, Q6_K, Q5_1} {
+			const out, in = 131, 1024 // odd row count, not a multiple of the tile
+			w := randWeights(t, rng, typ, out, in)
+			for _, rows := range []int{1, 3} {
+				checkMatMul(t, m, typ, w, randRow(rng, rows*in), rows, out, in)
+			}
 		}
 	}
 }
