@@ -103,12 +103,25 @@ func (m *Multiplier) MatMul(dst, x []float32, w []byte, t Type, rows, out, in in
 func (m *Multiplier) quantizeRange(_, lo, hi int) { m.a.quantizeBlocks(m.call.x, lo, hi) }
 
 // matmulRange computes the output tiles [lo, hi): tileRows weight rows
-// against every activation row.
+// against every activation row, two activation rows per call where a
+// kernel shares the weights' unpacking between them.
 func (m *Multiplier) matmulRange(_, lo, hi int) {
 	c := &m.call
 	for o0 := lo * tileRows; o0 < min(hi*tileRows, c.out); o0 += tileRows {
 		o1 := min(o0+tileRows, c.out)
-		for r := range c.rows {
+		r := 0
+		for ; r+2 <= c.rows; r += 2 {
+			a0, a1 := m.a.row(r, c.in), m.a.row(r+1, c.in)
+			for o := o0; o < o1; o++ {
+				w := c.w[o*c.rowBytes : (o+1)*c.rowBytes]
+				v0, v1, ok := dot2SIMD(c.t, w, &a0, &a1)
+				if !ok {
+					v0, v1 = dotRow(c.t, w, &a0), dotRow(c.t, w, &a1)
+				}
+				c.dst[r*c.out+o], c.dst[(r+1)*c.out+o] = v0, v1
+			}
+		}
+		if r < c.rows {
 			ar := m.a.row(r, c.in)
 			for o := o0; o < o1; o++ {
 				c.dst[r*c.out+o] = dotRow(c.t, c.w[o*c.rowBytes:(o+1)*c.rowBytes], &ar)

@@ -44,6 +44,9 @@ func dotQ5_1AVX(w *byte, a *int8, ad, as *float32, nb int) float32
 func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
 
 //go:noescape
+func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+
+//go:noescape
 func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
 
 //go:noescape
@@ -96,6 +99,22 @@ func dotSIMD(t Type, w []byte, a *actRow) (float32, bool) {
 		return dotQ6KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb), true
 	}
 	return 0, false
+}
+
+// dot2SIMD returns the dot products of the weight row w with the
+// activation rows a0 and a1, which must be consecutive rows of one acts
+// (a1's data at the same stride after a0's), sharing the unpacking of the
+// weights between them; it returns false for a type without such a
+// kernel.
+func dot2SIMD(t Type, w []byte, a0, a1 *actRow) (r0, r1 float32, ok bool) {
+	if !haveSIMD || t != Q4_K {
+		return 0, 0, false
+	}
+	nb := len(a0.d)
+	_, _, _, _ = w[nb*144-1], a1.qs[nb*QKK-1], a1.d[nb-1], a1.bs[nb*16-1]
+	var out [2]float32
+	dotQ4Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
+	return out[0], out[1], true
 }
 
 // q8Blocks quantizes len(d) activation blocks of bsize values (a multiple

@@ -367,55 +367,65 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 	VXORPS  X14, X14, X14; \
 	VMOVDQU nibbleMask<>(SB), Y15
 
-// KSCALES unpacks the 6-bit scales and minimums of a Q4_K/Q5_K block as
+// KUNPACK unpacks the 6-bit scales and minimums of a Q4_K/Q5_K block as
 // ggml's AVX2 kernel does: with u0..u2 the 12 scale bytes as uint32s,
 // scales = u0&m1 | (u2&m2 | (u0>>6&m3)<<4)<<32 and minimums = u1&m1 |
-// (u2>>4&m2 | (u1>>6&m3)<<4)<<32. It adds dmin·d_a·Σ_j m_j·(bsums 2j +
-// 2j+1) to X14, sets Y8 to d·d_a broadcast and Y1 to the eight scales as
-// int16s in both lanes, and zeroes the integer sums Y9.
-#define KSCALES \
+// (u2>>4&m2 | (u1>>6&m3)<<4)<<32. It sets Y1 to the eight scales as
+// int16s in both lanes and X2 to the eight minimums as int16s. Clobbers
+// R8-R11 and AX.
+#define KUNPACK \
 	MOVL 4(SI), R8; \
 	MOVL 8(SI), R9; \
 	MOVL 12(SI), R10; \
 	MOVL R10, R11; \
 	SHRL $4, R11; \
 	ANDL $0x0f0f0f0f, R11; \
-	MOVL R9, R12; \
-	SHRL $6, R12; \
-	ANDL $0x03030303, R12; \
-	SHLL $4, R12; \
-	ORL  R12, R11; \
-	MOVL R9, R13; \
-	ANDL $0x3f3f3f3f, R13; \
-	MOVL R10, R12; \
-	ANDL $0x0f0f0f0f, R12; \
+	MOVL R9, AX; \
+	SHRL $6, AX; \
+	ANDL $0x03030303, AX; \
+	SHLL $4, AX; \
+	ORL  AX, R11; \
+	ANDL $0x3f3f3f3f, R9; \
+	ANDL $0x0f0f0f0f, R10; \
 	MOVL R8, AX; \
 	SHRL $6, AX; \
 	ANDL $0x03030303, AX; \
 	SHLL $4, AX; \
-	ORL  AX, R12; \
+	ORL  AX, R10; \
 	ANDL $0x3f3f3f3f, R8; \
-	SHLQ $32, R12; \
-	ORQ  R12, R8; \
+	SHLQ $32, R10; \
+	ORQ  R10, R8; \
 	SHLQ $32, R11; \
-	ORQ  R11, R13; \
-	VMOVQ        R8, X1; \
-	VMOVQ        R13, X2; \
-	VPMOVZXBW    X1, X1; \
-	VPMOVZXBW    X2, X2; \
-	VMOVDQU      (BX), Y3; \
+	ORQ  R11, R9; \
+	VMOVQ       R8, X1; \
+	VMOVQ       R9, X2; \
+	VPMOVZXBW   X1, X1; \
+	VPMOVZXBW   X2, X2; \
+	VINSERTI128 $1, X1, Y1, Y1
+
+// KMINS adds dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1) for one activation row
+// (16-value sums at bsaddr, d_a at adaddr) to the four lanes of acc.
+// Clobbers X3-X5.
+#define KMINS(bsaddr, adaddr, acc) \
+	VMOVDQU      bsaddr, Y3; \
 	VEXTRACTI128 $1, Y3, X4; \
 	VPHADDW      X4, X3, X3; \
 	VPMADDWD     X3, X2, X3; \
 	VCVTDQ2PS    X3, X3; \
 	VCVTPH2PS    (SI), X5; \
-	VBROADCASTSS (DX), X4; \
-	VMULPS       X4, X5, X5; \
-	VSHUFPS      $0x55, X5, X5, X4; \
-	VFMADD231PS  X3, X4, X14; \
-	VBROADCASTSS X5, Y8; \
-	VINSERTI128  $1, X1, Y1, Y1; \
-	VPXOR        Y9, Y9, Y9
+	VMOVSHDUP    X5, X4; \
+	VMULSS       adaddr, X4, X4; \
+	VBROADCASTSS X4, X4; \
+	VFMADD231PS  X3, X4, acc
+
+// KFOLD adds the block's integer sums (sum) times d·d_a (d_a at adaddr)
+// to acc. Clobbers Y3.
+#define KFOLD(adaddr, sum, acc) \
+	VCVTPH2PS    (SI), X3; \
+	VMULSS       adaddr, X3, X3; \
+	VBROADCASTSS X3, Y3; \
+	VCVTDQ2PS    sum, sum; \
+	VFMADD231PS  sum, Y3, acc
 
 // KCHUNK multiplies the 64 quants of chunk j, low nibbles in Y10 and high
 // in Y11, by the activations 64j.. and adds them, sub-block scales 2j and
@@ -441,8 +451,7 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 // KNEXT folds the block's integer sums into Y0, steps to the next block
 // of bsize bytes and loops to label.
 #define KNEXT(bsize, label) \
-	VCVTDQ2PS   Y9, Y9; \
-	VFMADD231PS Y9, Y8, Y0; \
+	KFOLD((DX), Y9, Y0); \
 	ADDQ $bsize, SI; \
 	ADDQ $256, DI; \
 	ADDQ $4, DX; \
@@ -457,13 +466,86 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 	VHADDPS X14, X14, X14; \
 	VSUBSS  X14, X0, X0
 
+// KCHUNK2 is KCHUNK for two activation rows, the second R12 bytes after
+// the first: the quants' unpacking and scale shuffles are shared, the
+// sums go to Y9 and Y5.
+#define KCHUNK2(j) \
+	VPSHUFB    q4kShuf<>+(64*j)(SB), Y1, Y12; \
+	VPSHUFB    q4kShuf<>+(64*j+32)(SB), Y1, Y13; \
+	VPMADDUBSW (64*j)(DI), Y10, Y3; \
+	VPMADDUBSW (64*j+32)(DI), Y11, Y4; \
+	VPMADDWD   Y12, Y3, Y3; \
+	VPMADDWD   Y13, Y4, Y4; \
+	VPADDD     Y3, Y9, Y9; \
+	VPADDD     Y4, Y9, Y9; \
+	VPMADDUBSW (64*j)(DI)(R12*1), Y10, Y3; \
+	VPMADDUBSW (64*j+32)(DI)(R12*1), Y11, Y4; \
+	VPMADDWD   Y12, Y3, Y3; \
+	VPMADDWD   Y13, Y4, Y4; \
+	VPADDD     Y3, Y5, Y5; \
+	VPADDD     Y4, Y5, Y5
+
+// func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *float32)
+// sets out[0] and out[1] to dotQ4KAVX of the weight row with two
+// activation rows: the second's quants astride bytes after the first's,
+// its scales adstride bytes after, its 16-value sums 8·adstride bytes
+// after (a Q8_K row's d and bsums are 4 and 32 bytes per block).
+TEXT ·dotQ4Kx2AVX(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ ad+16(FP), DX
+	MOVQ bs+24(FP), BX
+	MOVQ astride+32(FP), R12
+	MOVQ adstride+40(FP), R13
+	MOVQ nb+48(FP), CX
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y6, Y6, Y6
+	VXORPS  X14, X14, X14
+	VXORPS  X7, X7, X7
+	VMOVDQU nibbleMask<>(SB), Y15
+
+q4kx2loop:
+	KUNPACK
+	KMINS((BX), (DX), X14)
+	KMINS((BX)(R13*8), (DX)(R13*1), X7)
+	VPXOR Y9, Y9, Y9
+	VPXOR Y5, Y5, Y5
+	Q4NIBBLES(16)
+	KCHUNK2(0)
+	Q4NIBBLES(48)
+	KCHUNK2(1)
+	Q4NIBBLES(80)
+	KCHUNK2(2)
+	Q4NIBBLES(112)
+	KCHUNK2(3)
+	KFOLD((DX), Y9, Y0)
+	KFOLD((DX)(R13*1), Y5, Y6)
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  q4kx2loop
+
+	MOVQ out+56(FP), AX
+	KSUM
+	VMOVSS X0, (AX)
+	VMOVAPS Y6, Y0
+	VMOVAPS X7, X14
+	KSUM
+	VMOVSS X0, 4(AX)
+	VZEROUPPER
+	RET
+
 // func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
 // Per block: d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1).
 TEXT ·dotQ4KAVX(SB), NOSPLIT, $0-44
 	KSETUP
 
 q4kloop:
-	KSCALES
+	KUNPACK
+	KMINS((BX), (DX), X14)
+	VPXOR Y9, Y9, Y9
 	Q4NIBBLES(16)
 	KCHUNK(0)
 	Q4NIBBLES(48)
@@ -507,7 +589,9 @@ TEXT ·dotQ5KAVX(SB), NOSPLIT, $0-44
 	VPBROADCASTQ X7, Y7
 
 q5kloop:
-	KSCALES
+	KUNPACK
+	KMINS((BX), (DX), X14)
+	VPXOR Y9, Y9, Y9
 	VMOVDQU 16(SI), Y6
 	Q4NIBBLES(48)
 	Q5HIGH(0)

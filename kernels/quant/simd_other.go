@@ -6,6 +6,8 @@ package quant
 // ones do all the work.
 func dotSIMD(Type, []byte, *actRow) (float32, bool) { return 0, false }
 
+func dot2SIMD(Type, []byte, *actRow, *actRow) (r0, r1 float32, ok bool) { return 0, 0, false }
+
 // q8Blocks quantizes activation blocks; see q8BlocksGo.
 func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
 	q8BlocksGo(x, qs, d, sums, bsize)

@@ -121,3 +121,35 @@ func abs(v int) int {
 	}
 	return v
 }
+
+// TestDot2MatchesGo checks the two-row kernels against the pure-Go dot
+// product of each row.
+func TestDot2MatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, typ := range weightTypes {
+		for _, blocks := range []int{1, 2, 3, 16} {
+			in := blocks * max(actBlock(typ), 8)
+			rs, _ := typ.RowSize(in)
+			w := make([]byte, rs)
+			for i := range w {
+				w[i] = byte(rng.Uint32())
+			}
+			scrubNonFinite(typ, w)
+			x := randRow(rng, 2*in)
+			var a acts
+			a.prepare(typ, x, 2*in)
+			if a.blk != 0 {
+				a.quantizeBlocks(x, 0, len(a.d))
+			}
+			a0, a1 := a.row(0, in), a.row(1, in)
+			g0, g1, ok := dot2SIMD(typ, w, &a0, &a1)
+			if !ok {
+				continue
+			}
+			w0, w1 := dotGo(typ, w, &a0), dotGo(typ, w, &a1)
+			if math.Abs(float64(g0-w0)) > 1e-5*absDot(typ, w, x[:in]) || math.Abs(float64(g1-w1)) > 1e-5*absDot(typ, w, x[in:]) {
+				t.Fatalf("%s, %d values: assembly %v, %v; Go %v, %v", typ, in, g0, g1, w0, w1)
+			}
+		}
+	}
+}
