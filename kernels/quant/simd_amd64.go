@@ -44,7 +44,22 @@ func dotQ5_1AVX(w *byte, a *int8, ad, as *float32, nb int) float32
 func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
 
 //go:noescape
+func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+
+//go:noescape
+func dotF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+
+//go:noescape
+func dotBF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+
+//go:noescape
+func dotQ8_0x2AVX(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[2]float32)
+
+//go:noescape
 func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+
+//go:noescape
+func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
 
 //go:noescape
 func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
@@ -107,13 +122,40 @@ func dotSIMD(t Type, w []byte, a *actRow) (float32, bool) {
 // weights between them; it returns false for a type without such a
 // kernel.
 func dot2SIMD(t Type, w []byte, a0, a1 *actRow) (r0, r1 float32, ok bool) {
-	if !haveSIMD || t != Q4_K {
+	if !haveSIMD {
 		return 0, 0, false
 	}
-	nb := len(a0.d)
-	_, _, _, _ = w[nb*144-1], a1.qs[nb*QKK-1], a1.d[nb-1], a1.bs[nb*16-1]
 	var out [2]float32
-	dotQ4Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
+	switch t {
+	case F32, F16, BF16:
+		n := len(a0.x)
+		if n%8 != 0 {
+			return 0, 0, false
+		}
+		_, _ = w[n*t.BlockBytes()-1], a1.x[n-1]
+		switch t {
+		case F32:
+			dotF32x2AVX(&w[0], &a0.x[0], 4*n, n, &out)
+		case F16:
+			dotF16x2AVX(&w[0], &a0.x[0], 4*n, n, &out)
+		default:
+			dotBF16x2AVX(&w[0], &a0.x[0], 4*n, n, &out)
+		}
+	case Q8_0:
+		nb := len(a0.d)
+		_, _, _ = w[nb*34-1], a1.qs[nb*QK-1], a1.d[nb-1]
+		dotQ8_0x2AVX(&w[0], &a0.qs[0], &a0.d[0], len(a0.qs), 4*nb, nb, &out)
+	case Q4_K, Q6_K:
+		nb := len(a0.d)
+		_, _, _, _ = w[nb*t.BlockBytes()-1], a1.qs[nb*QKK-1], a1.d[nb-1], a1.bs[nb*16-1]
+		if t == Q4_K {
+			dotQ4Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
+		} else {
+			dotQ6Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
+		}
+	default:
+		return 0, 0, false
+	}
 	return out[0], out[1], true
 }
 

@@ -92,6 +92,89 @@ TEXT ·dotBF16AVX(SB), NOSPLIT, $0-28
 	VZEROUPPER
 	RET
 
+// FLOATDOT2 is FLOATDOT for two rows of x, the second R12 bytes after
+// the first: each weight is loaded and converted once for both. 16 values
+// per iteration, then 8; the sums end in X0 (first row) and X2 (second).
+#define FLOATDOT2(LOAD8) \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+loop16: \
+	CMPQ CX, $16; \
+	JLT  loop8; \
+	LOAD8(0, Y4); \
+	LOAD8(8, Y5); \
+	VFMADD231PS (DI), Y4, Y0; \
+	VFMADD231PS 32(DI), Y5, Y1; \
+	VFMADD231PS (DI)(R12*1), Y4, Y2; \
+	VFMADD231PS 32(DI)(R12*1), Y5, Y3; \
+	LEAQ (SI)(BX*8), SI; \
+	LEAQ (SI)(BX*8), SI; \
+	ADDQ $64, DI; \
+	SUBQ $16, CX; \
+	JMP  loop16; \
+loop8: \
+	CMPQ CX, $8; \
+	JLT  done; \
+	LOAD8(0, Y4); \
+	VFMADD231PS (DI), Y4, Y0; \
+	VFMADD231PS (DI)(R12*1), Y4, Y2; \
+	LEAQ (SI)(BX*8), SI; \
+	ADDQ $32, DI; \
+	SUBQ $8, CX; \
+	JMP  loop8; \
+done: \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y3, Y2, Y2; \
+	HSUM8; \
+	VEXTRACTF128 $1, Y2, X3; \
+	VADDPS       X3, X2, X2; \
+	VHADDPS      X2, X2, X2; \
+	VHADDPS      X2, X2, X2
+
+// func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+TEXT ·dotF32x2AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xstride+16(FP), R12
+	MOVQ n+24(FP), CX
+	MOVQ $4, BX
+	FLOATDOT2(LOADF32)
+	MOVQ out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X2, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+TEXT ·dotF16x2AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xstride+16(FP), R12
+	MOVQ n+24(FP), CX
+	MOVQ $2, BX
+	FLOATDOT2(LOADF16)
+	MOVQ out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X2, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotBF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+TEXT ·dotBF16x2AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xstride+16(FP), R12
+	MOVQ n+24(FP), CX
+	MOVQ $2, BX
+	FLOATDOT2(LOADBF16)
+	MOVQ out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X2, 4(AX)
+	VZEROUPPER
+	RET
+
 // BLOCKSCALE sets Y1 to the weight block's d (the half at doff(SI))
 // times the activation block's d (the float at adoff(DX)), broadcast.
 #define BLOCKSCALE(doff, adoff) \
@@ -161,6 +244,55 @@ q8done:
 	VADDPS Y5, Y0, Y0
 	HSUM8
 	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// Q8ROW adds one Q8_0 block's product with one activation row (quants
+// at aaddr, scale at adaddr) to acc, the weight's d in X1 and |w| in Y4,
+// the weight bytes in Y2. Clobbers Y3 and Y5.
+#define Q8ROW(aaddr, adaddr, acc) \
+	VMOVDQU      aaddr, Y3; \
+	VPSIGNB      Y2, Y3, Y3; \
+	VPMADDUBSW   Y3, Y4, Y3; \
+	VPMADDWD     Y15, Y3, Y3; \
+	VCVTDQ2PS    Y3, Y3; \
+	VMULSS       adaddr, X1, X5; \
+	VBROADCASTSS X5, Y5; \
+	VFMADD231PS  Y3, Y5, acc
+
+// func dotQ8_0x2AVX(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[2]float32)
+// is dotQ8_0AVX for two activation rows, the second's quants astride and
+// its scales adstride bytes after the first's, each weight block loaded
+// once for both.
+TEXT ·dotQ8_0x2AVX(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ ad+16(FP), DX
+	MOVQ astride+24(FP), R12
+	MOVQ adstride+32(FP), R13
+	MOVQ nb+40(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y6, Y6, Y6
+	ONES16
+
+q8x2loop:
+	VCVTPH2PS (SI), X1
+	VMOVDQU   2(SI), Y2
+	VPSIGNB   Y2, Y2, Y4
+	Q8ROW((DI), (DX), Y0)
+	Q8ROW((DI)(R12*1), (DX)(R13*1), Y6)
+	ADDQ $34, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  q8x2loop
+
+	MOVQ out+48(FP), AX
+	HSUM8
+	VMOVSS X0, (AX)
+	VMOVAPS Y6, Y0
+	HSUM8
+	VMOVSS X0, 4(AX)
 	VZEROUPPER
 	RET
 
@@ -647,11 +779,24 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	VPMADDWD   Y2, reg, reg; \
 	VPADDD     reg, Y9, Y9
 
-// Q6KHALF handles values 128h..128h+127: ql bytes 64h.., qh bytes
-// 128+32h.. of the block. Quant l is ql[l]&15 | (qh[l]&3)<<4, l+32 is
-// ql[l+32]&15 | (qh[l]>>2&3)<<4, l+64 is ql[l]>>4 | (qh[l]>>4&3)<<4 and
-// l+96 is ql[l+32]>>4 | (qh[l]>>6&3)<<4.
-#define Q6KHALF(h) \
+// Q6KQUANT2 is Q6KQUANT for two activation rows, the second R12 bytes
+// after the first, its sums in Y13. Clobbers Y2 and Y3.
+#define Q6KQUANT2(reg, off, k) \
+	VPSHUFB    q6kShuf<>+(16*(k))(SB), X1, X2; \
+	VPMOVSXBW  X2, Y2; \
+	VPMADDUBSW off(DI), reg, Y3; \
+	VPMADDWD   Y2, Y3, Y3; \
+	VPADDD     Y3, Y9, Y9; \
+	VPMADDUBSW off(DI)(R12*1), reg, Y3; \
+	VPMADDWD   Y2, Y3, Y3; \
+	VPADDD     Y3, Y13, Y13
+
+// Q6KBITS sets Y4, Y5, Y10 and Y11 to the quants of values 128h..+31,
+// +32..+63, +64..+95 and +96..+127: ql bytes 64h.., qh bytes 128+32h.. of
+// the block. Quant l is ql[l]&15 | (qh[l]&3)<<4, l+32 is ql[l+32]&15 |
+// (qh[l]>>2&3)<<4, l+64 is ql[l]>>4 | (qh[l]>>4&3)<<4 and l+96 is
+// ql[l+32]>>4 | (qh[l]>>6&3)<<4. Y15 holds 0x0f bytes, Y7 0x30 bytes.
+#define Q6KBITS(h) \
 	VMOVDQU (64*h)(SI), Y10; \
 	VMOVDQU (64*h+32)(SI), Y11; \
 	VMOVDQU (128+32*h)(SI), Y12; \
@@ -671,51 +816,114 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	VPAND   Y7, Y3, Y3; \
 	VPSRLW  $4, Y11, Y11; \
 	VPAND   Y15, Y11, Y11; \
-	VPOR    Y3, Y11, Y11; \
+	VPOR    Y3, Y11, Y11
+
+// Q6KHALF multiplies half h of the block by one activation row.
+#define Q6KHALF(h) \
+	Q6KBITS(h); \
 	Q6KQUANT(Y4, 128*h, 4*h); \
 	Q6KQUANT(Y5, 128*h+32, 4*h+1); \
 	Q6KQUANT(Y10, 128*h+64, 4*h+2); \
 	Q6KQUANT(Y11, 128*h+96, 4*h+3)
 
+// Q6KHALF2 multiplies half h of the block by two activation rows.
+#define Q6KHALF2(h) \
+	Q6KBITS(h); \
+	Q6KQUANT2(Y4, 128*h, 4*h); \
+	Q6KQUANT2(Y5, 128*h+32, 4*h+1); \
+	Q6KQUANT2(Y10, 128*h+64, 4*h+2); \
+	Q6KQUANT2(Y11, 128*h+96, 4*h+3)
+
+// Q6KSETUP loads the Q6_K kernels' pointers and masks.
+#define Q6KSETUP \
+	MOVQ w+0(FP), SI; \
+	MOVQ a+8(FP), DI; \
+	MOVQ ad+16(FP), DX; \
+	MOVQ bs+24(FP), BX; \
+	VXORPS  Y0, Y0, Y0; \
+	VMOVDQU nibbleMask<>(SB), Y15; \
+	VMOVDQU highMask<>(SB), Y7
+
+// Q6KSTART sets X8 to the block's d, X1 to its 16 int8 scales, and sum
+// to −32·Σ_k sc_k·bsum_k for the activation row whose 16-value sums are
+// at bsaddr: the quants' offset, taken once per block. Clobbers Y2, Y6.
+#define Q6KSTART(bsaddr, sum) \
+	MOVWLZX   208(SI), AX; \
+	VMOVD     AX, X8; \
+	VCVTPH2PS X8, X8; \
+	VMOVDQU   192(SI), X1; \
+	Q6KOFFSET(bsaddr, sum)
+
+// Q6KOFFSET sets sum to −32·Σ_k sc_k·bsum_k (bsums at bsaddr, scales in
+// X1). Clobbers Y2, Y6.
+#define Q6KOFFSET(bsaddr, sum) \
+	VPMOVSXBW X1, Y2; \
+	VPMADDWD  bsaddr, Y2, sum; \
+	VPSLLD    $5, sum, sum; \
+	VPXOR     Y6, Y6, Y6; \
+	VPSUBD    sum, Y6, sum
+
+// Q6KFOLD adds sum times d·d_a (d in X8, d_a at adaddr) to acc. Clobbers
+// Y3.
+#define Q6KFOLD(adaddr, sum, acc) \
+	VMULSS       adaddr, X8, X3; \
+	VBROADCASTSS X3, Y3; \
+	VCVTDQ2PS    sum, sum; \
+	VFMADD231PS  sum, Y3, acc
+
+// Q6KNEXT steps to the next block and loops to label.
+#define Q6KNEXT(label) \
+	ADDQ $210, SI; \
+	ADDQ $256, DI; \
+	ADDQ $4, DX; \
+	ADDQ $32, BX; \
+	DECQ CX; \
+	JNZ  label
+
 // func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
 // Per block: d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k), q = 0..63 unsigned so the
 // products go through VPMADDUBSW, the −32 offset through the 16-value sums.
 TEXT ·dotQ6KAVX(SB), NOSPLIT, $0-44
-	MOVQ w+0(FP), SI
-	MOVQ a+8(FP), DI
-	MOVQ ad+16(FP), DX
-	MOVQ bs+24(FP), BX
+	Q6KSETUP
 	MOVQ nb+32(FP), CX
-	VXORPS  Y0, Y0, Y0
-	VMOVDQU nibbleMask<>(SB), Y15
-	VMOVDQU highMask<>(SB), Y7
 
 q6kloop:
-	MOVWLZX      208(SI), AX
-	VMOVD        AX, X8
-	VCVTPH2PS    X8, X8
-	VMULSS       (DX), X8, X8
-	VBROADCASTSS X8, Y8
-	VMOVDQU      192(SI), X1
-	VPMOVSXBW    X1, Y2
-	VPMADDWD     (BX), Y2, Y9
-	VPSLLD       $5, Y9, Y9
-	VPXOR        Y6, Y6, Y6
-	VPSUBD       Y9, Y6, Y9
+	Q6KSTART((BX), Y9)
 	Q6KHALF(0)
 	Q6KHALF(1)
-	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y8, Y0
-
-	ADDQ $210, SI
-	ADDQ $256, DI
-	ADDQ $4, DX
-	ADDQ $32, BX
-	DECQ CX
-	JNZ  q6kloop
+	Q6KFOLD((DX), Y9, Y0)
+	Q6KNEXT(q6kloop)
 
 	HSUM8
 	VMOVSS X0, ret+40(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+// is dotQ6KAVX for two activation rows laid out as dotQ4Kx2AVX's, each
+// weight block unpacked once for both.
+TEXT ·dotQ6Kx2AVX(SB), NOSPLIT, $0-64
+	Q6KSETUP
+	MOVQ astride+32(FP), R12
+	MOVQ adstride+40(FP), R13
+	MOVQ nb+48(FP), CX
+	VXORPS Y14, Y14, Y14
+
+q6kx2loop:
+	Q6KSTART((BX), Y9)
+	Q6KOFFSET((BX)(R13*8), Y13)
+	Q6KHALF2(0)
+	Q6KHALF2(1)
+	Q6KFOLD((DX), Y9, Y0)
+	Q6KFOLD((DX)(R13*1), Y13, Y14)
+	Q6KNEXT(q6kx2loop)
+
+	MOVQ out+56(FP), AX
+	HSUM8
+	VMOVSS X0, (AX)
+	VMOVAPS Y14, Y0
+	HSUM8
+	VMOVSS X0, 4(AX)
 	VZEROUPPER
 	RET
 
