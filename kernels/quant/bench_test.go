@@ -78,9 +78,12 @@ func BenchmarkMemBandwidth(b *testing.B) {
 	for b.Loop() {
 		pool.For(chunks, func(part, lo, hi int) {
 			var s0, s1, s2, s3 uint64
-			for _, v := range buf[lo*len(buf)/chunks : hi*len(buf)/chunks] {
-				s0 += v
-				s0, s1, s2, s3 = s1, s2, s3, s0
+			words := buf[lo*len(buf)/chunks : hi*len(buf)/chunks]
+			for i := 0; i+4 <= len(words); i += 4 {
+				s0 += words[i]
+				s1 += words[i+1]
+				s2 += words[i+2]
+				s3 += words[i+3]
 			}
 			sums[part] += s0 + s1 + s2 + s3
 		})
