@@ -59,6 +59,9 @@ func dotQ8_0x2AVX(w *byte, a *int8, ad *float32, astride, adstride, nb int, out 
 func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
 
 //go:noescape
+func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+
+//go:noescape
 func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
 
 //go:noescape
@@ -145,12 +148,15 @@ func dot2SIMD(t Type, w []byte, a0, a1 *actRow) (r0, r1 float32, ok bool) {
 		nb := len(a0.d)
 		_, _, _ = w[nb*34-1], a1.qs[nb*QK-1], a1.d[nb-1]
 		dotQ8_0x2AVX(&w[0], &a0.qs[0], &a0.d[0], len(a0.qs), 4*nb, nb, &out)
-	case Q4_K, Q6_K:
+	case Q4_K, Q5_K, Q6_K:
 		nb := len(a0.d)
 		_, _, _, _ = w[nb*t.BlockBytes()-1], a1.qs[nb*QKK-1], a1.d[nb-1], a1.bs[nb*16-1]
-		if t == Q4_K {
+		switch t {
+		case Q4_K:
 			dotQ4Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
-		} else {
+		case Q5_K:
+			dotQ5Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
+		default:
 			dotQ6Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
 		}
 	default:

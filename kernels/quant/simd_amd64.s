@@ -494,7 +494,6 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 	MOVQ a+8(FP), DI; \
 	MOVQ ad+16(FP), DX; \
 	MOVQ bs+24(FP), BX; \
-	MOVQ nb+32(FP), CX; \
 	VXORPS  Y0, Y0, Y0; \
 	VXORPS  X14, X14, X14; \
 	VMOVDQU nibbleMask<>(SB), Y15
@@ -580,17 +579,6 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 	VPAND   Y15, Y10, Y10; \
 	VPAND   Y15, Y11, Y11
 
-// KNEXT folds the block's integer sums into Y0, steps to the next block
-// of bsize bytes and loops to label.
-#define KNEXT(bsize, label) \
-	KFOLD((DX), Y9, Y0); \
-	ADDQ $bsize, SI; \
-	ADDQ $256, DI; \
-	ADDQ $4, DX; \
-	ADDQ $32, BX; \
-	DECQ CX; \
-	JNZ  label
-
 // KSUM sets X0 to the scaled sums less the minimums' terms.
 #define KSUM \
 	HSUM8; \
@@ -617,48 +605,125 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 	VPADDD     Y3, Y5, Y5; \
 	VPADDD     Y4, Y5, Y5
 
-// func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *float32)
+
+
+// Q4PREP(j) unpacks chunk j of a Q4_K block into Y10 and Y11.
+#define Q4PREP(j) Q4NIBBLES(16+32*j)
+
+// Q5PREP(j) unpacks chunk j of a Q5_K block: the nibbles at 48+32j, with
+// bits 2j and 2j+1 of the qh bytes (at 16) as the fifth bits of the low
+// and high 32 values: qh shifted right by 2j puts them at bits 0 and 1,
+// moved to bit 4 and kept by the 0x10 mask. Clobbers Y2 and Y8.
+#define Q5PREP(j) \
+	Q4NIBBLES(48+32*j); \
+	VPSRLW $(2*j), 16(SI), Y8; \
+	VPSLLW $4, Y8, Y2; \
+	VPAND  fifthBit<>(SB), Y2, Y2; \
+	VPOR   Y2, Y10, Y10; \
+	VPSLLW $3, Y8, Y2; \
+	VPAND  fifthBit<>(SB), Y2, Y2; \
+	VPOR   Y2, Y11, Y11
+
+DATA fifthBit<>+0x00(SB)/8, $0x1010101010101010
+DATA fifthBit<>+0x08(SB)/8, $0x1010101010101010
+DATA fifthBit<>+0x10(SB)/8, $0x1010101010101010
+DATA fifthBit<>+0x18(SB)/8, $0x1010101010101010
+GLOBL fifthBit<>(SB), RODATA|NOPTR, $32
+
+// KBODY multiplies one Q4_K or Q5_K block (PREP unpacks its chunks) by one
+// activation row into Y0 and X14.
+#define KBODY(PREP) \
+	KUNPACK; \
+	KMINS((BX), (DX), X14); \
+	VPXOR Y9, Y9, Y9; \
+	PREP(0); \
+	KCHUNK(0); \
+	PREP(1); \
+	KCHUNK(1); \
+	PREP(2); \
+	KCHUNK(2); \
+	PREP(3); \
+	KCHUNK(3)
+
+// KBODY2 multiplies one block by two activation rows (laid out as
+// dotQ4Kx2AVX says) into Y0, X14 and Y6, X7.
+#define KBODY2(PREP) \
+	KUNPACK; \
+	KMINS((BX), (DX), X14); \
+	KMINS((BX)(R13*8), (DX)(R13*1), X7); \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y5, Y5, Y5; \
+	PREP(0); \
+	KCHUNK2(0); \
+	PREP(1); \
+	KCHUNK2(1); \
+	PREP(2); \
+	KCHUNK2(2); \
+	PREP(3); \
+	KCHUNK2(3); \
+	KFOLD((DX), Y9, Y0); \
+	KFOLD((DX)(R13*1), Y5, Y6)
+
+// KSETUP2 is KSETUP for the two-row kernels: strides in R12 and R13, the
+// second row's sums in Y6 and X7.
+#define KSETUP2 \
+	KSETUP; \
+	MOVQ astride+32(FP), R12; \
+	MOVQ adstride+40(FP), R13; \
+	MOVQ nb+48(FP), CX; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS X7, X7, X7
+
+// KSTEP steps to the next block of bsize bytes and loops to label.
+#define KSTEP(bsize, label) \
+	ADDQ $bsize, SI; \
+	ADDQ $256, DI; \
+	ADDQ $4, DX; \
+	ADDQ $32, BX; \
+	DECQ CX; \
+	JNZ  label
+
+// func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+// Per block: d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1).
+TEXT ·dotQ4KAVX(SB), NOSPLIT, $0-44
+	KSETUP
+	MOVQ nb+32(FP), CX
+
+q4kloop:
+	KBODY(Q4PREP)
+	KFOLD((DX), Y9, Y0)
+	KSTEP(144, q4kloop)
+	KSUM
+	VMOVSS X0, ret+40(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+// Q4_K's sum with five-bit quants: qs at 48, the fifth bits at 16.
+TEXT ·dotQ5KAVX(SB), NOSPLIT, $0-44
+	KSETUP
+	MOVQ nb+32(FP), CX
+
+q5kloop:
+	KBODY(Q5PREP)
+	KFOLD((DX), Y9, Y0)
+	KSTEP(176, q5kloop)
+	KSUM
+	VMOVSS X0, ret+40(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
 // sets out[0] and out[1] to dotQ4KAVX of the weight row with two
 // activation rows: the second's quants astride bytes after the first's,
 // its scales adstride bytes after, its 16-value sums 8·adstride bytes
 // after (a Q8_K row's d and bsums are 4 and 32 bytes per block).
 TEXT ·dotQ4Kx2AVX(SB), NOSPLIT, $0-64
-	MOVQ w+0(FP), SI
-	MOVQ a+8(FP), DI
-	MOVQ ad+16(FP), DX
-	MOVQ bs+24(FP), BX
-	MOVQ astride+32(FP), R12
-	MOVQ adstride+40(FP), R13
-	MOVQ nb+48(FP), CX
-	VXORPS  Y0, Y0, Y0
-	VXORPS  Y6, Y6, Y6
-	VXORPS  X14, X14, X14
-	VXORPS  X7, X7, X7
-	VMOVDQU nibbleMask<>(SB), Y15
+	KSETUP2
 
 q4kx2loop:
-	KUNPACK
-	KMINS((BX), (DX), X14)
-	KMINS((BX)(R13*8), (DX)(R13*1), X7)
-	VPXOR Y9, Y9, Y9
-	VPXOR Y5, Y5, Y5
-	Q4NIBBLES(16)
-	KCHUNK2(0)
-	Q4NIBBLES(48)
-	KCHUNK2(1)
-	Q4NIBBLES(80)
-	KCHUNK2(2)
-	Q4NIBBLES(112)
-	KCHUNK2(3)
-	KFOLD((DX), Y9, Y0)
-	KFOLD((DX)(R13*1), Y5, Y6)
-	ADDQ $144, SI
-	ADDQ $256, DI
-	ADDQ $4, DX
-	ADDQ $32, BX
-	DECQ CX
-	JNZ  q4kx2loop
-
+	KBODY2(Q4PREP)
+	KSTEP(144, q4kx2loop)
 	MOVQ out+56(FP), AX
 	KSUM
 	VMOVSS X0, (AX)
@@ -669,77 +734,21 @@ q4kx2loop:
 	VZEROUPPER
 	RET
 
-// func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
-// Per block: d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1).
-TEXT ·dotQ4KAVX(SB), NOSPLIT, $0-44
-	KSETUP
+// func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+// is dotQ4Kx2AVX for Q5_K blocks.
+TEXT ·dotQ5Kx2AVX(SB), NOSPLIT, $0-64
+	KSETUP2
 
-q4kloop:
-	KUNPACK
-	KMINS((BX), (DX), X14)
-	VPXOR Y9, Y9, Y9
-	Q4NIBBLES(16)
-	KCHUNK(0)
-	Q4NIBBLES(48)
-	KCHUNK(1)
-	Q4NIBBLES(80)
-	KCHUNK(2)
-	Q4NIBBLES(112)
-	KCHUNK(3)
-	KNEXT(144, q4kloop)
+q5kx2loop:
+	KBODY2(Q5PREP)
+	KSTEP(176, q5kx2loop)
+	MOVQ out+56(FP), AX
 	KSUM
-	VMOVSS X0, ret+40(FP)
-	VZEROUPPER
-	RET
-
-// Q5HIGH ORs the fifth bits of chunk j into Y10 and Y11: bits 2j and 2j+1
-// of the qh bytes in Y6, moved to bit 4. Y7 holds 0x10 bytes.
-#define Q5HIGH(j) \
-	VPSLLW $(4-2*j), Y6, Y2; \
-	VPAND  Y7, Y2, Y2; \
-	VPOR   Y2, Y10, Y10; \
-	VPSLLW $(3-2*j), Y6, Y2; \
-	VPAND  Y7, Y2, Y2; \
-	VPOR   Y2, Y11, Y11
-
-// Q5HIGHR is Q5HIGH for the chunks whose bits lie above bit 4, moved
-// right.
-#define Q5HIGHR(j) \
-	VPSRLW $(2*j-4), Y6, Y2; \
-	VPAND  Y7, Y2, Y2; \
-	VPOR   Y2, Y10, Y10; \
-	VPSRLW $(2*j-3), Y6, Y2; \
-	VPAND  Y7, Y2, Y2; \
-	VPOR   Y2, Y11, Y11
-
-// func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
-// Q4_K's sum with five-bit quants: qs at 48, the fifth bits at 16.
-TEXT ·dotQ5KAVX(SB), NOSPLIT, $0-44
-	KSETUP
-	MOVQ $0x1010101010101010, AX
-	MOVQ AX, X7
-	VPBROADCASTQ X7, Y7
-
-q5kloop:
-	KUNPACK
-	KMINS((BX), (DX), X14)
-	VPXOR Y9, Y9, Y9
-	VMOVDQU 16(SI), Y6
-	Q4NIBBLES(48)
-	Q5HIGH(0)
-	KCHUNK(0)
-	Q4NIBBLES(80)
-	Q5HIGH(1)
-	KCHUNK(1)
-	Q4NIBBLES(112)
-	Q5HIGHR(2)
-	KCHUNK(2)
-	Q4NIBBLES(144)
-	Q5HIGHR(3)
-	KCHUNK(3)
-	KNEXT(176, q5kloop)
+	VMOVSS X0, (AX)
+	VMOVAPS Y6, Y0
+	VMOVAPS X7, X14
 	KSUM
-	VMOVSS X0, ret+40(FP)
+	VMOVSS X0, 4(AX)
 	VZEROUPPER
 	RET
 
