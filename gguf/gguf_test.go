@@ -270,3 +270,57 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestMatMulOnMappedTensors multiplies by weights straight from the file
+// mapping, in every type: the reader's tensors are what kernels/quant
+// takes (a [in, out] tensor is out rows of in values), with no copy.
+func TestMatMulOnMappedTensors(t *testing.T) {
+	const in, out = 512, 3
+	var tensors []gguf.Tensor
+	for i, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1,
+		quant.Q5_0, quant.Q5_1, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+		tn, err := gguftest.Random(uint64(100+i), typ.String(), typ, 1, in, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tensors = append(tensors, tn)
+	}
+	path := filepath.Join(t.TempDir(), "w.gguf")
+	if err := gguftest.WriteFile(path, nil, tensors); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	x := make([]float32, in)
+	for i := range x {
+		x[i] = float32(i%7) - 3
+	}
+	m := quant.NewMultiplier(nil)
+	for _, name := range f.Names() {
+		tn, _ := f.Tensor(name)
+		got := make([]float32, out)
+		if err := m.MatMul(got, x, tn.Data, tn.Type, 1, tn.Shape[1], tn.Shape[0]); err != nil {
+			t.Fatal(err)
+		}
+		rs, _ := tn.Type.RowSize(in)
+		row := make([]float32, in)
+		for o := range out {
+			if err := quant.Dequantize(tn.Type, row, tn.Data[o*rs:(o+1)*rs]); err != nil {
+				t.Fatal(err)
+			}
+			var want, mag float64
+			for i := range row {
+				want += float64(row[i]) * float64(x[i])
+				mag += math.Abs(float64(row[i]))
+			}
+			// x's values are integers within ±3: the 8-bit activation
+			// blocks hold them to within 3/254 each.
+			if math.Abs(float64(got[o])-want) > mag*3/254+1e-3 {
+				t.Errorf("%s row %d: %v, want %v", name, o, got[o], want)
+			}
+		}
+	}
+}
