@@ -233,8 +233,8 @@ func (f *File) readTensorInfos(r *reader, n uint64) error {
 			return err
 		}
 		t := Tensor{Name: name, Type: quant.Type(typ), Shape: shape}
-		if !t.Type.Valid() || t.Type == quant.Q8_K {
-			return fmt.Errorf("gguf: tensor %q has type %s; supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K", name, t.Type)
+		if err := checkType(&t); err != nil {
+			return err
 		}
 		f.byName[name] = len(f.tensors)
 		f.tensors = append(f.tensors, t)
@@ -270,6 +270,15 @@ func (f *File) placeTensors(data []byte, infoEnd int) error {
 		pos = (pos + size + align - 1) / align * align
 	}
 	f.pendingOffsets = nil
+	return nil
+}
+
+// checkType refuses a tensor type this package does not read: Q8_K is
+// only an activation format, and ggml's other types have no kernels here.
+func checkType(t *Tensor) error {
+	if !t.Type.Valid() || t.Type == quant.Q8_K {
+		return fmt.Errorf("gguf: tensor %q has type %s; supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K", t.Name, t.Type)
+	}
 	return nil
 }
 

@@ -240,6 +240,7 @@ func TestWriteErrors(t *testing.T) {
 		"short data":  {nil, []gguf.Tensor{{Name: "t", Type: quant.F32, Shape: []int{2}, Data: make([]byte, 4)}}},
 		"no shape":    {nil, []gguf.Tensor{{Name: "t", Type: quant.F32, Data: make([]byte, 4)}}},
 		"bad block":   {nil, []gguf.Tensor{{Name: "t", Type: quant.Q4_K, Shape: []int{32}, Data: make([]byte, 18)}}},
+		"Q8_K":        {nil, []gguf.Tensor{{Name: "t", Type: quant.Q8_K, Shape: []int{256}, Data: make([]byte, 292)}}},
 		"fine (ctrl)": {nil, []gguf.Tensor{ok}},
 	} {
 		err := gguf.Write(&buf, c.meta, c.ts)

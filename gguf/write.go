@@ -18,8 +18,9 @@ type KV struct {
 
 // Write writes a GGUF v3 file: metadata in the order given, then the
 // tensor infos and the tensors, each padded to the alignment
-// (general.alignment if meta sets it as a uint32, else 32). It refuses a
-// value of no GGUF type and a tensor whose Data is not its shape's size.
+// (general.alignment if meta sets it as a uint32, else 32). It refuses
+// what Parse would: a value of no GGUF type, a tensor type Parse does not
+// read, a tensor whose Data is not its shape's size.
 func Write(w io.Writer, meta []KV, tensors []Tensor) error {
 	align := uint64(DefaultAlignment)
 	for _, kv := range meta {
@@ -46,6 +47,9 @@ func Write(w io.Writer, meta []KV, tensors []Tensor) error {
 		t := &tensors[i]
 		if len(t.Shape) == 0 || len(t.Shape) > MaxDims {
 			return fmt.Errorf("gguf: tensor %q has %d dimensions", t.Name, len(t.Shape))
+		}
+		if err := checkType(t); err != nil {
+			return err
 		}
 		size, err := tensorBytes(t)
 		if err != nil {

@@ -19,6 +19,9 @@ import (
 // quant.Quantize. The same arguments give the same bytes. Shape[0] must
 // be whole blocks of typ.
 func Random(seed uint64, name string, typ quant.Type, scale float64, shape ...int) (gguf.Tensor, error) {
+	if len(shape) == 0 || len(shape) > gguf.MaxDims {
+		return gguf.Tensor{}, fmt.Errorf("gguftest: tensor %q has %d dimensions", name, len(shape))
+	}
 	rng := rand.New(rand.NewPCG(seed, 0x6767))
 	t := gguf.Tensor{Name: name, Type: typ, Shape: shape}
 	rowBytes, err := typ.RowSize(shape[0])
