@@ -93,33 +93,47 @@ TEXT ·dotBF16AVX(SB), NOSPLIT, $0-28
 	RET
 
 // FLOATDOT2 is FLOATDOT for two rows of x, the second R12 bytes after
-// the first: each weight is loaded and converted once for both. 16 values
-// per iteration, then 8; the sums end in X0 (first row) and X2 (second).
+// the first: each weight is loaded and converted once for both, and eight
+// accumulators (Y0-Y3 the first row, Y8-Y11 the second) keep the FMAs'
+// latency hidden. 32 values per iteration, then 8; the sums end in X0
+// (first row) and X2 (second).
 #define FLOATDOT2(LOAD8) \
 	VXORPS Y0, Y0, Y0; \
 	VXORPS Y1, Y1, Y1; \
 	VXORPS Y2, Y2, Y2; \
 	VXORPS Y3, Y3, Y3; \
-loop16: \
-	CMPQ CX, $16; \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11; \
+loop32: \
+	CMPQ CX, $32; \
 	JLT  loop8; \
 	LOAD8(0, Y4); \
 	LOAD8(8, Y5); \
+	LOAD8(16, Y6); \
+	LOAD8(24, Y7); \
 	VFMADD231PS (DI), Y4, Y0; \
 	VFMADD231PS 32(DI), Y5, Y1; \
-	VFMADD231PS (DI)(R12*1), Y4, Y2; \
-	VFMADD231PS 32(DI)(R12*1), Y5, Y3; \
+	VFMADD231PS 64(DI), Y6, Y2; \
+	VFMADD231PS 96(DI), Y7, Y3; \
+	VFMADD231PS (DI)(R12*1), Y4, Y8; \
+	VFMADD231PS 32(DI)(R12*1), Y5, Y9; \
+	VFMADD231PS 64(DI)(R12*1), Y6, Y10; \
+	VFMADD231PS 96(DI)(R12*1), Y7, Y11; \
 	LEAQ (SI)(BX*8), SI; \
 	LEAQ (SI)(BX*8), SI; \
-	ADDQ $64, DI; \
-	SUBQ $16, CX; \
-	JMP  loop16; \
+	LEAQ (SI)(BX*8), SI; \
+	LEAQ (SI)(BX*8), SI; \
+	ADDQ $128, DI; \
+	SUBQ $32, CX; \
+	JMP  loop32; \
 loop8: \
 	CMPQ CX, $8; \
 	JLT  done; \
 	LOAD8(0, Y4); \
 	VFMADD231PS (DI), Y4, Y0; \
-	VFMADD231PS (DI)(R12*1), Y4, Y2; \
+	VFMADD231PS (DI)(R12*1), Y4, Y8; \
 	LEAQ (SI)(BX*8), SI; \
 	ADDQ $32, DI; \
 	SUBQ $8, CX; \
@@ -127,6 +141,10 @@ loop8: \
 done: \
 	VADDPS Y1, Y0, Y0; \
 	VADDPS Y3, Y2, Y2; \
+	VADDPS Y2, Y0, Y0; \
+	VADDPS Y9, Y8, Y8; \
+	VADDPS Y11, Y10, Y10; \
+	VADDPS Y10, Y8, Y2; \
 	HSUM8; \
 	VEXTRACTF128 $1, Y2, X3; \
 	VADDPS       X3, X2, X2; \
