@@ -12,7 +12,7 @@ import (
 // of row r are qs[r*in:(r+1)*in]; the per-block fields follow at the same
 // stride.
 type acts struct {
-	blk int // values per block: 0 (float32 rows), QK or QKK
+	blk int // values per block: 0 (float32 rows), QK or QKK; set once
 
 	x  []float32 // float weights: the caller's rows, not copied
 	qs []int8
@@ -56,11 +56,9 @@ func actBlock(t Type) int {
 	return QK
 }
 
-// prepare sizes a for n values (rows×in) of activations for type t,
-// reusing its buffers (a model mixing types keeps them all), and points it
-// at x for the float types.
-func (a *acts) prepare(t Type, x []float32, n int) {
-	a.blk = actBlock(t)
+// prepare sizes a for n values (rows×in) of activations of block size
+// a.blk, reusing its buffers, and points it at x for the float types.
+func (a *acts) prepare(x []float32, n int) {
 	if a.blk == 0 {
 		a.x = x[:n]
 		return

@@ -20,6 +20,8 @@
 //     GGUF stores a weight of shape [in, out].
 //   - One Multiplier per model runner: it keeps the quantized activations
 //     between calls and is not safe for concurrent use.
+//   - MatMuls takes the products that share an input (Q, K and V; gate and
+//     up) in one call: one quantization of x, one parallel loop.
 //   - The products are built for decode and batched decode (a few rows of
 //     activations): one row streams the weights at close to the memory
 //     bandwidth. With hundreds of rows (prefill) each weight row is

@@ -16,20 +16,35 @@ type ParallelFor func(n int, f func(part, lo, hi int))
 type Multiplier struct {
 	par ParallelFor
 
-	a    acts
-	call mmCall
-	// runRows and quantRows are method values made once, so handing them
+	// The activations as each family of weight types takes them: float32
+	// rows, Q8_0 blocks (Q4_0 ... Q8_0), Q8_K blocks (the K-quants).
+	fa, q8, q8k acts
+	quant       *acts // the family quantizeRange works on
+
+	x        []float32
+	rows, in int
+	prods    []product // the running call's products
+	tiles    int       // output tiles over all of prods
+	// runTiles and quantRows are method values made once, so handing them
 	// to par does not allocate on every call.
-	runRows, quantRows func(part, lo, hi int)
+	runTiles, quantRows func(part, lo, hi int)
 }
 
-// mmCall is the running MatMul's arguments.
-type mmCall struct {
-	dst, x        []float32
-	w             []byte
-	t             Type
-	rows, out, in int
-	rowBytes      int
+// Product is one weight matrix of a MatMuls call and where its result
+// goes.
+type Product struct {
+	Dst  []float32 // rows×Out results, row-major
+	W    []byte    // Out rows of in values of Type, each Type.RowSize(in) bytes
+	Type Type
+	Out  int
+}
+
+// product is a Product being computed.
+type product struct {
+	Product
+	rowBytes  int
+	a         *acts
+	firstTile int // its first tile in the call's numbering
 }
 
 // NewMultiplier returns a Multiplier that splits each product over par; a
@@ -38,8 +53,8 @@ func NewMultiplier(par ParallelFor) *Multiplier {
 	if par == nil {
 		par = func(n int, f func(part, lo, hi int)) { f(0, 0, n) }
 	}
-	m := &Multiplier{par: par}
-	m.runRows, m.quantRows = m.matmulRange, m.quantizeRange
+	m := &Multiplier{par: par, q8: acts{blk: QK}, q8k: acts{blk: QKK}}
+	m.runTiles, m.quantRows = m.tileRange, m.quantizeRange
 	return m
 }
 
@@ -63,68 +78,142 @@ const tileRows = 4
 // It returns an error when t is not a weight type or a length does not
 // match the shape.
 func (m *Multiplier) MatMul(dst, x []float32, w []byte, t Type, rows, out, in int) error {
-	if t == Q8_K || !t.Valid() {
-		return fmt.Errorf("quant: MatMul on %s weights is not supported", t)
+	return m.MatMuls(x, rows, in, Product{Dst: dst, W: w, Type: t, Out: out})
+}
+
+// MatMuls computes each product as MatMul would, all from the same rows of
+// x: a layer's Q, K and V projections, or its gate and up projections. x
+// is quantized once per family of weight types, not once per matrix, and
+// the output rows of all the products are split over the workers in one
+// parallel loop, so no worker waits at the end of each matrix. It keeps
+// nothing of ps; on an error it computes nothing.
+func (m *Multiplier) MatMuls(x []float32, rows, in int, ps ...Product) error {
+	if rows < 0 || len(x) < rows*in {
+		return fmt.Errorf("quant: MatMul of %d rows of %d values with len(x)=%d", rows, in, len(x))
 	}
-	rowBytes, err := t.RowSize(in)
-	if err != nil {
-		return err
+	m.prods = m.prods[:0]
+	m.tiles = 0
+	work := 0
+	for _, p := range ps {
+		rowBytes, err := checkProduct(&p, rows, in)
+		if err != nil {
+			m.prods = m.prods[:0]
+			return err
+		}
+		m.prods = append(m.prods, product{Product: p, rowBytes: rowBytes, a: m.family(p.Type), firstTile: m.tiles})
+		m.tiles += (p.Out + tileRows - 1) / tileRows
+		work += len(p.W) * rows
 	}
-	if rows < 0 || out < 0 {
-		return fmt.Errorf("quant: MatMul with %d rows and %d outputs", rows, out)
-	}
-	if len(w) != out*rowBytes || len(x) < rows*in || len(dst) < rows*out {
-		return fmt.Errorf("quant: MatMul %d×%d·(%d×%d %s)ᵀ with len(dst)=%d len(x)=%d len(w)=%d (want %d)",
-			rows, in, out, in, t, len(dst), len(x), len(w), out*rowBytes)
-	}
-	if rows == 0 || out == 0 {
+	if rows == 0 || m.tiles == 0 {
+		m.prods = m.prods[:0]
 		return nil
 	}
-	m.call = mmCall{dst: dst, x: x, w: w, t: t, rows: rows, out: out, in: in, rowBytes: rowBytes}
-	m.a.prepare(t, x, rows*in)
-	big := len(w)*rows >= minParallelBytes
-	if m.a.blk != 0 {
-		if blocks := rows * in / m.a.blk; big && rows > 1 {
+	m.x, m.rows, m.in = x, rows, in
+	big := work >= minParallelBytes
+	for _, a := range []*acts{&m.fa, &m.q8, &m.q8k} {
+		if !m.uses(a) {
+			continue
+		}
+		a.prepare(x, rows*in)
+		if a.blk == 0 {
+			continue
+		}
+		m.quant = a
+		if blocks := rows * in / a.blk; big && rows > 1 {
 			m.par(blocks, m.quantRows)
 		} else {
 			m.quantizeRange(0, 0, blocks)
 		}
 	}
-	if tiles := (out + tileRows - 1) / tileRows; big {
-		m.par(tiles, m.runRows)
+	if big {
+		m.par(m.tiles, m.runTiles)
 	} else {
-		m.matmulRange(0, 0, tiles)
+		m.tileRange(0, 0, m.tiles)
 	}
-	m.call = mmCall{} // do not keep the caller's slices alive
-	m.a.x = nil
+	// Keep none of the caller's slices alive.
+	clear(m.prods)
+	m.prods, m.x, m.quant, m.fa.x = m.prods[:0], nil, nil, nil
 	return nil
 }
 
-func (m *Multiplier) quantizeRange(_, lo, hi int) { m.a.quantizeBlocks(m.call.x, lo, hi) }
+// checkProduct validates p against rows×in activations and returns the
+// bytes of one of its weight rows.
+func checkProduct(p *Product, rows, in int) (int, error) {
+	if p.Type == Q8_K || !p.Type.Valid() {
+		return 0, fmt.Errorf("quant: MatMul on %s weights is not supported", p.Type)
+	}
+	rowBytes, err := p.Type.RowSize(in)
+	if err != nil {
+		return 0, err
+	}
+	if p.Out < 0 || len(p.W) != p.Out*rowBytes || len(p.Dst) < rows*p.Out {
+		return 0, fmt.Errorf("quant: MatMul %d×%d·(%d×%d %s)ᵀ with len(dst)=%d len(w)=%d (want %d)",
+			rows, in, p.Out, in, p.Type, len(p.Dst), len(p.W), p.Out*rowBytes)
+	}
+	return rowBytes, nil
+}
 
-// matmulRange computes the output tiles [lo, hi): tileRows weight rows
-// against every activation row, two activation rows per call where a
+// family returns the activations weights of type t take.
+func (m *Multiplier) family(t Type) *acts {
+	switch actBlock(t) {
+	case 0:
+		return &m.fa
+	case QK:
+		return &m.q8
+	}
+	return &m.q8k
+}
+
+// uses reports whether a product of the running call takes a.
+func (m *Multiplier) uses(a *acts) bool {
+	for i := range m.prods {
+		if m.prods[i].a == a {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Multiplier) quantizeRange(_, lo, hi int) { m.quant.quantizeBlocks(m.x, lo, hi) }
+
+// tileRange computes the call's output tiles [lo, hi), numbered across
+// its products in order.
+func (m *Multiplier) tileRange(_, lo, hi int) {
+	i := 0
+	for t := lo; t < hi; {
+		for m.prods[i].firstTile+(m.prods[i].Out+tileRows-1)/tileRows <= t {
+			i++
+		}
+		p := &m.prods[i]
+		end := min(hi, p.firstTile+(p.Out+tileRows-1)/tileRows)
+		m.productRange(p, t-p.firstTile, end-p.firstTile)
+		t = end
+	}
+}
+
+// productRange computes tiles [lo, hi) of one product: tileRows weight
+// rows against every activation row, two activation rows per call where a
 // kernel shares the weights' unpacking between them.
-func (m *Multiplier) matmulRange(_, lo, hi int) {
-	c := &m.call
-	for o0 := lo * tileRows; o0 < min(hi*tileRows, c.out); o0 += tileRows {
-		o1 := min(o0+tileRows, c.out)
+func (m *Multiplier) productRange(p *product, lo, hi int) {
+	in, out := m.in, p.Out
+	for o0 := lo * tileRows; o0 < min(hi*tileRows, out); o0 += tileRows {
+		o1 := min(o0+tileRows, out)
 		r := 0
-		for ; r+2 <= c.rows; r += 2 {
-			a0, a1 := m.a.row(r, c.in), m.a.row(r+1, c.in)
+		for ; r+2 <= m.rows; r += 2 {
+			a0, a1 := p.a.row(r, in), p.a.row(r+1, in)
 			for o := o0; o < o1; o++ {
-				w := c.w[o*c.rowBytes : (o+1)*c.rowBytes]
-				v0, v1, ok := dot2SIMD(c.t, w, &a0, &a1)
+				w := p.W[o*p.rowBytes : (o+1)*p.rowBytes]
+				v0, v1, ok := dot2SIMD(p.Type, w, &a0, &a1)
 				if !ok {
-					v0, v1 = dotRow(c.t, w, &a0), dotRow(c.t, w, &a1)
+					v0, v1 = dotRow(p.Type, w, &a0), dotRow(p.Type, w, &a1)
 				}
-				c.dst[r*c.out+o], c.dst[(r+1)*c.out+o] = v0, v1
+				p.Dst[r*out+o], p.Dst[(r+1)*out+o] = v0, v1
 			}
 		}
-		if r < c.rows {
-			ar := m.a.row(r, c.in)
+		if r < m.rows {
+			ar := p.a.row(r, in)
 			for o := o0; o < o1; o++ {
-				c.dst[r*c.out+o] = dotRow(c.t, c.w[o*c.rowBytes:(o+1)*c.rowBytes], &ar)
+				p.Dst[r*out+o] = dotRow(p.Type, p.W[o*p.rowBytes:(o+1)*p.rowBytes], &ar)
 			}
 		}
 	}

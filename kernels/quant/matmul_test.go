@@ -3,6 +3,7 @@ package quant
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -166,5 +167,60 @@ func TestMatMulAllocs(t *testing.T) {
 	all()
 	if n := testing.AllocsPerRun(10, all); n != 0 {
 		t.Errorf("%v allocations per round of MatMuls", n)
+	}
+}
+
+// TestMatMuls: several products from the same x in one call give what
+// each gives alone, across all three activation families, in parallel
+// too, and a bad product fails the whole call before anything is written.
+func TestMatMuls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	const rows, in = 3, 512
+	types := []Type{Q4_K, F16, Q6_K, Q5_0, Q8_0, BF16}
+	outs := []int{37, 8, 5, 70, 1, 9}
+	x := randRow(rng, rows*in)
+	pool := cpu.NewWorkers(2)
+	defer pool.Close()
+	var ps []Product
+	var want [][]float32
+	single := NewMultiplier(nil)
+	for i, typ := range types {
+		w := randWeights(t, rng, typ, outs[i], in)
+		ps = append(ps, Product{Dst: make([]float32, rows*outs[i]), W: w, Type: typ, Out: outs[i]})
+		want = append(want, make([]float32, rows*outs[i]))
+		if err := single.MatMul(want[i], x, w, typ, rows, outs[i], in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range []*Multiplier{NewMultiplier(nil), NewMultiplier(pool.For)} {
+		if err := m.MatMuls(x, rows, in, ps...); err != nil {
+			t.Fatal(err)
+		}
+		for i := range ps {
+			if !reflect.DeepEqual(ps[i].Dst, want[i]) {
+				t.Fatalf("%s product %d differs from its MatMul", ps[i].Type, i)
+			}
+		}
+	}
+	bad := append([]Product{}, ps...)
+	bad[2].Dst = make([]float32, rows*outs[2])
+	bad[3].W = bad[3].W[:len(bad[3].W)-1]
+	if err := NewMultiplier(nil).MatMuls(x, rows, in, bad...); err == nil {
+		t.Fatal("no error for a short weight matrix")
+	}
+	for _, v := range bad[2].Dst {
+		if v != 0 {
+			t.Fatal("MatMuls wrote results before failing")
+		}
+	}
+	m := NewMultiplier(nil)
+	call := func() {
+		if err := m.MatMuls(x, rows, in, ps[0], ps[1], ps[2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call()
+	if n := testing.AllocsPerRun(10, call); n != 0 {
+		t.Errorf("%v allocations per MatMuls", n)
 	}
 }

@@ -31,9 +31,9 @@ func TestSIMDMatchesGo(t *testing.T) {
 				} else if err := Quantize(typ, w, randRow(rng, in)); err != nil {
 					t.Fatal(err)
 				}
-				var a acts
 				x := randRow(rng, in)
-				a.prepare(typ, x, in)
+				a := acts{blk: actBlock(typ)}
+				a.prepare(x, in)
 				a.quantizeBlocks(x, 0, len(a.d))
 				ar := a.row(0, in)
 				got, ok := dotSIMD(typ, w, &ar)
@@ -136,8 +136,8 @@ func TestDot2MatchesGo(t *testing.T) {
 			}
 			scrubNonFinite(typ, w)
 			x := randRow(rng, 2*in)
-			var a acts
-			a.prepare(typ, x, 2*in)
+			a := acts{blk: actBlock(typ)}
+			a.prepare(x, 2*in)
 			if a.blk != 0 {
 				a.quantizeBlocks(x, 0, len(a.d))
 			}
