@@ -121,3 +121,44 @@ func BenchmarkMatMulBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatVecSmall is one decode step's worth of the 110M
+// model's projections (dim 768, hidden 2048: Q, K, V, O, gate, up and
+// down) through MatMuls as a runner would call it, so the per-call costs
+// (quantizing x, the parallel loop's hand-off) show beside the weight
+// bytes, which fit in cache here.
+func BenchmarkMatVecSmall(b *testing.B) {
+	pool := cpu.NewWorkers(benchThreads)
+	defer pool.Close()
+	rng := rand.New(rand.NewPCG(3, 3))
+	const dim, hidden = 768, 2048
+	for _, typ := range []Type{F16, Q8_0, Q4_K} {
+		mk := func(out, in int) Product {
+			rs, _ := typ.RowSize(in)
+			w := make([]byte, out*rs)
+			for o := range out {
+				if err := Quantize(typ, w[o*rs:(o+1)*rs], randRow(rng, in)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return Product{Dst: make([]float32, out), W: w, Type: typ, Out: out}
+		}
+		qkv := []Product{mk(dim, dim), mk(dim, dim), mk(dim, dim)}
+		o, gateUp, down := mk(dim, dim), []Product{mk(hidden, dim), mk(hidden, dim)}, mk(dim, hidden)
+		bytes := 0
+		for _, p := range append(append(qkv, o, down), gateUp...) {
+			bytes += len(p.W)
+		}
+		x, h := randRow(rng, dim), randRow(rng, hidden)
+		m := NewMultiplier(pool.For)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(bytes))
+			for b.Loop() {
+				if m.MatMuls(x, 1, dim, qkv...) != nil || m.MatMuls(x, 1, dim, o) != nil ||
+					m.MatMuls(x, 1, dim, gateUp...) != nil || m.MatMuls(h, 1, hidden, down) != nil {
+					b.Fatal("MatMuls failed")
+				}
+			}
+		})
+	}
+}

@@ -38,7 +38,9 @@ type traits struct {
 	blockBytes int // bytes per block
 }
 
-var typeTraits = map[Type]traits{
+// typeTraits is indexed by Type (an array, not a map: the kernels ask for
+// block sizes once per row); a zero entry is an unsupported type.
+var typeTraits = [BF16 + 1]traits{
 	F32:  {"F32", 1, 4},
 	F16:  {"F16", 1, 2},
 	BF16: {"BF16", 1, 2},
@@ -53,16 +55,24 @@ var typeTraits = map[Type]traits{
 	Q8_K: {"Q8_K", QKK, 4 + QKK + 2*QKK/16},
 }
 
+// traits returns t's entry, and whether t is supported.
+func (t Type) traits() (traits, bool) {
+	if t >= Type(len(typeTraits)) || typeTraits[t].blockSize == 0 {
+		return traits{}, false
+	}
+	return typeTraits[t], true
+}
+
 // Valid reports whether t is one of the types this package supports.
 func (t Type) Valid() bool {
-	_, ok := typeTraits[t]
+	_, ok := t.traits()
 	return ok
 }
 
 // String returns ggml's name for t ("Q4_K"), or "type(N)" for a type this
 // package does not support.
 func (t Type) String() string {
-	if tr, ok := typeTraits[t]; ok {
+	if tr, ok := t.traits(); ok {
 		return tr.name
 	}
 	return fmt.Sprintf("type(%d)", uint32(t))
@@ -71,16 +81,22 @@ func (t Type) String() string {
 // BlockSize is how many values one block of t holds: 1 for the float
 // types, 32 for Q4_0 ... Q8_0, 256 for the K-quants. It is 0 for an
 // unsupported type.
-func (t Type) BlockSize() int { return typeTraits[t].blockSize }
+func (t Type) BlockSize() int {
+	tr, _ := t.traits()
+	return tr.blockSize
+}
 
 // BlockBytes is the size in bytes of one block of t (0 for an unsupported
 // type).
-func (t Type) BlockBytes() int { return typeTraits[t].blockBytes }
+func (t Type) BlockBytes() int {
+	tr, _ := t.traits()
+	return tr.blockBytes
+}
 
 // RowSize returns the bytes that n values of t take, or an error if t is
 // unsupported or n is negative or not a whole number of blocks.
 func (t Type) RowSize(n int) (int, error) {
-	tr, ok := typeTraits[t]
+	tr, ok := t.traits()
 	switch {
 	case !ok:
 		return 0, fmt.Errorf("quant: unsupported tensor type %s", t)
