@@ -14,6 +14,25 @@ func dotRow(t Type, w []byte, a *actRow) float32 {
 	return dotGo(t, w, a)
 }
 
+// dotSIMD is the assembly dot product of one weight row and one
+// activation row, and false where there is no kernel.
+func dotSIMD(t Type, w []byte, a *actRow) (float32, bool) {
+	var out [1]float32
+	ok := dotRowsSIMD(t, w, a, out[:])
+	return out[0], ok
+}
+
+// dotRows sets dst[i] to the dot product of weight row i of w (rows of
+// rowBytes bytes) with the activation row a.
+func dotRows(t Type, w []byte, rowBytes int, a *actRow, dst []float32) {
+	if dotRowsSIMD(t, w, a, dst) {
+		return
+	}
+	for i := range dst {
+		dst[i] = dotGo(t, w[i*rowBytes:(i+1)*rowBytes], a)
+	}
+}
+
 // dotGo is the pure-Go dot product of every type: the reference the
 // assembly kernels are tested against, and the kernel without AVX2. The
 // loops index fixed-size arrays so the compiler drops their bounds checks,

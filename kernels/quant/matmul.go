@@ -196,6 +196,12 @@ func (m *Multiplier) tileRange(_, lo, hi int) {
 // kernel shares the weights' unpacking between them.
 func (m *Multiplier) productRange(p *product, lo, hi int) {
 	in, out := m.in, p.Out
+	if m.rows == 1 { // decode: one kernel call streams the whole range
+		o0, o1 := lo*tileRows, min(hi*tileRows, out)
+		ar := p.a.row(0, in)
+		dotRows(p.Type, p.W[o0*p.rowBytes:o1*p.rowBytes], p.rowBytes, &ar, p.Dst[o0:o1])
+		return
+	}
 	for o0 := lo * tileRows; o0 < min(hi*tileRows, out); o0 += tileRows {
 		o1 := min(o0+tileRows, out)
 		r := 0
@@ -212,9 +218,7 @@ func (m *Multiplier) productRange(p *product, lo, hi int) {
 		}
 		if r < m.rows {
 			ar := p.a.row(r, in)
-			for o := o0; o < o1; o++ {
-				p.Dst[r*out+o] = dotRow(p.Type, p.W[o*p.rowBytes:(o+1)*p.rowBytes], &ar)
-			}
+			dotRows(p.Type, p.W[o0*p.rowBytes:o1*p.rowBytes], p.rowBytes, &ar, p.Dst[r*out+o0:r*out+o1])
 		}
 	}
 }

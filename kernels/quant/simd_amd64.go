@@ -8,40 +8,41 @@ import "golang.org/x/sys/cpu"
 // FMA and F16C (x/sys/cpu checks the OS saves the YMM registers).
 var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
-// The kernels take whole rows: n is in values for the float types (a
-// multiple of 8, at least 8) and in blocks for the quantized ones (at
-// least 1). ad holds the activations' per-block scales, bs the Q8_K
-// 16-value sums.
+// The single-row kernels multiply nrows consecutive weight rows (at
+// least 1) by one activation row into out[0:nrows]: n is in values for
+// the float types (a multiple of 8, at least 8) and nb in blocks for the
+// quantized ones (at least 1). ad holds the activations' per-block scales,
+// as their Q4_1/Q5_1 block sums, bs the Q8_K 16-value sums.
 
 //go:noescape
 func quantQ8AVX(x *float32, qs *int8, d *float32, sums *int32, nb, bsize int)
 
 //go:noescape
-func dotF32AVX(w *byte, x *float32, n int) float32
+func dotF32AVX(w *byte, x *float32, n, nrows int, out *float32)
 
 //go:noescape
-func dotF16AVX(w *byte, x *float32, n int) float32
+func dotF16AVX(w *byte, x *float32, n, nrows int, out *float32)
 
 //go:noescape
-func dotBF16AVX(w *byte, x *float32, n int) float32
+func dotBF16AVX(w *byte, x *float32, n, nrows int, out *float32)
 
 //go:noescape
-func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb int) float32
+func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 
 //go:noescape
-func dotQ4_0AVX(w *byte, a *int8, ad *float32, nb int) float32
+func dotQ4_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 
 //go:noescape
-func dotQ5_0AVX(w *byte, a *int8, ad *float32, nb int) float32
+func dotQ5_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 
 //go:noescape
-func dotQ4_1AVX(w *byte, a *int8, ad, as *float32, nb int) float32
+func dotQ4_1AVX(w *byte, a *int8, ad, as *float32, nb, nrows int, out *float32)
 
 //go:noescape
-func dotQ5_1AVX(w *byte, a *int8, ad, as *float32, nb int) float32
+func dotQ5_1AVX(w *byte, a *int8, ad, as *float32, nb, nrows int, out *float32)
 
 //go:noescape
-func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 
 //go:noescape
 func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
@@ -65,58 +66,66 @@ func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb
 func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
 
 //go:noescape
-func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 
 //go:noescape
-func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 
-// dotSIMD is dotGo's assembly path: it returns false for a type without
-// an AVX2 kernel, or when they are off. The slices' lengths were checked
-// by MatMul (w is one whole row, a one activation row of the same length).
-func dotSIMD(t Type, w []byte, a *actRow) (float32, bool) {
-	if !haveSIMD {
-		return 0, false
+// dotRowsSIMD sets dst[i] to the dot product of weight row i of w (len(dst)
+// rows, consecutive) with the activation row a, in one assembly call; it
+// returns false for a type without an AVX2 kernel, or on a CPU without
+// AVX2, leaving dst alone. w must hold at least len(dst) rows of a's
+// length.
+func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
+	nr := len(dst)
+	if !haveSIMD || nr == 0 {
+		return false
 	}
 	switch t {
 	case F32, F16, BF16:
 		n := len(a.x)
 		if n%8 != 0 {
-			return 0, false
+			return false
 		}
-		_ = w[n*t.BlockBytes()-1]
+		_ = w[nr*n*t.BlockBytes()-1]
 		switch t {
 		case F32:
-			return dotF32AVX(&w[0], &a.x[0], n), true
+			dotF32AVX(&w[0], &a.x[0], n, nr, &dst[0])
 		case F16:
-			return dotF16AVX(&w[0], &a.x[0], n), true
+			dotF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
+		default:
+			dotBF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
 		}
-		return dotBF16AVX(&w[0], &a.x[0], n), true
 	case Q8_0, Q4_0, Q5_0, Q4_1, Q5_1:
 		nb := len(a.d)
-		_, _, _ = w[nb*t.BlockBytes()-1], a.qs[nb*QK-1], a.s[nb-1]
+		_, _, _ = w[nr*nb*t.BlockBytes()-1], a.qs[nb*QK-1], a.s[nb-1]
 		switch t {
 		case Q8_0:
-			return dotQ8_0AVX(&w[0], &a.qs[0], &a.d[0], nb), true
+			dotQ8_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
 		case Q4_0:
-			return dotQ4_0AVX(&w[0], &a.qs[0], &a.d[0], nb), true
+			dotQ4_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
 		case Q5_0:
-			return dotQ5_0AVX(&w[0], &a.qs[0], &a.d[0], nb), true
+			dotQ5_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
 		case Q4_1:
-			return dotQ4_1AVX(&w[0], &a.qs[0], &a.d[0], &a.s[0], nb), true
+			dotQ4_1AVX(&w[0], &a.qs[0], &a.d[0], &a.s[0], nb, nr, &dst[0])
+		default:
+			dotQ5_1AVX(&w[0], &a.qs[0], &a.d[0], &a.s[0], nb, nr, &dst[0])
 		}
-		return dotQ5_1AVX(&w[0], &a.qs[0], &a.d[0], &a.s[0], nb), true
 	case Q4_K, Q5_K, Q6_K:
 		nb := len(a.d)
-		_, _, _ = w[nb*t.BlockBytes()-1], a.qs[nb*QKK-1], a.bs[nb*16-1]
+		_, _, _ = w[nr*nb*t.BlockBytes()-1], a.qs[nb*QKK-1], a.bs[nb*16-1]
 		switch t {
 		case Q4_K:
-			return dotQ4KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb), true
+			dotQ4KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
 		case Q5_K:
-			return dotQ5KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb), true
+			dotQ5KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+		default:
+			dotQ6KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
 		}
-		return dotQ6KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb), true
+	default:
+		return false
 	}
-	return 0, false
+	return true
 }
 
 // dot2SIMD returns the dot products of the weight row w with the

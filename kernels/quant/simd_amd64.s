@@ -13,6 +13,16 @@
 	VHADDPS      X0, X0, X0; \
 	VHADDPS      X0, X0, X0
 
+// ROWOUT stores X0 as the next result at (R13) and loops to label while
+// rows remain (R12 counts them down): the single-row kernels run over
+// consecutive weight rows, the activations' pointers reloaded per row.
+#define ROWOUT(label) \
+	VMOVSS X0, (R13); \
+	ADDQ   $4, R13; \
+	DECQ   R12; \
+	JNZ    label; \
+	VZEROUPPER
+
 // FLOATDOT is the loop of the float dots: LOAD8(off, reg) loads eight
 // weights from off(SI) as float32s into reg; 32 values per iteration into
 // four accumulators, then 8 at a time. SI: weights, DI: x, CX: n, BX: the
@@ -59,37 +69,46 @@ done: \
 #define LOADF16(off, reg) VCVTPH2PS (off*2)(SI), reg
 #define LOADBF16(off, reg) VPMOVZXWD (off*2)(SI), reg; VPSLLD $16, reg, reg
 
-// func dotF32AVX(w *byte, x *float32, n int) float32
-TEXT ·dotF32AVX(SB), NOSPLIT, $0-28
+// func dotF32AVX(w *byte, x *float32, n, nrows int, out *float32)
+TEXT ·dotF32AVX(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ n+16(FP), CX
+	MOVQ nrows+24(FP), R12
+	MOVQ out+32(FP), R13
 	MOVQ $4, BX
+
+f32row:
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
 	FLOATDOT(LOADF32)
-	VMOVSS X0, ret+24(FP)
-	VZEROUPPER
+	ROWOUT(f32row)
 	RET
 
-// func dotF16AVX(w *byte, x *float32, n int) float32
-TEXT ·dotF16AVX(SB), NOSPLIT, $0-28
+// func dotF16AVX(w *byte, x *float32, n, nrows int, out *float32)
+TEXT ·dotF16AVX(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI
+	MOVQ nrows+24(FP), R12
+	MOVQ out+32(FP), R13
+	MOVQ $2, BX
+
+f16row:
 	MOVQ x+8(FP), DI
 	MOVQ n+16(FP), CX
-	MOVQ $2, BX
 	FLOATDOT(LOADF16)
-	VMOVSS X0, ret+24(FP)
-	VZEROUPPER
+	ROWOUT(f16row)
 	RET
 
-// func dotBF16AVX(w *byte, x *float32, n int) float32
-TEXT ·dotBF16AVX(SB), NOSPLIT, $0-28
+// func dotBF16AVX(w *byte, x *float32, n, nrows int, out *float32)
+TEXT ·dotBF16AVX(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI
+	MOVQ nrows+24(FP), R12
+	MOVQ out+32(FP), R13
+	MOVQ $2, BX
+
+bf16row:
 	MOVQ x+8(FP), DI
 	MOVQ n+16(FP), CX
-	MOVQ $2, BX
 	FLOATDOT(LOADBF16)
-	VMOVSS X0, ret+24(FP)
-	VZEROUPPER
+	ROWOUT(bf16row)
 	RET
 
 // FLOATDOT2 is FLOATDOT for two rows of x, the second R12 bytes after
@@ -232,15 +251,19 @@ TEXT ·dotBF16x2AVX(SB), NOSPLIT, $0-40
 	VPCMPEQW Y15, Y15, Y15; \
 	VPSRLW   $15, Y15, Y15
 
-// func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb int) float32
-TEXT ·dotQ8_0AVX(SB), NOSPLIT, $0-36
+// func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+TEXT ·dotQ8_0AVX(SB), NOSPLIT, $0-48
 	MOVQ w+0(FP), SI
-	MOVQ a+8(FP), DI
-	MOVQ ad+16(FP), DX
-	MOVQ nb+24(FP), CX
+	MOVQ nrows+32(FP), R12
+	MOVQ out+40(FP), R13
+	ONES16
+
+q8row:
+	MOVQ   a+8(FP), DI
+	MOVQ   ad+16(FP), DX
+	MOVQ   nb+24(FP), CX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y5, Y5, Y5
-	ONES16
 
 q8loop2:
 	CMPQ CX, $2
@@ -257,12 +280,12 @@ q8tail:
 	CMPQ CX, $1
 	JLT  q8done
 	Q8BLOCK(0, 0, 0, Y0)
+	ADDQ $34, SI
 
 q8done:
 	VADDPS Y5, Y0, Y0
 	HSUM8
-	VMOVSS X0, ret+32(FP)
-	VZEROUPPER
+	ROWOUT(q8row)
 	RET
 
 // Q8ROW adds one Q8_0 block's product with one activation row (quants
@@ -344,14 +367,17 @@ DATA otherBits<>+0x10(SB)/8, $0x7fbfdfeff7fbfdfe
 DATA otherBits<>+0x18(SB)/8, $0x7fbfdfeff7fbfdfe
 GLOBL otherBits<>(SB), RODATA|NOPTR, $32
 
-// LEGACYSETUP loads the pointers and constants of the Q4_x/Q5_x kernels;
-// R8 is the activations' block sums (d·Σq) where the type has a minimum.
+// LEGACYROW loads a row's activation pointers and zeroes its sums (Y0,
+// and X6 for the minimums' terms).
+#define LEGACYROW \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS X6, X6, X6
+
+// LEGACYSETUP loads the constants of the Q4_x/Q5_x kernels.
 #define LEGACYSETUP \
 	MOVQ w+0(FP), SI; \
-	MOVQ a+8(FP), DI; \
-	MOVQ ad+16(FP), DX; \
-	VXORPS       Y0, Y0, Y0; \
-	VXORPS       X6, X6, X6; \
 	ONES16; \
 	VMOVDQU      nibbleMask<>(SB), Y14; \
 	VMOVDQU      spreadBits<>(SB), Y12; \
@@ -378,14 +404,19 @@ GLOBL otherBits<>(SB), RODATA|NOPTR, $32
 	HSUM8; \
 	VADDSS X6, X0, X0
 
-// func dotQ4_0AVX(w *byte, a *int8, ad *float32, nb int) float32
+// func dotQ4_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 // Quants are nibbles − 8.
-TEXT ·dotQ4_0AVX(SB), NOSPLIT, $0-36
+TEXT ·dotQ4_0AVX(SB), NOSPLIT, $0-48
 	LEGACYSETUP
-	MOVQ nb+24(FP), CX
+	MOVQ nrows+32(FP), R12
+	MOVQ out+40(FP), R13
 	MOVQ $0x0808080808080808, AX
 	MOVQ AX, X13
 	VPBROADCASTQ X13, Y13
+
+q40row:
+	LEGACYROW
+	MOVQ nb+24(FP), CX
 
 q40loop:
 	BLOCKSCALE(0, 0)
@@ -394,19 +425,23 @@ q40loop:
 	SDOT(Y2, 0, Y0)
 	LEGACYNEXT(18, q40loop)
 	LEGACYSUM
-	VMOVSS X0, ret+32(FP)
-	VZEROUPPER
+	ROWOUT(q40row)
 	RET
 
-// func dotQ5_0AVX(w *byte, a *int8, ad *float32, nb int) float32
+// func dotQ5_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 // Quants are (nibble | fifth bit << 4) − 16: nibble | 0xf0 where the
 // fifth bit is clear, read as a signed byte.
-TEXT ·dotQ5_0AVX(SB), NOSPLIT, $0-36
+TEXT ·dotQ5_0AVX(SB), NOSPLIT, $0-48
 	LEGACYSETUP
-	MOVQ nb+24(FP), CX
+	MOVQ nrows+32(FP), R12
+	MOVQ out+40(FP), R13
 	MOVQ $0xf0f0f0f0f0f0f0f0, AX
 	MOVQ AX, X13
 	VPBROADCASTQ X13, Y13
+
+q50row:
+	LEGACYROW
+	MOVQ nb+24(FP), CX
 
 q50loop:
 	BLOCKSCALE(0, 0)
@@ -417,14 +452,18 @@ q50loop:
 	SDOT(Y2, 0, Y0)
 	LEGACYNEXT(22, q50loop)
 	LEGACYSUM
-	VMOVSS X0, ret+32(FP)
-	VZEROUPPER
+	ROWOUT(q50row)
 	RET
 
-// func dotQ4_1AVX(w *byte, a *int8, ad *float32, as *float32, nb int) float32
+// func dotQ4_1AVX(w *byte, a *int8, ad, as *float32, nb, nrows int, out *float32)
 // Quants are nibbles; each block adds m·d_a·Σa.
-TEXT ·dotQ4_1AVX(SB), NOSPLIT, $0-44
+TEXT ·dotQ4_1AVX(SB), NOSPLIT, $0-56
 	LEGACYSETUP
+	MOVQ nrows+40(FP), R12
+	MOVQ out+48(FP), R13
+
+q41row:
+	LEGACYROW
 	MOVQ as+24(FP), R8
 	MOVQ nb+32(FP), CX
 
@@ -435,19 +474,23 @@ q41loop:
 	MINTERM
 	LEGACYNEXT(20, q41loop)
 	LEGACYSUM
-	VMOVSS X0, ret+40(FP)
-	VZEROUPPER
+	ROWOUT(q41row)
 	RET
 
-// func dotQ5_1AVX(w *byte, a *int8, ad *float32, as *float32, nb int) float32
+// func dotQ5_1AVX(w *byte, a *int8, ad, as *float32, nb, nrows int, out *float32)
 // Quants are nibble | fifth bit << 4; each block adds m·d_a·Σa.
-TEXT ·dotQ5_1AVX(SB), NOSPLIT, $0-44
+TEXT ·dotQ5_1AVX(SB), NOSPLIT, $0-56
 	LEGACYSETUP
-	MOVQ as+24(FP), R8
-	MOVQ nb+32(FP), CX
+	MOVQ nrows+40(FP), R12
+	MOVQ out+48(FP), R13
 	MOVQ $0x1010101010101010, AX
 	MOVQ AX, X13
 	VPBROADCASTQ X13, Y13
+
+q51row:
+	LEGACYROW
+	MOVQ as+24(FP), R8
+	MOVQ nb+32(FP), CX
 
 q51loop:
 	BLOCKSCALE(0, 0)
@@ -459,8 +502,7 @@ q51loop:
 	MINTERM
 	LEGACYNEXT(24, q51loop)
 	LEGACYSUM
-	VMOVSS X0, ret+40(FP)
-	VZEROUPPER
+	ROWOUT(q51row)
 	RET
 
 // Q4K sub-block scale shuffles: mask j (32 bytes) broadcasts int16 j of
@@ -505,16 +547,20 @@ DATA nibbleMask<>+0x10(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA nibbleMask<>+0x18(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 
-// KSETUP loads the K-quant kernels' pointers and zeroes the sums: Y0
-// the scaled sums, X14 the minimums' terms.
+// KROW loads a row's activation pointers and zeroes its sums: Y0 the
+// scaled sums, X14 the minimums' terms.
+#define KROW \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   bs+24(FP), BX; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS X14, X14, X14
+
+// KSETUP loads the K-quant kernels' pointers and constants.
 #define KSETUP \
-	MOVQ w+0(FP), SI; \
-	MOVQ a+8(FP), DI; \
-	MOVQ ad+16(FP), DX; \
-	MOVQ bs+24(FP), BX; \
-	VXORPS  Y0, Y0, Y0; \
-	VXORPS  X14, X14, X14; \
-	VMOVDQU nibbleMask<>(SB), Y15
+	MOVQ    w+0(FP), SI; \
+	VMOVDQU nibbleMask<>(SB), Y15; \
+	KROW
 
 // KUNPACK unpacks the 6-bit scales and minimums of a Q4_K/Q5_K block as
 // ggml's AVX2 kernel does: with u0..u2 the 12 scale bytes as uint32s,
@@ -701,10 +747,15 @@ GLOBL fifthBit<>(SB), RODATA|NOPTR, $32
 	DECQ CX; \
 	JNZ  label
 
-// func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+// func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // Per block: d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1).
-TEXT ·dotQ4KAVX(SB), NOSPLIT, $0-44
+TEXT ·dotQ4KAVX(SB), NOSPLIT, $0-56
 	KSETUP
+	MOVQ nrows+40(FP), R12
+	MOVQ out+48(FP), R13
+
+q4krow:
+	KROW
 	MOVQ nb+32(FP), CX
 
 q4kloop:
@@ -712,14 +763,18 @@ q4kloop:
 	KFOLD((DX), Y9, Y0)
 	KSTEP(144, q4kloop)
 	KSUM
-	VMOVSS X0, ret+40(FP)
-	VZEROUPPER
+	ROWOUT(q4krow)
 	RET
 
-// func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+// func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // Q4_K's sum with five-bit quants: qs at 48, the fifth bits at 16.
-TEXT ·dotQ5KAVX(SB), NOSPLIT, $0-44
+TEXT ·dotQ5KAVX(SB), NOSPLIT, $0-56
 	KSETUP
+	MOVQ nrows+40(FP), R12
+	MOVQ out+48(FP), R13
+
+q5krow:
+	KROW
 	MOVQ nb+32(FP), CX
 
 q5kloop:
@@ -727,8 +782,7 @@ q5kloop:
 	KFOLD((DX), Y9, Y0)
 	KSTEP(176, q5kloop)
 	KSUM
-	VMOVSS X0, ret+40(FP)
-	VZEROUPPER
+	ROWOUT(q5krow)
 	RET
 
 // func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
@@ -861,15 +915,19 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	Q6KQUANT2(Y10, 128*h+64, 4*h+2); \
 	Q6KQUANT2(Y11, 128*h+96, 4*h+3)
 
+// Q6KROW loads a row's activation pointers and zeroes its sums.
+#define Q6KROW \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   bs+24(FP), BX; \
+	VXORPS Y0, Y0, Y0
+
 // Q6KSETUP loads the Q6_K kernels' pointers and masks.
 #define Q6KSETUP \
-	MOVQ w+0(FP), SI; \
-	MOVQ a+8(FP), DI; \
-	MOVQ ad+16(FP), DX; \
-	MOVQ bs+24(FP), BX; \
-	VXORPS  Y0, Y0, Y0; \
+	MOVQ    w+0(FP), SI; \
 	VMOVDQU nibbleMask<>(SB), Y15; \
-	VMOVDQU highMask<>(SB), Y7
+	VMOVDQU highMask<>(SB), Y7; \
+	Q6KROW
 
 // Q6KSTART sets X8 to the block's d, X1 to its 16 int8 scales, and sum
 // to −32·Σ_k sc_k·bsum_k for the activation row whose 16-value sums are
@@ -907,11 +965,16 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	DECQ CX; \
 	JNZ  label
 
-// func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb int) float32
+// func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // Per block: d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k), q = 0..63 unsigned so the
 // products go through VPMADDUBSW, the −32 offset through the 16-value sums.
-TEXT ·dotQ6KAVX(SB), NOSPLIT, $0-44
+TEXT ·dotQ6KAVX(SB), NOSPLIT, $0-56
 	Q6KSETUP
+	MOVQ nrows+40(FP), R12
+	MOVQ out+48(FP), R13
+
+q6krow:
+	Q6KROW
 	MOVQ nb+32(FP), CX
 
 q6kloop:
@@ -920,10 +983,8 @@ q6kloop:
 	Q6KHALF(1)
 	Q6KFOLD((DX), Y9, Y0)
 	Q6KNEXT(q6kloop)
-
 	HSUM8
-	VMOVSS X0, ret+40(FP)
-	VZEROUPPER
+	ROWOUT(q6krow)
 	RET
 
 // func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)

@@ -2,9 +2,9 @@
 
 package quant
 
-// dotSIMD has no assembly kernels to offer in this build: the pure-Go
+// dotRowsSIMD has no assembly kernels to offer in this build: the pure-Go
 // ones do all the work.
-func dotSIMD(Type, []byte, *actRow) (float32, bool) { return 0, false }
+func dotRowsSIMD(Type, []byte, *actRow, []float32) bool { return false }
 
 func dot2SIMD(Type, []byte, *actRow, *actRow) (r0, r1 float32, ok bool) { return 0, 0, false }
 

@@ -153,3 +153,39 @@ func TestDot2MatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// TestDotRowsMatchesGo runs the single-row kernels over several
+// consecutive weight rows in one call, as decode does, against the Go dot
+// product of each row.
+func TestDotRowsMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	for _, typ := range weightTypes {
+		for _, blocks := range []int{1, 3} {
+			in := blocks * max(actBlock(typ), 8)
+			rs, _ := typ.RowSize(in)
+			const nr = 5
+			w := make([]byte, nr*rs)
+			for i := range w {
+				w[i] = byte(rng.Uint32())
+			}
+			scrubNonFinite(typ, w)
+			x := randRow(rng, in)
+			a := acts{blk: actBlock(typ)}
+			a.prepare(x, in)
+			if a.blk != 0 {
+				a.quantizeBlocks(x, 0, len(a.d))
+			}
+			ar := a.row(0, in)
+			got := make([]float32, nr)
+			if !dotRowsSIMD(typ, w, &ar, got) {
+				continue
+			}
+			for i := range got {
+				row := w[i*rs : (i+1)*rs]
+				if want := dotGo(typ, row, &ar); math.Abs(float64(got[i]-want)) > 1e-5*absDot(typ, row, x) {
+					t.Fatalf("%s, %d values, row %d of %d: assembly %v, Go %v", typ, in, i, nr, got[i], want)
+				}
+			}
+		}
+	}
+}
