@@ -94,6 +94,18 @@ func TestMatMul(t *testing.T) {
 	}
 }
 
+// TestMatMulFloatOddLength: float rows of a length the assembly's 8-wide
+// loops do not take fall back to Go, for one row and for pairs.
+func TestMatMulFloatOddLength(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, typ := range []Type{F32, F16, BF16} {
+		for _, rows := range []int{1, 3} {
+			const out, in = 5, 12
+			checkMatMul(t, NewMultiplier(nil), typ, randWeights(t, rng, typ, out, in), randRow(rng, rows*in), rows, out, in)
+		}
+	}
+}
+
 // TestMatMulParallel runs products big enough to be split over goroutines
 // (and under -race, checks the parts do not share writes).
 func TestMatMulParallel(t *testing.T) {
