@@ -367,13 +367,16 @@ DATA otherBits<>+0x10(SB)/8, $0x7fbfdfeff7fbfdfe
 DATA otherBits<>+0x18(SB)/8, $0x7fbfdfeff7fbfdfe
 GLOBL otherBits<>(SB), RODATA|NOPTR, $32
 
-// LEGACYROW loads a row's activation pointers and zeroes its sums (Y0,
-// and X6 for the minimums' terms).
+// LEGACYROW loads a row's activation pointers and zeroes its sums: two
+// accumulators for the blocks (Y0, Y8) and two for the minimums' terms
+// (X6, X9), so consecutive blocks' FMAs do not wait on each other.
 #define LEGACYROW \
 	MOVQ   a+8(FP), DI; \
 	MOVQ   ad+16(FP), DX; \
 	VXORPS Y0, Y0, Y0; \
-	VXORPS X6, X6, X6
+	VXORPS Y8, Y8, Y8; \
+	VXORPS X6, X6, X6; \
+	VXORPS X9, X9, X9
 
 // LEGACYSETUP loads the constants of the Q4_x/Q5_x kernels.
 #define LEGACYSETUP \
@@ -384,79 +387,110 @@ GLOBL otherBits<>(SB), RODATA|NOPTR, $32
 	VMOVDQU      otherBits<>(SB), Y11; \
 	VPCMPEQB     Y10, Y10, Y10
 
-// MINTERM adds the block's minimum (the half at 2(SI)) times the
-// activations' block sum at (R8) to X6.
-#define MINTERM \
-	VCVTPH2PS   2(SI), X7; \
-	VFMADD231SS (R8), X7, X6; \
-	ADDQ        $4, R8
+// MINTERM adds a block's minimum (the half at boff+2(SI)) times the
+// activations' block sum at soff(R8) to macc.
+#define MINTERM(boff, soff, macc) \
+	VCVTPH2PS   (boff+2)(SI), X7; \
+	VFMADD231SS soff(R8), X7, macc
 
-// LEGACYNEXT steps to the next block of bsize bytes and loops to label.
-#define LEGACYNEXT(bsize, label) \
+// LEGACYLOOP runs BLK(boff, aoff, doff, acc, macc), one block of bsize
+// bytes at boff(SI) against the activations at aoff(DI) (scale doff(DX),
+// block sum doff(R8)), over the CX blocks of a row, two at a time into
+// alternate accumulators, and leaves the row's sum in X0. R8 steps along
+// with DX; the types without a minimum never read it.
+#define LEGACYLOOP(BLK, bsize) \
+loop2: \
+	CMPQ CX, $2; \
+	JLT  tail; \
+	BLK(0, 0, 0, Y0, X6); \
+	BLK(bsize, 32, 4, Y8, X9); \
+	ADDQ $(2*bsize), SI; \
+	ADDQ $64, DI; \
+	ADDQ $8, DX; \
+	ADDQ $8, R8; \
+	SUBQ $2, CX; \
+	JMP  loop2; \
+tail: \
+	CMPQ CX, $1; \
+	JLT  done; \
+	BLK(0, 0, 0, Y0, X6); \
 	ADDQ $bsize, SI; \
-	ADDQ $32, DI; \
-	ADDQ $4, DX; \
-	DECQ CX; \
-	JNZ  label
-
-// LEGACYSUM sets X0 to HSUM8(Y0) plus X6.
-#define LEGACYSUM \
+done: \
+	VADDPS Y8, Y0, Y0; \
+	VADDSS X9, X6, X6; \
 	HSUM8; \
 	VADDSS X6, X0, X0
 
+// Q40BLK: quants are nibbles − 8.
+#define Q40BLK(boff, aoff, doff, acc, macc) \
+	BLOCKSCALE(boff, doff); \
+	NIBBLES(boff+2); \
+	VPSUBB Y13, Y2, Y2; \
+	SDOT(Y2, aoff, acc)
+
+// Q50BLK: quants are (nibble | fifth bit << 4) − 16: nibble | 0xf0 where
+// the fifth bit is clear, read as a signed byte (Y13 holds 0xf0 bytes).
+#define Q50BLK(boff, aoff, doff, acc, macc) \
+	BLOCKSCALE(boff, doff); \
+	NIBBLES(boff+6); \
+	HIGHBITS(boff+2); \
+	VPANDN Y13, Y5, Y5; \
+	VPOR   Y5, Y2, Y2; \
+	SDOT(Y2, aoff, acc)
+
+// Q41BLK: quants are nibbles; the block adds m·d_a·Σa.
+#define Q41BLK(boff, aoff, doff, acc, macc) \
+	BLOCKSCALE(boff, doff); \
+	NIBBLES(boff+4); \
+	UDOT(Y2, aoff, acc); \
+	MINTERM(boff, doff, macc)
+
+// Q51BLK: quants are nibble | fifth bit << 4 (Y13 holds 0x10 bytes); the
+// block adds m·d_a·Σa.
+#define Q51BLK(boff, aoff, doff, acc, macc) \
+	BLOCKSCALE(boff, doff); \
+	NIBBLES(boff+8); \
+	HIGHBITS(boff+4); \
+	VPAND Y13, Y5, Y5; \
+	VPOR  Y5, Y2, Y2; \
+	UDOT(Y2, aoff, acc); \
+	MINTERM(boff, doff, macc)
+
+// BYTECONST sets Y13 to 32 copies of the byte in c.
+#define BYTECONST(c) \
+	MOVQ         $c, AX; \
+	MOVQ         AX, X13; \
+	VPBROADCASTQ X13, Y13
+
 // func dotQ4_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
-// Quants are nibbles − 8.
 TEXT ·dotQ4_0AVX(SB), NOSPLIT, $0-48
 	LEGACYSETUP
 	MOVQ nrows+32(FP), R12
 	MOVQ out+40(FP), R13
-	MOVQ $0x0808080808080808, AX
-	MOVQ AX, X13
-	VPBROADCASTQ X13, Y13
+	BYTECONST(0x0808080808080808)
 
 q40row:
 	LEGACYROW
 	MOVQ nb+24(FP), CX
-
-q40loop:
-	BLOCKSCALE(0, 0)
-	NIBBLES(2)
-	VPSUBB Y13, Y2, Y2
-	SDOT(Y2, 0, Y0)
-	LEGACYNEXT(18, q40loop)
-	LEGACYSUM
+	LEGACYLOOP(Q40BLK, 18)
 	ROWOUT(q40row)
 	RET
 
 // func dotQ5_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
-// Quants are (nibble | fifth bit << 4) − 16: nibble | 0xf0 where the
-// fifth bit is clear, read as a signed byte.
 TEXT ·dotQ5_0AVX(SB), NOSPLIT, $0-48
 	LEGACYSETUP
 	MOVQ nrows+32(FP), R12
 	MOVQ out+40(FP), R13
-	MOVQ $0xf0f0f0f0f0f0f0f0, AX
-	MOVQ AX, X13
-	VPBROADCASTQ X13, Y13
+	BYTECONST(0xf0f0f0f0f0f0f0f0)
 
 q50row:
 	LEGACYROW
 	MOVQ nb+24(FP), CX
-
-q50loop:
-	BLOCKSCALE(0, 0)
-	NIBBLES(6)
-	HIGHBITS(2)
-	VPANDN Y13, Y5, Y5
-	VPOR   Y5, Y2, Y2
-	SDOT(Y2, 0, Y0)
-	LEGACYNEXT(22, q50loop)
-	LEGACYSUM
+	LEGACYLOOP(Q50BLK, 22)
 	ROWOUT(q50row)
 	RET
 
 // func dotQ4_1AVX(w *byte, a *int8, ad, as *float32, nb, nrows int, out *float32)
-// Quants are nibbles; each block adds m·d_a·Σa.
 TEXT ·dotQ4_1AVX(SB), NOSPLIT, $0-56
 	LEGACYSETUP
 	MOVQ nrows+40(FP), R12
@@ -466,42 +500,22 @@ q41row:
 	LEGACYROW
 	MOVQ as+24(FP), R8
 	MOVQ nb+32(FP), CX
-
-q41loop:
-	BLOCKSCALE(0, 0)
-	NIBBLES(4)
-	UDOT(Y2, 0, Y0)
-	MINTERM
-	LEGACYNEXT(20, q41loop)
-	LEGACYSUM
+	LEGACYLOOP(Q41BLK, 20)
 	ROWOUT(q41row)
 	RET
 
 // func dotQ5_1AVX(w *byte, a *int8, ad, as *float32, nb, nrows int, out *float32)
-// Quants are nibble | fifth bit << 4; each block adds m·d_a·Σa.
 TEXT ·dotQ5_1AVX(SB), NOSPLIT, $0-56
 	LEGACYSETUP
 	MOVQ nrows+40(FP), R12
 	MOVQ out+48(FP), R13
-	MOVQ $0x1010101010101010, AX
-	MOVQ AX, X13
-	VPBROADCASTQ X13, Y13
+	BYTECONST(0x1010101010101010)
 
 q51row:
 	LEGACYROW
 	MOVQ as+24(FP), R8
 	MOVQ nb+32(FP), CX
-
-q51loop:
-	BLOCKSCALE(0, 0)
-	NIBBLES(8)
-	HIGHBITS(4)
-	VPAND Y13, Y5, Y5
-	VPOR  Y5, Y2, Y2
-	UDOT(Y2, 0, Y0)
-	MINTERM
-	LEGACYNEXT(24, q51loop)
-	LEGACYSUM
+	LEGACYLOOP(Q51BLK, 24)
 	ROWOUT(q51row)
 	RET
 

@@ -2,8 +2,8 @@
 
 package quant
 
-// dotRowsSIMD has no assembly kernels to offer in this build: the pure-Go
-// ones do all the work.
+// dotRowsSIMD and dot2SIMD have no assembly kernels to offer in this
+// build: the pure-Go ones do all the work.
 func dotRowsSIMD(Type, []byte, *actRow, []float32) bool { return false }
 
 func dot2SIMD(Type, []byte, *actRow, *actRow) (r0, r1 float32, ok bool) { return 0, 0, false }
