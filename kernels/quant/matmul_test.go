@@ -188,8 +188,8 @@ func TestMatMulAllocs(t *testing.T) {
 func TestMatMuls(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	const rows, in = 3, 512
-	types := []Type{Q4_K, F16, Q6_K, Q5_0, Q8_0, BF16}
-	outs := []int{37, 8, 5, 70, 1, 9}
+	types := []Type{Q4_K, F16, Q6_K, Q4_K, Q5_0, Q8_0, BF16}
+	outs := []int{37, 8, 5, 0, 70, 1, 9} // an empty matrix among them
 	x := randRow(rng, rows*in)
 	pool := cpu.NewWorkers(2)
 	defer pool.Close()
@@ -216,7 +216,7 @@ func TestMatMuls(t *testing.T) {
 	}
 	bad := append([]Product{}, ps...)
 	bad[2].Dst = make([]float32, rows*outs[2])
-	bad[3].W = bad[3].W[:len(bad[3].W)-1]
+	bad[4].W = bad[4].W[:len(bad[4].W)-1]
 	if err := NewMultiplier(nil).MatMuls(x, rows, in, bad...); err == nil {
 		t.Fatal("no error for a short weight matrix")
 	}
