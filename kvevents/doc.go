@@ -49,5 +49,7 @@
 // radix.Observer and eviction.Observer calls and EndStep; EndStep hands at
 // most one batch per iteration, and only a non-empty one, to the
 // Publisher's goroutine through a bounded queue without ever blocking: a
-// batch that finds the queue full is dropped and counted.
+// batch that finds the queue full is merged into the next message, never
+// dropped, since a lost batch would leave no gap in the sequence numbers
+// for a subscriber to notice and replay.
 package kvevents

@@ -39,7 +39,7 @@ type Config struct {
 	// messages are dropped, not queued; default 100000 (vLLM's).
 	HWM int
 	// Queue is how many batches may wait for the publishing goroutine
-	// before EndStep drops one; default 1024.
+	// before EndStep merges its batch into the next one; default 1024.
 	Queue int
 	// Clock stamps batches; default the system clock.
 	Clock clock.Clock
@@ -86,8 +86,15 @@ type Publisher struct {
 	replayed    chan struct{}      // closed when serveReplay returned
 	closeOnce   sync.Once
 
-	dropped atomic.Uint64 // batches EndStep found no room for
-	sent    atomic.Uint64 // messages handed to the PUB socket
+	merged atomic.Uint64 // batches EndStep found no room for
+	sent   atomic.Uint64 // messages handed to the PUB socket
+
+	// carry gathers the batches that found the queue full, in order, as
+	// one; while it is non-nil the queue takes nothing, so everything in
+	// the queue is older than carry and run sends carry once the queue is
+	// empty. Guarded by cmu.
+	cmu   sync.Mutex
+	carry *Batch
 
 	mu   sync.Mutex // guards the ring of recent messages
 	ring []message  // circular, cap Config.Buffer
@@ -154,20 +161,53 @@ func (p *Publisher) ReplayAddr() string {
 	return p.replay.Addr().String()
 }
 
-// Dropped returns the number of batches lost because the publishing
-// goroutine fell behind by Config.Queue batches.
-func (p *Publisher) Dropped() uint64 { return p.dropped.Load() }
+// Merged returns the number of batches that found the publishing
+// goroutine Config.Queue batches behind and went out as part of a later
+// message instead.
+func (p *Publisher) Merged() uint64 { return p.merged.Load() }
 
 // Sent returns the number of messages published.
 func (p *Publisher) Sent() uint64 { return p.sent.Load() }
 
-// enqueue is the Collector's Emit: it never blocks.
+// enqueue is the Collector's Emit: it never blocks and loses no event.
+// Dropping a batch would be invisible to subscribers (sequence numbers are
+// given as batches go out, so no gap would show) and would leave their view
+// of the cache wrong for good; a batch that finds the queue full waits in
+// carry instead, merged with those that follow it until run catches up.
 func (p *Publisher) enqueue(b Batch) {
 	select {
-	case p.queue <- b:
+	case <-p.stop: // nothing would send it
+		return
 	default:
-		p.dropped.Add(1)
 	}
+	p.cmu.Lock()
+	defer p.cmu.Unlock()
+	if p.carry == nil {
+		select {
+		case p.queue <- b:
+			return
+		default:
+			p.carry = &Batch{}
+		}
+	}
+	p.carry.TS = b.TS
+	p.carry.Events = append(p.carry.Events, b.Events...)
+	p.merged.Add(1)
+}
+
+// sendCarry sends the merged batches once everything queued before them
+// is sent. Only run calls it, after each batch it takes from the queue:
+// carry is made only when the queue is full, so run always comes back.
+func (p *Publisher) sendCarry() {
+	p.cmu.Lock()
+	b := p.carry
+	if b == nil || len(p.queue) > 0 {
+		p.cmu.Unlock()
+		return
+	}
+	p.carry = nil
+	p.cmu.Unlock()
+	p.send(*b)
 }
 
 // run publishes queued batches until Close, then what is still queued.
@@ -177,11 +217,13 @@ func (p *Publisher) run() {
 		select {
 		case b := <-p.queue:
 			p.send(b)
+			p.sendCarry()
 		case <-p.stop:
 			for {
 				select {
 				case b := <-p.queue:
 					p.send(b)
+					p.sendCarry()
 				default:
 					return
 				}

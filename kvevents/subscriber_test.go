@@ -302,7 +302,9 @@ func subscribe(t *testing.T, addr, replay, topic, model string) *subscriber {
 }
 
 // take applies one message (seq, payload), replaying first if it shows a
-// gap; messages already applied are skipped.
+// gap; messages already applied are skipped. A gap the replay does not
+// fill fails the test: the publisher buffers every message before it
+// publishes it, so a live message's predecessors are always replayable.
 func (s *subscriber) take(seq uint64, payload []byte) {
 	s.t.Helper()
 	if seq < s.r.next {
@@ -312,6 +314,9 @@ func (s *subscriber) take(seq uint64, payload []byte) {
 		s.replayFrom(s.r.next)
 		if seq < s.r.next {
 			return
+		}
+		if seq > s.r.next {
+			s.t.Fatalf("message %d arrived, but the replay ended at %d", seq, s.r.next)
 		}
 	}
 	if err := s.r.apply(payload); err != nil {
