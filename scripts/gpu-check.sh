@@ -7,7 +7,8 @@
 #                                (git-ignored, about 20 MB)
 #   scripts/gpu-check.sh run     on the GPU machine (no Go needed), from the
 #                                repository root with .gpu-check/ beside it:
-#                                runs every GPU test, the kernel tests under
+#                                runs every GPU test (kernels, then the model
+#                                runner and the engine on it), the kernel tests under
 #                                compute-sanitizer memcheck and racecheck, and
 #                                the decode-attention benchmark, and writes
 #                                report.json and report.md (plus each log) to
@@ -25,6 +26,9 @@ build() {
 	rm -rf "$pack"
 	mkdir -p "$pack"
 	go test -c -tags cuda -o "$pack/cuda.test" ./kernels/cuda/
+	go test -c -tags cuda -o "$pack/gpu.test" ./kernels/cuda/gpu/
+	# The model runner's greedy test reads stories260K (1 MB).
+	cp ../shared/models/stories260K.bin "$pack/"
 	lib="$PREFIXD_CUDA_SDK/root/usr/lib/x86_64-linux-gnu"
 	# NVRTC is 60 MB unpacked; xz brings it to a fifth.
 	tar -C "$lib" -cJf "$pack/nvrtc.tar.xz" libnvrtc.so.11.2 libnvrtc.so.11.8.89 \
@@ -53,6 +57,10 @@ run() {
 	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/device.txt" 2>/dev/null ||
 		echo "unknown (no nvidia-smi)" >"$out/device.txt"
 	step tests tests.log "$bin" -test.v -test.count=1 -test.timeout=300s
+	# The model runner (kernels/cuda/gpu) on the GPU and the emulator:
+	# logits against the CPU runner, 256 greedy tokens of stories260K,
+	# the engine end to end, no device memory left after Close.
+	step runner runner.log env PREFIXD_TEST_MODELS="$PWD/$pack" "$PWD/$pack/gpu.test" -test.v -test.count=1 -test.timeout=600s
 	sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 	step memcheck memcheck.log "$sanitizer" --tool memcheck --error-exitcode 1 --leak-check full \
 		"$bin" -test.run 'TestKernels|TestKVStore|TestMatMulT' -test.count=1
@@ -64,7 +72,7 @@ import json, re, sys, datetime, pathlib
 out, commit, statuses = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
 steps = {s.split("=")[0]: int(s.split("=")[1]) for s in statuses}
 tests = {}
-for line in (out / "tests.log").read_text(errors="replace").splitlines():
+for line in (out / "tests.log").read_text(errors="replace").splitlines() + (out / "runner.log").read_text(errors="replace").splitlines():
     m = re.match(r"^\s*--- (PASS|FAIL|SKIP): (\S+) \(([\d.]+)s\)", line)
     if m:
         tests[m.group(2)] = m.group(1)

@@ -54,3 +54,13 @@ type KVPool interface {
 	// Close frees the pool.
 	Close() error
 }
+
+// GPU is an opened physical GPU (OpenCUDA): a Device that reports its
+// memory and is closed when done.
+type GPU interface {
+	Device
+	// MemInfo returns the GPU's free and total memory in bytes.
+	MemInfo() (free, total int64, err error)
+	// Close releases the GPU; everything allocated on it is freed.
+	Close() error
+}

@@ -222,7 +222,7 @@ func TestStories260KGreedy(t *testing.T) {
 	}
 	each(t, []src.DType{src.F32}, func(t *testing.T, dev Device) {
 		n := greedyTokens["emu"]
-		if _, ok := dev.(emuDevice); !ok {
+		if _, ok := dev.(GPU); ok {
 			n = greedyTokens["cuda"]
 		}
 		var outs [2][]int32
@@ -349,4 +349,3 @@ func TestEngineEndToEnd(t *testing.T) {
 		})
 	})
 }
-
