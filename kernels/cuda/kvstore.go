@@ -18,7 +18,7 @@ var (
 	ErrSlotRange = launch.ErrSlotRange
 	// ErrBufferSize means a ReadBlock or WriteBlock buffer is not
 	// BlockBytes long.
-	ErrBufferSize = errors.New("cuda: block buffer has the wrong size")
+	ErrBufferSize = launch.ErrBufferSize
 	// ErrCopyOverlap means one CopyBlocks call names a block as a
 	// destination twice, or as both a source and a destination: the copies
 	// run in parallel, so their order would be undefined.

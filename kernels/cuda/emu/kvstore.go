@@ -10,10 +10,6 @@ import (
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
 )
 
-// ErrBufferSize means a ReadBlock or WriteBlock buffer is not BlockBytes
-// long.
-var ErrBufferSize = errors.New("emu: block buffer has the wrong size")
-
 // KVStore is the emulator's K/V pool, as kernels/cuda's KVStore is the
 // GPU's: every block in one allocation of the Device's element type, laid
 // out as launch.KVLayout says, copies done by the copy_blocks kernel. It
@@ -55,7 +51,7 @@ func (s *KVStore) block(id blockstore.BlockID, buf []byte) (launch.Ptr, error) {
 		return 0, err
 	}
 	if len(buf) != s.bytes {
-		return 0, fmt.Errorf("%w: %d bytes, want %d", ErrBufferSize, len(buf), s.bytes)
+		return 0, fmt.Errorf("%w: %d bytes, want %d", launch.ErrBufferSize, len(buf), s.bytes)
 	}
 	return s.pool + launch.Ptr(int(id)*s.bytes), nil
 }

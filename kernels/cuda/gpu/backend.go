@@ -35,6 +35,7 @@ type Backend struct {
 	tok     launch.Ptr // int32 [tokens]
 	idx     launch.Ptr // int32 [nLogits]
 	ops     []func(Mem) error
+	rowsCap int   // token rows every buffer holds
 	err     error // the first error found while queueing the step
 
 	// Device buffers grown to the largest step seen.
@@ -111,6 +112,7 @@ func (b *Backend) Upload(t kernels.Tensor) (kernels.Weight, error) {
 // memory is allocated by the first Begin that needs it.
 func (b *Backend) Buffer(cols int) kernels.Buf {
 	b.bufs = append(b.bufs, buffer{cols: cols})
+	b.rowsCap = 0 // the next Begin sizes the new buffer
 	return kernels.Buf(len(b.bufs) - 1)
 }
 
@@ -164,13 +166,17 @@ func (b *Backend) Begin(rows []batch.Row) {
 	for _, v := range b.sb.Packed() {
 		b.host = binary.LittleEndian.AppendUint32(b.host, uint32(v))
 	}
-	b.fail(b.dev.Do(func(m Mem) error {
-		errs := []error{b.stepBuf.grow(m, len(b.host))}
-		for i := range b.bufs {
-			errs = append(errs, b.bufs[i].grow(m, b.tokens, b.dt))
-		}
-		return errors.Join(errs...)
-	}))
+	if len(b.host) > b.stepBuf.bytes || b.tokens > b.rowsCap {
+		// The largest step yet (rare after warm-up): one more hand-over.
+		b.fail(b.dev.Do(func(m Mem) error {
+			errs := []error{b.stepBuf.grow(m, len(b.host))}
+			for i := range b.bufs {
+				errs = append(errs, b.bufs[i].grow(m, b.tokens, b.dt))
+			}
+			return errors.Join(errs...)
+		}))
+		b.rowsCap = max(b.rowsCap, b.tokens)
+	}
 	b.tok = b.stepBuf.p
 	b.idx = b.tok + launch.Ptr(4*b.tokens)
 	b.st = b.sb.Step(b.idx + launch.Ptr(4*b.nLogits))
@@ -340,7 +346,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, layer, heads int) {
 	same("Attention", b.bufs[q].cols, heads*b.lay.HeadDim)
 	same("Attention", b.bufs[dst].cols, heads*b.lay.HeadDim)
 	split := launch.ChooseSplit(b.st, b.lay.KVHeads, b.dev.SMs())
-	if n := launch.AttnWorkspace(b.st, b.lay, heads, split); n > 0 {
+	if n := launch.AttnWorkspace(b.st, b.lay, heads, split); 4*n > b.part.bytes {
 		b.fail(b.dev.Do(func(m Mem) error { return b.part.grow(m, 4*n) }))
 	}
 	a := launch.Attn{Q: b.in("Attention", q, false), LDQ: b.bufs[q].cols, Out: b.out(dst, true), NHeads: heads,
@@ -435,7 +441,7 @@ func (b *Backend) Close() error {
 	if b.kv != nil {
 		errs = append(errs, b.kv.Close())
 	}
-	b.weights, b.bufs, b.kv = b.weights[:1], nil, nil
+	b.weights, b.bufs, b.kv, b.rowsCap = b.weights[:1], nil, nil, 0
 	return errors.Join(errs...)
 }
 

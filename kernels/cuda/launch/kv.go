@@ -95,7 +95,8 @@ func CopyBlocks(d Device, kv Ptr, lay KVLayout, copies Ptr, n int) error {
 		P(kv), P(copies), I(lay.Layers), I(lay.BlockSize), I(lay.KVDim()))
 }
 
-// Errors of PackCopies, wrapped with detail; test with errors.Is.
+// Errors of a K/V pool (Copier, and the pools of kernels/cuda and
+// kernels/cuda/emu), wrapped with detail; test with errors.Is.
 var (
 	// ErrBlockRange means a block ID is outside the pool.
 	ErrBlockRange = errors.New("launch: block ID out of range")
@@ -105,6 +106,9 @@ var (
 	// destination twice, or as both a source and a destination: the copies
 	// run in parallel, so their order would be undefined.
 	ErrCopyOverlap = errors.New("launch: copies overlap")
+	// ErrBufferSize means a ReadBlock or WriteBlock buffer is not one
+	// block long.
+	ErrBufferSize = errors.New("launch: block buffer has the wrong size")
 )
 
 // BlockOK returns an error wrapping ErrBlockRange unless id is a block of
