@@ -53,6 +53,8 @@ type deviceRunner struct {
 	// kvBytes is, on a GPU, the device memory left for the K/V pool; 0
 	// on the CPU, whose pool the command sizes itself.
 	kvBytes int64
+	// memInfo reports the GPU's free and total memory; nil on the CPU.
+	memInfo func() (free, total int64, err error)
 	close   func()
 }
 
@@ -88,7 +90,7 @@ func (d *deviceFlags) runner(m *model.Model, threads int, log *slog.Logger) (*de
 	if kv <= 0 {
 		return nil, errors.Join(usagef("--gpu-memory-fraction %v of the GPU's %d bytes leaves nothing for the KV pool: %d bytes are in use after the weights", d.fraction, total, used), closeAll())
 	}
-	return &deviceRunner{Runner: r, kvBytes: kv, close: func() {
+	return &deviceRunner{Runner: r, kvBytes: kv, memInfo: g.MemInfo, close: func() {
 		if err := closeAll(); err != nil {
 			log.Error("closing the GPU", "err", err)
 		}

@@ -357,7 +357,7 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 		ecfg.CacheEvents = events
 		defer events.Close() // after the engine, which feeds it
 	}
-	eng, srv, ln, err := start(o, ecfg, m, metrics, tw, log)
+	eng, srv, ln, err := start(o, ecfg, m, metrics, tw, dr.memInfo, log)
 	if err != nil {
 		return err
 	}
@@ -461,7 +461,7 @@ func openTrace(o *serveOptions, log *slog.Logger) (*trace.Writer, func(), error)
 // start builds the engine and the HTTP server and opens the listener. An
 // engine configuration the engine refuses (a pool too small for a single
 // request, say) is a usage error: the flags chose it.
-func start(o *serveOptions, ecfg engine.Config, m *model.Model, metrics *server.Metrics, tw *trace.Writer, log *slog.Logger) (*engine.Engine, *server.Server, net.Listener, error) {
+func start(o *serveOptions, ecfg engine.Config, m *model.Model, metrics *server.Metrics, tw *trace.Writer, devMem server.DeviceMemory, log *slog.Logger) (*engine.Engine, *server.Server, net.Listener, error) {
 	eng, err := engine.New(ecfg)
 	if err != nil {
 		return nil, nil, nil, usagef("%w", err)
@@ -469,7 +469,7 @@ func start(o *serveOptions, ecfg engine.Config, m *model.Model, metrics *server.
 	srv, err := server.New(server.Config{
 		Engine: eng, Tokenizer: m.Tokenizer, ModelName: o.servedModelName, AdminToken: o.adminToken, APIKeys: o.keys,
 		MaxBodyBytes: o.maxBodyBytes, MaxPromptTokens: o.maxPromptTokens, MaxTokens: o.maxTokens,
-		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens,
+		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens, DeviceMemory: devMem,
 	})
 	if err != nil {
 		eng.Close(context.Background())
