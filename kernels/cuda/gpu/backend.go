@@ -241,7 +241,7 @@ func (b *Backend) queue(op func(Mem) error) { b.ops = append(b.ops, op) }
 func (b *Backend) in(op string, h kernels.Buf, elem bool) launch.Ptr {
 	u := &b.bufs[h]
 	if b.dt != src.F32 && u.written && u.elem != elem {
-		panic(fmt.Sprintf("gpu: %s reads buffer %d in %s, last written in the other type", op, h, map[bool]string{false: "float32", true: b.dt.String()}[elem]))
+		panic(fmt.Sprintf("gpu: %s reads buffer %d in the form (float32 or %v) its last writer did not write", op, h, b.dt))
 	}
 	if elem {
 		return u.e.p

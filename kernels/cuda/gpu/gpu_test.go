@@ -207,10 +207,12 @@ func sharedModel(t testing.TB, name string) string {
 	return p
 }
 
-// greedyTokens is how many tokens TestStories260KGreedy generates: 256
-// on a GPU, fewer on the emulator, which runs every thread of every
-// kernel on one CPU core.
-var greedyTokens = map[string]int{"emu": 96, "cuda": 256}
+// Greedy tokens TestStories260KGreedy generates: 256 on a GPU, fewer on
+// the emulator, which runs every thread of every kernel on one CPU core.
+const (
+	gpuGreedyTokens = 256
+	emuGreedyTokens = 96
+)
 
 // TestStories260KGreedy decodes greedily from a one-token prompt on the
 // device's runner and on the CPU runner in f32 and requires the same
@@ -221,9 +223,9 @@ func TestStories260KGreedy(t *testing.T) {
 		t.Fatal(err)
 	}
 	each(t, []src.DType{src.F32}, func(t *testing.T, dev Device) {
-		n := greedyTokens["emu"]
+		n := emuGreedyTokens
 		if _, ok := dev.(GPU); ok {
-			n = greedyTokens["cuda"]
+			n = gpuGreedyTokens
 		}
 		var outs [2][]int32
 		for i, r := range []*model.Runner{runnerOn(t, m, dev), cpuRunner(t, m)} {
@@ -347,5 +349,55 @@ func TestEngineEndToEnd(t *testing.T) {
 				t.Errorf("beam search: %v, CPU runner %v", got[0], wantBeams[0])
 			}
 		})
+	})
+}
+
+// TestBackendRefuses checks what the Backend refuses: tensors it cannot
+// compute on (an error), ops on handles that do not fit or on a buffer in
+// the form its last writer did not write (panics: broken caller
+// invariants), and a step whose rows the pool cannot hold (Logits' error).
+func TestBackendRefuses(t *testing.T) {
+	each(t, []src.DType{src.BF16}, func(t *testing.T, dev Device) {
+		b := NewBackend(dev)
+		defer b.Close()
+		if _, err := b.Upload(kernels.Tensor{Type: 1, Rows: 2, Cols: 2, Data: make([]byte, 8)}); err == nil {
+			t.Error("an F16 tensor uploaded")
+		}
+		if _, err := b.Upload(kernels.FromF32(nil, 0, 4)); err == nil {
+			t.Error("an empty tensor uploaded")
+		}
+		w, err := b.Upload(kernels.FromF32(make([]float32, 12), 3, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		norm, err := b.Upload(kernels.FromF32([]float32{1, 1, 1, 1}, 1, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, y, z := b.Buffer(4), b.Buffer(3), b.Buffer(5)
+		if _, err := b.NewKV(kernels.KVConfig{Layers: 1, KVHeads: 1, HeadDim: 4, BlockSize: 4, NumBlocks: 2}); err != nil {
+			t.Fatal(err)
+		}
+		b.Begin([]batch.Row{{Tokens: []int32{1, 2}, Blocks: []blockstore.BlockID{0}}})
+		b.Embed(x, w) // x is float32 now
+		for name, op := range map[string]func(){
+			"widths":      func() { b.MatMul(z, x, w) },
+			"float32 in":  func() { b.MatMul(y, x, w) },
+			"matrix norm": func() { b.RMSNorm(x, x, w, 1e-5) },
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s: no panic", name)
+					}
+				}()
+				op()
+			}()
+		}
+		// Positions past the block table: the step fails, in Logits.
+		b.Begin([]batch.Row{{Tokens: make([]int32, 6), Blocks: []blockstore.BlockID{0}, Logits: true}})
+		if _, err := b.Logits(x, norm, w, 1e-5); err == nil {
+			t.Error("a step past its block table ran")
+		}
 	})
 }
