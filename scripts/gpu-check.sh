@@ -59,11 +59,13 @@ run() {
 	step tests tests.log "$bin" -test.v -test.count=1 -test.timeout=300s
 	# The model runner (kernels/cuda/gpu) on the GPU and the emulator:
 	# logits against the CPU runner, 256 greedy tokens of stories260K,
-	# the engine end to end, no device memory left after Close.
+	# the engine end to end, no allocation left after Close.
 	step runner runner.log env PREFIXD_TEST_MODELS="$PWD/$pack" "$PWD/$pack/gpu.test" -test.v -test.count=1 -test.timeout=600s
 	sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 	step memcheck memcheck.log "$sanitizer" --tool memcheck --error-exitcode 1 --leak-check full \
 		"$bin" -test.run 'TestKernels|TestKVStore|TestMatMulT' -test.count=1
+	step runner-memcheck runner-memcheck.log "$sanitizer" --tool memcheck --error-exitcode 1 \
+		"$PWD/$pack/gpu.test" -test.run 'TestForwardMatchesCPU/cuda|TestBackendRefuses/cuda' -test.count=1
 	step racecheck racecheck.log "$sanitizer" --tool racecheck --error-exitcode 1 \
 		"$bin" -test.run 'TestKernels' -test.count=1
 	step bench bench.log "$bin" -test.run '^$' -test.bench DecodeAttention -test.benchtime 200x -test.count=1

@@ -5,6 +5,7 @@ package gpu
 import (
 	"testing"
 
+	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/kernels/cuda/emu"
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
 	"github.com/prefixd/prefixd/kernels/cuda/src"
@@ -33,3 +34,31 @@ func init() {
 		return emuDevice{d}, func() int64 { return int64(d.Live()) }
 	}})
 }
+
+// TestCountedGPU checks the allocation count the GPU target relies on, on
+// the emulator: a Backend's weights are counted while it holds them and
+// none is left after Close.
+func TestCountedGPU(t *testing.T) {
+	d := emu.New(src.F32, emu.Forward)
+	defer d.Close()
+	c := countedGPU{GPU: emuGPU{emuDevice{d}}, live: new(int64)}
+	b := NewBackend(c)
+	if _, err := b.Upload(kernels.FromF32(make([]float32, 6), 2, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if *c.live != 1 || d.Live() != 1 {
+		t.Errorf("%d counted and %d live allocations holding one weight", *c.live, d.Live())
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if *c.live != 0 || d.Live() != 0 {
+		t.Errorf("%d counted and %d live allocations after Close", *c.live, d.Live())
+	}
+}
+
+// emuGPU is the emulator as a GPU, for TestCountedGPU.
+type emuGPU struct{ emuDevice }
+
+func (emuGPU) MemInfo() (free, total int64, err error) { return 0, 0, nil }
+func (emuGPU) Close() error                            { return nil }

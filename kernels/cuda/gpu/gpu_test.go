@@ -20,9 +20,8 @@ import (
 
 // target is a device the tests run on: the emulator (emu_test.go, where
 // cgo is on) and, under the cuda tag, the GPU (cuda_test.go). open returns
-// the device and a measure of its live memory (allocations on the
-// emulator, bytes in use on a GPU), which must be back where it started
-// once a Backend is closed.
+// the device and a count of its live allocations, which must be back where
+// it started once a Backend is closed.
 type target struct {
 	name string
 	open func(t testing.TB, dt src.DType) (Device, func() int64)
@@ -42,13 +41,41 @@ func each(t *testing.T, dts []src.DType, f func(t *testing.T, dev Device)) {
 				before := live()
 				t.Cleanup(func() {
 					if after := live(); after != before {
-						t.Errorf("device memory in use: %d before, %d after Close", before, after)
+						t.Errorf("live device allocations: %d before, %d after Close", before, after)
 					}
 				})
 				f(t, dev)
 			})
 		}
 	}
+}
+
+// countedGPU counts the live allocations made through its Mem.
+type countedGPU struct {
+	GPU
+	live *int64
+}
+
+func (c countedGPU) Do(f func(Mem) error) error {
+	return c.GPU.Do(func(m Mem) error { return f(countingMem{m, c.live}) })
+}
+
+type countingMem struct {
+	Mem
+	live *int64
+}
+
+func (m countingMem) Alloc(n int) (launch.Ptr, error) {
+	p, err := m.Mem.Alloc(n)
+	if err == nil {
+		*m.live++
+	}
+	return p, err
+}
+
+func (m countingMem) Free(p launch.Ptr) error {
+	*m.live--
+	return m.Mem.Free(p)
 }
 
 // runnerOn returns a Runner for m on a new Backend over dev, closed when
