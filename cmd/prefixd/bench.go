@@ -80,6 +80,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if err := dev.check(); err != nil {
 		return err
 	}
+	if (*modelName == "null" || *modelName == "sim") && isSet(fs, "device") {
+		return usagef("--device does not apply to --model %s, which computes nothing", *modelName)
+	}
 	if h.url != "" {
 		for _, name := range []string{"model", "threads", "workloads", "markdown", "plot-dir", "device", "gpu-memory-fraction", "gpu-dtype"} {
 			if isSet(fs, name) {

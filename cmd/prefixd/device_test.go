@@ -23,11 +23,14 @@ func TestDeviceFlags(t *testing.T) {
 		if tc.args[1] == "cuda" && gpu.Built {
 			continue
 		}
-		for _, cmd := range [][]string{{"generate", "--prompt-ids", "1"}, {"bench", "--model", "null", "--tiny"}, {"serve"}} {
+		for _, cmd := range [][]string{{"generate", "--prompt-ids", "1"}, {"bench", "--tiny"}, {"serve"}} {
 			code, _, stderr := runArgs(append(cmd, tc.args...)...)
 			if code != 2 || !strings.Contains(stderr, tc.want) {
 				t.Errorf("%v %v: exit %d, stderr %q; want 2 and %q", cmd, tc.args, code, stderr, tc.want)
 			}
 		}
+	}
+	if code, _, stderr := runArgs("bench", "--model", "null", "--device", "cpu"); code != 2 || !strings.Contains(stderr, "does not apply") {
+		t.Errorf("bench --model null --device cpu: exit %d, %q", code, stderr)
 	}
 }
