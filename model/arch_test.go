@@ -63,7 +63,7 @@ func refRopeHalves(x []float64, pos, headDim int, theta float64, factors []float
 
 // randomArchModel returns a small random model of arch (see randomModel).
 func randomArchModel(arch Arch, seed uint64) *Model {
-	return randomModel(Config{Dim: 32, Hidden: 48, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 64,
+	return Random(Config{Dim: 32, Hidden: 48, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 64,
 		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1, Arch: arch}, seed)
 }
 

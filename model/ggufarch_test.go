@@ -56,7 +56,7 @@ func archCases() []archCase {
 // model returns the case's random model; its GGUF file holds it exactly.
 func (a archCase) model(t testing.TB, seed uint64) *Model {
 	t.Helper()
-	m := randomModel(a.c, seed)
+	m := Random(a.c, seed)
 	if a.llama3 {
 		f, err := Llama3RopeFactors(float64(a.c.RopeTheta), a.c.HeadDim(),
 			RopeScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 64})
@@ -169,8 +169,8 @@ func hfPermute(w []float32, heads, hd int) []float32 {
 func TestGGUFLlamaLayoutIsHFPermuted(t *testing.T) {
 	c := Config{Dim: 32, Hidden: 48, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 64,
 		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1, Arch: Arch{Rope: kernels.RopeHalves}}
-	hf := randomModel(c, 20)
-	gg := randomModel(c, 20)
+	hf := Random(c, 20)
+	gg := Random(c, 20)
 	gg.Config.Arch = Arch{}
 	for i := range gg.Layers {
 		gg.Layers[i].Wq = hfPermute(hf.Layers[i].Wq, c.Heads, c.HeadDim())

@@ -33,8 +33,9 @@ type Metrics struct {
 	finishedBy            map[engine.FinishReason]prometheus.Counter
 	httpReqs              *prometheus.CounterVec
 
-	eng  atomic.Pointer[engine.Engine]
-	vllm vllmCollector // vLLM's metric names, for endpoint pickers
+	eng    atomic.Pointer[engine.Engine]
+	device atomic.Pointer[DeviceMemory] // nil unless the model runs on a GPU
+	vllm   vllmCollector                // vLLM's metric names, for endpoint pickers
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -158,6 +159,9 @@ func (m *Metrics) bind(s *Server) error {
 		return errors.New("server: Config.Metrics already serves another engine")
 	}
 	m.vllm.model.Store(&s.cfg.ModelName)
+	if s.cfg.DeviceMemory != nil {
+		m.device.Store(&s.cfg.DeviceMemory)
+	}
 	return nil
 }
 
@@ -196,13 +200,14 @@ var (
 	descPinBudget  = desc("prefixd_cache_pin_budget_blocks", "Most blocks operators may pin.")
 	descNodes      = desc("prefixd_cache_nodes", "Prefix tree nodes, all namespaces.")
 	descTTL        = desc("prefixd_cache_ttl_seconds", "Cache TTLs in force: the default and the maximum a request may ask for.", "kind")
+	descDeviceMem  = desc("prefixd_device_memory_bytes", "The GPU's memory, free and total, when the model runs on one.", "state")
 )
 
 // Describe implements prometheus.Collector.
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCacheQuery, descCacheHit, descPrefill, descPrompt, descGenerated,
 		descEvicted, descDemoted, descPromoted, descPreempt, descSteps, descBlocks, descRunning, descWaiting,
-		descEfficiency, descPinned, descPinBudget, descNodes, descTTL} {
+		descEfficiency, descPinned, descPinBudget, descNodes, descTTL, descDeviceMem} {
 		ch <- d
 	}
 }
@@ -214,11 +219,18 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	st := e.Stats()
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	if f := c.m.device.Load(); f != nil {
+		// A failed read leaves the series out of this scrape.
+		if free, total, err := (*f)(); err == nil {
+			gauge(descDeviceMem, float64(free), "free")
+			gauge(descDeviceMem, float64(total), "total")
+		}
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	counter(descCacheQuery, st.CacheQueryTokens)
 	counter(descCacheHit, st.CacheHitDevice, eviction.TierDevice.String())

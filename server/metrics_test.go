@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -191,5 +193,38 @@ func TestBucketLabels(t *testing.T) {
 		if len(strings.TrimLeft(strings.ReplaceAll(le, ".", ""), "0")) > 8 {
 			t.Errorf("bucket label %q carries float drift: %s", le, l)
 		}
+	}
+}
+
+// TestDeviceMemory checks that a GPU's memory, as Config.DeviceMemory
+// reports it, shows in /metrics and /v1/stats, that a failed read leaves it
+// out, and that a server on the CPU reports none.
+func TestDeviceMemory(t *testing.T) {
+	var fail atomic.Bool
+	h := newHarness(t, withServer(func(c *Config) {
+		c.DeviceMemory = func() (int64, int64, error) {
+			if fail.Load() {
+				return 0, 0, errors.New("device lost")
+			}
+			return 30 << 30, 80 << 30, nil
+		}
+	}))
+	fams := h.scrape()
+	if free, total := metric(fams, "prefixd_device_memory_bytes", "state", "free"), metric(fams, "prefixd_device_memory_bytes", "state", "total"); free != 30<<30 || total != 80<<30 {
+		t.Errorf("/metrics: device memory free %v, total %v", free, total)
+	}
+	if d := h.stats().DeviceMemory; d == nil || d.FreeBytes != 30<<30 || d.TotalBytes != 80<<30 {
+		t.Errorf("/v1/stats: device memory %+v", d)
+	}
+	fail.Store(true)
+	if v := metric(h.scrape(), "prefixd_device_memory_bytes", "state", "free"); v != -1 {
+		t.Errorf("/metrics after a failed read: %v", v)
+	}
+	if d := h.stats().DeviceMemory; d != nil {
+		t.Errorf("/v1/stats after a failed read: %+v", d)
+	}
+	cpu := newHarness(t)
+	if v := metric(cpu.scrape(), "prefixd_device_memory_bytes", "state", "free"); v != -1 || cpu.stats().DeviceMemory != nil {
+		t.Error("a server without a GPU reports device memory")
 	}
 }

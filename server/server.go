@@ -100,7 +100,13 @@ type Config struct {
 	// TraceTokens records prompts as token IDs; by default a record holds
 	// only the prompt's block hashes (trace.BlockHashes), not its text.
 	TraceTokens bool
+	// DeviceMemory, set when the model runs on a GPU, reports its memory
+	// for /v1/stats and /metrics (prefixd_device_memory_bytes).
+	DeviceMemory DeviceMemory
 }
+
+// DeviceMemory returns a GPU's free and total memory in bytes.
+type DeviceMemory func() (free, total int64, err error)
 
 // Server serves one engine over HTTP. It is safe for concurrent use.
 type Server struct {

@@ -205,6 +205,13 @@ type statsJSON struct {
 	// Latency is keyed ttft, itl, e2e and queue; CacheHitAge by tier.
 	Latency     map[string]quantilesJSON `json:"latency_seconds"`
 	CacheHitAge map[string]quantilesJSON `json:"cache_hit_age_seconds"`
+	// DeviceMemory is the GPU's, when the model runs on one.
+	DeviceMemory *deviceMemoryJSON `json:"device_memory,omitempty"`
+}
+
+type deviceMemoryJSON struct {
+	FreeBytes  int64 `json:"free_bytes"`
+	TotalBytes int64 `json:"total_bytes"`
 }
 
 type hitRateJSON struct {
@@ -256,6 +263,11 @@ func (w *statsWindowed) serve(ctx *fasthttp.RequestCtx) {
 	span := cur.at.Sub(base.at).Seconds()
 	out.WindowSeconds = span
 	out.Running, out.Waiting, out.RequestsFinished = st.Running, st.Waiting, st.Requests
+	if f := w.s.cfg.DeviceMemory; f != nil {
+		if free, total, err := f(); err == nil {
+			out.DeviceMemory = &deviceMemoryJSON{FreeBytes: free, TotalBytes: total}
+		}
+	}
 	b := st.Blocks
 	out.Blocks.Total, out.Blocks.Free, out.Blocks.CachedIdle, out.Blocks.InUse = b.Total, b.Free, b.CachedOnly, b.InUse
 	t := &out.Tokens

@@ -16,7 +16,6 @@ import (
 
 	"github.com/prefixd/prefixd/bench"
 	"github.com/prefixd/prefixd/engine"
-	"github.com/prefixd/prefixd/kernels/cpu"
 	"github.com/prefixd/prefixd/model"
 )
 
@@ -32,7 +31,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 // benchModel returns the model the suite runs on and its EOS token: the
 // built-in model, a model file, "null" (no compute) or "sim" (no compute,
 // a fixed cost per forward pass).
-func benchModel(name string, threads int) (engine.Model, int32, func(), error) {
+func benchModel(name string, threads int, dev deviceFlags, stderr io.Writer) (engine.Model, int32, func(), error) {
 	switch name {
 	case "null":
 		return &bench.NullModel{}, 257, func() {}, nil
@@ -46,8 +45,11 @@ func benchModel(name string, threads int) (engine.Model, int32, func(), error) {
 			return nil, 0, nil, err
 		}
 	}
-	w := cpu.NewWorkers(threads)
-	return model.NewRunner(m, w), m.Config.EOS, w.Close, nil
+	dr, err := dev.runner(m, threads, newLogger("info", stderr))
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return dr, m.Config.EOS, dr.close, nil
 }
 
 func benchCmd(args []string, stdout, stderr io.Writer) error {
@@ -60,6 +62,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	tiny := fs.Bool("tiny", false, "tiny sizes (seconds; for smoke tests)")
 	md := fs.String("markdown", "", "also rewrite the generated section of this markdown file (e.g. BENCHMARKS.md), with plots copied under --plot-dir")
 	plotDir := fs.String("plot-dir", "docs/bench", "with --markdown: where the plots go, relative to the markdown file")
+	var dev deviceFlags
+	dev.register(fs)
 	var h httpFlags
 	fs.StringVar(&h.url, "http", "", "drive a running prefixd serve at this loopback URL (e.g. http://127.0.0.1:8080) instead of in-process engines")
 	fs.StringVar(&h.apiKey, "api-key", "", "with --http: API key of the generation requests")
@@ -73,8 +77,14 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if err := checkThreads(*threads); err != nil {
 		return err
 	}
+	if err := dev.check(); err != nil {
+		return err
+	}
+	if (*modelName == "null" || *modelName == "sim") && isSet(fs, "device") {
+		return usagef("--device does not apply to --model %s, which computes nothing", *modelName)
+	}
 	if h.url != "" {
-		for _, name := range []string{"model", "threads", "workloads", "markdown", "plot-dir"} {
+		for _, name := range []string{"model", "threads", "workloads", "markdown", "plot-dir", "device", "gpu-memory-fraction", "gpu-dtype"} {
 			if isSet(fs, name) {
 				return usagef("--%s does not apply to --http: the server runs the model", name)
 			}
@@ -98,7 +108,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("%w", err)
 	}
-	m, eos, closeModel, err := benchModel(*modelName, *threads)
+	m, eos, closeModel, err := benchModel(*modelName, *threads, dev, stderr)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/prefixd/prefixd/blockstore"
-	"github.com/prefixd/prefixd/kernels/cpu"
 	"github.com/prefixd/prefixd/model"
 	"github.com/prefixd/prefixd/sample"
 )
@@ -37,7 +36,12 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	temp := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy")
 	seed := fs.Uint64("seed", 0, "sampling seed")
 	idsOnly := fs.Bool("ids", false, "print only the generated token IDs, space-separated")
+	var dev deviceFlags
+	dev.register(fs)
 	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if err := dev.check(); err != nil {
 		return err
 	}
 	switch {
@@ -74,7 +78,12 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	}
 	n := min(*maxTokens, c.MaxSeqLen-len(ids))
 	var piece []byte
-	out, err := run(m, ids, n, smp, func(tok int32) error {
+	dr, err := dev.runner(m, 0, newLogger("info", stderr))
+	if err != nil {
+		return err
+	}
+	defer dr.close()
+	out, err := run(dr.Runner, ids, n, smp, func(tok int32) error {
 		if *idsOnly || m.Tokenizer == nil {
 			return nil
 		}
@@ -117,12 +126,10 @@ func parseIDs(s string, vocab int) ([]int32, error) {
 }
 
 // run prefills prompt on a fresh pool sized for it plus n new tokens, then
-// generates up to n tokens, stopping after EOS (which is returned but not
-// passed to emit). emit sees each other new token as it is sampled.
-func run(m *model.Model, prompt []int32, n int, smp *sample.Sampler, emit func(tok int32) error) ([]int32, error) {
-	w := cpu.NewWorkers(0)
-	defer w.Close()
-	r := model.NewRunner(m, w)
+// generates up to n tokens with r, stopping after EOS (which is returned
+// but not passed to emit). emit sees each other new token as it is
+// sampled.
+func run(r *model.Runner, prompt []int32, n int, smp *sample.Sampler, emit func(tok int32) error) ([]int32, error) {
 	blocks := blockstore.BlocksFor(len(prompt)+n, generateBlockSize)
 	st, err := r.NewKV(blocks, generateBlockSize)
 	if err != nil {
@@ -146,7 +153,7 @@ func run(m *model.Model, prompt []int32, n int, smp *sample.Sampler, emit func(t
 		}
 		tok := smp.Sample(logits)
 		gen = append(gen, tok)
-		if tok == m.Config.EOS {
+		if tok == r.Model().Config.EOS {
 			break
 		}
 		if err := emit(tok); err != nil {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/engine"
-	"github.com/prefixd/prefixd/kernels/cpu"
 	"github.com/prefixd/prefixd/model"
 	"github.com/prefixd/prefixd/server"
 	"github.com/prefixd/prefixd/trace"
@@ -67,6 +66,7 @@ type serveOptions struct {
 	keys                                     map[string]string
 	unknownEnv                               []string // PREFIXD_* variables that name no flag
 	kvEvents                                 kvEventsOptions
+	device                                   deviceFlags
 }
 
 // envPrefix starts the name of every environment variable prefixd reads.
@@ -113,6 +113,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.StringVar(&o.traceOut, "trace-out", "", "write a trace of the generation requests to this file (JSON lines, see trace/README.md; for prefixd ttl-sim --trace)")
 	fs.BoolVar(&o.traceTokens, "trace-tokens", false, "with --trace-out: record prompts' token IDs instead of their block hashes")
 	o.kvEvents.register(fs)
+	o.device.register(fs)
 	return fs, config
 }
 
@@ -218,6 +219,7 @@ func (o *serveOptions) check() error {
 		oneOf("kv-alloc", o.kvAlloc, "paged", "contiguous"),
 		oneOf("prefix-cache", o.prefixCache, "on", "off"),
 		oneOf("log-level", o.logLevel, "debug", "info", "warn", "error"),
+		o.device.check(),
 	} {
 		if err != nil {
 			return err
@@ -334,10 +336,13 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 	if err != nil {
 		return err
 	}
-	w := cpu.NewWorkers(o.threads)
-	defer w.Close()
+	dr, err := o.device.runner(m, o.threads, log)
+	if err != nil {
+		return err
+	}
+	defer dr.close()
 	metrics := server.NewMetrics()
-	ecfg, err := engineConfig(o, m, model.NewRunner(m, w), metrics)
+	ecfg, err := engineConfig(o, m, dr, metrics)
 	if err != nil {
 		return err
 	}
@@ -355,7 +360,7 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 		ecfg.CacheEvents = events
 		defer events.Close() // after the engine, which feeds it
 	}
-	eng, srv, ln, err := start(o, ecfg, m, metrics, tw, log)
+	eng, srv, ln, err := start(o, ecfg, m, metrics, tw, dr.memInfo, log)
 	if err != nil {
 		return err
 	}
@@ -400,23 +405,30 @@ func loadServeModel(o *serveOptions, log *slog.Logger) (*model.Model, error) {
 
 // engineConfig sizes the KV pool and turns the options into the engine's
 // configuration.
-func engineConfig(o *serveOptions, m *model.Model, runner *model.Runner, metrics *server.Metrics) (engine.Config, error) {
+func engineConfig(o *serveOptions, m *model.Model, runner *deviceRunner, metrics *server.Metrics) (engine.Config, error) {
 	c := m.Config
 	maxLen := c.MaxSeqLen
 	if o.maxModelLen > 0 {
 		maxLen = min(o.maxModelLen, maxLen)
 	}
-	blocks := o.blocks
-	if blocks == 0 && o.kvBytes == 0 {
+	blocks, kvBytes := o.blocks, int64(o.kvBytes)
+	switch {
+	case runner.kvBytes > 0: // on a GPU: the pool fills what the weights leave
+		if blocks == 0 && kvBytes == 0 {
+			kvBytes = runner.kvBytes
+		}
+	case blocks == 0 && kvBytes == 0:
 		perSeq := blockstore.BlocksFor(min(512, maxLen), o.blockSize)
 		blocks = max(o.maxRunning*perSeq, blockstore.BlocksFor(maxLen, o.blockSize))
-	}
-	if err := fitsMemory(runner, blocks, o.blockSize, int64(o.kvBytes)); err != nil {
-		return engine.Config{}, err
+		fallthrough
+	default:
+		if err := fitsMemory(runner.Runner, blocks, o.blockSize, kvBytes); err != nil {
+			return engine.Config{}, err
+		}
 	}
 	ecfg := engine.Config{
 		Model: runner, EOS: c.EOS, Tokenizer: m.Tokenizer,
-		NumBlocks: blocks, KVBytes: int64(o.kvBytes), BlockSize: o.blockSize, MaxRunning: o.maxRunning, MaxBatchTokens: o.maxBatch,
+		NumBlocks: blocks, KVBytes: kvBytes, BlockSize: o.blockSize, MaxRunning: o.maxRunning, MaxBatchTokens: o.maxBatch,
 		PrefillChunk: o.prefillChunk, MaxWaiting: o.maxWaiting, MaxModelLen: maxLen,
 		DisablePrefixCache: o.prefixCache == "off", CachedFirst: o.cachedFirst,
 		DefaultTTL: o.defaultTTL, MaxTTL: o.maxTTL, HostTierBytes: int64(o.hostTierBytes),
@@ -452,7 +464,7 @@ func openTrace(o *serveOptions, log *slog.Logger) (*trace.Writer, func(), error)
 // start builds the engine and the HTTP server and opens the listener. An
 // engine configuration the engine refuses (a pool too small for a single
 // request, say) is a usage error: the flags chose it.
-func start(o *serveOptions, ecfg engine.Config, m *model.Model, metrics *server.Metrics, tw *trace.Writer, log *slog.Logger) (*engine.Engine, *server.Server, net.Listener, error) {
+func start(o *serveOptions, ecfg engine.Config, m *model.Model, metrics *server.Metrics, tw *trace.Writer, devMem server.DeviceMemory, log *slog.Logger) (*engine.Engine, *server.Server, net.Listener, error) {
 	eng, err := engine.New(ecfg)
 	if err != nil {
 		return nil, nil, nil, usagef("%w", err)
@@ -460,7 +472,7 @@ func start(o *serveOptions, ecfg engine.Config, m *model.Model, metrics *server.
 	srv, err := server.New(server.Config{
 		Engine: eng, Tokenizer: m.Tokenizer, ModelName: o.servedModelName, AdminToken: o.adminToken, APIKeys: o.keys, PublicStats: o.publicStats,
 		MaxBodyBytes: o.maxBodyBytes, MaxPromptTokens: o.maxPromptTokens, MaxTokens: o.maxTokens,
-		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens,
+		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens, DeviceMemory: devMem,
 	})
 	if err != nil {
 		eng.Close(context.Background())

@@ -3,7 +3,6 @@
 package cuda
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -36,162 +35,29 @@ func TestKernels(t *testing.T) {
 	kerneltest.Run(t, targets)
 }
 
-// copyModel applies a block copy to host copies of blocks in KVStore's
-// layout: for each layer, K then V, each bs·kvDim elements, of which the
-// first slots·kvDim are copied.
-func copyModel(blocks [][]byte, lay launch.KVLayout, esize int, c blockstore.BlockCopy) {
-	region := lay.BlockSize * lay.KVDim() * esize
-	n := c.Slots * lay.KVDim() * esize
-	for r := range 2 * lay.Layers {
-		copy(blocks[c.Dst][r*region:r*region+n], blocks[c.Src][r*region:])
-	}
-}
-
 func TestKVStore(t *testing.T) {
 	for _, dt := range src.DTypes {
 		t.Run(dt.String(), func(t *testing.T) {
-			d := open(t, dt)
 			lay := launch.KVLayout{Layers: 3, KVHeads: 2, HeadDim: 8, BlockSize: 5, NumBlocks: 9}
-			s, err := NewKVStore(d, lay)
+			s, err := NewKVStore(open(t, dt), lay)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if want := 3 * 2 * 5 * 2 * 8 * dt.Size(); s.BlockBytes() != want {
-				t.Fatalf("BlockBytes %d, want %d", s.BlockBytes(), want)
-			}
-			rng := rand.New(rand.NewPCG(1, 2))
-			model := make([][]byte, lay.NumBlocks)
-			for id := range model {
-				model[id] = make([]byte, s.BlockBytes())
-				for i := range model[id] {
-					model[id][i] = byte(rng.Uint32())
-				}
-				if err := s.WriteBlock(blockstore.BlockID(id), model[id]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			check := func(when string) {
-				t.Helper()
-				got := make([]byte, s.BlockBytes())
-				for id := range model {
-					if err := s.ReadBlock(blockstore.BlockID(id), got); err != nil {
-						t.Fatal(err)
-					}
-					if !bytes.Equal(got, model[id]) {
-						t.Fatalf("%s: block %d differs", when, id)
-					}
-				}
-			}
-			check("after writes")
-
-			copies := []blockstore.BlockCopy{{Src: 0, Dst: 4, Slots: 2}, {Src: 1, Dst: 5, Slots: 5}, {Src: 1, Dst: 6, Slots: 0}, {Src: 2, Dst: 7, Slots: 4}}
-			if err := s.CopyBlocks(copies); err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range copies {
-				copyModel(model, lay, dt.Size(), c)
-			}
-			check("after copies")
-
-			buf := make([]byte, s.BlockBytes())
-			for name, c := range map[string]struct {
-				err  error
-				want error
-			}{
-				"read past the pool":   {s.ReadBlock(9, buf), ErrBlockRange},
-				"write a short buffer": {s.WriteBlock(0, buf[1:]), ErrBufferSize},
-				"copy too many slots":  {s.CopyBlocks([]blockstore.BlockCopy{{Src: 0, Dst: 1, Slots: 6}}), ErrSlotRange},
-				"copy from nowhere":    {s.CopyBlocks([]blockstore.BlockCopy{{Src: -1, Dst: 1, Slots: 1}}), ErrBlockRange},
-				"chained copies":       {s.CopyBlocks([]blockstore.BlockCopy{{Src: 0, Dst: 1, Slots: 1}, {Src: 1, Dst: 2, Slots: 1}}), ErrCopyOverlap},
-				"one block twice":      {s.CopyBlocks([]blockstore.BlockCopy{{Src: 0, Dst: 1, Slots: 1}, {Src: 2, Dst: 1, Slots: 1}}), ErrCopyOverlap},
-			} {
-				if !errors.Is(c.err, c.want) {
-					t.Errorf("%s: %v, want %v", name, c.err, c.want)
-				}
-			}
-			check("after refused calls")
+			kerneltest.KVStore(t, s, lay, dt.Size())
 		})
 	}
-}
-
-// naiveMatMulT is y = a·wᵀ in float64.
-func naiveMatMulT(a, w []float32, m, n, k int) []float32 {
-	y := make([]float32, m*n)
-	for i := range m {
-		for j := range n {
-			var s float64
-			for l := range k {
-				s += float64(a[i*k+l]) * float64(w[j*k+l])
-			}
-			y[i*n+j] = float32(s)
-		}
-	}
-	return y
 }
 
 func TestMatMulT(t *testing.T) {
 	for _, dt := range src.DTypes {
 		t.Run(dt.String(), func(t *testing.T) {
 			d := open(t, dt)
-			m, n, k := 37, 53, 70
-			rng := rand.New(rand.NewPCG(3, 4))
-			vec := func(n int) []float32 {
-				f := make([]float32, n)
-				for i := range f {
-					f[i] = launch.Round(dt, float32(rng.Float64()*2-1))
-				}
-				return f
-			}
-			a, w, y0 := vec(m*k), vec(n*k), vec(m*n)
-			up := func(dt src.DType, f []float32) launch.Ptr {
-				b := encode(dt, f)
-				p, err := d.Alloc(len(b))
-				if err == nil {
-					err = d.Write(p, b)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				return p
-			}
-			pa, pw, py := up(dt, a), up(dt, w), up(src.F32, y0)
-			defer func() { // compute-sanitizer's leak check would report them
-				for _, p := range []launch.Ptr{pa, pw, py} {
-					if err := d.Free(p); err != nil {
-						t.Error(err)
-					}
-				}
-			}()
-			for _, beta := range []float32{0, 1} {
-				if err := d.Write(py, encode(src.F32, y0)); err != nil {
-					t.Fatal(err)
-				}
-				if err := d.Do(func(x *Exec) error { return x.MatMulT(py, pa, pw, m, n, k, beta) }); err != nil {
-					t.Fatal(err)
-				}
-				got := make([]byte, 4*m*n)
-				if err := d.Read(got, py); err != nil {
-					t.Fatal(err)
-				}
-				gotF := make([]float32, m*n)
-				launch.Decode(src.F32, gotF, got)
-				want := naiveMatMulT(a, w, m, n, k)
-				for i := range want {
-					want[i] += beta * y0[i]
-				}
-				if e := kerneltest.RelErr(gotF, want); e > kerneltest.Tolerance[dt] {
-					t.Errorf("beta %g: relative error %.3g", beta, e)
-				}
-			}
+			kerneltest.MatMulT(t, d, func(y, a, w launch.Ptr, m, n, k int, beta float32) error {
+				return d.Do(func(x *Exec) error { return x.MatMulT(y, a, w, m, n, k, beta) })
+			})
 		})
 	}
-}
-
-func encode(t src.DType, f []float32) []byte {
-	b := make([]byte, len(f)*t.Size())
-	launch.Encode(t, b, f)
-	return b
 }
 
 // TestCloseFreesMemory checks that KVStore.Close returns its memory to the

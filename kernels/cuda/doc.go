@@ -17,8 +17,10 @@
 // On a machine with a GPU, scripts/gpu-check.sh runs this package's tests
 // (every kernel against the CPU reference, KVStore round trips and block
 // copies, no device memory left after Close, cuBLAS products), the same
-// under compute-sanitizer memcheck and racecheck, and the decode-attention
-// bandwidth benchmark, and writes a JSON and Markdown report:
+// under compute-sanitizer memcheck and racecheck, the decode-attention
+// bandwidth benchmark, and the model runner's tests and end-to-end
+// benchmark (kernels/cuda/gpu, whose OpenCUDA puts this package behind the
+// runner), and writes a JSON and Markdown report:
 //
 //	scripts/gpu-check.sh build          # here: build and pack into .gpu-check/
 //	scripts/gpu-check.sh run            # there: run, report to $REPORT_DIR or $OUT

@@ -13,16 +13,16 @@ import (
 // Errors returned by KVStore, wrapped with detail; test with errors.Is.
 var (
 	// ErrBlockRange means a block ID is outside the store.
-	ErrBlockRange = errors.New("cuda: block ID out of range")
+	ErrBlockRange = launch.ErrBlockRange
 	// ErrSlotRange means a copy asked for more slots than a block has.
-	ErrSlotRange = errors.New("cuda: slot count out of range")
+	ErrSlotRange = launch.ErrSlotRange
 	// ErrBufferSize means a ReadBlock or WriteBlock buffer is not
 	// BlockBytes long.
-	ErrBufferSize = errors.New("cuda: block buffer has the wrong size")
+	ErrBufferSize = launch.ErrBufferSize
 	// ErrCopyOverlap means one CopyBlocks call names a block as a
 	// destination twice, or as both a source and a destination: the copies
 	// run in parallel, so their order would be undefined.
-	ErrCopyOverlap = errors.New("cuda: copies overlap")
+	ErrCopyOverlap = launch.ErrCopyOverlap
 )
 
 // KVStore is the GPU's K/V pool: every block in one device allocation of
@@ -36,11 +36,8 @@ type KVStore struct {
 	pool  launch.Ptr
 	bytes int // one block
 	// On the device thread only:
-	staging  []byte     // pinned, one block: ReadBlock and WriteBlock go through it
-	copies   launch.Ptr // device int32 [copiesCap][3]: CopyBlocks' descriptors
-	copyCap  int
-	copyDesc []int32
-	dsts     map[blockstore.BlockID]bool
+	staging []byte // pinned, one block: ReadBlock and WriteBlock go through it
+	copier  launch.Copier
 }
 
 var _ blockstore.Storage = (*KVStore)(nil)
@@ -51,7 +48,7 @@ func NewKVStore(d *Device, lay launch.KVLayout) (*KVStore, error) {
 	if err := lay.Check(); err != nil {
 		return nil, err
 	}
-	s := &KVStore{d: d, lay: lay, bytes: int(lay.BlockElems()) * d.dtype.Size(), dsts: map[blockstore.BlockID]bool{}}
+	s := &KVStore{d: d, lay: lay, bytes: int(lay.BlockElems()) * d.dtype.Size()}
 	err := d.Do(func(x *Exec) (err error) {
 		if s.pool, err = x.Alloc(s.bytes * lay.NumBlocks); err != nil {
 			return err
@@ -79,8 +76,8 @@ func (s *KVStore) Pool() launch.Ptr { return s.pool }
 func (s *KVStore) BlockBytes() int { return s.bytes }
 
 func (s *KVStore) block(id blockstore.BlockID) (launch.Ptr, error) {
-	if id < 0 || int(id) >= s.lay.NumBlocks {
-		return 0, fmt.Errorf("%w: block %d, store of %d", ErrBlockRange, id, s.lay.NumBlocks)
+	if err := s.lay.BlockOK(id); err != nil {
+		return 0, err
 	}
 	return s.pool + launch.Ptr(int(id)*s.bytes), nil
 }
@@ -128,57 +125,12 @@ func (s *KVStore) CopyBlocks(copies []blockstore.BlockCopy) error {
 	if len(copies) == 0 {
 		return nil
 	}
-	return s.d.Do(func(x *Exec) error {
-		clear(s.dsts)
-		s.copyDesc = s.copyDesc[:0]
-		for _, c := range copies {
-			if _, err := s.block(c.Src); err != nil {
-				return err
-			}
-			if _, err := s.block(c.Dst); err != nil {
-				return err
-			}
-			if c.Slots < 0 || c.Slots > s.lay.BlockSize {
-				return fmt.Errorf("%w: copy of %d slots, block size %d", ErrSlotRange, c.Slots, s.lay.BlockSize)
-			}
-			if s.dsts[c.Dst] {
-				return fmt.Errorf("%w: block %d is a destination twice", ErrCopyOverlap, c.Dst)
-			}
-			s.dsts[c.Dst] = true
-			s.copyDesc = append(s.copyDesc, int32(c.Src), int32(c.Dst), int32(c.Slots))
-		}
-		for _, c := range copies {
-			if s.dsts[c.Src] {
-				return fmt.Errorf("%w: block %d is a source and a destination", ErrCopyOverlap, c.Src)
-			}
-		}
-		if len(copies) > s.copyCap {
-			if s.copyCap > 0 {
-				if err := x.Free(s.copies); err != nil {
-					return err
-				}
-				s.copyCap = 0
-			}
-			p, err := x.Alloc(12 * len(copies))
-			if err != nil {
-				return err
-			}
-			s.copies, s.copyCap = p, len(copies)
-		}
-		if err := x.Write(s.copies, int32Bytes(s.copyDesc)); err != nil {
-			return err
-		}
-		return launch.CopyBlocks(x, s.pool, s.lay, s.copies, len(copies))
-	})
+	return s.d.Do(func(x *Exec) error { return s.copier.Copy(x, s.pool, s.lay, copies) })
 }
 
 // Close frees the pool and its buffers.
 func (s *KVStore) Close() error {
 	return s.d.Do(func(x *Exec) error {
-		errs := []error{x.Free(s.pool), pinnedFree(s.staging)}
-		if s.copyCap > 0 {
-			errs = append(errs, x.Free(s.copies))
-		}
-		return errors.Join(errs...)
+		return errors.Join(x.Free(s.pool), pinnedFree(s.staging), s.copier.Free(x))
 	})
 }

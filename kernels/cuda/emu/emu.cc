@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <memory>
 #include <vector>
 
 const emu::Entry *prefixd_emu_table_bf16(int *n);
@@ -132,7 +133,8 @@ namespace {
 struct Stacks {
 	char *base = nullptr;
 	size_t len = 0, page = 0;
-	explicit Stacks(int n) {
+	int n = 0;
+	explicit Stacks(int n) : n(n) {
 		page = (size_t)sysconf(_SC_PAGESIZE);
 		len = (size_t)n * (stack_bytes + page);
 		void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -154,6 +156,18 @@ struct Stacks {
 		return sp;
 	}
 };
+
+// stacks_for returns this OS thread's stacks for at least n fibers, kept
+// from launch to launch: mapping them with their guard pages and faulting
+// their pages in again would cost more than a small kernel's whole run.
+Stacks *stacks_for(int n) {
+	static thread_local std::unique_ptr<Stacks> cache;
+	if (!cache || !cache->base || cache->n < n) {
+		cache.reset();
+		cache.reset(new Stacks(n));
+	}
+	return cache.get();
+}
 
 // next_order fills order with the threads to visit in this pass.
 void next_order(std::vector<int> &order, int sched, uint64_t &rng) {
@@ -245,7 +259,7 @@ int prefixd_emu_launch(int dtype, const char *name, const unsigned *g, const uns
 	blk.xch.assign(blk.n, 0);
 	std::function<void()> body = [e, args] { e->call(args); };
 	blk.body = &body;
-	emu::Stacks st(blk.n);
+	emu::Stacks &st = *emu::stacks_for(blk.n);
 	if (!st.base) return snprintf(err, errlen, "%s: no memory for %d stacks", name, blk.n), -1;
 	emu::block_dim = emu::dim3{b[0], b[1], b[2]};
 	emu::grid_dim = emu::dim3{g[0], g[1], g[2]};

@@ -88,3 +88,34 @@ func TestMemory(t *testing.T) {
 		t.Error("double free succeeded")
 	}
 }
+
+func TestKVStore(t *testing.T) {
+	for _, dt := range src.DTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			d := New(dt, Forward)
+			defer d.Close()
+			lay := launch.KVLayout{Layers: 3, KVHeads: 2, HeadDim: 8, BlockSize: 5, NumBlocks: 9}
+			s, err := NewKVStore(d, lay)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kerneltest.KVStore(t, s, lay, dt.Size())
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if d.Live() != 0 {
+				t.Errorf("%d allocations left after Close", d.Live())
+			}
+		})
+	}
+}
+
+func TestMatMulT(t *testing.T) {
+	for _, dt := range src.DTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			d := New(dt, Forward)
+			t.Cleanup(func() { d.Close() }) // after MatMulT's own cleanup frees its buffers
+			kerneltest.MatMulT(t, d, d.MatMulT)
+		})
+	}
+}

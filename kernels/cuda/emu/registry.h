@@ -13,10 +13,12 @@
 #define PREFIXD_KERNELS(X)                                                                                   \
 	X(embed)                                                                                             \
 	X(rmsnorm)                                                                                           \
+	X(rmsnorm_f32)                                                                                       \
 	X(rope_gguf)                                                                                         \
 	X(rope_halves)                                                                                       \
 	X(swiglu)                                                                                            \
 	X(add)                                                                                               \
+	X(add_bias)                                                                                          \
 	X(gather_rows)                                                                                       \
 	X(argmax)                                                                                            \
 	X(kv_append)                                                                                         \

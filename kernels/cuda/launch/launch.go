@@ -81,13 +81,23 @@ func Embed(d Device, out, table, tokens Ptr, rows, dim int) error {
 }
 
 // RMSNorm sets out (element type [rows][dim]) to x (float32 [rows][dim])
-// normalised by its root mean square plus eps, times weight (element type
+// normalised by its root mean square plus eps, times weight (float32
 // [dim]).
 func RMSNorm(d Device, out, x, weight Ptr, rows, dim int, eps float32) error {
+	return rmsnorm(d, "rmsnorm", out, x, weight, rows, dim, eps)
+}
+
+// RMSNormF32 is RMSNorm with a float32 out, which may be x: with a row per
+// head, the q/k norm.
+func RMSNormF32(d Device, out, x, weight Ptr, rows, dim int, eps float32) error {
+	return rmsnorm(d, "rmsnorm_f32", out, x, weight, rows, dim, eps)
+}
+
+func rmsnorm(d Device, kernel string, out, x, weight Ptr, rows, dim int, eps float32) error {
 	if err := errors.Join(rowsOK(rows), positive("dim", dim)); err != nil {
 		return err
 	}
-	return d.Launch("rmsnorm", row(rows), threads(rowThreads), P(out), P(x), P(weight), I(dim), F(eps))
+	return d.Launch(kernel, row(rows), threads(rowThreads), P(out), P(x), P(weight), I(dim), F(eps))
 }
 
 // RoPELayout says which elements of a head RoPE rotates together.
@@ -102,9 +112,11 @@ const (
 
 // RoPE rotates heads heads of headDim floats at the start of each row of
 // x (float32, row stride ld floats) by the row's position, pos (int32
-// [rows]), with base theta. A fused QKV row rotates its q and k heads in
-// one call: heads = nHeads + kvHeads.
-func RoPE(d Device, layout RoPELayout, x Ptr, ld int, pos Ptr, rows, heads, headDim int, theta float32) error {
+// [rows]), with base theta, pair i's frequency divided by factors[i]
+// (float32 [headDim/2], Llama 3's rope scaling) unless factors is 0. A
+// fused QKV row rotates its q and k heads in one call: heads = nHeads +
+// kvHeads.
+func RoPE(d Device, layout RoPELayout, x Ptr, ld int, pos Ptr, rows, heads, headDim int, theta float32, factors Ptr) error {
 	if err := errors.Join(rowsOK(rows), positive("heads", heads), positive("head dim", headDim)); err != nil {
 		return err
 	}
@@ -115,7 +127,7 @@ func RoPE(d Device, layout RoPELayout, x Ptr, ld int, pos Ptr, rows, heads, head
 	if layout == Halves {
 		k = "rope_halves"
 	}
-	return d.Launch(k, row(rows), threads(rowThreads), P(x), I(ld), P(pos), I(heads), I(headDim), F(theta))
+	return d.Launch(k, row(rows), threads(rowThreads), P(x), I(ld), P(pos), I(heads), I(headDim), F(theta), P(factors))
 }
 
 // SwiGLU sets out (element type [rows][hidden]) to silu(gate)·up, gate and
@@ -140,6 +152,15 @@ func Add(d Device, x, y Ptr, n int) error {
 	// Enough blocks to fill a GPU; the kernel strides over the rest.
 	blocks := min((n+rowThreads-1)/rowThreads, 4096)
 	return d.Launch("add", threads(blocks), threads(rowThreads), P(x), P(y), L(int64(n)))
+}
+
+// AddBias adds bias (float32 [dim]) to every row of x (float32
+// [rows][dim]).
+func AddBias(d Device, x, bias Ptr, rows, dim int) error {
+	if err := errors.Join(rowsOK(rows), positive("dim", dim)); err != nil {
+		return err
+	}
+	return d.Launch("add_bias", row(rows), threads(rowThreads), P(x), P(bias), I(dim))
 }
 
 // GatherRows sets out (float32 [rows][dim]) to the rows of x named by idx

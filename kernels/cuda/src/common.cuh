@@ -60,6 +60,12 @@ DEV elem_t from_f(float f) { return f; }
 #error "define PREFIXD_KV_BF16, PREFIXD_KV_F16 or PREFIXD_KV_F32"
 #endif
 
+// store writes f to *p as a float or, narrowed, as an elem_t.
+DEV void store(float *p, float f) { *p = f; }
+#if !defined(PREFIXD_KV_F32)
+DEV void store(elem_t *p, float f) { *p = from_f(f); }
+#endif
+
 // warp_sum and warp_max reduce over a full warp: every launch of a kernel
 // that uses them has a block size that is a multiple of 32.
 DEV float warp_sum(float v) {

@@ -13,18 +13,19 @@ DEV long long kv_slot(const int *bt, int pos, int bs, int kvDim, long long block
 	return (long long)bt[pos / bs] * blockStride + layerOff + (long long)(pos % bs) * kvDim;
 }
 
-// kv_append stores each row's K and V, read as floats from qkv (row stride
-// ld, K at column kOff, V at vOff), in its slot: the block of its table
-// that holds row_pos[r]. One thread block per row.
-KERNEL void kv_append(elem_t *kv, long long blockStride, long long layerOff, const float *qkv, int ld, int kOff, int vOff,
+// kv_append stores each row's K and V, read as floats from k and v (row
+// stride ld each: two buffers, or two column ranges of one fused QKV
+// product), in its slot: the block of its table that holds row_pos[r]. One
+// thread block per row.
+KERNEL void kv_append(elem_t *kv, long long blockStride, long long layerOff, const float *k_in, const float *v_in, int ld,
 		      const int *row_pos, const int *row_bt, const int *bt, int bs, int kvDim) {
 	int r = blockIdx.x;
 	long long k = kv_slot(bt + row_bt[r], row_pos[r], bs, kvDim, blockStride, layerOff);
 	long long v = k + (long long)bs * kvDim;
-	const float *src = qkv + (long long)r * ld;
+	const float *ks = k_in + (long long)r * ld, *vs = v_in + (long long)r * ld;
 	for (int d = threadIdx.x; d < kvDim; d += blockDim.x) {
-		kv[k + d] = from_f(src[kOff + d]);
-		kv[v + d] = from_f(src[vOff + d]);
+		kv[k + d] = from_f(ks[d]);
+		kv[v + d] = from_f(vs[d]);
 	}
 }
 

@@ -10,24 +10,40 @@ KERNEL void embed(float *out, const elem_t *table, const int *tok, int dim) {
 	for (int d = threadIdx.x; d < dim; d += blockDim.x) out[(long long)r * dim + d] = to_f(row[d]);
 }
 
-// rmsnorm sets out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w: x float
-// [rows][dim], out elem_t [rows][dim] (the next matrix product's input).
-KERNEL void rmsnorm(elem_t *out, const float *x, const elem_t *w, int dim, float eps) {
+// rmsnorm_row sets out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for row
+// r = blockIdx.x: x float [rows][dim], w float [dim]. out may be x: each
+// thread writes only the elements it read.
+template <typename T> DEV void rmsnorm_row(T *out, const float *x, const float *w, int dim, float eps) {
 	__shared__ float sh[32];
 	const float *xr = x + (long long)blockIdx.x * dim;
 	float ss = 0.0f;
 	for (int d = threadIdx.x; d < dim; d += blockDim.x) ss += xr[d] * xr[d];
 	ss = block_sum(ss, sh);
 	float scale = rsqrtf(ss / (float)dim + eps);
-	elem_t *o = out + (long long)blockIdx.x * dim;
-	for (int d = threadIdx.x; d < dim; d += blockDim.x) o[d] = from_f(xr[d] * scale * to_f(w[d]));
+	T *o = out + (long long)blockIdx.x * dim;
+	for (int d = threadIdx.x; d < dim; d += blockDim.x) store(&o[d], xr[d] * scale * w[d]);
+}
+
+// rmsnorm normalises each row into out, elem_t [rows][dim]: the next
+// matrix product's input.
+KERNEL void rmsnorm(elem_t *out, const float *x, const float *w, int dim, float eps) {
+	rmsnorm_row(out, x, w, dim, eps);
+}
+
+// rmsnorm_f32 normalises each row into out, float [rows][dim]: the q/k
+// norm of each head (a row per head), which RoPE then rotates.
+KERNEL void rmsnorm_f32(float *out, const float *x, const float *w, int dim, float eps) {
+	rmsnorm_row(out, x, w, dim, eps);
 }
 
 // rope_sincos gives the rotation of pair i (0-based, of headDim/2) at pos:
-// pos * theta^(-2i/headDim), in double so that long positions keep their
+// pos * theta^(-2i/headDim) / factors[i] (factors, Llama 3's rope scaling,
+// may be null: all 1), in double so that long positions keep their
 // precision (float would lose it past a few thousand radians).
-DEV void rope_sincos(int pos, int i, int headDim, float theta, float *s, float *c) {
-	double a = (double)pos * pow((double)theta, -2.0 * (double)i / (double)headDim);
+DEV void rope_sincos(int pos, int i, int headDim, float theta, const float *factors, float *s, float *c) {
+	double freq = pow((double)theta, -2.0 * (double)i / (double)headDim);
+	if (factors) freq /= (double)factors[i];
+	double a = (double)pos * freq;
 	double sd, cd;
 	sincos(a, &sd, &cd);
 	*s = (float)sd;
@@ -37,13 +53,14 @@ DEV void rope_sincos(int pos, int i, int headDim, float theta, float *s, float *
 // rope rotates heads heads of headDim in row blockIdx.x of x (row stride
 // ld floats) by position pos[blockIdx.x]: pair i is (x[i*step],
 // x[i*step+mate]) of each head.
-DEV void rope(float *x, int ld, const int *pos, int heads, int headDim, float theta, int step, int mate) {
+DEV void rope(float *x, int ld, const int *pos, int heads, int headDim, float theta, const float *factors, int step,
+	      int mate) {
 	int half = headDim / 2;
 	float *xr = x + (long long)blockIdx.x * ld;
 	for (int p = threadIdx.x; p < heads * half; p += blockDim.x) {
 		int h = p / half, i = p % half;
 		float s, c;
-		rope_sincos(pos[blockIdx.x], i, headDim, theta, &s, &c);
+		rope_sincos(pos[blockIdx.x], i, headDim, theta, factors, &s, &c);
 		float *e = xr + h * headDim + i * step;
 		float x0 = e[0], x1 = e[mate];
 		e[0] = x0 * c - x1 * s;
@@ -54,14 +71,14 @@ DEV void rope(float *x, int ld, const int *pos, int heads, int headDim, float th
 // rope_gguf rotates in the adjacent-pair layout of llama2.c and GGUF: pair
 // i is (x[2i], x[2i+1]). With q and k side by side in a fused QKV row, one
 // launch over nHeads+kvHeads heads rotates both.
-KERNEL void rope_gguf(float *x, int ld, const int *pos, int heads, int headDim, float theta) {
-	rope(x, ld, pos, heads, headDim, theta, 2, 1);
+KERNEL void rope_gguf(float *x, int ld, const int *pos, int heads, int headDim, float theta, const float *factors) {
+	rope(x, ld, pos, heads, headDim, theta, factors, 2, 1);
 }
 
 // rope_halves rotates in the Hugging Face layout (rotate_half): pair i is
 // (x[i], x[i+headDim/2]).
-KERNEL void rope_halves(float *x, int ld, const int *pos, int heads, int headDim, float theta) {
-	rope(x, ld, pos, heads, headDim, theta, 1, headDim / 2);
+KERNEL void rope_halves(float *x, int ld, const int *pos, int heads, int headDim, float theta, const float *factors) {
+	rope(x, ld, pos, heads, headDim, theta, factors, 1, headDim / 2);
 }
 
 // swiglu sets out[r][i] = silu(gate[r][i]) * up[r][i] for i < hidden:
@@ -80,6 +97,13 @@ KERNEL void swiglu(elem_t *out, const float *gate, const float *up, int ld, int 
 KERNEL void add(float *x, const float *y, long long n) {
 	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
 		x[i] += y[i];
+}
+
+// add_bias sets x[r] += bias for each row: x float [rows][dim], bias
+// float [dim] (the q/k/v biases of Qwen2).
+KERNEL void add_bias(float *x, const float *bias, int dim) {
+	float *xr = x + (long long)blockIdx.x * dim;
+	for (int d = threadIdx.x; d < dim; d += blockDim.x) xr[d] += bias[d];
 }
 
 // gather_rows sets out[r] = x[idx[r]]: the rows whose logits are wanted.

@@ -72,7 +72,7 @@ func ParseDType(s string) (DType, error) {
 // Kernels names every kernel the sources define (each is `extern "C"` in
 // the PTX, so these are its entry names).
 var Kernels = []string{
-	"embed", "rmsnorm", "rope_gguf", "rope_halves", "swiglu", "add", "gather_rows", "argmax",
+	"embed", "rmsnorm", "rmsnorm_f32", "rope_gguf", "rope_halves", "swiglu", "add", "add_bias", "gather_rows", "argmax",
 	"kv_append", "copy_blocks", "attn", "attn_combine",
 }
 

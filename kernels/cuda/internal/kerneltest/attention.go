@@ -176,7 +176,7 @@ func Attention(t *testing.T, e *Env) {
 				s := e.setup(c)
 				qkv := e.floats(s.qkv)
 				lay, kd := s.lay, s.lay.KVDim()
-				e.launch(launch.AppendKV(e.d, s.kv, lay, s.layer, qkv, s.ld, c.nHeads*c.hd, c.nHeads*c.hd+kd, s.st))
+				e.launch(launch.AppendKV(e.d, s.kv, lay, s.layer, qkv+launch.Ptr(4*c.nHeads*c.hd), qkv+launch.Ptr(4*(c.nHeads*c.hd+kd)), s.ld, s.st))
 				e.checkPool(s)
 
 				rows := s.st.Rows

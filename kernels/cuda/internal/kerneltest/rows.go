@@ -25,7 +25,8 @@ func Convert(t *testing.T, e *Env) {
 	lay := launch.KVLayout{Layers: 1, KVHeads: 3, HeadDim: 16, BlockSize: 1, NumBlocks: 1}
 	kv := e.alloc(int(lay.BlockElems()) * e.dt.Size())
 	st := launch.Step{Rows: 1, RowPos: e.ints([]int32{0}), RowBT: e.ints([]int32{0}), BT: e.ints([]int32{0})}
-	e.launch(launch.AppendKV(e.d, kv, lay, 0, e.floats(vals), n, 0, n/2, st))
+	pv := e.floats(vals)
+	e.launch(launch.AppendKV(e.d, kv, lay, 0, pv, pv+launch.Ptr(4*n/2), n, st))
 	got := e.read(kv, n*e.dt.Size())
 	want := make([]byte, len(got))
 	launch.Encode(e.dt, want, vals)
@@ -57,32 +58,63 @@ func Embed(t *testing.T, e *Env) {
 func RMSNorm(t *testing.T, e *Env) {
 	for _, dim := range []int{1, 31, 64, 257, 1000} {
 		rows := 3
-		x, w := e.randF32(rows*dim), e.rand(dim)
-		out := e.alloc(rows * dim * e.dt.Size())
-		e.launch(launch.RMSNorm(e.d, out, e.floats(x), e.elems(w), rows, dim, 1e-5))
+		x, w := e.randF32(rows*dim), e.randF32(dim)
+		out, px, pw := e.alloc(rows*dim*e.dt.Size()), e.floats(x), e.floats(w)
+		e.launch(launch.RMSNorm(e.d, out, px, pw, rows, dim, 1e-5))
 		want := make([]float32, rows*dim)
 		for r := range rows {
 			cpu.RMSNorm(want[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], w, 1e-5)
 		}
 		e.close("rmsnorm", e.readElems(out, rows*dim), want)
+		// In place, in float32: the q/k norm.
+		e.launch(launch.RMSNormF32(e.d, px, px, pw, rows, dim, 1e-5))
+		if err := RelErr(e.readFloats(px, rows*dim), want); err > 1e-5 {
+			t.Errorf("rmsnorm_f32 of %d: relative error %.3g", dim, err)
+		}
 	}
 }
 
 // RoPEAdjacent compares rope_gguf with cpu.RoPE over q and k heads of
 // a fused row, at positions up to 5,000 (where float32 angles would be
-// off).
+// off), with and without frequency factors (against cpu.RoPEScaled).
 func RoPEAdjacent(t *testing.T, e *Env) {
 	heads, hd, ld := 5, 18, 5*18+7
 	pos := []int32{0, 1, 17, 4999}
-	x := e.randF32(len(pos) * ld)
-	px := e.floats(x)
-	e.launch(launch.RoPE(e.d, launch.Adjacent, px, ld, e.ints(pos), len(pos), heads, hd, 10000))
-	want := slices.Clone(x)
-	for r, p := range pos {
-		cpu.RoPE(want[r*ld:r*ld+heads*hd], int(p), heads, hd, 10000)
+	factors := make([]float32, hd/2)
+	for i := range factors {
+		factors[i] = 1 + 7*float32(i)/float32(hd/2)
 	}
-	if err := RelErr(e.readFloats(px, len(x)), want); err > 1e-5 {
-		t.Errorf("rope_gguf: relative error %.3g", err)
+	for _, f := range [][]float32{nil, factors} {
+		x := e.randF32(len(pos) * ld)
+		px, pf := e.floats(x), launch.Ptr(0)
+		if f != nil {
+			pf = e.floats(f)
+		}
+		e.launch(launch.RoPE(e.d, launch.Adjacent, px, ld, e.ints(pos), len(pos), heads, hd, 10000, pf))
+		want := slices.Clone(x)
+		for r, p := range pos {
+			if f == nil {
+				cpu.RoPE(want[r*ld:r*ld+heads*hd], int(p), heads, hd, 10000)
+			} else {
+				ropeScaled(want[r*ld:], int(p), heads, hd, 10000, f)
+			}
+		}
+		if err := RelErr(e.readFloats(px, len(x)), want); err > 1e-5 {
+			t.Errorf("rope_gguf (factors %v): relative error %.3g", f != nil, err)
+		}
+	}
+}
+
+// ropeScaled is the adjacent-pair rotation with Llama 3's frequency
+// divisors: pair i turns by pos·theta^(-2i/d)/factors[i].
+func ropeScaled(x []float32, pos, heads, hd int, theta float64, factors []float32) {
+	for h := range heads {
+		for i := range hd / 2 {
+			a := float64(pos) * math.Pow(theta, -2*float64(i)/float64(hd)) / float64(factors[i])
+			j := h*hd + 2*i
+			x0, x1 := float64(x[j]), float64(x[j+1])
+			x[j], x[j+1] = float32(x0*math.Cos(a)-x1*math.Sin(a)), float32(x0*math.Sin(a)+x1*math.Cos(a))
+		}
 	}
 }
 
@@ -107,7 +139,7 @@ func RoPEHalves(t *testing.T, e *Env) {
 	// Hand-computed: head [1 2 3 4] at position 1, theta 10000 turns
 	// (1,3) by 1 radian and (2,4) by 0.01.
 	px := e.floats([]float32{1, 2, 3, 4})
-	e.launch(launch.RoPE(e.d, launch.Halves, px, 4, e.ints([]int32{1}), 1, 1, 4, 10000))
+	e.launch(launch.RoPE(e.d, launch.Halves, px, 4, e.ints([]int32{1}), 1, 1, 4, 10000, 0))
 	golden := []float32{-1.9841106, 1.9599007, 2.4623779, 4.0197997}
 	if err := RelErr(e.readFloats(px, 4), golden); err > 1e-6 {
 		t.Errorf("rope_halves of [1 2 3 4] at 1 = %v, want %v", e.readFloats(px, 4), golden)
@@ -117,7 +149,7 @@ func RoPEHalves(t *testing.T, e *Env) {
 	pos := []int32{0, 2, 300, 4095}
 	x := e.randF32(len(pos) * ld)
 	px = e.floats(x)
-	e.launch(launch.RoPE(e.d, launch.Halves, px, ld, e.ints(pos), len(pos), heads, hd, 500000))
+	e.launch(launch.RoPE(e.d, launch.Halves, px, ld, e.ints(pos), len(pos), heads, hd, 500000, 0))
 	want := slices.Clone(x)
 	for r, p := range pos {
 		ropeHalves(want[r*ld:], int(p), heads, hd, 500000)
@@ -151,6 +183,14 @@ func AddGather(t *testing.T, e *Env) {
 	cpu.Add(x, y)
 	if got := e.readFloats(px, n); !slices.Equal(got, x) {
 		t.Errorf("add: element %d differs", worst(got, x))
+	}
+	bias := e.randF32(37)
+	e.launch(launch.AddBias(e.d, px, e.floats(bias), n/37, 37))
+	for i := range n / 37 * 37 {
+		x[i] += bias[i%37]
+	}
+	if got := e.readFloats(px, n); !slices.Equal(got, x) {
+		t.Errorf("add_bias: element %d differs", worst(got, x))
 	}
 
 	dim := 37

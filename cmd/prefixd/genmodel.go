@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+
+	"github.com/prefixd/prefixd/model"
+)
+
+func init() {
+	register("gen-model", "write a random-weight Llama model (GGUF) of a given shape, for benchmarks without a download", runGenModel)
+}
+
+// runGenModel implements `prefixd gen-model`.
+func runGenModel(args []string, stdout, stderr io.Writer) int {
+	return exitCode("gen-model", genModel(args, stdout, stderr), stderr)
+}
+
+// presets are model shapes gen-model knows by name.
+var presets = map[string]model.Config{
+	// TinyLlama-1.1B (Llama 2 architecture, grouped-query attention).
+	"tinyllama-1.1b": {Dim: 2048, Hidden: 5632, Layers: 22, Heads: 32, KVHeads: 4, Vocab: 32000, MaxSeqLen: 2048,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1},
+}
+
+func genModel(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("prefixd gen-model", flag.ContinueOnError)
+	out := fs.String("out", "", "the GGUF file to write (required)")
+	preset := fs.String("preset", "", "a named shape (tinyllama-1.1b: dim 2048, 22 layers, 32 heads, 4 KV heads, hidden 5632, vocab 32000); shape flags given override it")
+	typ := fs.String("type", "f16", "element type of the weight matrices: f16 or f32 (vectors are f32)")
+	seed := fs.Uint64("seed", 1, "weights seed: the same seed and shape give the same file")
+	// Without --preset: a small model that loads in a moment.
+	c := model.Config{Dim: 256, Hidden: 768, Layers: 4, Heads: 8, KVHeads: 4, Vocab: 512, MaxSeqLen: 2048,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
+	shape := []struct {
+		name  string
+		field func(*model.Config) *int
+	}{
+		{"dim", func(c *model.Config) *int { return &c.Dim }}, {"hidden", func(c *model.Config) *int { return &c.Hidden }},
+		{"layers", func(c *model.Config) *int { return &c.Layers }}, {"heads", func(c *model.Config) *int { return &c.Heads }},
+		{"kv-heads", func(c *model.Config) *int { return &c.KVHeads }}, {"vocab", func(c *model.Config) *int { return &c.Vocab }},
+		{"max-seq-len", func(c *model.Config) *int { return &c.MaxSeqLen }},
+	}
+	given := make([]int, len(shape))
+	for i, f := range shape {
+		fs.IntVar(&given[i], f.name, *f.field(&c), "the model's "+f.name+" (overrides --preset)")
+	}
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if *out == "" {
+		return usagef("--out is required")
+	}
+	if *typ != "f16" && *typ != "f32" {
+		return usagef("--type %q: want f16 or f32", *typ)
+	}
+	if *preset != "" {
+		p, ok := presets[*preset]
+		if !ok {
+			return usagef("--preset %q: want one of %v", *preset, slices.Sorted(maps.Keys(presets)))
+		}
+		c = p
+	}
+	for i, f := range shape {
+		if isSet(fs, f.name) {
+			*f.field(&c) = given[i]
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	params := parameters(c)
+	if total := physicalMemory(); total > 0 && 4*params > total {
+		return usagef("a model of %d parameters needs %d bytes of memory to generate; this machine has %d", params, 4*params, total)
+	}
+	m := model.Random(c, *seed)
+	m.Name = fmt.Sprintf("prefixd-random-%s-seed%d", nameOf(*preset, c), *seed)
+	if err := writeModel(*out, m, *typ == "f16"); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "wrote %s: %s, %d parameters, matrices %s\n", *out, m.Name, params, *typ)
+	return nil
+}
+
+// nameOf names a shape: the preset's name, or its sizes.
+func nameOf(preset string, c model.Config) string {
+	if preset != "" {
+		return preset
+	}
+	return fmt.Sprintf("d%d-l%d-h%d-kv%d-f%d-v%d", c.Dim, c.Layers, c.Heads, c.KVHeads, c.Hidden, c.Vocab)
+}
+
+// writeModel writes m to path as GGUF, removing the file if writing fails.
+func writeModel(path string, m *model.Model, f16 bool) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err = errors.Join(model.WriteGGUF(w, m, f16), w.Flush(), f.Close()); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("gen-model: %w", err)
+	}
+	return nil
+}

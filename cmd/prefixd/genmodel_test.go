@@ -1,0 +1,63 @@
+package main
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/prefixd/prefixd/model"
+)
+
+// TestGenModel writes a tiny random model in F32 and F16, loads it back,
+// and generates from it: the F32 file holds model.Random's weights for the
+// seed exactly, and greedy generation from either file runs.
+func TestGenModel(t *testing.T) {
+	c := model.Config{Dim: 32, Hidden: 48, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 2048,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
+	for _, typ := range []string{"f32", "f16"} {
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		code, _, stderr := runArgs("gen-model", "--out", path, "--type", typ, "--seed", "5", "--dim", "32", "--hidden", "48",
+			"--layers", "2", "--heads", "4", "--kv-heads", "2", "--vocab", "40")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", typ, code, stderr)
+		}
+		m, err := model.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Config != c {
+			t.Fatalf("%s: config %+v, want %+v", typ, m.Config, c)
+		}
+		if typ == "f32" {
+			want := model.Random(c, 5)
+			want.Name, want.Tokenizer = m.Name, m.Tokenizer
+			if !reflect.DeepEqual(m, want) {
+				t.Error("f32: the file's weights are not model.Random's for the seed")
+			}
+		}
+		code, stdout, stderr := runArgs("generate", "--model", path, "--prompt-ids", "1 2 3", "--ids", "--max-tokens", "8")
+		if code != 0 || len(parseOut(t, stdout)) != 8 {
+			t.Fatalf("%s: generate: exit %d, %q %s", typ, code, stdout, stderr)
+		}
+	}
+}
+
+// TestGenModelPreset checks the TinyLlama preset's shape by its published
+// parameter count, 1,100,048,384, and refuses bad flags.
+func TestGenModelPreset(t *testing.T) {
+	if n := parameters(presets["tinyllama-1.1b"]); n != 1_100_048_384 {
+		t.Errorf("tinyllama-1.1b: %d parameters", n)
+	}
+	for _, args := range [][]string{
+		{"--dim", "8"},
+		{"--out", "x.gguf", "--preset", "llama-70b"},
+		{"--out", "x.gguf", "--type", "q4"},
+		{"--out", "x.gguf", "--heads", "5"},
+	} {
+		code, _, stderr := runArgs(append([]string{"gen-model"}, args...)...)
+		if code != 2 || !strings.Contains(stderr, "gen-model") {
+			t.Errorf("%v: exit %d, %q", args, code, stderr)
+		}
+	}
+}

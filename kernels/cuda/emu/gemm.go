@@ -1,0 +1,56 @@
+//go:build cgo && amd64
+
+package emu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/prefixd/prefixd/kernels/cuda/launch"
+)
+
+// MatMulT does what cuBLAS's GemmEx does for kernels/cuda (Exec.MatMulT):
+// y (float32, m×n row-major) = a·wᵀ + beta·y, a being m×k and w n×k in the
+// device's element type, each element widened exactly to float32 and the
+// products accumulated in float32. Only the order of the sum differs from
+// the GPU's.
+func (d *Device) MatMulT(y, a, w launch.Ptr, m, n, k int, beta float32) error {
+	for _, v := range []int{m, n, k} {
+		if v <= 0 || v > math.MaxInt32 {
+			return fmt.Errorf("%w: product of %d×%d by %d×%d", launch.ErrShape, m, k, n, k)
+		}
+	}
+	es := d.dtype.Size()
+	yb, err1 := d.span(y, 4*m*n)
+	ab, err2 := d.span(a, es*m*k)
+	wb, err3 := d.span(w, es*n*k)
+	for _, err := range []error{err1, err2, err3} {
+		if err != nil {
+			return fmt.Errorf("emu: MatMulT: %w", err)
+		}
+	}
+	af, wf, yf := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
+	launch.Decode(d.dtype, af, ab)
+	launch.Decode(d.dtype, wf, wb)
+	launch.Decode(launch.F32, yf, yb)
+	for i := range m {
+		ar := af[i*k : (i+1)*k]
+		for j := range n {
+			wr := wf[j*k : (j+1)*k]
+			var s float32
+			for l, v := range ar {
+				s += v * wr[l]
+			}
+			if beta != 0 {
+				s += beta * yf[i*n+j]
+			}
+			yf[i*n+j] = s
+		}
+	}
+	launch.Encode(launch.F32, yb, yf)
+	return nil
+}
+
+// Live returns how many allocations are held: 0 after every owner has
+// freed what it allocated.
+func (d *Device) Live() int { return len(d.allocs) }

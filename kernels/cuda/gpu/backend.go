@@ -1,0 +1,486 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/prefixd/prefixd/batch"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kernels"
+	"github.com/prefixd/prefixd/kernels/cuda/launch"
+	"github.com/prefixd/prefixd/kernels/cuda/src"
+)
+
+// Backend runs a forward pass's operations on a Device: it implements
+// model.Backend (structurally; this package does not import model). Ops
+// between Begin and Logits are queued and run in one Device.Do when Logits
+// is called, which reports the step's first device error. A Backend is not
+// safe for concurrent use; Close frees everything it allocated.
+type Backend struct {
+	dev     Device
+	dt      src.DType
+	weights []weight
+	bufs    []buffer
+	kv      KVPool
+	lay     launch.KVLayout
+
+	// The current step, from Begin.
+	rows    []batch.Row
+	tokens  int // token rows
+	nLogits int // rows that want logits
+	sb      launch.StepBuilder
+	host    []byte // tokens | logit row indices | the StepBuilder's arrays
+	st      launch.Step
+	tok     launch.Ptr // int32 [tokens]
+	idx     launch.Ptr // int32 [nLogits]
+	ops     []func(Mem) error
+	rowsCap int   // token rows every buffer holds
+	err     error // the first error found while queueing the step
+
+	// Device buffers grown to the largest step seen.
+	stepBuf, part, normed, normedE, lout area
+	logits                               []float32
+	raw                                  []byte
+}
+
+// weight is an uploaded tensor: rows×cols of dt at p.
+type weight struct {
+	p          launch.Ptr
+	rows, cols int
+	dt         src.DType
+}
+
+// buffer is an activation: one row of cols values per token row, as
+// float32 at f and, on a device whose element type is narrower, in that
+// type at e, where matrix products read it (e == f on an f32 device).
+// elem says which of the two the last op wrote.
+type buffer struct {
+	cols    int
+	f, e    area
+	elem    bool
+	written bool
+}
+
+// area is a device allocation that grows.
+type area struct {
+	p     launch.Ptr
+	bytes int
+}
+
+// NewBackend returns a Backend on dev; the caller closes both (the
+// Backend first).
+func NewBackend(dev Device) *Backend {
+	// Entry 0 stands for kernels.NoWeight, which Upload never issues.
+	return &Backend{dev: dev, dt: dev.DType(), weights: make([]weight, 1)}
+}
+
+// Upload copies t to the device: a matrix (more than one row) in the
+// device's element type, rounded to nearest even, a vector in float32. It
+// returns an error for a tensor that is not F32 or a device failure.
+func (b *Backend) Upload(t kernels.Tensor) (kernels.Weight, error) {
+	f, err := t.F32()
+	if err != nil {
+		return 0, fmt.Errorf("gpu: upload: %w", err)
+	}
+	if len(f) == 0 {
+		return 0, fmt.Errorf("gpu: upload of an empty %d×%d tensor", t.Rows, t.Cols)
+	}
+	w := weight{rows: t.Rows, cols: t.Cols, dt: b.dt}
+	if t.Rows == 1 {
+		w.dt = src.F32
+	}
+	raw := make([]byte, len(f)*w.dt.Size())
+	launch.Encode(w.dt, raw, f)
+	err = b.dev.Do(func(m Mem) (err error) {
+		if w.p, err = m.Alloc(len(raw)); err != nil {
+			return err
+		}
+		if err := m.Write(w.p, raw); err != nil {
+			return errors.Join(err, m.Free(w.p))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("gpu: upload of a %d×%d tensor: %w", t.Rows, t.Cols, err)
+	}
+	b.weights = append(b.weights, w)
+	return kernels.Weight(len(b.weights) - 1), nil
+}
+
+// Buffer declares an activation buffer of cols values per token row; its
+// memory is allocated by the first Begin that needs it.
+func (b *Backend) Buffer(cols int) kernels.Buf {
+	b.bufs = append(b.bufs, buffer{cols: cols})
+	b.rowsCap = 0 // the next Begin sizes the new buffer
+	return kernels.Buf(len(b.bufs) - 1)
+}
+
+// NewKV allocates the K/V pool on the device, replacing (and freeing) any
+// earlier one.
+func (b *Backend) NewKV(cfg kernels.KVConfig) (blockstore.Storage, error) {
+	lay := launch.KVLayout{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, BlockSize: cfg.BlockSize, NumBlocks: cfg.NumBlocks}
+	kv, err := b.dev.NewKV(lay)
+	if err != nil {
+		return nil, err
+	}
+	if b.kv != nil {
+		if err := b.kv.Close(); err != nil {
+			return nil, errors.Join(err, kv.Close())
+		}
+	}
+	b.kv, b.lay = kv, lay
+	return kv, nil
+}
+
+// Begin starts a step over rows, which the caller has validated against
+// the model and the K/V pool: it grows the device buffers if this is the
+// largest step yet, and queues the upload of the rows' tokens, positions
+// and block tables.
+func (b *Backend) Begin(rows []batch.Row) {
+	b.rows, b.ops, b.err = rows, b.ops[:0], nil
+	b.tokens, b.nLogits = 0, 0
+	b.sb.Reset()
+	for _, r := range rows {
+		b.tokens += len(r.Tokens)
+		if r.Logits {
+			b.nLogits++
+		}
+		if err := b.sb.Add(r.Blocks, b.lay.BlockSize, r.Start, len(r.Tokens)); err != nil {
+			b.fail(err)
+		}
+	}
+	b.host = b.host[:0]
+	for _, r := range rows {
+		for _, t := range r.Tokens {
+			b.host = binary.LittleEndian.AppendUint32(b.host, uint32(t))
+		}
+	}
+	t := 0
+	for _, r := range rows {
+		t += len(r.Tokens)
+		if r.Logits {
+			b.host = binary.LittleEndian.AppendUint32(b.host, uint32(t-1))
+		}
+	}
+	for _, v := range b.sb.Packed() {
+		b.host = binary.LittleEndian.AppendUint32(b.host, uint32(v))
+	}
+	if len(b.host) > b.stepBuf.bytes || b.tokens > b.rowsCap {
+		// The largest step yet (rare after warm-up): one more hand-over.
+		b.fail(b.dev.Do(func(m Mem) error {
+			errs := []error{b.stepBuf.grow(m, len(b.host))}
+			for i := range b.bufs {
+				errs = append(errs, b.bufs[i].grow(m, b.tokens, b.dt))
+			}
+			return errors.Join(errs...)
+		}))
+		b.rowsCap = max(b.rowsCap, b.tokens)
+	}
+	b.tok = b.stepBuf.p
+	b.idx = b.tok + launch.Ptr(4*b.tokens)
+	b.st = b.sb.Step(b.idx + launch.Ptr(4*b.nLogits))
+	host, p := b.host, b.stepBuf.p
+	b.queue(func(m Mem) error { return m.Write(p, host) })
+}
+
+// grow makes a hold at least n bytes (its contents are lost when it
+// moves).
+func (a *area) grow(m Mem, n int) error {
+	if n <= a.bytes {
+		return nil
+	}
+	if err := a.free(m); err != nil {
+		return err
+	}
+	p, err := m.Alloc(n)
+	if err != nil {
+		return err
+	}
+	a.p, a.bytes = p, n
+	return nil
+}
+
+func (a *area) free(m Mem) error {
+	if a.bytes == 0 {
+		return nil
+	}
+	a.bytes = 0
+	return m.Free(a.p)
+}
+
+// grow sizes the buffer for rows token rows.
+func (u *buffer) grow(m Mem, rows int, dt src.DType) error {
+	err := u.f.grow(m, 4*rows*u.cols)
+	if dt == src.F32 {
+		u.e = u.f
+		return err
+	}
+	return errors.Join(err, u.e.grow(m, rows*u.cols*dt.Size()))
+}
+
+func (u *buffer) free(m Mem) error {
+	if u.e.p == u.f.p {
+		u.e = area{}
+	}
+	return errors.Join(u.f.free(m), u.e.free(m))
+}
+
+// fail keeps the step's first error for Logits.
+func (b *Backend) fail(err error) {
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+}
+
+func (b *Backend) queue(op func(Mem) error) { b.ops = append(b.ops, op) }
+
+// in returns buffer h for an op that reads it: in float32 unless elem,
+// when it must have been written in the element type (by RMSNorm,
+// Attention or SwiGLU, the ops that feed a matrix product).
+func (b *Backend) in(op string, h kernels.Buf, elem bool) launch.Ptr {
+	u := &b.bufs[h]
+	if b.dt != src.F32 && u.written && u.elem != elem {
+		panic(fmt.Sprintf("gpu: %s reads buffer %d in the form (float32 or %v) its last writer did not write", op, h, b.dt))
+	}
+	if elem {
+		return u.e.p
+	}
+	return u.f.p
+}
+
+// out returns buffer h for an op that writes it, in the element type if
+// elem, else float32.
+func (b *Backend) out(h kernels.Buf, elem bool) launch.Ptr {
+	u := &b.bufs[h]
+	u.elem, u.written = elem, true
+	if elem {
+		return u.e.p
+	}
+	return u.f.p
+}
+
+// Embed sets each token row of dst to its token's row of table.
+func (b *Backend) Embed(dst kernels.Buf, table kernels.Weight) {
+	w := b.matrix("Embed", table)
+	same("Embed", b.bufs[dst].cols, w.cols)
+	out, tok, n := b.out(dst, false), b.tok, b.tokens
+	b.queue(func(m Mem) error { return launch.Embed(m, out, w.p, tok, n, w.cols) })
+}
+
+// RMSNorm sets each row of dst, in the element type (a matrix product's
+// input), to RMSNorm(row of x)·weight.
+func (b *Backend) RMSNorm(dst, x kernels.Buf, weight kernels.Weight, eps float32) {
+	w := b.vector("RMSNorm", weight)
+	same("RMSNorm", b.bufs[dst].cols, b.bufs[x].cols)
+	same("RMSNorm", b.bufs[x].cols, w.cols)
+	xp := b.in("RMSNorm", x, false)
+	out, n := b.out(dst, true), b.tokens
+	b.queue(func(m Mem) error { return launch.RMSNorm(m, out, xp, w.p, n, w.cols, eps) })
+}
+
+// HeadNorm applies RMSNorm with weight to every head of every row of x,
+// in place, in float32.
+func (b *Backend) HeadNorm(x kernels.Buf, heads int, weight kernels.Weight, eps float32) {
+	w := b.vector("HeadNorm", weight)
+	same("HeadNorm", b.bufs[x].cols, heads*w.cols)
+	xp := b.in("HeadNorm", x, false)
+	b.out(x, false)
+	n := b.tokens * heads
+	b.queue(func(m Mem) error { return launch.RMSNormF32(m, xp, xp, w.p, n, w.cols, eps) })
+}
+
+// MatMul sets dst (float32) = x·Wᵀ, x having been written in the element
+// type.
+func (b *Backend) MatMul(dst, x kernels.Buf, weight kernels.Weight) {
+	w := b.matrix("MatMul", weight)
+	same("MatMul", b.bufs[dst].cols, w.rows)
+	same("MatMul", b.bufs[x].cols, w.cols)
+	xp := b.in("MatMul", x, true)
+	out, n := b.out(dst, false), b.tokens
+	b.queue(func(m Mem) error { return m.MatMulT(out, xp, w.p, n, w.rows, w.cols, 0) })
+}
+
+// AddBias adds bias (one row as wide as x) to every row of x.
+func (b *Backend) AddBias(x kernels.Buf, bias kernels.Weight) {
+	w := b.vector("AddBias", bias)
+	same("AddBias", b.bufs[x].cols, w.cols)
+	xp, n := b.in("AddBias", x, false), b.tokens
+	b.queue(func(m Mem) error { return launch.AddBias(m, xp, w.p, n, w.cols) })
+}
+
+// RoPE rotates every row of x (heads heads) in place for its token's
+// position, dividing pair i's frequency by factors' element i unless
+// factors is kernels.NoWeight.
+func (b *Backend) RoPE(x kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors kernels.Weight) {
+	u := &b.bufs[x]
+	hd := u.cols / heads
+	same("RoPE", u.cols, heads*hd)
+	var fp launch.Ptr
+	if factors != kernels.NoWeight {
+		w := b.vector("RoPE factors", factors)
+		same("RoPE factors", w.cols, hd/2)
+		fp = w.p
+	}
+	lay := launch.Adjacent
+	if layout == kernels.RopeHalves {
+		lay = launch.Halves
+	}
+	xp, pos, n := b.in("RoPE", x, false), b.st.RowPos, b.tokens
+	b.queue(func(m Mem) error { return launch.RoPE(m, lay, xp, u.cols, pos, n, heads, hd, theta, fp) })
+}
+
+// PutKV stores every token row of k and v in layer of the K/V pool.
+func (b *Backend) PutKV(layer int, k, v kernels.Buf) {
+	same("PutKV", b.bufs[k].cols, b.lay.KVDim())
+	same("PutKV", b.bufs[v].cols, b.lay.KVDim())
+	kp, vp := b.in("PutKV", k, false), b.in("PutKV", v, false)
+	pool, lay, st := b.kv.Pool(), b.lay, b.st
+	b.queue(func(m Mem) error { return launch.AppendKV(m, pool, lay, layer, kp, vp, lay.KVDim(), st) })
+}
+
+// Attention sets dst, in the element type, to causal attention of the
+// query rows q over layer's K/V; long contexts are split over the
+// sequence (FlashDecoding) when the rows alone would not fill the device.
+func (b *Backend) Attention(dst, q kernels.Buf, layer, heads int) {
+	same("Attention", b.bufs[q].cols, heads*b.lay.HeadDim)
+	same("Attention", b.bufs[dst].cols, heads*b.lay.HeadDim)
+	split := launch.ChooseSplit(b.st, b.lay.KVHeads, b.dev.SMs())
+	if n := launch.AttnWorkspace(b.st, b.lay, heads, split); 4*n > b.part.bytes {
+		b.fail(b.dev.Do(func(m Mem) error { return b.part.grow(m, 4*n) }))
+	}
+	a := launch.Attn{Q: b.in("Attention", q, false), LDQ: b.bufs[q].cols, Out: b.out(dst, true), NHeads: heads,
+		Layer: layer, Split: split, Partial: b.part.p}
+	pool, lay, st := b.kv.Pool(), b.lay, b.st
+	b.queue(func(m Mem) error { return launch.Attention(m, pool, lay, st, a) })
+}
+
+// SwiGLU sets dst, in the element type, to silu(gate)·up; dst may be
+// gate.
+func (b *Backend) SwiGLU(dst, gate, up kernels.Buf) {
+	hidden := b.bufs[gate].cols
+	same("SwiGLU", b.bufs[up].cols, hidden)
+	same("SwiGLU", b.bufs[dst].cols, hidden)
+	g, u := b.in("SwiGLU", gate, false), b.in("SwiGLU", up, false)
+	out, n := b.out(dst, true), b.tokens
+	b.queue(func(m Mem) error { return launch.SwiGLU(m, out, g, u, hidden, n, hidden) })
+}
+
+// Add sets dst += x, both float32.
+func (b *Backend) Add(dst, x kernels.Buf) {
+	same("Add", b.bufs[dst].cols, b.bufs[x].cols)
+	d, s, n := b.in("Add", dst, false), b.in("Add", x, false), b.tokens*b.bufs[x].cols
+	b.queue(func(m Mem) error { return launch.Add(m, d, s, n) })
+}
+
+// Logits queues the final RMSNorm and the classifier for the last token
+// row of each row that wants logits, runs the step's ops on the device in
+// one Do and copies those logits back. It returns the step's first error;
+// the slice is reused by the next call.
+func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps float32) ([]float32, error) {
+	nw, cw := b.vector("Logits", norm), b.matrix("Logits", classifier)
+	d := b.bufs[x].cols
+	same("Logits", d, nw.cols)
+	same("Logits", d, cw.cols)
+	n, vocab := b.nLogits, cw.rows
+	b.logits = grow(b.logits, n*vocab)
+	b.raw = growBytes(b.raw, 4*n*vocab)
+	xp, idx := b.in("Logits", x, false), b.idx
+	ops, err := b.ops, b.err
+	b.ops, b.err = ops[:0], nil
+	if err != nil {
+		return nil, err
+	}
+	err = b.dev.Do(func(m Mem) error {
+		for _, op := range ops {
+			if err := op(m); err != nil {
+				return err
+			}
+		}
+		if n == 0 {
+			return nil
+		}
+		err := errors.Join(b.normed.grow(m, 4*n*d), b.normedE.grow(m, n*d*b.dt.Size()), b.lout.grow(m, 4*n*vocab))
+		if err != nil {
+			return err
+		}
+		normedE := b.normedE.p
+		if b.dt == src.F32 {
+			normedE = b.normed.p // rmsnorm reads each element before writing it
+		}
+		if err := errors.Join(launch.GatherRows(m, b.normed.p, xp, idx, n, d),
+			launch.RMSNorm(m, normedE, b.normed.p, nw.p, n, d, eps),
+			m.MatMulT(b.lout.p, normedE, cw.p, n, vocab, d, 0)); err != nil {
+			return err
+		}
+		return m.Read(b.raw, b.lout.p)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpu: step: %w", err)
+	}
+	launch.Decode(src.F32, b.logits, b.raw)
+	return b.logits, nil
+}
+
+// Close frees every device allocation of the Backend: weights, buffers
+// and the K/V pool. The Backend is unusable afterwards.
+func (b *Backend) Close() error {
+	errs := []error{b.dev.Do(func(m Mem) error {
+		var errs []error
+		for _, w := range b.weights[1:] {
+			errs = append(errs, m.Free(w.p))
+		}
+		for i := range b.bufs {
+			errs = append(errs, b.bufs[i].free(m))
+		}
+		for _, a := range []*area{&b.stepBuf, &b.part, &b.normed, &b.normedE, &b.lout} {
+			errs = append(errs, a.free(m))
+		}
+		return errors.Join(errs...)
+	})}
+	if b.kv != nil {
+		errs = append(errs, b.kv.Close())
+	}
+	b.weights, b.bufs, b.kv, b.rowsCap = b.weights[:1], nil, nil, 0
+	return errors.Join(errs...)
+}
+
+// matrix returns weight h, which a kernel reads in the element type.
+func (b *Backend) matrix(op string, h kernels.Weight) weight {
+	w := b.weights[h]
+	if w.dt != b.dt || h == kernels.NoWeight {
+		panic(fmt.Sprintf("gpu: %s on weight %d, a %d×%d vector, not a matrix", op, h, w.rows, w.cols))
+	}
+	return w
+}
+
+// vector returns weight h, a float32 row.
+func (b *Backend) vector(op string, h kernels.Weight) weight {
+	w := b.weights[h]
+	if w.rows != 1 {
+		panic(fmt.Sprintf("gpu: %s on weight %d, a %d×%d matrix, not a vector", op, h, w.rows, w.cols))
+	}
+	return w
+}
+
+func grow(f []float32, n int) []float32 {
+	if cap(f) < n {
+		return make([]float32, n)
+	}
+	return f[:n]
+}
+
+func growBytes(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+// same panics unless widths a and b agree: an op given buffers and
+// weights whose shapes do not fit is a broken caller invariant.
+func same(op string, a, b int) {
+	if a != b {
+		panic(fmt.Sprintf("gpu: %s on widths %d and %d", op, a, b))
+	}
+}

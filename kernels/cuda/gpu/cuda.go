@@ -1,0 +1,38 @@
+//go:build cuda
+
+package gpu
+
+import (
+	"github.com/prefixd/prefixd/kernels/cuda"
+	"github.com/prefixd/prefixd/kernels/cuda/launch"
+	"github.com/prefixd/prefixd/kernels/cuda/src"
+)
+
+// Built says whether this binary has the GPU backend (the cuda build tag).
+const Built = true
+
+// gpuDevice is a kernels/cuda Device as a Device: a step's ops run in one
+// hand-over to its thread, matrix products are cuBLAS GemmEx, the pool is
+// a cuda.KVStore.
+type gpuDevice struct{ d *cuda.Device }
+
+// OpenCUDA opens GPU ordinal with kernels, pool and matrices of element
+// type dt.
+func OpenCUDA(ordinal int, dt src.DType) (GPU, error) {
+	d, err := cuda.Open(cuda.Config{Ordinal: ordinal, DType: dt})
+	if err != nil {
+		return nil, err
+	}
+	return gpuDevice{d}, nil
+}
+
+func (g gpuDevice) Do(f func(Mem) error) error {
+	return g.d.Do(func(x *cuda.Exec) error { return f(x) })
+}
+func (g gpuDevice) DType() src.DType { return g.d.DType() }
+func (g gpuDevice) SMs() int         { return g.d.SMs() }
+func (g gpuDevice) NewKV(lay launch.KVLayout) (KVPool, error) {
+	return cuda.NewKVStore(g.d, lay)
+}
+func (g gpuDevice) MemInfo() (free, total int64, err error) { return g.d.MemInfo() }
+func (g gpuDevice) Close() error                            { return g.d.Close() }

@@ -1,0 +1,99 @@
+package gpu
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prefixd/prefixd/bench"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/kernels/cuda/src"
+	"github.com/prefixd/prefixd/model"
+)
+
+// e2eSizes scale the end-to-end benchmark: the GPU run (BenchmarkEndToEnd,
+// cuda tag) uses the sizes, the emulator test a tiny version of
+// the same workloads.
+type e2eSizes struct {
+	requests         int // of each workload
+	prefix, question int // prompt = prefix + question tokens
+	output           int // generated per request
+	skewPrompt       int // the skew workload's prompt tokens (outputs: bench.SeedLengths)
+	maxBatchTokens   int
+}
+
+// gpuSizes are the issue's: 64 requests × (1,024 + 32 prompt + 128
+// generated), and the seed's skewed lengths.
+var gpuSizes = e2eSizes{requests: 64, prefix: 1024, question: 32, output: 128, skewPrompt: 16, maxBatchTokens: 8192}
+
+// e2eWorkloads returns the end-to-end workloads: distinct prompts
+// (generated tokens per second), the same requests sharing their prefix
+// with the cache on and off, and the skew workload under continuous and
+// static batching.
+func e2eWorkloads(s e2eSizes) ([]*bench.Workload, error) {
+	const bs = 16
+	perReq := (s.prefix+s.question+s.output+bs-1)/bs + 1
+	shape := bench.EngineShape{NumBlocks: s.requests*perReq + 64, BlockSize: bs, MaxRunning: s.requests,
+		MaxBatchTokens: s.maxBatchTokens, PrefillChunk: s.prefix + s.question}
+	distinct, err := bench.SharedPrefix(bench.SharedPrefixConfig{Groups: s.requests, PerGroup: 1, System: s.prefix,
+		Question: s.question, Output: s.output, Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	shared, err := bench.SharedPrefix(bench.SharedPrefixConfig{Groups: 1, PerGroup: s.requests, System: s.prefix,
+		Question: s.question, Output: s.output, Seed: 2})
+	if err != nil {
+		return nil, err
+	}
+	skew, err := bench.Skew(bench.SkewConfig{Requests: s.requests, Prompt: s.skewPrompt, Dist: "seed", Seed: 3})
+	if err != nil {
+		return nil, err
+	}
+	cont := bench.Mode{Name: "continuous", Cache: true}
+	return []*bench.Workload{
+		{Name: "distinct", Shape: shape, Requests: distinct, Modes: []bench.Mode{cont}},
+		{Name: "shared-prefix", Shape: shape, Requests: shared, Modes: []bench.Mode{
+			{Name: "cache-on", Cache: true}, {Name: "cache-off"}}},
+		{Name: "skew", Shape: shape, Requests: skew, Modes: []bench.Mode{cont, {Name: "static", Batching: engine.Static, Cache: true}}},
+	}, nil
+}
+
+// runE2E runs every workload under each of its modes on m.
+func runE2E(tb testing.TB, m engine.Model, s e2eSizes, each func(w *bench.Workload, r bench.Result)) {
+	ws, err := e2eWorkloads(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, w := range ws {
+		for _, mode := range w.Modes {
+			r, err := bench.Run(context.Background(), m, -1, w, mode)
+			if err != nil {
+				tb.Fatalf("%s/%s: %v", w.Name, mode.Name, err)
+			}
+			each(w, r)
+		}
+	}
+}
+
+// TestEndToEndBenchLogic runs the end-to-end benchmark's workloads, tiny,
+// on the emulator: every request finishes with its tokens, nothing leaks,
+// and the shared prefix is served from the cache only when it is on.
+func TestEndToEndBenchLogic(t *testing.T) {
+	m := model.Random(model.Config{Dim: 32, Hidden: 48, Layers: 1, Heads: 4, KVHeads: 2, Vocab: 300, MaxSeqLen: 512,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}, 9)
+	tiny := e2eSizes{requests: 4, prefix: 32, question: 5, output: 6, skewPrompt: 4, maxBatchTokens: 256}
+	each(t, []src.DType{src.BF16}, func(t *testing.T, dev Device) {
+		runE2E(t, runnerOn(t, m, dev), tiny, func(w *bench.Workload, r bench.Result) {
+			want := 0
+			for _, q := range w.Requests {
+				want += q.MaxTokens
+			}
+			if r.Failed != 0 || r.LeakedBlocks != 0 || r.GeneratedTokens != want {
+				t.Errorf("%s/%s: %d failed, %d blocks leaked, %d tokens generated, want %d", w.Name, r.Mode, r.Failed,
+					r.LeakedBlocks, r.GeneratedTokens, want)
+			}
+			if shared := w.Name == "shared-prefix" && r.Mode == "cache-on"; shared != (r.HitRate > 0) {
+				t.Errorf("%s/%s: hit rate %.2f", w.Name, r.Mode, r.HitRate)
+			}
+		})
+	})
+}

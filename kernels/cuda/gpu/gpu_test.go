@@ -1,0 +1,431 @@
+package gpu
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/prefixd/prefixd/batch"
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/kernels"
+	"github.com/prefixd/prefixd/kernels/cpu"
+	"github.com/prefixd/prefixd/kernels/cuda/internal/kerneltest"
+	"github.com/prefixd/prefixd/kernels/cuda/launch"
+	"github.com/prefixd/prefixd/kernels/cuda/src"
+	"github.com/prefixd/prefixd/model"
+)
+
+// target is a device the tests run on: the emulator (emu_test.go, where
+// cgo is on) and, under the cuda tag, the GPU (cuda_test.go). open returns
+// the device and a count of its live allocations, which must be back where
+// it started once a Backend is closed.
+type target struct {
+	name string
+	open func(t testing.TB, dt src.DType) (Device, func() int64)
+}
+
+var targets []target
+
+// each runs f on every target for each element type, as subtests.
+func each(t *testing.T, dts []src.DType, f func(t *testing.T, dev Device)) {
+	if len(targets) == 0 {
+		t.Skip("no device: the emulator needs cgo on amd64")
+	}
+	for _, tg := range targets {
+		for _, dt := range dts {
+			t.Run(tg.name+"-"+dt.String(), func(t *testing.T) {
+				dev, live := tg.open(t, dt)
+				before := live()
+				t.Cleanup(func() {
+					if after := live(); after != before {
+						t.Errorf("live device allocations: %d before, %d after Close", before, after)
+					}
+				})
+				f(t, dev)
+			})
+		}
+	}
+}
+
+// countedGPU counts the live allocations made through its Mem.
+type countedGPU struct {
+	GPU
+	live *int64
+}
+
+func (c countedGPU) Do(f func(Mem) error) error {
+	return c.GPU.Do(func(m Mem) error { return f(countingMem{m, c.live}) })
+}
+
+type countingMem struct {
+	Mem
+	live *int64
+}
+
+func (m countingMem) Alloc(n int) (launch.Ptr, error) {
+	p, err := m.Mem.Alloc(n)
+	if err == nil {
+		*m.live++
+	}
+	return p, err
+}
+
+func (m countingMem) Free(p launch.Ptr) error {
+	*m.live--
+	return m.Mem.Free(p)
+}
+
+// runnerOn returns a Runner for m on a new Backend over dev, closed when
+// the test ends.
+func runnerOn(t testing.TB, m *model.Model, dev Device) *model.Runner {
+	t.Helper()
+	b := NewBackend(dev)
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	r, err := model.NewRunnerOn(m, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func cpuRunner(t testing.TB, m *model.Model) *model.Runner {
+	w := cpu.NewWorkers(2)
+	t.Cleanup(w.Close)
+	return model.NewRunner(m, w)
+}
+
+// roundMatrices rounds every matrix of m to dt, as Upload does, so that
+// the CPU reference computes with the weights the device holds.
+func roundMatrices(m *model.Model, dt src.DType) {
+	r := func(x []float32) {
+		for i, v := range x {
+			x[i] = launch.Round(dt, v)
+		}
+	}
+	r(m.Embedding)
+	if !m.Config.SharedClassifier {
+		r(m.Classifier)
+	}
+	for _, l := range m.Layers {
+		for _, x := range [][]float32{l.Wq, l.Wk, l.Wv, l.Wo, l.W1, l.W2, l.W3} {
+			r(x)
+		}
+	}
+}
+
+var forwardModels = []struct {
+	name    string
+	cfg     model.Config
+	factors bool
+}{
+	{name: "GQA", cfg: model.Config{Dim: 48, Hidden: 80, Layers: 2, Heads: 6, KVHeads: 2, Vocab: 50}},
+	{name: "odd halves bias", cfg: model.Config{Dim: 36, Hidden: 70, Layers: 2, Heads: 3, KVHeads: 1, Vocab: 37,
+		Arch: model.Arch{Rope: kernels.RopeHalves, QKVBias: true}}},
+	{name: "qk norm head 14 factors", factors: true, cfg: model.Config{Dim: 40, Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2,
+		Vocab: 45, HeadWidth: 14, SharedClassifier: true, Arch: model.Arch{QKNorm: true}}},
+	{name: "everything MHA", factors: true, cfg: model.Config{Dim: 32, Hidden: 50, Layers: 3, Heads: 2, KVHeads: 2,
+		Vocab: 60, HeadWidth: 20, Arch: model.Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}}},
+}
+
+// seqTables gives each of n sequences blocks enough blocks of bs for
+// positions up to length, over a shuffled pool; sequence 2 starts with
+// sequence 0's first two blocks (a cached prefix).
+func seqTables(n, blocks, bs int) [][]blockstore.BlockID {
+	ids := make([]blockstore.BlockID, 0, n*blocks)
+	for i := range n * blocks {
+		ids = append(ids, blockstore.BlockID((i*7)%(n*blocks)))
+	}
+	tables := make([][]blockstore.BlockID, n)
+	for i := range tables {
+		tables[i] = ids[i*blocks : (i+1)*blocks]
+	}
+	tables[2] = append(slices.Clone(tables[0][:2]), tables[2][2:]...)
+	return tables
+}
+
+func tokens(seed, n, vocab int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32((seed*31 + i*17 + i*i) % vocab)
+	}
+	return out
+}
+
+// TestForwardMatchesCPU runs the same steps on the device's runner and on
+// the CPU runner, over the same block tables, and compares every step's
+// logits: a prefill of three sequences (one past 128 positions, so its
+// decodes split over the sequence), a prefill over a cached prefix mixed
+// with decodes and a row that wants no logits, then decode batches.
+func TestForwardMatchesCPU(t *testing.T) {
+	each(t, src.DTypes, func(t *testing.T, dev Device) {
+		for i, fm := range forwardModels {
+			t.Run(fm.name, func(t *testing.T) {
+				c := fm.cfg
+				c.MaxSeqLen, c.RopeTheta, c.NormEps, c.BOS, c.EOS = 256, 10000, 1e-5, -1, -1
+				m := model.Random(c, uint64(i+1))
+				if fm.factors {
+					m.RopeFactors = make([]float32, c.HeadDim()/2)
+					for j := range m.RopeFactors {
+						m.RopeFactors[j] = 1 + 3*float32(j)/float32(len(m.RopeFactors))
+					}
+				}
+				roundMatrices(m, dev.DType())
+				const bs, blocks = 8, 24
+				gpuR, cpuR := runnerOn(t, m, dev), cpuRunner(t, m)
+				for _, r := range []*model.Runner{gpuR, cpuR} {
+					if _, err := r.NewKV(4*blocks, bs); err != nil {
+						t.Fatal(err)
+					}
+				}
+				tb := seqTables(4, blocks, bs)
+				steps := [][]batch.Row{
+					{{Tokens: tokens(1, 21, c.Vocab), Blocks: tb[0], Logits: true},
+						{Tokens: tokens(2, 13, c.Vocab), Blocks: tb[1], Logits: true},
+						{Tokens: tokens(3, 140, c.Vocab), Blocks: tb[3], Logits: true}},
+					{{Tokens: tokens(4, 1, c.Vocab), Start: 21, Blocks: tb[0], Logits: true},
+						{Tokens: tokens(5, 9, c.Vocab), Start: 16, Blocks: tb[2], Logits: true},
+						{Tokens: tokens(6, 2, c.Vocab), Start: 13, Blocks: tb[1]}},
+				}
+				for k := range 6 {
+					steps = append(steps, []batch.Row{
+						{Tokens: tokens(7+k, 1, c.Vocab), Start: 22 + k, Blocks: tb[0], Logits: true},
+						{Tokens: tokens(8+k, 1, c.Vocab), Start: 15 + k, Blocks: tb[1], Logits: true},
+						{Tokens: tokens(9+k, 1, c.Vocab), Start: 25 + k, Blocks: tb[2], Logits: k%2 == 0},
+						{Tokens: tokens(10+k, 1, c.Vocab), Start: 140 + k, Blocks: tb[3], Logits: true}})
+				}
+				tol := kerneltest.Tolerance[dev.DType()]
+				for s, rows := range steps {
+					want, err := cpuR.Forward(rows)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := gpuR.Forward(rows)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if e := kerneltest.RelErr(got, want); e > tol {
+						t.Fatalf("step %d: logits relative error %.3g over %.0e", s, e, tol)
+					}
+				}
+			})
+		}
+	})
+}
+
+// sharedModel returns ../shared/models/name from the repository root, or
+// from $PREFIXD_TEST_MODELS (gpu-check packs the model there), skipping
+// the test when it is missing.
+func sharedModel(t testing.TB, name string) string {
+	t.Helper()
+	if dir := os.Getenv("PREFIXD_TEST_MODELS"); dir != "" {
+		return filepath.Join(dir, name)
+	}
+	p := filepath.Join("..", "..", "..", "..", "shared", "models", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("test model %s not available: %v", name, err)
+	}
+	return p
+}
+
+// Greedy tokens TestStories260KGreedy generates: 256 on a GPU, fewer on
+// the emulator, which runs every thread of every kernel on one CPU core
+// (past 128, so that decode attention splits over the sequence there too).
+const (
+	gpuGreedyTokens = 256
+	emuGreedyTokens = 160
+)
+
+// TestStories260KGreedy decodes greedily from a one-token prompt on the
+// device's runner and on the CPU runner in f32 and requires the same
+// tokens.
+func TestStories260KGreedy(t *testing.T) {
+	m, err := model.Load(sharedModel(t, "stories260K.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	each(t, []src.DType{src.F32}, func(t *testing.T, dev Device) {
+		n := emuGreedyTokens
+		if _, ok := dev.(GPU); ok {
+			n = gpuGreedyTokens
+		}
+		var outs [2][]int32
+		for i, r := range []*model.Runner{runnerOn(t, m, dev), cpuRunner(t, m)} {
+			bs := 16
+			if _, err := r.NewKV((n+bs)/bs+1, bs); err != nil {
+				t.Fatal(err)
+			}
+			table := make([]blockstore.BlockID, (n+bs)/bs+1)
+			for j := range table {
+				table[j] = blockstore.BlockID(j)
+			}
+			tok := m.Config.BOS
+			for pos := range n {
+				logits, err := r.Forward([]batch.Row{{Tokens: []int32{tok}, Start: pos, Blocks: table, Logits: true}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tok = int32(argmax(logits))
+				outs[i] = append(outs[i], tok)
+			}
+		}
+		if !slices.Equal(outs[0], outs[1]) {
+			t.Fatalf("greedy tokens differ:\ndevice %v\ncpu    %v", outs[0], outs[1])
+		}
+		t.Logf("%d greedy tokens identical", n)
+	})
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// engineModel is a small random model for the engine runs.
+func engineModel() *model.Model {
+	return model.Random(model.Config{Dim: 32, Hidden: 48, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 64, MaxSeqLen: 256,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}, 7)
+}
+
+// engineRun runs reqs on an engine over r with cfg's options and returns
+// each request's tokens.
+func engineRun(t *testing.T, r engine.Model, opt func(*engine.Config), reqs []engine.Request) ([][]int32, engine.Stats) {
+	t.Helper()
+	cfg := engine.Config{Model: r, EOS: -1, NumBlocks: 64, BlockSize: 4, MaxRunning: 8, MaxBatchTokens: 96, PrefillChunk: 32}
+	opt(&cfg)
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streams []*engine.Stream
+	for _, req := range reqs {
+		s, err := e.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	out := make([][]int32, len(reqs))
+	for i, s := range streams {
+		res := s.Result()
+		if res.Err != nil {
+			t.Fatalf("request %d: %v", i, res.Err)
+		}
+		out[i] = res.Tokens
+	}
+	st := e.Stats()
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return out, st
+}
+
+// TestEngineEndToEnd runs the engine on the device's runner: greedy
+// requests sharing a prefix give the CPU runner's tokens with the prefix
+// cache on and off, static and continuous batching, and under preemption
+// in a small pool; beam search gives the CPU runner's beams.
+func TestEngineEndToEnd(t *testing.T) {
+	m := engineModel()
+	shared := tokens(1, 24, m.Config.Vocab)
+	var greedy []engine.Request
+	for i := range 6 {
+		p := append(slices.Clone(shared), tokens(10+i, 3+5*i, m.Config.Vocab)...)
+		greedy = append(greedy, engine.Request{Prompt: p, MaxTokens: 6 + 3*i, IgnoreEOS: true})
+	}
+	beams := []engine.Request{{Prompt: shared[:9], MaxTokens: 8, IgnoreEOS: true, Beam: engine.Beam{Width: 3}}}
+	want, _ := engineRun(t, cpuRunner(t, m), func(*engine.Config) {}, greedy)
+	wantBeams, _ := engineRun(t, cpuRunner(t, m), func(*engine.Config) {}, beams)
+	each(t, []src.DType{src.F32}, func(t *testing.T, dev Device) {
+		for _, v := range []struct {
+			name string
+			opt  func(*engine.Config)
+		}{
+			{"cache continuous", func(*engine.Config) {}},
+			{"no cache", func(c *engine.Config) { c.DisablePrefixCache = true }},
+			{"static", func(c *engine.Config) { c.Batching = engine.Static }},
+			{"preemption", func(c *engine.Config) { c.NumBlocks = 24; c.MaxRunning = 6 }},
+		} {
+			t.Run(v.name, func(t *testing.T) {
+				got, st := engineRun(t, runnerOn(t, m, dev), v.opt, greedy)
+				for i := range got {
+					if !slices.Equal(got[i], want[i]) {
+						t.Errorf("request %d: %v, CPU runner %v", i, got[i], want[i])
+					}
+				}
+				if v.name == "preemption" && st.Preemptions == 0 {
+					t.Error("no preemption in a 24-block pool")
+				}
+				if v.name == "cache continuous" && st.CacheHitDevice == 0 {
+					t.Error("no prefix cache hit")
+				}
+			})
+		}
+		t.Run("beams", func(t *testing.T) {
+			got, _ := engineRun(t, runnerOn(t, m, dev), func(*engine.Config) {}, beams)
+			if !slices.Equal(got[0], wantBeams[0]) {
+				t.Errorf("beam search: %v, CPU runner %v", got[0], wantBeams[0])
+			}
+		})
+	})
+}
+
+// TestBackendRefuses checks what the Backend refuses: tensors it cannot
+// compute on (an error), ops on handles that do not fit or on a buffer in
+// the form its last writer did not write (panics: broken caller
+// invariants), and a step whose rows the pool cannot hold (Logits' error).
+func TestBackendRefuses(t *testing.T) {
+	each(t, []src.DType{src.BF16}, func(t *testing.T, dev Device) {
+		b := NewBackend(dev)
+		defer b.Close()
+		if _, err := b.Upload(kernels.Tensor{Type: 1, Rows: 2, Cols: 2, Data: make([]byte, 8)}); err == nil {
+			t.Error("an F16 tensor uploaded")
+		}
+		if _, err := b.Upload(kernels.FromF32(nil, 0, 4)); err == nil {
+			t.Error("an empty tensor uploaded")
+		}
+		w, err := b.Upload(kernels.FromF32(make([]float32, 12), 3, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		norm, err := b.Upload(kernels.FromF32([]float32{1, 1, 1, 1}, 1, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, y, z := b.Buffer(4), b.Buffer(3), b.Buffer(5)
+		if _, err := b.NewKV(kernels.KVConfig{Layers: 1, KVHeads: 1, HeadDim: 4, BlockSize: 4, NumBlocks: 2}); err != nil {
+			t.Fatal(err)
+		}
+		b.Begin([]batch.Row{{Tokens: []int32{1, 2}, Blocks: []blockstore.BlockID{0}}})
+		b.Embed(x, w) // x is float32 now
+		for name, op := range map[string]func(){
+			"widths":      func() { b.MatMul(z, x, w) },
+			"float32 in":  func() { b.MatMul(y, x, w) },
+			"matrix norm": func() { b.RMSNorm(x, x, w, 1e-5) },
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s: no panic", name)
+					}
+				}()
+				op()
+			}()
+		}
+		// Positions past the block table: the step fails, in Logits.
+		b.Begin([]batch.Row{{Tokens: make([]int32, 6), Blocks: []blockstore.BlockID{0}, Logits: true}})
+		if _, err := b.Logits(x, norm, w, 1e-5); err == nil {
+			t.Error("a step past its block table ran")
+		}
+	})
+}
