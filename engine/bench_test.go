@@ -71,7 +71,7 @@ func steadyScheduler(tb testing.TB, n int, cache, text bool) (sc *scheduler, ref
 		for len(sc.running)+len(sc.waiting) < n {
 			made++
 			req := &Request{Namespace: "b", Prompt: []int32{int32(made % 32), int32(made / 32 % 32), 1, 2}, MaxTokens: 4000, IgnoreEOS: true, StopStrings: stops}
-			s, err := newSeq(e, req)
+			s, err := newSeq(e, req, 0, e.cfg.Clock.Now())
 			if err != nil {
 				tb.Fatal(err)
 			}

@@ -31,6 +31,21 @@ var (
 // gives the same output.
 type Sampling = sample.Params
 
+// Logprob is a token and its log-probability.
+type Logprob = sample.TokenLogprob
+
+// TokenLogprobs is a generated token's log-probability under the
+// distribution it was sampled from (see sample.Sampler.Logprobs), and the
+// most likely tokens of that distribution, most likely first.
+type TokenLogprobs struct {
+	Logprob float32
+	Top     []Logprob
+}
+
+// MaxTopLogprobs is the most alternatives a request may ask for per token
+// (OpenAI's limit).
+const MaxTopLogprobs = 20
+
 // Beam asks for beam search instead of sampling.
 type Beam struct {
 	Width         int     // beams kept per step; 0 or 1 means no beam search
@@ -54,6 +69,17 @@ type Request struct {
 	StopStrings []string // generation ends when the decoded text contains one
 	IgnoreEOS   bool     // keep going past EOS (benchmarks)
 	Sampling    Sampling
+	// N is the number of choices, independent samples of the same prompt
+	// (0 or 1: one; SubmitN returns a Stream per choice). The prompt is
+	// prefilled once: every choice's block table forks the first's
+	// copy-on-write, and choice i samples from PRNG stream i of the seed.
+	// Each choice counts as a sequence in Stats and for the Observer.
+	N int
+	// Logprobs asks for each generated token's log-probability (Token and
+	// Result.Logprobs), TopLogprobs (at most MaxTopLogprobs) for that many
+	// most likely alternatives as well.
+	Logprobs    bool
+	TopLogprobs int
 	Beam        Beam
 	Cache       Cache
 }
@@ -90,11 +116,14 @@ type Timing struct {
 // Result is a finished request.
 type Result struct {
 	Tokens []int32
-	Text   string // decoded tokens, if the engine has a tokenizer
-	Finish FinishReason
-	Usage  Usage
-	Timing Timing
-	Err    error // set when Finish is FinishError
+	// Logprobs, if the request asked, is each token's log-probability,
+	// index for index with Tokens.
+	Logprobs []TokenLogprobs
+	Text     string // decoded tokens, if the engine has a tokenizer
+	Finish   FinishReason
+	Usage    Usage
+	Timing   Timing
+	Err      error // set when Finish is FinishError
 }
 
 // validate checks what can be checked without the engine's state.
@@ -123,6 +152,15 @@ func (r *Request) validate(vocab, maxLen, maxBeam int) error {
 		return bad("beam width must be in [0, %d], got %d", maxBeam, r.Beam.Width)
 	case r.Beam.Width > 1 && r.Sampling.Temperature != 0:
 		return bad("beam search is deterministic: temperature must be 0")
+	case r.Beam.Width > 1 && (r.N > 1 || r.Logprobs || r.Sampling.LogitBias != nil ||
+		r.Sampling.FrequencyPenalty != 0 || r.Sampling.PresencePenalty != 0 || r.Sampling.RepetitionPenalty != 0):
+		return bad("beam search ranks by the model's own log-probabilities: it takes no n, logprobs, logit bias or penalties")
+	case r.N < 0 || r.N > maxBeam:
+		return bad("n must be in [1, %d], got %d", maxBeam, r.N)
+	case r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs:
+		return bad("top_logprobs must be in [0, %d], got %d", MaxTopLogprobs, r.TopLogprobs)
+	case r.TopLogprobs > 0 && !r.Logprobs:
+		return bad("top_logprobs needs logprobs")
 	case r.Cache.TTL < 0:
 		return bad("cache TTL must not be negative, got %v", r.Cache.TTL)
 	}
@@ -134,6 +172,14 @@ func (r *Request) validate(vocab, maxLen, maxBeam int) error {
 	for _, t := range r.StopTokens {
 		if t < 0 || int(t) >= vocab {
 			return bad("stop token %d is outside the vocabulary [0, %d)", t, vocab)
+		}
+	}
+	if err := r.Sampling.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	for t := range r.Sampling.LogitBias {
+		if int(t) >= vocab {
+			return bad("logit bias token %d is outside the vocabulary [0, %d)", t, vocab)
 		}
 	}
 	for _, s := range r.StopStrings {
