@@ -37,17 +37,32 @@ func (s *Server) limits() limits {
 	if s.cfg.Tokenizer != nil {
 		lim.haveTokenizer = true
 		lim.bos = s.cfg.Tokenizer.BOS()
+		if a, ok := s.cfg.Tokenizer.(bosAdder); ok && !a.AddBOS() {
+			lim.bos = -1 // GPT-2's BOS is its EOS: prompts do not start with it
+		}
 	}
 	return lim
 }
 
-// encoder returns the tokenizer as an Encoder, nil when there is none.
+// encoder returns the tokenizer as an Encoder of text prompts, nil when
+// there is none. Text that spells a control token (<|im_start|>) becomes
+// that token, as Hugging Face tokenizers (and so vLLM) encode prompts by
+// default, where the tokenizer has control tokens.
 func (s *Server) encoder() Encoder {
 	if s.cfg.Tokenizer == nil {
 		return nil
 	}
+	if se, ok := s.cfg.Tokenizer.(specialEncoder); ok {
+		return specialAsEncoder{se}
+	}
 	return s.cfg.Tokenizer
 }
+
+// specialAsEncoder encodes with EncodeSpecial.
+type specialAsEncoder struct{ specialEncoder }
+
+// Encode implements Encoder.
+func (e specialAsEncoder) Encode(text string) []int32 { return e.EncodeSpecial(text) }
 
 // usageJSON is the native API's usage object.
 type usageJSON struct {
@@ -331,91 +346,4 @@ func writeEvent(w *bufio.Writer, v any) error {
 	w.Write(b)
 	_, err = w.WriteString("\n\n")
 	return err
-}
-
-// OpenAI completion objects.
-type (
-	completionChoice struct {
-		Text         string  `json:"text"`
-		Index        int     `json:"index"`
-		Logprobs     any     `json:"logprobs"`
-		FinishReason *string `json:"finish_reason"`
-	}
-	promptDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-	}
-	completionUsage struct {
-		PromptTokens        int           `json:"prompt_tokens"`
-		CompletionTokens    int           `json:"completion_tokens"`
-		TotalTokens         int           `json:"total_tokens"`
-		PromptTokensDetails promptDetails `json:"prompt_tokens_details"`
-	}
-	completionResponse struct {
-		ID      string             `json:"id"`
-		Object  string             `json:"object"`
-		Created int64              `json:"created"`
-		Model   string             `json:"model"`
-		Choices []completionChoice `json:"choices"`
-		Usage   *completionUsage   `json:"usage,omitempty"`
-	}
-)
-
-func openAIUsage(u engine.Usage) *completionUsage {
-	return &completionUsage{u.PromptTokens, u.CompletionTokens, u.PromptTokens + u.CompletionTokens, promptDetails{u.CachedTokens}}
-}
-
-func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
-	var c completionRequest
-	if err := decodeStrict(ctx.PostBody(), &c); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if c.Model != "" && !s.servesModel(c.Model, namespace(ctx)) {
-		s.writeError(ctx, &apiError{Status: 404, Type: typeNotFound, Param: "model",
-			Message: "model " + c.Model + " does not exist; this server serves " + s.cfg.ModelName})
-		return
-	}
-	req, aerr := c.toEngine(s.encoder(), s.limits())
-	if aerr != nil {
-		s.writeError(ctx, aerr)
-		return
-	}
-	req.Namespace = namespace(ctx)
-	st, cancel, err := s.submit(req)
-	if err != nil {
-		s.writeSubmitError(ctx, err)
-		return
-	}
-	id, created, name := newID("cmpl-"), time.Now().Unix(), s.cfg.ModelName
-	chunk := func(text string, finish *string) completionResponse {
-		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: name,
-			Choices: []completionChoice{{Text: text, FinishReason: finish}}}
-	}
-	if c.Stream {
-		s.streamSSE(ctx, id, st, cancel, sseFormat{
-			token: func(_ int32, text string) any {
-				if text == "" {
-					return nil
-				}
-				return chunk(text, nil)
-			},
-			final: func(res *engine.Result, rest string) any {
-				reason := string(res.Finish)
-				r := chunk(rest, &reason)
-				r.Usage = openAIUsage(res.Usage)
-				return r
-			},
-		})
-		return
-	}
-	defer cancel()
-	res, ok := s.result(ctx, st, cancel)
-	if !ok {
-		return
-	}
-	reason := string(res.Finish)
-	r := chunk(res.Text, &reason)
-	r.Usage = openAIUsage(res.Usage)
-	ctx.Response.Header.Set("X-Request-Id", id)
-	s.writeJSON(ctx, 200, r)
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/prefixd/prefixd/chat"
 	"github.com/prefixd/prefixd/engine"
 	"github.com/prefixd/prefixd/trace"
 )
@@ -92,6 +93,11 @@ type Config struct {
 	// TraceTokens records prompts as token IDs; by default a record holds
 	// only the prompt's block hashes (trace.BlockHashes), not its text.
 	TraceTokens bool
+	// ChatTemplate renders /v1/chat/completions conversations and
+	// /tokenize's messages. Default: the tokenizer's own template, else
+	// the built-in one (chat.BuiltinFor) its vocabulary's marker tokens
+	// call for, else ChatML.
+	ChatTemplate *chat.Template
 }
 
 // Server serves one engine over HTTP. It is safe for concurrent use.
@@ -105,6 +111,7 @@ type Server struct {
 	routes  map[string]*route
 	handler fasthttp.RequestHandler
 	trace   *tracer // nil without Config.Trace
+	chat    *chatSetup
 
 	// base is the parent of every request's context: not the RequestCtx,
 	// whose Done fires when shutdown begins, before in-flight requests
@@ -180,6 +187,13 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, eng: cfg.Engine, ecfg: ecfg, log: cfg.Logger, metrics: cfg.Metrics, created: time.Now().Unix()}
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	s.trace = newTracer(cfg.Trace, cfg.TraceTokens, ecfg.BlockSize, cfg.Logger)
+	if cfg.Tokenizer != nil {
+		var err error
+		if s.chat, err = newChatSetup(cfg.Tokenizer, cfg.ChatTemplate); err != nil {
+			return nil, err
+		}
+		s.log.Info("chat template", "template", s.chat.source)
+	}
 	st := cfg.Engine.Stats()
 	s.defaultTTL.Store(int64(st.DefaultTTL))
 	s.maxTTL.Store(int64(st.MaxTTL))
@@ -269,6 +283,9 @@ func (s *Server) buildRoutes() map[string]*route {
 	add("/generate", "POST", s.tenant(s.handleGenerate))
 	add("/generate_stream", "POST", s.tenant(s.handleGenerateStream))
 	add("/v1/completions", "POST", s.tenant(s.handleCompletions))
+	add("/v1/chat/completions", "POST", s.tenant(s.handleChatCompletions))
+	add("/tokenize", "POST", s.tenant(s.handleTokenize))
+	add("/detokenize", "POST", s.tenant(s.handleDetokenize))
 	add("/v1/models", "GET", s.tenant(s.handleModels))
 	add("/metrics", "GET", s.metrics.handler())
 	add("/", "GET", s.handleIndex)
