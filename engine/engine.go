@@ -366,7 +366,7 @@ func (e *Engine) SubmitN(ctx context.Context, req Request) ([]*Stream, error) {
 }
 
 // Validate reports whether the engine could ever serve req as asked, with
-// an error wrapping ErrInvalid if not: the checks Submit makes before it
+// an *InvalidError (matching ErrInvalid) if not: the checks Submit makes before it
 // queues a request. It is safe for concurrent use.
 func (e *Engine) Validate(req *Request) error {
 	if err := req.validate(e.cfg.Model.VocabSize(), e.cfg.MaxModelLen, e.cfg.MaxBeamWidth); err != nil {
@@ -377,11 +377,11 @@ func (e *Engine) Validate(req *Request) error {
 		if pinned > 0 {
 			held = fmt.Sprintf(", %d of them held by operator pins", pinned)
 		}
-		return fmt.Errorf("%w: prompt (%d tokens) + max_tokens (%d) needs %d KV blocks of %d tokens at its longest; the pool has %d%s",
-			ErrInvalid, len(req.Prompt), req.MaxTokens, need, e.cfg.BlockSize, e.cfg.NumBlocks, held)
+		return invalid("max_tokens", "prompt (%d tokens) + max_tokens (%d) needs %d KV blocks of %d tokens at its longest; the pool has %d%s",
+			len(req.Prompt), req.MaxTokens, need, e.cfg.BlockSize, e.cfg.NumBlocks, held)
 	}
 	if ttl, maxTTL := req.Cache.TTL, time.Duration(e.maxTTL.Load()); ttl > maxTTL {
-		return fmt.Errorf("%w: cache TTL %v is above the maximum %v", ErrInvalid, ttl, maxTTL)
+		return invalid("cache.ttl", "cache TTL %v is above the maximum %v", ttl, maxTTL)
 	}
 	return nil
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/prefixd/prefixd/sample"
 )
 
-// Errors a submission can get. Each wraps ErrInvalid or is a sentinel the
-// server maps to a status code.
+// Errors a submission can get. Each is an *InvalidError (which matches
+// ErrInvalid) or a sentinel the server maps to a status code.
 var (
 	// ErrInvalid marks a request the engine can never serve as asked.
 	ErrInvalid = errors.New("engine: invalid request")
@@ -25,6 +25,26 @@ var (
 	// says how many blocks were missing and how many pins hold.
 	ErrNoRoom = errors.New("engine: not enough KV blocks for the request even alone")
 )
+
+// InvalidError is the error of a request the engine can never serve as
+// asked: Param names the offending request field in the server's API
+// spelling ("prompt", "max_tokens", "cache.ttl", ...), so a caller can
+// point at it without parsing Msg. errors.Is(err, ErrInvalid) holds for it.
+type InvalidError struct {
+	Param string // the request field at fault; "" when none is
+	Msg   string // what is wrong, for a person
+}
+
+// Error implements error.
+func (e *InvalidError) Error() string { return ErrInvalid.Error() + ": " + e.Msg }
+
+// Is makes errors.Is(err, ErrInvalid) true for every *InvalidError.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// invalid returns an *InvalidError for param.
+func invalid(param, format string, args ...any) error {
+	return &InvalidError{Param: param, Msg: fmt.Sprintf(format, args...)}
+}
 
 // Sampling chooses the next token (see package sample; the engine allows
 // temperatures up to 2). The zero value is greedy decoding; the same seed
@@ -129,62 +149,59 @@ type Result struct {
 // validate checks what can be checked without the engine's state.
 func (r *Request) validate(vocab, maxLen, maxBeam int) error {
 	lp := float64(r.Beam.LengthPenalty)
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
-	}
 	switch {
 	case len(r.Prompt) == 0:
-		return bad("prompt is empty")
+		return invalid("prompt", "prompt is empty")
 	case r.MaxTokens <= 0:
-		return bad("max_tokens must be positive, got %d", r.MaxTokens)
+		return invalid("max_tokens", "max_tokens must be positive, got %d", r.MaxTokens)
 	case r.MaxTokens > maxLen-len(r.Prompt): // not the sum, which can overflow
-		return bad("prompt (%d tokens) + max_tokens (%d) exceeds the model's maximum length %d",
+		return invalid("max_tokens", "prompt (%d tokens) + max_tokens (%d) exceeds the model's maximum length %d",
 			len(r.Prompt), r.MaxTokens, maxLen)
 	case !(r.Sampling.Temperature >= 0 && r.Sampling.Temperature <= 2): // NaN fails too
-		return bad("temperature must be in [0, 2], got %v", r.Sampling.Temperature)
+		return invalid("temperature", "temperature must be in [0, 2], got %v", r.Sampling.Temperature)
 	case r.Sampling.TopK < 0:
-		return bad("top_k must be >= 0, got %d", r.Sampling.TopK)
+		return invalid("top_k", "top_k must be >= 0, got %d", r.Sampling.TopK)
 	case !(r.Sampling.TopP >= 0 && r.Sampling.TopP <= 1):
-		return bad("top_p must be in [0, 1], got %v", r.Sampling.TopP)
+		return invalid("top_p", "top_p must be in [0, 1], got %v", r.Sampling.TopP)
 	case math.IsNaN(lp) || math.IsInf(lp, 0):
-		return bad("length penalty must be finite, got %v", r.Beam.LengthPenalty)
+		return invalid("length_penalty", "length penalty must be finite, got %v", r.Beam.LengthPenalty)
 	case r.Beam.Width < 0 || r.Beam.Width > maxBeam:
-		return bad("beam width must be in [0, %d], got %d", maxBeam, r.Beam.Width)
+		return invalid("beam_width", "beam width must be in [0, %d], got %d", maxBeam, r.Beam.Width)
 	case r.Beam.Width > 1 && r.Sampling.Temperature != 0:
-		return bad("beam search is deterministic: temperature must be 0")
+		return invalid("beam_width", "beam search is deterministic: temperature must be 0")
 	case r.Beam.Width > 1 && (r.N > 1 || r.Logprobs || r.Sampling.LogitBias != nil ||
 		r.Sampling.FrequencyPenalty != 0 || r.Sampling.PresencePenalty != 0 || r.Sampling.RepetitionPenalty != 0):
-		return bad("beam search ranks by the model's own log-probabilities: it takes no n, logprobs, logit bias or penalties")
+		return invalid("beam_width", "beam search ranks by the model's own log-probabilities: it takes no n, logprobs, logit bias or penalties")
 	case r.N < 0 || r.N > maxBeam:
-		return bad("n must be in [1, %d], got %d", maxBeam, r.N)
+		return invalid("n", "n must be in [1, %d], got %d", maxBeam, r.N)
 	case r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs:
-		return bad("top_logprobs must be in [0, %d], got %d", MaxTopLogprobs, r.TopLogprobs)
+		return invalid("top_logprobs", "top_logprobs must be in [0, %d], got %d", MaxTopLogprobs, r.TopLogprobs)
 	case r.TopLogprobs > 0 && !r.Logprobs:
-		return bad("top_logprobs needs logprobs")
+		return invalid("top_logprobs", "top_logprobs needs logprobs")
 	case r.Cache.TTL < 0:
-		return bad("cache TTL must not be negative, got %v", r.Cache.TTL)
+		return invalid("cache.ttl", "cache TTL must not be negative, got %v", r.Cache.TTL)
 	}
 	for i, t := range r.Prompt {
 		if t < 0 || int(t) >= vocab {
-			return bad("prompt token %d at position %d is outside the vocabulary [0, %d)", t, i, vocab)
+			return invalid("prompt", "prompt token %d at position %d is outside the vocabulary [0, %d)", t, i, vocab)
 		}
 	}
 	for _, t := range r.StopTokens {
 		if t < 0 || int(t) >= vocab {
-			return bad("stop token %d is outside the vocabulary [0, %d)", t, vocab)
+			return invalid("stop_ids", "stop token %d is outside the vocabulary [0, %d)", t, vocab)
 		}
 	}
 	if err := r.Sampling.Validate(); err != nil {
-		return bad("%v", err)
+		return invalid("", "%v", err)
 	}
 	for t := range r.Sampling.LogitBias {
 		if int(t) >= vocab {
-			return bad("logit bias token %d is outside the vocabulary [0, %d)", t, vocab)
+			return invalid("logit_bias", "logit bias token %d is outside the vocabulary [0, %d)", t, vocab)
 		}
 	}
 	for _, s := range r.StopStrings {
 		if s == "" {
-			return bad("stop strings must not be empty")
+			return invalid("stop", "stop strings must not be empty")
 		}
 	}
 	return nil

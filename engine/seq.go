@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"slices"
 	"time"
 
@@ -55,7 +54,9 @@ type seq struct {
 func newSeq(e *Engine, req *Request, i int, now time.Time) (*seq, error) {
 	smp, err := sample.NewFor(req.Sampling, e.cfg.Model.VocabSize(), req.Prompt, uint64(i))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		// validate checked each sampling field by name already; this only
+		// fires if package sample grows a rule the engine does not know.
+		return nil, invalid("", "%v", err)
 	}
 	ch := make(chan Token, req.MaxTokens+1)
 	s := &seq{

@@ -78,7 +78,12 @@ func (t Tensor) F32() ([]float32, error) {
 // Weight is a backend's handle to a tensor it uploaded: an index into the
 // backend's own table, meaningless to any other backend. A plain integer,
 // so passing one allocates nothing and the model never sees device memory.
+// The zero Weight, NoWeight, names no tensor: backends never issue it, so
+// an op's optional weight (RoPE's frequency factors) is absent when zero.
 type Weight int32
+
+// NoWeight is the zero Weight: no tensor.
+const NoWeight Weight = 0
 
 // Buf is a backend's handle to an activation buffer it owns: one row of
 // its declared width per token of the current step. On a GPU it is device
@@ -89,7 +94,9 @@ type Buf int32
 type RopeLayout uint8
 
 // RoPE layouts. Both turn pair i of a head of width d by
-// pos·theta^(-2i/d) radians; they differ in which elements form pair i.
+// pos·theta^(-2i/d)/f[i] radians, f being the model's per-pair frequency
+// factors (Llama 3's rope scaling) or 1 without them; they differ in which
+// elements form pair i.
 const (
 	// RopeAdjacent pairs (x[2i], x[2i+1]): llama2.c and GGUF's llama.
 	RopeAdjacent RopeLayout = iota

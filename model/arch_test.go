@@ -2,7 +2,6 @@ package model
 
 import (
 	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -38,19 +37,23 @@ func (r *reference) archQKV(l Layer, q, k, v []float64, pos int) {
 	if c.Arch.Rope == kernels.RopeHalves {
 		rope = refRopeHalves
 	}
-	rope(q, pos, hd, theta)
-	rope(k, pos, hd, theta)
+	rope(q, pos, hd, theta, r.m.RopeFactors)
+	rope(k, pos, hd, theta, r.m.RopeFactors)
 }
 
 // refRopeHalves is the rotate-half RoPE of Hugging Face's Llama
 // (q·cos + rotate_half(q)·sin, rotate_half(x) = [-x2, x1]), written from
 // its definition: element i of a head and element i+hd/2 turn together by
-// pos·theta^(-2i/hd).
-func refRopeHalves(x []float64, pos, headDim int, theta float64) {
+// pos·theta^(-2i/hd), divided by factors[i] when factors is not nil (the
+// inv_freq that HF's llama3 rope scaling rescales).
+func refRopeHalves(x []float64, pos, headDim int, theta float64, factors []float32) {
 	half := headDim / 2
 	for h := 0; h < len(x); h += headDim {
 		for i := range half {
 			a := float64(pos) / math.Pow(theta, float64(2*i)/float64(headDim))
+			if factors != nil {
+				a /= float64(factors[i])
+			}
 			x1, x2 := x[h+i], x[h+i+half]
 			x[h+i] = x1*math.Cos(a) - x2*math.Sin(a)
 			x[h+i+half] = x2*math.Cos(a) + x1*math.Sin(a)
@@ -58,37 +61,10 @@ func refRopeHalves(x []float64, pos, headDim int, theta float64) {
 	}
 }
 
-// randomArchModel returns a small model of arch with random weights:
-// biases and norm weights far from zero and one, so an option the forward
-// pass ignored would show in its logits.
+// randomArchModel returns a small random model of arch (see randomModel).
 func randomArchModel(arch Arch, seed uint64) *Model {
-	c := Config{Dim: 32, Hidden: 48, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 64,
-		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1, Arch: arch}
-	r := rand.New(rand.NewPCG(seed, 1))
-	vec := func(n int, mean, scale float64) []float32 {
-		w := make([]float32, n)
-		for i := range w {
-			w[i] = float32(mean + r.NormFloat64()*scale)
-		}
-		return w
-	}
-	mat := func(rows, cols int) []float32 { return vec(rows*cols, 0, 1/math.Sqrt(float64(cols))) }
-	d, kv, hd, h := c.Dim, c.KVDim(), c.HeadDim(), c.Hidden
-	m := &Model{Config: c, Embedding: mat(c.Vocab, d), FinalNorm: vec(d, 1, 0.2), Classifier: mat(c.Vocab, d)}
-	for range c.Layers {
-		l := Layer{
-			AttnNorm: vec(d, 1, 0.2), Wq: mat(d, d), Wk: mat(kv, d), Wv: mat(kv, d), Wo: mat(d, d),
-			FFNNorm: vec(d, 1, 0.2), W1: mat(h, d), W2: mat(d, h), W3: mat(h, d),
-		}
-		if arch.QKVBias {
-			l.Bq, l.Bk, l.Bv = vec(d, 0, 0.5), vec(kv, 0, 0.5), vec(kv, 0, 0.5)
-		}
-		if arch.QKNorm {
-			l.QNorm, l.KNorm = vec(hd, 1, 0.5), vec(hd, 1, 0.5)
-		}
-		m.Layers = append(m.Layers, l)
-	}
-	return m
+	return randomModel(Config{Dim: 32, Hidden: 48, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 64,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1, Arch: arch}, seed)
 }
 
 // TestArchOptionsMatchReference runs each Arch option, and all together,
@@ -96,17 +72,21 @@ func randomArchModel(arch Arch, seed uint64) *Model {
 // both the batched and the single-row paths see every option.
 func TestArchOptionsMatchReference(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		arch Arch
+		name    string
+		arch    Arch
+		factors []float32 // Model.RopeFactors
 	}{
-		{"llama", Arch{}},
-		{"rope halves", Arch{Rope: kernels.RopeHalves}},
-		{"qkv bias", Arch{QKVBias: true}},
-		{"qk norm", Arch{QKNorm: true}},
-		{"all", Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}},
+		{"llama", Arch{}, nil},
+		{"rope halves", Arch{Rope: kernels.RopeHalves}, nil},
+		{"qkv bias", Arch{QKVBias: true}, nil},
+		{"qk norm", Arch{QKNorm: true}, nil},
+		{"all", Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}, nil},
+		{"rope factors", Arch{}, []float32{1, 0.25, 3, 8}},
+		{"all with rope factors", Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}, []float32{0.5, 2, 5, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := randomArchModel(tc.arch, 3)
+			m.RopeFactors = tc.factors
 			if err := m.check(); err != nil {
 				t.Fatal(err)
 			}
@@ -171,9 +151,11 @@ func TestNewRunnerOnRejectsBadModels(t *testing.T) {
 }
 
 // TestArchForwardAllocatesNothing pins the zero-allocation step with every
-// option on: a decode row rewriting one slot and a 3-token chunk.
+// option and RoPE factors on: a decode row rewriting one slot and a
+// 3-token chunk.
 func TestArchForwardAllocatesNothing(t *testing.T) {
 	m := randomArchModel(Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}, 6)
+	m.RopeFactors = []float32{1, 2, 4, 8}
 	h := newHarness(t, m, 8, 4)
 	a, b := h.pool.NewTable(), h.pool.NewTable()
 	if err := a.Append(5); err != nil {

@@ -24,7 +24,8 @@ import (
 // reported by that step's Logits. A Backend is used by one goroutine.
 type Backend interface {
 	// Upload makes t available to ops as the returned handle, in t's
-	// element type; it fails for a type the backend cannot compute on.
+	// element type; it fails for a type the backend cannot compute on. It
+	// never returns kernels.NoWeight.
 	Upload(t kernels.Tensor) (kernels.Weight, error)
 	// Buffer declares an activation buffer of cols values per token row.
 	Buffer(cols int) kernels.Buf
@@ -48,9 +49,12 @@ type Backend interface {
 	MatMul(dst, x kernels.Buf, w kernels.Weight)
 	// AddBias adds bias, one row as wide as x, to every row of x.
 	AddBias(x kernels.Buf, bias kernels.Weight)
-	// RoPE rotates every row of x (heads heads) in place for its token's
-	// position, pairing elements as layout says.
-	RoPE(x kernels.Buf, heads int, theta float32, layout kernels.RopeLayout)
+	// RoPE rotates every row of x (heads heads, each x's width/heads
+	// wide) in place for its token's position, pairing elements as layout
+	// says: pair i turns by pos·theta^(-2i/width)/factors[i] radians,
+	// factors being one row of width/2 frequency divisors (Llama 3's rope
+	// scaling), or all 1 when factors is kernels.NoWeight.
+	RoPE(x kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors kernels.Weight)
 	// PutKV stores each token row of k and v in layer of the K/V pool,
 	// at its position's slot of its row's block table.
 	PutKV(layer int, k, v kernels.Buf)

@@ -150,8 +150,8 @@ type ggufTensor struct {
 	offset uint64
 }
 
-// parseGGUF reads a GGUF v2/v3 llama model, dequantising every tensor to
-// float32.
+// parseGGUF reads a GGUF v2/v3 model of one of ggufArchs, dequantising
+// every tensor to float32.
 func parseGGUF(data []byte) (*Model, error) {
 	r := &ggufReader{b: data}
 	magic, err := r.take(4)
@@ -228,51 +228,13 @@ func parseGGUF(data []byte) (*Model, error) {
 	return buildGGUF(data, base, meta, tensors)
 }
 
+// buildGGUF makes the Model that meta and tensors describe, reading the
+// tensors from data at base.
 func buildGGUF(data []byte, base uint64, meta map[string]any, tensors map[string]ggufTensor) (*Model, error) {
-	if arch, _ := meta["general.architecture"].(string); arch != "llama" {
-		return nil, fmt.Errorf("model: GGUF architecture %q, only llama is supported", arch)
-	}
-	num := func(key string, def int64) (int, error) {
-		v, ok := meta[key]
-		if !ok {
-			if def < 0 {
-				return 0, fmt.Errorf("model: GGUF metadata %q missing", key)
-			}
-			return int(def), nil
-		}
-		n, ok := v.(int64)
-		if !ok || n < 0 || n > 1<<30 {
-			return 0, fmt.Errorf("model: GGUF metadata %q = %v is not a size", key, v)
-		}
-		return int(n), nil
-	}
-	flt := func(key string, def float64) float32 {
-		if v, ok := meta[key].(float64); ok {
-			return float32(v)
-		}
-		return float32(def)
-	}
-	var c Config
-	var err error
-	ints := []struct {
-		dst *int
-		key string
-		def int64
-	}{
-		{&c.Dim, "llama.embedding_length", -1}, {&c.Layers, "llama.block_count", -1},
-		{&c.Hidden, "llama.feed_forward_length", -1}, {&c.Heads, "llama.attention.head_count", -1},
-		{&c.MaxSeqLen, "llama.context_length", 2048},
-	}
-	for _, f := range ints {
-		if *f.dst, err = num(f.key, f.def); err != nil {
-			return nil, err
-		}
-	}
-	if c.KVHeads, err = num("llama.attention.head_count_kv", int64(c.Heads)); err != nil {
+	c, err := ggufConfig(meta)
+	if err != nil {
 		return nil, err
 	}
-	c.RopeTheta = flt("llama.rope.freq_base", 10000)
-	c.NormEps = flt("llama.attention.layer_norm_rms_epsilon", 1e-5)
 	var tok Tokenizer
 	if _, ok := meta["tokenizer.ggml.tokens"]; ok {
 		if tok, err = GGUFTokenizer(meta); err != nil {
@@ -296,6 +258,11 @@ func buildGGUF(data []byte, base uint64, meta map[string]any, tensors map[string
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	// Every layer has at least 9 tensors: bound the layer count by the
+	// file's before allocating layers and naming their tensors.
+	if c.Layers > len(tensors)/9 {
+		return nil, fmt.Errorf("model: GGUF block_count %d, but the file has %d tensors", c.Layers, len(tensors))
+	}
 	get := func(name string, shape ...int) ([]float32, error) {
 		t, ok := tensors[name]
 		if !ok {
@@ -303,7 +270,7 @@ func buildGGUF(data []byte, base uint64, meta map[string]any, tensors map[string
 		}
 		return ggufTensorData(data, base, name, t, shape)
 	}
-	d, kv, h := c.Dim, c.KVDim(), c.Hidden
+	d, kv, h, qd, hd := c.Dim, c.KVDim(), c.Hidden, c.QDim(), c.HeadDim()
 	m := &Model{Config: c, Layers: make([]Layer, c.Layers), Name: "gguf"}
 	if name, ok := meta["general.name"].(string); ok && name != "" {
 		m.Name = name
@@ -328,16 +295,33 @@ func buildGGUF(data []byte, base uint64, meta map[string]any, tensors map[string
 		l := &m.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
 		load(&l.AttnNorm, p+"attn_norm.weight", d)
-		load(&l.Wq, p+"attn_q.weight", d, d)
+		load(&l.Wq, p+"attn_q.weight", d, qd)
 		load(&l.Wk, p+"attn_k.weight", d, kv)
 		load(&l.Wv, p+"attn_v.weight", d, kv)
-		load(&l.Wo, p+"attn_output.weight", d, d)
+		load(&l.Wo, p+"attn_output.weight", qd, d)
+		if c.Arch.QKVBias {
+			load(&l.Bq, p+"attn_q.bias", qd)
+			load(&l.Bk, p+"attn_k.bias", kv)
+			load(&l.Bv, p+"attn_v.bias", kv)
+		}
+		if c.Arch.QKNorm {
+			load(&l.QNorm, p+"attn_q_norm.weight", hd)
+			load(&l.KNorm, p+"attn_k_norm.weight", hd)
+		}
 		load(&l.FFNNorm, p+"ffn_norm.weight", d)
 		load(&l.W1, p+"ffn_gate.weight", d, h)
 		load(&l.W2, p+"ffn_down.weight", h, d)
 		load(&l.W3, p+"ffn_up.weight", d, h)
 	}
+	var freqs []float32
+	if _, ok := tensors["rope_freqs.weight"]; ok {
+		load(&freqs, "rope_freqs.weight", hd/2)
+	}
 	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	arch, _ := meta["general.architecture"].(string) // ggufConfig has checked it
+	if m.RopeFactors, err = ggufRopeFactors(meta, arch, c, freqs); err != nil {
 		return nil, err
 	}
 	if err := m.check(); err != nil {

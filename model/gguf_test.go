@@ -203,6 +203,9 @@ func FuzzGGUF(f *testing.F) {
 			f.Add(real[:n]) // the header, then ever longer truncations
 		}
 	}
+	for _, seed := range archSeeds(f) {
+		f.Add(seed) // a whole model of each architecture
+	}
 	f.Add(ggufHeader(3, 0, 0))
 	f.Add(ggufHeader(3, 1, 1))
 	f.Add(append(ggufHeader(3, 0, 1), []byte("\x05\x00\x00\x00\x00\x00\x00\x00hello\x09\x00\x00\x00\x08\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\x7f")...))

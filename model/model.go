@@ -1,12 +1,14 @@
-// Package model loads Llama-architecture models (llama2.c checkpoints,
-// GGUF, and a built-in synthetic model), tokenizes text, and runs the
-// forward pass over paged K/V: attention reads each sequence's K/V through
-// its block table, so a cached prefix skips its compute entirely.
+// Package model loads Llama-family models (llama2.c checkpoints; GGUF of
+// Llama 2 and 3.x, Mistral, Qwen2 and Qwen3; and a built-in synthetic
+// model), tokenizes text, and runs the forward pass over paged K/V:
+// attention reads each sequence's K/V through its block table, so a cached
+// prefix skips its compute entirely.
 package model
 
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/prefixd/prefixd/batch"
 	"github.com/prefixd/prefixd/kernels"
@@ -27,7 +29,11 @@ type Config struct {
 	// SharedClassifier is true when the output classifier is the token
 	// embedding matrix (Model.Classifier aliases Model.Embedding).
 	SharedClassifier bool
-	Arch             Arch // how the layer differs from Llama's
+	// HeadWidth is the width of one attention head when it is not
+	// Dim/Heads (Qwen3-0.6B: dim 1024, 16 heads of 128); 0 means
+	// Dim/Heads. HeadDim returns the width in effect.
+	HeadWidth int
+	Arch      Arch // how the layer differs from Llama's
 }
 
 // Arch is what sets a Llama-family architecture's layer apart from
@@ -42,8 +48,18 @@ type Arch struct {
 	QKNorm bool
 }
 
-// HeadDim is the width of one attention head.
-func (c Config) HeadDim() int { return c.Dim / c.Heads }
+// HeadDim is the width of one attention head: HeadWidth, or Dim/Heads
+// when that is 0.
+func (c Config) HeadDim() int {
+	if c.HeadWidth != 0 {
+		return c.HeadWidth
+	}
+	return c.Dim / c.Heads
+}
+
+// QDim is the width of one token's queries (and of attention's output)
+// across heads: Dim unless HeadWidth sets the heads apart.
+func (c Config) QDim() int { return c.Heads * c.HeadDim() }
 
 // KVDim is the width of one token's K (or V) across KV heads.
 func (c Config) KVDim() int { return c.KVHeads * c.HeadDim() }
@@ -53,7 +69,9 @@ func (c Config) Validate() error {
 	switch {
 	case c.Dim <= 0 || c.Hidden <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.Vocab <= 0 || c.MaxSeqLen <= 0:
 		return fmt.Errorf("model: config sizes must be positive: %+v", c)
-	case c.Dim%c.Heads != 0:
+	case c.HeadWidth < 0:
+		return fmt.Errorf("model: head width %d is negative", c.HeadWidth)
+	case c.HeadWidth == 0 && c.Dim%c.Heads != 0:
 		return fmt.Errorf("model: dim %d is not a multiple of %d heads", c.Dim, c.Heads)
 	case c.HeadDim()%2 != 0:
 		return fmt.Errorf("model: head dim %d is odd; RoPE rotates pairs", c.HeadDim())
@@ -73,10 +91,10 @@ func (c Config) Validate() error {
 // [out][in].
 type Layer struct {
 	AttnNorm       []float32 // [dim]
-	Wq, Wk, Wv, Wo []float32 // [dim][dim], [kvDim][dim], [kvDim][dim], [dim][dim]
+	Wq, Wk, Wv, Wo []float32 // [qDim][dim], [kvDim][dim], [kvDim][dim], [dim][qDim]
 	FFNNorm        []float32 // [dim]
 	W1, W2, W3     []float32 // gate [hidden][dim], down [dim][hidden], up [hidden][dim]
-	Bq, Bk, Bv     []float32 // [dim], [kvDim], [kvDim] with Arch.QKVBias, else nil
+	Bq, Bk, Bv     []float32 // [qDim], [kvDim], [kvDim] with Arch.QKVBias, else nil
 	QNorm, KNorm   []float32 // [headDim] each with Arch.QKNorm, else nil
 }
 
@@ -89,6 +107,9 @@ type Model struct {
 	Classifier []float32 // [vocab][dim]; may alias Embedding
 	Tokenizer  Tokenizer // nil when the file has no vocabulary
 	Name       string    // what the model is, for logs and /v1/models
+	// RopeFactors divide RoPE's pair frequencies, [headDim/2], one per
+	// pair (Llama 3.x's rope scaling); nil for plain RoPE.
+	RopeFactors []float32
 }
 
 // check verifies every tensor's length against the config.
@@ -106,19 +127,28 @@ func (m *Model) check() error {
 		}
 		return nil
 	}
-	d, h, kv := c.Dim, c.Hidden, c.KVDim()
+	d, h, kv, qd := c.Dim, c.Hidden, c.KVDim(), c.QDim()
 	errs := []error{
 		want("token embedding", m.Embedding, c.Vocab*d),
 		want("final norm", m.FinalNorm, d),
 		want("classifier", m.Classifier, c.Vocab*d),
 	}
+	if m.RopeFactors != nil {
+		errs = append(errs, want("rope factors", m.RopeFactors, c.HeadDim()/2))
+		for i, f := range m.RopeFactors {
+			if !(f > 0) || math.IsInf(float64(f), 0) {
+				errs = append(errs, fmt.Errorf("model: rope factor %d is %v, not a positive number", i, f))
+				break
+			}
+		}
+	}
 	for i, l := range m.Layers {
 		p := fmt.Sprintf("layer %d ", i)
 		errs = append(errs,
-			want(p+"attention norm", l.AttnNorm, d), want(p+"wq", l.Wq, d*d), want(p+"wk", l.Wk, kv*d),
-			want(p+"wv", l.Wv, kv*d), want(p+"wo", l.Wo, d*d), want(p+"ffn norm", l.FFNNorm, d),
+			want(p+"attention norm", l.AttnNorm, d), want(p+"wq", l.Wq, qd*d), want(p+"wk", l.Wk, kv*d),
+			want(p+"wv", l.Wv, kv*d), want(p+"wo", l.Wo, d*qd), want(p+"ffn norm", l.FFNNorm, d),
 			want(p+"w1", l.W1, h*d), want(p+"w2", l.W2, d*h), want(p+"w3", l.W3, h*d),
-			want(p+"q bias", l.Bq, ifArch(c.Arch.QKVBias, d)), want(p+"k bias", l.Bk, ifArch(c.Arch.QKVBias, kv)),
+			want(p+"q bias", l.Bq, ifArch(c.Arch.QKVBias, qd)), want(p+"k bias", l.Bk, ifArch(c.Arch.QKVBias, kv)),
 			want(p+"v bias", l.Bv, ifArch(c.Arch.QKVBias, kv)),
 			want(p+"q norm", l.QNorm, ifArch(c.Arch.QKNorm, c.HeadDim())), want(p+"k norm", l.KNorm, ifArch(c.Arch.QKNorm, c.HeadDim())))
 	}

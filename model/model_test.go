@@ -81,9 +81,14 @@ func refMatVec(w []float32, x []float64, rows int) []float64 {
 	return out
 }
 
-func refRope(x []float64, pos, headDim int, theta float64) {
+// refRope is llama2.c's RoPE over adjacent pairs; factors, nil or one per
+// pair of a head, divide the pairs' frequencies (Llama 3 rope scaling).
+func refRope(x []float64, pos, headDim int, theta float64, factors []float32) {
 	for i := 0; i < len(x); i += 2 {
 		f := 1 / math.Pow(theta, float64(i%headDim)/float64(headDim))
+		if factors != nil {
+			f /= float64(factors[i%headDim/2])
+		}
 		a := float64(pos) * f
 		x0, x1 := x[i], x[i+1]
 		x[i] = x0*math.Cos(a) - x1*math.Sin(a)
@@ -94,7 +99,7 @@ func refRope(x []float64, pos, headDim int, theta float64) {
 // step feeds one token at the next position and returns the logits.
 func (r *reference) step(tok int32) []float64 {
 	c := r.m.Config
-	d, hd, kvd := c.Dim, c.HeadDim(), c.KVDim()
+	d, hd, kvd, qd := c.Dim, c.HeadDim(), c.KVDim(), c.QDim()
 	pos := len(r.k[0]) / kvd
 	x := make([]float64, d)
 	for i := range x {
@@ -102,13 +107,13 @@ func (r *reference) step(tok int32) []float64 {
 	}
 	for li, l := range r.m.Layers {
 		xb := refNorm(x, l.AttnNorm, float64(c.NormEps))
-		q := refMatVec(l.Wq, xb, d)
+		q := refMatVec(l.Wq, xb, qd)
 		k := refMatVec(l.Wk, xb, kvd)
 		v := refMatVec(l.Wv, xb, kvd)
 		r.archQKV(l, q, k, v, pos)
 		r.k[li] = append(r.k[li], k...)
 		r.v[li] = append(r.v[li], v...)
-		att := make([]float64, d)
+		att := make([]float64, qd)
 		for h := range c.Heads {
 			kh := h / (c.Heads / c.KVHeads)
 			scores := make([]float64, pos+1)

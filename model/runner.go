@@ -28,6 +28,7 @@ type Runner struct {
 // weights are the backend's handles of a Model's tensors.
 type weights struct {
 	embed, finalNorm, classifier kernels.Weight
+	ropeFactors                  kernels.Weight // kernels.NoWeight for plain RoPE
 	layers                       []layerWeights
 }
 
@@ -56,7 +57,7 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 		return nil, err
 	}
 	c := m.Config
-	d, kvd, hd := c.Dim, c.KVDim(), c.HeadDim()
+	d, kvd, hd, qd := c.Dim, c.KVDim(), c.HeadDim(), c.QDim()
 	var errs []error
 	up := func(x []float32, rows, cols int) kernels.Weight {
 		w, err := b.Upload(kernels.FromF32(x, rows, cols))
@@ -70,16 +71,19 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 		r.w.classifier = up(m.Classifier, c.Vocab, d)
 	}
 	r.w.finalNorm = up(m.FinalNorm, 1, d)
+	if m.RopeFactors != nil {
+		r.w.ropeFactors = up(m.RopeFactors, 1, hd/2)
+	}
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := layerWeights{
 			attnNorm: up(l.AttnNorm, 1, d),
-			wq:       up(l.Wq, d, d), wk: up(l.Wk, kvd, d), wv: up(l.Wv, kvd, d), wo: up(l.Wo, d, d),
+			wq:       up(l.Wq, qd, d), wk: up(l.Wk, kvd, d), wv: up(l.Wv, kvd, d), wo: up(l.Wo, d, qd),
 			ffnNorm: up(l.FFNNorm, 1, d),
 			w1:      up(l.W1, c.Hidden, d), w2: up(l.W2, d, c.Hidden), w3: up(l.W3, c.Hidden, d),
 		}
 		if c.Arch.QKVBias {
-			lw.bq, lw.bk, lw.bv = up(l.Bq, 1, d), up(l.Bk, 1, kvd), up(l.Bv, 1, kvd)
+			lw.bq, lw.bk, lw.bv = up(l.Bq, 1, qd), up(l.Bk, 1, kvd), up(l.Bv, 1, kvd)
 		}
 		if c.Arch.QKNorm {
 			lw.qNorm, lw.kNorm = up(l.QNorm, 1, hd), up(l.KNorm, 1, hd)
@@ -89,8 +93,8 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r.x, r.xb, r.att = b.Buffer(d), b.Buffer(d), b.Buffer(d)
-	r.q, r.k, r.v = b.Buffer(d), b.Buffer(kvd), b.Buffer(kvd)
+	r.x, r.xb, r.att = b.Buffer(d), b.Buffer(d), b.Buffer(qd)
+	r.q, r.k, r.v = b.Buffer(qd), b.Buffer(kvd), b.Buffer(kvd)
 	r.hb, r.hb2 = b.Buffer(c.Hidden), b.Buffer(c.Hidden)
 	return r, nil
 }
@@ -182,8 +186,8 @@ func (r *Runner) Forward(seqs []Seq) ([]float32, error) {
 			b.HeadNorm(r.q, c.Heads, l.qNorm, eps)
 			b.HeadNorm(r.k, c.KVHeads, l.kNorm, eps)
 		}
-		b.RoPE(r.q, c.Heads, c.RopeTheta, c.Arch.Rope)
-		b.RoPE(r.k, c.KVHeads, c.RopeTheta, c.Arch.Rope)
+		b.RoPE(r.q, c.Heads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
+		b.RoPE(r.k, c.KVHeads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
 		b.PutKV(li, r.k, r.v)
 		b.Attention(r.att, r.q, li, c.Heads)
 		b.MatMul(r.xb, r.att, l.wo)

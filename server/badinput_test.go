@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -42,7 +44,22 @@ func badInputs() []badCase {
 	}
 	long := strings.Repeat("a", 1100)
 	admin := []string{"Authorization", "Bearer admin-secret"}
+	gz := []string{"Content-Encoding", "gzip"}
 	return []badCase{
+		{name: "gzip bomb", body: gzipped(`{"prompt": "` + strings.Repeat("a", 1<<20) + `"}`), header: gz, status: 413, want: "decoded request body is larger than the limit of 65536 bytes"},
+		{name: "corrupt gzip", body: gzipped(`{"prompt": "a"}`)[:12], header: gz, status: 400, want: "not valid gzip"},
+		{name: "gzipped bad input", body: gzipped(`{"prompt": "a", "top_k": -1}`), header: gz, status: 400, want: "top_k", param: "top_k"},
+		{name: "brotli body", body: `{"prompt": "a"}`, header: []string{"Content-Encoding", "br"}, status: 415, want: `Content-Encoding "br" is not supported`},
+		{name: "invalid UTF-8 prompt", body: "{\"prompt\": \"ab\xffcd\"}", status: 400, want: "not valid UTF-8: byte 0xff at offset 14"},
+		{name: "truncated UTF-8 sequence", path: "/v1/completions", body: "{\"prompt\": \"\xe2\x82\"}", status: 400, want: "byte 0xe2 at offset 12"},
+		{name: "lone high surrogate", body: `{"prompt": "ab\ud83dcd"}`, status: 400, want: `unpaired UTF-16 surrogate escape \ud83d at offset 14`},
+		{name: "lone low surrogate", body: `{"prompt": "\n\"\ude00"}`, status: 400, want: `surrogate escape \ude00 at offset 16`},
+		{name: "surrogate pair broken by a letter", body: `{"prompt": "\ud83dx\ude00"}`, status: 400, want: `\ud83d at offset 12`},
+		{name: "field name in upper case", body: `{"PROMPT": "a"}`, status: 400, want: `unknown field "PROMPT": field names are case-sensitive; did you mean "prompt"?`, param: "PROMPT"},
+		{name: "completions field name case", path: "/v1/completions", body: `{"prompt": "a", "Max_Tokens": 2}`, status: 400, want: `did you mean "max_tokens"`, param: "Max_Tokens"},
+		{name: "nested field name case", body: `{"prompt": "a", "cache": {"TTL": "5s"}}`, status: 400, want: `unknown field "cache.TTL"`, param: "cache.TTL"},
+		{name: "admin field name case", method: "PUT", path: "/v1/cache/ttl", body: `{"Default": "5m"}`, header: admin, status: 400, want: `did you mean "default"`, param: "Default"},
+		{name: "field given twice", body: `{"prompt": "a", "max_tokens": 2, "max_tokens": 900}`, status: 400, want: `field "max_tokens" appears twice`, param: "max_tokens"},
 		{name: "truncated JSON", body: `{"prompt": "a"`, status: 400, want: "unexpected end"},
 		{name: "syntax error", body: `{"prompt": }`, status: 400, want: "invalid JSON"},
 		{name: "array body", body: `[1, 2]`, status: 400, want: "must be a JSON object"},
@@ -118,6 +135,15 @@ func badInputs() []badCase {
 		{name: "pin no prompt", path: "/v1/cache/pin", body: `{"namespace": "x"}`, header: admin, status: 400, want: "exactly one of prompt and prompt_ids"},
 		{name: "pin token outside vocabulary", path: "/v1/cache/unpin", body: `{"prompt_ids": [1, 999]}`, header: admin, status: 400, want: "outside the vocabulary"},
 	}
+}
+
+// gzipped returns s gzip-encoded.
+func gzipped(s string) string {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	w.Write([]byte(s))
+	w.Close()
+	return b.String()
 }
 
 func TestBadInput(t *testing.T) {

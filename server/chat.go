@@ -283,7 +283,7 @@ func (s *Server) handleChatCompletions(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	id, created, name := newID("chatcmpl-"), time.Now().Unix(), s.cfg.ModelName
-	s.logUser(id, c.User)
+	setUser(ctx, c.User)
 	tk := s.cfg.Tokenizer
 	logprobs := func(ids []int32, lps []engine.TokenLogprobs) any {
 		if !req.Logprobs {

@@ -339,3 +339,24 @@ func TestCompletionsChoicesStream(t *testing.T) {
 	}
 	h.checkDrained()
 }
+
+// TestUserIsALabel: an OpenAI request's user field reaches the access log,
+// cut to 64 bytes, and the request's text does not.
+func TestUserIsALabel(t *testing.T) {
+	var logs logBuffer
+	h := newChatHarness(t, withLogCapture(&logs))
+	long := strings.Repeat("u", 100)
+	var r chatResp
+	h.post("/v1/chat/completions", `{"messages": [{"role": "user", "content": "secret words"}], "max_tokens": 2, "user": "alice", "n": 2}`, &r)
+	var c completionResponse
+	h.post("/v1/completions", `{"prompt": "more secret words", "max_tokens": 2, "user": "`+long+`", "stream": false}`, &c)
+	h.srv.Shutdown(t.Context())
+	out := logs.String()
+	if !strings.Contains(out, "path=/v1/chat/completions status=200 namespace=\"\" user=alice prompt_tokens=") ||
+		!strings.Contains(out, "completion_tokens=4 ") || !strings.Contains(out, "user="+long[:64]+" ") {
+		t.Fatalf("access log lacks the user labels or the choices' tokens:\n%s", out)
+	}
+	if strings.Contains(out, "secret") {
+		t.Fatalf("the log holds request text:\n%s", out)
+	}
+}

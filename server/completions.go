@@ -144,7 +144,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	id, created, name := newID("cmpl-"), time.Now().Unix(), s.cfg.ModelName
-	s.logUser(id, c.User)
+	setUser(ctx, c.User)
 	tk := s.cfg.Tokenizer
 	response := func(choices ...completionChoice) completionResponse {
 		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: name, Choices: choices}

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
+	"net"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -141,14 +143,11 @@ func (s *Server) parseGenerate(ctx *fasthttp.RequestCtx) (engine.Request, *apiEr
 // submit queues req under a context that outlives the RequestCtx: the
 // caller must call cancel once it no longer wants the result.
 func (s *Server) submit(req engine.Request) (*engine.Stream, context.CancelFunc, error) {
-	rctx, cancel := context.WithCancel(s.base)
-	st, err := s.eng.Submit(rctx, req)
+	streams, cancel, err := s.submitChoices(req)
 	if err != nil {
-		cancel()
 		return nil, nil, err
 	}
-	s.trace.record(&req, st)
-	return st, cancel, nil
+	return streams[0], cancel, nil
 }
 
 // result waits for a non-streaming request's result and, if it failed,
@@ -156,6 +155,7 @@ func (s *Server) submit(req engine.Request) (*engine.Stream, context.CancelFunc,
 // the request failed, or its client hung up.
 func (s *Server) result(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel context.CancelFunc) (res engine.Result, ok bool) {
 	res, gone := s.await(ctx, st, cancel)
+	accessOf(ctx).result = &res
 	if gone {
 		return res, false // nobody to answer
 	}
@@ -170,19 +170,38 @@ func (s *Server) result(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel cont
 // is still connected.
 const hangupPoll = 100 * time.Millisecond
 
+// continueProbe is the interim response await writes to a client that
+// sent FIN: any HTTP/1.1 client reads past a 1xx response to the final one
+// (RFC 9110, section 15.2), and a client that has closed its socket
+// answers the bytes with a reset.
+const continueProbe = "HTTP/1.1 100 Continue\r\n\r\n"
+
 // await waits for a non-streaming request's result. fasthttp tells a
 // handler nothing when its client disconnects, so await peeks at the
 // connection every hangupPoll and cancels the request once the client has
 // hung up (gone); the engine then frees its blocks at its next iteration.
+// Only a reset or a failed write is a hang-up: a client may shut down its
+// sending side once its request is out (curl scripts, some proxies) and
+// still read the answer. On FIN, await writes continueProbe once, which a
+// closed socket resets. It probes only a connection's first request:
+// behind a pipelined one, fasthttp may still hold part of the previous
+// response in its write buffer, and the probe would land inside it.
 func (s *Server) await(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel context.CancelFunc) (res engine.Result, gone bool) {
 	tick := time.NewTicker(hangupPoll)
 	defer tick.Stop()
+	probed := !ctx.Request.Header.IsHTTP11() || ctx.ConnRequestNum() > 1
 	for {
 		select {
 		case <-st.Done():
 			return st.Result(), false
 		case <-tick.C:
-			if hungUp(ctx.Conn()) {
+			reset, eof := peek(ctx.Conn())
+			if eof && !probed {
+				probed = true
+				_, err := io.WriteString(ctx.Conn(), continueProbe)
+				reset = err != nil
+			}
+			if reset {
 				cancel()
 				s.log.Debug("client hung up; request cancelled", "path", string(ctx.Path()))
 				return st.Result(), true
@@ -281,59 +300,106 @@ type sseFormat struct {
 // written by a goroutine fasthttp starts; a failed write means the client
 // is gone, and cancels the request so its blocks are freed at the engine's
 // next iteration. Comments are sent while no token comes, so a client that
-// leaves while its request is queued is noticed too.
+// leaves while its request is queued is noticed too. An HTTP/1.0 client,
+// which cannot read a chunked body, gets the events in a body that ends
+// when the connection closes.
 func (s *Server) streamSSE(ctx *fasthttp.RequestCtx, id string, st *engine.Stream, cancel context.CancelFunc, f sseFormat) {
-	ctx.SetStatusCode(200)
-	ctx.SetContentType("text/event-stream")
-	ctx.Response.Header.Set("Cache-Control", "no-cache")
-	ctx.Response.Header.Set("X-Accel-Buffering", "no")
-	ctx.Response.Header.Set("X-Request-Id", id)
-	keepAlive, log := s.cfg.KeepAlive, s.log
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+	s.serveSSE(ctx, id, cancel, func(w *bufio.Writer) engine.Result { return s.writeEvents(w, id, st, cancel, f) })
+}
+
+// serveSSE answers with a stream of server-sent events that events writes
+// (returning the request's result, for the access log), over chunked
+// HTTP/1.1 or, for an HTTP/1.0 client, a body that ends when the
+// connection closes.
+func (s *Server) serveSSE(ctx *fasthttp.RequestCtx, id string, cancel context.CancelFunc, events func(w *bufio.Writer) engine.Result) {
+	headers := [][2]string{
+		{"Content-Type", "text/event-stream"},
+		{"Cache-Control", "no-cache"},
+		{"X-Accel-Buffering", "no"},
+		{"X-Request-Id", id},
+	}
+	// The access-log line waits until the writer ends: the handler returns
+	// first.
+	a := accessOf(ctx)
+	a.streamed = true
+	write := func(w *bufio.Writer) {
 		defer cancel()
-		// An opening comment sends the headers at once, before the first
-		// token (fasthttp writes them with the first chunk).
-		w.WriteString(": stream " + id + "\n\n")
-		if w.Flush() != nil {
-			return
-		}
-		sent := 0 // bytes of text streamed
-		tick := time.NewTicker(keepAlive)
-		defer tick.Stop()
-		for {
-			select {
-			case t, ok := <-st.Tokens:
-				if !ok {
-					res := st.Result()
-					if writeEvent(w, f.final(&res, res.Text[min(sent, len(res.Text)):])) != nil {
-						return
-					}
-					w.WriteString("data: [DONE]\n\n")
-					w.Flush()
-					return
+		res := events(w)
+		a.result = &res
+		s.logAccess(a, 200)
+	}
+	if !ctx.Request.Header.IsHTTP11() {
+		ctx.HijackSetNoResponse(true)
+		ctx.Hijack(func(c net.Conn) {
+			if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
+				defer s.conns.forget(u.UnsafeConn())
+			}
+			w := bufio.NewWriter(c)
+			w.WriteString("HTTP/1.0 200 OK\r\nServer: prefixd\r\nConnection: close\r\n")
+			for _, h := range headers {
+				w.WriteString(h[0] + ": " + h[1] + "\r\n")
+			}
+			w.WriteString("\r\n")
+			write(w)
+			w.Flush()
+		})
+		return
+	}
+	ctx.SetStatusCode(200)
+	for _, h := range headers {
+		ctx.Response.Header.Set(h[0], h[1])
+	}
+	ctx.SetBodyStreamWriter(write)
+}
+
+// writeEvents writes a stream's events to w until the request ends, or
+// the client is gone and it cancels the request, and returns the request's
+// result.
+func (s *Server) writeEvents(w *bufio.Writer, id string, st *engine.Stream, cancel context.CancelFunc, f sseFormat) engine.Result {
+	gone := func() engine.Result {
+		s.log.Debug("stream client gone", "id", id)
+		cancel()
+		return st.Result()
+	}
+	// An opening comment sends the headers at once, before the first
+	// token (fasthttp writes them with the first chunk).
+	w.WriteString(": stream " + id + "\n\n")
+	if w.Flush() != nil {
+		return gone()
+	}
+	sent := 0 // bytes of text streamed
+	tick := time.NewTicker(s.cfg.KeepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case t, ok := <-st.Tokens:
+			if !ok {
+				res := st.Result()
+				if writeEvent(w, f.final(&res, res.Text[min(sent, len(res.Text)):])) != nil {
+					return res
 				}
-				sent += len(t.Text)
-				if ev := f.token(t.ID, t.Text); ev != nil {
-					if writeEvent(w, ev) != nil {
-						log.Debug("stream client gone", "id", id)
-						return
-					}
-				}
-				// Flush only when caught up: a burst of tokens (a beam
-				// result, or a slow reader) goes out in one write.
-				if len(st.Tokens) == 0 && w.Flush() != nil {
-					log.Debug("stream client gone", "id", id)
-					return
-				}
-			case <-tick.C:
-				w.WriteString(": keep-alive\n\n")
-				if w.Flush() != nil {
-					log.Debug("stream client gone", "id", id)
-					return
+				w.WriteString("data: [DONE]\n\n")
+				w.Flush()
+				return res
+			}
+			sent += len(t.Text)
+			if ev := f.token(t.ID, t.Text); ev != nil {
+				if writeEvent(w, ev) != nil {
+					return gone()
 				}
 			}
+			// Flush only when caught up: a burst of tokens (a beam
+			// result, or a slow reader) goes out in one write.
+			if len(st.Tokens) == 0 && w.Flush() != nil {
+				return gone()
+			}
+		case <-tick.C:
+			w.WriteString(": keep-alive\n\n")
+			if w.Flush() != nil {
+				return gone()
+			}
 		}
-	})
+	}
 }
 
 // writeEvent writes one "data:" event.

@@ -6,27 +6,32 @@ import (
 	"syscall"
 )
 
-// hungUp reports whether the client of conn has closed the connection: a
-// non-blocking peek at the socket reads end-of-file or a reset. It
-// consumes nothing, so fasthttp's own reading of later requests on the
-// connection is undisturbed. A client that only half-closes (shuts down
-// its sending side while still reading) looks gone too; HTTP clients do
-// not do that.
-func hungUp(conn net.Conn) bool {
+// peek looks at conn's socket without blocking and without consuming
+// data, so fasthttp's own reading of later requests on the connection is
+// undisturbed. reset reports that the client reset the connection: a
+// reset read, or a pending socket error (a reset that comes after the
+// client's FIN is kept as EPIPE, which reads past end-of-file never
+// report). eof reports that the client sent FIN: it either closed the
+// connection or only shut down its sending side (a half-close) and still
+// reads its answer, which no read can tell apart.
+func peek(conn net.Conn) (reset, eof bool) {
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
-		return false
+		return false, false
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return false, false
 	}
-	gone := false
 	raw.Read(func(fd uintptr) bool {
 		var b [1]byte
 		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		gone = n == 0 && err == nil || errors.Is(err, syscall.ECONNRESET)
+		reset = errors.Is(err, syscall.ECONNRESET)
+		eof = n == 0 && err == nil
+		if soErr, err := syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_ERROR); err == nil && soErr != 0 {
+			reset = true
+		}
 		return true // never wait for data
 	})
-	return gone
+	return reset, eof
 }

@@ -41,6 +41,16 @@ func (g *gatedModel) Forward(rows []engine.Row) ([]float32, error) {
 	return g.Model.Forward(rows)
 }
 
+// pause holds every forward pass until resume is called. A test that
+// fails while paused resumes as it ends, before the harness's Shutdown,
+// which would wait for the engine.
+func (h *harness) pause() (resume func()) {
+	h.gate.mu.Lock()
+	resume = sync.OnceFunc(h.gate.mu.Unlock)
+	h.t.Cleanup(resume)
+	return resume
+}
+
 // harness is a Server over a real engine on the built-in model, listening
 // on a loopback port.
 type harness struct {
@@ -59,6 +69,7 @@ type option struct {
 	engine func(*engine.Config)
 	server func(*Config)
 	model  *model.Model
+	listen func(net.Listener) net.Listener // wraps the listener
 }
 
 func withEngine(f func(*engine.Config)) option { return option{engine: f} }
@@ -127,6 +138,11 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range opts {
+		if o.listen != nil {
+			ln = o.listen(ln)
+		}
 	}
 	h := &harness{
 		t: t, srv: srv, eng: eng, gate: gate,

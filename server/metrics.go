@@ -41,12 +41,24 @@ var _ engine.Observer = (*Metrics)(nil)
 
 // Histogram buckets, in seconds unless named otherwise.
 var (
-	latencyBuckets  = prometheus.ExponentialBuckets(0.001, 2, 16)  // 1 ms .. 33 s
-	itlBuckets      = prometheus.ExponentialBuckets(0.0005, 2, 14) // 0.5 ms .. 4 s
-	ageBuckets      = prometheus.ExponentialBuckets(0.1, 3, 12)    // 0.1 s .. 4.9 h
-	stepBuckets     = prometheus.ExponentialBuckets(0.0001, 2, 16) // 0.1 ms .. 3.3 s
-	batchRowBuckets = prometheus.ExponentialBuckets(1, 2, 10)      // 1 .. 512 rows
+	latencyBuckets  = buckets(0.001, 2, 16)  // 1 ms .. 33 s
+	itlBuckets      = buckets(0.0005, 2, 14) // 0.5 ms .. 4 s
+	ageBuckets      = buckets(0.1, 3, 12)    // 0.1 s .. 4.9 h
+	stepBuckets     = buckets(0.0001, 2, 16) // 0.1 ms .. 3.3 s
+	batchRowBuckets = buckets(1, 2, 10)      // 1 .. 512 rows
 )
+
+// buckets returns count exponential bucket bounds from start, each the
+// float64 nearest its decimal value: repeated multiplication drifts
+// (0.1*3 is 0.30000000000000004), and the drift would show in every
+// le label a scrape prints.
+func buckets(start, factor float64, count int) []float64 {
+	b := prometheus.ExponentialBuckets(start, factor, count)
+	for i, v := range b {
+		b[i], _ = strconv.ParseFloat(strconv.FormatFloat(v, 'g', 12, 64), 64)
+	}
+	return b
+}
 
 // NewMetrics returns a Metrics with its registry. Pass it as the engine's
 // Config.Observer and Config.Samples, then as the server's Config.Metrics.

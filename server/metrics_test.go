@@ -168,3 +168,28 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketLabels checks the le labels a scrape prints: the cache hit
+// age buckets are 0.1 s times powers of 3, written as a person would
+// (le="0.3", not 0.30000000000000004), and no bound anywhere carries
+// float drift.
+func TestBucketLabels(t *testing.T) {
+	h := newHarness(t)
+	_, b, _ := h.do("GET", "/metrics", "")
+	text := string(b)
+	for _, le := range []string{"0.1", "0.3", "0.9", "2.7", "8.1", "24.3", "72.9", "218.7", "656.1", "1968.3", "5904.9", "17714.7"} {
+		if !strings.Contains(text, `prefixd_cache_hit_age_seconds_bucket{tier="device",le="`+le+`"}`) {
+			t.Errorf("no hit-age bucket le=%q", le)
+		}
+	}
+	for l := range strings.Lines(text) {
+		_, rest, ok := strings.Cut(l, `le="`)
+		if !ok {
+			continue
+		}
+		le, _, _ := strings.Cut(rest, `"`)
+		if len(strings.TrimLeft(strings.ReplaceAll(le, ".", ""), "0")) > 8 {
+			t.Errorf("bucket label %q carries float drift: %s", le, l)
+		}
+	}
+}

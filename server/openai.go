@@ -304,6 +304,8 @@ func (s *Server) awaitChoices(ctx *fasthttp.RequestCtx, streams []*engine.Stream
 		}
 		results[i] = res
 	}
+	all := combineResults(results)
+	accessOf(ctx).result = &all
 	return results, true
 }
 
@@ -345,105 +347,115 @@ type openAIStream struct {
 }
 
 // streamOpenAI answers with server-sent events for every choice of a
-// request, then [DONE]: what streamSSE does for one stream. Errors of a
-// choice (the engine failed it, or the server is shutting down) end the
+// request, then [DONE]: what streamSSE does for one stream. A choice that
+// fails (the engine failed it, or the server is shutting down) ends the
 // stream with an error event.
 func (s *Server) streamOpenAI(ctx *fasthttp.RequestCtx, id string, streams []*engine.Stream, maxTokens int,
 	cancel context.CancelFunc, f openAIStream, includeUsage bool) {
-	ctx.SetStatusCode(200)
-	ctx.SetContentType("text/event-stream")
-	ctx.Response.Header.Set("Cache-Control", "no-cache")
-	ctx.Response.Header.Set("X-Accel-Buffering", "no")
-	ctx.Response.Header.Set("X-Request-Id", id)
-	keepAlive, log := s.cfg.KeepAlive, s.log
 	events := choiceEvents(streams, maxTokens)
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer cancel()
-		gone := func(err error) bool {
-			if err != nil {
-				log.Debug("stream client gone", "id", id)
-				return true
-			}
-			return false
+	s.serveSSE(ctx, id, cancel, func(w *bufio.Writer) engine.Result {
+		results := make([]engine.Result, len(streams))
+		if s.writeChoiceEvents(w, id, streams, events, results, f, includeUsage) {
+			w.WriteString("data: [DONE]\n\n")
+			w.Flush()
 		}
-		send := func(v any) error {
-			if v == nil {
-				return nil
-			}
-			return writeEvent(w, v)
+		cancel() // whatever has not finished is of no use now
+		for i, st := range streams {
+			results[i] = st.Result()
 		}
-		w.WriteString(": stream " + id + "\n\n")
-		if gone(w.Flush()) {
-			return
-		}
-		for i := range streams {
-			if gone(send(f.start(i))) {
-				return
-			}
-		}
-		sent := make([]int, len(streams)) // text bytes streamed per choice
-		left := len(streams)
-		tick := time.NewTicker(keepAlive)
-		defer tick.Stop()
-		for left > 0 {
-			select {
-			case ev := <-events:
-				if ev.done {
-					left--
-					res := streams[ev.index].Result()
-					if e := resultError(&res); e != nil {
-						send(struct {
-							Error *apiError `json:"error"`
-						}{e})
-						w.WriteString("data: [DONE]\n\n")
-						w.Flush()
-						return
-					}
-					rest := res.Text[min(sent[ev.index], len(res.Text)):]
-					if gone(send(f.final(ev.index, &res, rest, sent[ev.index]))) {
-						return
-					}
-					sent[ev.index] += len(rest)
-				} else {
-					if gone(send(f.token(ev.index, ev.tok, sent[ev.index]))) {
-						return
-					}
-					sent[ev.index] += len(ev.tok.Text)
-				}
-				if len(events) == 0 && gone(w.Flush()) {
-					return
-				}
-			case <-tick.C:
-				w.WriteString(": keep-alive\n\n")
-				if gone(w.Flush()) {
-					return
-				}
-			}
-		}
-		if includeUsage {
-			results := make([]engine.Result, len(streams))
-			for i, st := range streams {
-				results[i] = st.Result()
-			}
-			if gone(send(f.usage(results))) {
-				return
-			}
-		}
-		w.WriteString("data: [DONE]\n\n")
-		w.Flush()
+		return combineResults(results)
 	})
 }
 
-// logUser logs an OpenAI request's user field as a label, never with any
-// of the request's text; long labels are cut.
-func (s *Server) logUser(id, user string) {
-	if user == "" {
-		return
+// writeChoiceEvents writes the choices' events as they come and reports
+// whether the stream may end with [DONE] (false: the client is gone).
+func (s *Server) writeChoiceEvents(w *bufio.Writer, id string, streams []*engine.Stream, events <-chan choiceEvent,
+	results []engine.Result, f openAIStream, includeUsage bool) bool {
+	send := func(v any) bool {
+		if v != nil && writeEvent(w, v) != nil {
+			s.log.Debug("stream client gone", "id", id)
+			return false
+		}
+		return true
 	}
+	flush := func() bool {
+		if w.Flush() != nil {
+			s.log.Debug("stream client gone", "id", id)
+			return false
+		}
+		return true
+	}
+	// An opening comment sends the headers at once, before the first
+	// token (fasthttp writes them with the first chunk).
+	w.WriteString(": stream " + id + "\n\n")
+	if !flush() {
+		return false
+	}
+	for i := range streams {
+		if !send(f.start(i)) {
+			return false
+		}
+	}
+	sent := make([]int, len(streams)) // text bytes streamed per choice
+	tick := time.NewTicker(s.cfg.KeepAlive)
+	defer tick.Stop()
+	for left := len(streams); left > 0; {
+		select {
+		case ev := <-events:
+			if !ev.done {
+				if !send(f.token(ev.index, ev.tok, sent[ev.index])) {
+					return false
+				}
+				sent[ev.index] += len(ev.tok.Text)
+			} else {
+				left--
+				res := streams[ev.index].Result()
+				results[ev.index] = res
+				if e := resultError(&res); e != nil {
+					// OpenAI streams end in an error event, not a chunk.
+					return send(struct {
+						Error *apiError `json:"error"`
+					}{e})
+				}
+				rest := res.Text[min(sent[ev.index], len(res.Text)):]
+				if !send(f.final(ev.index, &res, rest, sent[ev.index])) {
+					return false
+				}
+				sent[ev.index] += len(rest)
+			}
+			// Flush only when caught up: a burst of tokens goes out in one
+			// write.
+			if len(events) == 0 && !flush() {
+				return false
+			}
+		case <-tick.C:
+			w.WriteString(": keep-alive\n\n")
+			if !flush() {
+				return false
+			}
+		}
+	}
+	return !includeUsage || send(f.usage(results))
+}
+
+// combineResults is one Result for a request's choices, for the access
+// log: the first choice's, with every choice's output tokens.
+func combineResults(results []engine.Result) engine.Result {
+	r := results[0]
+	for _, o := range results[1:] {
+		r.Usage.CompletionTokens += o.Usage.CompletionTokens
+	}
+	return r
+}
+
+// setUser puts an OpenAI request's user field on its access-log line, as
+// a label: cut to 64 bytes (at a character boundary), never with any of
+// the request's text.
+func setUser(ctx *fasthttp.RequestCtx, user string) {
 	if len(user) > 64 {
-		user = user[:64]
+		user = strings.ToValidUTF8(user[:64], "")
 	}
-	s.log.Debug("request", "id", id, "user", strconv.Quote(user))
+	accessOf(ctx).user = user
 }
 
 // isNull reports whether a raw JSON value is absent or null.

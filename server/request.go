@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"time"
 
@@ -115,11 +116,15 @@ type generateRequest struct {
 	Cache         *cacheParams `json:"cache"`
 }
 
-// decodeStrict decodes exactly one JSON object into v, refusing unknown
-// fields and trailing data, and names the offending field on type errors.
+// decodeStrict decodes exactly one JSON object into v, refusing invalid
+// UTF-8 (and escapes of half a surrogate pair), unknown fields (matched exactly, case included), fields given
+// twice and trailing data, and names the offending field on type errors.
 func decodeStrict(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("", "request body is empty: send a JSON object")
+	}
+	if off := invalidUTF8(body); off >= 0 {
+		return badRequest("", "request body is not valid UTF-8: byte 0x%02x at offset %d", body[off], off)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -148,7 +153,10 @@ func decodeStrict(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
 		return badRequest("", "invalid JSON: data after the object")
 	}
-	return nil
+	if off := loneSurrogate(body); off >= 0 {
+		return badRequest("", "request body has an unpaired UTF-16 surrogate escape %s at offset %d", body[off:off+6], off)
+	}
+	return checkKeys(body, reflect.TypeOf(v))
 }
 
 // jsonType names a Go type the way an API user thinks of it.

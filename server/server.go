@@ -59,6 +59,14 @@ type Config struct {
 	// generation needs one (401 otherwise); without, every request shares
 	// the namespace "".
 	APIKeys map[string]string
+	// PublicStats, with APIKeys, leaves the aggregate figures (/metrics and
+	// /v1/stats) open to callers without a key. By default they need an
+	// API key or the admin token: they tell every tenant's request rates,
+	// token counts and cache hit rates. The status page (/) is static and
+	// always open; it reads /v1/stats, so with keys and without
+	// PublicStats it shows a 401. Without APIKeys everything is open.
+	// Default false.
+	PublicStats bool
 	// MaxBodyBytes bounds a request body; default 1 MiB.
 	MaxBodyBytes int
 	// MaxPromptTokens bounds a prompt; default and cap: the engine's
@@ -112,6 +120,8 @@ type Server struct {
 	handler fasthttp.RequestHandler
 	trace   *tracer // nil without Config.Trace
 	chat    *chatSetup
+
+	conns *connSet // the client connections, for the drain to wait on and close
 
 	// base is the parent of every request's context: not the RequestCtx,
 	// whose Done fires when shutdown begins, before in-flight requests
@@ -184,7 +194,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	s := &Server{cfg: cfg, eng: cfg.Engine, ecfg: ecfg, log: cfg.Logger, metrics: cfg.Metrics, created: time.Now().Unix()}
+	s := &Server{cfg: cfg, eng: cfg.Engine, ecfg: ecfg, log: cfg.Logger, metrics: cfg.Metrics, created: time.Now().Unix(),
+		conns: newConnSet()}
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	s.trace = newTracer(cfg.Trace, cfg.TraceTokens, ecfg.BlockSize, cfg.Logger)
 	if cfg.Tokenizer != nil {
@@ -216,7 +227,11 @@ func New(cfg Config) (*Server, error) {
 		NoDefaultContentType:         true,
 		TCPKeepalive:                 true,
 		DisablePreParseMultipartForm: true,
-		Logger:                       fasthttpLogger{s.log},
+		ConnState:                    s.conns.track,
+		// fasthttp otherwise quotes the raw request it could not parse in
+		// its errors: headers, Authorization included.
+		SecureErrorLogMessage: true,
+		Logger:                fasthttpLogger{s.log},
 	}
 	return s, nil
 }
@@ -234,20 +249,46 @@ func (s *Server) Serve(ln net.Listener) error {
 	return err
 }
 
+// answerGrace bounds how long Shutdown waits, once its context has ended
+// and the engine has cancelled what remained, for those requests' answers
+// (a 503, or a stream's final error event) to be written, before it
+// closes the connections under them: a client that stops reading could
+// otherwise hold the process.
+const answerGrace = 5 * time.Second
+
 // Shutdown drains the server: /readyz turns 503, listeners close, new
 // generation requests get 503, and in-flight ones run to completion until
-// ctx ends, when the engine cancels what remains. It closes the engine.
+// ctx ends, when the engine cancels what remains and each of those gets
+// its answer: a 503 error, or on a stream a final event carrying the error
+// (then [DONE]). Shutdown returns once every answer is written (or
+// answerGrace after ctx ends), closing the connections that remain: idle
+// ones, and ones still sending a request, which never held it up. It
+// closes the engine, and returns ctx's error if ctx ended first.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
-	engDone := make(chan error, 1)
-	go func() { engDone <- s.eng.Close(ctx) }()
-	httpErr := s.srv.ShutdownWithContext(ctx)
-	engErr := <-engDone
+	// fasthttp's own shutdown closes the listeners and idle connections,
+	// then waits for every other one to end by itself, also one that is
+	// still sending its request: it runs until the drain is over.
+	httpCtx, stopHTTP := context.WithCancel(context.Background())
+	httpDone := make(chan struct{})
+	go func() {
+		s.srv.ShutdownWithContext(httpCtx)
+		close(httpDone)
+	}()
+	engErr := s.eng.Close(ctx) // every request has its Result now
+	grace := time.NewTimer(answerGrace)
+	select {
+	case <-s.conns.idle():
+	case <-grace.C:
+		s.log.Warn("drain: answers still unwritten after the grace period; closing their connections")
+	}
+	grace.Stop()
+	stopHTTP()
+	<-httpDone
+	s.conns.closeAll()
+	<-s.conns.idle() // writes to closed connections fail at once
 	s.stopBase()
 	s.trace.wait() // every request has finished: its record goes out now
-	if httpErr != nil {
-		return fmt.Errorf("server: shutdown: %w", httpErr)
-	}
 	if engErr != nil {
 		return fmt.Errorf("server: draining the engine: %w", engErr)
 	}
@@ -287,10 +328,11 @@ func (s *Server) buildRoutes() map[string]*route {
 	add("/tokenize", "POST", s.tenant(s.handleTokenize))
 	add("/detokenize", "POST", s.tenant(s.handleDetokenize))
 	add("/v1/models", "GET", s.tenant(s.handleModels))
-	add("/metrics", "GET", s.metrics.handler())
+	add("/metrics", "GET", s.stats(s.metrics.handler()))
 	add("/", "GET", s.handleIndex)
-	add("/v1/stats", "GET", s.statsHandler())
+	add("/v1/stats", "GET", s.stats(s.statsHandler()))
 	add("/healthz", "GET", s.handleHealthz)
+	add("/health", "GET", s.handleHealthz)
 	add("/readyz", "GET", s.handleReadyz)
 	add("/v1/cache", "GET", s.admin(s.handleCacheStats))
 	add("/v1/cache/prefixes", "GET", s.admin(s.handleCachePrefixes))
@@ -301,24 +343,31 @@ func (s *Server) buildRoutes() map[string]*route {
 	return routes
 }
 
-// serveHTTP routes a request, turning a panic into a logged 500.
+// serveHTTP routes a request, turning a panic into a logged 500, and
+// writes its access-log line.
 func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
-	r := s.routes[string(ctx.Path())]
+	s.conns.busy(ctx.Conn())
+	a := &access{start: time.Now(), method: string(ctx.Method()), path: string(ctx.Path())}
+	ctx.SetUserValue(accessKey, a)
+	r := s.routes[a.path]
 	label := "other"
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("handler panic", "path", string(ctx.Path()), "panic", p, "stack", string(debug.Stack()))
+			s.log.Error("handler panic", "path", a.path, "panic", p, "stack", string(debug.Stack()))
 			ctx.Response.Reset()
 			s.writeError(ctx, &apiError{Status: 500, Type: typeServer, Message: "internal error"})
 		}
 		s.metrics.httpRequest(label, ctx.Response.StatusCode())
+		if !a.streamed {
+			s.logAccess(a, ctx.Response.StatusCode())
+		}
 	}()
 	if r == nil {
 		s.writeError(ctx, &apiError{Status: 404, Type: typeNotFound, Message: fmt.Sprintf("no endpoint %s", ctx.Path())})
 		return
 	}
 	label = r.name
-	h := r.methods[string(ctx.Method())]
+	h := r.methods[a.method]
 	if h == nil && ctx.IsHead() {
 		h = r.methods["GET"] // fasthttp sends the headers only
 	}
@@ -326,6 +375,10 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("Allow", r.allow)
 		s.writeError(ctx, &apiError{Status: 405, Type: typeInvalid,
 			Message: fmt.Sprintf("method %s not allowed on %s; allowed: %s", ctx.Method(), r.name, r.allow)})
+		return
+	}
+	if e := s.decodeBody(ctx); e != nil {
+		s.writeError(ctx, e)
 		return
 	}
 	// Handler() may be called without the fasthttp server's own limit.
@@ -355,9 +408,7 @@ func (s *Server) parseError(ctx *fasthttp.RequestCtx, err error) {
 		s.writeError(ctx, &apiError{Status: 431, Type: typeInvalid, Message: "request headers are too large"})
 		return
 	}
-	// fasthttp's own message quotes the raw request, headers and all
-	// (Authorization included): log it, answer without it.
-	s.log.Debug("malformed HTTP request", "err", err)
+	s.log.Debug("malformed HTTP request", "err", redact(err))
 	s.writeError(ctx, badRequest("", "malformed HTTP request"))
 }
 
@@ -397,40 +448,62 @@ func bearer(ctx *fasthttp.RequestCtx) (string, bool) {
 	return tok, tok != ""
 }
 
-// namespaceKey carries a request's tenant namespace in the RequestCtx.
-const namespaceKey = "prefixd.namespace"
+// callerKey resolves the caller's API key to its namespace; ok is false
+// when it has answered with a 401.
+func (s *Server) callerKey(ctx *fasthttp.RequestCtx) (ns string, ok bool) {
+	tok, ok := bearer(ctx)
+	if !ok {
+		s.writeError(ctx, &apiError{Status: 401, Type: typeAuth, Message: "missing API key: send Authorization: Bearer <key>"})
+		return "", false
+	}
+	found := false
+	// Compare every key in constant time, so timing says nothing about
+	// how close a guess was.
+	for k, v := range s.cfg.APIKeys {
+		if subtle.ConstantTimeCompare([]byte(k), []byte(tok)) == 1 {
+			ns, found = v, true
+		}
+	}
+	if !found {
+		s.writeError(ctx, &apiError{Status: 401, Type: typeAuth, Message: "invalid API key"})
+		return "", false
+	}
+	return ns, true
+}
 
 // tenant resolves the caller's namespace from its API key.
 func (s *Server) tenant(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		ns := ""
 		if len(s.cfg.APIKeys) > 0 {
-			tok, ok := bearer(ctx)
+			ns, ok := s.callerKey(ctx)
 			if !ok {
-				s.writeError(ctx, &apiError{Status: 401, Type: typeAuth, Message: "missing API key: send Authorization: Bearer <key>"})
 				return
 			}
-			found := false
-			// Compare every key in constant time, so timing says nothing
-			// about how close a guess was.
-			for k, v := range s.cfg.APIKeys {
-				if subtle.ConstantTimeCompare([]byte(k), []byte(tok)) == 1 {
-					ns, found = v, true
-				}
-			}
-			if !found {
-				s.writeError(ctx, &apiError{Status: 401, Type: typeAuth, Message: "invalid API key"})
-				return
-			}
+			accessOf(ctx).namespace = ns
 		}
-		ctx.SetUserValue(namespaceKey, ns)
 		h(ctx)
 	}
 }
 
-func namespace(ctx *fasthttp.RequestCtx) string {
-	ns, _ := ctx.UserValue(namespaceKey).(string)
-	return ns
+// stats guards the aggregate figures: with API keys and without
+// Config.PublicStats, they need an API key or the admin token.
+func (s *Server) stats(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		if len(s.cfg.APIKeys) > 0 && !s.cfg.PublicStats && !s.isAdmin(ctx) {
+			if _, ok := s.callerKey(ctx); !ok {
+				return
+			}
+		}
+		h(ctx)
+	}
+}
+
+func namespace(ctx *fasthttp.RequestCtx) string { return accessOf(ctx).namespace }
+
+// isAdmin reports whether the request carries the admin token.
+func (s *Server) isAdmin(ctx *fasthttp.RequestCtx) bool {
+	tok, ok := bearer(ctx)
+	return ok && s.cfg.AdminToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) == 1
 }
 
 // admin guards the cache administration endpoints.
@@ -488,10 +561,10 @@ func newID(prefix string) string {
 
 // submitError maps an engine.Submit error to a response.
 func submitError(err error) *apiError {
+	var inv *engine.InvalidError
 	switch {
-	case errors.Is(err, engine.ErrInvalid):
-		msg := strings.TrimPrefix(err.Error(), engine.ErrInvalid.Error()+": ")
-		return &apiError{Status: 400, Type: typeInvalid, Message: msg}
+	case errors.As(err, &inv):
+		return &apiError{Status: 400, Type: typeInvalid, Param: inv.Param, Message: inv.Msg}
 	case errors.Is(err, engine.ErrQueueFull):
 		return &apiError{Status: 429, Type: typeRateLimit, Message: "the server is at capacity: retry later"}
 	case errors.Is(err, engine.ErrClosed):
@@ -512,9 +585,26 @@ func (s *Server) writeSubmitError(ctx *fasthttp.RequestCtx, err error) {
 	s.writeError(ctx, e)
 }
 
-// fasthttpLogger sends fasthttp's own messages to slog.
+// fasthttpLogger sends fasthttp's own messages to slog, with its errors
+// redacted.
 type fasthttpLogger struct{ l *slog.Logger }
 
 func (f fasthttpLogger) Printf(format string, args ...any) {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = redact(err)
+		}
+	}
 	f.l.Warn("fasthttp: " + fmt.Sprintf(format, args...))
+}
+
+// redact returns err's text up to its first quote. fasthttp quotes the
+// request bytes it could not parse, even with SecureErrorLogMessage for a
+// malformed header line, and those may hold credentials or prompt text.
+func redact(err error) string {
+	msg := err.Error()
+	if i := strings.IndexAny(msg, "\"'`"); i >= 0 {
+		msg = strings.TrimRight(msg[:i], ": ") + " (request bytes not logged)"
+	}
+	return msg
 }

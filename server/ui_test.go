@@ -69,7 +69,7 @@ func (h *harness) stats() statsJSON {
 }
 
 func TestUIStats(t *testing.T) {
-	h := newHarness(t, withServer(func(c *Config) { c.APIKeys = map[string]string{"key-a": "tenant-a"} }))
+	h := newHarness(t, withServer(func(c *Config) { c.APIKeys, c.PublicStats = map[string]string{"key-a": "tenant-a"}, true }))
 	before := h.stats()
 	if before.RequestsFinished != 0 || before.Tokens.Generated != 0 || before.HitRate.All != nil ||
 		before.Latency["ttft"].Total.Count != 0 || before.Latency["ttft"].Total.P50 != nil {

@@ -62,6 +62,7 @@ type serveOptions struct {
 	cachedFirst, traceTokens                 bool
 	traceOut, chatTemplate                   string
 	adminToken, apiKeys                      string
+	publicStats                              bool
 	keys                                     map[string]string
 	unknownEnv                               []string // PREFIXD_* variables that name no flag
 	kvEvents                                 kvEventsOptions
@@ -103,6 +104,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.StringVar(&o.prefixCache, "prefix-cache", "on", "prefix cache: on or off")
 	fs.BoolVar(&o.cachedFirst, "cached-first", false, "admit waiting requests with the longest cached prefix first")
 	fs.StringVar(&o.adminToken, "admin-token", "", "bearer token of the /v1/cache admin endpoints; empty disables them")
+	fs.BoolVar(&o.publicStats, "public-stats", false, "with --api-keys, serve /metrics and /v1/stats without a key (by default they need an API key or the admin token)")
 	fs.StringVar(&o.apiKeys, "api-keys", "", "tenant API keys: key=namespace,key2=namespace2, namespaces not empty; none: no auth, one shared namespace")
 	fs.IntVar(&o.maxBodyBytes, "max-body-bytes", 1<<20, "largest request body")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may finish before they are cancelled")
@@ -461,7 +463,7 @@ func start(o *serveOptions, ecfg engine.Config, m *model.Model, metrics *server.
 		return nil, nil, nil, err
 	}
 	srv, err := server.New(server.Config{
-		Engine: eng, Tokenizer: m.Tokenizer, ModelName: o.servedModelName, AdminToken: o.adminToken, APIKeys: o.keys,
+		Engine: eng, Tokenizer: m.Tokenizer, ModelName: o.servedModelName, AdminToken: o.adminToken, APIKeys: o.keys, PublicStats: o.publicStats,
 		ChatTemplate: tpl,
 		MaxBodyBytes: o.maxBodyBytes, MaxPromptTokens: o.maxPromptTokens, MaxTokens: o.maxTokens,
 		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens,

@@ -374,3 +374,67 @@ func TestServeStopAtStartUp(t *testing.T) {
 		}
 	}
 }
+
+// TestServePublicStats: with --api-keys the aggregate figures need a key
+// unless --public-stats opens them; generation needs a key either way.
+func TestServePublicStats(t *testing.T) {
+	for _, public := range []bool{false, true} {
+		args := []string{"--api-keys", "k1=tenant-a", "--blocks", "64", "--threads", "1"}
+		if public {
+			args = append(args, "--public-stats")
+		}
+		base, stop, _ := startServeLog(t, nil, args...)
+		want := http.StatusUnauthorized
+		if public {
+			want = http.StatusOK
+		}
+		for _, path := range []string{"/metrics", "/v1/stats"} {
+			resp, err := http.Get(base + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("--public-stats=%v: GET %s without a key: %d, want %d", public, path, resp.StatusCode, want)
+			}
+		}
+		resp, err := http.Post(base+"/generate", "application/json", strings.NewReader(`{"prompt_ids": [1, 2], "max_tokens": 1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("--public-stats=%v: /generate without a key: %d, want 401", public, resp.StatusCode)
+		}
+		if c := stop(); c != 0 {
+			t.Fatalf("exit %d", c)
+		}
+	}
+}
+
+// TestServeOneBlock: a one-block pool serves what fits in one block and
+// refuses, with a 400 naming the pool, what cannot fit at all.
+func TestServeOneBlock(t *testing.T) {
+	base, stop, _ := startServeLog(t, nil, "--blocks", "1", "--threads", "1")
+	for _, c := range []struct {
+		body string
+		want int
+		msg  string
+	}{
+		{`{"prompt_ids": [1, 2], "max_tokens": 2}`, http.StatusOK, ""},
+		{`{"prompt_ids": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20], "max_tokens": 2}`, http.StatusBadRequest, "the pool has 1"},
+	} {
+		resp, err := http.Post(base+"/generate", "application/json", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || !strings.Contains(string(b), c.msg) {
+			t.Errorf("%s: %d %s; want %d with %q", c.body, resp.StatusCode, b, c.want, c.msg)
+		}
+	}
+	if c := stop(); c != 0 {
+		t.Fatalf("exit %d", c)
+	}
+}

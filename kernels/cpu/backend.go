@@ -42,7 +42,11 @@ type buffer struct {
 
 // NewBackend returns a Backend computing on w, which the caller owns and
 // closes.
-func NewBackend(w *Workers) *Backend { return &Backend{w: w} }
+func NewBackend(w *Workers) *Backend {
+	// Entry 0 stands for kernels.NoWeight, which Upload never issues; its
+	// zero width makes any op handed it fail its shape check.
+	return &Backend{w: w, weights: make([]weight, 1)}
+}
 
 // Upload keeps t for the ops that name the returned handle. F32 data is
 // used in place, not copied, so t.Data must outlive the Backend. It
@@ -155,15 +159,23 @@ func (b *Backend) AddBias(x kernels.Buf, bias kernels.Weight) {
 }
 
 // RoPE rotates every row of x, heads heads wide, in place for its token's
-// position, pairing elements as layout says.
-func (b *Backend) RoPE(x kernels.Buf, heads int, theta float32, layout kernels.RopeLayout) {
+// position, pairing elements as layout says and dividing pair i's
+// frequency by factors' element i (one row, half a head wide) unless
+// factors is kernels.NoWeight.
+func (b *Backend) RoPE(x kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors kernels.Weight) {
 	s := &b.bufs[x]
 	hd := s.cols / heads
 	same("RoPE", s.cols, heads*hd)
+	var f []float32
+	if factors != kernels.NoWeight {
+		w := &b.weights[factors]
+		same("RoPE factors", w.rows*w.cols, hd/2)
+		f = w.f
+	}
 	t := 0
 	for _, r := range b.rows {
 		for i := range r.Tokens {
-			rope(s.f[t*s.cols:(t+1)*s.cols], r.Start+i, heads, hd, theta, layout)
+			rope(s.f[t*s.cols:(t+1)*s.cols], r.Start+i, heads, hd, theta, layout, f)
 			t++
 		}
 	}

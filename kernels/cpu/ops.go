@@ -27,22 +27,26 @@ func RMSNorm(out, x, weight []float32, eps float32) {
 // x[2i+1]) of a head turns by pos·theta^(-2i/headDim) radians. headDim
 // must be even.
 func RoPE(x []float32, pos, nHeads, headDim int, theta float32) {
-	rope(x, pos, nHeads, headDim, theta, kernels.RopeAdjacent)
+	rope(x, pos, nHeads, headDim, theta, kernels.RopeAdjacent, nil)
 }
 
 // RoPEHalves is RoPE in the rotate-half form of Hugging Face checkpoints:
 // pair i of a head is (x[i], x[i+headDim/2]), turned by the same angle as
 // RoPE's pair i.
 func RoPEHalves(x []float32, pos, nHeads, headDim int, theta float32) {
-	rope(x, pos, nHeads, headDim, theta, kernels.RopeHalves)
+	rope(x, pos, nHeads, headDim, theta, kernels.RopeHalves, nil)
 }
 
 // rope turns pair i of every head, whose elements layout places, by
-// pos·theta^(-2i/headDim) radians.
-func rope(x []float32, pos, nHeads, headDim int, theta float32, layout kernels.RopeLayout) {
+// pos·theta^(-2i/headDim)/factors[i] radians; factors is nil or
+// headDim/2 long (Llama 3's per-pair frequency divisors).
+func rope(x []float32, pos, nHeads, headDim int, theta float32, layout kernels.RopeLayout, factors []float32) {
 	half := headDim / 2
 	for i := range half {
 		freq := math.Pow(float64(theta), -float64(2*i)/float64(headDim))
+		if factors != nil {
+			freq /= float64(factors[i])
+		}
 		sin, cos := math.Sincos(float64(pos) * freq)
 		s, c := float32(sin), float32(cos)
 		a, b := 2*i, 2*i+1

@@ -1,0 +1,277 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/prefixd/prefixd/kernels/cuda/launch"
+	"github.com/prefixd/prefixd/kernels/cuda/src"
+)
+
+// ErrClosed means the Device has been closed.
+var ErrClosed = errors.New("cuda: device closed")
+
+// Config selects a GPU and the kernels' element type.
+type Config struct {
+	// Ordinal is the GPU's index, 0 for the first.
+	Ordinal int
+	// DType is the element type of K/V blocks, weights and matrix-product
+	// inputs; the zero value is bf16.
+	DType src.DType
+}
+
+// Device is one GPU with prefixd's kernels loaded. Its CUDA context lives
+// on one OS thread, locked for the Device's life, and every CUDA call runs
+// there: Do hands that thread a function. Device is safe for concurrent
+// use; calls run one at a time, in the order they arrive.
+type Device struct {
+	mu     sync.Mutex // guards closed and sends on work
+	closed bool
+	work   chan func()
+	done   chan struct{}
+
+	dtype src.DType
+	arch  string
+	sms   int
+	// Owned by the device thread:
+	ctx  cu.CUContext
+	mod  cu.Module
+	fns  map[string]cu.Function
+	exec Exec
+	blas blas
+}
+
+var _ launch.Device = (*Device)(nil)
+
+// Open creates a context on the GPU, compiles the kernels for its
+// architecture with NVRTC and loads them. The GPU needs compute capability
+// 8.0 or later (bf16 conversions).
+func Open(cfg Config) (*Device, error) {
+	if _, err := src.ParseDType(cfg.DType.String()); err != nil {
+		return nil, err
+	}
+	d := &Device{work: make(chan func()), done: make(chan struct{}), dtype: cfg.DType, fns: map[string]cu.Function{}}
+	d.exec.d = d
+	started := make(chan error)
+	go d.loop(cfg.Ordinal, started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// loop is the device thread: it creates the context, runs work until
+// Close, then destroys the context. The thread stays locked, so Go
+// retires it when loop returns and no other goroutine inherits its CUDA
+// state.
+func (d *Device) loop(ordinal int, started chan<- error) {
+	runtime.LockOSThread()
+	defer close(d.done)
+	if err := d.init(ordinal); err != nil {
+		d.teardown()
+		started <- err
+		return
+	}
+	started <- nil
+	for f := range d.work {
+		f()
+	}
+	d.teardown()
+}
+
+func (d *Device) init(ordinal int) error {
+	dev, err := cu.GetDevice(ordinal)
+	if err != nil {
+		return fmt.Errorf("cuda: GPU %d: %w", ordinal, err)
+	}
+	major, err1 := dev.Attribute(cu.ComputeCapabilityMajor)
+	minor, err2 := dev.Attribute(cu.ComputeCapabilityMinor)
+	sms, err3 := dev.Attribute(cu.MultiprocessorCount)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return fmt.Errorf("cuda: GPU %d attributes: %w", ordinal, err)
+	}
+	cc := 10*major + minor
+	if cc < 80 {
+		return fmt.Errorf("cuda: GPU %d has compute capability %d.%d; prefixd needs 8.0 or later", ordinal, major, minor)
+	}
+	// NVRTC 11.8 knows architectures up to compute_90; the driver JIT-
+	// compiles that PTX for later GPUs.
+	d.arch, d.sms = fmt.Sprintf("compute_%d", min(cc, 90)), sms
+	if d.ctx, err = dev.MakeContext(cu.SchedAuto); err != nil {
+		return fmt.Errorf("cuda: context on GPU %d: %w", ordinal, err)
+	}
+	ptx, err := src.Compile(d.dtype, d.arch)
+	if err != nil {
+		return err
+	}
+	if d.mod, err = cu.LoadData(ptx); err != nil {
+		return fmt.Errorf("cuda: loading the kernels' PTX: %w", err)
+	}
+	for _, name := range src.Kernels {
+		fn, err := d.mod.Function(name)
+		if err != nil {
+			return fmt.Errorf("cuda: kernel %s: %w", name, err)
+		}
+		d.fns[name] = fn
+	}
+	return nil
+}
+
+func (d *Device) teardown() {
+	d.blas.close()
+	if d.mod != (cu.Module{}) {
+		d.mod.Unload()
+	}
+	if d.ctx != (cu.CUContext{}) {
+		d.ctx.Destroy()
+	}
+}
+
+// Close waits for the calls in flight, then destroys the context, which
+// frees everything still allocated in it. Later calls return ErrClosed.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	d.closed = true
+	close(d.work)
+	d.mu.Unlock()
+	<-d.done
+	return nil
+}
+
+// Do runs f on the device thread and returns its error. A step of a layer
+// loop runs in one Do, launching through x, so it pays the hand-over once.
+// f must not call the Device's own methods (they would wait for f): it uses
+// x.
+func (d *Device) Do(f func(x *Exec) error) error {
+	res := make(chan error, 1)
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	d.work <- func() { res <- f(&d.exec) }
+	d.mu.Unlock()
+	return <-res
+}
+
+// DType implements launch.Device.
+func (d *Device) DType() src.DType { return d.dtype }
+
+// Arch is the virtual architecture the kernels were compiled for.
+func (d *Device) Arch() string { return d.arch }
+
+// SMs is the GPU's multiprocessor count (for launch.ChooseSplit).
+func (d *Device) SMs() int { return d.sms }
+
+// Launch implements launch.Device on the device thread.
+func (d *Device) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
+	return d.Do(func(x *Exec) error { return x.Launch(kernel, grid, block, args...) })
+}
+
+// Alloc returns n bytes of device memory.
+func (d *Device) Alloc(n int) (launch.Ptr, error) {
+	var p launch.Ptr
+	err := d.Do(func(x *Exec) (err error) { p, err = x.Alloc(n); return err })
+	return p, err
+}
+
+// Free releases device memory from Alloc.
+func (d *Device) Free(p launch.Ptr) error { return d.Do(func(x *Exec) error { return x.Free(p) }) }
+
+// Write copies b to device address p and waits for the copy.
+func (d *Device) Write(p launch.Ptr, b []byte) error {
+	return d.Do(func(x *Exec) error { return x.Write(p, b) })
+}
+
+// Read copies len(b) bytes from device address p into b, after the work
+// launched before it.
+func (d *Device) Read(b []byte, p launch.Ptr) error {
+	return d.Do(func(x *Exec) error { return x.Read(b, p) })
+}
+
+// MemInfo returns the GPU's free and total memory in bytes.
+func (d *Device) MemInfo() (free, total int64, err error) {
+	err = d.Do(func(*Exec) (err error) { free, total, err = cu.MemInfo(); return err })
+	return free, total, err
+}
+
+// Exec makes CUDA calls on the device thread; it is valid only inside
+// Device.Do. It implements launch.Device.
+type Exec struct {
+	d      *Device
+	params []unsafe.Pointer
+}
+
+var _ launch.Device = (*Exec)(nil)
+
+// DType implements launch.Device.
+func (x *Exec) DType() src.DType { return x.d.dtype }
+
+// Launch implements launch.Device: it queues the kernel on the default
+// stream and returns; a fault inside it shows at the next synchronising
+// call.
+func (x *Exec) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
+	fn, ok := x.d.fns[kernel]
+	if !ok {
+		return fmt.Errorf("cuda: no kernel %q", kernel)
+	}
+	x.params = x.params[:0]
+	for i := range args {
+		x.params = append(x.params, unsafe.Pointer(&args[i]))
+	}
+	if err := fn.Launch(grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, 0, cu.NoStream, x.params); err != nil {
+		return fmt.Errorf("cuda: launch %s grid %v block %v: %w", kernel, grid, block, err)
+	}
+	return nil
+}
+
+// Alloc returns n bytes of device memory.
+func (x *Exec) Alloc(n int) (launch.Ptr, error) {
+	if n <= 0 {
+		return 0, fmt.Errorf("cuda: alloc of %d bytes", n)
+	}
+	p, err := cu.MemAlloc(int64(n))
+	if err != nil {
+		return 0, fmt.Errorf("cuda: alloc of %d bytes: %w", n, err)
+	}
+	return launch.Ptr(p), nil
+}
+
+// Free releases device memory.
+func (x *Exec) Free(p launch.Ptr) error { return cu.MemFree(cu.DevicePtr(p)) }
+
+// Write copies b to device address p.
+func (x *Exec) Write(p launch.Ptr, b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return cu.MemcpyHtoD(cu.DevicePtr(p), unsafe.Pointer(&b[0]), int64(len(b)))
+}
+
+// Read copies len(b) bytes from device address p into b.
+func (x *Exec) Read(b []byte, p launch.Ptr) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return cu.MemcpyDtoH(unsafe.Pointer(&b[0]), cu.DevicePtr(p), int64(len(b)))
+}
+
+// Copy copies n bytes between device addresses.
+func (x *Exec) Copy(dst, src launch.Ptr, n int) error {
+	return cu.MemcpyDtoD(cu.DevicePtr(dst), cu.DevicePtr(src), int64(n))
+}
+
+// Synchronize waits for everything launched so far and returns the first
+// fault.
+func (x *Exec) Synchronize() error { return cu.Synchronize() }

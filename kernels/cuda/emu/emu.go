@@ -1,0 +1,165 @@
+//go:build cgo && amd64
+
+package emu
+
+/*
+#cgo CXXFLAGS: -std=c++17 -O2 -fno-strict-aliasing
+#include <stdint.h>
+#include <stdlib.h>
+
+int prefixd_emu_kernels(void);
+const char *prefixd_emu_kernel_name(int i);
+int prefixd_emu_launch(int dtype, const char *name, const unsigned *g, const unsigned *b, const uint64_t *args,
+		       int nargs, int sched, char *err, int errlen);
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"github.com/prefixd/prefixd/kernels/cuda/launch"
+	"github.com/prefixd/prefixd/kernels/cuda/src"
+)
+
+// Schedule orders a thread block's threads between barriers.
+type Schedule int
+
+const (
+	// Forward runs thread 0 first.
+	Forward Schedule = 0
+	// Reverse runs the last thread first.
+	Reverse Schedule = 1
+	// Shuffled (and any larger value, as a seed) shuffles the order at
+	// every barrier.
+	Shuffled Schedule = 2
+)
+
+// Device is an emulated GPU: kernels of one element type, memory in host
+// mappings. It implements launch.Device. It is not safe for concurrent use.
+type Device struct {
+	dtype  src.DType
+	sched  Schedule
+	allocs map[launch.Ptr]mapping
+}
+
+// mapping is one allocation: the whole mapping, guard page included, and
+// the bytes handed out.
+type mapping struct{ m, buf []byte }
+
+var _ launch.Device = (*Device)(nil)
+
+// New returns a Device running the kernels of element type t under sched.
+func New(t src.DType, sched Schedule) *Device {
+	return &Device{dtype: t, sched: sched, allocs: map[launch.Ptr]mapping{}}
+}
+
+// DType implements launch.Device.
+func (d *Device) DType() src.DType { return d.dtype }
+
+// Kernels returns the names of the kernels the emulator was built with.
+func Kernels() []string {
+	var names []string
+	for i := range int(C.prefixd_emu_kernels()) {
+		names = append(names, C.GoString(C.prefixd_emu_kernel_name(C.int(i))))
+	}
+	return names
+}
+
+// Launch implements launch.Device: it runs the kernel to the end on the
+// calling thread.
+func (d *Device) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
+	dims := [6]C.uint{}
+	for i, v := range []int{grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z} {
+		if v < 0 || v > math.MaxInt32 {
+			return fmt.Errorf("emu: %s: launch dimension %d", kernel, v)
+		}
+		dims[i] = C.uint(v)
+	}
+	name := C.CString(kernel)
+	defer C.free(unsafe.Pointer(name))
+	var msg [256]C.char
+	var argp *C.uint64_t
+	if len(args) > 0 {
+		argp = (*C.uint64_t)(unsafe.Pointer(&args[0]))
+	}
+	if C.prefixd_emu_launch(C.int(d.dtype), name, &dims[0], &dims[3], argp, C.int(len(args)), C.int(d.sched),
+		&msg[0], C.int(len(msg))) != 0 {
+		return errors.New("emu: " + C.GoString(&msg[0]))
+	}
+	return nil
+}
+
+// Alloc returns n bytes of device memory, filled with 0xff bytes (NaN as
+// floats) so that a kernel reading what nobody wrote shows it. The bytes
+// end at a page that faults on access, so a kernel reading or writing past
+// the end crashes the test instead of passing silently.
+func (d *Device) Alloc(n int) (launch.Ptr, error) {
+	if n <= 0 {
+		return 0, fmt.Errorf("emu: alloc of %d bytes", n)
+	}
+	page := os.Getpagesize()
+	size := (n + page - 1) / page * page
+	m, err := syscall.Mmap(-1, 0, size+page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return 0, fmt.Errorf("emu: alloc of %d bytes: %w", n, err)
+	}
+	if err := syscall.Mprotect(m[size:], syscall.PROT_NONE); err != nil {
+		syscall.Munmap(m)
+		return 0, fmt.Errorf("emu: guard page: %w", err)
+	}
+	buf := m[size-n : size]
+	for i := range buf {
+		buf[i] = 0xff
+	}
+	p := launch.Ptr(uintptr(unsafe.Pointer(&buf[0])))
+	d.allocs[p] = mapping{m, buf}
+	return p, nil
+}
+
+// span returns the n bytes at p, which must lie in one allocation.
+func (d *Device) span(p launch.Ptr, n int) ([]byte, error) {
+	for base, a := range d.allocs {
+		if p >= base && uint64(p-base)+uint64(n) <= uint64(len(a.buf)) {
+			return a.buf[p-base:][:n], nil
+		}
+	}
+	return nil, fmt.Errorf("emu: %d bytes at %#x are not in one allocation", n, uint64(p))
+}
+
+// Write copies b to device address p.
+func (d *Device) Write(p launch.Ptr, b []byte) error {
+	dst, err := d.span(p, len(b))
+	copy(dst, b)
+	return err
+}
+
+// Read copies len(b) bytes at device address p into b.
+func (d *Device) Read(b []byte, p launch.Ptr) error {
+	s, err := d.span(p, len(b))
+	copy(b, s)
+	return err
+}
+
+// Free releases an allocation made by Alloc.
+func (d *Device) Free(p launch.Ptr) error {
+	a, ok := d.allocs[p]
+	if !ok {
+		return fmt.Errorf("emu: free of %#x, not allocated", uint64(p))
+	}
+	delete(d.allocs, p)
+	return syscall.Munmap(a.m)
+}
+
+// Close frees every allocation still held.
+func (d *Device) Close() error {
+	var errs []error
+	for p := range d.allocs {
+		errs = append(errs, d.Free(p))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,217 @@
+package kerneltest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kernels/cpu"
+	"github.com/prefixd/prefixd/kernels/cuda/launch"
+)
+
+// attnCase is one batch: each sequence has start cached positions and rows
+// new ones; share[i] > 0 makes sequence i begin with the first share[i]
+// blocks of sequence 0's table (a shared cached prefix).
+type attnCase struct {
+	name                string
+	kvHeads, nHeads, hd int
+	bs, split           int
+	starts, rows, share []int
+}
+
+var attnCases = []attnCase{
+	{name: "decode GQA split", kvHeads: 2, nHeads: 8, hd: 16, bs: 4, split: 8,
+		starts: []int{37, 12, 0, 64}, rows: []int{1, 1, 1, 1}, share: []int{0, 3, 0, 9}},
+	{name: "prefill over prefix", kvHeads: 1, nHeads: 3, hd: 10, bs: 5,
+		starts: []int{7, 0, 20}, rows: []int{9, 13, 3}, share: []int{0, 0, 1}},
+	{name: "mixed split head 40", kvHeads: 3, nHeads: 6, hd: 40, bs: 3, split: 7,
+		starts: []int{6, 30, 0, 6}, rows: []int{4, 1, 6, 2}, share: []int{0, 1, 0, 2}},
+	{name: "head 128 block 16", kvHeads: 2, nHeads: 4, hd: 128, bs: 16, split: 32,
+		starts: []int{40, 100, 33}, rows: []int{2, 1, 5}, share: []int{0, 2, 2}},
+	{name: "MHA head 8", kvHeads: 4, nHeads: 4, hd: 8, bs: 7,
+		starts: []int{0, 15}, rows: []int{11, 1}, share: []int{0, 0}},
+	{name: "split of one", kvHeads: 1, nHeads: 2, hd: 6, bs: 2, split: 1,
+		starts: []int{4, 0}, rows: []int{1, 2}, share: []int{0, 0}},
+}
+
+// attnSetup is a case laid out on the CPU (reference) and on the device.
+type attnSetup struct {
+	c      attnCase
+	lay    launch.KVLayout
+	ref    *cpu.KVCache
+	seqs   []cpu.AttnSeq
+	qkv    []float32 // [rows][q | k | v] as the step's matrix product leaves them
+	ld     int
+	layer  int
+	st     launch.Step
+	kv     launch.Ptr
+	rowPos []int32
+}
+
+// setup builds block tables over shuffled physical blocks, fills every
+// slot any sequence reads with random K/V (the same bytes on the CPU and
+// the device), and clears the new rows' slots of the tested layer on the
+// device, which AppendKV must then fill.
+func (e *Env) setup(c attnCase) *attnSetup {
+	s := &attnSetup{c: c, layer: 1}
+	tables := make([][]blockstore.BlockID, len(c.starts))
+	need := 0
+	for i := range c.starts {
+		need += (c.starts[i] + c.rows[i] + c.bs - 1) / c.bs
+	}
+	s.lay = launch.KVLayout{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, BlockSize: c.bs, NumBlocks: need + 3}
+	free := e.rng.Perm(s.lay.NumBlocks)
+	for i := range c.starts {
+		n := (c.starts[i] + c.rows[i] + c.bs - 1) / c.bs
+		if c.share[i] > 0 {
+			if c.share[i]*c.bs > min(c.starts[0], c.starts[i]) {
+				panic(fmt.Sprintf("case %s: sequence %d shares blocks past a cached prefix", c.name, i))
+			}
+			tables[i] = slices.Clone(tables[0][:c.share[i]])
+		}
+		for len(tables[i]) < n {
+			tables[i] = append(tables[i], blockstore.BlockID(free[0]))
+			free = free[1:]
+		}
+	}
+	var err error
+	s.ref, err = cpu.NewKVCache(cpu.KVConfig{Layers: 2, KVHeads: c.kvHeads, HeadDim: c.hd, BlockSize: c.bs, NumBlocks: s.lay.NumBlocks})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	kd := s.lay.KVDim()
+	for l := range 2 {
+		for b := range s.lay.NumBlocks {
+			for slot := range c.bs {
+				s.ref.Put(l, blockstore.BlockID(b), slot, e.rand(kd), e.rand(kd))
+			}
+		}
+	}
+	// The new rows' K and V, in the qkv rows, are what the CPU cache
+	// already holds in their slots.
+	s.ld = (c.nHeads+2*c.kvHeads)*c.hd + 3
+	var sb launch.StepBuilder
+	var slots []blockstore.BlockID // the block of each new row, for clearing below
+	block := make([]byte, s.ref.BlockBytes())
+	f := make([]float32, len(block)/4)
+	for i := range c.starts {
+		s.seqs = append(s.seqs, cpu.AttnSeq{Blocks: tables[i], Start: c.starts[i], Rows: c.rows[i]})
+		if err := sb.Add(tables[i], c.bs, c.starts[i], c.rows[i]); err != nil {
+			e.t.Fatal(err)
+		}
+		for r := range c.rows[i] {
+			pos := c.starts[i] + r
+			row := make([]float32, s.ld)
+			copy(row, e.randF32(c.nHeads*c.hd))
+			id := tables[i][pos/c.bs]
+			if err := s.ref.ReadBlock(id, block); err != nil {
+				e.t.Fatal(err)
+			}
+			launch.Decode(launch.F32, f, block)
+			copy(row[c.nHeads*c.hd:], f[(2*s.layer*c.bs+pos%c.bs)*kd:][:kd])
+			copy(row[(c.nHeads+c.kvHeads)*c.hd:], f[((2*s.layer+1)*c.bs+pos%c.bs)*kd:][:kd])
+			s.qkv = append(s.qkv, row...)
+			s.rowPos = append(s.rowPos, int32(pos))
+			slots = append(slots, id)
+		}
+	}
+	s.st = sb.Step(e.ints(sb.Packed()))
+	s.kv = e.alloc(int(s.lay.BlockElems()) * s.lay.NumBlocks * e.dt.Size())
+	e.writePool(s)
+	for i, pos := range s.rowPos {
+		off := (int64(slots[i])*s.lay.BlockElems() + s.lay.LayerOffset(s.layer) + int64(int(pos)%c.bs*kd)) * int64(e.dt.Size())
+		for _, o := range []int64{off, off + int64(c.bs*kd*e.dt.Size())} {
+			e.write(s.kv+launch.Ptr(o), make([]byte, kd*e.dt.Size()))
+		}
+	}
+	return s
+}
+
+// writePool copies the CPU cache's blocks into the device pool: both lay
+// a block out [layer][K,V][slot][kvHead][headDim].
+func (e *Env) writePool(s *attnSetup) {
+	block := make([]byte, s.ref.BlockBytes())
+	f := make([]float32, len(block)/4)
+	dev := make([]byte, len(f)*e.dt.Size())
+	for b := range s.lay.NumBlocks {
+		if err := s.ref.ReadBlock(blockstore.BlockID(b), block); err != nil {
+			e.t.Fatal(err)
+		}
+		launch.Decode(launch.F32, f, block)
+		launch.Encode(e.dt, dev, f)
+		e.write(s.kv+launch.Ptr(b*len(dev)), dev)
+	}
+}
+
+// checkPool compares every block of the device pool with the CPU cache,
+// exactly: both hold the same rounded values.
+func (e *Env) checkPool(s *attnSetup) {
+	e.t.Helper()
+	block := make([]byte, s.ref.BlockBytes())
+	want := make([]float32, len(block)/4)
+	n := len(want) * e.dt.Size()
+	got := make([]float32, len(want))
+	for b := range s.lay.NumBlocks {
+		if err := s.ref.ReadBlock(blockstore.BlockID(b), block); err != nil {
+			e.t.Fatal(err)
+		}
+		launch.Decode(launch.F32, want, block)
+		launch.Decode(e.dt, got, e.read(s.kv+launch.Ptr(b*n), n))
+		if !slices.Equal(got, want) {
+			e.t.Fatalf("block %d: element %d is %g, want %g", b, worst(got, want), got[worst(got, want)], want[worst(got, want)])
+		}
+	}
+}
+
+// Attention appends each case's new K/V, checks the pool equals the CPU
+// cache, then compares attention with cpu.KVCache.Attention.
+func Attention(t *testing.T, e *Env) {
+	w := cpu.NewWorkers(2)
+	defer w.Close()
+	for _, c := range attnCases {
+		t.Run(c.name, func(t *testing.T) {
+			e := e.sub(t)
+			{
+				s := e.setup(c)
+				qkv := e.floats(s.qkv)
+				lay, kd := s.lay, s.lay.KVDim()
+				e.launch(launch.AppendKV(e.d, s.kv, lay, s.layer, qkv, s.ld, c.nHeads*c.hd, c.nHeads*c.hd+kd, s.st))
+				e.checkPool(s)
+
+				rows := s.st.Rows
+				out := e.alloc(rows * c.nHeads * c.hd * e.dt.Size())
+				a := launch.Attn{Q: qkv, LDQ: s.ld, Out: out, NHeads: c.nHeads, Layer: s.layer, Split: c.split}
+				if ws := launch.AttnWorkspace(s.st, lay, c.nHeads, c.split); ws > 0 {
+					a.Partial = e.alloc(4 * ws)
+				}
+				e.launch(launch.Attention(e.d, s.kv, lay, s.st, a))
+
+				q := make([]float32, 0, rows*c.nHeads*c.hd)
+				for r := range rows {
+					q = append(q, s.qkv[r*s.ld:][:c.nHeads*c.hd]...)
+				}
+				want := make([]float32, len(q))
+				s.ref.Attention(w, s.layer, q, want, s.seqs, c.nHeads, &cpu.AttnScratch{})
+				e.close("attention", e.readElems(out, len(want)), want)
+			}
+		})
+	}
+}
+
+// CopyBlocks copies partial and whole blocks in one launch and
+// compares the pool with cpu.KVCache.CopyBlocks on the same copies.
+func CopyBlocks(t *testing.T, e *Env) {
+	s := e.setup(attnCases[2])
+	e.writePool(s)
+	copies := []blockstore.BlockCopy{{Src: 0, Dst: 5, Slots: 3}, {Src: 2, Dst: 1, Slots: 1}, {Src: 3, Dst: 4, Slots: 0}, {Src: 2, Dst: 7, Slots: 2}}
+	var desc []int32
+	for _, c := range copies {
+		desc = append(desc, int32(c.Src), int32(c.Dst), int32(c.Slots))
+	}
+	e.launch(launch.CopyBlocks(e.d, s.kv, s.lay, e.ints(desc), len(copies)))
+	if err := s.ref.CopyBlocks(copies); err != nil {
+		t.Fatal(err)
+	}
+	e.checkPool(s)
+}

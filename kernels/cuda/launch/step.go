@@ -1,0 +1,57 @@
+package launch
+
+import (
+	"fmt"
+
+	"github.com/prefixd/prefixd/blockstore"
+)
+
+// StepBuilder gathers a step's rows on the host into the arrays Step
+// names, packed in one int32 slice so that a step costs one upload. The
+// zero value is ready; Reset reuses its memory for the next step.
+type StepBuilder struct {
+	rowPos, rowBT, bt []int32
+	packed            []int32
+	maxPos            int
+}
+
+// Reset empties the builder.
+func (b *StepBuilder) Reset() {
+	b.rowPos, b.rowBT, b.bt, b.maxPos = b.rowPos[:0], b.rowBT[:0], b.bt[:0], 0
+}
+
+// Add appends a sequence's rows: rows query tokens at positions start,
+// start+1, ..., whose K/V live in the blocks of table (logical order).
+// The table must cover every position up to start+rows-1.
+func (b *StepBuilder) Add(table []blockstore.BlockID, blockSize, start, rows int) error {
+	if start < 0 || rows <= 0 || blockSize <= 0 || len(table)*blockSize < start+rows || start+rows > 1<<30 {
+		return fmt.Errorf("%w: %d rows from position %d over %d blocks of %d", ErrShape, rows, start, len(table), blockSize)
+	}
+	off := int32(len(b.bt))
+	for _, id := range table[:(start+rows+blockSize-1)/blockSize] {
+		b.bt = append(b.bt, int32(id))
+	}
+	for r := range rows {
+		b.rowPos = append(b.rowPos, int32(start+r))
+		b.rowBT = append(b.rowBT, off)
+	}
+	b.maxPos = max(b.maxPos, start+rows-1)
+	return nil
+}
+
+// Rows returns the rows added since Reset.
+func (b *StepBuilder) Rows() int { return len(b.rowPos) }
+
+// Packed returns RowPos, RowBT and BT one after another: the bytes to
+// upload (4 bytes each, little-endian). The slice is reused by the next
+// call.
+func (b *StepBuilder) Packed() []int32 {
+	b.packed = append(append(append(b.packed[:0], b.rowPos...), b.rowBT...), b.bt...)
+	return b.packed
+}
+
+// Step returns the Step for Packed's contents uploaded at base.
+func (b *StepBuilder) Step(base Ptr) Step {
+	n := Ptr(4 * len(b.rowPos))
+	return Step{Rows: len(b.rowPos), RowPos: base, RowBT: base + n, BT: base + 2*n, MaxPos: b.maxPos}
+}

@@ -1,0 +1,42 @@
+// kv.cu: K/V blocks. The pool is one allocation of elem_t laid out
+// [block][layer][K,V][slot][kvHead][headDim], so that one block's bytes
+// are contiguous (a host-tier read or write is one copy) and one layer's K
+// (or V) of a block is bs*kvDim contiguous elements.
+//
+// A step's rows are described by device arrays uploaded once per step:
+// row_pos[r], the position of row r in its sequence, and row_bt[r], the
+// offset in bt (all block tables, one after another) of its sequence's
+// table.
+
+// kv_slot returns the offset of position pos's slot in layer layerOff's K.
+DEV long long kv_slot(const int *bt, int pos, int bs, int kvDim, long long blockStride, long long layerOff) {
+	return (long long)bt[pos / bs] * blockStride + layerOff + (long long)(pos % bs) * kvDim;
+}
+
+// kv_append stores each row's K and V, read as floats from qkv (row stride
+// ld, K at column kOff, V at vOff), in its slot: the block of its table
+// that holds row_pos[r]. One thread block per row.
+KERNEL void kv_append(elem_t *kv, long long blockStride, long long layerOff, const float *qkv, int ld, int kOff, int vOff,
+		      const int *row_pos, const int *row_bt, const int *bt, int bs, int kvDim) {
+	int r = blockIdx.x;
+	long long k = kv_slot(bt + row_bt[r], row_pos[r], bs, kvDim, blockStride, layerOff);
+	long long v = k + (long long)bs * kvDim;
+	const float *src = qkv + (long long)r * ld;
+	for (int d = threadIdx.x; d < kvDim; d += blockDim.x) {
+		kv[k + d] = from_f(src[kOff + d]);
+		kv[v + d] = from_f(src[vOff + d]);
+	}
+}
+
+// copy_blocks performs copies: copies[3c..3c+2] = (src, dst, slots) takes
+// the first slots slots of block src's K and V in every layer to block dst.
+// Grid: (copies, 2*layers); no block may be both a source and a destination.
+KERNEL void copy_blocks(elem_t *kv, const int *copies, int layers, int bs, int kvDim) {
+	const int *c = copies + 3 * blockIdx.x;
+	long long blockStride = (long long)layers * 2 * bs * kvDim;
+	long long off = (long long)blockIdx.y * bs * kvDim;
+	const elem_t *src = kv + c[0] * blockStride + off;
+	elem_t *dst = kv + c[1] * blockStride + off;
+	long long n = (long long)c[2] * kvDim;
+	for (long long i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+}

@@ -1,0 +1,119 @@
+// rows.cu: the row operations of a Llama block. Rows are tokens of the
+// step's batch; a kernel runs one thread block per row unless it says
+// otherwise.
+
+// embed sets out[r] = table[tok[r]] for each row: out is float [rows][dim],
+// table elem_t [vocab][dim]. Token IDs are checked by the caller.
+KERNEL void embed(float *out, const elem_t *table, const int *tok, int dim) {
+	int r = blockIdx.x;
+	const elem_t *row = table + (long long)tok[r] * dim;
+	for (int d = threadIdx.x; d < dim; d += blockDim.x) out[(long long)r * dim + d] = to_f(row[d]);
+}
+
+// rmsnorm sets out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w: x float
+// [rows][dim], out elem_t [rows][dim] (the next matrix product's input).
+KERNEL void rmsnorm(elem_t *out, const float *x, const elem_t *w, int dim, float eps) {
+	__shared__ float sh[32];
+	const float *xr = x + (long long)blockIdx.x * dim;
+	float ss = 0.0f;
+	for (int d = threadIdx.x; d < dim; d += blockDim.x) ss += xr[d] * xr[d];
+	ss = block_sum(ss, sh);
+	float scale = rsqrtf(ss / (float)dim + eps);
+	elem_t *o = out + (long long)blockIdx.x * dim;
+	for (int d = threadIdx.x; d < dim; d += blockDim.x) o[d] = from_f(xr[d] * scale * to_f(w[d]));
+}
+
+// rope_sincos gives the rotation of pair i (0-based, of headDim/2) at pos:
+// pos * theta^(-2i/headDim), in double so that long positions keep their
+// precision (float would lose it past a few thousand radians).
+DEV void rope_sincos(int pos, int i, int headDim, float theta, float *s, float *c) {
+	double a = (double)pos * pow((double)theta, -2.0 * (double)i / (double)headDim);
+	double sd, cd;
+	sincos(a, &sd, &cd);
+	*s = (float)sd;
+	*c = (float)cd;
+}
+
+// rope rotates heads heads of headDim in row blockIdx.x of x (row stride
+// ld floats) by position pos[blockIdx.x]: pair i is (x[i*step],
+// x[i*step+mate]) of each head.
+DEV void rope(float *x, int ld, const int *pos, int heads, int headDim, float theta, int step, int mate) {
+	int half = headDim / 2;
+	float *xr = x + (long long)blockIdx.x * ld;
+	for (int p = threadIdx.x; p < heads * half; p += blockDim.x) {
+		int h = p / half, i = p % half;
+		float s, c;
+		rope_sincos(pos[blockIdx.x], i, headDim, theta, &s, &c);
+		float *e = xr + h * headDim + i * step;
+		float x0 = e[0], x1 = e[mate];
+		e[0] = x0 * c - x1 * s;
+		e[mate] = x0 * s + x1 * c;
+	}
+}
+
+// rope_gguf rotates in the adjacent-pair layout of llama2.c and GGUF: pair
+// i is (x[2i], x[2i+1]). With q and k side by side in a fused QKV row, one
+// launch over nHeads+kvHeads heads rotates both.
+KERNEL void rope_gguf(float *x, int ld, const int *pos, int heads, int headDim, float theta) {
+	rope(x, ld, pos, heads, headDim, theta, 2, 1);
+}
+
+// rope_halves rotates in the Hugging Face layout (rotate_half): pair i is
+// (x[i], x[i+headDim/2]).
+KERNEL void rope_halves(float *x, int ld, const int *pos, int heads, int headDim, float theta) {
+	rope(x, ld, pos, heads, headDim, theta, 1, headDim / 2);
+}
+
+// swiglu sets out[r][i] = silu(gate[r][i]) * up[r][i] for i < hidden:
+// gate and up are float with row stride ld (they may be the two halves of
+// one fused matrix product), out is elem_t [rows][hidden]. Grid: (x blocks
+// covering hidden, rows).
+KERNEL void swiglu(elem_t *out, const float *gate, const float *up, int ld, int hidden) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= hidden) return;
+	long long r = blockIdx.y;
+	float g = gate[r * ld + i];
+	out[r * hidden + i] = from_f(g / (1.0f + expf(-g)) * up[r * ld + i]);
+}
+
+// add sets x[i] += y[i] for i < n (the residual connection). Grid-stride.
+KERNEL void add(float *x, const float *y, long long n) {
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+		x[i] += y[i];
+}
+
+// gather_rows sets out[r] = x[idx[r]]: the rows whose logits are wanted.
+KERNEL void gather_rows(float *out, const float *x, const int *idx, int dim) {
+	const float *src = x + (long long)idx[blockIdx.x] * dim;
+	float *dst = out + (long long)blockIdx.x * dim;
+	for (int d = threadIdx.x; d < dim; d += blockDim.x) dst[d] = src[d];
+}
+
+// argmax_better says whether (v, i) beats (bv, bi): larger, or equal and
+// earlier. NaN never wins, as in sample.Argmax.
+DEV bool argmax_better(float v, int i, float bv, int bi) { return v > bv || (v == bv && i < bi); }
+
+// argmax sets out[r] to the index of row r's largest value of n, the
+// lowest on ties, 0 if every value is NaN (sample.Argmax's rule).
+KERNEL void argmax(int *out, const float *x, int n) {
+	__shared__ float sv[32];
+	__shared__ int si[32];
+	const float *xr = x + (long long)blockIdx.x * n;
+	float bv = -PREFIXD_INF;
+	int bi = 0x7fffffff;
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		if (argmax_better(xr[i], i, bv, bi)) bv = xr[i], bi = i;
+	for (int o = 16; o > 0; o >>= 1) {
+		float v = __shfl_xor_sync(0xffffffffu, bv, o);
+		int i = __shfl_xor_sync(0xffffffffu, bi, o);
+		if (argmax_better(v, i, bv, bi)) bv = v, bi = i;
+	}
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	if (lane == 0) sv[w] = bv, si[w] = bi;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int k = 1; k < (int)(blockDim.x >> 5); k++)
+			if (argmax_better(sv[k], si[k], bv, bi)) bv = sv[k], bi = si[k];
+		out[blockIdx.x] = bi == 0x7fffffff ? 0 : bi;
+	}
+}
