@@ -360,3 +360,14 @@ func TestUserIsALabel(t *testing.T) {
 		t.Fatalf("the log holds request text:\n%s", out)
 	}
 }
+
+func TestTokenString(t *testing.T) {
+	for _, c := range []struct {
+		in   []byte
+		want string
+	}{{[]byte(" verse"), " verse"}, {[]byte{0xe2, 0x80}, `bytes:\xe2\x80`}, {[]byte{}, ""}} {
+		if got := tokenString(c.in); got != c.want {
+			t.Errorf("tokenString(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

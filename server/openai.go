@@ -90,12 +90,8 @@ type openAIParams struct {
 	User                string             `json:"user"`
 }
 
-// Limits of the OpenAI fields.
-const (
-	maxLogitBias = 1024
-	// maxChoices bounds n; the engine's MaxBeamWidth bounds it too.
-	maxChoices = 16
-)
+// maxLogitBias bounds the entries of logit_bias.
+const maxLogitBias = 1024
 
 // toGenerate validates the shared fields generateRequest has and sets
 // them on g; finish sets the others once g.toEngine has built the engine
@@ -164,9 +160,9 @@ func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) 
 		s.LogitBias[int32(id)] = v
 	}
 	if p.N != nil {
-		hi := min(maxChoices, lim.maxBeam)
-		if n := *p.N; n < 1 || n > hi {
-			return badRequest("n", "n must be in [1, %d], got %d", hi, n)
+		// The engine runs a request's choices at once, as it does beams.
+		if n := *p.N; n < 1 || n > lim.maxBeam {
+			return badRequest("n", "n must be in [1, %d], got %d", lim.maxBeam, n)
 		}
 		req.N = *p.N
 	}
