@@ -242,3 +242,24 @@ func TestPenaltiesAllocateNothing(t *testing.T) {
 		t.Errorf("%v allocations per Sample and Logprobs", n)
 	}
 }
+
+// BenchmarkSampleWithPenaltiesAndLogprobs is BenchmarkSample's row with
+// every rewrite of the logits and 5 alternatives per token.
+func BenchmarkSampleWithPenaltiesAndLogprobs(b *testing.B) {
+	logits := make([]float32, 32000)
+	for i := range logits {
+		logits[i] = float32(math.Sin(float64(i)))
+	}
+	p := Params{Temperature: 0.8, TopK: 40, TopP: 0.95, FrequencyPenalty: 0.5, PresencePenalty: 0.2,
+		RepetitionPenalty: 1.1, LogitBias: map[int32]float32{7: 2}, Seed: 1}
+	s, err := NewFor(p, len(logits), []int32{1, 2, 3}, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst := make([]TokenLogprob, 0, 5)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Sample(logits)
+		s.Logprobs(5, dst[:0])
+	}
+}
