@@ -267,11 +267,7 @@ func (s *Server) handleChatCompletions(ctx *fasthttp.RequestCtx) {
 	if !s.decodeOpenAI(ctx, &c) || !s.checkModel(ctx, c.Model) {
 		return
 	}
-	lim := s.limits()
-	if c.MaxTokens == nil && c.MaxCompletionTokens == nil {
-		lim.defaultMax = s.cfg.DefaultMaxTokens
-	}
-	req, aerr := c.toEngine(s, lim)
+	req, aerr := c.toEngine(s, s.limits()) // max_tokens defaults to the server's default
 	if aerr != nil {
 		s.writeError(ctx, aerr)
 		return
