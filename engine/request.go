@@ -191,17 +191,36 @@ func (r *Request) validate(vocab, maxLen, maxBeam int) error {
 			return invalid("stop_ids", "stop token %d is outside the vocabulary [0, %d)", t, vocab)
 		}
 	}
-	if err := r.Sampling.Validate(); err != nil {
-		return invalid("", "%v", err)
-	}
-	for t := range r.Sampling.LogitBias {
-		if int(t) >= vocab {
-			return invalid("logit_bias", "logit bias token %d is outside the vocabulary [0, %d)", t, vocab)
-		}
+	if err := validatePenalties(&r.Sampling, vocab); err != nil {
+		return err
 	}
 	for _, s := range r.StopStrings {
 		if s == "" {
 			return invalid("stop", "stop strings must not be empty")
+		}
+	}
+	return nil
+}
+
+// validatePenalties checks the sampling fields beyond temperature, top-k
+// and top-p, naming each as the OpenAI API does.
+func validatePenalties(p *Sampling, vocab int) error {
+	switch {
+	case !(p.MinP >= 0 && p.MinP <= 1):
+		return invalid("min_p", "min_p must be in [0, 1], got %v", p.MinP)
+	case !(p.FrequencyPenalty >= -2 && p.FrequencyPenalty <= 2):
+		return invalid("frequency_penalty", "frequency_penalty must be in [-2, 2], got %v", p.FrequencyPenalty)
+	case !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2):
+		return invalid("presence_penalty", "presence_penalty must be in [-2, 2], got %v", p.PresencePenalty)
+	case !(p.RepetitionPenalty >= 0 && p.RepetitionPenalty <= 10):
+		return invalid("repetition_penalty", "repetition_penalty must be in [0, 10], got %v", p.RepetitionPenalty)
+	}
+	for t, b := range p.LogitBias {
+		if t < 0 || int(t) >= vocab {
+			return invalid("logit_bias", "logit bias token %d is outside the vocabulary [0, %d)", t, vocab)
+		}
+		if !(b >= -100 && b <= 100) {
+			return invalid("logit_bias", "logit bias %v of token %d must be in [-100, 100]", b, t)
 		}
 	}
 	return nil
