@@ -16,7 +16,7 @@ func TestSchedulerStepAllocatesNothing(t *testing.T) {
 	const running, steps = 64, 512
 	for _, c := range stepCases {
 		t.Run(c.name, func(t *testing.T) {
-			sc, _ := steadyScheduler(t, running, c.cache, c.text)
+			sc, _ := steadyScheduler(t, running, c)
 			allocs := testing.AllocsPerRun(1, func() { // after as long a warm-up
 				for range steps { // the streams hold 4001 tokens: no draining
 					sc.step()

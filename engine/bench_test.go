@@ -19,7 +19,7 @@ func BenchmarkSchedulerStep(b *testing.B) {
 	for _, bc := range stepCases {
 		b.Run(bc.name, func(b *testing.B) {
 			const running = 256
-			sc, refill := steadyScheduler(b, running, bc.cache, bc.text)
+			sc, refill := steadyScheduler(b, running, bc)
 			b.ReportAllocs()
 			b.ResetTimer()
 			steps := 0
@@ -42,23 +42,31 @@ func BenchmarkSchedulerStep(b *testing.B) {
 
 // stepCases are the scheduler configurations BenchmarkSchedulerStep and
 // TestSchedulerStepAllocatesNothing measure.
-var stepCases = []struct {
-	name        string
-	cache, text bool
-}{{"cache", true, false}, {"nocache", false, false}, {"cache+text", true, true}}
+var stepCases = []stepCase{
+	{"cache", true, false, false}, {"nocache", false, false, false}, {"cache+text", true, true, false},
+	{"cache+sampled", true, false, true},
+}
+
+// stepCase is a steady scheduler's configuration: prefix cache on, text
+// decoded (with a stop string), and sampling with penalties and logprobs
+// instead of greedy decoding.
+type stepCase struct {
+	name                 string
+	cache, text, sampled bool
+}
 
 // steadyScheduler builds an engine, without its goroutine, whose scheduler
 // runs n long decoding sequences (4000 tokens each) of short, distinct
 // prompts, admitted and past their prefill. refill tops it up to n running
 // again and empties the streams.
-func steadyScheduler(tb testing.TB, n int, cache, text bool) (sc *scheduler, refill func()) {
+func steadyScheduler(tb testing.TB, n int, c stepCase) (sc *scheduler, refill func()) {
 	tb.Helper()
 	cfg := Config{
 		Model: newHashModel(32, 1<<20), EOS: -1, NumBlocks: 1 << 16, BlockSize: 16,
-		MaxRunning: n, MaxBatchTokens: 4096, DisablePrefixCache: !cache,
+		MaxRunning: n, MaxBatchTokens: 4096, DisablePrefixCache: !c.cache,
 	}
 	var stops []string
-	if text {
+	if c.text {
 		cfg.Tokenizer, stops = byteTokenizer{}, []string{"\n\n"} // never produced
 	}
 	e, err := build(cfg)
@@ -71,7 +79,12 @@ func steadyScheduler(tb testing.TB, n int, cache, text bool) (sc *scheduler, ref
 		for len(sc.running)+len(sc.waiting) < n {
 			made++
 			req := &Request{Namespace: "b", Prompt: []int32{int32(made % 32), int32(made / 32 % 32), 1, 2}, MaxTokens: 4000, IgnoreEOS: true, StopStrings: stops}
-			s, err := newSeq(e, req)
+			if c.sampled {
+				req.Sampling = Sampling{Temperature: 0.8, TopP: 0.9, FrequencyPenalty: 0.5, RepetitionPenalty: 1.1,
+					LogitBias: map[int32]float32{3: 1}, Seed: uint64(made)}
+				req.Logprobs, req.TopLogprobs = true, 5
+			}
+			s, err := newSeq(e, req, 0, e.cfg.Clock.Now())
 			if err != nil {
 				tb.Fatal(err)
 			}

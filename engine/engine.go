@@ -271,6 +271,10 @@ type Token struct {
 	// always concatenate to a prefix of Result.Text, and to all of it unless
 	// generation ended at EOS or a stop token while text was held back.
 	Text string
+	// Logprob and Top are the token's log-probability and the most likely
+	// alternatives, if the request asked (Request.Logprobs).
+	Logprob float32
+	Top     []Logprob
 }
 
 // Stream delivers a request's tokens as they are generated, then its
@@ -295,20 +299,47 @@ func (s *Stream) Result() Result {
 	return s.result
 }
 
-// Submit validates req and queues it. The request is cancelled when ctx
-// ends: its blocks are freed at the next iteration and its Result says
+// Submit validates req, a request of one choice (N at most 1; SubmitN
+// takes any), and queues it. The request is cancelled when ctx ends: its
+// blocks are freed at the next iteration and its Result says
 // FinishCancelled. Errors wrap ErrInvalid, or are ErrQueueFull, ErrClosed
 // or ctx's own error.
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
+	if req.N > 1 {
+		return nil, fmt.Errorf("%w: Submit takes one choice, not n = %d: use SubmitN", ErrInvalid, req.N)
+	}
+	streams, err := e.SubmitN(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return streams[0], nil
+}
+
+// SubmitN is Submit for a request of req.N choices: it returns one Stream
+// per choice. The request takes one place in the waiting queue and is
+// prefilled once; its choices then run as sequences of their own, sharing
+// the prompt's blocks. A cancel ends every choice.
+func (e *Engine) SubmitN(ctx context.Context, req Request) ([]*Stream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if err := e.Validate(&req); err != nil {
 		return nil, err
 	}
-	s, err := newSeq(e, &req)
+	now := e.cfg.Clock.Now()
+	s, err := newSeq(e, &req, 0, now)
 	if err != nil {
 		return nil, err
+	}
+	streams := []*Stream{s.stream}
+	for i := 1; i < req.N; i++ {
+		c, err := newSeq(e, &req, i, now)
+		if err != nil {
+			return nil, err
+		}
+		c.choiceOf = s
+		s.choices = append(s.choices, c)
+		streams = append(streams, c.stream)
 	}
 	// The scheduler checks callerGone on every iteration, so a cancel is
 	// seen at the next one; the watcher only wakes an idle scheduler. It is
@@ -331,7 +362,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	e.inbox = append(e.inbox, s)
 	e.mu.Unlock()
 	e.poke()
-	return s.stream, nil
+	return streams, nil
 }
 
 // Validate reports whether the engine could ever serve req as asked, with
@@ -358,13 +389,14 @@ func (e *Engine) Validate(req *Request) error {
 // blocksToFinish is the most blocks a request can hold at once.
 func (e *Engine) blocksToFinish(r *Request) int {
 	blocks := func(tokens int) int { return blockstore.BlocksFor(tokens, e.cfg.BlockSize) }
-	if r.Beam.Width <= 1 {
+	width := max(r.Beam.Width, r.N)
+	if width <= 1 {
 		return blocks(len(r.Prompt) + r.MaxTokens)
 	}
-	// The prompt's blocks are shared; each beam owns its output blocks plus
-	// one copied partial block. A contiguous root reserves the output too,
-	// which its beams share until they write.
-	need := blocks(len(r.Prompt)) + r.Beam.Width*(blocks(r.MaxTokens)+1)
+	// The prompt's blocks are shared; each beam (or choice) owns its output
+	// blocks plus one copied partial block. A contiguous root reserves the
+	// output too, which its beams share until they write.
+	need := blocks(len(r.Prompt)) + width*(blocks(r.MaxTokens)+1)
 	if e.cfg.KVAlloc == Contiguous {
 		need += blocks(r.MaxTokens)
 	}

@@ -302,6 +302,16 @@ func TestSubmitRejects(t *testing.T) {
 		{"NaN temperature", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: Sampling{Temperature: float32(math.NaN())}}},
 		{"NaN top_p", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: Sampling{TopP: float32(math.NaN())}}},
 		{"NaN length penalty", Request{Prompt: []int32{1}, MaxTokens: 1, Beam: Beam{Width: 2, LengthPenalty: float32(math.NaN())}}},
+		{"n through Submit", Request{Prompt: []int32{1}, MaxTokens: 1, N: 2}},
+		{"n too large", Request{Prompt: []int32{1}, MaxTokens: 1, N: 99}},
+		{"n with beams", Request{Prompt: []int32{1}, MaxTokens: 1, N: 2, Beam: Beam{Width: 2}}},
+		{"logprobs with beams", Request{Prompt: []int32{1}, MaxTokens: 1, Logprobs: true, Beam: Beam{Width: 2}}},
+		{"penalty with beams", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: Sampling{PresencePenalty: 1}, Beam: Beam{Width: 2}}},
+		{"top_logprobs too many", Request{Prompt: []int32{1}, MaxTokens: 1, Logprobs: true, TopLogprobs: 21}},
+		{"top_logprobs without logprobs", Request{Prompt: []int32{1}, MaxTokens: 1, TopLogprobs: 2}},
+		{"frequency penalty", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: Sampling{FrequencyPenalty: 3}}},
+		{"min_p", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: Sampling{MinP: 2}}},
+		{"logit bias outside vocab", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: Sampling{LogitBias: map[int32]float32{testVocab: 1}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := e.Submit(context.Background(), tc.req); !errors.Is(err, ErrInvalid) {

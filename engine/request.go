@@ -51,6 +51,21 @@ func invalid(param, format string, args ...any) error {
 // gives the same output.
 type Sampling = sample.Params
 
+// Logprob is a token and its log-probability.
+type Logprob = sample.TokenLogprob
+
+// TokenLogprobs is a generated token's log-probability under the
+// distribution it was sampled from (see sample.Sampler.Logprobs), and the
+// most likely tokens of that distribution, most likely first.
+type TokenLogprobs struct {
+	Logprob float32
+	Top     []Logprob
+}
+
+// MaxTopLogprobs is the most alternatives a request may ask for per token
+// (OpenAI's limit).
+const MaxTopLogprobs = 20
+
 // Beam asks for beam search instead of sampling.
 type Beam struct {
 	Width         int     // beams kept per step; 0 or 1 means no beam search
@@ -74,6 +89,17 @@ type Request struct {
 	StopStrings []string // generation ends when the decoded text contains one
 	IgnoreEOS   bool     // keep going past EOS (benchmarks)
 	Sampling    Sampling
+	// N is the number of choices, independent samples of the same prompt
+	// (0 or 1: one; SubmitN returns a Stream per choice). The prompt is
+	// prefilled once: every choice's block table forks the first's
+	// copy-on-write, and choice i samples from PRNG stream i of the seed.
+	// Each choice counts as a sequence in Stats and for the Observer.
+	N int
+	// Logprobs asks for each generated token's log-probability (Token and
+	// Result.Logprobs), TopLogprobs (at most MaxTopLogprobs) for that many
+	// most likely alternatives as well.
+	Logprobs    bool
+	TopLogprobs int
 	Beam        Beam
 	Cache       Cache
 }
@@ -110,11 +136,14 @@ type Timing struct {
 // Result is a finished request.
 type Result struct {
 	Tokens []int32
-	Text   string // decoded tokens, if the engine has a tokenizer
-	Finish FinishReason
-	Usage  Usage
-	Timing Timing
-	Err    error // set when Finish is FinishError
+	// Logprobs, if the request asked, is each token's log-probability,
+	// index for index with Tokens.
+	Logprobs []TokenLogprobs
+	Text     string // decoded tokens, if the engine has a tokenizer
+	Finish   FinishReason
+	Usage    Usage
+	Timing   Timing
+	Err      error // set when Finish is FinishError
 }
 
 // validate checks what can be checked without the engine's state.
@@ -140,6 +169,15 @@ func (r *Request) validate(vocab, maxLen, maxBeam int) error {
 		return invalid("beam_width", "beam width must be in [0, %d], got %d", maxBeam, r.Beam.Width)
 	case r.Beam.Width > 1 && r.Sampling.Temperature != 0:
 		return invalid("beam_width", "beam search is deterministic: temperature must be 0")
+	case r.Beam.Width > 1 && (r.N > 1 || r.Logprobs || r.Sampling.LogitBias != nil ||
+		r.Sampling.FrequencyPenalty != 0 || r.Sampling.PresencePenalty != 0 || r.Sampling.RepetitionPenalty != 0):
+		return invalid("beam_width", "beam search ranks by the model's own log-probabilities: it takes no n, logprobs, logit bias or penalties")
+	case r.N < 0 || r.N > maxBeam:
+		return invalid("n", "n must be in [1, %d], got %d", maxBeam, r.N)
+	case r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs:
+		return invalid("top_logprobs", "top_logprobs must be in [0, %d], got %d", MaxTopLogprobs, r.TopLogprobs)
+	case r.TopLogprobs > 0 && !r.Logprobs:
+		return invalid("top_logprobs", "top_logprobs needs logprobs")
 	case r.Cache.TTL < 0:
 		return invalid("cache.ttl", "cache TTL must not be negative, got %v", r.Cache.TTL)
 	}
@@ -153,9 +191,36 @@ func (r *Request) validate(vocab, maxLen, maxBeam int) error {
 			return invalid("stop_ids", "stop token %d is outside the vocabulary [0, %d)", t, vocab)
 		}
 	}
+	if err := validatePenalties(&r.Sampling, vocab); err != nil {
+		return err
+	}
 	for _, s := range r.StopStrings {
 		if s == "" {
 			return invalid("stop", "stop strings must not be empty")
+		}
+	}
+	return nil
+}
+
+// validatePenalties checks the sampling fields beyond temperature, top-k
+// and top-p, naming each as the OpenAI API does.
+func validatePenalties(p *Sampling, vocab int) error {
+	switch {
+	case !(p.MinP >= 0 && p.MinP <= 1):
+		return invalid("min_p", "min_p must be in [0, 1], got %v", p.MinP)
+	case !(p.FrequencyPenalty >= -2 && p.FrequencyPenalty <= 2):
+		return invalid("frequency_penalty", "frequency_penalty must be in [-2, 2], got %v", p.FrequencyPenalty)
+	case !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2):
+		return invalid("presence_penalty", "presence_penalty must be in [-2, 2], got %v", p.PresencePenalty)
+	case !(p.RepetitionPenalty >= 0 && p.RepetitionPenalty <= 10):
+		return invalid("repetition_penalty", "repetition_penalty must be in [0, 10], got %v", p.RepetitionPenalty)
+	}
+	for t, b := range p.LogitBias {
+		if t < 0 || int(t) >= vocab {
+			return invalid("logit_bias", "logit bias token %d is outside the vocabulary [0, %d)", t, vocab)
+		}
+		if !(b >= -100 && b <= 100) {
+			return invalid("logit_bias", "logit bias %v of token %d must be in [-100, 100]", b, t)
 		}
 	}
 	return nil

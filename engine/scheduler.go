@@ -185,7 +185,7 @@ func (sc *scheduler) admit() {
 	for len(sc.waiting) > 0 {
 		i := sc.pickNext()
 		s := sc.waiting[i]
-		if len(sc.running)+max(1, s.req.Beam.Width) > e.cfg.MaxRunning {
+		if len(sc.running)+s.slots() > e.cfg.MaxRunning {
 			break
 		}
 		if sc.followsLeader(s) {
@@ -465,11 +465,31 @@ func (sc *scheduler) advance(logits []float32) {
 			}
 			continue
 		}
+		if s.choices != nil {
+			sc.forkChoices(s, row, now)
+		}
 		sc.emit(s, s.sampler.Sample(row), now)
 	}
 	for _, g := range sc.groups {
 		g.advance(sc)
 	}
+}
+
+// forkChoices starts the other choices of s, the first, which has just
+// computed its prompt: each forks s's block table, sharing every block
+// (the partial last one is copied when a choice writes into it), and
+// samples its first token from the same logits.
+func (sc *scheduler) forkChoices(s *seq, logits []float32, now time.Time) {
+	for _, c := range s.choices {
+		c.table = s.table.Fork()
+		c.computed, c.inserted = s.computed, s.inserted
+		c.callerGone = s.callerGone
+		c.everAdmitted, c.admitted, c.admitSeq = true, s.admitted, s.admitSeq
+		c.usage.CachedTokens, c.usage.HostCachedTokens = s.usage.CachedTokens, s.usage.HostCachedTokens
+		sc.running = append(sc.running, c)
+		sc.emit(c, c.sampler.Sample(logits), now)
+	}
+	s.choices = nil
 }
 
 // offerBlocks inserts s's newly full blocks into the prefix cache, moving
@@ -538,6 +558,7 @@ func (sc *scheduler) emit(s *seq, tok int32, now time.Time) {
 		s.itl = append(s.itl, now.Sub(s.lastToken))
 	}
 	s.lastToken = now
+	s.recordLogprobs()
 	reason, stop, trim := s.stopReason(e)
 	if trim == 0 {
 		sc.send(s, tok, stop)
@@ -551,6 +572,10 @@ func (sc *scheduler) emit(s *seq, tok int32, now time.Time) {
 // it is the last).
 func (sc *scheduler) send(s *seq, tok int32, last bool) {
 	t := Token{ID: tok}
+	if s.req.Logprobs && s.group == nil {
+		lp := s.logprobs[len(s.logprobs)-1]
+		t.Logprob, t.Top = lp.Logprob, lp.Top
+	}
 	if sc.e.cfg.Tokenizer != nil {
 		t.Text = s.text.next(last)
 	}
@@ -570,13 +595,19 @@ func (sc *scheduler) finish(s *seq, reason FinishReason, trim int, err error) {
 	out := s.generated()
 	out = out[:len(out)-trim]
 	sc.deliver(s, slices.Clone(out), reason, err)
+	// Choices not yet forked (a cancel or failure before the prompt was
+	// done) end with their first.
+	for _, c := range s.choices {
+		sc.deliver(c, nil, reason, err)
+	}
+	s.choices = nil
 }
 
 // deliver completes s's stream with its Result.
 func (sc *scheduler) deliver(s *seq, out []int32, reason FinishReason, err error) {
 	e := sc.e
 	now := e.cfg.Clock.Now()
-	if !s.everAdmitted {
+	if !s.everAdmitted && s.choiceOf == nil { // choices are queued as their first
 		e.mu.Lock()
 		e.queued--
 		e.mu.Unlock()
@@ -584,6 +615,9 @@ func (sc *scheduler) deliver(s *seq, out []int32, reason FinishReason, err error
 	s.finished = true
 	res := &s.stream.result
 	res.Tokens = out
+	if s.logprobs != nil {
+		res.Logprobs = slices.Clone(s.logprobs[:len(out)])
+	}
 	res.Finish = reason
 	res.Err = err
 	res.Text = string(s.text.buf)

@@ -26,6 +26,16 @@ type seq struct {
 	sampler  *sample.Sampler
 	score    float64 // beam: summed log-probability
 
+	// choices are a request's other choices (Request.N), waiting for this,
+	// its first, to finish the prompt; nil once forked. choiceOf is the
+	// first choice of one of those.
+	choices  []*seq
+	choiceOf *seq
+	// Logprobs, sized at submission: one per output token, and the
+	// backing array of their alternatives.
+	logprobs []TokenLogprobs
+	topBuf   []Logprob
+
 	callerGone <-chan struct{} // the submitter's ctx.Done()
 	cancelled  bool            // cancelled by the engine itself (Close)
 	finished   bool            // its Result has been delivered
@@ -39,8 +49,10 @@ type seq struct {
 	text                           outText
 }
 
-func newSeq(e *Engine, req *Request) (*seq, error) {
-	smp, err := sample.New(req.Sampling)
+// newSeq makes the sequence of req's choice i (sampling from PRNG stream
+// i), with every buffer its run needs.
+func newSeq(e *Engine, req *Request, i int, now time.Time) (*seq, error) {
+	smp, err := sample.NewFor(req.Sampling, e.cfg.Model.VocabSize(), req.Prompt, uint64(i))
 	if err != nil {
 		// validate checked each sampling field by name already; this only
 		// fires if package sample grows a rule the engine does not know.
@@ -54,14 +66,33 @@ func newSeq(e *Engine, req *Request) (*seq, error) {
 		itl:       make([]time.Duration, 0, req.MaxTokens),
 		nPrompt:   len(req.Prompt),
 		sampler:   smp,
-		submitted: e.cfg.Clock.Now(),
+		submitted: now,
 		text:      newOutText(req.StopStrings),
+	}
+	if req.Logprobs {
+		s.logprobs = make([]TokenLogprobs, 0, req.MaxTokens)
+		s.topBuf = make([]Logprob, 0, req.MaxTokens*req.TopLogprobs)
 	}
 	s.usage.PromptTokens = len(req.Prompt)
 	if req.Beam.Width > 1 {
 		s.group = &beamGroup{root: s, width: req.Beam.Width, beams: []*seq{s}}
 	}
 	return s, nil
+}
+
+// slots is how many running sequences s becomes once admitted.
+func (s *seq) slots() int { return max(1, s.req.Beam.Width, 1+len(s.choices)) }
+
+// recordLogprobs notes the log-probabilities of the token s's sampler
+// just returned, if the request asked for them.
+func (s *seq) recordLogprobs() {
+	if !s.req.Logprobs {
+		return
+	}
+	n := len(s.topBuf)
+	lp, top := s.sampler.Logprobs(s.req.TopLogprobs, s.topBuf)
+	s.topBuf = top
+	s.logprobs = append(s.logprobs, TokenLogprobs{Logprob: lp, Top: top[n:len(top):len(top)]})
 }
 
 // owner is the sequence that carries the request: s, or its group's root.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/prefixd/prefixd/tokenizer/bpe"
 )
 
 // GGUF value types.
@@ -233,9 +235,11 @@ func buildGGUF(data []byte, base uint64, meta map[string]any, tensors map[string
 	if err != nil {
 		return nil, err
 	}
-	tok, err := ggufTokenizer(meta)
-	if err != nil {
-		return nil, err
+	var tok Tokenizer
+	if _, ok := meta["tokenizer.ggml.tokens"]; ok {
+		if tok, err = GGUFTokenizer(meta); err != nil {
+			return nil, err
+		}
 	}
 	emb, ok := tensors["token_embd.weight"]
 	if !ok || len(emb.dims) != 2 {
@@ -244,10 +248,12 @@ func buildGGUF(data []byte, base uint64, meta map[string]any, tensors map[string
 	c.Vocab = int(min(emb.dims[1], 1<<30))
 	c.BOS, c.EOS = -1, -1
 	if tok != nil {
-		if tok.VocabSize() != c.Vocab {
-			return nil, fmt.Errorf("model: GGUF vocabulary has %d tokens, embedding %d", tok.VocabSize(), c.Vocab)
+		// Fewer tokens than logits is normal (models pad their
+		// embeddings); more would be another model's vocabulary.
+		if err := bpe.CheckVocabSize(tok.VocabSize(), c.Vocab); err != nil {
+			return nil, fmt.Errorf("model: GGUF: %w", err)
 		}
-		c.BOS, c.EOS = tok.bos, tok.eos
+		c.BOS, c.EOS = tok.BOS(), tok.EOS()
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err

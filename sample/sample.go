@@ -1,7 +1,11 @@
 // Package sample picks the next token from a row of logits: greedy argmax,
-// or a draw from the temperature-scaled softmax restricted by top-k and
-// top-p (nucleus) filtering, using a per-request seeded PRNG so the same
-// seed and logits always give the same tokens.
+// or a draw from the temperature-scaled softmax restricted by min-p, top-k
+// and top-p (nucleus) filtering, using a per-request seeded PRNG so the
+// same seed and logits always give the same tokens. Before either, logit
+// biases and repetition, frequency and presence penalties rewrite the
+// logits (in vLLM's order), and after a draw the Sampler reports the
+// token's log-probability and the most likely alternatives under the
+// distribution it was drawn from.
 package sample
 
 import (
@@ -26,8 +30,36 @@ type Params struct {
 	// TopP keeps the smallest set of most likely tokens whose probability
 	// sums to at least TopP; 0 or 1 keeps all. Must be in [0, 1].
 	TopP float32
+	// MinP keeps only tokens at least MinP times as likely as the most
+	// likely one (after temperature, before top-k and top-p); 0 keeps all.
+	// Must be in [0, 1].
+	MinP float32
+	// FrequencyPenalty is subtracted from a token's logit once for every
+	// time it occurs in the output so far, PresencePenalty once if it
+	// occurs at all (OpenAI's definitions). Each must be in [-2, 2].
+	FrequencyPenalty, PresencePenalty float32
+	// RepetitionPenalty divides the positive logits, and multiplies the
+	// negative ones, of every token in the prompt or the output so far
+	// (CTRL's penalty, as in vLLM and Hugging Face); 0 or 1 is none. Must
+	// be in [0, 10].
+	RepetitionPenalty float32
+	// LogitBias is added to the logits of the tokens it names before any
+	// other step. Each bias must be in [-100, 100] and each token >= 0; a
+	// token beyond the logits row is ignored (the engine refuses them).
+	LogitBias map[int32]float32
 	// Seed seeds the Sampler's PRNG.
 	Seed uint64
+}
+
+// penalized reports whether any penalty applies.
+func (p *Params) penalized() bool {
+	return p.FrequencyPenalty != 0 || p.PresencePenalty != 0 || p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1
+}
+
+// TokenLogprob is a token and its log-probability.
+type TokenLogprob struct {
+	ID      int32
+	Logprob float32
 }
 
 // Validate reports parameters a Sampler cannot use, wrapping ErrParams.
@@ -40,18 +72,48 @@ func (p Params) Validate() error {
 		return fmt.Errorf("%w: top-k %d must be >= 0", ErrParams, p.TopK)
 	case !(p.TopP >= 0 && p.TopP <= 1):
 		return fmt.Errorf("%w: top-p %v must be in [0, 1]", ErrParams, p.TopP)
+	case !(p.MinP >= 0 && p.MinP <= 1):
+		return fmt.Errorf("%w: min-p %v must be in [0, 1]", ErrParams, p.MinP)
+	case !(p.FrequencyPenalty >= -2 && p.FrequencyPenalty <= 2):
+		return fmt.Errorf("%w: frequency penalty %v must be in [-2, 2]", ErrParams, p.FrequencyPenalty)
+	case !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2):
+		return fmt.Errorf("%w: presence penalty %v must be in [-2, 2]", ErrParams, p.PresencePenalty)
+	case !(p.RepetitionPenalty >= 0 && p.RepetitionPenalty <= 10):
+		return fmt.Errorf("%w: repetition penalty %v must be in [0, 10]", ErrParams, p.RepetitionPenalty)
+	}
+	for id, b := range p.LogitBias {
+		if id < 0 {
+			return fmt.Errorf("%w: logit bias names token %d", ErrParams, id)
+		}
+		if !(b >= -100 && b <= 100) {
+			return fmt.Errorf("%w: logit bias %v of token %d must be in [-100, 100]", ErrParams, b, id)
+		}
 	}
 	return nil
 }
 
-// Sampler draws tokens for one request. It owns its PRNG and a scratch
-// buffer, which grows to the vocabulary size on the first call and is
-// reused, so Sample allocates nothing after warm-up. A Sampler is not safe
-// for concurrent use.
+// Sampler draws tokens for one request. It owns its PRNG and scratch
+// buffers, which NewFor sizes for the vocabulary (New's grow on the first
+// call) and are reused, so Sample allocates nothing after warm-up. A
+// Sampler is not safe for concurrent use.
 type Sampler struct {
 	p     Params
 	rng   *rand.Rand
 	cands []cand
+	proc  []float32 // the logits after biases and penalties, when any apply
+	bias  []TokenLogprob
+	// Penalty state: the output's token counts, the prompt's tokens.
+	counts   []int32
+	inPrompt []bool
+
+	// The distribution of the last draw, for Logprobs: token t's
+	// log-probability is (row[t]-hi)*scale - logZ if t is in kept (nil:
+	// every token; logZ is then computed on demand, NaN until).
+	row       []float32
+	hi, scale float64
+	logZ      float64
+	kept      []cand
+	last      int32
 }
 
 // cand is a candidate token and its unnormalised probability.
@@ -63,39 +125,133 @@ type cand struct {
 // before orders candidates most likely first, lower ID first on ties.
 func before(a, b cand) bool { return a.p > b.p || a.p == b.p && a.id < b.id }
 
-// New returns a Sampler for p, or an error wrapping ErrParams.
-func New(p Params) (*Sampler, error) {
+// New returns a Sampler for p, or an error wrapping ErrParams. Penalties
+// see only the tokens it samples: NewFor also knows the prompt.
+func New(p Params) (*Sampler, error) { return NewFor(p, 0, nil, 0) }
+
+// NewFor returns a Sampler for p with its buffers sized for a vocabulary of
+// vocab tokens, whose repetition penalty also counts the tokens of prompt.
+// Stream selects one of the independent PRNG streams of p.Seed (the engine
+// gives choice i of a request stream i; stream 0 is New's).
+func NewFor(p Params, vocab int, prompt []int32, stream uint64) (*Sampler, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15))}, nil
+	s := &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15^stream))}
+	for id, b := range p.LogitBias {
+		s.bias = append(s.bias, TokenLogprob{id, b})
+	}
+	slices.SortFunc(s.bias, func(a, b TokenLogprob) int { return cmp.Compare(a.ID, b.ID) })
+	if p.Temperature > 0 {
+		s.cands = make([]cand, vocab)
+	}
+	if len(s.bias) > 0 || p.penalized() {
+		s.proc = make([]float32, vocab)
+	}
+	if p.penalized() {
+		s.counts = make([]int32, vocab)
+		if p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1 {
+			s.inPrompt = make([]bool, vocab)
+			for _, t := range prompt {
+				if t >= 0 && int(t) < vocab {
+					s.inPrompt[t] = true
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// process returns logits with the biases and penalties applied: logits
+// itself when there are none, else a copy.
+func (s *Sampler) process(logits []float32) []float32 {
+	if s.proc == nil && len(s.bias) == 0 && !s.p.penalized() {
+		return logits
+	}
+	n := len(logits)
+	if len(s.proc) < n {
+		s.proc = make([]float32, n)
+	}
+	row := s.proc[:n]
+	copy(row, logits)
+	for _, b := range s.bias {
+		if int(b.ID) < n {
+			row[b.ID] += b.Logprob
+		}
+	}
+	if !s.p.penalized() {
+		return row
+	}
+	if len(s.counts) < n {
+		s.counts = append(s.counts, make([]int32, n-len(s.counts))...)
+	}
+	rp, freq, pres := s.p.RepetitionPenalty, s.p.FrequencyPenalty, s.p.PresencePenalty
+	for i, c := range s.counts[:n] {
+		if rp != 0 && rp != 1 && (c > 0 || i < len(s.inPrompt) && s.inPrompt[i]) {
+			if row[i] > 0 {
+				row[i] /= rp
+			} else {
+				row[i] *= rp
+			}
+		}
+		if c > 0 {
+			row[i] -= freq*float32(c) + pres
+		}
+	}
+	return row
 }
 
 // Sample returns the next token ID for logits (one vocabulary row, not
-// modified). It panics if logits is empty. Top-k runs in expected O(vocab)
-// time (quickselect); top-p sorts only the tokens that can be in the
-// nucleus.
+// modified) and counts it in the output the penalties see. It panics if
+// logits is empty. Top-k runs in expected O(vocab) time (quickselect);
+// top-p sorts only the tokens that can be in the nucleus.
 func (s *Sampler) Sample(logits []float32) int32 {
 	if len(logits) == 0 {
 		panic("sample: empty logits")
 	}
-	if s.p.Temperature == 0 {
-		return Argmax(logits)
+	tok := s.draw(s.process(logits))
+	if s.counts != nil {
+		s.counts[tok]++
 	}
-	n := len(logits)
+	s.last = tok
+	return tok
+}
+
+// draw samples from the processed row and records its distribution.
+func (s *Sampler) draw(row []float32) int32 {
+	s.row, s.kept, s.scale = row, nil, 1
+	if s.p.Temperature == 0 {
+		tok := Argmax(row)
+		s.hi, s.logZ = float64(row[tok]), math.NaN()
+		return tok
+	}
+	n := len(row)
 	if cap(s.cands) < n {
 		s.cands = make([]cand, n)
 	}
 	// Softmax numerators exp((l - max) / T), in float64: 1/T of a tiny
 	// float32 temperature overflows float32, and 0 x Inf would be NaN.
 	c := s.cands[:n]
-	hi, inv := float64(logits[Argmax(logits)]), 1/float64(s.p.Temperature)
+	hi, inv := float64(row[Argmax(row)]), 1/float64(s.p.Temperature)
 	var total float64
-	for i, l := range logits {
+	for i, l := range row {
 		c[i] = cand{float32(math.Exp((float64(l) - hi) * inv)), int32(i)}
 		total += float64(c[i].p)
 	}
-	if k := s.p.TopK; k > 0 && k < n {
+	s.hi, s.scale = hi, inv
+	if m := s.p.MinP; m > 0 {
+		// The most likely token's numerator is exp(0) = 1.
+		kept := 0
+		for _, x := range c {
+			if x.p >= m {
+				c[kept] = x
+				kept++
+			}
+		}
+		c = c[:kept]
+		total = sum(c)
+	}
+	if k := s.p.TopK; k > 0 && k < len(c) {
 		selectTop(c, k)
 		c, total = c[:k], sum(c[:k])
 	}
@@ -126,6 +282,7 @@ func (s *Sampler) Sample(logits []float32) int32 {
 		}
 		total = cum
 	}
+	s.kept, s.logZ = c, math.Log(total)
 	u := s.rng.Float64() * total
 	for _, x := range c {
 		u -= float64(x.p)
@@ -134,6 +291,51 @@ func (s *Sampler) Sample(logits []float32) int32 {
 		}
 	}
 	return c[len(c)-1].id // rounding left u a hair above zero
+}
+
+// Logprobs returns the log-probability of the token the last Sample
+// returned under the distribution it was drawn from (the logits after
+// biases, penalties and temperature, restricted by min-p, top-k and top-p;
+// greedy decoding's is the untempered softmax), and appends the top most
+// likely tokens of that distribution to dst, most likely first, lower ID
+// first on ties. It allocates nothing once the Sampler's buffers are
+// sized. It panics if Sample was never called.
+func (s *Sampler) Logprobs(top int, dst []TokenLogprob) (float32, []TokenLogprob) {
+	if s.row == nil {
+		panic("sample: Logprobs before Sample")
+	}
+	if math.IsNaN(s.logZ) {
+		z := 0.0
+		for _, l := range s.row {
+			z += math.Exp(float64(l) - s.hi)
+		}
+		s.logZ = math.Log(z)
+	}
+	lp := func(t int32) float32 { return float32((float64(s.row[t])-s.hi)*s.scale - s.logZ) }
+	c := s.kept
+	if c == nil && top > 0 {
+		if cap(s.cands) < len(s.row) {
+			s.cands = make([]cand, len(s.row))
+		}
+		// Ordering by logit orders by probability.
+		c = s.cands[:len(s.row)]
+		for i, l := range s.row {
+			c[i] = cand{l, int32(i)}
+		}
+	}
+	if top = min(top, len(c)); top > 0 {
+		selectTop(c, top)
+		slices.SortFunc(c[:top], func(a, b cand) int {
+			if before(a, b) {
+				return -1
+			}
+			return 1
+		})
+		for _, x := range c[:top] {
+			dst = append(dst, TokenLogprob{x.id, lp(x.id)})
+		}
+	}
+	return lp(s.last), dst
 }
 
 // sum adds the candidates' probabilities.

@@ -25,6 +25,13 @@ func TestValidate(t *testing.T) {
 		{"top-p above one", Params{Temperature: 1, TopP: 1.5}, false},
 		{"negative top-p", Params{Temperature: 1, TopP: -0.1}, false},
 		{"NaN top-p", Params{Temperature: 1, TopP: nan}, false},
+		{"penalties", Params{MinP: 0.1, FrequencyPenalty: -2, PresencePenalty: 2, RepetitionPenalty: 1.1, LogitBias: map[int32]float32{3: -100}}, true},
+		{"min-p above one", Params{MinP: 1.1}, false},
+		{"frequency penalty above two", Params{FrequencyPenalty: 2.5}, false},
+		{"NaN presence penalty", Params{PresencePenalty: nan}, false},
+		{"negative repetition penalty", Params{RepetitionPenalty: -1}, false},
+		{"bias out of range", Params{LogitBias: map[int32]float32{3: 101}}, false},
+		{"bias of a negative token", Params{LogitBias: map[int32]float32{-1: 1}}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

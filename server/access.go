@@ -17,6 +17,7 @@ type access struct {
 	start        time.Time
 	method, path string
 	namespace    string
+	user         string         // an OpenAI request's user field: a label, cut to 64 bytes
 	result       *engine.Result // the generation's outcome, if any
 	streamed     bool           // the stream's writer logs the line when it ends
 }
@@ -41,6 +42,9 @@ func (s *Server) logAccess(a *access, status int) {
 		slog.String("path", a.path),
 		slog.Int("status", status),
 		slog.String("namespace", a.namespace),
+	}
+	if a.user != "" {
+		attrs = append(attrs, slog.String("user", a.user))
 	}
 	if r := a.result; r != nil {
 		attrs = append(attrs,

@@ -63,6 +63,7 @@ func fuzzSeeds() []string {
 		`{"model": "m", "prompt": ["x"], "max_tokens": 3, "n": 1, "stream": true, "user": "u"}`,
 		`{"prompt": [1, 2, 3], "stop": "\n"}`,
 	}
+	seeds = append(seeds, chatFuzzSeeds...)
 	for _, c := range badInputs() {
 		if len(c.body) < 2000 {
 			seeds = append(seeds, c.body)
@@ -100,6 +101,9 @@ func FuzzDecodeGenerate(f *testing.F) {
 
 func FuzzDecodeCompletion(f *testing.F) {
 	fuzzBodies(f, func(body []byte) (engine.Request, *apiError) {
+		if err := refuseUnsupported(body); err != nil {
+			return engine.Request{}, err
+		}
 		var c completionRequest
 		if err := decodeStrict(body, &c); err != nil {
 			return engine.Request{}, err

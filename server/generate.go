@@ -39,17 +39,32 @@ func (s *Server) limits() limits {
 	if s.cfg.Tokenizer != nil {
 		lim.haveTokenizer = true
 		lim.bos = s.cfg.Tokenizer.BOS()
+		if a, ok := s.cfg.Tokenizer.(bosAdder); ok && !a.AddBOS() {
+			lim.bos = -1 // GPT-2's BOS is its EOS: prompts do not start with it
+		}
 	}
 	return lim
 }
 
-// encoder returns the tokenizer as an Encoder, nil when there is none.
+// encoder returns the tokenizer as an Encoder of text prompts, nil when
+// there is none. Text that spells a control token (<|im_start|>) becomes
+// that token, as Hugging Face tokenizers (and so vLLM) encode prompts by
+// default, where the tokenizer has control tokens.
 func (s *Server) encoder() Encoder {
 	if s.cfg.Tokenizer == nil {
 		return nil
 	}
+	if se, ok := s.cfg.Tokenizer.(specialEncoder); ok {
+		return specialAsEncoder{se}
+	}
 	return s.cfg.Tokenizer
 }
+
+// specialAsEncoder encodes with EncodeSpecial.
+type specialAsEncoder struct{ specialEncoder }
+
+// Encode implements Encoder.
+func (e specialAsEncoder) Encode(text string) []int32 { return e.EncodeSpecial(text) }
 
 // usageJSON is the native API's usage object.
 type usageJSON struct {
@@ -128,14 +143,11 @@ func (s *Server) parseGenerate(ctx *fasthttp.RequestCtx) (engine.Request, *apiEr
 // submit queues req under a context that outlives the RequestCtx: the
 // caller must call cancel once it no longer wants the result.
 func (s *Server) submit(req engine.Request) (*engine.Stream, context.CancelFunc, error) {
-	rctx, cancel := context.WithCancel(s.base)
-	st, err := s.eng.Submit(rctx, req)
+	streams, cancel, err := s.submitChoices(req)
 	if err != nil {
-		cancel()
 		return nil, nil, err
 	}
-	s.trace.record(&req, st)
-	return st, cancel, nil
+	return streams[0], cancel, nil
 }
 
 // result waits for a non-streaming request's result and, if it failed,
@@ -292,6 +304,14 @@ type sseFormat struct {
 // which cannot read a chunked body, gets the events in a body that ends
 // when the connection closes.
 func (s *Server) streamSSE(ctx *fasthttp.RequestCtx, id string, st *engine.Stream, cancel context.CancelFunc, f sseFormat) {
+	s.serveSSE(ctx, id, cancel, func(w *bufio.Writer) engine.Result { return s.writeEvents(w, id, st, cancel, f) })
+}
+
+// serveSSE answers with a stream of server-sent events that events writes
+// (returning the request's result, for the access log), over chunked
+// HTTP/1.1 or, for an HTTP/1.0 client, a body that ends when the
+// connection closes.
+func (s *Server) serveSSE(ctx *fasthttp.RequestCtx, id string, cancel context.CancelFunc, events func(w *bufio.Writer) engine.Result) {
 	headers := [][2]string{
 		{"Content-Type", "text/event-stream"},
 		{"Cache-Control", "no-cache"},
@@ -304,7 +324,7 @@ func (s *Server) streamSSE(ctx *fasthttp.RequestCtx, id string, st *engine.Strea
 	a.streamed = true
 	write := func(w *bufio.Writer) {
 		defer cancel()
-		res := s.writeEvents(w, id, st, cancel, f)
+		res := events(w)
 		a.result = &res
 		s.logAccess(a, 200)
 	}
@@ -392,97 +412,4 @@ func writeEvent(w *bufio.Writer, v any) error {
 	w.Write(b)
 	_, err = w.WriteString("\n\n")
 	return err
-}
-
-// OpenAI completion objects.
-type (
-	completionChoice struct {
-		Text         string  `json:"text"`
-		Index        int     `json:"index"`
-		Logprobs     any     `json:"logprobs"`
-		FinishReason *string `json:"finish_reason"`
-	}
-	promptDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-	}
-	completionUsage struct {
-		PromptTokens        int           `json:"prompt_tokens"`
-		CompletionTokens    int           `json:"completion_tokens"`
-		TotalTokens         int           `json:"total_tokens"`
-		PromptTokensDetails promptDetails `json:"prompt_tokens_details"`
-	}
-	completionResponse struct {
-		ID      string             `json:"id"`
-		Object  string             `json:"object"`
-		Created int64              `json:"created"`
-		Model   string             `json:"model"`
-		Choices []completionChoice `json:"choices"`
-		Usage   *completionUsage   `json:"usage,omitempty"`
-	}
-)
-
-func openAIUsage(u engine.Usage) *completionUsage {
-	return &completionUsage{u.PromptTokens, u.CompletionTokens, u.PromptTokens + u.CompletionTokens, promptDetails{u.CachedTokens}}
-}
-
-func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
-	var c completionRequest
-	if err := decodeStrict(ctx.PostBody(), &c); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if c.Model != "" && !s.servesModel(c.Model, namespace(ctx)) {
-		s.writeError(ctx, &apiError{Status: 404, Type: typeNotFound, Param: "model",
-			Message: "model " + c.Model + " does not exist; this server serves " + s.cfg.ModelName})
-		return
-	}
-	req, aerr := c.toEngine(s.encoder(), s.limits())
-	if aerr != nil {
-		s.writeError(ctx, aerr)
-		return
-	}
-	req.Namespace = namespace(ctx)
-	st, cancel, err := s.submit(req)
-	if err != nil {
-		s.writeSubmitError(ctx, err)
-		return
-	}
-	id, created, name := newID("cmpl-"), time.Now().Unix(), s.cfg.ModelName
-	chunk := func(text string, finish *string) completionResponse {
-		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: name,
-			Choices: []completionChoice{{Text: text, FinishReason: finish}}}
-	}
-	if c.Stream {
-		s.streamSSE(ctx, id, st, cancel, sseFormat{
-			token: func(_ int32, text string) any {
-				if text == "" {
-					return nil
-				}
-				return chunk(text, nil)
-			},
-			final: func(res *engine.Result, rest string) any {
-				if e := resultError(res); e != nil {
-					// OpenAI streams end in an error event, not a chunk.
-					return struct {
-						Error *apiError `json:"error"`
-					}{e}
-				}
-				reason := string(res.Finish)
-				r := chunk(rest, &reason)
-				r.Usage = openAIUsage(res.Usage)
-				return r
-			},
-		})
-		return
-	}
-	defer cancel()
-	res, ok := s.result(ctx, st, cancel)
-	if !ok {
-		return
-	}
-	reason := string(res.Finish)
-	r := chunk(res.Text, &reason)
-	r.Usage = openAIUsage(res.Usage)
-	ctx.Response.Header.Set("X-Request-Id", id)
-	s.writeJSON(ctx, 200, r)
 }

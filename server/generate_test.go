@@ -199,10 +199,11 @@ func TestCompletions(t *testing.T) {
 	if code != 200 || r2.Usage.PromptTokensDetails.CachedTokens == 0 || r2.Choices[0].Text != r.Choices[0].Text {
 		t.Errorf("repeat: %d %s", code, b)
 	}
-	s := h.stream("/v1/completions", strings.Replace(body, `"user"`, `"stream": true, "user"`, 1))
+	s := h.stream("/v1/completions", strings.Replace(body, `"user"`, `"stream": true, "stream_options": {"include_usage": true}, "user"`, 1))
 	defer s.close()
 	var text strings.Builder
 	var last completionResponse
+	var usage *completionUsage
 	for {
 		data, err := s.next()
 		if err != nil {
@@ -215,7 +216,14 @@ func TestCompletions(t *testing.T) {
 		if err := json.Unmarshal([]byte(data), &c); err != nil {
 			t.Fatalf("chunk %s: %v", data, err)
 		}
-		if c.ID != last.ID && last.ID != "" || c.Object != "text_completion" || len(c.Choices) != 1 {
+		if c.Usage != nil { // the usage chunk: last, no choices
+			if len(c.Choices) != 0 || c.Usage.CompletionTokens != r.Usage.CompletionTokens {
+				t.Fatalf("usage chunk %s", data)
+			}
+			usage = c.Usage
+			continue
+		}
+		if usage != nil || c.ID != last.ID && last.ID != "" || c.Object != "text_completion" || len(c.Choices) != 1 {
 			t.Fatalf("chunk %s", data)
 		}
 		if last.Choices != nil && last.Choices[0].FinishReason != nil {
@@ -224,7 +232,7 @@ func TestCompletions(t *testing.T) {
 		text.WriteString(c.Choices[0].Text)
 		last = c
 	}
-	if last.Choices[0].FinishReason == nil || *last.Choices[0].FinishReason != *r.Choices[0].FinishReason || last.Usage == nil {
+	if last.Choices[0].FinishReason == nil || *last.Choices[0].FinishReason != *r.Choices[0].FinishReason || usage == nil {
 		t.Errorf("last chunk %+v", last)
 	}
 	if text.String() != r.Choices[0].Text {

@@ -68,11 +68,13 @@ type harness struct {
 type option struct {
 	engine func(*engine.Config)
 	server func(*Config)
+	model  *model.Model
 	listen func(net.Listener) net.Listener // wraps the listener
 }
 
 func withEngine(f func(*engine.Config)) option { return option{engine: f} }
 func withServer(f func(*Config)) option        { return option{server: f} }
+func withModel(m *model.Model) option          { return option{model: m} }
 
 // testLogger sends the server's logs to the test log.
 type testWriter struct{ t *testing.T }
@@ -85,6 +87,11 @@ func (w testWriter) Write(p []byte) (int, error) {
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
 	m := builtin()
+	for _, o := range opts {
+		if o.model != nil {
+			m = o.model
+		}
+	}
 	w := cpu.NewWorkers(2)
 	gate := &gatedModel{Model: model.NewRunner(m, w), entered: make(chan struct{}, 1)}
 	metrics := NewMetrics()

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
 	"strconv"
 	"strings"
@@ -37,6 +38,12 @@ func fieldsOf(t reflect.Type) map[string]reflect.Type {
 	fields := map[string]reflect.Type{}
 	for f := range t.Fields() {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			// An embedded struct's fields are promoted, as encoding/json
+			// promotes them (exported or not).
+			maps.Copy(fields, fieldsOf(f.Type))
+			continue
+		}
 		switch {
 		case !f.IsExported() || name == "-":
 			continue

@@ -116,21 +116,6 @@ type generateRequest struct {
 	Cache         *cacheParams `json:"cache"`
 }
 
-// completionRequest is the body of POST /v1/completions: the OpenAI fields
-// prefixd supports. Any other field is refused by name.
-type completionRequest struct {
-	Model       string          `json:"model"`
-	Prompt      json.RawMessage `json:"prompt"`
-	MaxTokens   *int            `json:"max_tokens"`
-	Temperature *float32        `json:"temperature"`
-	TopP        *float32        `json:"top_p"`
-	N           *int            `json:"n"`
-	Stop        stopList        `json:"stop"`
-	Stream      bool            `json:"stream"`
-	Seed        *uint64         `json:"seed"`
-	User        string          `json:"user"`
-}
-
 // decodeStrict decodes exactly one JSON object into v, refusing invalid
 // UTF-8 (and escapes of half a surrogate pair), unknown fields (matched exactly, case included), fields given
 // twice and trailing data, and names the offending field on type errors.
@@ -418,53 +403,4 @@ func cacheControl(c *cacheParams, lim limits) (engine.Cache, *apiError) {
 		out.Disabled = !*c.Enabled
 	}
 	return out, nil
-}
-
-// OpenAI's defaults for the fields a completion request may leave out.
-const (
-	openAIMaxTokens   = 16
-	openAITemperature = 1
-	openAIMaxStops    = 4
-)
-
-// toEngine validates an OpenAI completion request.
-func (c *completionRequest) toEngine(tok Encoder, lim limits) (engine.Request, *apiError) {
-	var g generateRequest
-	if len(c.Prompt) == 0 || string(c.Prompt) == "null" {
-		return engine.Request{}, badRequest("prompt", "prompt is required")
-	}
-	var text string
-	var one []string
-	var ids tokenIDs
-	switch {
-	case json.Unmarshal(c.Prompt, &text) == nil:
-		g.Prompt = &text
-	case json.Unmarshal(c.Prompt, &ids) == nil:
-		g.PromptIDs = ids
-	case json.Unmarshal(c.Prompt, &one) == nil && len(one) == 1:
-		g.Prompt = &one[0]
-	case json.Unmarshal(c.Prompt, &one) == nil:
-		return engine.Request{}, badRequest("prompt", "a batch of %d prompts is not supported: send one", len(one))
-	default:
-		return engine.Request{}, badRequest("prompt", "prompt must be a string, an array of one string, or an array of token ids")
-	}
-	if c.N != nil && *c.N != 1 {
-		return engine.Request{}, badRequest("n", "only n=1 is supported, got %d", *c.N)
-	}
-	if len(c.Stop) > openAIMaxStops {
-		return engine.Request{}, badRequest("stop", "at most %d stop sequences, got %d", openAIMaxStops, len(c.Stop))
-	}
-	g.MaxTokens, g.Temperature, g.TopP, g.Seed, g.Stop = c.MaxTokens, c.Temperature, c.TopP, c.Seed, c.Stop
-	if g.MaxTokens == nil {
-		lim.defaultMax = openAIMaxTokens
-	}
-	if g.Temperature == nil {
-		t := float32(openAITemperature)
-		g.Temperature = &t
-	}
-	req, err := g.toEngine(tok, lim)
-	if err != nil && err.Param == "prompt_ids" {
-		err.Param = "prompt" // the OpenAI field carries token IDs too
-	}
-	return req, err
 }

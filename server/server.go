@@ -24,6 +24,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/prefixd/prefixd/chat"
 	"github.com/prefixd/prefixd/engine"
 	"github.com/prefixd/prefixd/trace"
 )
@@ -103,6 +104,11 @@ type Config struct {
 	// DeviceMemory, set when the model runs on a GPU, reports its memory
 	// for /v1/stats and /metrics (prefixd_device_memory_bytes).
 	DeviceMemory DeviceMemory
+	// ChatTemplate renders /v1/chat/completions conversations and
+	// /tokenize's messages. Default: the tokenizer's own template, else
+	// the built-in one (chat.BuiltinFor) its vocabulary's marker tokens
+	// call for, else ChatML.
+	ChatTemplate *chat.Template
 }
 
 // DeviceMemory returns a GPU's free and total memory in bytes.
@@ -119,6 +125,7 @@ type Server struct {
 	routes  map[string]*route
 	handler fasthttp.RequestHandler
 	trace   *tracer // nil without Config.Trace
+	chat    *chatSetup
 
 	conns *connSet // the client connections, for the drain to wait on and close
 
@@ -197,6 +204,13 @@ func New(cfg Config) (*Server, error) {
 		conns: newConnSet()}
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	s.trace = newTracer(cfg.Trace, cfg.TraceTokens, ecfg.BlockSize, cfg.Logger)
+	if cfg.Tokenizer != nil {
+		var err error
+		if s.chat, err = newChatSetup(cfg.Tokenizer, cfg.ChatTemplate); err != nil {
+			return nil, err
+		}
+		s.log.Info("chat template", "template", s.chat.source)
+	}
 	st := cfg.Engine.Stats()
 	s.defaultTTL.Store(int64(st.DefaultTTL))
 	s.maxTTL.Store(int64(st.MaxTTL))
@@ -316,6 +330,9 @@ func (s *Server) buildRoutes() map[string]*route {
 	add("/generate", "POST", s.tenant(s.handleGenerate))
 	add("/generate_stream", "POST", s.tenant(s.handleGenerateStream))
 	add("/v1/completions", "POST", s.tenant(s.handleCompletions))
+	add("/v1/chat/completions", "POST", s.tenant(s.handleChatCompletions))
+	add("/tokenize", "POST", s.tenant(s.handleTokenize))
+	add("/detokenize", "POST", s.tenant(s.handleDetokenize))
 	add("/v1/models", "GET", s.tenant(s.handleModels))
 	add("/metrics", "GET", s.stats(s.metrics.handler()))
 	add("/", "GET", s.handleIndex)

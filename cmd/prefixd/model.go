@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/prefixd/prefixd/chat"
 	"github.com/prefixd/prefixd/model"
 )
 
@@ -43,6 +44,22 @@ func loadTokenizer(path string, vocab int) (*model.SentencePiece, error) {
 		return nil, usagef("--tokenizer %s holds more tokens than the model's %d: it is another model's vocabulary", path, vocab)
 	}
 	return model.LoadLlama2CTokenizer(path, vocab)
+}
+
+// loadChatTemplate parses the --chat-template file, if given (nil if not).
+func loadChatTemplate(path string) (*chat.Template, error) {
+	if path == "" {
+		return nil, nil
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usagef("--chat-template: %v", err)
+	}
+	tpl, err := chat.Parse(string(src))
+	if err != nil {
+		return nil, usagef("--chat-template %s: %v", path, err)
+	}
+	return tpl, nil
 }
 
 // modelID is the id /v1/models and completions report when

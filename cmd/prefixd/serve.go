@@ -60,7 +60,7 @@ type serveOptions struct {
 	hostTierBytes, kvBytes                   byteSize
 	batching, kvAlloc, prefixCache           string
 	cachedFirst, traceTokens                 bool
-	traceOut                                 string
+	traceOut, chatTemplate                   string
 	adminToken, apiKeys                      string
 	publicStats                              bool
 	keys                                     map[string]string
@@ -85,6 +85,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address; port 0 picks a free port (logged)")
 	fs.StringVar(&o.modelPath, "model", "", "model file (GGUF or llama2.c checkpoint); default: the built-in model")
 	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary, so text prompts work; refused if it holds more tokens than the model")
+	fs.StringVar(&o.chatTemplate, "chat-template", "", "Jinja chat template file for /v1/chat/completions; default: the model's own (GGUF tokenizer.chat_template), else a built-in one (chatml, llama3, mistral) its vocabulary calls for")
 	fs.StringVar(&o.servedModelName, "served-model-name", "", "model id that /v1/models and completions report; default: the model file's base name (stories260K), or prefixd-builtin-byte-3m")
 	fs.IntVar(&o.blocks, "blocks", 0, "KV pool size in blocks; default: max-running sequences of 512 tokens, and at least one of the model's full length")
 	fs.IntVar(&o.blockSize, "block-size", 16, "token positions per KV block")
@@ -469,8 +470,14 @@ func start(o *serveOptions, ecfg engine.Config, m *model.Model, metrics *server.
 	if err != nil {
 		return nil, nil, nil, usagef("%w", err)
 	}
+	tpl, err := loadChatTemplate(o.chatTemplate)
+	if err != nil {
+		eng.Close(context.Background())
+		return nil, nil, nil, err
+	}
 	srv, err := server.New(server.Config{
 		Engine: eng, Tokenizer: m.Tokenizer, ModelName: o.servedModelName, AdminToken: o.adminToken, APIKeys: o.keys, PublicStats: o.publicStats,
+		ChatTemplate: tpl,
 		MaxBodyBytes: o.maxBodyBytes, MaxPromptTokens: o.maxPromptTokens, MaxTokens: o.maxTokens,
 		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens, DeviceMemory: devMem,
 	})

@@ -1,0 +1,337 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/prefixd/prefixd/chat"
+	"github.com/prefixd/prefixd/engine"
+)
+
+// The tokenizer capabilities chat and /tokenize use when a Tokenizer has
+// them (bpe.Tokenizer has all).
+type (
+	// specialEncoder encodes text in which the texts of control tokens
+	// (<|im_start|>) become those tokens.
+	specialEncoder interface {
+		EncodeSpecial(text string) []int32
+	}
+	// turnEnder lists the tokens that end a turn besides EOS.
+	turnEnder interface{ EOT() []int32 }
+	// tokenTexter gives a token's text and a text's token.
+	tokenTexter interface {
+		TokenText(id int32) string
+		TokenID(text string) (int32, bool)
+	}
+	// templated carries the model's own chat template ("" if none).
+	templated interface{ ChatTemplate() string }
+	// bosAdder says whether prompts start with BOS.
+	bosAdder interface{ AddBOS() bool }
+)
+
+// chatSetup is what chat rendering needs, fixed when the server starts.
+type chatSetup struct {
+	tpl      *chat.Template
+	source   string  // where the template came from, for the log
+	bos, eos string  // the BOS and EOS tokens' texts, for templates
+	eot      []int32 // stop tokens of a chat reply besides EOS
+}
+
+// newChatSetup resolves the chat template: tpl if given (--chat-template),
+// else the tokenizer's own, else the built-in one its vocabulary's marker
+// tokens call for, else ChatML (its markers then are plain text).
+func newChatSetup(tk Tokenizer, tpl *chat.Template) (*chatSetup, error) {
+	c := &chatSetup{tpl: tpl, source: "--chat-template"}
+	if tt, ok := tk.(tokenTexter); ok {
+		if id := tk.BOS(); id >= 0 {
+			c.bos = tt.TokenText(id)
+		}
+		if e, ok := tk.(interface{ EOS() int32 }); ok && e.EOS() >= 0 {
+			c.eos = tt.TokenText(e.EOS())
+		}
+	}
+	if te, ok := tk.(turnEnder); ok {
+		c.eot = te.EOT()
+	}
+	if tpl != nil {
+		return c, nil
+	}
+	if t, ok := tk.(templated); ok && t.ChatTemplate() != "" {
+		var err error
+		if c.tpl, err = chat.Parse(t.ChatTemplate()); err != nil {
+			return nil, fmt.Errorf("server: the model's chat template: %w (override it with --chat-template FILE)", err)
+		}
+		c.source = "the model's"
+		return c, nil
+	}
+	name := "chatml"
+	if tt, ok := tk.(tokenTexter); ok {
+		if n, ok := chat.BuiltinFor(func(text string) bool { _, ok := tt.TokenID(text); return ok }); ok {
+			name = n
+		}
+	}
+	var err error
+	c.tpl, err = chat.Builtin(name)
+	c.source = "built-in " + name
+	return c, err
+}
+
+// chatMessage is one message of a chat request.
+type chatMessage struct {
+	Role string `json:"role"`
+	// Content is a string, or an array of content parts of which prefixd
+	// takes the text ones.
+	Content json.RawMessage `json:"content"`
+	// OpenAI fields prefixd refuses by name when set.
+	Name      json.RawMessage `json:"name"`
+	ToolCalls json.RawMessage `json:"tool_calls"`
+}
+
+// chatRequest is the body of POST /v1/chat/completions.
+type chatRequest struct {
+	Model       string        `json:"model"`
+	Messages    []chatMessage `json:"messages"`
+	Logprobs    bool          `json:"logprobs"`
+	TopLogprobs *int          `json:"top_logprobs"`
+	openAIParams
+}
+
+// toChat validates messages and converts them for a template.
+func toChat(msgs []chatMessage) ([]chat.Message, *apiError) {
+	if len(msgs) == 0 {
+		return nil, badRequest("messages", "messages must hold at least one message")
+	}
+	out := make([]chat.Message, len(msgs))
+	for i, m := range msgs {
+		param := fmt.Sprintf("messages[%d]", i)
+		switch m.Role {
+		case "system", "developer", "user", "assistant":
+		case "tool", "function":
+			return nil, badRequest(param+".role", "role %q is not supported: prefixd does not implement tool calling", m.Role)
+		default:
+			return nil, badRequest(param+".role", "role must be system, developer, user or assistant, got %q", m.Role)
+		}
+		if !isNull(m.Name) {
+			return nil, badRequest(param+".name", "%s.name is not supported", param)
+		}
+		if !isNull(m.ToolCalls) {
+			return nil, badRequest(param+".tool_calls", "%s.tool_calls is not supported: prefixd does not implement tool calling", param)
+		}
+		text, err := messageText(m.Content, param+".content")
+		if err != nil {
+			return nil, err
+		}
+		out[i] = chat.Message{Role: m.Role, Content: text}
+	}
+	return out, nil
+}
+
+// messageText reads a message's content: a string or text parts.
+func messageText(raw json.RawMessage, param string) (string, *apiError) {
+	if isNull(raw) {
+		return "", badRequest(param, "%s is required", param)
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", badRequest(param, "%s must be a string or an array of content parts", param)
+	}
+	var b strings.Builder
+	for j, p := range parts {
+		if p.Type != "text" || p.Text == nil {
+			return "", badRequest(fmt.Sprintf("%s[%d]", param, j),
+				"content part type %q is not supported: prefixd takes text parts only", p.Type)
+		}
+		b.WriteString(*p.Text)
+	}
+	return b.String(), nil
+}
+
+// renderChat renders msgs with the chat template and tokenizes the text
+// as Hugging Face does a rendered template: control tokens' texts become
+// those tokens and no BOS is added, the template writes its own. A
+// tokenizer without control tokens gets BOS, if it has one, before.
+func (s *Server) renderChat(msgs []chat.Message, addGenerationPrompt bool, param string) ([]int32, *apiError) {
+	if s.cfg.Tokenizer == nil {
+		return nil, badRequest(param, "this model has no tokenizer: chat needs one")
+	}
+	c := s.chat
+	text, err := c.tpl.Render(chat.Input{Messages: msgs, AddGenerationPrompt: addGenerationPrompt, BOS: c.bos, EOS: c.eos})
+	switch {
+	case errors.Is(err, chat.ErrRaised):
+		return nil, badRequest(param, "the chat template refused the conversation: %s",
+			strings.TrimPrefix(err.Error(), "chat: "))
+	case err != nil:
+		return nil, &apiError{Status: 500, Type: typeServer, Message: "rendering the chat template: " + err.Error()}
+	}
+	if len(text) > 8*s.cfg.MaxPromptTokens {
+		return nil, badRequest(param, "the rendered conversation is %d bytes, far above the limit of %d tokens", len(text), s.cfg.MaxPromptTokens)
+	}
+	if se, ok := s.cfg.Tokenizer.(specialEncoder); ok {
+		return se.EncodeSpecial(text), nil
+	}
+	return encodePrompt(s.cfg.Tokenizer, text, s.cfg.Tokenizer.BOS()), nil
+}
+
+// toEngine validates a chat request.
+func (c *chatRequest) toEngine(s *Server, lim limits) (engine.Request, *apiError) {
+	msgs, aerr := toChat(c.Messages)
+	if aerr != nil {
+		return engine.Request{}, aerr
+	}
+	top := -1
+	switch {
+	case c.TopLogprobs != nil && !c.Logprobs:
+		return engine.Request{}, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+	case c.TopLogprobs != nil && (*c.TopLogprobs < 0 || *c.TopLogprobs > engine.MaxTopLogprobs):
+		return engine.Request{}, badRequest("top_logprobs", "top_logprobs must be in [0, %d], got %d", engine.MaxTopLogprobs, *c.TopLogprobs)
+	case c.Logprobs:
+		top = 0
+		if c.TopLogprobs != nil {
+			top = *c.TopLogprobs
+		}
+	}
+	ids, aerr := s.renderChat(msgs, true, "messages")
+	if aerr != nil {
+		return engine.Request{}, aerr
+	}
+	g := generateRequest{PromptIDs: ids}
+	if err := c.toGenerate(&g); err != nil {
+		return engine.Request{}, err
+	}
+	req, err := g.toEngine(nil, lim)
+	if err != nil {
+		if err.Param == "prompt_ids" || err.Param == "prompt" {
+			err.Param = "messages"
+		}
+		return req, err
+	}
+	// A reply ends at the end of its turn.
+	req.StopTokens = append(req.StopTokens, s.chat.eot...)
+	return req, c.finish(&req, lim, top)
+}
+
+// Chat completion objects.
+type (
+	chatReply struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	chatChoice struct {
+		Index        int       `json:"index"`
+		Message      chatReply `json:"message"`
+		Logprobs     any       `json:"logprobs"`
+		FinishReason string    `json:"finish_reason"`
+	}
+	chatResponse struct {
+		ID      string           `json:"id"`
+		Object  string           `json:"object"`
+		Created int64            `json:"created"`
+		Model   string           `json:"model"`
+		Choices []chatChoice     `json:"choices"`
+		Usage   *completionUsage `json:"usage"`
+	}
+	chatDelta struct {
+		Role    string  `json:"role,omitempty"`
+		Content *string `json:"content,omitempty"`
+	}
+	chatChunkChoice struct {
+		Index        int       `json:"index"`
+		Delta        chatDelta `json:"delta"`
+		Logprobs     any       `json:"logprobs"`
+		FinishReason *string   `json:"finish_reason"`
+	}
+	chatChunk struct {
+		ID      string            `json:"id"`
+		Object  string            `json:"object"`
+		Created int64             `json:"created"`
+		Model   string            `json:"model"`
+		Choices []chatChunkChoice `json:"choices"`
+		Usage   *completionUsage  `json:"usage,omitempty"`
+	}
+)
+
+func (s *Server) handleChatCompletions(ctx *fasthttp.RequestCtx) {
+	var c chatRequest
+	if !s.decodeOpenAI(ctx, &c) || !s.checkModel(ctx, c.Model) {
+		return
+	}
+	req, aerr := c.toEngine(s, s.limits()) // max_tokens defaults to the server's default
+	if aerr != nil {
+		s.writeError(ctx, aerr)
+		return
+	}
+	req.Namespace = namespace(ctx)
+	streams, cancel, err := s.submitChoices(req)
+	if err != nil {
+		s.writeSubmitError(ctx, err)
+		return
+	}
+	id, created, name := newID("chatcmpl-"), time.Now().Unix(), s.cfg.ModelName
+	setUser(ctx, c.User)
+	tk := s.cfg.Tokenizer
+	logprobs := func(ids []int32, lps []engine.TokenLogprobs) any {
+		if !req.Logprobs {
+			return nil
+		}
+		return formatChatLogprobs(tk, ids, lps)
+	}
+	if c.Stream {
+		chunk := func(choices ...chatChunkChoice) chatChunk {
+			return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, Choices: choices}
+		}
+		empty := ""
+		s.streamOpenAI(ctx, id, streams, req.MaxTokens, cancel, openAIStream{
+			start: func(i int) any {
+				return chunk(chatChunkChoice{Index: i, Delta: chatDelta{Role: "assistant", Content: &empty}})
+			},
+			token: func(i int, t engine.Token, _ int) any {
+				if t.Text == "" && !req.Logprobs {
+					return nil
+				}
+				text := t.Text
+				lp := logprobs([]int32{t.ID}, []engine.TokenLogprobs{{Logprob: t.Logprob, Top: t.Top}})
+				return chunk(chatChunkChoice{Index: i, Delta: chatDelta{Content: &text}, Logprobs: lp})
+			},
+			final: func(i int, res *engine.Result, rest string, _ int) any {
+				reason := string(res.Finish)
+				d := chatDelta{}
+				if rest != "" {
+					d.Content = &rest
+				}
+				return chunk(chatChunkChoice{Index: i, Delta: d, FinishReason: &reason})
+			},
+			usage: func(results []engine.Result) any {
+				r := chunk()
+				r.Choices = []chatChunkChoice{}
+				r.Usage = sumUsage(results)
+				return r
+			},
+		}, c.StreamOptions != nil && c.StreamOptions.IncludeUsage)
+		return
+	}
+	defer cancel()
+	results, ok := s.awaitChoices(ctx, streams, cancel)
+	if !ok {
+		return
+	}
+	r := chatResponse{ID: id, Object: "chat.completion", Created: created, Model: name, Usage: sumUsage(results)}
+	for i := range results {
+		res := &results[i]
+		r.Choices = append(r.Choices, chatChoice{Index: i, Message: chatReply{Role: "assistant", Content: res.Text},
+			Logprobs: logprobs(res.Tokens, res.Logprobs), FinishReason: string(res.Finish)})
+	}
+	ctx.Response.Header.Set("X-Request-Id", id)
+	s.writeJSON(ctx, 200, r)
+}

@@ -1,0 +1,41 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/model"
+)
+
+// chatFuzzSeeds are chat and OpenAI-parameter bodies, good and bad.
+var chatFuzzSeeds = []string{
+	`{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "n": 2, "logprobs": true, "top_logprobs": 3}`,
+	`{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "a"}]}], "stream": true, "stream_options": {"include_usage": true}}`,
+	`{"messages": [{"role": "user", "content": "a"}], "frequency_penalty": 1, "presence_penalty": -1, "repetition_penalty": 1.2, "min_p": 0.1, "top_k": 5, "logit_bias": {"65": -100}}`,
+	`{"messages": [{"role": "assistant", "content": null}], "tools": []}`,
+	`{"prompt": "x", "logprobs": 3, "max_completion_tokens": 5, "echo": true}`,
+	`{"prompt": "x", "logit_bias": {"300": 1}, "n": 9}`,
+}
+
+// FuzzDecodeChat fuzzes /v1/chat/completions' decoding and validation on
+// the built-in byte vocabulary with the built-in ChatML template.
+func FuzzDecodeChat(f *testing.F) {
+	setup, err := newChatSetup(model.ByteTokenizer{}, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	s := &Server{cfg: Config{Tokenizer: model.ByteTokenizer{}, MaxPromptTokens: 1023}, chat: setup}
+	for _, b := range chatFuzzSeeds {
+		f.Add(b)
+	}
+	fuzzBodies(f, func(body []byte) (engine.Request, *apiError) {
+		if err := refuseUnsupported(body); err != nil {
+			return engine.Request{}, err
+		}
+		var c chatRequest
+		if err := decodeStrict(body, &c); err != nil {
+			return engine.Request{}, err
+		}
+		return c.toEngine(s, testLimits())
+	})
+}
