@@ -94,6 +94,9 @@ func TestHalfCloseIsNoHangup(t *testing.T) {
 			t.Errorf("%s: half-closed client got %d %q, want 200 with 5 tokens", path, resp.StatusCode, b)
 		}
 	}
+	if n := metric(h.scrape(), "prefixd_client_hangups_total"); n != 0 {
+		t.Errorf("%v half-closed clients counted as hang-ups", n)
+	}
 	h.checkDrained()
 }
 

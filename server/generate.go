@@ -195,19 +195,31 @@ func (s *Server) await(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel conte
 		case <-st.Done():
 			return st.Result(), false
 		case <-tick.C:
-			reset, eof := peek(ctx.Conn())
-			if eof && !probed {
-				probed = true
-				_, err := io.WriteString(ctx.Conn(), continueProbe)
-				reset = err != nil
-			}
-			if reset {
+			if hungUp(ctx.Conn(), &probed) {
 				cancel()
+				s.metrics.hangups.Inc()
 				s.log.Debug("client hung up; request cancelled", "path", string(ctx.Path()))
 				return st.Result(), true
 			}
 		}
 	}
+}
+
+// hungUp reports whether conn's client has closed its connection. On the
+// first FIN it sees (unless probed says that is done) it writes
+// continueProbe and looks again at once: a client on the same host has
+// usually reset before the write returns, any other is seen at the next
+// look.
+func hungUp(conn net.Conn, probed *bool) bool {
+	reset, eof := peek(conn)
+	if eof && !*probed {
+		*probed = true
+		if _, err := io.WriteString(conn, continueProbe); err != nil {
+			return true
+		}
+		reset, _ = peek(conn)
+	}
+	return reset
 }
 
 // resultError is the error a finished request reports, if any.

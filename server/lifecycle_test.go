@@ -173,6 +173,12 @@ func TestHangupCancels(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
+	// The engine stays paused until the server has seen both hang-ups:
+	// resumed earlier, the first request could run its 1000 tokens out
+	// before its client's reset is seen.
+	h.scrapeWhen("both hang-ups to be seen", func(f map[string]*dto.MetricFamily) bool {
+		return metric(f, "prefixd_client_hangups_total") == 2
+	})
 	h.gate.mu.Unlock()
 	fams := h.scrapeWhen("both requests to be cancelled", func(f map[string]*dto.MetricFamily) bool {
 		return metric(f, "prefixd_requests_total", "finish_reason", "cancelled") == 2

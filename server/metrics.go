@@ -32,6 +32,7 @@ type Metrics struct {
 	finished              *prometheus.CounterVec
 	finishedBy            map[engine.FinishReason]prometheus.Counter
 	httpReqs              *prometheus.CounterVec
+	hangups               prometheus.Counter
 
 	eng    atomic.Pointer[engine.Engine]
 	device atomic.Pointer[DeviceMemory] // nil unless the model runs on a GPU
@@ -92,8 +93,11 @@ func NewMetrics() *Metrics {
 	m.httpReqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "prefixd_http_requests_total", Help: "HTTP requests by route (unknown paths: other) and status code.",
 	}, []string{"route", "code"})
+	m.hangups = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "prefixd_client_hangups_total", Help: "Non-streaming requests cancelled because their client closed its connection.",
+	})
 	m.vllm.m = m
-	m.reg.MustRegister(m.httpReqs, statsCollector{m}, &m.vllm,
+	m.reg.MustRegister(m.httpReqs, m.hangups, statsCollector{m}, &m.vllm,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
