@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"io"
@@ -12,9 +11,7 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/blockstore"
-	"github.com/prefixd/prefixd/clock"
-	"github.com/prefixd/prefixd/eviction"
-	"github.com/prefixd/prefixd/radix"
+	"github.com/prefixd/prefixd/internal/cachesim"
 	"github.com/prefixd/prefixd/trace"
 )
 
@@ -54,9 +51,6 @@ type SimResult struct {
 func SimulateTTL(records []trace.Record, c SimConfig) ([]SimResult, error) {
 	if c.BlockSize == 0 {
 		c.BlockSize = blockstore.DefaultBlockSize
-	}
-	if c.TokenTime == 0 {
-		c.TokenTime = 20 * time.Millisecond
 	}
 	if len(c.TTLs) == 0 || len(c.PoolBlocks) == 0 {
 		return nil, errors.New("bench: ttl-sim needs at least one TTL and one pool size")
@@ -110,146 +104,68 @@ func PromptTokens(records []trace.Record, bs int) ([][]int32, error) {
 	return out, nil
 }
 
-// running is a simulated request holding blocks until done.
-type running struct {
-	done  time.Duration
-	table *blockstore.Table
-	h     radix.Handle
-	use   eviction.Use
-}
-
-type runHeap []*running
-
-func (h runHeap) Len() int           { return len(h) }
-func (h runHeap) Less(i, j int) bool { return h[i].done < h[j].done }
-func (h runHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *runHeap) Push(x any)        { *h = append(*h, x.(*running)) }
-func (h *runHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
 func simulate(records []trace.Record, prompts [][]int32, c SimConfig, ttl time.Duration, blocks int) (SimResult, error) {
 	res := SimResult{TTL: ttl, PoolBlocks: blocks, Requests: len(records)}
-	bs := c.BlockSize
-	pool, err := blockstore.New(blockstore.Config{NumBlocks: blocks, BlockSize: bs})
-	if err != nil {
-		return res, err
-	}
-	tree, err := radix.New(bs)
-	if err != nil {
-		return res, err
-	}
-	maxTTL := ttl
-	for _, r := range records {
-		maxTTL = max(maxTTL, r.TTL())
-	}
-	epoch := time.Unix(1_000_000_000, 0)
-	clk := clock.NewFake(epoch)
-	m, err := eviction.New(eviction.Config{Tree: tree, Pool: pool, Clock: clk, DefaultTTL: ttl, MaxTTL: maxTTL})
+	rep, err := cachesim.New(cachesim.Config{Blocks: blocks, BlockSize: c.BlockSize, TokenTime: c.TokenTime,
+		DefaultTTL: ttl, MaxTTL: cachesim.MaxTTL(ttl, records)})
 	if err != nil {
 		return res, err
 	}
 	var (
 		now          time.Duration
 		held, cached float64 // block-nanoseconds
-		query, hit   int
-		runs         runHeap
-		buf          []blockstore.BlockID
 		start        = time.Duration(-1)
 	)
+	// advance counts the blocks held until t from the first arrival on,
+	// then moves the replica to t.
 	advance := func(t time.Duration) {
 		if t > now {
 			if start >= 0 {
-				st := pool.Stats()
+				st := rep.Stats()
 				held += float64(st.Total-st.Free) * float64(t-now)
 				cached += float64(st.CachedOnly) * float64(t-now)
 			}
-			clk.Advance(t - now)
 			now = t
 		}
-		m.Sweep()
-	}
-	finish := func() {
-		r := heap.Pop(&runs).(*running)
-		advance(r.done)
-		r.table.Release()
-		m.Done(r.h, r.use)
+		rep.Advance(t)
 	}
 	next := 0
-	for next < len(records) || len(runs) > 0 {
+	for next < len(records) || rep.Running() > 0 {
 		// The earliest of: the next arrival, the next completion, the next
 		// cache deadline (so memory is integrated as blocks expire).
-		t, kind := time.Duration(math.MaxInt64), 0
+		t, finish := time.Duration(math.MaxInt64), false
 		if next < len(records) {
-			t, kind = records[next].Arrival(), 1
+			t = records[next].Arrival()
 		}
-		if len(runs) > 0 && runs[0].done <= t {
-			t, kind = runs[0].done, 2
+		if d, ok := rep.NextDone(); ok && d <= t {
+			t, finish = d, true
 		}
-		if d, ok := m.NextDeadline(); ok && d.Sub(epoch) < t {
-			advance(max(d.Sub(epoch), now))
+		if d, ok := rep.NextExpiry(); ok && d < t {
+			advance(max(d, now))
 			continue
 		}
-		if kind == 2 {
-			finish()
-			continue
-		}
-		rec := &records[next]
-		p := prompts[next]
-		next++
 		advance(t)
+		if finish {
+			rep.Finish()
+			continue
+		}
 		if start < 0 {
 			start = now
 		}
-		use := eviction.Use{TTL: rec.TTL(), Priority: rec.Priority}
-		var h eviction.Hit
-		if !rec.CacheOff {
-			query += len(p) - 1
-			h = m.Lookup(rec.Namespace, p[:len(p)-1], use, buf[:0])
-			buf = h.Blocks
-		}
-		out := rec.OutputTokens
-		if out == 0 {
-			out = rec.MaxTokens
-		}
-		tb := pool.NewTable()
-		if err := tb.Adopt(h.Blocks); err != nil {
+		if err := rep.Serve(&records[next], prompts[next]); err != nil {
 			return res, err
 		}
-		need := blockstore.BlocksFor(len(p)+out, bs) - len(h.Blocks)
-		if pool.NumFree() < need && m.Reclaim(need) != nil {
-			tb.Release()
-			m.Release(h.Handle)
-			res.Rejected++
-			continue
-		}
-		hit += h.DeviceTokens
-		if err := tb.Append(len(p) - tb.Len()); err != nil {
-			return res, err
-		}
-		nh := h.Handle
-		if !rec.CacheOff {
-			full := len(p) / bs
-			var err error
-			if _, nh, err = m.Extend(rec.Namespace, h.Handle, p[:full*bs], tb.Blocks()[:full], use); err != nil {
-				return res, err
-			}
-		}
-		if err := tb.Append(out); err != nil {
-			return res, err
-		}
-		heap.Push(&runs, &running{done: now + time.Duration(out)*c.TokenTime, table: tb, h: nh, use: use})
+		next++
 	}
 	if span := float64(now - start); span > 0 {
 		res.AvgBlocks, res.AvgCached = held/span, cached/span
 	}
-	if query > 0 {
-		res.HitRate = float64(hit) / float64(query)
+	n := rep.Counters()
+	res.Rejected = n.Rejected
+	if n.QueryTokens > 0 {
+		res.HitRate = float64(n.HitTokens) / float64(n.QueryTokens)
 	}
-	if err := m.Check(); err != nil {
+	if err := rep.Check(); err != nil {
 		return res, fmt.Errorf("bench: cache invariants after the simulation: %w", err)
 	}
 	return res, nil

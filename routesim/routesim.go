@@ -12,7 +12,6 @@
 package routesim
 
 import (
-	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/clock"
 	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/internal/cachesim"
 	"github.com/prefixd/prefixd/kvevents"
 	"github.com/prefixd/prefixd/radix"
 	"github.com/prefixd/prefixd/trace"
@@ -104,13 +104,14 @@ const model = "prefixd-sim"
 
 // replica is one simulated prefixd.
 type replica struct {
-	pool    *blockstore.Pool
-	tree    *radix.Tree
-	m       *eviction.Manager
-	col     *kvevents.Collector
-	running int
-	routed  int
-	view    view // what the router knows of it
+	cache *cachesim.Replica
+	// tree and m are the cache's, which the router learns of only through
+	// col's events; tests compare them with the view.
+	tree   *radix.Tree
+	m      *eviction.Manager
+	col    *kvevents.Collector
+	routed int
+	view   view // what the router knows of it
 }
 
 // view is the router's index of one replica, as llm-d keeps it: engine
@@ -127,36 +128,13 @@ type delivery struct {
 	b  kvevents.Batch
 }
 
-type run struct {
-	done  time.Duration
-	r     int
-	table *blockstore.Table
-	h     radix.Handle
-	use   eviction.Use
-}
-
-type runHeap []*run
-
-func (h runHeap) Len() int           { return len(h) }
-func (h runHeap) Less(i, j int) bool { return h[i].done < h[j].done }
-func (h runHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *runHeap) Push(x any)        { *h = append(*h, x.(*run)) }
-func (h *runHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
 // sim is one simulation's state.
 type sim struct {
 	c        Config
 	clk      *clock.Fake
-	epoch    time.Time
 	now      time.Duration
 	replicas []*replica
 	inbox    []delivery // in delivery order: the delay is constant
-	runs     runHeap
 	rr       int
 	res      Result
 	keyBuf   []uint64
@@ -169,7 +147,9 @@ func Simulate(records []trace.Record, prompts [][]int32, c Config) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	s.run(records, prompts)
+	if err := s.run(records, prompts); err != nil {
+		return Result{}, err
+	}
 	return s.result()
 }
 
@@ -177,9 +157,6 @@ func Simulate(records []trace.Record, prompts [][]int32, c Config) (Result, erro
 func newSim(records []trace.Record, prompts [][]int32, c Config) (*sim, error) {
 	if c.BlockSize == 0 {
 		c.BlockSize = blockstore.DefaultBlockSize
-	}
-	if c.TokenTime == 0 {
-		c.TokenTime = 20 * time.Millisecond
 	}
 	if c.TTL == 0 {
 		c.TTL = 10 * time.Minute
@@ -192,13 +169,9 @@ func newSim(records []trace.Record, prompts [][]int32, c Config) (*sim, error) {
 	case len(prompts) != len(records):
 		return nil, errors.New("routesim: one prompt per record")
 	}
-	s := &sim{c: c, epoch: time.Unix(1_000_000_000, 0)}
-	s.clk = clock.NewFake(s.epoch)
+	s := &sim{c: c, clk: clock.NewFake(time.Unix(1_000_000_000, 0))}
 	s.res = Result{Policy: c.Policy.String(), Replicas: c.Replicas, BlocksPerReplica: c.BlocksPerReplica, EventDelay: c.EventDelay}
-	maxTTL := c.TTL
-	for _, r := range records {
-		maxTTL = max(maxTTL, r.TTL())
-	}
+	maxTTL := cachesim.MaxTTL(c.TTL, records)
 	for i := range c.Replicas {
 		rep, err := s.newReplica(i, maxTTL)
 		if err != nil {
@@ -210,114 +183,71 @@ func newSim(records []trace.Record, prompts [][]int32, c Config) (*sim, error) {
 }
 
 // run routes and serves every record, then lets every request finish.
-func (s *sim) run(records []trace.Record, prompts [][]int32) {
+func (s *sim) run(records []trace.Record, prompts [][]int32) error {
 	for i := range records {
 		at := records[i].Arrival()
-		for len(s.runs) > 0 && s.runs[0].done <= at {
-			s.finish()
+		for s.finish(at) {
 		}
 		s.advance(at)
-		s.request(&records[i], prompts[i])
+		if err := s.request(&records[i], prompts[i]); err != nil {
+			return err
+		}
 	}
-	for len(s.runs) > 0 {
-		s.finish()
+	for s.finish(math.MaxInt64) {
 	}
+	return nil
 }
 
 func (s *sim) newReplica(i int, maxTTL time.Duration) (*replica, error) {
 	c := s.c
-	pool, err := blockstore.New(blockstore.Config{NumBlocks: c.BlocksPerReplica, BlockSize: c.BlockSize})
-	if err != nil {
-		return nil, err
-	}
-	tree, err := radix.New(c.BlockSize)
-	if err != nil {
-		return nil, err
-	}
 	col, err := kvevents.NewCollector(kvevents.CollectorConfig{Model: model, BlockSize: c.BlockSize, Clock: s.clk,
 		Emit: func(b kvevents.Batch) { s.inbox = append(s.inbox, delivery{at: s.now + c.EventDelay, r: i, b: b}) }})
 	if err != nil {
 		return nil, err
 	}
-	tree.SetObserver(col)
-	m, err := eviction.New(eviction.Config{Tree: tree, Pool: pool, Clock: s.clk, DefaultTTL: c.TTL, MaxTTL: maxTTL, Observer: col})
+	cache, err := cachesim.New(cachesim.Config{Blocks: c.BlocksPerReplica, BlockSize: c.BlockSize, TokenTime: c.TokenTime,
+		DefaultTTL: c.TTL, MaxTTL: maxTTL, Clock: s.clk, Observer: col})
 	if err != nil {
 		return nil, err
 	}
-	return &replica{pool: pool, tree: tree, m: m, col: col,
+	return &replica{cache: cache, tree: cache.Tree(), m: cache.Manager(), col: col,
 		view: view{keys: map[uint64]uint64{}, held: map[uint64]int{}}}, nil
 }
 
 // advance moves the clock to t, expiring what the replicas' TTLs end.
 func (s *sim) advance(t time.Duration) {
-	if t > s.now {
-		s.clk.Advance(t - s.now)
-		s.now = t
-	}
+	s.now = max(s.now, t)
 	for _, r := range s.replicas {
-		r.m.Sweep()
+		r.cache.Advance(t)
 		r.col.EndStep()
 	}
 }
 
-// finish ends the earliest running request.
-func (s *sim) finish() {
-	run := heap.Pop(&s.runs).(*run)
-	s.advance(run.done)
-	r := s.replicas[run.r]
-	run.table.Release()
-	r.m.Done(run.h, run.use)
-	r.running--
-	r.col.EndStep()
+// finish ends the earliest running request of all the replicas if it ends
+// by t, and reports whether there was one.
+func (s *sim) finish(t time.Duration) bool {
+	var first *replica
+	for _, r := range s.replicas {
+		if d, ok := r.cache.NextDone(); ok && d <= t && (first == nil || d < t) {
+			first, t = r, d
+		}
+	}
+	if first == nil {
+		return false
+	}
+	s.advance(t)
+	first.cache.Finish()
+	first.col.EndStep()
+	return true
 }
 
 // request routes one request and runs it on the chosen replica.
-func (s *sim) request(rec *trace.Record, p []int32) {
+func (s *sim) request(rec *trace.Record, p []int32) error {
 	s.deliver()
-	ri := s.route(rec.Namespace, p)
-	r := s.replicas[ri]
+	r := s.replicas[s.route(rec.Namespace, p)]
 	r.routed++
-	s.res.Requests++
-	bs := s.c.BlockSize
-	use := eviction.Use{TTL: rec.TTL(), Priority: rec.Priority}
-	var hit eviction.Hit
-	if !rec.CacheOff {
-		s.res.QueryTokens += len(p) - 1
-		hit = r.m.Lookup(rec.Namespace, p[:len(p)-1], use, nil)
-	}
-	out := rec.OutputTokens
-	if out == 0 {
-		out = rec.MaxTokens
-	}
-	tb := r.pool.NewTable()
 	defer r.col.EndStep()
-	if err := tb.Adopt(hit.Blocks); err != nil {
-		panic("routesim: adopting a hit: " + err.Error())
-	}
-	need := blockstore.BlocksFor(len(p)+out, bs) - len(hit.Blocks)
-	if r.pool.NumFree() < need && r.m.Reclaim(need) != nil {
-		tb.Release()
-		r.m.Release(hit.Handle)
-		s.res.Rejected++
-		return
-	}
-	s.res.HitTokens += hit.DeviceTokens
-	if err := tb.Append(len(p) - tb.Len()); err != nil {
-		panic("routesim: " + err.Error())
-	}
-	h := hit.Handle
-	if !rec.CacheOff {
-		full := len(p) / bs
-		var err error
-		if _, h, err = r.m.Extend(rec.Namespace, h, p[:full*bs], tb.Blocks()[:full], use); err != nil {
-			panic("routesim: " + err.Error())
-		}
-	}
-	if err := tb.Append(out); err != nil {
-		panic("routesim: " + err.Error())
-	}
-	r.running++
-	heap.Push(&s.runs, &run{done: s.now + time.Duration(out)*s.c.TokenTime, r: ri, table: tb, h: h, use: use})
+	return r.cache.Serve(rec, p)
 }
 
 // deliver applies the event batches that have reached the router.
@@ -399,7 +329,7 @@ func (s *sim) route(ns string, p []int32) int {
 	case LeastLoaded:
 		best := start
 		for j := range n {
-			if i := (start + j) % n; s.replicas[i].running < s.replicas[best].running {
+			if i := (start + j) % n; s.replicas[i].cache.Running() < s.replicas[best].cache.Running() {
 				best = i
 			}
 		}
@@ -421,8 +351,8 @@ func (s *sim) prefixAware(ns string, p []int32, start int) int {
 	}
 	minQ, maxQ, minU, maxU := math.MaxInt, 0, math.MaxInt, 0
 	for _, r := range s.replicas {
-		u := r.pool.Stats().InUse
-		minQ, maxQ = min(minQ, r.running), max(maxQ, r.running)
+		q, u := r.cache.Running(), r.cache.Stats().InUse
+		minQ, maxQ = min(minQ, q), max(maxQ, q)
 		minU, maxU = min(minU, u), max(maxU, u)
 	}
 	norm := func(v, lo, hi int) float64 { // 1 for the least, 0 for the most
@@ -442,7 +372,7 @@ func (s *sim) prefixAware(ns string, p []int32, start int) int {
 			}
 			matched++
 		}
-		score := norm(r.running, minQ, maxQ) + norm(r.pool.Stats().InUse, minU, maxU)
+		score := norm(r.cache.Running(), minQ, maxQ) + norm(r.cache.Stats().InUse, minU, maxU)
 		if len(s.keyBuf) > 0 {
 			score += 3 * float64(matched) / float64(len(s.keyBuf))
 		}
@@ -455,15 +385,20 @@ func (s *sim) prefixAware(ns string, p []int32, start int) int {
 
 func (s *sim) result() (Result, error) {
 	res := s.res
-	if res.QueryTokens > 0 {
-		res.HitRate = float64(res.HitTokens) / float64(res.QueryTokens)
-	}
 	most := 0
 	for _, r := range s.replicas {
 		most = max(most, r.routed)
-		if err := r.m.Check(); err != nil {
+		n := r.cache.Counters()
+		res.Requests += n.Requests
+		res.Rejected += n.Rejected
+		res.QueryTokens += n.QueryTokens
+		res.HitTokens += n.HitTokens
+		if err := r.cache.Check(); err != nil {
 			return res, fmt.Errorf("routesim: cache invariants after the simulation: %w", err)
 		}
+	}
+	if res.QueryTokens > 0 {
+		res.HitRate = float64(res.HitTokens) / float64(res.QueryTokens)
 	}
 	if res.Requests > 0 {
 		res.Imbalance = float64(most) * float64(len(s.replicas)) / float64(res.Requests)
