@@ -35,7 +35,7 @@ type Metrics struct {
 
 	eng    atomic.Pointer[engine.Engine]
 	device atomic.Pointer[DeviceMemory] // nil unless the model runs on a GPU
-	vllm   vllmCollector                // vLLM's metric names, for endpoint pickers
+	model  atomic.Pointer[string]       // the served model's name, for vLLM's series
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -92,8 +92,7 @@ func NewMetrics() *Metrics {
 	m.httpReqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "prefixd_http_requests_total", Help: "HTTP requests by route (unknown paths: other) and status code.",
 	}, []string{"route", "code"})
-	m.vllm.m = m
-	m.reg.MustRegister(m.httpReqs, statsCollector{m}, &m.vllm,
+	m.reg.MustRegister(m.httpReqs, statsCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -158,7 +157,7 @@ func (m *Metrics) bind(s *Server) error {
 	if !m.eng.CompareAndSwap(nil, s.eng) && m.eng.Load() != s.eng {
 		return errors.New("server: Config.Metrics already serves another engine")
 	}
-	m.vllm.model.Store(&s.cfg.ModelName)
+	m.model.Store(&s.cfg.ModelName)
 	if s.cfg.DeviceMemory != nil {
 		m.device.Store(&s.cfg.DeviceMemory)
 	}
@@ -174,7 +173,8 @@ func (m *Metrics) handler() fasthttp.RequestHandler {
 	return fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 }
 
-// statsCollector exports one engine.Stats snapshot per scrape.
+// statsCollector exports one engine.Stats snapshot per scrape, as prefixd_*
+// series and under vLLM's names, for endpoint pickers.
 type statsCollector struct{ m *Metrics }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -208,6 +208,9 @@ func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCacheQuery, descCacheHit, descPrefill, descPrompt, descGenerated,
 		descEvicted, descDemoted, descPromoted, descPreempt, descSteps, descBlocks, descRunning, descWaiting,
 		descEfficiency, descPinned, descPinBudget, descNodes, descTTL, descDeviceMem} {
+		ch <- d
+	}
+	for _, d := range vllmDescs {
 		ch <- d
 	}
 }
@@ -257,6 +260,9 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descNodes, float64(st.CachedNodes))
 	gauge(descTTL, st.DefaultTTL.Seconds(), "default")
 	gauge(descTTL, st.MaxTTL.Seconds(), "max")
+	if model := c.m.model.Load(); model != nil {
+		collectVLLM(ch, &st, e.Config(), *model)
+	}
 }
 
 func efficiency(used, allocated int) float64 {
