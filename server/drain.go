@@ -17,14 +17,35 @@ import (
 type connSet struct {
 	mu        sync.Mutex
 	m         map[net.Conn]bool // true while answering
-	answering int
-	none      chan struct{} // closed while answering == 0
+	answering zeroCount         // connections answering
+	open      zeroCount         // connections in m
+	closed    bool              // closeAll ran: a connection that arrives later is closed at once
+}
+
+// zeroCount is a count with a channel that is closed while it is zero.
+type zeroCount struct {
+	n    int
+	zero chan struct{}
+}
+
+func newZeroCount() zeroCount {
+	z := zeroCount{zero: make(chan struct{})}
+	close(z.zero)
+	return z
+}
+
+// add adds d (1 or -1) to the count.
+func (z *zeroCount) add(d int) {
+	if z.n == 0 {
+		z.zero = make(chan struct{})
+	}
+	if z.n += d; z.n == 0 {
+		close(z.zero)
+	}
 }
 
 func newConnSet() *connSet {
-	cs := &connSet{m: map[net.Conn]bool{}, none: make(chan struct{})}
-	close(cs.none)
-	return cs
+	return &connSet{m: map[net.Conn]bool{}, answering: newZeroCount(), open: newZeroCount()}
 }
 
 // track is fasthttp's ConnState hook.
@@ -33,12 +54,17 @@ func (cs *connSet) track(c net.Conn, state fasthttp.ConnState) {
 	defer cs.mu.Unlock()
 	switch state {
 	case fasthttp.StateNew:
+		if cs.closed {
+			// Accepted as the listener closed: fasthttp would serve it as
+			// if no drain had begun.
+			c.Close()
+		}
 		cs.m[c] = false
+		cs.open.add(1)
 	case fasthttp.StateIdle:
 		cs.setLocked(c, false)
 	case fasthttp.StateClosed:
-		cs.setLocked(c, false)
-		delete(cs.m, c)
+		cs.removeLocked(c)
 	}
 }
 
@@ -56,8 +82,16 @@ func (cs *connSet) busy(c net.Conn) {
 func (cs *connSet) forget(c net.Conn) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	cs.removeLocked(c)
+}
+
+func (cs *connSet) removeLocked(c net.Conn) {
+	if _, ok := cs.m[c]; !ok {
+		return
+	}
 	cs.setLocked(c, false)
 	delete(cs.m, c)
+	cs.open.add(-1)
 }
 
 func (cs *connSet) setLocked(c net.Conn, answering bool) {
@@ -67,14 +101,9 @@ func (cs *connSet) setLocked(c net.Conn, answering bool) {
 	}
 	cs.m[c] = answering
 	if answering {
-		if cs.answering == 0 {
-			cs.none = make(chan struct{})
-		}
-		cs.answering++
-		return
-	}
-	if cs.answering--; cs.answering == 0 {
-		close(cs.none)
+		cs.answering.add(1)
+	} else {
+		cs.answering.add(-1)
 	}
 }
 
@@ -82,14 +111,24 @@ func (cs *connSet) setLocked(c net.Conn, answering bool) {
 func (cs *connSet) idle() <-chan struct{} {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	return cs.none
+	return cs.answering.zero
 }
 
-// closeAll closes every connection; each then leaves the set when fasthttp
-// (or its hijack handler) sees it closed.
+// empty returns a channel closed once no connection is open: fasthttp
+// (or a hijack handler) is done with every one.
+func (cs *connSet) empty() <-chan struct{} {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.open.zero
+}
+
+// closeAll closes every connection, and each that arrives later; each
+// then leaves the set when fasthttp (or its hijack handler) sees it
+// closed.
 func (cs *connSet) closeAll() {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	cs.closed = true
 	for c := range cs.m {
 		c.Close()
 	}

@@ -36,7 +36,7 @@ type Metrics struct {
 
 	eng    atomic.Pointer[engine.Engine]
 	device atomic.Pointer[DeviceMemory] // nil unless the model runs on a GPU
-	vllm   vllmCollector                // vLLM's metric names, for endpoint pickers
+	model  atomic.Pointer[string]       // the served model's name, for vLLM's series
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -96,8 +96,7 @@ func NewMetrics() *Metrics {
 	m.hangups = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "prefixd_client_hangups_total", Help: "Non-streaming requests cancelled because their client closed its connection.",
 	})
-	m.vllm.m = m
-	m.reg.MustRegister(m.httpReqs, m.hangups, statsCollector{m}, &m.vllm,
+	m.reg.MustRegister(m.httpReqs, m.hangups, statsCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -162,7 +161,7 @@ func (m *Metrics) bind(s *Server) error {
 	if !m.eng.CompareAndSwap(nil, s.eng) && m.eng.Load() != s.eng {
 		return errors.New("server: Config.Metrics already serves another engine")
 	}
-	m.vllm.model.Store(&s.cfg.ModelName)
+	m.model.Store(&s.cfg.ModelName)
 	if s.cfg.DeviceMemory != nil {
 		m.device.Store(&s.cfg.DeviceMemory)
 	}
@@ -178,7 +177,8 @@ func (m *Metrics) handler() fasthttp.RequestHandler {
 	return fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 }
 
-// statsCollector exports one engine.Stats snapshot per scrape.
+// statsCollector exports one engine.Stats snapshot per scrape, as prefixd_*
+// series and under vLLM's names, for endpoint pickers.
 type statsCollector struct{ m *Metrics }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -212,6 +212,9 @@ func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCacheQuery, descCacheHit, descPrefill, descPrompt, descGenerated,
 		descEvicted, descDemoted, descPromoted, descPreempt, descSteps, descBlocks, descRunning, descWaiting,
 		descEfficiency, descPinned, descPinBudget, descNodes, descTTL, descDeviceMem} {
+		ch <- d
+	}
+	for _, d := range vllmDescs {
 		ch <- d
 	}
 }
@@ -261,6 +264,9 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descNodes, float64(st.CachedNodes))
 	gauge(descTTL, st.DefaultTTL.Seconds(), "default")
 	gauge(descTTL, st.MaxTTL.Seconds(), "max")
+	if model := c.m.model.Load(); model != nil {
+		collectVLLM(ch, &st, e.Config(), *model)
+	}
 }
 
 func efficiency(used, allocated int) float64 {

@@ -291,8 +291,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	grace.Stop()
 	stopHTTP()
 	<-httpDone
+	// Closed, a connection's reads and writes fail at once; Shutdown
+	// returns only when fasthttp (or the hijack handler) is done with each,
+	// not merely once none is answering: a connection that turned idle
+	// after its answer is still fasthttp's to close.
 	s.conns.closeAll()
-	<-s.conns.idle() // writes to closed connections fail at once
+	<-s.conns.empty()
 	s.stopBase()
 	s.trace.wait() // every request has finished: its record goes out now
 	if engErr != nil {

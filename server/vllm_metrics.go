@@ -2,9 +2,10 @@ package server
 
 import (
 	"strconv"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prefixd/prefixd/engine"
 )
 
 // vLLM's metric names, which endpoint pickers (the Gateway API Inference
@@ -22,28 +23,15 @@ var (
 	descVLLMHits      = desc("vllm:prefix_cache_hits_total", "Prompt tokens served from the prefix cache, every tier (vLLM's counter vllm:prefix_cache_hits).", "model_name")
 )
 
-// vllmCollector exports the vLLM names from one engine.Stats snapshot per
-// scrape. The model name comes from the server the Metrics is bound to.
-type vllmCollector struct {
-	m     *Metrics
-	model atomic.Pointer[string]
-}
+// vllmDescs are the vLLM series statsCollector exports.
+var vllmDescs = []*prometheus.Desc{descVLLMWaiting, descVLLMRunning, descVLLMKVUsage, descVLLMGPUUsage,
+	descVLLMCacheInfo, descVLLMQueries, descVLLMHits}
 
-// Describe implements prometheus.Collector.
-func (c *vllmCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descVLLMWaiting, descVLLMRunning, descVLLMKVUsage, descVLLMGPUUsage,
-		descVLLMCacheInfo, descVLLMQueries, descVLLMHits} {
-		ch <- d
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (c *vllmCollector) Collect(ch chan<- prometheus.Metric) {
-	e, model := c.m.eng.Load(), c.model.Load()
-	if e == nil || model == nil {
-		return
-	}
-	st, cfg := e.Stats(), e.Config()
+// collectVLLM sends the vLLM names for model from st, the snapshot the
+// prefixd_* series of the same scrape come from: read from a second
+// snapshot, they could disagree with those by the engine's steps between
+// the two.
+func collectVLLM(ch chan<- prometheus.Metric, st *engine.Stats, cfg engine.Config, model string) {
 	metric := func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, t, v, labels...)
 	}
@@ -51,12 +39,12 @@ func (c *vllmCollector) Collect(ch chan<- prometheus.Metric) {
 	if st.Blocks.Total > 0 {
 		usage = float64(st.Blocks.InUse) / float64(st.Blocks.Total)
 	}
-	metric(descVLLMWaiting, prometheus.GaugeValue, float64(st.Waiting), *model)
-	metric(descVLLMRunning, prometheus.GaugeValue, float64(st.Running), *model)
-	metric(descVLLMKVUsage, prometheus.GaugeValue, usage, *model)
-	metric(descVLLMGPUUsage, prometheus.GaugeValue, usage, *model)
+	metric(descVLLMWaiting, prometheus.GaugeValue, float64(st.Waiting), model)
+	metric(descVLLMRunning, prometheus.GaugeValue, float64(st.Running), model)
+	metric(descVLLMKVUsage, prometheus.GaugeValue, usage, model)
+	metric(descVLLMGPUUsage, prometheus.GaugeValue, usage, model)
 	metric(descVLLMCacheInfo, prometheus.GaugeValue, 1, strconv.Itoa(cfg.BlockSize), strconv.Itoa(st.Blocks.Total),
 		strconv.FormatBool(!cfg.DisablePrefixCache))
-	metric(descVLLMQueries, prometheus.CounterValue, float64(st.CacheQueryTokens), *model)
-	metric(descVLLMHits, prometheus.CounterValue, float64(st.CacheHitDevice+st.CacheHitHost), *model)
+	metric(descVLLMQueries, prometheus.CounterValue, float64(st.CacheQueryTokens), model)
+	metric(descVLLMHits, prometheus.CounterValue, float64(st.CacheHitDevice+st.CacheHitHost), model)
 }

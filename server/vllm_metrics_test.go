@@ -65,3 +65,43 @@ func TestVLLMMetrics(t *testing.T) {
 		t.Errorf("vllm:prefix_cache_hits_total %v, want the prefixd hits of every tier %v", v, hits)
 	}
 }
+
+// TestVLLMMetricsOneSnapshot scrapes again and again while a generation
+// takes blocks: in every scrape the vLLM series agree with the prefixd_*
+// ones, which holds only if both are read from one engine snapshot, not
+// from two with engine steps between them.
+func TestVLLMMetricsOneSnapshot(t *testing.T) {
+	h := newHarness(t)
+	model := h.srv.cfg.ModelName
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Post(h.url+"/generate", "application/json",
+			strings.NewReader(`{"prompt": "Count my blocks.", "max_tokens": 600, "ignore_eos": true}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	f := h.scrapeWhen("a running request", func(f map[string]*dto.MetricFamily) bool {
+		return metric(f, "vllm:num_requests_running", "model_name", model) == 1
+	})
+	for scrapes := 1; ; scrapes++ {
+		inUse := metric(f, "prefixd_blocks", "state", "in_use")
+		if usage := metric(f, "vllm:kv_cache_usage_perc", "model_name", model); usage != inUse/192 {
+			t.Fatalf("scrape %d: vllm:kv_cache_usage_perc %v, want prefixd_blocks{state=in_use}/192 = %v/192", scrapes, usage, inUse)
+		}
+		running, vllmRunning := metric(f, "prefixd_requests_running"), metric(f, "vllm:num_requests_running", "model_name", model)
+		if running != vllmRunning {
+			t.Fatalf("scrape %d: vllm:num_requests_running %v, want prefixd_requests_running %v", scrapes, vllmRunning, running)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		default:
+		}
+		f = h.scrape()
+	}
+}
