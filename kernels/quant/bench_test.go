@@ -1,0 +1,164 @@
+package quant
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/prefixd/prefixd/kernels/cpu"
+)
+
+// benchOut×benchIn is a Llama-7B-sized projection (4096×4096). The
+// mat-vec benchmark cycles through enough copies to fill benchSpan bytes,
+// four times the 32 MiB L3 of the 2-core EPYC the issue measures on, so
+// every call streams its weights from memory as decode does.
+const (
+	benchOut, benchIn = 4096, 4096
+	benchThreads      = 2
+	benchSpan         = 128 << 20
+)
+
+// BenchmarkMatVec reports the weight bytes streamed per second (MB/s) by
+// one activation row times a benchOut×benchIn matrix of each type on
+// benchThreads threads; set against BenchmarkMemBandwidth, it is how near
+// decode gets to the memory bound.
+func BenchmarkMatVec(b *testing.B) {
+	pool := cpu.NewWorkers(benchThreads)
+	defer pool.Close()
+	rng := rand.New(rand.NewPCG(1, 1))
+	x := randRow(rng, benchIn)
+	dst := make([]float32, benchOut)
+	for _, typ := range weightTypes {
+		rs, _ := typ.RowSize(benchIn)
+		size := benchOut * rs
+		// Quantize 64 distinct rows and tile them: quantizing every row of
+		// every copy would dominate the run, and the values do not change
+		// the speed.
+		tile := make([]byte, 64*rs)
+		for o := range 64 {
+			if err := Quantize(typ, tile[o*rs:(o+1)*rs], randRow(rng, benchIn)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		copies := (benchSpan + size - 1) / size
+		all := make([]byte, copies*size)
+		for off := 0; off < len(all); off += len(tile) {
+			copy(all[off:], tile)
+		}
+		m := NewMultiplier(pool.For)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				w := all[i*size : (i+1)*size]
+				if err := m.MatMul(dst, x, w, typ, 1, benchOut, benchIn); err != nil {
+					b.Fatal(err)
+				}
+				i = (i + 1) % copies
+			}
+		})
+	}
+}
+
+// BenchmarkMemBandwidth measures the read bandwidth (MB/s) on
+// benchThreads threads: a sum of 64-bit words over benchSpan bytes, each
+// thread reading its own half with four independent accumulators, so the
+// loop is bound by memory, not by its adds.
+func BenchmarkMemBandwidth(b *testing.B) {
+	pool := cpu.NewWorkers(benchThreads)
+	defer pool.Close()
+	buf := make([]uint64, benchSpan/8)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	var sums [benchThreads]uint64 // one per part, so the sums are used
+	const chunks = 1024
+	b.SetBytes(benchSpan)
+	for b.Loop() {
+		pool.For(chunks, func(part, lo, hi int) {
+			var s0, s1, s2, s3 uint64
+			words := buf[lo*len(buf)/chunks : hi*len(buf)/chunks]
+			for i := 0; i+4 <= len(words); i += 4 {
+				s0 += words[i]
+				s1 += words[i+1]
+				s2 += words[i+2]
+				s3 += words[i+3]
+			}
+			sums[part] += s0 + s1 + s2 + s3
+		})
+	}
+}
+
+// BenchmarkMatMulBatch multiplies 1, 4 and 16 activation rows (batched
+// decode) by one benchOut×benchIn matrix: rows/s at 16 against 1 is how
+// batched decode scales.
+func BenchmarkMatMulBatch(b *testing.B) {
+	pool := cpu.NewWorkers(benchThreads)
+	defer pool.Close()
+	rng := rand.New(rand.NewPCG(2, 2))
+	for _, typ := range []Type{F16, Q8_0, Q4_K, Q6_K} {
+		for _, rows := range []int{1, 4, 16} {
+			rs, _ := typ.RowSize(benchIn)
+			w := make([]byte, benchOut*rs)
+			row := make([]byte, rs)
+			if err := Quantize(typ, row, randRow(rng, benchIn)); err != nil {
+				b.Fatal(err)
+			}
+			for o := range benchOut {
+				copy(w[o*rs:], row)
+			}
+			x, dst := randRow(rng, rows*benchIn), make([]float32, rows*benchOut)
+			m := NewMultiplier(pool.For)
+			b.Run(fmt.Sprintf("%s/rows=%d", typ, rows), func(b *testing.B) {
+				for b.Loop() {
+					if err := m.MatMul(dst, x, w, typ, rows, benchOut, benchIn); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "rows/s")
+			})
+		}
+	}
+}
+
+// BenchmarkMatVecSmall is one decode step's worth of the issue's 110M
+// model's projections (dim 768, hidden 2048: Q, K, V, O, gate, up and
+// down) through MatMuls as a runner would call it, so the per-call costs
+// (quantizing x, the parallel loop's hand-off) show beside the weight
+// bytes, which fit in cache here.
+func BenchmarkMatVecSmall(b *testing.B) {
+	pool := cpu.NewWorkers(benchThreads)
+	defer pool.Close()
+	rng := rand.New(rand.NewPCG(3, 3))
+	const dim, hidden = 768, 2048
+	for _, typ := range []Type{F16, Q8_0, Q4_K} {
+		mk := func(out, in int) Product {
+			rs, _ := typ.RowSize(in)
+			w := make([]byte, out*rs)
+			for o := range out {
+				if err := Quantize(typ, w[o*rs:(o+1)*rs], randRow(rng, in)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return Product{Dst: make([]float32, out), W: w, Type: typ, Out: out}
+		}
+		qkv := []Product{mk(dim, dim), mk(dim, dim), mk(dim, dim)}
+		o, gateUp, down := mk(dim, dim), []Product{mk(hidden, dim), mk(hidden, dim)}, mk(dim, hidden)
+		bytes := 0
+		for _, p := range append(append(qkv, o, down), gateUp...) {
+			bytes += len(p.W)
+		}
+		x, h := randRow(rng, dim), randRow(rng, hidden)
+		m := NewMultiplier(pool.For)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(bytes))
+			for b.Loop() {
+				if m.MatMuls(x, 1, dim, qkv...) != nil || m.MatMuls(x, 1, dim, o) != nil ||
+					m.MatMuls(x, 1, dim, gateUp...) != nil || m.MatMuls(h, 1, hidden, down) != nil {
+					b.Fatal("MatMuls failed")
+				}
+			}
+		})
+	}
+}

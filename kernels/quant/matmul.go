@@ -1,0 +1,224 @@
+package quant
+
+import "fmt"
+
+// ParallelFor runs f over disjoint ranges [lo, hi) that cover [0, n),
+// numbered part 0, 1, ..., possibly on several goroutines, and returns
+// when all are done. The For method of a kernels/cpu Workers pool is one,
+// passed as it is (no adapter closure, so nothing allocates per call). f
+// must not be kept after it returns.
+type ParallelFor func(n int, f func(part, lo, hi int))
+
+// Multiplier multiplies activation rows by weight matrices kept in their
+// file type. It holds the activations quantized for the running call, so
+// calls allocate nothing once its buffers have grown to the largest batch.
+// A Multiplier is not safe for concurrent use; give each model runner one.
+type Multiplier struct {
+	par ParallelFor
+
+	// The activations as each family of weight types takes them: float32
+	// rows, Q8_0 blocks (Q4_0 ... Q8_0), Q8_K blocks (the K-quants).
+	fa, q8, q8k acts
+	quant       *acts // the family quantizeRange works on
+
+	x        []float32
+	rows, in int
+	prods    []product // the running call's products
+	tiles    int       // output tiles over all of prods
+	// runTiles and quantRows are method values made once, so handing them
+	// to par does not allocate on every call.
+	runTiles, quantRows func(part, lo, hi int)
+}
+
+// Product is one weight matrix of a MatMuls call and where its result
+// goes.
+type Product struct {
+	Dst  []float32 // rows×Out results, row-major
+	W    []byte    // Out rows of in values of Type, each Type.RowSize(in) bytes
+	Type Type
+	Out  int
+}
+
+// product is a Product being computed.
+type product struct {
+	Product
+	rowBytes  int
+	a         *acts
+	firstTile int // its first tile in the call's numbering
+}
+
+// NewMultiplier returns a Multiplier that splits each product over par; a
+// nil par runs everything on the calling goroutine.
+func NewMultiplier(par ParallelFor) *Multiplier {
+	if par == nil {
+		par = func(n int, f func(part, lo, hi int)) { f(0, 0, n) }
+	}
+	m := &Multiplier{par: par, q8: acts{blk: QK}, q8k: acts{blk: QKK}}
+	m.runTiles, m.quantRows = m.tileRange, m.quantizeRange
+	return m
+}
+
+// minParallelBytes is the least work, in weight bytes times activation
+// rows, worth splitting over the workers: handing a part to another
+// goroutine costs about a microsecond, the time to stream some 20 KB.
+const minParallelBytes = 64 << 10
+
+// tileRows is how many weight rows are multiplied by every activation row
+// before moving on, so a batch reads each weight row from memory once and
+// each activation row from cache.
+const tileRows = 4
+
+// MatMul sets dst[r*out+o] = Σ_i x[r*in+i]·W[o][i] for r < rows, o < out,
+// where w holds W, out rows of in values of type t, each row
+// t.RowSize(in) bytes (GGUF's layout, out×in). For the quantized types it
+// first quantizes each row of x to 8 bits per block (Q8_0 blocks of 32 for
+// Q4_0 ... Q8_0, Q8_K blocks of 256 for the K-quants) and takes integer
+// dot products, as llama.cpp does; F16 and BF16 weights are converted on
+// the fly against float32 x. The output rows are split over the workers.
+// It returns an error when t is not a weight type or a length does not
+// match the shape.
+func (m *Multiplier) MatMul(dst, x []float32, w []byte, t Type, rows, out, in int) error {
+	return m.MatMuls(x, rows, in, Product{Dst: dst, W: w, Type: t, Out: out})
+}
+
+// MatMuls computes each product as MatMul would, all from the same rows of
+// x: a layer's Q, K and V projections, or its gate and up projections. x
+// is quantized once per family of weight types, not once per matrix, and
+// the output rows of all the products are split over the workers in one
+// parallel loop, so no worker waits at the end of each matrix. It keeps
+// nothing of ps; on an error it computes nothing.
+func (m *Multiplier) MatMuls(x []float32, rows, in int, ps ...Product) error {
+	if rows < 0 || len(x) < rows*in {
+		return fmt.Errorf("quant: MatMul of %d rows of %d values with len(x)=%d", rows, in, len(x))
+	}
+	m.prods = m.prods[:0]
+	m.tiles = 0
+	work := 0
+	for _, p := range ps {
+		rowBytes, err := checkProduct(&p, rows, in)
+		if err != nil {
+			m.prods = m.prods[:0]
+			return err
+		}
+		m.prods = append(m.prods, product{Product: p, rowBytes: rowBytes, a: m.family(p.Type), firstTile: m.tiles})
+		m.tiles += (p.Out + tileRows - 1) / tileRows
+		work += len(p.W) * rows
+	}
+	if rows == 0 || m.tiles == 0 {
+		m.prods = m.prods[:0]
+		return nil
+	}
+	m.x, m.rows, m.in = x, rows, in
+	big := work >= minParallelBytes
+	for _, a := range []*acts{&m.fa, &m.q8, &m.q8k} {
+		if !m.uses(a) {
+			continue
+		}
+		a.prepare(x, rows*in)
+		if a.blk == 0 {
+			continue
+		}
+		m.quant = a
+		if blocks := rows * in / a.blk; big && rows > 1 {
+			m.par(blocks, m.quantRows)
+		} else {
+			m.quantizeRange(0, 0, blocks)
+		}
+	}
+	if big {
+		m.par(m.tiles, m.runTiles)
+	} else {
+		m.tileRange(0, 0, m.tiles)
+	}
+	// Keep none of the caller's slices alive.
+	clear(m.prods)
+	m.prods, m.x, m.quant, m.fa.x = m.prods[:0], nil, nil, nil
+	return nil
+}
+
+// checkProduct validates p against rows×in activations and returns the
+// bytes of one of its weight rows.
+func checkProduct(p *Product, rows, in int) (int, error) {
+	if p.Type == Q8_K || !p.Type.Valid() {
+		return 0, fmt.Errorf("quant: MatMul on %s weights is not supported", p.Type)
+	}
+	rowBytes, err := p.Type.RowSize(in)
+	if err != nil {
+		return 0, err
+	}
+	if p.Out < 0 || len(p.W) != p.Out*rowBytes || len(p.Dst) < rows*p.Out {
+		return 0, fmt.Errorf("quant: MatMul %d×%d·(%d×%d %s)ᵀ with len(dst)=%d len(w)=%d (want %d)",
+			rows, in, p.Out, in, p.Type, len(p.Dst), len(p.W), p.Out*rowBytes)
+	}
+	return rowBytes, nil
+}
+
+// family returns the activations weights of type t take.
+func (m *Multiplier) family(t Type) *acts {
+	switch actBlock(t) {
+	case 0:
+		return &m.fa
+	case QK:
+		return &m.q8
+	}
+	return &m.q8k
+}
+
+// uses reports whether a product of the running call takes a.
+func (m *Multiplier) uses(a *acts) bool {
+	for i := range m.prods {
+		if m.prods[i].a == a {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Multiplier) quantizeRange(_, lo, hi int) { m.quant.quantizeBlocks(m.x, lo, hi) }
+
+// tileRange computes the call's output tiles [lo, hi), numbered across
+// its products in order.
+func (m *Multiplier) tileRange(_, lo, hi int) {
+	i := 0
+	for t := lo; t < hi; {
+		for m.prods[i].firstTile+(m.prods[i].Out+tileRows-1)/tileRows <= t {
+			i++
+		}
+		p := &m.prods[i]
+		end := min(hi, p.firstTile+(p.Out+tileRows-1)/tileRows)
+		m.productRange(p, t-p.firstTile, end-p.firstTile)
+		t = end
+	}
+}
+
+// productRange computes tiles [lo, hi) of one product: tileRows weight
+// rows against every activation row, two activation rows per call where a
+// kernel shares the weights' unpacking between them.
+func (m *Multiplier) productRange(p *product, lo, hi int) {
+	in, out := m.in, p.Out
+	if m.rows == 1 { // decode: one kernel call streams the whole range
+		o0, o1 := lo*tileRows, min(hi*tileRows, out)
+		ar := p.a.row(0, in)
+		dotRows(p.Type, p.W[o0*p.rowBytes:o1*p.rowBytes], p.rowBytes, &ar, p.Dst[o0:o1])
+		return
+	}
+	for o0 := lo * tileRows; o0 < min(hi*tileRows, out); o0 += tileRows {
+		o1 := min(o0+tileRows, out)
+		r := 0
+		for ; r+2 <= m.rows; r += 2 {
+			a0, a1 := p.a.row(r, in), p.a.row(r+1, in)
+			for o := o0; o < o1; o++ {
+				w := p.W[o*p.rowBytes : (o+1)*p.rowBytes]
+				v0, v1, ok := dot2SIMD(p.Type, w, &a0, &a1)
+				if !ok {
+					v0, v1 = dotRow(p.Type, w, &a0), dotRow(p.Type, w, &a1)
+				}
+				p.Dst[r*out+o], p.Dst[(r+1)*out+o] = v0, v1
+			}
+		}
+		if r < m.rows {
+			ar := p.a.row(r, in)
+			dotRows(p.Type, p.W[o0*p.rowBytes:o1*p.rowBytes], p.rowBytes, &ar, p.Dst[r*out+o0:r*out+o1])
+		}
+	}
+}

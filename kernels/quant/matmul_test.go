@@ -1,0 +1,238 @@
+package quant
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/prefixd/prefixd/kernels/cpu"
+)
+
+// weightTypes are the types MatMul takes as weights.
+var weightTypes = []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K}
+
+// randWeights returns out random rows of in values quantized as t.
+func randWeights(t *testing.T, rng *rand.Rand, typ Type, out, in int) []byte {
+	t.Helper()
+	rs, err := typ.RowSize(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := make([]byte, out*rs)
+	for o := range out {
+		if err := Quantize(typ, w[o*rs:(o+1)*rs], randRow(rng, in)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// goroutineFor splits [0, n) into up to four parts on their own goroutines.
+func goroutineFor(n int, f func(part, lo, hi int)) {
+	var wg sync.WaitGroup
+	parts := min(4, n)
+	for p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(p, p*n/parts, (p+1)*n/parts)
+		}()
+	}
+	wg.Wait()
+}
+
+// checkMatMul compares MatMul with a float64 product of the dequantized
+// weights and x. The bound is what quantizing the activations may cost:
+// each x value moves by at most half its block's step (amax/254 for the
+// 8-bit blocks), so a dot product moves by at most Σ|w|·step/2, plus
+// float32 rounding.
+func checkMatMul(t *testing.T, m *Multiplier, typ Type, w []byte, x []float32, rows, out, in int) {
+	t.Helper()
+	dst := make([]float32, rows*out)
+	if err := m.MatMul(dst, x, w, typ, rows, out, in); err != nil {
+		t.Fatal(err)
+	}
+	rs, _ := typ.RowSize(in)
+	wf := make([]float32, in)
+	for o := range out {
+		if err := Dequantize(typ, wf, w[o*rs:(o+1)*rs]); err != nil {
+			t.Fatal(err)
+		}
+		for r := range rows {
+			xr := x[r*in : (r+1)*in]
+			var want, bound, mag float64
+			for i := range in {
+				want += float64(wf[i]) * float64(xr[i])
+				mag += math.Abs(float64(wf[i]) * float64(xr[i]))
+			}
+			if bs := actBlock(typ); bs > 0 {
+				for b := 0; b < in; b += bs {
+					_, amax := absMax(xr[b : b+bs])
+					for i := b; i < b+bs; i++ {
+						bound += math.Abs(float64(wf[i])) * float64(amax) / 254
+					}
+				}
+			}
+			bound = bound*1.001 + 2e-6*mag + 1e-6
+			if got := float64(dst[r*out+o]); math.Abs(got-want) > bound {
+				t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, want %v ± %.3g", typ, rows, in, out, r, o, got, want, bound)
+			}
+		}
+	}
+}
+
+func TestMatMul(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, typ := range weightTypes {
+		for _, sh := range []struct{ rows, out, in int }{{1, 1, 256}, {1, 7, 512}, {3, 33, 256}, {5, 13, 768}, {2, 70, 1024}} {
+			w := randWeights(t, rng, typ, sh.out, sh.in)
+			x := randRow(rng, sh.rows*sh.in)
+			checkMatMul(t, NewMultiplier(nil), typ, w, x, sh.rows, sh.out, sh.in)
+		}
+	}
+}
+
+// TestMatMulFloatOddLength: float rows of a length the assembly's 8-wide
+// loops do not take fall back to Go, for one row and for pairs.
+func TestMatMulFloatOddLength(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, typ := range []Type{F32, F16, BF16} {
+		for _, rows := range []int{1, 3} {
+			const out, in = 5, 12
+			checkMatMul(t, NewMultiplier(nil), typ, randWeights(t, rng, typ, out, in), randRow(rng, rows*in), rows, out, in)
+		}
+	}
+}
+
+// TestMatMulParallel runs products big enough to be split over goroutines
+// (and under -race, checks the parts do not share writes).
+func TestMatMulParallel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	pool := cpu.NewWorkers(3)
+	defer pool.Close()
+	for _, m := range []*Multiplier{NewMultiplier(goroutineFor), NewMultiplier(pool.For)} {
+		for _, typ := range []Type{F16, Q8_0, Q4_K, Q6_K, Q5_1} {
+			const out, in = 131, 1024 // odd row count, not a multiple of the tile
+			w := randWeights(t, rng, typ, out, in)
+			for _, rows := range []int{1, 3} {
+				checkMatMul(t, m, typ, w, randRow(rng, rows*in), rows, out, in)
+			}
+		}
+	}
+}
+
+// TestMatMulZeroBlocks: all-zero activation blocks (d = 0) and weights
+// give exact zeros, with no division by zero.
+func TestMatMulZeroBlocks(t *testing.T) {
+	for _, typ := range weightTypes {
+		rs, _ := typ.RowSize(512)
+		w := make([]byte, 2*rs)
+		rng := rand.New(rand.NewPCG(7, 8))
+		if err := Quantize(typ, w[rs:], randRow(rng, 512)); err != nil {
+			t.Fatal(err)
+		}
+		x := make([]float32, 512)
+		copy(x[256:], randRow(rng, 256))
+		checkMatMul(t, NewMultiplier(nil), typ, w, x, 1, 2, 512)
+	}
+}
+
+func TestMatMulErrors(t *testing.T) {
+	m := NewMultiplier(nil)
+	dst, x := make([]float32, 4), make([]float32, 512)
+	for name, err := range map[string]error{
+		"partial block":  m.MatMul(dst, x, make([]byte, 34), Q8_0, 1, 1, 31),
+		"short weights":  m.MatMul(dst, x, make([]byte, 143), Q4_K, 1, 1, 256),
+		"short x":        m.MatMul(dst, x[:100], make([]byte, 144), Q4_K, 1, 1, 256),
+		"short dst":      m.MatMul(dst[:1], x, make([]byte, 288), Q4_K, 1, 2, 256),
+		"Q8_K weights":   m.MatMul(dst, x, make([]byte, 292), Q8_K, 1, 1, 256),
+		"unknown type":   m.MatMul(dst, x, make([]byte, 292), Type(99), 1, 1, 256),
+		"negative shape": m.MatMul(dst, x, nil, Q8_0, -1, 0, 32),
+	} {
+		if err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// TestMatMulAllocs: a warmed-up Multiplier allocates nothing per call,
+// also when calls alternate between weight types, as in a Q4_K_M model.
+func TestMatMulAllocs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	m := NewMultiplier(nil)
+	const out, in = 64, 512
+	types := []Type{F16, Q8_0, Q4_K, Q6_K, Q5_0}
+	ws := make([][]byte, len(types))
+	for i, typ := range types {
+		ws[i] = randWeights(t, rng, typ, out, in)
+	}
+	x, dst := randRow(rng, 2*in), make([]float32, 2*out)
+	all := func() {
+		for i, typ := range types {
+			if err := m.MatMul(dst, x, ws[i], typ, 2, out, in); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	all()
+	if n := testing.AllocsPerRun(10, all); n != 0 {
+		t.Errorf("%v allocations per round of MatMuls", n)
+	}
+}
+
+// TestMatMuls: several products from the same x in one call give what
+// each gives alone, across all three activation families, in parallel
+// too, and a bad product fails the whole call before anything is written.
+func TestMatMuls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	const rows, in = 3, 512
+	types := []Type{Q4_K, F16, Q6_K, Q5_0, Q8_0, BF16}
+	outs := []int{37, 8, 5, 70, 1, 9}
+	x := randRow(rng, rows*in)
+	pool := cpu.NewWorkers(2)
+	defer pool.Close()
+	var ps []Product
+	var want [][]float32
+	single := NewMultiplier(nil)
+	for i, typ := range types {
+		w := randWeights(t, rng, typ, outs[i], in)
+		ps = append(ps, Product{Dst: make([]float32, rows*outs[i]), W: w, Type: typ, Out: outs[i]})
+		want = append(want, make([]float32, rows*outs[i]))
+		if err := single.MatMul(want[i], x, w, typ, rows, outs[i], in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range []*Multiplier{NewMultiplier(nil), NewMultiplier(pool.For)} {
+		if err := m.MatMuls(x, rows, in, ps...); err != nil {
+			t.Fatal(err)
+		}
+		for i := range ps {
+			if !reflect.DeepEqual(ps[i].Dst, want[i]) {
+				t.Fatalf("%s product %d differs from its MatMul", ps[i].Type, i)
+			}
+		}
+	}
+	bad := append([]Product{}, ps...)
+	bad[2].Dst = make([]float32, rows*outs[2])
+	bad[3].W = bad[3].W[:len(bad[3].W)-1]
+	if err := NewMultiplier(nil).MatMuls(x, rows, in, bad...); err == nil {
+		t.Fatal("no error for a short weight matrix")
+	}
+	for _, v := range bad[2].Dst {
+		if v != 0 {
+			t.Fatal("MatMuls wrote results before failing")
+		}
+	}
+	m := NewMultiplier(nil)
+	call := func() {
+		if err := m.MatMuls(x, rows, in, ps[0], ps[1], ps[2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call()
+	if n := testing.AllocsPerRun(10, call); n != 0 {
+		t.Errorf("%v allocations per MatMuls", n)
+	}
+}

@@ -1,0 +1,187 @@
+//go:build amd64 && !purego
+
+package quant
+
+import "golang.org/x/sys/cpu"
+
+// haveSIMD reports whether this CPU runs the AVX2 kernels: they need AVX2,
+// FMA and F16C (x/sys/cpu checks the OS saves the YMM registers).
+var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+// The single-row kernels multiply nrows consecutive weight rows (at
+// least 1) by one activation row into out[0:nrows]: n is in values for
+// the float types (a multiple of 8, at least 8) and nb in blocks for the
+// quantized ones (at least 1). ad holds the activations' per-block scales,
+// as their Q4_1/Q5_1 block sums, bs the Q8_K 16-value sums.
+
+//go:noescape
+func quantQ8AVX(x *float32, qs *int8, d *float32, sums *int32, nb, bsize int)
+
+//go:noescape
+func dotF32AVX(w *byte, x *float32, n, nrows int, out *float32)
+
+//go:noescape
+func dotF16AVX(w *byte, x *float32, n, nrows int, out *float32)
+
+//go:noescape
+func dotBF16AVX(w *byte, x *float32, n, nrows int, out *float32)
+
+//go:noescape
+func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+
+//go:noescape
+func dotQ4_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+
+//go:noescape
+func dotQ5_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+
+//go:noescape
+func dotQ4_1AVX(w *byte, a *int8, ad, as *float32, nb, nrows int, out *float32)
+
+//go:noescape
+func dotQ5_1AVX(w *byte, a *int8, ad, as *float32, nb, nrows int, out *float32)
+
+//go:noescape
+func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+
+//go:noescape
+func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+
+//go:noescape
+func dotF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+
+//go:noescape
+func dotBF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+
+//go:noescape
+func dotQ8_0x2AVX(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[2]float32)
+
+//go:noescape
+func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+
+//go:noescape
+func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+
+//go:noescape
+func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+
+//go:noescape
+func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+
+//go:noescape
+func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+
+// dotRowsSIMD sets dst[i] to the dot product of weight row i of w (len(dst)
+// rows, consecutive) with the activation row a, in one assembly call; it
+// returns false for a type without an AVX2 kernel, or on a CPU without
+// AVX2, leaving dst alone. w must hold at least len(dst) rows of a's
+// length.
+func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
+	nr := len(dst)
+	if !haveSIMD || nr == 0 {
+		return false
+	}
+	switch t {
+	case F32, F16, BF16:
+		n := len(a.x)
+		if n%8 != 0 {
+			return false
+		}
+		_ = w[nr*n*t.BlockBytes()-1]
+		switch t {
+		case F32:
+			dotF32AVX(&w[0], &a.x[0], n, nr, &dst[0])
+		case F16:
+			dotF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
+		default:
+			dotBF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
+		}
+	case Q8_0, Q4_0, Q5_0, Q4_1, Q5_1:
+		nb := len(a.d)
+		_, _, _ = w[nr*nb*t.BlockBytes()-1], a.qs[nb*QK-1], a.s[nb-1]
+		switch t {
+		case Q8_0:
+			dotQ8_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+		case Q4_0:
+			dotQ4_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+		case Q5_0:
+			dotQ5_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+		case Q4_1:
+			dotQ4_1AVX(&w[0], &a.qs[0], &a.d[0], &a.s[0], nb, nr, &dst[0])
+		default:
+			dotQ5_1AVX(&w[0], &a.qs[0], &a.d[0], &a.s[0], nb, nr, &dst[0])
+		}
+	case Q4_K, Q5_K, Q6_K:
+		nb := len(a.d)
+		_, _, _ = w[nr*nb*t.BlockBytes()-1], a.qs[nb*QKK-1], a.bs[nb*16-1]
+		switch t {
+		case Q4_K:
+			dotQ4KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+		case Q5_K:
+			dotQ5KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+		default:
+			dotQ6KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// dot2SIMD returns the dot products of the weight row w with the
+// activation rows a0 and a1, which must be consecutive rows of one acts
+// (a1's data at the same stride after a0's), sharing the unpacking of the
+// weights between them; it returns false for a type without such a
+// kernel.
+func dot2SIMD(t Type, w []byte, a0, a1 *actRow) (r0, r1 float32, ok bool) {
+	if !haveSIMD {
+		return 0, 0, false
+	}
+	var out [2]float32
+	switch t {
+	case F32, F16, BF16:
+		n := len(a0.x)
+		if n%8 != 0 {
+			return 0, 0, false
+		}
+		_, _ = w[n*t.BlockBytes()-1], a1.x[n-1]
+		switch t {
+		case F32:
+			dotF32x2AVX(&w[0], &a0.x[0], 4*n, n, &out)
+		case F16:
+			dotF16x2AVX(&w[0], &a0.x[0], 4*n, n, &out)
+		default:
+			dotBF16x2AVX(&w[0], &a0.x[0], 4*n, n, &out)
+		}
+	case Q8_0:
+		nb := len(a0.d)
+		_, _, _ = w[nb*34-1], a1.qs[nb*QK-1], a1.d[nb-1]
+		dotQ8_0x2AVX(&w[0], &a0.qs[0], &a0.d[0], len(a0.qs), 4*nb, nb, &out)
+	case Q4_K, Q5_K, Q6_K:
+		nb := len(a0.d)
+		_, _, _, _ = w[nb*t.BlockBytes()-1], a1.qs[nb*QKK-1], a1.d[nb-1], a1.bs[nb*16-1]
+		switch t {
+		case Q4_K:
+			dotQ4Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
+		case Q5_K:
+			dotQ5Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
+		default:
+			dotQ6Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
+		}
+	default:
+		return 0, 0, false
+	}
+	return out[0], out[1], true
+}
+
+// q8Blocks quantizes len(d) activation blocks of bsize values (a multiple
+// of 32); see q8BlocksGo, which it matches bit for bit.
+func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
+	nb := len(d)
+	if !haveSIMD || nb == 0 {
+		q8BlocksGo(x, qs, d, sums, bsize)
+		return
+	}
+	_, _, _ = x[nb*bsize-1], qs[nb*bsize-1], sums[nb*bsize/16-1]
+	quantQ8AVX(&x[0], &qs[0], &d[0], &sums[0], nb, bsize)
+}

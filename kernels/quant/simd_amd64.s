@@ -1,0 +1,1125 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2 dot products of one weight row with one activation row. The
+// callers (simd_amd64.go) check the CPU has AVX2, FMA and F16C and that
+// the lengths cover the loops. R14 and R15 are left alone.
+
+// HSUM8 sums the eight floats of Y0 into X0's low lane.
+#define HSUM8 \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS       X1, X0, X0; \
+	VHADDPS      X0, X0, X0; \
+	VHADDPS      X0, X0, X0
+
+// ROWOUT stores X0 as the next result at (R13) and loops to label while
+// rows remain (R12 counts them down): the single-row kernels run over
+// consecutive weight rows, the activations' pointers reloaded per row.
+#define ROWOUT(label) \
+	VMOVSS X0, (R13); \
+	ADDQ   $4, R13; \
+	DECQ   R12; \
+	JNZ    label; \
+	VZEROUPPER
+
+// FLOATDOT is the loop of the float dots: LOAD8(off, reg) loads eight
+// weights from off(SI) as float32s into reg; 32 values per iteration into
+// four accumulators, then 8 at a time. SI: weights, DI: x, CX: n, BX: the
+// weight size in bytes.
+#define FLOATDOT(LOAD8) \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+loop32: \
+	CMPQ CX, $32; \
+	JLT  loop8; \
+	LOAD8(0, Y4); \
+	LOAD8(8, Y5); \
+	LOAD8(16, Y6); \
+	LOAD8(24, Y7); \
+	VFMADD231PS (DI), Y4, Y0; \
+	VFMADD231PS 32(DI), Y5, Y1; \
+	VFMADD231PS 64(DI), Y6, Y2; \
+	VFMADD231PS 96(DI), Y7, Y3; \
+	LEAQ (SI)(BX*8), SI; \
+	LEAQ (SI)(BX*8), SI; \
+	LEAQ (SI)(BX*8), SI; \
+	LEAQ (SI)(BX*8), SI; \
+	ADDQ $128, DI; \
+	SUBQ $32, CX; \
+	JMP  loop32; \
+loop8: \
+	CMPQ CX, $8; \
+	JLT  done; \
+	LOAD8(0, Y4); \
+	VFMADD231PS (DI), Y4, Y0; \
+	LEAQ (SI)(BX*8), SI; \
+	ADDQ $32, DI; \
+	SUBQ $8, CX; \
+	JMP  loop8; \
+done: \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y3, Y2, Y2; \
+	VADDPS Y2, Y0, Y0; \
+	HSUM8
+
+#define LOADF32(off, reg) VMOVUPS (off*4)(SI), reg
+#define LOADF16(off, reg) VCVTPH2PS (off*2)(SI), reg
+#define LOADBF16(off, reg) VPMOVZXWD (off*2)(SI), reg; VPSLLD $16, reg, reg
+
+// func dotF32AVX(w *byte, x *float32, n, nrows int, out *float32)
+TEXT ·dotF32AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ nrows+24(FP), R12
+	MOVQ out+32(FP), R13
+	MOVQ $4, BX
+
+f32row:
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	FLOATDOT(LOADF32)
+	ROWOUT(f32row)
+	RET
+
+// func dotF16AVX(w *byte, x *float32, n, nrows int, out *float32)
+TEXT ·dotF16AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ nrows+24(FP), R12
+	MOVQ out+32(FP), R13
+	MOVQ $2, BX
+
+f16row:
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	FLOATDOT(LOADF16)
+	ROWOUT(f16row)
+	RET
+
+// func dotBF16AVX(w *byte, x *float32, n, nrows int, out *float32)
+TEXT ·dotBF16AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ nrows+24(FP), R12
+	MOVQ out+32(FP), R13
+	MOVQ $2, BX
+
+bf16row:
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	FLOATDOT(LOADBF16)
+	ROWOUT(bf16row)
+	RET
+
+// FLOATDOT2 is FLOATDOT for two rows of x, the second R12 bytes after
+// the first: each weight is loaded and converted once for both, and eight
+// accumulators (Y0-Y3 the first row, Y8-Y11 the second) keep the FMAs'
+// latency hidden. 32 values per iteration, then 8; the sums end in X0
+// (first row) and X2 (second).
+#define FLOATDOT2(LOAD8) \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11; \
+loop32: \
+	CMPQ CX, $32; \
+	JLT  loop8; \
+	LOAD8(0, Y4); \
+	LOAD8(8, Y5); \
+	LOAD8(16, Y6); \
+	LOAD8(24, Y7); \
+	VFMADD231PS (DI), Y4, Y0; \
+	VFMADD231PS 32(DI), Y5, Y1; \
+	VFMADD231PS 64(DI), Y6, Y2; \
+	VFMADD231PS 96(DI), Y7, Y3; \
+	VFMADD231PS (DI)(R12*1), Y4, Y8; \
+	VFMADD231PS 32(DI)(R12*1), Y5, Y9; \
+	VFMADD231PS 64(DI)(R12*1), Y6, Y10; \
+	VFMADD231PS 96(DI)(R12*1), Y7, Y11; \
+	LEAQ (SI)(BX*8), SI; \
+	LEAQ (SI)(BX*8), SI; \
+	LEAQ (SI)(BX*8), SI; \
+	LEAQ (SI)(BX*8), SI; \
+	ADDQ $128, DI; \
+	SUBQ $32, CX; \
+	JMP  loop32; \
+loop8: \
+	CMPQ CX, $8; \
+	JLT  done; \
+	LOAD8(0, Y4); \
+	VFMADD231PS (DI), Y4, Y0; \
+	VFMADD231PS (DI)(R12*1), Y4, Y8; \
+	LEAQ (SI)(BX*8), SI; \
+	ADDQ $32, DI; \
+	SUBQ $8, CX; \
+	JMP  loop8; \
+done: \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y3, Y2, Y2; \
+	VADDPS Y2, Y0, Y0; \
+	VADDPS Y9, Y8, Y8; \
+	VADDPS Y11, Y10, Y10; \
+	VADDPS Y10, Y8, Y2; \
+	HSUM8; \
+	VEXTRACTF128 $1, Y2, X3; \
+	VADDPS       X3, X2, X2; \
+	VHADDPS      X2, X2, X2; \
+	VHADDPS      X2, X2, X2
+
+// func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+TEXT ·dotF32x2AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xstride+16(FP), R12
+	MOVQ n+24(FP), CX
+	MOVQ $4, BX
+	FLOATDOT2(LOADF32)
+	MOVQ out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X2, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+TEXT ·dotF16x2AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xstride+16(FP), R12
+	MOVQ n+24(FP), CX
+	MOVQ $2, BX
+	FLOATDOT2(LOADF16)
+	MOVQ out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X2, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotBF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+TEXT ·dotBF16x2AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xstride+16(FP), R12
+	MOVQ n+24(FP), CX
+	MOVQ $2, BX
+	FLOATDOT2(LOADBF16)
+	MOVQ out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X2, 4(AX)
+	VZEROUPPER
+	RET
+
+// BLOCKSCALE sets Y1 to the weight block's d (the half at doff(SI))
+// times the activation block's d (the float at adoff(DX)), broadcast.
+#define BLOCKSCALE(doff, adoff) \
+	VCVTPH2PS    doff(SI), X1; \
+	VMULSS       adoff(DX), X1, X1; \
+	VBROADCASTSS X1, Y1
+
+// SDOT adds Y1 times the dot product of 32 signed weight bytes (wreg) and
+// the 32 activations at aoff(DI) to acc. The signed × signed products go
+// through VPMADDUBSW as |w| × (a·sign w); activations are within ±127, so
+// no product saturates. Y15 holds sixteen int16 ones. Clobbers Y3, Y4.
+#define SDOT(wreg, aoff, acc) \
+	VMOVDQU     aoff(DI), Y3; \
+	VPSIGNB     wreg, wreg, Y4; \
+	VPSIGNB     wreg, Y3, Y3; \
+	VPMADDUBSW  Y3, Y4, Y4; \
+	VPMADDWD    Y15, Y4, Y4; \
+	VCVTDQ2PS   Y4, Y4; \
+	VFMADD231PS Y4, Y1, acc
+
+// UDOT is SDOT for unsigned weight bytes (at most 31 here).
+#define UDOT(wreg, aoff, acc) \
+	VPMADDUBSW  aoff(DI), wreg, Y4; \
+	VPMADDWD    Y15, Y4, Y4; \
+	VCVTDQ2PS   Y4, Y4; \
+	VFMADD231PS Y4, Y1, acc
+
+// Q8BLOCK adds one Q8_0 block at off(SI) times the activations at
+// off2(DI), scale at off3(DX), to acc.
+#define Q8BLOCK(off, off2, off3, acc) \
+	BLOCKSCALE(off, off3); \
+	VMOVDQU (off+2)(SI), Y2; \
+	SDOT(Y2, off2, acc)
+
+// ONES16 sets Y15 to sixteen int16 ones.
+#define ONES16 \
+	VPCMPEQW Y15, Y15, Y15; \
+	VPSRLW   $15, Y15, Y15
+
+// func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+TEXT ·dotQ8_0AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ nrows+32(FP), R12
+	MOVQ out+40(FP), R13
+	ONES16
+
+q8row:
+	MOVQ   a+8(FP), DI
+	MOVQ   ad+16(FP), DX
+	MOVQ   nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y5, Y5, Y5
+
+q8loop2:
+	CMPQ CX, $2
+	JLT  q8tail
+	Q8BLOCK(0, 0, 0, Y0)
+	Q8BLOCK(34, 32, 4, Y5)
+	ADDQ $68, SI
+	ADDQ $64, DI
+	ADDQ $8, DX
+	SUBQ $2, CX
+	JMP  q8loop2
+
+q8tail:
+	CMPQ CX, $1
+	JLT  q8done
+	Q8BLOCK(0, 0, 0, Y0)
+	ADDQ $34, SI
+
+q8done:
+	VADDPS Y5, Y0, Y0
+	HSUM8
+	ROWOUT(q8row)
+	RET
+
+// Q8ROW adds one Q8_0 block's product with one activation row (quants
+// at aaddr, scale at adaddr) to acc, the weight's d in X1 and |w| in Y4,
+// the weight bytes in Y2. Clobbers Y3 and Y5.
+#define Q8ROW(aaddr, adaddr, acc) \
+	VMOVDQU      aaddr, Y3; \
+	VPSIGNB      Y2, Y3, Y3; \
+	VPMADDUBSW   Y3, Y4, Y3; \
+	VPMADDWD     Y15, Y3, Y3; \
+	VCVTDQ2PS    Y3, Y3; \
+	VMULSS       adaddr, X1, X5; \
+	VBROADCASTSS X5, Y5; \
+	VFMADD231PS  Y3, Y5, acc
+
+// func dotQ8_0x2AVX(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[2]float32)
+// is dotQ8_0AVX for two activation rows, the second's quants astride and
+// its scales adstride bytes after the first's, each weight block loaded
+// once for both.
+TEXT ·dotQ8_0x2AVX(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ ad+16(FP), DX
+	MOVQ astride+24(FP), R12
+	MOVQ adstride+32(FP), R13
+	MOVQ nb+40(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y6, Y6, Y6
+	ONES16
+
+q8x2loop:
+	VCVTPH2PS (SI), X1
+	VMOVDQU   2(SI), Y2
+	VPSIGNB   Y2, Y2, Y4
+	Q8ROW((DI), (DX), Y0)
+	Q8ROW((DI)(R12*1), (DX)(R13*1), Y6)
+	ADDQ $34, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  q8x2loop
+
+	MOVQ out+48(FP), AX
+	HSUM8
+	VMOVSS X0, (AX)
+	VMOVAPS Y6, Y0
+	HSUM8
+	VMOVSS X0, 4(AX)
+	VZEROUPPER
+	RET
+
+// NIBBLES sets Y2 to the 32 quants of the 16 bytes at off(SI): values
+// 0-15 the low nibbles, 16-31 the high ones. Y14 holds 0x0f bytes.
+#define NIBBLES(off) \
+	VMOVDQU     off(SI), X2; \
+	VPSRLW      $4, X2, X3; \
+	VINSERTI128 $1, X3, Y2, Y2; \
+	VPAND       Y14, Y2, Y2
+
+// HIGHBITS sets Y5's byte j to 0xff where bit j of the uint32 at off(SI)
+// is set, else 0, as ggml's bytes_from_bits_32: spread byte j/8 over
+// bytes j, OR in every bit but bit j%8, compare with all ones. Y12 holds
+// the spreading shuffle, Y11 the bit mask, Y10 all ones.
+#define HIGHBITS(off) \
+	VPBROADCASTD off(SI), Y5; \
+	VPSHUFB      Y12, Y5, Y5; \
+	VPOR         Y11, Y5, Y5; \
+	VPCMPEQB     Y10, Y5, Y5
+
+DATA spreadBits<>+0x00(SB)/8, $0x0000000000000000
+DATA spreadBits<>+0x08(SB)/8, $0x0101010101010101
+DATA spreadBits<>+0x10(SB)/8, $0x0202020202020202
+DATA spreadBits<>+0x18(SB)/8, $0x0303030303030303
+GLOBL spreadBits<>(SB), RODATA|NOPTR, $32
+
+DATA otherBits<>+0x00(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA otherBits<>+0x08(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA otherBits<>+0x10(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA otherBits<>+0x18(SB)/8, $0x7fbfdfeff7fbfdfe
+GLOBL otherBits<>(SB), RODATA|NOPTR, $32
+
+// LEGACYROW loads a row's activation pointers and zeroes its sums: two
+// accumulators for the blocks (Y0, Y8) and two for the minimums' terms
+// (X6, X9), so consecutive blocks' FMAs do not wait on each other.
+#define LEGACYROW \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS X6, X6, X6; \
+	VXORPS X9, X9, X9
+
+// LEGACYSETUP loads the constants of the Q4_x/Q5_x kernels.
+#define LEGACYSETUP \
+	MOVQ w+0(FP), SI; \
+	ONES16; \
+	VMOVDQU      nibbleMask<>(SB), Y14; \
+	VMOVDQU      spreadBits<>(SB), Y12; \
+	VMOVDQU      otherBits<>(SB), Y11; \
+	VPCMPEQB     Y10, Y10, Y10
+
+// MINTERM adds a block's minimum (the half at boff+2(SI)) times the
+// activations' block sum at soff(R8) to macc.
+#define MINTERM(boff, soff, macc) \
+	VCVTPH2PS   (boff+2)(SI), X7; \
+	VFMADD231SS soff(R8), X7, macc
+
+// LEGACYLOOP runs BLK(boff, aoff, doff, acc, macc), one block of bsize
+// bytes at boff(SI) against the activations at aoff(DI) (scale doff(DX),
+// block sum doff(R8)), over the CX blocks of a row, two at a time into
+// alternate accumulators, and leaves the row's sum in X0. R8 steps along
+// with DX; the types without a minimum never read it.
+#define LEGACYLOOP(BLK, bsize) \
+loop2: \
+	CMPQ CX, $2; \
+	JLT  tail; \
+	BLK(0, 0, 0, Y0, X6); \
+	BLK(bsize, 32, 4, Y8, X9); \
+	ADDQ $(2*bsize), SI; \
+	ADDQ $64, DI; \
+	ADDQ $8, DX; \
+	ADDQ $8, R8; \
+	SUBQ $2, CX; \
+	JMP  loop2; \
+tail: \
+	CMPQ CX, $1; \
+	JLT  done; \
+	BLK(0, 0, 0, Y0, X6); \
+	ADDQ $bsize, SI; \
+done: \
+	VADDPS Y8, Y0, Y0; \
+	VADDSS X9, X6, X6; \
+	HSUM8; \
+	VADDSS X6, X0, X0
+
+// Q40BLK: quants are nibbles − 8.
+#define Q40BLK(boff, aoff, doff, acc, macc) \
+	BLOCKSCALE(boff, doff); \
+	NIBBLES(boff+2); \
+	VPSUBB Y13, Y2, Y2; \
+	SDOT(Y2, aoff, acc)
+
+// Q50BLK: quants are (nibble | fifth bit << 4) − 16: nibble | 0xf0 where
+// the fifth bit is clear, read as a signed byte (Y13 holds 0xf0 bytes).
+#define Q50BLK(boff, aoff, doff, acc, macc) \
+	BLOCKSCALE(boff, doff); \
+	NIBBLES(boff+6); \
+	HIGHBITS(boff+2); \
+	VPANDN Y13, Y5, Y5; \
+	VPOR   Y5, Y2, Y2; \
+	SDOT(Y2, aoff, acc)
+
+// Q41BLK: quants are nibbles; the block adds m·d_a·Σa.
+#define Q41BLK(boff, aoff, doff, acc, macc) \
+	BLOCKSCALE(boff, doff); \
+	NIBBLES(boff+4); \
+	UDOT(Y2, aoff, acc); \
+	MINTERM(boff, doff, macc)
+
+// Q51BLK: quants are nibble | fifth bit << 4 (Y13 holds 0x10 bytes); the
+// block adds m·d_a·Σa.
+#define Q51BLK(boff, aoff, doff, acc, macc) \
+	BLOCKSCALE(boff, doff); \
+	NIBBLES(boff+8); \
+	HIGHBITS(boff+4); \
+	VPAND Y13, Y5, Y5; \
+	VPOR  Y5, Y2, Y2; \
+	UDOT(Y2, aoff, acc); \
+	MINTERM(boff, doff, macc)
+
+// BYTECONST sets Y13 to 32 copies of the byte in c.
+#define BYTECONST(c) \
+	MOVQ         $c, AX; \
+	MOVQ         AX, X13; \
+	VPBROADCASTQ X13, Y13
+
+// func dotQ4_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+TEXT ·dotQ4_0AVX(SB), NOSPLIT, $0-48
+	LEGACYSETUP
+	MOVQ nrows+32(FP), R12
+	MOVQ out+40(FP), R13
+	BYTECONST(0x0808080808080808)
+
+q40row:
+	LEGACYROW
+	MOVQ nb+24(FP), CX
+	LEGACYLOOP(Q40BLK, 18)
+	ROWOUT(q40row)
+	RET
+
+// func dotQ5_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+TEXT ·dotQ5_0AVX(SB), NOSPLIT, $0-48
+	LEGACYSETUP
+	MOVQ nrows+32(FP), R12
+	MOVQ out+40(FP), R13
+	BYTECONST(0xf0f0f0f0f0f0f0f0)
+
+q50row:
+	LEGACYROW
+	MOVQ nb+24(FP), CX
+	LEGACYLOOP(Q50BLK, 22)
+	ROWOUT(q50row)
+	RET
+
+// func dotQ4_1AVX(w *byte, a *int8, ad, as *float32, nb, nrows int, out *float32)
+TEXT ·dotQ4_1AVX(SB), NOSPLIT, $0-56
+	LEGACYSETUP
+	MOVQ nrows+40(FP), R12
+	MOVQ out+48(FP), R13
+
+q41row:
+	LEGACYROW
+	MOVQ as+24(FP), R8
+	MOVQ nb+32(FP), CX
+	LEGACYLOOP(Q41BLK, 20)
+	ROWOUT(q41row)
+	RET
+
+// func dotQ5_1AVX(w *byte, a *int8, ad, as *float32, nb, nrows int, out *float32)
+TEXT ·dotQ5_1AVX(SB), NOSPLIT, $0-56
+	LEGACYSETUP
+	MOVQ nrows+40(FP), R12
+	MOVQ out+48(FP), R13
+	BYTECONST(0x1010101010101010)
+
+q51row:
+	LEGACYROW
+	MOVQ as+24(FP), R8
+	MOVQ nb+32(FP), CX
+	LEGACYLOOP(Q51BLK, 24)
+	ROWOUT(q51row)
+	RET
+
+// Q4K sub-block scale shuffles: mask j (32 bytes) broadcasts int16 j of
+// each 128-bit lane to the whole lane.
+DATA q4kShuf<>+0x00(SB)/8, $0x0100010001000100
+DATA q4kShuf<>+0x08(SB)/8, $0x0100010001000100
+DATA q4kShuf<>+0x10(SB)/8, $0x0100010001000100
+DATA q4kShuf<>+0x18(SB)/8, $0x0100010001000100
+DATA q4kShuf<>+0x20(SB)/8, $0x0302030203020302
+DATA q4kShuf<>+0x28(SB)/8, $0x0302030203020302
+DATA q4kShuf<>+0x30(SB)/8, $0x0302030203020302
+DATA q4kShuf<>+0x38(SB)/8, $0x0302030203020302
+DATA q4kShuf<>+0x40(SB)/8, $0x0504050405040504
+DATA q4kShuf<>+0x48(SB)/8, $0x0504050405040504
+DATA q4kShuf<>+0x50(SB)/8, $0x0504050405040504
+DATA q4kShuf<>+0x58(SB)/8, $0x0504050405040504
+DATA q4kShuf<>+0x60(SB)/8, $0x0706070607060706
+DATA q4kShuf<>+0x68(SB)/8, $0x0706070607060706
+DATA q4kShuf<>+0x70(SB)/8, $0x0706070607060706
+DATA q4kShuf<>+0x78(SB)/8, $0x0706070607060706
+DATA q4kShuf<>+0x80(SB)/8, $0x0908090809080908
+DATA q4kShuf<>+0x88(SB)/8, $0x0908090809080908
+DATA q4kShuf<>+0x90(SB)/8, $0x0908090809080908
+DATA q4kShuf<>+0x98(SB)/8, $0x0908090809080908
+DATA q4kShuf<>+0xa0(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q4kShuf<>+0xa8(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q4kShuf<>+0xb0(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q4kShuf<>+0xb8(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q4kShuf<>+0xc0(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q4kShuf<>+0xc8(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q4kShuf<>+0xd0(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q4kShuf<>+0xd8(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q4kShuf<>+0xe0(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q4kShuf<>+0xe8(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q4kShuf<>+0xf0(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q4kShuf<>+0xf8(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL q4kShuf<>(SB), RODATA|NOPTR, $256
+
+DATA nibbleMask<>+0x00(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nibbleMask<>+0x08(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nibbleMask<>+0x10(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nibbleMask<>+0x18(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
+
+// KROW loads a row's activation pointers and zeroes its sums: Y0 the
+// scaled sums, X14 the minimums' terms.
+#define KROW \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   bs+24(FP), BX; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS X14, X14, X14
+
+// KSETUP loads the K-quant kernels' pointers and constants.
+#define KSETUP \
+	MOVQ    w+0(FP), SI; \
+	VMOVDQU nibbleMask<>(SB), Y15; \
+	KROW
+
+// KUNPACK unpacks the 6-bit scales and minimums of a Q4_K/Q5_K block as
+// ggml's AVX2 kernel does: with u0..u2 the 12 scale bytes as uint32s,
+// scales = u0&m1 | (u2&m2 | (u0>>6&m3)<<4)<<32 and minimums = u1&m1 |
+// (u2>>4&m2 | (u1>>6&m3)<<4)<<32. It sets Y1 to the eight scales as
+// int16s in both lanes and X2 to the eight minimums as int16s. Clobbers
+// R8-R11 and AX.
+#define KUNPACK \
+	MOVL 4(SI), R8; \
+	MOVL 8(SI), R9; \
+	MOVL 12(SI), R10; \
+	MOVL R10, R11; \
+	SHRL $4, R11; \
+	ANDL $0x0f0f0f0f, R11; \
+	MOVL R9, AX; \
+	SHRL $6, AX; \
+	ANDL $0x03030303, AX; \
+	SHLL $4, AX; \
+	ORL  AX, R11; \
+	ANDL $0x3f3f3f3f, R9; \
+	ANDL $0x0f0f0f0f, R10; \
+	MOVL R8, AX; \
+	SHRL $6, AX; \
+	ANDL $0x03030303, AX; \
+	SHLL $4, AX; \
+	ORL  AX, R10; \
+	ANDL $0x3f3f3f3f, R8; \
+	SHLQ $32, R10; \
+	ORQ  R10, R8; \
+	SHLQ $32, R11; \
+	ORQ  R11, R9; \
+	VMOVQ       R8, X1; \
+	VMOVQ       R9, X2; \
+	VPMOVZXBW   X1, X1; \
+	VPMOVZXBW   X2, X2; \
+	VINSERTI128 $1, X1, Y1, Y1
+
+// KMINS adds dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1) for one activation row
+// (16-value sums at bsaddr, d_a at adaddr) to the four lanes of acc.
+// Clobbers X3-X5.
+#define KMINS(bsaddr, adaddr, acc) \
+	VMOVDQU      bsaddr, Y3; \
+	VEXTRACTI128 $1, Y3, X4; \
+	VPHADDW      X4, X3, X3; \
+	VPMADDWD     X3, X2, X3; \
+	VCVTDQ2PS    X3, X3; \
+	VCVTPH2PS    (SI), X5; \
+	VMOVSHDUP    X5, X4; \
+	VMULSS       adaddr, X4, X4; \
+	VBROADCASTSS X4, X4; \
+	VFMADD231PS  X3, X4, acc
+
+// KFOLD adds the block's integer sums (sum) times d·d_a (d_a at adaddr)
+// to acc. Clobbers Y3.
+#define KFOLD(adaddr, sum, acc) \
+	VCVTPH2PS    (SI), X3; \
+	VMULSS       adaddr, X3, X3; \
+	VBROADCASTSS X3, Y3; \
+	VCVTDQ2PS    sum, sum; \
+	VFMADD231PS  sum, Y3, acc
+
+// KCHUNK multiplies the 64 quants of chunk j, low nibbles in Y10 and high
+// in Y11, by the activations 64j.. and adds them, sub-block scales 2j and
+// 2j+1 from Y1 applied, to the int32 sums Y9.
+#define KCHUNK(j) \
+	VPMADDUBSW (64*j)(DI), Y10, Y10; \
+	VPMADDUBSW (64*j+32)(DI), Y11, Y11; \
+	VPSHUFB    q4kShuf<>+(64*j)(SB), Y1, Y12; \
+	VPSHUFB    q4kShuf<>+(64*j+32)(SB), Y1, Y13; \
+	VPMADDWD   Y12, Y10, Y10; \
+	VPMADDWD   Y13, Y11, Y11; \
+	VPADDD     Y10, Y9, Y9; \
+	VPADDD     Y11, Y9, Y9
+
+// Q4NIBBLES splits the 32 qs bytes at off(SI) into low (Y10) and high
+// (Y11) nibbles.
+#define Q4NIBBLES(off) \
+	VMOVDQU off(SI), Y10; \
+	VPSRLW  $4, Y10, Y11; \
+	VPAND   Y15, Y10, Y10; \
+	VPAND   Y15, Y11, Y11
+
+// KSUM sets X0 to the scaled sums less the minimums' terms.
+#define KSUM \
+	HSUM8; \
+	VHADDPS X14, X14, X14; \
+	VHADDPS X14, X14, X14; \
+	VSUBSS  X14, X0, X0
+
+// KCHUNK2 is KCHUNK for two activation rows, the second R12 bytes after
+// the first: the quants' unpacking and scale shuffles are shared, the
+// sums go to Y9 and Y5.
+#define KCHUNK2(j) \
+	VPSHUFB    q4kShuf<>+(64*j)(SB), Y1, Y12; \
+	VPSHUFB    q4kShuf<>+(64*j+32)(SB), Y1, Y13; \
+	VPMADDUBSW (64*j)(DI), Y10, Y3; \
+	VPMADDUBSW (64*j+32)(DI), Y11, Y4; \
+	VPMADDWD   Y12, Y3, Y3; \
+	VPMADDWD   Y13, Y4, Y4; \
+	VPADDD     Y3, Y9, Y9; \
+	VPADDD     Y4, Y9, Y9; \
+	VPMADDUBSW (64*j)(DI)(R12*1), Y10, Y3; \
+	VPMADDUBSW (64*j+32)(DI)(R12*1), Y11, Y4; \
+	VPMADDWD   Y12, Y3, Y3; \
+	VPMADDWD   Y13, Y4, Y4; \
+	VPADDD     Y3, Y5, Y5; \
+	VPADDD     Y4, Y5, Y5
+
+
+
+// Q4PREP(j) unpacks chunk j of a Q4_K block into Y10 and Y11.
+#define Q4PREP(j) Q4NIBBLES(16+32*j)
+
+// Q5PREP(j) unpacks chunk j of a Q5_K block: the nibbles at 48+32j, with
+// bits 2j and 2j+1 of the qh bytes (at 16) as the fifth bits of the low
+// and high 32 values: qh shifted right by 2j puts them at bits 0 and 1,
+// moved to bit 4 and kept by the 0x10 mask. Clobbers Y2 and Y8.
+#define Q5PREP(j) \
+	Q4NIBBLES(48+32*j); \
+	VPSRLW $(2*j), 16(SI), Y8; \
+	VPSLLW $4, Y8, Y2; \
+	VPAND  fifthBit<>(SB), Y2, Y2; \
+	VPOR   Y2, Y10, Y10; \
+	VPSLLW $3, Y8, Y2; \
+	VPAND  fifthBit<>(SB), Y2, Y2; \
+	VPOR   Y2, Y11, Y11
+
+DATA fifthBit<>+0x00(SB)/8, $0x1010101010101010
+DATA fifthBit<>+0x08(SB)/8, $0x1010101010101010
+DATA fifthBit<>+0x10(SB)/8, $0x1010101010101010
+DATA fifthBit<>+0x18(SB)/8, $0x1010101010101010
+GLOBL fifthBit<>(SB), RODATA|NOPTR, $32
+
+// KBODY multiplies one Q4_K or Q5_K block (PREP unpacks its chunks) by one
+// activation row into Y0 and X14.
+#define KBODY(PREP) \
+	KUNPACK; \
+	KMINS((BX), (DX), X14); \
+	VPXOR Y9, Y9, Y9; \
+	PREP(0); \
+	KCHUNK(0); \
+	PREP(1); \
+	KCHUNK(1); \
+	PREP(2); \
+	KCHUNK(2); \
+	PREP(3); \
+	KCHUNK(3)
+
+// KBODY2 multiplies one block by two activation rows (laid out as
+// dotQ4Kx2AVX says) into Y0, X14 and Y6, X7.
+#define KBODY2(PREP) \
+	KUNPACK; \
+	KMINS((BX), (DX), X14); \
+	KMINS((BX)(R13*8), (DX)(R13*1), X7); \
+	VPXOR Y9, Y9, Y9; \
+	VPXOR Y5, Y5, Y5; \
+	PREP(0); \
+	KCHUNK2(0); \
+	PREP(1); \
+	KCHUNK2(1); \
+	PREP(2); \
+	KCHUNK2(2); \
+	PREP(3); \
+	KCHUNK2(3); \
+	KFOLD((DX), Y9, Y0); \
+	KFOLD((DX)(R13*1), Y5, Y6)
+
+// KSETUP2 is KSETUP for the two-row kernels: strides in R12 and R13, the
+// second row's sums in Y6 and X7.
+#define KSETUP2 \
+	KSETUP; \
+	MOVQ astride+32(FP), R12; \
+	MOVQ adstride+40(FP), R13; \
+	MOVQ nb+48(FP), CX; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS X7, X7, X7
+
+// KSTEP steps to the next block of bsize bytes and loops to label.
+#define KSTEP(bsize, label) \
+	ADDQ $bsize, SI; \
+	ADDQ $256, DI; \
+	ADDQ $4, DX; \
+	ADDQ $32, BX; \
+	DECQ CX; \
+	JNZ  label
+
+// func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+// Per block: d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1).
+TEXT ·dotQ4KAVX(SB), NOSPLIT, $0-56
+	KSETUP
+	MOVQ nrows+40(FP), R12
+	MOVQ out+48(FP), R13
+
+q4krow:
+	KROW
+	MOVQ nb+32(FP), CX
+
+q4kloop:
+	KBODY(Q4PREP)
+	KFOLD((DX), Y9, Y0)
+	KSTEP(144, q4kloop)
+	KSUM
+	ROWOUT(q4krow)
+	RET
+
+// func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+// Q4_K's sum with five-bit quants: qs at 48, the fifth bits at 16.
+TEXT ·dotQ5KAVX(SB), NOSPLIT, $0-56
+	KSETUP
+	MOVQ nrows+40(FP), R12
+	MOVQ out+48(FP), R13
+
+q5krow:
+	KROW
+	MOVQ nb+32(FP), CX
+
+q5kloop:
+	KBODY(Q5PREP)
+	KFOLD((DX), Y9, Y0)
+	KSTEP(176, q5kloop)
+	KSUM
+	ROWOUT(q5krow)
+	RET
+
+// func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+// sets out[0] and out[1] to dotQ4KAVX of the weight row with two
+// activation rows: the second's quants astride bytes after the first's,
+// its scales adstride bytes after, its 16-value sums 8·adstride bytes
+// after (a Q8_K row's d and bsums are 4 and 32 bytes per block).
+TEXT ·dotQ4Kx2AVX(SB), NOSPLIT, $0-64
+	KSETUP2
+
+q4kx2loop:
+	KBODY2(Q4PREP)
+	KSTEP(144, q4kx2loop)
+	MOVQ out+56(FP), AX
+	KSUM
+	VMOVSS X0, (AX)
+	VMOVAPS Y6, Y0
+	VMOVAPS X7, X14
+	KSUM
+	VMOVSS X0, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+// is dotQ4Kx2AVX for Q5_K blocks.
+TEXT ·dotQ5Kx2AVX(SB), NOSPLIT, $0-64
+	KSETUP2
+
+q5kx2loop:
+	KBODY2(Q5PREP)
+	KSTEP(176, q5kx2loop)
+	MOVQ out+56(FP), AX
+	KSUM
+	VMOVSS X0, (AX)
+	VMOVAPS Y6, Y0
+	VMOVAPS X7, X14
+	KSUM
+	VMOVSS X0, 4(AX)
+	VZEROUPPER
+	RET
+
+// Q6_K scale shuffles: mask k (16 bytes) spreads int8 scale 2k over the
+// first eight bytes and 2k+1 over the last eight.
+DATA q6kShuf<>+0x00(SB)/8, $0x0000000000000000
+DATA q6kShuf<>+0x08(SB)/8, $0x0101010101010101
+DATA q6kShuf<>+0x10(SB)/8, $0x0202020202020202
+DATA q6kShuf<>+0x18(SB)/8, $0x0303030303030303
+DATA q6kShuf<>+0x20(SB)/8, $0x0404040404040404
+DATA q6kShuf<>+0x28(SB)/8, $0x0505050505050505
+DATA q6kShuf<>+0x30(SB)/8, $0x0606060606060606
+DATA q6kShuf<>+0x38(SB)/8, $0x0707070707070707
+DATA q6kShuf<>+0x40(SB)/8, $0x0808080808080808
+DATA q6kShuf<>+0x48(SB)/8, $0x0909090909090909
+DATA q6kShuf<>+0x50(SB)/8, $0x0a0a0a0a0a0a0a0a
+DATA q6kShuf<>+0x58(SB)/8, $0x0b0b0b0b0b0b0b0b
+DATA q6kShuf<>+0x60(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA q6kShuf<>+0x68(SB)/8, $0x0d0d0d0d0d0d0d0d
+DATA q6kShuf<>+0x70(SB)/8, $0x0e0e0e0e0e0e0e0e
+DATA q6kShuf<>+0x78(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL q6kShuf<>(SB), RODATA|NOPTR, $128
+
+DATA highMask<>+0x00(SB)/8, $0x3030303030303030
+DATA highMask<>+0x08(SB)/8, $0x3030303030303030
+DATA highMask<>+0x10(SB)/8, $0x3030303030303030
+DATA highMask<>+0x18(SB)/8, $0x3030303030303030
+GLOBL highMask<>(SB), RODATA|NOPTR, $32
+
+// Q6KQUANT multiplies 32 six-bit quants q (in reg, 0..63) by the 32
+// activations at off(DI) and adds them, sub-block scales applied (shuffle
+// k of the int8 scales in X1), to the int32 sums Y9.
+#define Q6KQUANT(reg, off, k) \
+	VPMADDUBSW off(DI), reg, reg; \
+	VPSHUFB    q6kShuf<>+(16*(k))(SB), X1, X2; \
+	VPMOVSXBW  X2, Y2; \
+	VPMADDWD   Y2, reg, reg; \
+	VPADDD     reg, Y9, Y9
+
+// Q6KQUANT2 is Q6KQUANT for two activation rows, the second R12 bytes
+// after the first, its sums in Y13. Clobbers Y2 and Y3.
+#define Q6KQUANT2(reg, off, k) \
+	VPSHUFB    q6kShuf<>+(16*(k))(SB), X1, X2; \
+	VPMOVSXBW  X2, Y2; \
+	VPMADDUBSW off(DI), reg, Y3; \
+	VPMADDWD   Y2, Y3, Y3; \
+	VPADDD     Y3, Y9, Y9; \
+	VPMADDUBSW off(DI)(R12*1), reg, Y3; \
+	VPMADDWD   Y2, Y3, Y3; \
+	VPADDD     Y3, Y13, Y13
+
+// Q6KBITS sets Y4, Y5, Y10 and Y11 to the quants of values 128h..+31,
+// +32..+63, +64..+95 and +96..+127: ql bytes 64h.., qh bytes 128+32h.. of
+// the block. Quant l is ql[l]&15 | (qh[l]&3)<<4, l+32 is ql[l+32]&15 |
+// (qh[l]>>2&3)<<4, l+64 is ql[l]>>4 | (qh[l]>>4&3)<<4 and l+96 is
+// ql[l+32]>>4 | (qh[l]>>6&3)<<4. Y15 holds 0x0f bytes, Y7 0x30 bytes.
+#define Q6KBITS(h) \
+	VMOVDQU (64*h)(SI), Y10; \
+	VMOVDQU (64*h+32)(SI), Y11; \
+	VMOVDQU (128+32*h)(SI), Y12; \
+	VPSLLW  $4, Y12, Y3; \
+	VPAND   Y7, Y3, Y3; \
+	VPAND   Y15, Y10, Y4; \
+	VPOR    Y3, Y4, Y4; \
+	VPSLLW  $2, Y12, Y3; \
+	VPAND   Y7, Y3, Y3; \
+	VPAND   Y15, Y11, Y5; \
+	VPOR    Y3, Y5, Y5; \
+	VPAND   Y7, Y12, Y3; \
+	VPSRLW  $4, Y10, Y10; \
+	VPAND   Y15, Y10, Y10; \
+	VPOR    Y3, Y10, Y10; \
+	VPSRLW  $2, Y12, Y3; \
+	VPAND   Y7, Y3, Y3; \
+	VPSRLW  $4, Y11, Y11; \
+	VPAND   Y15, Y11, Y11; \
+	VPOR    Y3, Y11, Y11
+
+// Q6KHALF multiplies half h of the block by one activation row.
+#define Q6KHALF(h) \
+	Q6KBITS(h); \
+	Q6KQUANT(Y4, 128*h, 4*h); \
+	Q6KQUANT(Y5, 128*h+32, 4*h+1); \
+	Q6KQUANT(Y10, 128*h+64, 4*h+2); \
+	Q6KQUANT(Y11, 128*h+96, 4*h+3)
+
+// Q6KHALF2 multiplies half h of the block by two activation rows.
+#define Q6KHALF2(h) \
+	Q6KBITS(h); \
+	Q6KQUANT2(Y4, 128*h, 4*h); \
+	Q6KQUANT2(Y5, 128*h+32, 4*h+1); \
+	Q6KQUANT2(Y10, 128*h+64, 4*h+2); \
+	Q6KQUANT2(Y11, 128*h+96, 4*h+3)
+
+// Q6KROW loads a row's activation pointers and zeroes its sums.
+#define Q6KROW \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   bs+24(FP), BX; \
+	VXORPS Y0, Y0, Y0
+
+// Q6KSETUP loads the Q6_K kernels' pointers and masks.
+#define Q6KSETUP \
+	MOVQ    w+0(FP), SI; \
+	VMOVDQU nibbleMask<>(SB), Y15; \
+	VMOVDQU highMask<>(SB), Y7; \
+	Q6KROW
+
+// Q6KSTART sets X8 to the block's d, X1 to its 16 int8 scales, and sum
+// to −32·Σ_k sc_k·bsum_k for the activation row whose 16-value sums are
+// at bsaddr: the quants' offset, taken once per block. Clobbers Y2, Y6.
+#define Q6KSTART(bsaddr, sum) \
+	MOVWLZX   208(SI), AX; \
+	VMOVD     AX, X8; \
+	VCVTPH2PS X8, X8; \
+	VMOVDQU   192(SI), X1; \
+	Q6KOFFSET(bsaddr, sum)
+
+// Q6KOFFSET sets sum to −32·Σ_k sc_k·bsum_k (bsums at bsaddr, scales in
+// X1). Clobbers Y2, Y6.
+#define Q6KOFFSET(bsaddr, sum) \
+	VPMOVSXBW X1, Y2; \
+	VPMADDWD  bsaddr, Y2, sum; \
+	VPSLLD    $5, sum, sum; \
+	VPXOR     Y6, Y6, Y6; \
+	VPSUBD    sum, Y6, sum
+
+// Q6KFOLD adds sum times d·d_a (d in X8, d_a at adaddr) to acc. Clobbers
+// Y3.
+#define Q6KFOLD(adaddr, sum, acc) \
+	VMULSS       adaddr, X8, X3; \
+	VBROADCASTSS X3, Y3; \
+	VCVTDQ2PS    sum, sum; \
+	VFMADD231PS  sum, Y3, acc
+
+// Q6KNEXT steps to the next block and loops to label.
+#define Q6KNEXT(label) \
+	ADDQ $210, SI; \
+	ADDQ $256, DI; \
+	ADDQ $4, DX; \
+	ADDQ $32, BX; \
+	DECQ CX; \
+	JNZ  label
+
+// func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+// Per block: d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k), q = 0..63 unsigned so the
+// products go through VPMADDUBSW, the −32 offset through the 16-value sums.
+TEXT ·dotQ6KAVX(SB), NOSPLIT, $0-56
+	Q6KSETUP
+	MOVQ nrows+40(FP), R12
+	MOVQ out+48(FP), R13
+
+q6krow:
+	Q6KROW
+	MOVQ nb+32(FP), CX
+
+q6kloop:
+	Q6KSTART((BX), Y9)
+	Q6KHALF(0)
+	Q6KHALF(1)
+	Q6KFOLD((DX), Y9, Y0)
+	Q6KNEXT(q6kloop)
+	HSUM8
+	ROWOUT(q6krow)
+	RET
+
+// func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+// is dotQ6KAVX for two activation rows laid out as dotQ4Kx2AVX's, each
+// weight block unpacked once for both.
+TEXT ·dotQ6Kx2AVX(SB), NOSPLIT, $0-64
+	Q6KSETUP
+	MOVQ astride+32(FP), R12
+	MOVQ adstride+40(FP), R13
+	MOVQ nb+48(FP), CX
+	VXORPS Y14, Y14, Y14
+
+q6kx2loop:
+	Q6KSTART((BX), Y9)
+	Q6KOFFSET((BX)(R13*8), Y13)
+	Q6KHALF2(0)
+	Q6KHALF2(1)
+	Q6KFOLD((DX), Y9, Y0)
+	Q6KFOLD((DX)(R13*1), Y13, Y14)
+	Q6KNEXT(q6kx2loop)
+
+	MOVQ out+56(FP), AX
+	HSUM8
+	VMOVSS X0, (AX)
+	VMOVAPS Y14, Y0
+	HSUM8
+	VMOVSS X0, 4(AX)
+	VZEROUPPER
+	RET
+
+// The byte order VPACKSSDW then VPACKSSWB leave, per dword, undone.
+DATA packOrder<>+0x00(SB)/4, $0
+DATA packOrder<>+0x04(SB)/4, $4
+DATA packOrder<>+0x08(SB)/4, $1
+DATA packOrder<>+0x0c(SB)/4, $5
+DATA packOrder<>+0x10(SB)/4, $2
+DATA packOrder<>+0x14(SB)/4, $6
+DATA packOrder<>+0x18(SB)/4, $3
+DATA packOrder<>+0x1c(SB)/4, $7
+GLOBL packOrder<>(SB), RODATA|NOPTR, $32
+
+// func quantQ8AVX(x *float32, qs *int8, d *float32, sums *int32, nb, bsize int)
+// Per block of bsize floats (a multiple of 32): d = amax/127, id = 1/d (0
+// when d is 0), q = x·id rounded to nearest even (VCVTPS2DQ under the
+// default MXCSR), and the sum of each 16 quants.
+TEXT ·quantQ8AVX(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ qs+8(FP), DI
+	MOVQ d+16(FP), DX
+	MOVQ sums+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ bsize+40(FP), R8
+	MOVL $0x7fffffff, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	VMOVDQU packOrder<>(SB), Y14
+	MOVL $0x01010101, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	VPCMPEQW Y12, Y12, Y12
+	VPSRLW $15, Y12, Y12
+	MOVL $0x42fe0000, AX // 127.0
+	VMOVD AX, X11
+	MOVL $0x3f800000, AX // 1.0
+	VMOVD AX, X10
+
+qblock:
+	VXORPS Y0, Y0, Y0
+	MOVQ   SI, R9
+	MOVQ   R8, R10
+
+qamax:
+	VANDPS (R9), Y15, Y1
+	VMAXPS Y1, Y0, Y0
+	ADDQ   $32, R9
+	SUBQ   $8, R10
+	JNZ    qamax
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXPS       X1, X0, X0
+	VDIVSS       X11, X0, X2
+	VMOVSS       X2, (DX)
+	VXORPS       X3, X3, X3
+	VCMPSS       $4, X3, X2, X4
+	VDIVSS       X2, X10, X5
+	VANDPS       X4, X5, X5
+	VBROADCASTSS X5, Y5
+	MOVQ         R8, R10
+
+qquant:
+	VMULPS       (SI), Y5, Y0
+	VMULPS       32(SI), Y5, Y1
+	VMULPS       64(SI), Y5, Y2
+	VMULPS       96(SI), Y5, Y3
+	VCVTPS2DQ    Y0, Y0
+	VCVTPS2DQ    Y1, Y1
+	VCVTPS2DQ    Y2, Y2
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y14, Y0
+	VMOVDQU      Y0, (DI)
+	VPMADDUBSW   Y0, Y13, Y1
+	VPMADDWD     Y12, Y1, Y1
+	VPHADDD      Y1, Y1, Y1
+	VPHADDD      Y1, Y1, Y1
+	VMOVSS       X1, (BX)
+	VEXTRACTI128 $1, Y1, X1
+	VMOVSS       X1, 4(BX)
+	ADDQ         $128, SI
+	ADDQ         $32, DI
+	ADDQ         $8, BX
+	SUBQ         $32, R10
+	JNZ          qquant
+
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  qblock
+	VZEROUPPER
+	RET

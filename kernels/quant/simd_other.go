@@ -1,0 +1,14 @@
+//go:build !amd64 || purego
+
+package quant
+
+// dotRowsSIMD and dot2SIMD have no assembly kernels to offer in this
+// build: the pure-Go ones do all the work.
+func dotRowsSIMD(Type, []byte, *actRow, []float32) bool { return false }
+
+func dot2SIMD(Type, []byte, *actRow, *actRow) (r0, r1 float32, ok bool) { return 0, 0, false }
+
+// q8Blocks quantizes activation blocks; see q8BlocksGo.
+func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
+	q8BlocksGo(x, qs, d, sums, bsize)
+}
