@@ -7,13 +7,33 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/prefixd/prefixd/kernels"
 )
 
 // This file writes GGUF files for tests, from the format's specification
 // (llama.cpp's docs/gguf.md), independently of the reader: metadata in the
 // order given, tensor infos, then the tensors, each at an offset aligned
 // to general.alignment (32 by default) from the aligned start of the data.
+
+// GGUF's metadata value types, as the specification numbers them.
+const (
+	ggufUint8 = iota
+	ggufInt8
+	ggufUint16
+	ggufInt16
+	ggufUint32
+	ggufInt32
+	ggufFloat32
+	ggufBool
+	ggufString
+	ggufArray
+	ggufUint64
+	ggufInt64
+	ggufFloat64
+)
 
 // ggufKV is one metadata entry. Its value's Go type picks the GGUF type:
 // string, uint32, int32, uint64, float32, float64, bool, or a []string,
@@ -28,7 +48,7 @@ type ggufKV struct {
 type ggufOut struct {
 	name string
 	dims []uint64
-	typ  uint32
+	typ  kernels.DType
 	data []byte
 }
 
@@ -88,7 +108,7 @@ func encodeGGUF(meta []ggufKV, tensors []ggufOut) []byte {
 		for _, d := range t.dims {
 			b = le.AppendUint64(b, d)
 		}
-		b = le.AppendUint64(le.AppendUint32(b, t.typ), uint64(off))
+		b = le.AppendUint64(le.AppendUint32(b, uint32(t.typ)), uint64(off))
 		off = pad(off + len(t.data))
 	}
 	for _, t := range tensors {
@@ -171,14 +191,17 @@ func roundToHalf(x []float32) {
 // pass misplaced or ignored would show in its logits.
 func randomModel(c Config, seed uint64) *Model {
 	r := rand.New(rand.NewPCG(seed, 1))
-	vec := func(n int, mean, scale float64) []float32 {
+	floats := func(n int, mean, scale float64) []float32 {
 		w := make([]float32, n)
 		for i := range w {
 			w[i] = float32(mean + r.NormFloat64()*scale)
 		}
 		return w
 	}
-	mat := func(rows, cols int) []float32 { return vec(rows*cols, 0, 1/math.Sqrt(float64(cols))) }
+	vec := func(n int, mean, scale float64) kernels.Tensor { return vecT(floats(n, mean, scale)) }
+	mat := func(rows, cols int) kernels.Tensor {
+		return kernels.FromF32(floats(rows*cols, 0, 1/math.Sqrt(float64(cols))), rows, cols)
+	}
 	d, kv, qd, hd, h := c.Dim, c.KVDim(), c.QDim(), c.HeadDim(), c.Hidden
 	m := &Model{Config: c, Embedding: mat(c.Vocab, d), FinalNorm: vec(d, 1, 0.2)}
 	m.Classifier = m.Embedding
@@ -201,15 +224,60 @@ func randomModel(c Config, seed uint64) *Model {
 	return m
 }
 
+// sameWeights returns an error unless got has want's config and every
+// tensor of want, value for value (whatever types they are stored in).
+func sameWeights(got, want *Model) error {
+	if got.Config != want.Config {
+		return fmt.Errorf("config %+v, want %+v", got.Config, want.Config)
+	}
+	pairs := [][2]kernels.Tensor{{got.Embedding, want.Embedding}, {got.FinalNorm, want.FinalNorm},
+		{got.Classifier, want.Classifier}, {got.RopeFactors, want.RopeFactors}}
+	for i := range want.Layers {
+		g, w := got.Layers[i], want.Layers[i]
+		pairs = append(pairs, [][2]kernels.Tensor{{g.AttnNorm, w.AttnNorm}, {g.Wq, w.Wq}, {g.Wk, w.Wk}, {g.Wv, w.Wv},
+			{g.Wo, w.Wo}, {g.FFNNorm, w.FFNNorm}, {g.W1, w.W1}, {g.W2, w.W2}, {g.W3, w.W3}, {g.Bq, w.Bq},
+			{g.Bk, w.Bk}, {g.Bv, w.Bv}, {g.QNorm, w.QNorm}, {g.KNorm, w.KNorm}}...)
+	}
+	for i, p := range pairs {
+		if p[0].Rows != p[1].Rows || p[0].Cols != p[1].Cols || !slices.Equal(fl(p[0]), fl(p[1])) {
+			return fmt.Errorf("tensor %d (in Model order) differs from the one written", i)
+		}
+	}
+	return nil
+}
+
+// fl returns t's values as float32 (a view of an F32 tensor's data), nil
+// for the zero Tensor: what the references compute with.
+func fl(t kernels.Tensor) []float32 {
+	if t.Rows == 0 {
+		return nil
+	}
+	f, err := t.Float32s()
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// vecT is x as a one-row F32 tensor, the zero Tensor for nil.
+func vecT(x []float32) kernels.Tensor {
+	if x == nil {
+		return kernels.Tensor{}
+	}
+	return kernels.FromF32(x, 1, len(x))
+}
+
 // matrices returns every weight matrix of m (the classifier once, even
 // when tied): the tensors a converter stores as F16.
 func (m *Model) matrices() [][]float32 {
-	out := [][]float32{m.Embedding}
+	out := [][]float32{fl(m.Embedding)}
 	if !m.Config.SharedClassifier {
-		out = append(out, m.Classifier)
+		out = append(out, fl(m.Classifier))
 	}
 	for _, l := range m.Layers {
-		out = append(out, l.Wq, l.Wk, l.Wv, l.Wo, l.W1, l.W2, l.W3)
+		for _, t := range []kernels.Tensor{l.Wq, l.Wk, l.Wv, l.Wo, l.W1, l.W2, l.W3} {
+			out = append(out, fl(t))
+		}
 	}
 	return out
 }
@@ -235,8 +303,15 @@ func ggufMetaOf(m *Model, f ggufFile) []ggufKV {
 		{a + "rope.dimension_count", uint32(c.HeadDim())}, {a + "rope.freq_base", c.RopeTheta},
 		{a + "attention.layer_norm_rms_epsilon", c.NormEps},
 	}
+	for _, kv := range f.extra {
+		if i := slices.IndexFunc(meta, func(m ggufKV) bool { return m.key == kv.key }); i >= 0 {
+			meta[i] = kv
+		} else {
+			meta = append(meta, kv)
+		}
+	}
 	var out []ggufKV
-	for _, kv := range append(meta, f.extra...) {
+	for _, kv := range meta {
 		if !f.omitKeys[kv.key] {
 			out = append(out, kv)
 		}
@@ -248,10 +323,11 @@ func ggufMetaOf(m *Model, f ggufFile) []ggufKV {
 func ggufTensorsOf(m *Model, f ggufFile) []ggufOut {
 	c := m.Config
 	var out []ggufOut
-	add := func(name string, x []float32, dims ...int) {
-		t := ggufOut{name: name, typ: ggmlF32, data: f32Bytes(x)}
+	add := func(name string, w kernels.Tensor, dims ...int) {
+		x := fl(w)
+		t := ggufOut{name: name, typ: kernels.F32, data: f32Bytes(x)}
 		if f.f16 && len(dims) == 2 {
-			t.typ, t.data = ggmlF16, f16Bytes(x)
+			t.typ, t.data = kernels.F16, f16Bytes(x)
 		}
 		for _, d := range dims {
 			t.dims = append(t.dims, uint64(d))
@@ -264,7 +340,7 @@ func ggufTensorsOf(m *Model, f ggufFile) []ggufOut {
 	if !c.SharedClassifier {
 		add("output.weight", m.Classifier, d, c.Vocab)
 	}
-	if m.RopeFactors != nil {
+	if m.RopeFactors.Rows != 0 {
 		add("rope_freqs.weight", m.RopeFactors, hd/2)
 	}
 	for i, l := range m.Layers {
