@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/prefixd/prefixd/kernels"
+	"github.com/prefixd/prefixd/kernels/quant"
 )
 
 // This file writes GGUF files for tests, from the format's specification
@@ -286,6 +287,10 @@ func (m *Model) matrices() [][]float32 {
 type ggufFile struct {
 	arch  string   // general.architecture
 	f16   bool     // matrices as F16 (vectors stay F32, as llama.cpp writes them)
+	// types, when set, gives each matrix's type by its GGUF name (vectors
+	// stay F32); the values are quantized by kernels/quant's reference
+	// quantizers, so the file holds them only approximately.
+	types func(name string) kernels.DType
 	extra []ggufKV // more metadata, after the model's
 	// omitKeys drops metadata the writer would write, to test defaults.
 	omitKeys map[string]bool
@@ -329,6 +334,9 @@ func ggufTensorsOf(m *Model, f ggufFile) []ggufOut {
 		if f.f16 && len(dims) == 2 {
 			t.typ, t.data = kernels.F16, f16Bytes(x)
 		}
+		if f.types != nil && len(dims) == 2 {
+			t.typ, t.data = f.types(name), quantizeRows(f.types(name), x, dims[0])
+		}
 		for _, d := range dims {
 			t.dims = append(t.dims, uint64(d))
 		}
@@ -363,6 +371,22 @@ func ggufTensorsOf(m *Model, f ggufFile) []ggufOut {
 		add(p+"ffn_gate.weight", l.W1, d, h)
 		add(p+"ffn_down.weight", l.W2, h, d)
 		add(p+"ffn_up.weight", l.W3, d, h)
+	}
+	return out
+}
+
+// quantizeRows returns x, rows of cols values, quantized to typ row by
+// row.
+func quantizeRows(typ kernels.DType, x []float32, cols int) []byte {
+	rowBytes, err := typ.RowSize(cols)
+	if err != nil {
+		panic(err)
+	}
+	out := make([]byte, len(x)/cols*rowBytes)
+	for r := range len(x) / cols {
+		if err := quant.Quantize(typ, out[r*rowBytes:(r+1)*rowBytes], x[r*cols:(r+1)*cols]); err != nil {
+			panic(err)
+		}
 	}
 	return out
 }
