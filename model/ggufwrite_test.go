@@ -285,8 +285,8 @@ func (m *Model) matrices() [][]float32 {
 
 // ggufFile describes how to write a Model as GGUF.
 type ggufFile struct {
-	arch  string   // general.architecture
-	f16   bool     // matrices as F16 (vectors stay F32, as llama.cpp writes them)
+	arch string // general.architecture
+	f16  bool   // matrices as F16 (vectors stay F32, as llama.cpp writes them)
 	// types, when set, gives each matrix's type by its GGUF name (vectors
 	// stay F32); the values are quantized by kernels/quant's reference
 	// quantizers, so the file holds them only approximately.
