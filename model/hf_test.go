@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prefixd/prefixd/internal/vocabtest"
 	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/kernels/quant"
 	"github.com/prefixd/prefixd/safetensors"
@@ -268,5 +269,52 @@ func TestHFConfig(t *testing.T) {
 				t.Fatalf("Load = %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestHFTokenizer loads a folder with Llama 3's tokenizer.json and
+// tokenizer_config.json beside random weights: the model carries that
+// vocabulary (BOS and EOS from it when config.json has none) and refuses
+// a tokenizer larger than its embedding.
+func TestHFTokenizer(t *testing.T) {
+	src := vocabtest.Path(t, "tokenizers/llama3")
+	c := Config{Dim: 16, Hidden: 16, Layers: 1, Heads: 2, KVHeads: 1, Vocab: 128256, MaxSeqLen: 64,
+		RopeTheta: 500000, NormEps: 1e-5, BOS: -1, EOS: -1, Arch: Arch{Rope: kernels.RopeHalves}, SharedClassifier: true}
+	m := randomModel(c, 90)
+	for _, tc := range []struct {
+		vocab int
+		want  string
+	}{{128256, ""}, {1000, "tokenizer.json has 128256 tokens, the model 1000"}} {
+		m.Config.Vocab = tc.vocab
+		m.Embedding = kernels.FromF32(fl(m.Embedding)[:tc.vocab*c.Dim], tc.vocab, c.Dim)
+		m.Classifier = m.Embedding
+		dir := writeHF(t, m, "LlamaForCausalLM", "BF16", false, nil)
+		for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+			b, err := os.ReadFile(filepath.Join(src, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := Load(dir)
+		if tc.want != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load = %v, want an error containing %q", err, tc.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer got.Close()
+		tok := got.Tokenizer
+		if tok == nil || tok.VocabSize() != 128256 || got.Config.BOS != tok.BOS() || got.Config.EOS != tok.EOS() || tok.BOS() < 0 {
+			t.Fatalf("tokenizer %v, BOS/EOS %d/%d", tok, got.Config.BOS, got.Config.EOS)
+		}
+		if text := "Hello, world!"; tok.Decode(tok.Encode(text)) != text {
+			t.Fatalf("%q does not round-trip: %v", text, tok.Encode(text))
+		}
 	}
 }
