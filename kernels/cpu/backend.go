@@ -18,6 +18,8 @@ import (
 type Backend struct {
 	w       *Workers
 	q       *quant.Multiplier // products on weights of other types than F32
+	deq     deqGemm           // and those of a prefill chunk
+	deqRun  func(part, lo, hi int)
 	weights []weight
 	bufs    []buffer
 	kv      *KVCache
@@ -56,7 +58,9 @@ func NewBackend(w *Workers) *Backend {
 	if w != nil {
 		par = w.For
 	}
-	return &Backend{w: w, q: quant.NewMultiplier(par), weights: make([]weight, 1)}
+	b := &Backend{w: w, q: quant.NewMultiplier(par), weights: make([]weight, 1)}
+	b.deqRun = b.deq.run // made once, so handing it to For does not allocate
+	return b
 }
 
 // Upload keeps t for the ops that name the returned handle, in its own
@@ -178,11 +182,17 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Weight) {
 }
 
 // matMul sets dst = x·Wᵀ for rows rows of x: F32 weights through this
-// package's GEMM (its results are those of every earlier release), other
-// types through kernels/quant on the weights as uploaded.
+// package's GEMM (its results are those of every earlier release); other
+// types through kernels/quant on the weights as uploaded, or, for
+// gemmRows rows and more (prefill), through the GEMM on float32 groups of
+// their rows.
 func (b *Backend) matMul(dst, x []float32, m *weight, rows int) {
-	if m.t.Type == kernels.F32 {
+	switch {
+	case m.t.Type == kernels.F32:
 		MatMul(b.w, dst, x, m.f, rows, m.rows, m.cols)
+		return
+	case rows >= gemmRows:
+		b.deqMatMul(dst, x, m.t, rows)
 		return
 	}
 	if err := b.q.MatMul(dst, x, m.t.Data, m.t.Type, rows, m.rows, m.cols); err != nil {

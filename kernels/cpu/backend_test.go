@@ -151,7 +151,8 @@ func quantTensor(t *testing.T, r *rand.Rand, typ kernels.DType, rows, cols int) 
 // TestBackendQuantizedWeights runs Embed, MatMul, RMSNorm and Logits on
 // weights of every type as uploaded, against float32 arithmetic on their
 // dequantized values: Embed exactly (a gathered row is dequantized), the
-// products within what quantizing the activations to 8 bits costs.
+// products within what quantizing the activations to 8 bits costs, and a
+// prefill chunk's within float32 rounding.
 func TestBackendQuantizedWeights(t *testing.T) {
 	const vocab, in, out = 12, 512, 40
 	w := NewWorkers(2)
@@ -196,6 +197,18 @@ func TestBackendQuantizedWeights(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkProduct(t, "Logits", logits, wantNorm, matF, 1, out, in, float)
+
+			// A prefill chunk (gemmRows rows or more) multiplies float32
+			// groups of the dequantized rows: float32 rounding only.
+			long := make([]int32, gemmRows+5)
+			for i := range long {
+				long[i] = int32(i % vocab)
+			}
+			b.Begin([]batch.Row{{Tokens: long}})
+			b.Embed(x, hs[0])
+			xs = slices.Clone(b.bufs[x].f)
+			b.MatMul(y, x, hs[1])
+			checkProduct(t, "prefill MatMul", b.bufs[y].f, xs, matF, len(long), out, in, true)
 		})
 	}
 }
