@@ -14,7 +14,7 @@ import (
 // which kernels/quant's row-at-a-time products (built for decode) do not,
 // and the dequantization is paid once for all the rows. Below it, the
 // integer products of kernels/quant stream the quantized bytes.
-const gemmRows = 16
+const gemmRows = 64
 
 // deqGroup is how many weight rows a worker dequantizes at a time: 64 rows
 // of a 4096-wide matrix are 1 MiB of float32, in cache for the GEMM that
