@@ -1,6 +1,7 @@
-// Package model loads Llama-family models (llama2.c checkpoints; GGUF of
-// Llama 2 and 3.x, Mistral, Qwen2 and Qwen3; and a built-in synthetic
-// model), tokenizes text, and runs the forward pass over paged K/V:
+// Package model loads Llama-family models (llama2.c checkpoints; GGUF
+// files and Hugging Face safetensors folders of Llama 2 and 3.x, Mistral,
+// Qwen2 and Qwen3, their weights kept in the file's types; and a built-in
+// synthetic model), tokenizes text, and runs the forward pass over paged K/V:
 // attention reads each sequence's K/V through its block table, so a cached
 // prefix skips its compute entirely.
 package model
@@ -130,21 +131,6 @@ func (m *Model) Close() error {
 	}
 	m.closers = nil
 	return errors.Join(errs...)
-}
-
-// bytes is the size of the model's weights as held: the file's bytes for
-// a mapped model, 4 per value for float32.
-func (m *Model) bytes() int {
-	n := len(m.Embedding.Data) + len(m.FinalNorm.Data) + len(m.RopeFactors.Data)
-	if !m.Config.SharedClassifier {
-		n += len(m.Classifier.Data)
-	}
-	for _, l := range m.Layers {
-		for _, t := range []kernels.Tensor{l.AttnNorm, l.Wq, l.Wk, l.Wv, l.Wo, l.FFNNorm, l.W1, l.W2, l.W3, l.Bq, l.Bk, l.Bv, l.QNorm, l.KNorm} {
-			n += len(t.Data)
-		}
-	}
-	return n
 }
 
 // check verifies every tensor's shape and bytes against the config.
