@@ -88,9 +88,11 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := ggufTokenizer(meta)
-	if err != nil {
-		return nil, err
+	var tok Tokenizer // SentencePiece or byte-level BPE, nil without a vocabulary
+	if _, ok := meta["tokenizer.ggml.tokens"]; ok {
+		if tok, err = GGUFTokenizer(meta); err != nil {
+			return nil, err
+		}
 	}
 	emb, ok := f.Tensor("token_embd.weight")
 	if !ok || len(emb.Shape) != 2 {
@@ -102,7 +104,7 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 		if tok.VocabSize() != c.Vocab {
 			return nil, fmt.Errorf("model: GGUF vocabulary has %d tokens, embedding %d", tok.VocabSize(), c.Vocab)
 		}
-		c.BOS, c.EOS = tok.bos, tok.eos
+		c.BOS, c.EOS = tok.BOS(), tok.EOS()
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -117,9 +119,7 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 	if name, ok := meta["general.name"].(string); ok && name != "" {
 		m.Name = name
 	}
-	if tok != nil {
-		m.Tokenizer = tok
-	}
+	m.Tokenizer = tok
 	var errs []error
 	// load sets dst to the named tensor after checking its shape, ggml's
 	// (innermost first).

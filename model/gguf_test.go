@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/prefixd/prefixd/internal/vocabtest"
 )
 
 func TestGGUFLoadsAndRuns(t *testing.T) {
@@ -219,4 +221,57 @@ func FuzzGGUF(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestGGUFBPEModel loads a model whose GGUF carries a byte-level BPE
+// vocabulary (tokenizer.ggml.model "gpt2", as Llama 3 and Qwen files do),
+// taken from llama.cpp's GPT-2 vocabulary file: the model gets that
+// tokenizer, and its BOS and EOS.
+func TestGGUFBPEModel(t *testing.T) {
+	meta, err := ReadGGUFMetadata(vocabtest.Path(t, "vocab/ggml-vocab-gpt-2.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var extra []ggufKV
+	for k, v := range meta {
+		if !strings.HasPrefix(k, "tokenizer.") {
+			continue
+		}
+		switch v := v.(type) {
+		case string:
+			extra = append(extra, ggufKV{k, v})
+		case int64:
+			extra = append(extra, ggufKV{k, uint32(v)})
+		case []any:
+			switch v[0].(type) {
+			case string:
+				ss := make([]string, len(v))
+				for i := range v {
+					ss[i] = v[i].(string)
+				}
+				extra = append(extra, ggufKV{k, ss})
+			case int64:
+				ns := make([]int32, len(v))
+				for i := range v {
+					ns[i] = int32(v[i].(int64))
+				}
+				extra = append(extra, ggufKV{k, ns})
+			}
+		}
+	}
+	tokens := meta["tokenizer.ggml.tokens"].([]any)
+	c := Config{Dim: 16, Hidden: 16, Layers: 1, Heads: 2, KVHeads: 1, Vocab: len(tokens), MaxSeqLen: 64,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1, SharedClassifier: true}
+	m, err := Load(writeGGUF(t, randomModel(c, 95), ggufFile{arch: "llama", f16: true, extra: extra}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tok := m.Tokenizer
+	if tok == nil || tok.VocabSize() != len(tokens) || m.Config.EOS != tok.EOS() || m.Config.EOS < 0 {
+		t.Fatalf("tokenizer %T, EOS %d", tok, m.Config.EOS)
+	}
+	if text := "Hello, world!"; tok.Decode(tok.Encode(text)) != text || len(tok.Encode(text)) != 4 {
+		t.Fatalf("%q encodes as %v", text, tok.Encode(text))
+	}
 }
