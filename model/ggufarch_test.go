@@ -350,14 +350,23 @@ func TestFloatToHalf(t *testing.T) {
 	}
 }
 
-// archSeeds returns a GGUF file of each architecture case for the
-// fuzzer's corpus, shrunk to one layer of width 16 (a few KiB) so that
-// mutations fall on metadata and tensor infos as often as on weights.
+// archSeeds returns a GGUF file of each architecture case, and two of
+// quantized weights, for the fuzzer's corpus, shrunk to one layer of width
+// 16 or 32 (a few KiB) so that mutations fall on metadata and tensor infos
+// as often as on weights.
 func archSeeds(t testing.TB) [][]byte {
 	var out [][]byte
 	for i, a := range archCases() {
 		a.c.Dim, a.c.Hidden, a.c.Layers, a.c.Vocab = 16, 16, 1, 8
 		m := a.model(t, uint64(50+i))
+		out = append(out, encodeGGUF(ggufMetaOf(m, a.file), ggufTensorsOf(m, a.file)))
+	}
+	// Quantized matrices of 32-value blocks, small enough at this width.
+	a := archCases()[0]
+	a.c.Dim, a.c.Hidden, a.c.Layers, a.c.Vocab = 32, 32, 1, 8
+	m := a.model(t, 59)
+	for _, typ := range []kernels.DType{kernels.Q8_0, kernels.Q4_1} {
+		a.file.types = func(string) kernels.DType { return typ }
 		out = append(out, encodeGGUF(ggufMetaOf(m, a.file), ggufTensorsOf(m, a.file)))
 	}
 	return out
