@@ -193,13 +193,14 @@ func fromSafetensors(st *safetensors.Model, c Config, factors []float32) (*Model
 		}
 		// Shapes are outermost first: a matrix is [out, in]. Model.check
 		// compares them with the config.
-		rows, cols := 1, t.Shape[len(t.Shape)-1]
+		var rows, cols int
 		switch len(t.Shape) {
 		case 1:
+			rows, cols = 1, t.Shape[0]
 		case 2:
-			rows = t.Shape[0]
+			rows, cols = t.Shape[0], t.Shape[1]
 		default:
-			errs = append(errs, fmt.Errorf("model: tensor %q has shape %v", name, t.Shape))
+			errs = append(errs, fmt.Errorf("model: tensor %q has shape %v, not a vector or a matrix", name, t.Shape))
 			return
 		}
 		*dst = kernels.Tensor{Type: typ, Rows: rows, Cols: cols, Data: t.Data}

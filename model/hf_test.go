@@ -262,9 +262,14 @@ func TestHFConfig(t *testing.T) {
 		{"unknown architecture", "GPT2LMHeadModel", nil, `"GPT2LMHeadModel" is not supported`},
 		{"yarn", "LlamaForCausalLM", map[string]any{"rope_scaling": map[string]any{"rope_type": "yarn", "factor": 4.0}}, `"yarn" is not supported`},
 		{"bad shape", "LlamaForCausalLM", map[string]any{"hidden_size": 64}, "want"},
+		{"no config", "", nil, "config.json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load(writeHF(t, src, tc.arch, "F32", false, tc.extra))
+			dir := writeHF(t, src, tc.arch, "F32", false, tc.extra)
+			if tc.arch == "" {
+				os.Remove(filepath.Join(dir, "config.json"))
+			}
+			_, err := Load(dir)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Load = %v, want an error containing %q", err, tc.want)
 			}
@@ -317,4 +322,32 @@ func TestHFTokenizer(t *testing.T) {
 			t.Fatalf("%q does not round-trip: %v", text, tok.Encode(text))
 		}
 	}
+}
+
+// FuzzHFConfig feeds arbitrary config.json contents to the reader: it
+// must return a valid Config (with factors of half its head width, if
+// any) or an error, never panic.
+func FuzzHFConfig(f *testing.F) {
+	f.Add([]byte(`{"architectures":["LlamaForCausalLM"],"hidden_size":32,"intermediate_size":48,"num_hidden_layers":2,
+		"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":40,"rope_scaling":{"rope_type":"llama3","factor":8,
+		"low_freq_factor":1,"high_freq_factor":4,"original_max_position_embeddings":8192},"eos_token_id":[2,3]}`))
+	f.Add([]byte(`{"architectures":["Qwen3ForCausalLM"],"hidden_size":1024,"intermediate_size":3072,"num_hidden_layers":28,
+		"num_attention_heads":16,"num_key_value_heads":8,"head_dim":128,"vocab_size":151936,"tie_word_embeddings":true}`))
+	f.Add([]byte(`{"architectures":["Qwen2ForCausalLM"],"hidden_size":7,"num_attention_heads":0,"rope_scaling":{"type":"yarn"}}`))
+	f.Fuzz(func(t *testing.T, js []byte) {
+		var h hfConfig
+		if json.Unmarshal(js, &h) != nil {
+			return
+		}
+		c, factors, err := h.config()
+		if err != nil {
+			return
+		}
+		if verr := c.Validate(); verr != nil {
+			t.Fatalf("config() accepted an invalid config: %v", verr)
+		}
+		if factors != nil && len(factors) != c.HeadDim()/2 {
+			t.Fatalf("%d rope factors for a head of %d", len(factors), c.HeadDim())
+		}
+	})
 }
