@@ -324,6 +324,48 @@ func TestHFTokenizer(t *testing.T) {
 	}
 }
 
+// TestHFTensorShapes refuses a folder whose final norm is a scalar (a
+// tensor of no dimensions) or of the wrong width, naming it.
+func TestHFTensorShapes(t *testing.T) {
+	c := Config{Dim: 32, Hidden: 48, Layers: 1, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 64, RopeTheta: 10000,
+		NormEps: 1e-5, BOS: -1, EOS: -1, Arch: Arch{Rope: kernels.RopeHalves}}
+	for _, tc := range []struct {
+		name  string
+		shape []int
+		want  string
+	}{
+		{"scalar", nil, `"model.norm.weight" has shape [], not a vector or a matrix`},
+		{"narrow", []int{16}, "final norm is 1×16, want 1×32"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeHF(t, randomModel(c, 99), "LlamaForCausalLM", "F32", false, nil)
+			st, err := safetensors.OpenDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ts []safetensors.Tensor
+			for _, name := range st.Names() {
+				x, _ := st.Tensor(name)
+				x.Data = append([]byte(nil), x.Data...)
+				if name == "model.norm.weight" {
+					x.Shape, x.Data = []int{}, x.Data[:4] // a scalar
+					if tc.shape != nil {
+						x.Shape, x.Data = tc.shape, x.Data[:4*tc.shape[0]]
+					}
+				}
+				ts = append(ts, x)
+			}
+			st.Close()
+			if err := safetensorstest.WriteFile(filepath.Join(dir, safetensors.SingleFile), ts, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // FuzzHFConfig feeds arbitrary config.json contents to the reader: it
 // must return a valid Config (with factors of half its head width, if
 // any) or an error, never panic.
