@@ -101,23 +101,48 @@ func cpuRunner(t testing.TB, m *model.Model) *model.Runner {
 	return model.NewRunner(m, w)
 }
 
-// roundMatrices rounds every matrix of m to dt, as Upload does, so that
-// the CPU reference computes with the weights the device holds.
-func roundMatrices(m *model.Model, dt src.DType) {
-	r := func(x []float32) {
+// withMatrices returns a copy of m whose weight matrices are f of m's (the
+// tied classifier staying tied); its other tensors are m's.
+func withMatrices(t testing.TB, m *model.Model, f func(kernels.Tensor) (kernels.Tensor, error)) *model.Model {
+	t.Helper()
+	out := *m
+	conv := func(w *kernels.Tensor) {
+		var err error
+		if *w, err = f(*w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conv(&out.Embedding)
+	out.Classifier = out.Embedding
+	if !m.Config.SharedClassifier {
+		out.Classifier = m.Classifier
+		conv(&out.Classifier)
+	}
+	out.Layers = slices.Clone(m.Layers)
+	for i := range out.Layers {
+		l := &out.Layers[i]
+		for _, w := range []*kernels.Tensor{&l.Wq, &l.Wk, &l.Wv, &l.Wo, &l.W1, &l.W2, &l.W3} {
+			conv(w)
+		}
+	}
+	return &out
+}
+
+// roundMatrices returns m with every matrix's values rounded to dt, as
+// Upload does, as F32 tensors, so that the CPU reference computes with the
+// weights the device holds.
+func roundMatrices(t testing.TB, m *model.Model, dt src.DType) *model.Model {
+	return withMatrices(t, m, func(w kernels.Tensor) (kernels.Tensor, error) {
+		x, err := w.Float32s()
+		if err != nil {
+			return w, err
+		}
+		x = slices.Clone(x)
 		for i, v := range x {
 			x[i] = launch.Round(dt, v)
 		}
-	}
-	r(m.Embedding)
-	if !m.Config.SharedClassifier {
-		r(m.Classifier)
-	}
-	for _, l := range m.Layers {
-		for _, x := range [][]float32{l.Wq, l.Wk, l.Wv, l.Wo, l.W1, l.W2, l.W3} {
-			r(x)
-		}
-	}
+		return kernels.FromF32(x, w.Rows, w.Cols), nil
+	})
 }
 
 var forwardModels = []struct {
@@ -171,12 +196,13 @@ func TestForwardMatchesCPU(t *testing.T) {
 				c.MaxSeqLen, c.RopeTheta, c.NormEps, c.BOS, c.EOS = 256, 10000, 1e-5, -1, -1
 				m := model.Random(c, uint64(i+1))
 				if fm.factors {
-					m.RopeFactors = make([]float32, c.HeadDim()/2)
-					for j := range m.RopeFactors {
-						m.RopeFactors[j] = 1 + 3*float32(j)/float32(len(m.RopeFactors))
+					f := make([]float32, c.HeadDim()/2)
+					for j := range f {
+						f[j] = 1 + 3*float32(j)/float32(len(f))
 					}
+					m.RopeFactors = kernels.FromF32(f, 1, len(f))
 				}
-				roundMatrices(m, dev.DType())
+				m = roundMatrices(t, m, dev.DType())
 				const bs, blocks = 8, 24
 				gpuR, cpuR := runnerOn(t, m, dev), cpuRunner(t, m)
 				for _, r := range []*model.Runner{gpuR, cpuR} {
