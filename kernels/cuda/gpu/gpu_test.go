@@ -15,6 +15,7 @@ import (
 	"github.com/prefixd/prefixd/kernels/cuda/internal/kerneltest"
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
 	"github.com/prefixd/prefixd/kernels/cuda/src"
+	"github.com/prefixd/prefixd/kernels/quant"
 	"github.com/prefixd/prefixd/model"
 )
 
@@ -142,6 +143,68 @@ func roundMatrices(t testing.TB, m *model.Model, dt src.DType) *model.Model {
 			x[i] = launch.Round(dt, v)
 		}
 		return kernels.FromF32(x, w.Rows, w.Cols), nil
+	})
+}
+
+// quantized returns m's matrices in type typ, quantized row by row.
+func quantized(t testing.TB, m *model.Model, typ kernels.DType) *model.Model {
+	return withMatrices(t, m, func(w kernels.Tensor) (kernels.Tensor, error) {
+		x, err := w.Float32s()
+		if err != nil {
+			return w, err
+		}
+		rowBytes, err := typ.RowSize(w.Cols)
+		if err != nil {
+			return w, err
+		}
+		q := kernels.Tensor{Type: typ, Rows: w.Rows, Cols: w.Cols, Data: make([]byte, w.Rows*rowBytes)}
+		for r := range w.Rows {
+			if err := quant.Quantize(typ, q.Row(r), x[r*w.Cols:(r+1)*w.Cols]); err != nil {
+				return w, err
+			}
+		}
+		return q, nil
+	})
+}
+
+// TestUploadFileTypes runs models whose matrices are held in a file's
+// types (F16, BF16, and quantized ones, which Upload dequantizes) on the
+// device and compares their logits with the CPU runner's on the same
+// values dequantized and rounded to the device's type as F32 tensors.
+func TestUploadFileTypes(t *testing.T) {
+	c := model.Config{Dim: 32, Hidden: 64, Layers: 1, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 64,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
+	each(t, src.DTypes, func(t *testing.T, dev Device) {
+		for i, typ := range []kernels.DType{kernels.F16, kernels.BF16, kernels.Q8_0, kernels.Q4_1} {
+			t.Run(typ.String(), func(t *testing.T) {
+				m := quantized(t, model.Random(c, uint64(30+i)), typ)
+				if m.Layers[0].Wq.Type != typ {
+					t.Fatalf("Wq is %v, want %v", m.Layers[0].Wq.Type, typ)
+				}
+				gpuR, cpuR := runnerOn(t, m, dev), cpuRunner(t, roundMatrices(t, m, dev.DType()))
+				table := []blockstore.BlockID{0, 1, 2}
+				for _, r := range []*model.Runner{gpuR, cpuR} {
+					if _, err := r.NewKV(len(table), 8); err != nil {
+						t.Fatal(err)
+					}
+				}
+				steps := [][]batch.Row{{{Tokens: tokens(1, 12, c.Vocab), Blocks: table, Logits: true}},
+					{{Tokens: tokens(2, 1, c.Vocab), Start: 12, Blocks: table, Logits: true}}}
+				for s, rows := range steps {
+					want, err := cpuR.Forward(rows)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := gpuR.Forward(rows)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if e := kerneltest.RelErr(got, want); e > kerneltest.Tolerance[dev.DType()] {
+						t.Fatalf("step %d: logits relative error %.3g over %.0e", s, e, kerneltest.Tolerance[dev.DType()])
+					}
+				}
+			})
+		}
 	})
 }
 
@@ -414,8 +477,11 @@ func TestBackendRefuses(t *testing.T) {
 	each(t, []src.DType{src.BF16}, func(t *testing.T, dev Device) {
 		b := NewBackend(dev)
 		defer b.Close()
-		if _, err := b.Upload(kernels.Tensor{Type: 1, Rows: 2, Cols: 2, Data: make([]byte, 8)}); err == nil {
-			t.Error("an F16 tensor uploaded")
+		if _, err := b.Upload(kernels.Tensor{Type: kernels.F16, Rows: 2, Cols: 2, Data: make([]byte, 6)}); err == nil {
+			t.Error("an F16 tensor short of its size uploaded")
+		}
+		if _, err := b.Upload(kernels.Tensor{Type: quant.Q8_K, Rows: 1, Cols: 256, Data: make([]byte, 292)}); err == nil {
+			t.Error("a Q8_K (activation) tensor uploaded")
 		}
 		if _, err := b.Upload(kernels.FromF32(nil, 0, 4)); err == nil {
 			t.Error("an empty tensor uploaded")
