@@ -99,6 +99,32 @@ func (t Tensor) Float32s() ([]float32, error) {
 	return out, nil
 }
 
+// Convert returns t's values in type typ: t itself when it has that type,
+// else a new tensor of its values converted row by row (F16 and BF16
+// rounded to nearest even, quantized types by kernels/quant's reference
+// quantizers, so they hold the values only approximately). It fails where
+// Check does, and for a typ whose blocks do not divide Cols.
+func (t Tensor) Convert(typ DType) (Tensor, error) {
+	if t.Type == typ {
+		return t, t.Check()
+	}
+	x, err := t.Float32s()
+	if err != nil {
+		return Tensor{}, err
+	}
+	rowBytes, err := typ.RowSize(t.Cols)
+	if err != nil {
+		return Tensor{}, fmt.Errorf("kernels: %w", err)
+	}
+	out := Tensor{Type: typ, Rows: t.Rows, Cols: t.Cols, Data: make([]byte, t.Rows*rowBytes)}
+	for r := range t.Rows {
+		if err := quant.Quantize(typ, out.Row(r), x[r*t.Cols:(r+1)*t.Cols]); err != nil {
+			return Tensor{}, fmt.Errorf("kernels: %w", err)
+		}
+	}
+	return out, nil
+}
+
 // FromF32 returns x, rows×cols floats, as an F32 Tensor viewing the same
 // memory (no copy). It panics if len(x) != rows·cols.
 func FromF32(x []float32, rows, cols int) Tensor {

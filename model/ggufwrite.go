@@ -8,7 +8,6 @@ import (
 
 	"github.com/prefixd/prefixd/gguf"
 	"github.com/prefixd/prefixd/kernels"
-	"github.com/prefixd/prefixd/kernels/quant"
 )
 
 // This file lays a Model out as GGUF (prefixd gen-model, and the tests):
@@ -97,12 +96,12 @@ func ggufTensorsOf(m *Model, f ggufFile) ([]gguf.Tensor, error) {
 		case f.f16 && len(dims) == 2:
 			typ = kernels.F16
 		}
-		var data []byte
-		if data, err = encodeAs(w, typ); err != nil {
+		var conv kernels.Tensor
+		if conv, err = w.Convert(typ); err != nil {
 			err = fmt.Errorf("model: GGUF tensor %s: %w", name, err)
 			return
 		}
-		out = append(out, gguf.Tensor{Name: name, Type: typ, Shape: dims, Data: data})
+		out = append(out, gguf.Tensor{Name: name, Type: typ, Shape: dims, Data: conv.Data})
 	}
 	d, kv, qd, hd, h := c.Dim, c.KVDim(), c.QDim(), c.HeadDim(), c.Hidden
 	add("token_embd.weight", m.Embedding, d, c.Vocab)
@@ -135,28 +134,4 @@ func ggufTensorsOf(m *Model, f ggufFile) ([]gguf.Tensor, error) {
 		add(p+"ffn_up.weight", l.W3, d, h)
 	}
 	return out, err
-}
-
-// encodeAs returns t's bytes in type typ: its own Data when it has that
-// type, else its values converted row by row (F16 rounded to nearest even,
-// quantized types by kernels/quant's reference quantizers).
-func encodeAs(t kernels.Tensor, typ kernels.DType) ([]byte, error) {
-	if t.Type == typ {
-		return t.Data, t.Check()
-	}
-	x, err := t.Float32s()
-	if err != nil {
-		return nil, err
-	}
-	rowBytes, err := typ.RowSize(t.Cols)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, t.Rows*rowBytes)
-	for r := range t.Rows {
-		if err := quant.Quantize(typ, out[r*rowBytes:(r+1)*rowBytes], x[r*t.Cols:(r+1)*t.Cols]); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }

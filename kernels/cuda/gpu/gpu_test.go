@@ -102,6 +102,25 @@ func cpuRunner(t testing.TB, m *model.Model) *model.Runner {
 	return model.NewRunner(m, w)
 }
 
+// sameSteps runs each step on the device's runner and on the CPU runner and
+// requires logits within relative error tol of the CPU's.
+func sameSteps(t testing.TB, gpuR, cpuR *model.Runner, steps [][]batch.Row, tol float64) {
+	t.Helper()
+	for s, rows := range steps {
+		want, err := cpuR.Forward(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := gpuR.Forward(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := kerneltest.RelErr(got, want); e > tol {
+			t.Fatalf("step %d: logits relative error %.3g over %.0e", s, e, tol)
+		}
+	}
+}
+
 // withMatrices returns a copy of m whose weight matrices are f of m's (the
 // tied classifier staying tied); its other tensors are m's.
 func withMatrices(t testing.TB, m *model.Model, f func(kernels.Tensor) (kernels.Tensor, error)) *model.Model {
@@ -146,25 +165,9 @@ func roundMatrices(t testing.TB, m *model.Model, dt src.DType) *model.Model {
 	})
 }
 
-// quantized returns m's matrices in type typ, quantized row by row.
+// quantized returns m's matrices in type typ.
 func quantized(t testing.TB, m *model.Model, typ kernels.DType) *model.Model {
-	return withMatrices(t, m, func(w kernels.Tensor) (kernels.Tensor, error) {
-		x, err := w.Float32s()
-		if err != nil {
-			return w, err
-		}
-		rowBytes, err := typ.RowSize(w.Cols)
-		if err != nil {
-			return w, err
-		}
-		q := kernels.Tensor{Type: typ, Rows: w.Rows, Cols: w.Cols, Data: make([]byte, w.Rows*rowBytes)}
-		for r := range w.Rows {
-			if err := quant.Quantize(typ, q.Row(r), x[r*w.Cols:(r+1)*w.Cols]); err != nil {
-				return w, err
-			}
-		}
-		return q, nil
-	})
+	return withMatrices(t, m, func(w kernels.Tensor) (kernels.Tensor, error) { return w.Convert(typ) })
 }
 
 // TestUploadFileTypes runs models whose matrices are held in a file's
@@ -190,19 +193,7 @@ func TestUploadFileTypes(t *testing.T) {
 				}
 				steps := [][]batch.Row{{{Tokens: tokens(1, 12, c.Vocab), Blocks: table, Logits: true}},
 					{{Tokens: tokens(2, 1, c.Vocab), Start: 12, Blocks: table, Logits: true}}}
-				for s, rows := range steps {
-					want, err := cpuR.Forward(rows)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := gpuR.Forward(rows)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if e := kerneltest.RelErr(got, want); e > kerneltest.Tolerance[dev.DType()] {
-						t.Fatalf("step %d: logits relative error %.3g over %.0e", s, e, kerneltest.Tolerance[dev.DType()])
-					}
-				}
+				sameSteps(t, gpuR, cpuR, steps, kerneltest.Tolerance[dev.DType()])
 			})
 		}
 	})
@@ -289,20 +280,7 @@ func TestForwardMatchesCPU(t *testing.T) {
 						{Tokens: tokens(9+k, 1, c.Vocab), Start: 25 + k, Blocks: tb[2], Logits: k%2 == 0},
 						{Tokens: tokens(10+k, 1, c.Vocab), Start: 140 + k, Blocks: tb[3], Logits: true}})
 				}
-				tol := kerneltest.Tolerance[dev.DType()]
-				for s, rows := range steps {
-					want, err := cpuR.Forward(rows)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := gpuR.Forward(rows)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if e := kerneltest.RelErr(got, want); e > tol {
-						t.Fatalf("step %d: logits relative error %.3g over %.0e", s, e, tol)
-					}
-				}
+				sameSteps(t, gpuR, cpuR, steps, kerneltest.Tolerance[dev.DType()])
 			})
 		}
 	})
