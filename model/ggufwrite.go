@@ -14,18 +14,20 @@ import (
 // llama.cpp's metadata and tensor names, encoded by package gguf's writer.
 
 // WriteGGUF writes m to w as a GGUF v3 file of architecture "llama", in
-// llama.cpp's tensor names and layout: matrices as F16 when f16 (rounded
-// to nearest even) or F32, vectors as F32. m's tokenizer is not written,
-// so the file has none. It refuses a model whose Arch options a "llama"
-// file cannot carry.
-func WriteGGUF(w io.Writer, m *Model, f16 bool) error {
+// llama.cpp's tensor names and layout: matrices in type typ (F32, F16 or
+// BF16 rounded to nearest even, a quantized type by kernels/quant's
+// reference quantizers), vectors as F32. m's tokenizer is not written, so
+// the file has none. It refuses a model whose Arch options a "llama" file
+// cannot carry, and a typ whose blocks do not divide a matrix's rows. The
+// converted matrices are held in memory until written.
+func WriteGGUF(w io.Writer, m *Model, typ kernels.DType) error {
 	if err := m.check(); err != nil {
 		return err
 	}
 	if m.Config.Arch != (Arch{}) {
 		return errors.New("model: WriteGGUF writes Llama models: no q/k/v bias, q/k norm or half-rotation RoPE")
 	}
-	return writeGGUFTo(w, m, ggufFile{arch: "llama", name: m.Name, f16: f16})
+	return writeGGUFTo(w, m, ggufFile{arch: "llama", name: m.Name, types: func(string) kernels.DType { return typ }})
 }
 
 // writeGGUFTo writes m to w as f describes.

@@ -136,12 +136,13 @@ func writeGGUF(t testing.TB, m *Model, f ggufFile) string {
 }
 
 // TestWriteGGUF writes random Llama models with the exported writer, in
-// F32 and F16, and loads them back: the same config and name, and the same
-// tensors (F16 ones rounded to halves, by the definition of binary16).
+// F32, F16 and Q8_0, and loads them back: the same config and name, and
+// the same tensors (F16 ones rounded to halves, by the definition of
+// binary16; Q8_0 ones within a quantization step, Q8_0 in the file).
 func TestWriteGGUF(t *testing.T) {
-	c := Config{Dim: 24, Hidden: 40, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 30, MaxSeqLen: 64,
+	c := Config{Dim: 32, Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 30, MaxSeqLen: 64,
 		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
-	for _, f16 := range []bool{false, true} {
+	for _, typ := range []kernels.DType{kernels.F32, kernels.F16, kernels.Q8_0} {
 		src := Random(c, 3)
 		src.Name = "random"
 		path := filepath.Join(t.TempDir(), "m.gguf")
@@ -149,7 +150,7 @@ func TestWriteGGUF(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := WriteGGUF(f, src, f16); err != nil {
+		if err := WriteGGUF(f, src, typ); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.Close(); err != nil {
@@ -159,25 +160,45 @@ func TestWriteGGUF(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f16 {
+		if m.Name != src.Name || m.Tokenizer != nil {
+			t.Errorf("%v: name %q and tokenizer %v, want %q and none", typ, m.Name, m.Tokenizer, src.Name)
+		}
+		if m.Layers[1].W2.Type != typ || m.Embedding.Type != typ || m.FinalNorm.Type != kernels.F32 {
+			t.Errorf("%v: matrices of %v and %v, a norm of %v", typ, m.Layers[1].W2.Type, m.Embedding.Type, m.FinalNorm.Type)
+		}
+		switch typ {
+		case kernels.F16:
 			for _, x := range src.matrices() {
 				roundToHalf(x)
 			}
+		case kernels.Q8_0:
+			// Every random weight is within 6/sqrt(fan-in) of zero, so a
+			// Q8_0 step (a block's largest magnitude / 127) is below 6/127.
+			for i, x := range src.matrices() {
+				got := m.matrices()[i]
+				for j := range x {
+					if math.Abs(float64(got[j]-x[j])) > 6/127.0/math.Sqrt(float64(c.Dim)) {
+						t.Fatalf("Q8_0: matrix %d value %d is %v, was %v", i, j, got[j], x[j])
+					}
+				}
+			}
 		}
-		if m.Name != src.Name || m.Tokenizer != nil {
-			t.Errorf("f16 %v: name %q and tokenizer %v, want %q and none", f16, m.Name, m.Tokenizer, src.Name)
-		}
-		if err := sameWeights(m, src); err != nil {
-			t.Errorf("f16 %v: %v", f16, err)
+		if typ != kernels.Q8_0 {
+			if err := sameWeights(m, src); err != nil {
+				t.Errorf("%v: %v", typ, err)
+			}
 		}
 		if err := m.Close(); err != nil {
 			t.Error(err)
 		}
 	}
-	qwen := Random(Config{Dim: 24, Hidden: 40, Layers: 1, Heads: 4, KVHeads: 2, Vocab: 30, MaxSeqLen: 64,
+	qwen := Random(Config{Dim: 32, Hidden: 64, Layers: 1, Heads: 4, KVHeads: 2, Vocab: 30, MaxSeqLen: 64,
 		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1, Arch: Arch{QKNorm: true}}, 4)
-	if err := WriteGGUF(io.Discard, qwen, false); err == nil {
+	if err := WriteGGUF(io.Discard, qwen, kernels.F32); err == nil {
 		t.Error("a q/k-norm model written as llama")
+	}
+	if err := WriteGGUF(io.Discard, Random(c, 5), kernels.Q4_K); err == nil {
+		t.Error("rows of 32 written as Q4_K's 256-value blocks")
 	}
 }
 
@@ -201,7 +222,7 @@ func TestWriteGGUFHalfBits(t *testing.T) {
 		emb[i] = tc.f
 	}
 	var b bytes.Buffer
-	if err := WriteGGUF(&b, m, true); err != nil {
+	if err := WriteGGUF(&b, m, kernels.F16); err != nil {
 		t.Fatal(err)
 	}
 	f, err := gguf.Parse(b.Bytes())
