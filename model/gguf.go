@@ -131,7 +131,7 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("model: GGUF tensor %q missing", name))
-		case !equalShape(t.Shape, shape):
+		case !slices.Equal(t.Shape, shape):
 			errs = append(errs, fmt.Errorf("model: GGUF tensor %q has shape %v, want %v", name, t.Shape, shape))
 		default:
 			*dst = ggufMatrix(t)
@@ -192,17 +192,4 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-// equalShape reports whether a GGUF shape is want.
-func equalShape(got, want []int) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			return false
-		}
-	}
-	return true
 }
