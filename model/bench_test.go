@@ -95,6 +95,12 @@ func BenchmarkTG128(b *testing.B) {
 		}
 		tb.Release()
 	}
+	measure(b, n, run)
+}
+
+// measure runs run once to warm up, then in the benchmark's loop, and
+// reports tokens/s for n tokens a run.
+func measure(b *testing.B, n int, run func()) {
 	run()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -124,12 +130,7 @@ func BenchmarkPrefill512(b *testing.B) {
 		}
 		tb.Release()
 	}
-	run()
-	b.ReportAllocs()
-	for b.Loop() {
-		run()
-	}
-	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tokens/s")
+	measure(b, n, run)
 }
 
 // TestWriteBenchModels writes the random-weight GGUF files of the issue's

@@ -185,11 +185,5 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if factors != nil {
-		m.RopeFactors = kernels.FromF32(factors, 1, len(factors))
-	}
-	if err := m.check(); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return m.finish(factors)
 }

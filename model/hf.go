@@ -238,11 +238,5 @@ func fromSafetensors(st *safetensors.Model, c Config, factors []float32) (*Model
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if factors != nil {
-		m.RopeFactors = kernels.FromF32(factors, 1, len(factors))
-	}
-	if err := m.check(); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return m.finish(factors)
 }

@@ -133,6 +133,19 @@ func (m *Model) Close() error {
 	return errors.Join(errs...)
 }
 
+// finish completes a model a loader has filled: factors, when the file
+// has RoPE frequency factors, become its RopeFactors, and the whole is
+// checked.
+func (m *Model) finish(factors []float32) (*Model, error) {
+	if factors != nil {
+		m.RopeFactors = kernels.FromF32(factors, 1, len(factors))
+	}
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // check verifies every tensor's shape and bytes against the config.
 func (m *Model) check() error {
 	c := m.Config
