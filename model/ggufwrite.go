@@ -27,11 +27,7 @@ func WriteGGUF(w io.Writer, m *Model, typ kernels.DType) error {
 	if m.Config.Arch != (Arch{}) {
 		return errors.New("model: WriteGGUF writes Llama models: no q/k/v bias, q/k norm or half-rotation RoPE")
 	}
-	return writeGGUFTo(w, m, ggufFile{arch: "llama", name: m.Name, types: func(string) kernels.DType { return typ }})
-}
-
-// writeGGUFTo writes m to w as f describes.
-func writeGGUFTo(w io.Writer, m *Model, f ggufFile) error {
+	f := ggufFile{arch: "llama", name: m.Name, types: func(string) kernels.DType { return typ }}
 	tensors, err := ggufTensorsOf(m, f)
 	if err != nil {
 		return err
