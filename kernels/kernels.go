@@ -14,27 +14,36 @@ package kernels
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/prefixd/prefixd/kernels/quant"
 )
 
-// DType is a tensor's element type, numbered as GGUF's ggml_type so that
-// a loader can keep a tensor's type and bytes as the file has them.
-type DType uint32
+// DType is a tensor's element type: ggml's type ids (quant.Type), so a
+// loader keeps a tensor's type and bytes as the file has them and a
+// backend hands them to kernels/quant unchanged. It is one enum with
+// quant's, not a second numbering to keep in step.
+type DType = quant.Type
 
-// F32 is IEEE-754 binary32, the only element type loaders produce today.
-// Quantized types (Q8_0, Q4_K, ...) join it with GGUF's block layouts.
-const F32 DType = 0
-
-// String names the type as GGUF does.
-func (t DType) String() string {
-	if t == F32 {
-		return "F32"
-	}
-	return fmt.Sprintf("ggml type %d", uint32(t))
-}
+// The element types a loader yields, ggml's (see kernels/quant for their
+// block layouts).
+const (
+	F32  = quant.F32
+	F16  = quant.F16
+	BF16 = quant.BF16
+	Q4_0 = quant.Q4_0
+	Q4_1 = quant.Q4_1
+	Q5_0 = quant.Q5_0
+	Q5_1 = quant.Q5_1
+	Q8_0 = quant.Q8_0
+	Q4_K = quant.Q4_K
+	Q5_K = quant.Q5_K
+	Q6_K = quant.Q6_K
+)
 
 // Tensor is a weight as loaded: Rows×Cols elements of Type, row-major (a
 // matrix is stored out×in, as llama2.c and GGUF store it; a vector has
-// one row), in Data in Type's layout: for F32, host-order float32s.
+// one row), in Data in Type's layout: each row Type.RowSize(Cols) bytes
+// (for F32, host-order float32s; for a quantized type, whole blocks).
 // Data may be a view of a mapped file; a backend's Upload reads it and
 // may keep referring to it, so it must stay valid and unchanged while the
 // backend is in use.
@@ -42,6 +51,78 @@ type Tensor struct {
 	Type       DType
 	Rows, Cols int
 	Data       []byte
+}
+
+// Check returns an error unless Type is a weight type and Data holds
+// exactly Rows rows of Cols values of it.
+func (t Tensor) Check() error {
+	if !t.Type.Valid() || t.Type == quant.Q8_K {
+		return fmt.Errorf("kernels: %v is not a weight type", t.Type)
+	}
+	if t.Rows < 0 || t.Cols < 0 {
+		return fmt.Errorf("kernels: %d×%d tensor", t.Rows, t.Cols)
+	}
+	row, err := t.Type.RowSize(t.Cols)
+	if err != nil {
+		return fmt.Errorf("kernels: %w", err)
+	}
+	if len(t.Data) != row*t.Rows {
+		return fmt.Errorf("kernels: %d bytes for a %d×%d %v tensor, want %d", len(t.Data), t.Rows, t.Cols, t.Type, row*t.Rows)
+	}
+	return nil
+}
+
+// Row returns the bytes of row i.
+func (t Tensor) Row(i int) []byte {
+	n := len(t.Data) / max(t.Rows, 1)
+	return t.Data[i*n : (i+1)*n]
+}
+
+// Float32s returns the tensor's values as float32, Rows·Cols of them:
+// a view of Data for an aligned F32 tensor, else a new slice with every
+// row dequantized. It fails where Check does.
+func (t Tensor) Float32s() ([]float32, error) {
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	if t.Type == F32 {
+		if f, err := t.F32(); err == nil {
+			return f, nil
+		}
+	}
+	out := make([]float32, t.Rows*t.Cols)
+	for i := range t.Rows {
+		if err := quant.Dequantize(t.Type, out[i*t.Cols:(i+1)*t.Cols], t.Row(i)); err != nil {
+			return nil, fmt.Errorf("kernels: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Convert returns t's values in type typ: t itself when it has that type,
+// else a new tensor of its values converted row by row (F16 and BF16
+// rounded to nearest even, quantized types by kernels/quant's reference
+// quantizers, so they hold the values only approximately). It fails where
+// Check does, and for a typ whose blocks do not divide Cols.
+func (t Tensor) Convert(typ DType) (Tensor, error) {
+	if t.Type == typ {
+		return t, t.Check()
+	}
+	x, err := t.Float32s()
+	if err != nil {
+		return Tensor{}, err
+	}
+	rowBytes, err := typ.RowSize(t.Cols)
+	if err != nil {
+		return Tensor{}, fmt.Errorf("kernels: %w", err)
+	}
+	out := Tensor{Type: typ, Rows: t.Rows, Cols: t.Cols, Data: make([]byte, t.Rows*rowBytes)}
+	for r := range t.Rows {
+		if err := quant.Quantize(typ, out.Row(r), x[r*t.Cols:(r+1)*t.Cols]); err != nil {
+			return Tensor{}, fmt.Errorf("kernels: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // FromF32 returns x, rows×cols floats, as an F32 Tensor viewing the same

@@ -1,8 +1,11 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"slices"
 	"testing"
+
+	"github.com/prefixd/prefixd/kernels/quant"
 )
 
 func TestTensorF32(t *testing.T) {
@@ -29,5 +32,45 @@ func TestTensorF32(t *testing.T) {
 				t.Fatal("F32 succeeded")
 			}
 		})
+	}
+}
+
+// TestTensorConvert converts an F32 tensor to F16 (checked against known
+// bit patterns, ties to even), to Q8_0 and back (within Q8_0's step), and
+// refuses a type whose blocks do not divide the row.
+func TestTensorConvert(t *testing.T) {
+	x := []float32{1, -2, 65504, 1 + 0x1p-11, 1 + 3*0x1p-11, 0x1p-24}
+	src := FromF32(x, 2, 3)
+	if same, err := src.Convert(F32); err != nil || &same.Data[0] != &src.Data[0] {
+		t.Fatalf("Convert to its own type: %v, a copy", err)
+	}
+	h, err := src.Convert(F16)
+	if err != nil || h.Type != F16 || h.Rows != 2 || h.Cols != 3 || len(h.Data) != 12 {
+		t.Fatalf("Convert(F16) = %+v, %v", h, err)
+	}
+	for i, want := range []uint16{0x3C00, 0xC000, 0x7BFF, 0x3C00, 0x3C02, 0x0001} {
+		if got := binary.LittleEndian.Uint16(h.Data[2*i:]); got != want {
+			t.Errorf("%v as F16: %#04x, want %#04x", x[i], got, want)
+		}
+	}
+	row := make([]float32, 64)
+	for i := range row {
+		row[i] = float32(i%17) - 8
+	}
+	q, err := FromF32(row, 2, 32).Convert(quant.Q8_0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := q.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range back { // a Q8_0 step is the block's largest magnitude / 127
+		if d := v - row[i]; d > 8.0/127 || d < -8.0/127 {
+			t.Fatalf("value %d: %v after Q8_0, was %v", i, v, row[i])
+		}
+	}
+	if _, err := src.Convert(quant.Q8_0); err == nil {
+		t.Error("rows of 3 converted to Q8_0's 32-value blocks")
 	}
 }

@@ -19,7 +19,7 @@ func (r *reference) archQKV(l Layer, q, k, v []float64, pos int) {
 		for _, p := range []struct {
 			x []float64
 			b []float32
-		}{{q, l.Bq}, {k, l.Bk}, {v, l.Bv}} {
+		}{{q, fl(l.Bq)}, {k, fl(l.Bk)}, {v, fl(l.Bv)}} {
 			for i := range p.x {
 				p.x[i] += float64(p.b[i])
 			}
@@ -27,18 +27,18 @@ func (r *reference) archQKV(l Layer, q, k, v []float64, pos int) {
 	}
 	if c.Arch.QKNorm {
 		for h := 0; h < len(q); h += hd {
-			copy(q[h:h+hd], refNorm(q[h:h+hd], l.QNorm, float64(c.NormEps)))
+			copy(q[h:h+hd], refNorm(q[h:h+hd], fl(l.QNorm), float64(c.NormEps)))
 		}
 		for h := 0; h < len(k); h += hd {
-			copy(k[h:h+hd], refNorm(k[h:h+hd], l.KNorm, float64(c.NormEps)))
+			copy(k[h:h+hd], refNorm(k[h:h+hd], fl(l.KNorm), float64(c.NormEps)))
 		}
 	}
 	rope := refRope
 	if c.Arch.Rope == kernels.RopeHalves {
 		rope = refRopeHalves
 	}
-	rope(q, pos, hd, theta, r.m.RopeFactors)
-	rope(k, pos, hd, theta, r.m.RopeFactors)
+	rope(q, pos, hd, theta, fl(r.m.RopeFactors))
+	rope(k, pos, hd, theta, fl(r.m.RopeFactors))
 }
 
 // refRopeHalves is the rotate-half RoPE of Hugging Face's Llama
@@ -86,7 +86,7 @@ func TestArchOptionsMatchReference(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := randomArchModel(tc.arch, 3)
-			m.RopeFactors = tc.factors
+			m.RopeFactors = vecT(tc.factors)
 			if err := m.check(); err != nil {
 				t.Fatal(err)
 			}
@@ -120,10 +120,10 @@ func TestArchTensorsChecked(t *testing.T) {
 		edit  func(*Layer)
 		wants string
 	}{
-		{"bias missing", Arch{QKVBias: true}, func(l *Layer) { l.Bk = nil }, "k bias"},
-		{"bias without the option", Arch{}, func(l *Layer) { l.Bv = make([]float32, 16) }, "v bias"},
-		{"q norm missing", Arch{QKNorm: true}, func(l *Layer) { l.QNorm = l.QNorm[:3] }, "q norm"},
-		{"k norm without the option", Arch{}, func(l *Layer) { l.KNorm = make([]float32, 8) }, "k norm"},
+		{"bias missing", Arch{QKVBias: true}, func(l *Layer) { l.Bk = kernels.Tensor{} }, "k bias"},
+		{"bias without the option", Arch{}, func(l *Layer) { l.Bv = vecT(make([]float32, 16)) }, "v bias"},
+		{"q norm missing", Arch{QKNorm: true}, func(l *Layer) { l.QNorm = vecT(fl(l.QNorm)[:3]) }, "q norm"},
+		{"k norm without the option", Arch{}, func(l *Layer) { l.KNorm = vecT(make([]float32, 8)) }, "k norm"},
 		{"unknown rope layout", Arch{Rope: 7}, func(*Layer) {}, "RoPE layout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,7 +141,7 @@ func TestNewRunnerOnRejectsBadModels(t *testing.T) {
 	w := cpu.NewWorkers(1)
 	t.Cleanup(w.Close)
 	m := randomArchModel(Arch{QKVBias: true}, 5)
-	m.Layers[0].Bq = nil
+	m.Layers[0].Bq = kernels.Tensor{}
 	if _, err := NewRunnerOn(m, cpu.NewBackend(w)); err == nil || !strings.Contains(err.Error(), "q bias") {
 		t.Fatalf("NewRunnerOn of a model without its q bias: %v", err)
 	}
@@ -155,7 +155,7 @@ func TestNewRunnerOnRejectsBadModels(t *testing.T) {
 // 3-token chunk.
 func TestArchForwardAllocatesNothing(t *testing.T) {
 	m := randomArchModel(Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}, 6)
-	m.RopeFactors = []float32{1, 2, 4, 8}
+	m.RopeFactors = vecT([]float32{1, 2, 4, 8})
 	h := newHarness(t, m, 8, 4)
 	a, b := h.pool.NewTable(), h.pool.NewTable()
 	if err := a.Append(5); err != nil {

@@ -1,10 +1,33 @@
 package model
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kernels"
 )
+
+// benchModel is the model the benchmarks run: the GGUF file or folder
+// PREFIXD_BENCH_MODEL names (scripts/cpu-vs-llamacpp.sh sets it to the
+// files llama-bench reads), or the built-in model.
+func benchModel(b *testing.B) *Model {
+	path := os.Getenv("PREFIXD_BENCH_MODEL")
+	if path == "" {
+		return Builtin()
+	}
+	m, err := Load(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return m
+}
+
+// benchToken is a token id for position i of a benchmark's text, valid in
+// any vocabulary of 256 tokens or more.
+func benchToken(i int) int32 { return int32(i * 7 % 256) }
 
 // benchDecode measures batched decode on the built-in model: batch
 // sequences advance one token per Forward, each over a context of 128 to
@@ -12,12 +35,12 @@ import (
 // drift with b.N).
 func benchDecode(b *testing.B, batch int) {
 	const ctx, maxCtx, blockSize = 128, 256, 16
-	m := Builtin()
+	m := benchModel(b)
 	h := newHarness(b, m, batch*maxCtx/blockSize, blockSize)
 	tables := make([]*blockstore.Table, batch)
 	prompt := make([]int32, ctx)
 	for i := range prompt {
-		prompt[i] = int32(i % 256)
+		prompt[i] = benchToken(i)
 	}
 	for i := range tables {
 		tables[i] = h.pool.NewTable()
@@ -34,7 +57,7 @@ func benchDecode(b *testing.B, batch int) {
 			if err := tb.Append(1); err != nil {
 				b.Fatal(err)
 			}
-			toks[i] = int32((start + i) % 256)
+			toks[i] = benchToken(start + i)
 			seqs[i] = Seq{Tokens: toks[i : i+1], Start: start, Blocks: tb.Blocks(), Logits: true}
 		}
 		if _, err := h.r.Forward(seqs); err != nil {
@@ -50,17 +73,50 @@ func benchDecode(b *testing.B, batch int) {
 }
 
 func BenchmarkDecodeBatch1(b *testing.B)  { benchDecode(b, 1) }
+func BenchmarkDecodeBatch16(b *testing.B) { benchDecode(b, 16) }
 func BenchmarkDecodeBatch32(b *testing.B) { benchDecode(b, 32) }
 
+// BenchmarkTG128 is llama-bench's tg128: 128 tokens decoded one at a
+// time into a fresh sequence, from position 0.
+func BenchmarkTG128(b *testing.B) {
+	const n, blockSize = 128, 16
+	h := newHarness(b, benchModel(b), n/blockSize, blockSize)
+	seq := []Seq{{Tokens: make([]int32, 1), Logits: true}}
+	run := func() {
+		tb := h.pool.NewTable()
+		for i := range n {
+			if err := tb.Append(1); err != nil {
+				b.Fatal(err)
+			}
+			seq[0].Tokens[0], seq[0].Start, seq[0].Blocks = benchToken(i), i, tb.Blocks()
+			if _, err := h.r.Forward(seq); err != nil {
+				b.Fatal(err)
+			}
+		}
+		tb.Release()
+	}
+	measure(b, n, run)
+}
+
+// measure runs run once to warm up, then in the benchmark's loop, and
+// reports tokens/s for n tokens a run.
+func measure(b *testing.B, n int, run func()) {
+	run()
+	b.ReportAllocs()
+	for b.Loop() {
+		run()
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tokens/s")
+}
+
 // BenchmarkPrefill512 measures prefilling a 512-token prompt into a fresh
-// block table on the built-in model.
+// block table (llama-bench's pp512).
 func BenchmarkPrefill512(b *testing.B) {
 	const n, blockSize = 512, 16
-	m := Builtin()
-	h := newHarness(b, m, n/blockSize, blockSize)
+	h := newHarness(b, benchModel(b), n/blockSize, blockSize)
 	prompt := make([]int32, n)
 	for i := range prompt {
-		prompt[i] = int32(i * 7 % 256)
+		prompt[i] = benchToken(i)
 	}
 	seq := []Seq{{Tokens: prompt, Logits: true}}
 	run := func() {
@@ -74,10 +130,34 @@ func BenchmarkPrefill512(b *testing.B) {
 		}
 		tb.Release()
 	}
-	run()
-	b.ReportAllocs()
-	for b.Loop() {
-		run()
+	measure(b, n, run)
+}
+
+// TestWriteBenchModels writes the random-weight GGUF files of the issue's
+// CPU comparison with llama.cpp when PREFIXD_WRITE_BENCH_MODELS names a
+// folder (scripts/cpu-vs-llamacpp.sh; skipped otherwise): a 110M Llama
+// (dim 768, 12 layers of 12 heads, hidden 2048, vocabulary 32000, tied
+// embeddings) as F16 and as Q8_0, with tokenizer metadata llama.cpp
+// loads. llama-quantize makes the Q4_K_M file from the F16 one.
+func TestWriteBenchModels(t *testing.T) {
+	dir := os.Getenv("PREFIXD_WRITE_BENCH_MODELS")
+	if dir == "" {
+		t.Skip("PREFIXD_WRITE_BENCH_MODELS not set")
 	}
-	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tokens/s")
+	c := Config{Dim: 768, Hidden: 2048, Layers: 12, Heads: 12, KVHeads: 12, Vocab: 32000, MaxSeqLen: 2048,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: 1, EOS: 2, SharedClassifier: true}
+	m := Random(c, 110)
+	for _, f := range []struct {
+		name string
+		file ggufFile
+	}{
+		{"llama-110m-f16.gguf", ggufFile{arch: "llama", f16: true}},
+		{"llama-110m-q8_0.gguf", ggufFile{arch: "llama", types: func(string) kernels.DType { return kernels.Q8_0 }}},
+	} {
+		f.file.extra = llamaCppVocab(c.Vocab)
+		data := encodeGGUF(ggufMetaOf(m, f.file), ggufTensors(t, m, f.file))
+		if err := os.WriteFile(filepath.Join(dir, f.name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -3,6 +3,8 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/prefixd/prefixd/kernels"
 )
 
 // BuiltinConfig is the shape of the built-in model: a small Llama (about
@@ -21,20 +23,20 @@ var BuiltinConfig = Config{
 func Builtin() *Model {
 	c := BuiltinConfig
 	r := rand.New(rand.NewPCG(0x70726566, 0x69786421))
-	mat := func(rows, cols int) []float32 {
+	mat := func(rows, cols int) kernels.Tensor {
 		w := make([]float32, rows*cols)
 		s := 1 / math.Sqrt(float64(cols))
 		for i := range w {
 			w[i] = float32(r.NormFloat64() * s)
 		}
-		return w
+		return kernels.FromF32(w, rows, cols)
 	}
-	ones := func(n int) []float32 {
+	ones := func(n int) kernels.Tensor {
 		w := make([]float32, n)
 		for i := range w {
 			w[i] = 1
 		}
-		return w
+		return kernels.FromF32(w, 1, n)
 	}
 	d, kv, h := c.Dim, c.KVDim(), c.Hidden
 	m := &Model{Config: c, Tokenizer: ByteTokenizer{}, Name: "prefixd-builtin-byte-3m"}

@@ -2,11 +2,11 @@ package model
 
 import (
 	"math"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/prefixd/prefixd/gguf"
 	"github.com/prefixd/prefixd/kernels"
 )
 
@@ -63,7 +63,7 @@ func (a archCase) model(t testing.TB, seed uint64) *Model {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.RopeFactors = f
+		m.RopeFactors = vecT(f)
 	}
 	if err := m.check(); err != nil {
 		t.Fatal(err)
@@ -89,13 +89,11 @@ func TestGGUFArchitecturesMatchReference(t *testing.T) {
 			if m.Name != "test "+a.file.arch || m.Tokenizer != nil {
 				t.Fatalf("name %q, tokenizer %v", m.Name, m.Tokenizer)
 			}
-			if a.c.SharedClassifier && &m.Classifier[0] != &m.Embedding[0] {
+			if a.c.SharedClassifier && &m.Classifier.Data[0] != &m.Embedding.Data[0] {
 				t.Fatal("tied classifier loaded as a copy")
 			}
-			got := *m
-			got.Name, got.Tokenizer = src.Name, src.Tokenizer
-			if !reflect.DeepEqual(&got, src) {
-				t.Fatal("loaded tensors differ from the ones written")
+			if err := sameWeights(m, src); err != nil {
+				t.Fatal(err)
 			}
 			ref := newReference(src)
 			compareWithReference(t, m, ref, []int32{3, 14, 15, 9, 26, 5, 35, 8, 39, 1})
@@ -103,7 +101,7 @@ func TestGGUFArchitecturesMatchReference(t *testing.T) {
 				// The factors must matter at these positions, or this test
 				// could not tell a loader that dropped them.
 				plain := *src
-				plain.RopeFactors = nil
+				plain.RopeFactors = kernels.Tensor{}
 				checkDiffers(t, m, newReference(&plain), []int32{3, 14, 15, 9, 26, 5, 35, 8, 39, 1})
 			}
 		})
@@ -173,8 +171,8 @@ func TestGGUFLlamaLayoutIsHFPermuted(t *testing.T) {
 	gg := Random(c, 20)
 	gg.Config.Arch = Arch{}
 	for i := range gg.Layers {
-		gg.Layers[i].Wq = hfPermute(hf.Layers[i].Wq, c.Heads, c.HeadDim())
-		gg.Layers[i].Wk = hfPermute(hf.Layers[i].Wk, c.KVHeads, c.HeadDim())
+		gg.Layers[i].Wq = kernels.FromF32(hfPermute(fl(hf.Layers[i].Wq), c.Heads, c.HeadDim()), c.QDim(), c.Dim)
+		gg.Layers[i].Wk = kernels.FromF32(hfPermute(fl(hf.Layers[i].Wk), c.KVHeads, c.HeadDim()), c.KVDim(), c.Dim)
 	}
 	m, err := Load(writeGGUF(t, gg, ggufFile{arch: "llama"}))
 	if err != nil {
@@ -235,29 +233,29 @@ func TestGGUFRopeScalingMetadata(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		extra []ggufKV
+		extra []gguf.KV
 		freqs []float32 // rope_freqs.weight, or nil
 		want  []float32
 	}{
-		{"none", []ggufKV{{"llama.rope.scaling.type", "none"}}, nil, nil},
-		{"llama3", []ggufKV{{"llama.rope.scaling.type", "llama3"}, {"llama.rope.scaling.factor", float32(16)},
-			{"llama.rope.scaling.low_freq_factor", float32(2)}, {"llama.rope.scaling.high_freq_factor", float32(8)},
-			{"llama.rope.scaling.original_context_length", uint32(100)}}, nil, l3},
-		{"llama3 with rope_freqs", []ggufKV{{"llama.rope.scaling.type", "llama3"}}, []float32{1, 2, 3, 4}, []float32{1, 2, 3, 4}},
-		{"linear", []ggufKV{{"llama.rope.scaling.type", "linear"}, {"llama.rope.scaling.factor", float32(4)}}, nil, []float32{4, 4, 4, 4}},
-		{"linear with rope_freqs", []ggufKV{{"llama.rope.scaling.type", "linear"}, {"llama.rope.scaling.factor", float32(2)}},
+		{"none", []gguf.KV{{Key: "llama.rope.scaling.type", Value: "none"}}, nil, nil},
+		{"llama3", []gguf.KV{{Key: "llama.rope.scaling.type", Value: "llama3"}, {Key: "llama.rope.scaling.factor", Value: float32(16)},
+			{Key: "llama.rope.scaling.low_freq_factor", Value: float32(2)}, {Key: "llama.rope.scaling.high_freq_factor", Value: float32(8)},
+			{Key: "llama.rope.scaling.original_context_length", Value: uint32(100)}}, nil, l3},
+		{"llama3 with rope_freqs", []gguf.KV{{Key: "llama.rope.scaling.type", Value: "llama3"}}, []float32{1, 2, 3, 4}, []float32{1, 2, 3, 4}},
+		{"linear", []gguf.KV{{Key: "llama.rope.scaling.type", Value: "linear"}, {Key: "llama.rope.scaling.factor", Value: float32(4)}}, nil, []float32{4, 4, 4, 4}},
+		{"linear with rope_freqs", []gguf.KV{{Key: "llama.rope.scaling.type", Value: "linear"}, {Key: "llama.rope.scaling.factor", Value: float32(2)}},
 			[]float32{1, 1.5, 3, 8}, []float32{2, 3, 6, 16}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := base.model(t, 30)
-			src.RopeFactors = tc.freqs
+			src.RopeFactors = vecT(tc.freqs)
 			f := base.file
 			f.extra = tc.extra
 			m, err := Load(writeGGUF(t, src, f))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(m.RopeFactors, tc.want) || (tc.want == nil) != (m.RopeFactors == nil) {
+			if !slices.Equal(fl(m.RopeFactors), tc.want) || (tc.want == nil) != (m.RopeFactors.Rows == 0) {
 				t.Fatalf("rope factors %v, want %v", m.RopeFactors, tc.want)
 			}
 		})
@@ -268,59 +266,58 @@ func TestGGUFRopeScalingMetadata(t *testing.T) {
 // an error that says what and why.
 func TestGGUFArchitectureErrors(t *testing.T) {
 	llama, qwen2, qwen3 := archCases()[0], archCases()[4], archCases()[5]
-	drop := func(name string) func([]ggufOut) []ggufOut {
-		return func(ts []ggufOut) []ggufOut {
-			return slices.DeleteFunc(ts, func(t ggufOut) bool { return t.name == name })
+	drop := func(name string) func([]gguf.Tensor) []gguf.Tensor {
+		return func(ts []gguf.Tensor) []gguf.Tensor {
+			return slices.DeleteFunc(ts, func(t gguf.Tensor) bool { return t.Name == name })
 		}
 	}
 	for _, tc := range []struct {
 		name    string
 		a       archCase
 		arch    string // general.architecture written, if not the case's
-		extra   []ggufKV
+		extra   []gguf.KV
 		omit    []string
-		tensors func([]ggufOut) []ggufOut
+		tensors func([]gguf.Tensor) []gguf.Tensor
 		want    string
 	}{
 		{name: "unknown architecture", a: llama, arch: "gemma2", want: `architecture "gemma2" is not supported (supported: llama, mistral, qwen2, qwen3)`},
 		{name: "no architecture", a: llama, omit: []string{"general.architecture"}, want: `architecture "" is not supported`},
 		{name: "missing embedding length", a: qwen3, omit: []string{"qwen3.embedding_length"}, want: `"qwen3.embedding_length" missing`},
 		{name: "keys of another architecture", a: llama, arch: "qwen2", want: `"qwen2.embedding_length" missing`},
-		{name: "value width apart", a: qwen3, extra: []ggufKV{{"qwen3.attention.value_length", uint32(8)}}, want: "value head width 8"},
-		{name: "zero head width", a: qwen3, extra: []ggufKV{{"qwen3.attention.key_length", uint32(0)}}, want: `"qwen3.attention.key_length" is 0`},
+		{name: "value width apart", a: qwen3, extra: []gguf.KV{{Key: "qwen3.attention.value_length", Value: uint32(8)}}, want: "value head width 8"},
+		{name: "zero head width", a: qwen3, extra: []gguf.KV{{Key: "qwen3.attention.key_length", Value: uint32(0)}}, want: `"qwen3.attention.key_length" is 0`},
 		{name: "dim not a multiple of heads", a: llama, omit: []string{"llama.attention.key_length"},
-			extra: []ggufKV{{"llama.attention.head_count", uint32(3)}, {"llama.attention.head_count_kv", uint32(3)}}, want: "not a multiple of 3 heads"},
-		{name: "partial rotary", a: llama, extra: []ggufKV{{"llama.rope.dimension_count", uint32(4)}}, want: "rope.dimension_count 4"},
-		{name: "more blocks than tensors", a: llama, extra: []ggufKV{{"llama.block_count", uint32(1 << 30)}}, want: "block_count 1073741824, but the file has"},
-		{name: "head count not a size", a: llama, extra: []ggufKV{{"llama.attention.head_count", "four"}}, want: "not a size"},
-		{name: "theta not a number", a: llama, extra: []ggufKV{{"llama.rope.freq_base", "big"}}, want: "not a number"},
-		{name: "yarn", a: qwen2, extra: []ggufKV{{"qwen2.rope.scaling.type", "yarn"}}, want: `rope scaling "yarn" is not supported`},
-		{name: "linear factor zero", a: llama, extra: []ggufKV{{"llama.rope.scaling.type", "linear"}, {"llama.rope.scaling.factor", float32(0)}}, want: "not positive"},
+			extra: []gguf.KV{{Key: "llama.attention.head_count", Value: uint32(3)}, {Key: "llama.attention.head_count_kv", Value: uint32(3)}}, want: "not a multiple of 3 heads"},
+		{name: "partial rotary", a: llama, extra: []gguf.KV{{Key: "llama.rope.dimension_count", Value: uint32(4)}}, want: "rope.dimension_count 4"},
+		{name: "more blocks than tensors", a: llama, extra: []gguf.KV{{Key: "llama.block_count", Value: uint32(1 << 30)}}, want: "block_count 1073741824, but the file has"},
+		{name: "head count not a size", a: llama, extra: []gguf.KV{{Key: "llama.attention.head_count", Value: "four"}}, want: "not a size"},
+		{name: "theta not a number", a: llama, extra: []gguf.KV{{Key: "llama.rope.freq_base", Value: "big"}}, want: "not a number"},
+		{name: "yarn", a: qwen2, extra: []gguf.KV{{Key: "qwen2.rope.scaling.type", Value: "yarn"}}, want: `rope scaling "yarn" is not supported`},
+		{name: "linear factor zero", a: llama, extra: []gguf.KV{{Key: "llama.rope.scaling.type", Value: "linear"}, {Key: "llama.rope.scaling.factor", Value: float32(0)}}, want: "not positive"},
 		{name: "qwen2 without a bias", a: qwen2, tensors: drop("blk.1.attn_k.bias"), want: `"blk.1.attn_k.bias" missing`},
 		{name: "qwen3 without a q norm", a: qwen3, tensors: drop("blk.0.attn_q_norm.weight"), want: `"blk.0.attn_q_norm.weight" missing`},
 		{name: "qwen3 read with dim/heads", a: qwen3, omit: []string{"qwen3.attention.key_length", "qwen3.attention.value_length", "qwen3.rope.dimension_count"},
 			want: `"blk.0.attn_q.weight" has shape [32 64], want [32 32]`},
-		{name: "rope_freqs of the wrong width", a: llama, tensors: func(ts []ggufOut) []ggufOut {
-			return append(ts, ggufOut{name: "rope_freqs.weight", dims: []uint64{3}, typ: ggmlF32, data: f32Bytes([]float32{1, 2, 3})})
+		{name: "rope_freqs of the wrong width", a: llama, tensors: func(ts []gguf.Tensor) []gguf.Tensor {
+			return append(ts, gguf.Tensor{Name: "rope_freqs.weight", Shape: []int{3}, Type: kernels.F32, Data: kernels.FromF32([]float32{1, 2, 3}, 1, 3).Data})
 		}, want: `"rope_freqs.weight" has shape [3], want [4]`},
-		{name: "rope_freqs not positive", a: llama, tensors: func(ts []ggufOut) []ggufOut {
-			return append(ts, ggufOut{name: "rope_freqs.weight", dims: []uint64{4}, typ: ggmlF32, data: f32Bytes([]float32{1, 0, 3, 4})})
+		{name: "rope_freqs not positive", a: llama, tensors: func(ts []gguf.Tensor) []gguf.Tensor {
+			return append(ts, gguf.Tensor{Name: "rope_freqs.weight", Shape: []int{4}, Type: kernels.F32, Data: kernels.FromF32([]float32{1, 0, 3, 4}, 1, 4).Data})
 		}, want: "rope factor 1 is 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := tc.a.model(t, 40)
 			f := tc.a.file
-			// Extra entries come after the writer's own, and the reader keeps
-			// the last of a repeated key, so they override.
+			// Extra entries replace the writer's own of the same key.
 			f.extra, f.omitKeys = tc.extra, map[string]bool{}
 			for _, k := range tc.omit {
 				f.omitKeys[k] = true
 			}
 			meta := ggufMetaOf(src, f)
 			if tc.arch != "" {
-				meta[0].val = tc.arch
+				meta[0].Value = tc.arch
 			}
-			tensors := ggufTensorsOf(src, f)
+			tensors := ggufTensors(t, src, f)
 			if tc.tensors != nil {
 				tensors = tc.tensors(tensors)
 			}
@@ -332,36 +329,24 @@ func TestGGUFArchitectureErrors(t *testing.T) {
 	}
 }
 
-// TestFloatToHalf pins the test writer's F16 encoding to known bit
-// patterns, so the F16 models above are what they claim to be.
-func TestFloatToHalf(t *testing.T) {
-	for _, tc := range []struct {
-		f float32
-		h uint16
-	}{
-		{1, 0x3C00}, {-2, 0xC000}, {65504, 0x7BFF}, {0x1p-24, 0x0001}, {0x1p-14, 0x0400},
-		{1 + 0x1p-11, 0x3C00},   // a tie rounds to the even mantissa
-		{1 + 3*0x1p-11, 0x3C02}, // and up from an odd one
-		{0x1p-26, 0}, {65520, 0x7C00}, {0, 0},
-	} {
-		if got := floatToHalf(tc.f); got != tc.h {
-			t.Errorf("floatToHalf(%v) = %#04x, want %#04x", tc.f, got, tc.h)
-		}
-		if tc.h != 0x7C00 && halfValue(tc.h) != halfToFloat(tc.h) {
-			t.Errorf("half %#04x: %v by definition, %v by the loader", tc.h, halfValue(tc.h), halfToFloat(tc.h))
-		}
-	}
-}
-
-// archSeeds returns a GGUF file of each architecture case for the
-// fuzzer's corpus, shrunk to one layer of width 16 (a few KiB) so that
-// mutations fall on metadata and tensor infos as often as on weights.
+// archSeeds returns a GGUF file of each architecture case, and two of
+// quantized weights, for the fuzzer's corpus, shrunk to one layer of width
+// 16 or 32 (a few KiB) so that mutations fall on metadata and tensor infos
+// as often as on weights.
 func archSeeds(t testing.TB) [][]byte {
 	var out [][]byte
 	for i, a := range archCases() {
 		a.c.Dim, a.c.Hidden, a.c.Layers, a.c.Vocab = 16, 16, 1, 8
 		m := a.model(t, uint64(50+i))
-		out = append(out, encodeGGUF(ggufMetaOf(m, a.file), ggufTensorsOf(m, a.file)))
+		out = append(out, encodeGGUF(ggufMetaOf(m, a.file), ggufTensors(t, m, a.file)))
+	}
+	// Quantized matrices of 32-value blocks, small enough at this width.
+	a := archCases()[0]
+	a.c.Dim, a.c.Hidden, a.c.Layers, a.c.Vocab = 32, 32, 1, 8
+	m := a.model(t, 59)
+	for _, typ := range []kernels.DType{kernels.Q8_0, kernels.Q4_1} {
+		a.file.types = func(string) kernels.DType { return typ }
+		out = append(out, encodeGGUF(ggufMetaOf(m, a.file), ggufTensors(t, m, a.file)))
 	}
 	return out
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/prefixd/prefixd/kernels"
 )
 
 // parseLlama2C reads a llama2.c checkpoint: seven little-endian int32
@@ -43,30 +45,31 @@ func parseLlama2C(data []byte) (*Model, error) {
 	r := floatReader{data: data, off: 28}
 	d, kv, hid, L := cfg.Dim, cfg.KVDim(), cfg.Hidden, cfg.Layers
 	m := &Model{Config: cfg, Layers: make([]Layer, L), Name: "llama2.c checkpoint"}
-	m.Embedding = r.next(cfg.Vocab * d)
-	perLayer := func(n int, set func(l *Layer, w []float32)) {
+	m.Embedding = r.tensor(cfg.Vocab, d)
+	perLayer := func(rows, cols int, set func(l *Layer) *kernels.Tensor) {
+		n := rows * cols
 		all := r.next(L * n)
 		for i := range m.Layers {
 			if all != nil {
-				set(&m.Layers[i], all[i*n:(i+1)*n])
+				*set(&m.Layers[i]) = kernels.FromF32(all[i*n:(i+1)*n], rows, cols)
 			}
 		}
 	}
-	perLayer(d, func(l *Layer, w []float32) { l.AttnNorm = w })
-	perLayer(d*d, func(l *Layer, w []float32) { l.Wq = w })
-	perLayer(kv*d, func(l *Layer, w []float32) { l.Wk = w })
-	perLayer(kv*d, func(l *Layer, w []float32) { l.Wv = w })
-	perLayer(d*d, func(l *Layer, w []float32) { l.Wo = w })
-	perLayer(d, func(l *Layer, w []float32) { l.FFNNorm = w })
-	perLayer(hid*d, func(l *Layer, w []float32) { l.W1 = w })
-	perLayer(d*hid, func(l *Layer, w []float32) { l.W2 = w })
-	perLayer(hid*d, func(l *Layer, w []float32) { l.W3 = w })
-	m.FinalNorm = r.next(d)
+	perLayer(1, d, func(l *Layer) *kernels.Tensor { return &l.AttnNorm })
+	perLayer(d, d, func(l *Layer) *kernels.Tensor { return &l.Wq })
+	perLayer(kv, d, func(l *Layer) *kernels.Tensor { return &l.Wk })
+	perLayer(kv, d, func(l *Layer) *kernels.Tensor { return &l.Wv })
+	perLayer(d, d, func(l *Layer) *kernels.Tensor { return &l.Wo })
+	perLayer(1, d, func(l *Layer) *kernels.Tensor { return &l.FFNNorm })
+	perLayer(hid, d, func(l *Layer) *kernels.Tensor { return &l.W1 })
+	perLayer(d, hid, func(l *Layer) *kernels.Tensor { return &l.W2 })
+	perLayer(hid, d, func(l *Layer) *kernels.Tensor { return &l.W3 })
+	m.FinalNorm = r.tensor(1, d)
 	r.next(cfg.MaxSeqLen * cfg.HeadDim()) // legacy RoPE tables, real and imaginary halves
 	if shared {
 		m.Classifier = m.Embedding
 	} else {
-		m.Classifier = r.next(cfg.Vocab * d)
+		m.Classifier = r.tensor(cfg.Vocab, d)
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -85,6 +88,16 @@ type floatReader struct {
 	err  error
 }
 
+// tensor reads a rows×cols F32 tensor (the zero Tensor after a shortfall).
+func (r *floatReader) tensor(rows, cols int) kernels.Tensor {
+	f := r.next(rows * cols)
+	if f == nil {
+		return kernels.Tensor{}
+	}
+	return kernels.FromF32(f, rows, cols)
+}
+
+// next reads n floats (nil after a shortfall).
 func (r *floatReader) next(n int) []float32 {
 	if r.err != nil {
 		return nil

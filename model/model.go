@@ -1,6 +1,7 @@
-// Package model loads Llama-family models (llama2.c checkpoints; GGUF of
-// Llama 2 and 3.x, Mistral, Qwen2 and Qwen3; and a built-in synthetic
-// model), tokenizes text, and runs the forward pass over paged K/V:
+// Package model loads Llama-family models (llama2.c checkpoints; GGUF
+// files and Hugging Face safetensors folders of Llama 2 and 3.x, Mistral,
+// Qwen2 and Qwen3, their weights kept in the file's types; and a built-in
+// synthetic model), tokenizes text, and runs the forward pass over paged K/V:
 // attention reads each sequence's K/V through its block table, so a cached
 // prefix skips its compute entirely.
 package model
@@ -8,6 +9,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/prefixd/prefixd/batch"
@@ -87,32 +89,64 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Layer holds one transformer block's weights, each matrix row-major
-// [out][in].
+// Layer holds one transformer block's weights, each a kernels.Tensor in
+// the type the file stores it in: a matrix out×in (rows×cols), a vector
+// one row.
 type Layer struct {
-	AttnNorm       []float32 // [dim]
-	Wq, Wk, Wv, Wo []float32 // [qDim][dim], [kvDim][dim], [kvDim][dim], [dim][qDim]
-	FFNNorm        []float32 // [dim]
-	W1, W2, W3     []float32 // gate [hidden][dim], down [dim][hidden], up [hidden][dim]
-	Bq, Bk, Bv     []float32 // [qDim], [kvDim], [kvDim] with Arch.QKVBias, else nil
-	QNorm, KNorm   []float32 // [headDim] each with Arch.QKNorm, else nil
+	AttnNorm       kernels.Tensor // dim
+	Wq, Wk, Wv, Wo kernels.Tensor // qDim×dim, kvDim×dim, kvDim×dim, dim×qDim
+	FFNNorm        kernels.Tensor // dim
+	W1, W2, W3     kernels.Tensor // gate hidden×dim, down dim×hidden, up hidden×dim
+	Bq, Bk, Bv     kernels.Tensor // qDim, kvDim, kvDim with Arch.QKVBias, else zero
+	QNorm, KNorm   kernels.Tensor // headDim each with Arch.QKNorm, else zero
 }
 
-// Model is an immutable, loaded model: safe to share between Runners.
+// Model is an immutable, loaded model: safe to share between Runners. Its
+// tensors keep the file's element types; loaded from a GGUF or
+// safetensors file, their Data are views of the file's read-only mapping,
+// valid until Close.
 type Model struct {
 	Config     Config
-	Embedding  []float32 // [vocab][dim]
+	Embedding  kernels.Tensor // vocab×dim
 	Layers     []Layer
-	FinalNorm  []float32 // [dim]
-	Classifier []float32 // [vocab][dim]; may alias Embedding
-	Tokenizer  Tokenizer // nil when the file has no vocabulary
-	Name       string    // what the model is, for logs and /v1/models
-	// RopeFactors divide RoPE's pair frequencies, [headDim/2], one per
-	// pair (Llama 3.x's rope scaling); nil for plain RoPE.
-	RopeFactors []float32
+	FinalNorm  kernels.Tensor // dim
+	Classifier kernels.Tensor // vocab×dim; may alias Embedding
+	Tokenizer  Tokenizer      // nil when the file has no vocabulary
+	Name       string         // what the model is, for logs and /v1/models
+	// RopeFactors divide RoPE's pair frequencies, headDim/2 of them, one
+	// per pair (Llama 3.x's rope scaling); the zero Tensor for plain RoPE.
+	RopeFactors kernels.Tensor
+
+	closers []io.Closer // the mapped files the tensors view
 }
 
-// check verifies every tensor's length against the config.
+// Close releases the files the model's tensors view (a GGUF or
+// safetensors mapping); neither the model nor a Runner or backend that
+// uploaded its tensors may be used afterwards. A model built in memory
+// has nothing to close. Closing twice is harmless.
+func (m *Model) Close() error {
+	var errs []error
+	for _, c := range m.closers {
+		errs = append(errs, c.Close())
+	}
+	m.closers = nil
+	return errors.Join(errs...)
+}
+
+// finish completes a model a loader has filled: factors, when the file
+// has RoPE frequency factors, become its RopeFactors, and the whole is
+// checked.
+func (m *Model) finish(factors []float32) (*Model, error) {
+	if factors != nil {
+		m.RopeFactors = kernels.FromF32(factors, 1, len(factors))
+	}
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// check verifies every tensor's shape and bytes against the config.
 func (m *Model) check() error {
 	c := m.Config
 	if err := c.Validate(); err != nil {
@@ -121,36 +155,42 @@ func (m *Model) check() error {
 	if len(m.Layers) != c.Layers {
 		return fmt.Errorf("model: %d layers loaded, config says %d", len(m.Layers), c.Layers)
 	}
-	want := func(name string, got []float32, n int) error {
-		if len(got) != n {
-			return fmt.Errorf("model: %s has %d values, want %d", name, len(got), n)
+	want := func(name string, got kernels.Tensor, rows, cols int) error {
+		if got.Rows != rows || got.Cols != cols {
+			return fmt.Errorf("model: %s is %d×%d, want %d×%d", name, got.Rows, got.Cols, rows, cols)
+		}
+		if err := got.Check(); err != nil {
+			return fmt.Errorf("model: %s: %w", name, err)
 		}
 		return nil
 	}
+	vec := func(name string, got kernels.Tensor, n int) error { return want(name, got, min(n, 1), n) }
 	d, h, kv, qd := c.Dim, c.Hidden, c.KVDim(), c.QDim()
 	errs := []error{
-		want("token embedding", m.Embedding, c.Vocab*d),
-		want("final norm", m.FinalNorm, d),
-		want("classifier", m.Classifier, c.Vocab*d),
+		want("token embedding", m.Embedding, c.Vocab, d),
+		vec("final norm", m.FinalNorm, d),
+		want("classifier", m.Classifier, c.Vocab, d),
 	}
-	if m.RopeFactors != nil {
-		errs = append(errs, want("rope factors", m.RopeFactors, c.HeadDim()/2))
-		for i, f := range m.RopeFactors {
-			if !(f > 0) || math.IsInf(float64(f), 0) {
-				errs = append(errs, fmt.Errorf("model: rope factor %d is %v, not a positive number", i, f))
-				break
+	if m.RopeFactors.Rows != 0 {
+		errs = append(errs, vec("rope factors", m.RopeFactors, c.HeadDim()/2))
+		if f, err := m.RopeFactors.Float32s(); err == nil {
+			for i, f := range f {
+				if !(f > 0) || math.IsInf(float64(f), 0) {
+					errs = append(errs, fmt.Errorf("model: rope factor %d is %v, not a positive number", i, f))
+					break
+				}
 			}
 		}
 	}
 	for i, l := range m.Layers {
 		p := fmt.Sprintf("layer %d ", i)
 		errs = append(errs,
-			want(p+"attention norm", l.AttnNorm, d), want(p+"wq", l.Wq, qd*d), want(p+"wk", l.Wk, kv*d),
-			want(p+"wv", l.Wv, kv*d), want(p+"wo", l.Wo, d*qd), want(p+"ffn norm", l.FFNNorm, d),
-			want(p+"w1", l.W1, h*d), want(p+"w2", l.W2, d*h), want(p+"w3", l.W3, h*d),
-			want(p+"q bias", l.Bq, ifArch(c.Arch.QKVBias, qd)), want(p+"k bias", l.Bk, ifArch(c.Arch.QKVBias, kv)),
-			want(p+"v bias", l.Bv, ifArch(c.Arch.QKVBias, kv)),
-			want(p+"q norm", l.QNorm, ifArch(c.Arch.QKNorm, c.HeadDim())), want(p+"k norm", l.KNorm, ifArch(c.Arch.QKNorm, c.HeadDim())))
+			vec(p+"attention norm", l.AttnNorm, d), want(p+"wq", l.Wq, qd, d), want(p+"wk", l.Wk, kv, d),
+			want(p+"wv", l.Wv, kv, d), want(p+"wo", l.Wo, d, qd), vec(p+"ffn norm", l.FFNNorm, d),
+			want(p+"w1", l.W1, h, d), want(p+"w2", l.W2, d, h), want(p+"w3", l.W3, h, d),
+			vec(p+"q bias", l.Bq, ifArch(c.Arch.QKVBias, qd)), vec(p+"k bias", l.Bk, ifArch(c.Arch.QKVBias, kv)),
+			vec(p+"v bias", l.Bv, ifArch(c.Arch.QKVBias, kv)),
+			vec(p+"q norm", l.QNorm, ifArch(c.Arch.QKNorm, c.HeadDim())), vec(p+"k norm", l.KNorm, ifArch(c.Arch.QKNorm, c.HeadDim())))
 	}
 	return errors.Join(errs...)
 }

@@ -103,13 +103,13 @@ func (r *reference) step(tok int32) []float64 {
 	pos := len(r.k[0]) / kvd
 	x := make([]float64, d)
 	for i := range x {
-		x[i] = float64(r.m.Embedding[int(tok)*d+i])
+		x[i] = float64(fl(r.m.Embedding)[int(tok)*d+i])
 	}
 	for li, l := range r.m.Layers {
-		xb := refNorm(x, l.AttnNorm, float64(c.NormEps))
-		q := refMatVec(l.Wq, xb, qd)
-		k := refMatVec(l.Wk, xb, kvd)
-		v := refMatVec(l.Wv, xb, kvd)
+		xb := refNorm(x, fl(l.AttnNorm), float64(c.NormEps))
+		q := refMatVec(fl(l.Wq), xb, qd)
+		k := refMatVec(fl(l.Wk), xb, kvd)
+		v := refMatVec(fl(l.Wv), xb, kvd)
 		r.archQKV(l, q, k, v, pos)
 		r.k[li] = append(r.k[li], k...)
 		r.v[li] = append(r.v[li], v...)
@@ -136,22 +136,22 @@ func (r *reference) step(tok int32) []float64 {
 				}
 			}
 		}
-		o := refMatVec(l.Wo, att, d)
+		o := refMatVec(fl(l.Wo), att, d)
 		for i := range x {
 			x[i] += o[i]
 		}
-		xb = refNorm(x, l.FFNNorm, float64(c.NormEps))
-		g := refMatVec(l.W1, xb, c.Hidden)
-		u := refMatVec(l.W3, xb, c.Hidden)
+		xb = refNorm(x, fl(l.FFNNorm), float64(c.NormEps))
+		g := refMatVec(fl(l.W1), xb, c.Hidden)
+		u := refMatVec(fl(l.W3), xb, c.Hidden)
 		for i := range g {
 			g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
 		}
-		o = refMatVec(l.W2, g, d)
+		o = refMatVec(fl(l.W2), g, d)
 		for i := range x {
 			x[i] += o[i]
 		}
 	}
-	return refMatVec(r.m.Classifier, refNorm(x, r.m.FinalNorm, float64(c.NormEps)), c.Vocab)
+	return refMatVec(fl(r.m.Classifier), refNorm(x, fl(r.m.FinalNorm), float64(c.NormEps)), c.Vocab)
 }
 
 // harness runs a Runner over a block pool.
@@ -383,7 +383,7 @@ func TestForwardRejectsBadBatches(t *testing.T) {
 
 func TestBuiltinIsDeterministic(t *testing.T) {
 	a, b := Builtin(), Builtin()
-	if !slices.Equal(a.Layers[2].W2, b.Layers[2].W2) || a.Config != BuiltinConfig {
+	if !slices.Equal(fl(a.Layers[2].W2), fl(b.Layers[2].W2)) || a.Config != BuiltinConfig {
 		t.Fatal("built-in weights differ between calls")
 	}
 	if err := a.check(); err != nil {

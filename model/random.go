@@ -3,23 +3,28 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/prefixd/prefixd/kernels"
 )
 
 // Random returns a model of config c (its Arch and HeadWidth included)
-// with weights drawn from seed (matrices N(0, 1/fan_in)), tied when
+// with F32 weights drawn from seed (matrices N(0, 1/fan_in)), tied when
 // c.SharedClassifier: norm weights and biases far from one and zero, so a
 // tensor the forward pass misplaced or ignored would show in its logits.
 // It has no tokenizer.
 func Random(c Config, seed uint64) *Model {
 	r := rand.New(rand.NewPCG(seed, 1))
-	vec := func(n int, mean, scale float64) []float32 {
+	floats := func(n int, mean, scale float64) []float32 {
 		w := make([]float32, n)
 		for i := range w {
 			w[i] = float32(mean + r.NormFloat64()*scale)
 		}
 		return w
 	}
-	mat := func(rows, cols int) []float32 { return vec(rows*cols, 0, 1/math.Sqrt(float64(cols))) }
+	vec := func(n int, mean, scale float64) kernels.Tensor { return kernels.FromF32(floats(n, mean, scale), 1, n) }
+	mat := func(rows, cols int) kernels.Tensor {
+		return kernels.FromF32(floats(rows*cols, 0, 1/math.Sqrt(float64(cols))), rows, cols)
+	}
 	d, kv, qd, hd, h := c.Dim, c.KVDim(), c.QDim(), c.HeadDim(), c.Hidden
 	m := &Model{Config: c, Embedding: mat(c.Vocab, d), FinalNorm: vec(d, 1, 0.2)}
 	m.Classifier = m.Embedding

@@ -39,8 +39,8 @@ type layerWeights struct {
 
 // NewRunner returns a Runner computing on the CPU with w, which the caller
 // owns and closes. The Runner must not share w with a concurrent user of
-// w's For. m must be a loaded Model (whose F32 tensors fit its config and
-// the CPU backend always accepts); NewRunner panics if it is not.
+// w's For. m must be a loaded Model (whose tensors fit its config, in
+// types the CPU backend always accepts); NewRunner panics if it is not.
 func NewRunner(m *Model, w *cpu.Workers) *Runner {
 	r, err := NewRunnerOn(m, cpu.NewBackend(w))
 	if err != nil {
@@ -57,36 +57,34 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 		return nil, err
 	}
 	c := m.Config
-	d, kvd, hd, qd := c.Dim, c.KVDim(), c.HeadDim(), c.QDim()
+	d, kvd, qd := c.Dim, c.KVDim(), c.QDim()
 	var errs []error
-	up := func(x []float32, rows, cols int) kernels.Weight {
-		w, err := b.Upload(kernels.FromF32(x, rows, cols))
+	up := func(t kernels.Tensor) kernels.Weight {
+		w, err := b.Upload(t)
 		errs = append(errs, err)
 		return w
 	}
 	r := &Runner{m: m, b: b}
-	r.w.embed = up(m.Embedding, c.Vocab, d)
+	r.w.embed = up(m.Embedding)
 	r.w.classifier = r.w.embed
 	if !c.SharedClassifier {
-		r.w.classifier = up(m.Classifier, c.Vocab, d)
+		r.w.classifier = up(m.Classifier)
 	}
-	r.w.finalNorm = up(m.FinalNorm, 1, d)
-	if m.RopeFactors != nil {
-		r.w.ropeFactors = up(m.RopeFactors, 1, hd/2)
+	r.w.finalNorm = up(m.FinalNorm)
+	if m.RopeFactors.Rows != 0 {
+		r.w.ropeFactors = up(m.RopeFactors)
 	}
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := layerWeights{
-			attnNorm: up(l.AttnNorm, 1, d),
-			wq:       up(l.Wq, qd, d), wk: up(l.Wk, kvd, d), wv: up(l.Wv, kvd, d), wo: up(l.Wo, d, qd),
-			ffnNorm: up(l.FFNNorm, 1, d),
-			w1:      up(l.W1, c.Hidden, d), w2: up(l.W2, d, c.Hidden), w3: up(l.W3, c.Hidden, d),
+			attnNorm: up(l.AttnNorm), wq: up(l.Wq), wk: up(l.Wk), wv: up(l.Wv), wo: up(l.Wo),
+			ffnNorm: up(l.FFNNorm), w1: up(l.W1), w2: up(l.W2), w3: up(l.W3),
 		}
 		if c.Arch.QKVBias {
-			lw.bq, lw.bk, lw.bv = up(l.Bq, 1, qd), up(l.Bk, 1, kvd), up(l.Bv, 1, kvd)
+			lw.bq, lw.bk, lw.bv = up(l.Bq), up(l.Bk), up(l.Bv)
 		}
 		if c.Arch.QKNorm {
-			lw.qNorm, lw.kNorm = up(l.QNorm, 1, hd), up(l.KNorm, 1, hd)
+			lw.qNorm, lw.kNorm = up(l.QNorm), up(l.KNorm)
 		}
 		r.w.layers = append(r.w.layers, lw)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/model"
 )
 
@@ -33,7 +34,7 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prefixd gen-model", flag.ContinueOnError)
 	out := fs.String("out", "", "the GGUF file to write (required)")
 	preset := fs.String("preset", "", "a named shape (tinyllama-1.1b: dim 2048, 22 layers, 32 heads, 4 KV heads, hidden 5632, vocab 32000); shape flags given override it")
-	typ := fs.String("type", "f16", "element type of the weight matrices: f16 or f32 (vectors are f32)")
+	typName := fs.String("type", "f16", "element type of the weight matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k (vectors are f32)")
 	seed := fs.Uint64("seed", 1, "weights seed: the same seed and shape give the same file")
 	// Without --preset: a small model that loads in a moment.
 	c := model.Config{Dim: 256, Hidden: 768, Layers: 4, Heads: 8, KVHeads: 4, Vocab: 512, MaxSeqLen: 2048,
@@ -57,8 +58,9 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return usagef("--out is required")
 	}
-	if *typ != "f16" && *typ != "f32" {
-		return usagef("--type %q: want f16 or f32", *typ)
+	typ, ok := matrixTypes[*typName]
+	if !ok {
+		return usagef("--type %q: want one of %v", *typName, slices.Sorted(maps.Keys(matrixTypes)))
 	}
 	if *preset != "" {
 		p, ok := presets[*preset]
@@ -75,18 +77,33 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	if err := c.Validate(); err != nil {
 		return usagef("%v", err)
 	}
+	// A matrix's rows are dim, q-dim or hidden values: whole blocks of typ.
+	var perValue int // bytes, rounded up
+	for _, n := range []int{c.Dim, c.QDim(), c.Hidden} {
+		b, err := typ.RowSize(n)
+		if err != nil {
+			return usagef("--type %s: rows of %d values: %v", *typName, n, err)
+		}
+		perValue = max(perValue, (b+n-1)/n)
+	}
+	// The float32 model and its matrices converted for the file.
 	params := parameters(c)
-	if total := physicalMemory(); total > 0 && 4*params > total {
-		return usagef("a model of %d parameters needs %d bytes of memory to generate; this machine has %d", params, 4*params, total)
+	if need, total := (4+int64(perValue))*params, physicalMemory(); total > 0 && need > total {
+		return usagef("a model of %d parameters needs %d bytes of memory to generate as %s; this machine has %d", params, need, *typName, total)
 	}
 	m := model.Random(c, *seed)
 	m.Name = fmt.Sprintf("prefixd-random-%s-seed%d", nameOf(*preset, c), *seed)
-	if err := writeModel(*out, m, *typ == "f16"); err != nil {
+	if err := writeModel(*out, m, typ); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "wrote %s: %s, %d parameters, matrices %s\n", *out, m.Name, params, *typ)
+	fmt.Fprintf(stderr, "wrote %s: %s, %d parameters, matrices %s\n", *out, m.Name, params, typ)
 	return nil
 }
+
+// matrixTypes are the --type names: every weight type the loaders read.
+var matrixTypes = map[string]kernels.DType{"f32": kernels.F32, "f16": kernels.F16, "bf16": kernels.BF16,
+	"q8_0": kernels.Q8_0, "q4_0": kernels.Q4_0, "q4_1": kernels.Q4_1, "q5_0": kernels.Q5_0, "q5_1": kernels.Q5_1,
+	"q4_k": kernels.Q4_K, "q5_k": kernels.Q5_K, "q6_k": kernels.Q6_K}
 
 // nameOf names a shape: the preset's name, or its sizes.
 func nameOf(preset string, c model.Config) string {
@@ -97,13 +114,13 @@ func nameOf(preset string, c model.Config) string {
 }
 
 // writeModel writes m to path as GGUF, removing the file if writing fails.
-func writeModel(path string, m *model.Model, f16 bool) error {
+func writeModel(path string, m *model.Model, typ kernels.DType) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	if err = errors.Join(model.WriteGGUF(w, m, f16), w.Flush(), f.Close()); err != nil {
+	if err = errors.Join(model.WriteGGUF(w, m, typ), w.Flush(), f.Close()); err != nil {
 		os.Remove(path)
 		return fmt.Errorf("gen-model: %w", err)
 	}

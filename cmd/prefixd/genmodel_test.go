@@ -1,23 +1,26 @@
 package main
 
 import (
+	"bytes"
 	"path/filepath"
-	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/model"
 )
 
-// TestGenModel writes a tiny random model in F32 and F16, loads it back,
-// and generates from it: the F32 file holds model.Random's weights for the
-// seed exactly, and greedy generation from either file runs.
+// TestGenModel writes a tiny random model in F32, F16 and Q8_0, loads it
+// back, and generates from it: the F32 file holds model.Random's weights
+// for the seed exactly, the others hold matrices of their type, and greedy
+// generation from each file runs.
 func TestGenModel(t *testing.T) {
-	c := model.Config{Dim: 32, Hidden: 48, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 2048,
+	c := model.Config{Dim: 32, Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 2048,
 		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
-	for _, typ := range []string{"f32", "f16"} {
+	for typ, want := range map[string]kernels.DType{"f32": kernels.F32, "f16": kernels.F16, "q8_0": kernels.Q8_0} {
 		path := filepath.Join(t.TempDir(), "m.gguf")
-		code, _, stderr := runArgs("gen-model", "--out", path, "--type", typ, "--seed", "5", "--dim", "32", "--hidden", "48",
+		code, _, stderr := runArgs("gen-model", "--out", path, "--type", typ, "--seed", "5", "--dim", "32", "--hidden", "64",
 			"--layers", "2", "--heads", "4", "--kv-heads", "2", "--vocab", "40")
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", typ, code, stderr)
@@ -29,10 +32,11 @@ func TestGenModel(t *testing.T) {
 		if m.Config != c {
 			t.Fatalf("%s: config %+v, want %+v", typ, m.Config, c)
 		}
+		if got := m.Layers[1].W1.Type; got != want {
+			t.Errorf("%s: matrices of %v", typ, got)
+		}
 		if typ == "f32" {
-			want := model.Random(c, 5)
-			want.Name, want.Tokenizer = m.Name, m.Tokenizer
-			if !reflect.DeepEqual(m, want) {
+			if got, want := weights(m), weights(model.Random(c, 5)); !slices.EqualFunc(got, want, sameTensor) {
 				t.Error("f32: the file's weights are not model.Random's for the seed")
 			}
 		}
@@ -41,6 +45,21 @@ func TestGenModel(t *testing.T) {
 			t.Fatalf("%s: generate: exit %d, %q %s", typ, code, stdout, stderr)
 		}
 	}
+}
+
+// weights lists m's tensors in a fixed order.
+func weights(m *model.Model) []kernels.Tensor {
+	out := []kernels.Tensor{m.Embedding, m.FinalNorm, m.Classifier, m.RopeFactors}
+	for _, l := range m.Layers {
+		out = append(out, l.AttnNorm, l.Wq, l.Wk, l.Wv, l.Wo, l.Bq, l.Bk, l.Bv, l.QNorm, l.KNorm, l.FFNNorm, l.W1, l.W2, l.W3)
+	}
+	return out
+}
+
+// sameTensor reports whether a and b hold the same values in the same
+// type and shape.
+func sameTensor(a, b kernels.Tensor) bool {
+	return a.Type == b.Type && a.Rows == b.Rows && a.Cols == b.Cols && bytes.Equal(a.Data, b.Data)
 }
 
 // TestGenModelPreset checks the TinyLlama preset's shape by its published
@@ -53,6 +72,7 @@ func TestGenModelPreset(t *testing.T) {
 		{"--dim", "8"},
 		{"--out", "x.gguf", "--preset", "llama-70b"},
 		{"--out", "x.gguf", "--type", "q4"},
+		{"--out", "x.gguf", "--type", "q4_k", "--dim", "32", "--heads", "4", "--kv-heads", "2"}, // rows of 32, blocks of 256
 		{"--out", "x.gguf", "--heads", "5"},
 	} {
 		code, _, stderr := runArgs(append([]string{"gen-model"}, args...)...)

@@ -71,14 +71,27 @@ func modelID(path string, m *model.Model) string {
 	if path == "" {
 		return m.Name
 	}
-	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	base := filepath.Base(filepath.Clean(path))
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		base = strings.TrimSuffix(base, filepath.Ext(path)) // a folder's "Qwen2.5-0.5B" keeps its dot
+	}
 	return strings.Join(strings.Fields(base), "-")
 }
 
 // modelFile describes a model file for the start-up log: its format, as
-// model.Load tells them apart (GGUF by its magic, otherwise a llama2.c
-// checkpoint), and its size in bytes.
+// model.Load tells them apart (a Hugging Face folder, GGUF by its magic,
+// otherwise a llama2.c checkpoint), and its size in bytes (a folder's
+// safetensors files).
 func modelFile(path string) (format string, size int64, err error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		shards, _ := filepath.Glob(filepath.Join(path, "*.safetensors"))
+		for _, s := range shards {
+			if st, err := os.Stat(s); err == nil {
+				size += st.Size()
+			}
+		}
+		return "hugging face", size, nil
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", 0, fmt.Errorf("model: %w", err)

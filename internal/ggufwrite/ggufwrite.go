@@ -1,205 +1,99 @@
-// Package ggufwrite writes GGUF v3 files: metadata and F32 tensors, and
-// small random-weight Llama models around a given vocabulary. It exists
-// so tests and the client test script can serve a model with a real
+// Package ggufwrite writes small random-weight Llama models around a given
+// vocabulary as GGUF files, through package gguf's writer. It exists so
+// tests and the client test script can serve a model with a real
 // tokenizer and chat template without shipping one; the reader is
 // package model's.
 package ggufwrite
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/prefixd/prefixd/gguf"
+	"github.com/prefixd/prefixd/kernels"
 )
 
-// GGUF value types (the GGUF specification's numbering).
-const (
-	typeUint32  = 4
-	typeInt32   = 5
-	typeFloat32 = 6
-	typeBool    = 7
-	typeString  = 8
-	typeArray   = 9
-	typeInt64   = 11
-)
-
-const alignment = 32
-
-// Tensor is an F32 tensor; Dims are innermost first, as GGUF stores them.
-type Tensor struct {
-	Name string
-	Dims []uint64
-	Data []float32
-}
-
-// Write writes a GGUF v3 file of meta and tensors. Metadata values may be
-// string, bool, int, int32, uint32, int64 (written as int32 when it fits,
-// as model.ReadGGUFMetadata reads every integer back as int64), float32,
+// ggufMeta returns meta as GGUF metadata, keys in sorted order (so the
+// same input gives the same bytes). Values may be string, bool, int,
+// int32, uint32, int64 (written as int32 when it fits, as
+// model.ReadGGUFMetadata reads every integer back as int64), float32,
 // float64 (written as float32), or a []any, []string or []int32 of those.
-// Keys are written in sorted order, so the same input gives the same bytes.
-func Write(w io.Writer, meta map[string]any, tensors []Tensor) error {
-	// The header goes to memory first: the tensor data starts at its
-	// length rounded up to the alignment.
-	bw := new(bytes.Buffer)
-	le := func(v any) { binary.Write(bw, binary.LittleEndian, v) }
-	str := func(s string) { le(uint64(len(s))); bw.WriteString(s) }
-	bw.WriteString("GGUF")
-	le(uint32(3))
-	le(uint64(len(tensors)))
-	le(uint64(len(meta)))
+func ggufMeta(meta map[string]any) ([]gguf.KV, error) {
 	keys := make([]string, 0, len(meta))
 	for k := range meta {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	var value func(v any, tagged bool) error
-	value = func(v any, tagged bool) error {
-		tag := func(t uint32) {
-			if tagged {
-				le(t)
-			}
-		}
-		switch x := v.(type) {
-		case string:
-			tag(typeString)
-			str(x)
-		case bool:
-			tag(typeBool)
-			b := uint8(0)
-			if x {
-				b = 1
-			}
-			le(b)
-		case int:
-			return value(int64(x), tagged)
-		case int32:
-			tag(typeInt32)
-			le(x)
-		case uint32:
-			tag(typeUint32)
-			le(x)
-		case int64:
-			if x >= math.MinInt32 && x <= math.MaxInt32 {
-				tag(typeInt32)
-				le(int32(x))
-			} else {
-				tag(typeInt64)
-				le(x)
-			}
-		case float32:
-			tag(typeFloat32)
-			le(x)
-		case float64:
-			tag(typeFloat32)
-			le(float32(x))
-		case []string:
-			return value(toAny(x), tagged)
-		case []int32:
-			return value(toAny(x), tagged)
-		case []any:
-			tag(typeArray)
-			et, err := elemType(x)
-			if err != nil {
-				return err
-			}
-			le(et)
-			le(uint64(len(x)))
-			for _, e := range x {
-				if et == typeInt32 {
-					e = int32(toInt64(e))
-				}
-				if err := value(e, false); err != nil {
-					return err
-				}
-			}
-		default:
-			return fmt.Errorf("ggufwrite: metadata value of type %T", v)
-		}
-		return nil
-	}
+	out := make([]gguf.KV, 0, len(keys))
 	for _, k := range keys {
-		str(k)
-		if err := value(meta[k], true); err != nil {
-			return fmt.Errorf("%w (key %q)", err, k)
+		v, err := ggufValue(meta[k])
+		if err != nil {
+			return nil, fmt.Errorf("%w (key %q)", err, k)
 		}
+		out = append(out, gguf.KV{Key: k, Value: v})
 	}
-	var offset uint64
-	for _, t := range tensors {
-		n := uint64(1)
-		for _, d := range t.Dims {
-			n *= d
-		}
-		if n != uint64(len(t.Data)) {
-			return fmt.Errorf("ggufwrite: tensor %q has %d values for shape %v", t.Name, len(t.Data), t.Dims)
-		}
-		str(t.Name)
-		le(uint32(len(t.Dims)))
-		for _, d := range t.Dims {
-			le(d)
-		}
-		le(uint32(0)) // F32
-		le(offset)
-		offset += pad(4 * n)
-	}
-	bw.Write(make([]byte, pad(uint64(bw.Len()))-uint64(bw.Len())))
-	for _, t := range tensors {
-		for _, f := range t.Data {
-			le(f)
-		}
-		bw.Write(make([]byte, pad(4*uint64(len(t.Data)))-4*uint64(len(t.Data))))
-	}
-	_, err := bw.WriteTo(w)
-	return err
+	return out, nil
 }
 
-func toAny[T any](x []T) []any {
-	out := make([]any, len(x))
-	for i, v := range x {
-		out[i] = v
-	}
-	return out
-}
-
-func toInt64(v any) int64 {
+// ggufValue is v as a Go value of a GGUF type, as ggufMeta describes.
+func ggufValue(v any) (any, error) {
 	switch x := v.(type) {
+	case string, bool, int32, uint32, float32, []string, []int32:
+		return x, nil
 	case int:
-		return int64(x)
-	case int32:
-		return int64(x)
+		return ggufValue(int64(x))
 	case int64:
-		return x
+		if x >= math.MinInt32 && x <= math.MaxInt32 {
+			return int32(x), nil
+		}
+		return x, nil
+	case float64:
+		return float32(x), nil
+	case []any:
+		return ggufArray(x)
 	}
-	return 0
+	return nil, fmt.Errorf("ggufwrite: metadata value of type %T", v)
 }
 
-// elemType is the GGUF type of an array's elements: all strings, all
-// integers (int32) or all floats (float32).
-func elemType(x []any) (uint32, error) {
-	t := uint32(typeString)
-	for i, e := range x {
-		var et uint32
-		switch e.(type) {
+// ggufArray is x as a GGUF array: all strings, all integers (int32) or all
+// floats (float32).
+func ggufArray(x []any) (any, error) {
+	var (
+		ss []string
+		is []int32
+		fs []float32
+	)
+	for _, e := range x {
+		switch v := e.(type) {
 		case string:
-			et = typeString
-		case int, int32, int64:
-			et = typeInt32
-		case float32, float64:
-			et = typeFloat32
+			ss = append(ss, v)
+		case int:
+			is = append(is, int32(v))
+		case int32:
+			is = append(is, v)
+		case int64:
+			is = append(is, int32(v))
+		case float32:
+			fs = append(fs, v)
+		case float64:
+			fs = append(fs, float32(v))
 		default:
-			return 0, fmt.Errorf("ggufwrite: array element of type %T", e)
+			return nil, fmt.Errorf("ggufwrite: array element of type %T", e)
 		}
-		if i > 0 && et != t {
-			return 0, fmt.Errorf("ggufwrite: array mixes element types")
-		}
-		t = et
 	}
-	return t, nil
+	switch len(x) {
+	case len(is):
+		return is, nil
+	case len(fs):
+		return fs, nil
+	case len(ss):
+		return ss, nil
+	}
+	return nil, fmt.Errorf("ggufwrite: array mixes element types")
 }
-
-func pad(n uint64) uint64 { return (n + alignment - 1) / alignment * alignment }
 
 // Shape is a Llama model's size.
 type Shape struct {
@@ -229,9 +123,9 @@ func Llama(w io.Writer, tok map[string]any, vocab int, shape Shape, seed uint64)
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 1))
-	d, h, kv := uint64(shape.Dim), uint64(shape.Hidden), uint64(shape.Dim/shape.Heads*shape.KVHeads)
-	tensor := func(name string, scale float32, dims ...uint64) Tensor {
-		n := uint64(1)
+	d, h, kv := shape.Dim, shape.Hidden, shape.Dim/shape.Heads*shape.KVHeads
+	tensor := func(name string, scale float32, dims ...int) gguf.Tensor {
+		n := 1
 		for _, x := range dims {
 			n *= x
 		}
@@ -243,10 +137,10 @@ func Llama(w io.Writer, tok map[string]any, vocab int, shape Shape, seed uint64)
 				data[i] = scale * float32(rng.NormFloat64())
 			}
 		}
-		return Tensor{Name: name, Dims: dims, Data: data}
+		return gguf.Tensor{Name: name, Type: kernels.F32, Shape: dims, Data: kernels.FromF32(data, 1, n).Data}
 	}
-	ts := []Tensor{
-		tensor("token_embd.weight", 1, d, uint64(vocab)),
+	ts := []gguf.Tensor{
+		tensor("token_embd.weight", 1, d, vocab),
 		tensor("output_norm.weight", 0, d),
 	}
 	for i := range shape.Layers {
@@ -263,7 +157,11 @@ func Llama(w io.Writer, tok map[string]any, vocab int, shape Shape, seed uint64)
 			tensor(p+"ffn_up.weight", 0.3, d, h),
 		)
 	}
-	return Write(w, meta, ts)
+	kvs, err := ggufMeta(meta)
+	if err != nil {
+		return err
+	}
+	return gguf.Write(w, kvs, ts)
 }
 
 // ChatMLTemplate is a ChatML chat template in the form Qwen2.5 ships: a

@@ -6,6 +6,7 @@ import (
 	"github.com/prefixd/prefixd/batch"
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/kernels"
+	"github.com/prefixd/prefixd/kernels/quant"
 )
 
 // Backend runs a forward pass's operations on the CPU: it implements
@@ -16,6 +17,9 @@ import (
 // for concurrent use; it shares its Workers with no concurrent user.
 type Backend struct {
 	w       *Workers
+	q       *quant.Multiplier // products on weights of other types than F32
+	deq     deqGemm           // and those of a prefill chunk
+	deqRun  func(part, lo, hi int)
 	weights []weight
 	bufs    []buffer
 	kv      *KVCache
@@ -28,8 +32,13 @@ type Backend struct {
 	logits  []float32
 }
 
-// weight is an uploaded tensor: F32, rows×cols.
+// weight is an uploaded tensor, rows×cols of t's type. f holds its values
+// as float32 where the ops need them: a view of t for F32, a converted
+// copy for a vector of another type (a norm or a bias, tiny); nil for a
+// matrix of another type, which only MatMul, Embed and Logits read, in
+// its own type.
 type weight struct {
+	t          kernels.Tensor
 	f          []float32
 	rows, cols int
 }
@@ -45,18 +54,35 @@ type buffer struct {
 func NewBackend(w *Workers) *Backend {
 	// Entry 0 stands for kernels.NoWeight, which Upload never issues; its
 	// zero width makes any op handed it fail its shape check.
-	return &Backend{w: w, weights: make([]weight, 1)}
+	var par quant.ParallelFor // nil runs the quantized products inline
+	if w != nil {
+		par = w.For
+	}
+	b := &Backend{w: w, q: quant.NewMultiplier(par), weights: make([]weight, 1)}
+	b.deqRun = b.deq.run // made once, so handing it to For does not allocate
+	return b
 }
 
-// Upload keeps t for the ops that name the returned handle. F32 data is
-// used in place, not copied, so t.Data must outlive the Backend. It
-// returns an error for an element type this backend cannot compute on.
+// Upload keeps t for the ops that name the returned handle, in its own
+// type: any of ggml's weight types (F32, F16, BF16, Q4_0 ... Q8_0, Q4_K,
+// Q5_K, Q6_K). t.Data is used in place, not copied, so it must outlive
+// the Backend; a vector (one row) of a type other than F32 is converted to
+// float32 once, since the row ops (norms, biases, RoPE factors) take
+// floats. It returns an error for a type this backend cannot compute on or
+// data that does not fit the shape.
 func (b *Backend) Upload(t kernels.Tensor) (kernels.Weight, error) {
-	f, err := t.F32()
-	if err != nil {
+	if err := t.Check(); err != nil {
 		return 0, fmt.Errorf("cpu: upload: %w", err)
 	}
-	b.weights = append(b.weights, weight{f: f, rows: t.Rows, cols: t.Cols})
+	w := weight{t: t, rows: t.Rows, cols: t.Cols}
+	if t.Type == kernels.F32 || t.Rows == 1 {
+		f, err := t.Float32s()
+		if err != nil {
+			return 0, fmt.Errorf("cpu: upload: %w", err)
+		}
+		w.f = f
+	}
+	b.weights = append(b.weights, w)
 	return kernels.Weight(len(b.weights) - 1), nil
 }
 
@@ -102,14 +128,20 @@ func grow(f []float32, n int) []float32 {
 	return f[:n]
 }
 
-// Embed sets each token row of dst to its token's row of table.
+// Embed sets each token row of dst to its token's row of table,
+// dequantizing it when the table is not F32.
 func (b *Backend) Embed(dst kernels.Buf, table kernels.Weight) {
 	d, w := &b.bufs[dst], &b.weights[table]
 	same("Embed", d.cols, w.cols)
 	t := 0
 	for _, r := range b.rows {
 		for _, tok := range r.Tokens {
-			copy(d.f[t*d.cols:(t+1)*d.cols], w.f[int(tok)*w.cols:])
+			row := d.f[t*d.cols : (t+1)*d.cols]
+			if w.t.Type == kernels.F32 {
+				copy(row, w.f[int(tok)*w.cols:])
+			} else if err := quant.Dequantize(w.t.Type, row, w.t.Row(int(tok))); err != nil {
+				panic(fmt.Sprintf("cpu: Embed: %v", err)) // Upload checked the shape
+			}
 			t++
 		}
 	}
@@ -146,7 +178,26 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Weight) {
 	d, s, m := &b.bufs[dst], &b.bufs[x], &b.weights[w]
 	same("MatMul", d.cols, m.rows)
 	same("MatMul", s.cols, m.cols)
-	MatMul(b.w, d.f, s.f, m.f, b.tokens, m.rows, m.cols)
+	b.matMul(d.f, s.f, m, b.tokens)
+}
+
+// matMul sets dst = x·Wᵀ for rows rows of x: F32 weights through this
+// package's GEMM (its results are those of every earlier release); other
+// types through kernels/quant on the weights as uploaded, or, for
+// gemmRows rows and more (prefill), through the GEMM on float32 groups of
+// their rows.
+func (b *Backend) matMul(dst, x []float32, m *weight, rows int) {
+	switch {
+	case m.t.Type == kernels.F32:
+		MatMul(b.w, dst, x, m.f, rows, m.rows, m.cols)
+		return
+	case rows >= gemmRows:
+		b.deqMatMul(dst, x, m.t, rows)
+		return
+	}
+	if err := b.q.MatMul(dst, x, m.t.Data, m.t.Type, rows, m.rows, m.cols); err != nil {
+		panic(fmt.Sprintf("cpu: MatMul: %v", err)) // Upload and same checked the shapes
+	}
 }
 
 // AddBias adds bias (one row as wide as x) to every row of x.
@@ -239,7 +290,7 @@ func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps flo
 		}
 	}
 	b.logits = grow(b.logits, n*c.rows)
-	MatMul(b.w, b.logits, b.normed, c.f, n, c.rows, d)
+	b.matMul(b.logits, b.normed, c, n)
 	return b.logits, nil
 }
 

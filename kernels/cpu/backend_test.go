@@ -9,6 +9,7 @@ import (
 
 	"github.com/prefixd/prefixd/batch"
 	"github.com/prefixd/prefixd/kernels"
+	"github.com/prefixd/prefixd/kernels/quant"
 )
 
 func TestBackendUploadRejectsWhatItCannotCompute(t *testing.T) {
@@ -17,7 +18,10 @@ func TestBackendUploadRejectsWhatItCannotCompute(t *testing.T) {
 		name string
 		t    kernels.Tensor
 	}{
-		{"quantized type", kernels.Tensor{Type: kernels.DType(8), Rows: 1, Cols: 32, Data: make([]byte, 34)}},
+		{"activation type Q8_K", kernels.Tensor{Type: kernels.DType(15), Rows: 1, Cols: 256, Data: make([]byte, 292)}},
+		{"unknown type", kernels.Tensor{Type: kernels.DType(99), Rows: 1, Cols: 32, Data: make([]byte, 34)}},
+		{"partial block", kernels.Tensor{Type: kernels.Q8_0, Rows: 1, Cols: 16, Data: make([]byte, 17)}},
+		{"short quantized data", kernels.Tensor{Type: kernels.Q4_K, Rows: 2, Cols: 256, Data: make([]byte, 144)}},
 		{"short data", kernels.Tensor{Type: kernels.F32, Rows: 2, Cols: 3, Data: make([]byte, 20)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,4 +124,120 @@ func TestBackendRoPELlama3Golden(t *testing.T) {
 	b.bufs[x].f[64] = 1 // pair 32 in the adjacent layout: elements 64 and 65
 	b.RoPE(x, 1, 500000, kernels.RopeAdjacent, fw)
 	checkClose(t, "pair 32", b.bufs[x].f[64:66], []float32{0.8654010, 0.5010799}, 1e-6)
+}
+
+// quantTensor returns rows×cols random values quantized to typ, and those
+// values as the tensor holds them (dequantized).
+func quantTensor(t *testing.T, r *rand.Rand, typ kernels.DType, rows, cols int) (kernels.Tensor, []float32) {
+	t.Helper()
+	x := randVec(r, rows*cols)
+	rowBytes, err := typ.RowSize(cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := kernels.Tensor{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*rowBytes)}
+	for i := range rows {
+		if err := quant.Quantize(typ, w.Row(i), x[i*cols:(i+1)*cols]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := w.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, f
+}
+
+// TestBackendQuantizedWeights runs Embed, MatMul, RMSNorm and Logits on
+// weights of every type as uploaded, against float32 arithmetic on their
+// dequantized values: Embed exactly (a gathered row is dequantized), the
+// products within what quantizing the activations to 8 bits costs, and a
+// prefill chunk's within float32 rounding.
+func TestBackendQuantizedWeights(t *testing.T) {
+	const vocab, in, out = 12, 512, 40
+	w := NewWorkers(2)
+	defer w.Close()
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, typ := range []kernels.DType{kernels.F32, kernels.F16, kernels.BF16, kernels.Q4_0, kernels.Q4_1, kernels.Q5_0,
+		kernels.Q5_1, kernels.Q8_0, kernels.Q4_K, kernels.Q5_K, kernels.Q6_K} {
+		t.Run(typ.String(), func(t *testing.T) {
+			b := NewBackend(w)
+			emb, embF := quantTensor(t, r, typ, vocab, in)
+			mat, matF := quantTensor(t, r, typ, out, in)
+			norm, normF := quantTensor(t, r, typ, 1, in)
+			var hs [3]kernels.Weight
+			for i, x := range []kernels.Tensor{emb, mat, norm} {
+				h, err := b.Upload(x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				hs[i] = h
+			}
+			x, y := b.Buffer(in), b.Buffer(out)
+			tokens := []int32{3, 0, 11}
+			b.Begin([]batch.Row{{Tokens: tokens, Logits: true}})
+			b.Embed(x, hs[0])
+			for i, tok := range tokens {
+				if got, want := b.bufs[x].f[i*in:(i+1)*in], embF[int(tok)*in:(int(tok)+1)*in]; !slices.Equal(got, want) {
+					t.Fatalf("Embed row %d differs from the dequantized table", i)
+				}
+			}
+			xs := slices.Clone(b.bufs[x].f)
+			b.MatMul(y, x, hs[1])
+			float := typ == kernels.F32 || typ == kernels.F16 || typ == kernels.BF16
+			checkProduct(t, "MatMul", b.bufs[y].f, xs, matF, len(tokens), out, in, float)
+			b.RMSNorm(x, x, hs[2], 1e-5)
+			last := xs[2*in:]
+			wantNorm := make([]float32, in)
+			RMSNorm(wantNorm, last, normF, 1e-5)
+			checkClose(t, "RMSNorm", b.bufs[x].f[2*in:], wantNorm, 1e-5)
+			copy(b.bufs[x].f[2*in:], last)
+			logits, err := b.Logits(x, hs[2], hs[1], 1e-5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkProduct(t, "Logits", logits, wantNorm, matF, 1, out, in, float)
+
+			// A prefill chunk (gemmRows rows or more) multiplies float32
+			// groups of the dequantized rows: float32 rounding only.
+			long := make([]int32, gemmRows+5)
+			for i := range long {
+				long[i] = int32(i % vocab)
+			}
+			b.Begin([]batch.Row{{Tokens: long}})
+			b.Embed(x, hs[0])
+			xs = slices.Clone(b.bufs[x].f)
+			b.MatMul(y, x, hs[1])
+			checkProduct(t, "prefill MatMul", b.bufs[y].f, xs, matF, len(long), out, in, true)
+		})
+	}
+}
+
+// checkProduct checks got against x·wᵀ (rows×in times out×in): within
+// float32 rounding when the weights are floats, else within the bound of
+// quantizing x to 8 bits: each activation moves by at most half a step,
+// amax/127/2 of its block (bounded here by its row's amax), so output o
+// moves by at most Σ_i |w[o][i]|·amax/254.
+func checkProduct(t *testing.T, what string, got, x, w []float32, rows, out, in int, float bool) {
+	t.Helper()
+	want := naiveMatMul(x, w, rows, out, in)
+	for r := range rows {
+		var amax float64
+		for _, v := range x[r*in : (r+1)*in] {
+			amax = math.Max(amax, math.Abs(float64(v)))
+		}
+		for o := range out {
+			tol := matMulTol(in)
+			if !float {
+				var sum float64
+				for _, v := range w[o*in : (o+1)*in] {
+					sum += math.Abs(float64(v))
+				}
+				tol += sum * amax / 254
+			}
+			if d := math.Abs(float64(got[r*out+o]) - float64(want[r*out+o])); !(d <= tol) {
+				t.Fatalf("%s: [%d][%d] = %v, want %v (diff %g > %g)", what, r, o, got[r*out+o], want[r*out+o], d, tol)
+			}
+		}
+	}
 }

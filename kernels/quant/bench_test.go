@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/prefixd/prefixd/kernels/cpu"
 )
 
 // benchOut×benchIn is a Llama-7B-sized projection (4096×4096). The
@@ -23,7 +21,7 @@ const (
 // benchThreads threads; set against BenchmarkMemBandwidth, it is how near
 // decode gets to the memory bound.
 func BenchmarkMatVec(b *testing.B) {
-	pool := cpu.NewWorkers(benchThreads)
+	pool := newTestPool(benchThreads)
 	defer pool.Close()
 	rng := rand.New(rand.NewPCG(1, 1))
 	x := randRow(rng, benchIn)
@@ -66,7 +64,7 @@ func BenchmarkMatVec(b *testing.B) {
 // thread reading its own half with four independent accumulators, so the
 // loop is bound by memory, not by its adds.
 func BenchmarkMemBandwidth(b *testing.B) {
-	pool := cpu.NewWorkers(benchThreads)
+	pool := newTestPool(benchThreads)
 	defer pool.Close()
 	buf := make([]uint64, benchSpan/8)
 	for i := range buf {
@@ -94,7 +92,7 @@ func BenchmarkMemBandwidth(b *testing.B) {
 // decode) by one benchOut×benchIn matrix: rows/s at 16 against 1 is how
 // batched decode scales.
 func BenchmarkMatMulBatch(b *testing.B) {
-	pool := cpu.NewWorkers(benchThreads)
+	pool := newTestPool(benchThreads)
 	defer pool.Close()
 	rng := rand.New(rand.NewPCG(2, 2))
 	for _, typ := range []Type{F16, Q8_0, Q4_K, Q6_K} {
@@ -128,7 +126,7 @@ func BenchmarkMatMulBatch(b *testing.B) {
 // (quantizing x, the parallel loop's hand-off) show beside the weight
 // bytes, which fit in cache here.
 func BenchmarkMatVecSmall(b *testing.B) {
-	pool := cpu.NewWorkers(benchThreads)
+	pool := newTestPool(benchThreads)
 	defer pool.Close()
 	rng := rand.New(rand.NewPCG(3, 3))
 	const dim, hidden = 768, 2048

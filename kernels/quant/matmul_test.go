@@ -6,8 +6,6 @@ import (
 	"reflect"
 	"sync"
 	"testing"
-
-	"github.com/prefixd/prefixd/kernels/cpu"
 )
 
 // weightTypes are the types MatMul takes as weights.
@@ -110,7 +108,7 @@ func TestMatMulFloatOddLength(t *testing.T) {
 // (and under -race, checks the parts do not share writes).
 func TestMatMulParallel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	pool := cpu.NewWorkers(3)
+	pool := newTestPool(3)
 	defer pool.Close()
 	for _, m := range []*Multiplier{NewMultiplier(goroutineFor), NewMultiplier(pool.For)} {
 		for _, typ := range []Type{F16, Q8_0, Q4_K, Q6_K, Q5_1} {
@@ -191,7 +189,7 @@ func TestMatMuls(t *testing.T) {
 	types := []Type{Q4_K, F16, Q6_K, Q4_K, Q5_0, Q8_0, BF16}
 	outs := []int{37, 8, 5, 0, 70, 1, 9} // an empty matrix among them
 	x := randRow(rng, rows*in)
-	pool := cpu.NewWorkers(2)
+	pool := newTestPool(2)
 	defer pool.Close()
 	var ps []Product
 	var want [][]float32

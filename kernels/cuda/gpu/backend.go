@@ -76,10 +76,13 @@ func NewBackend(dev Device) *Backend {
 }
 
 // Upload copies t to the device: a matrix (more than one row) in the
-// device's element type, rounded to nearest even, a vector in float32. It
-// returns an error for a tensor that is not F32 or a device failure.
+// device's element type, a vector in float32. A tensor of any weight type
+// is read as float32 first (F16 and BF16 exactly, a quantized type by
+// dequantizing it), so a quantized model runs on its dequantized weights
+// rounded to nearest even into the device's type. It returns an error for
+// a tensor Check refuses or a device failure.
 func (b *Backend) Upload(t kernels.Tensor) (kernels.Weight, error) {
-	f, err := t.F32()
+	f, err := t.Float32s()
 	if err != nil {
 		return 0, fmt.Errorf("gpu: upload: %w", err)
 	}

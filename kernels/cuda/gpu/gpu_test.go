@@ -15,6 +15,7 @@ import (
 	"github.com/prefixd/prefixd/kernels/cuda/internal/kerneltest"
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
 	"github.com/prefixd/prefixd/kernels/cuda/src"
+	"github.com/prefixd/prefixd/kernels/quant"
 	"github.com/prefixd/prefixd/model"
 )
 
@@ -101,23 +102,101 @@ func cpuRunner(t testing.TB, m *model.Model) *model.Runner {
 	return model.NewRunner(m, w)
 }
 
-// roundMatrices rounds every matrix of m to dt, as Upload does, so that
-// the CPU reference computes with the weights the device holds.
-func roundMatrices(m *model.Model, dt src.DType) {
-	r := func(x []float32) {
+// sameSteps runs each step on the device's runner and on the CPU runner and
+// requires logits within relative error tol of the CPU's.
+func sameSteps(t testing.TB, gpuR, cpuR *model.Runner, steps [][]batch.Row, tol float64) {
+	t.Helper()
+	for s, rows := range steps {
+		want, err := cpuR.Forward(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := gpuR.Forward(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := kerneltest.RelErr(got, want); e > tol {
+			t.Fatalf("step %d: logits relative error %.3g over %.0e", s, e, tol)
+		}
+	}
+}
+
+// withMatrices returns a copy of m whose weight matrices are f of m's (the
+// tied classifier staying tied); its other tensors are m's.
+func withMatrices(t testing.TB, m *model.Model, f func(kernels.Tensor) (kernels.Tensor, error)) *model.Model {
+	t.Helper()
+	out := *m
+	conv := func(w *kernels.Tensor) {
+		var err error
+		if *w, err = f(*w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conv(&out.Embedding)
+	out.Classifier = out.Embedding
+	if !m.Config.SharedClassifier {
+		out.Classifier = m.Classifier
+		conv(&out.Classifier)
+	}
+	out.Layers = slices.Clone(m.Layers)
+	for i := range out.Layers {
+		l := &out.Layers[i]
+		for _, w := range []*kernels.Tensor{&l.Wq, &l.Wk, &l.Wv, &l.Wo, &l.W1, &l.W2, &l.W3} {
+			conv(w)
+		}
+	}
+	return &out
+}
+
+// roundMatrices returns m with every matrix's values rounded to dt, as
+// Upload does, as F32 tensors, so that the CPU reference computes with the
+// weights the device holds.
+func roundMatrices(t testing.TB, m *model.Model, dt src.DType) *model.Model {
+	return withMatrices(t, m, func(w kernels.Tensor) (kernels.Tensor, error) {
+		x, err := w.Float32s()
+		if err != nil {
+			return w, err
+		}
+		x = slices.Clone(x)
 		for i, v := range x {
 			x[i] = launch.Round(dt, v)
 		}
-	}
-	r(m.Embedding)
-	if !m.Config.SharedClassifier {
-		r(m.Classifier)
-	}
-	for _, l := range m.Layers {
-		for _, x := range [][]float32{l.Wq, l.Wk, l.Wv, l.Wo, l.W1, l.W2, l.W3} {
-			r(x)
+		return kernels.FromF32(x, w.Rows, w.Cols), nil
+	})
+}
+
+// quantized returns m's matrices in type typ.
+func quantized(t testing.TB, m *model.Model, typ kernels.DType) *model.Model {
+	return withMatrices(t, m, func(w kernels.Tensor) (kernels.Tensor, error) { return w.Convert(typ) })
+}
+
+// TestUploadFileTypes runs models whose matrices are held in a file's
+// types (F16, BF16, and quantized ones, which Upload dequantizes) on the
+// device and compares their logits with the CPU runner's on the same
+// values dequantized and rounded to the device's type as F32 tensors.
+func TestUploadFileTypes(t *testing.T) {
+	c := model.Config{Dim: 32, Hidden: 64, Layers: 1, Heads: 4, KVHeads: 2, Vocab: 40, MaxSeqLen: 64,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
+	each(t, src.DTypes, func(t *testing.T, dev Device) {
+		for i, typ := range []kernels.DType{kernels.F16, kernels.BF16, kernels.Q8_0, kernels.Q4_1} {
+			t.Run(typ.String(), func(t *testing.T) {
+				m := quantized(t, model.Random(c, uint64(30+i)), typ)
+				if m.Layers[0].Wq.Type != typ {
+					t.Fatalf("Wq is %v, want %v", m.Layers[0].Wq.Type, typ)
+				}
+				gpuR, cpuR := runnerOn(t, m, dev), cpuRunner(t, roundMatrices(t, m, dev.DType()))
+				table := []blockstore.BlockID{0, 1, 2}
+				for _, r := range []*model.Runner{gpuR, cpuR} {
+					if _, err := r.NewKV(len(table), 8); err != nil {
+						t.Fatal(err)
+					}
+				}
+				steps := [][]batch.Row{{{Tokens: tokens(1, 12, c.Vocab), Blocks: table, Logits: true}},
+					{{Tokens: tokens(2, 1, c.Vocab), Start: 12, Blocks: table, Logits: true}}}
+				sameSteps(t, gpuR, cpuR, steps, kerneltest.Tolerance[dev.DType()])
+			})
 		}
-	}
+	})
 }
 
 var forwardModels = []struct {
@@ -171,12 +250,13 @@ func TestForwardMatchesCPU(t *testing.T) {
 				c.MaxSeqLen, c.RopeTheta, c.NormEps, c.BOS, c.EOS = 256, 10000, 1e-5, -1, -1
 				m := model.Random(c, uint64(i+1))
 				if fm.factors {
-					m.RopeFactors = make([]float32, c.HeadDim()/2)
-					for j := range m.RopeFactors {
-						m.RopeFactors[j] = 1 + 3*float32(j)/float32(len(m.RopeFactors))
+					f := make([]float32, c.HeadDim()/2)
+					for j := range f {
+						f[j] = 1 + 3*float32(j)/float32(len(f))
 					}
+					m.RopeFactors = kernels.FromF32(f, 1, len(f))
 				}
-				roundMatrices(m, dev.DType())
+				m = roundMatrices(t, m, dev.DType())
 				const bs, blocks = 8, 24
 				gpuR, cpuR := runnerOn(t, m, dev), cpuRunner(t, m)
 				for _, r := range []*model.Runner{gpuR, cpuR} {
@@ -200,20 +280,7 @@ func TestForwardMatchesCPU(t *testing.T) {
 						{Tokens: tokens(9+k, 1, c.Vocab), Start: 25 + k, Blocks: tb[2], Logits: k%2 == 0},
 						{Tokens: tokens(10+k, 1, c.Vocab), Start: 140 + k, Blocks: tb[3], Logits: true}})
 				}
-				tol := kerneltest.Tolerance[dev.DType()]
-				for s, rows := range steps {
-					want, err := cpuR.Forward(rows)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := gpuR.Forward(rows)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if e := kerneltest.RelErr(got, want); e > tol {
-						t.Fatalf("step %d: logits relative error %.3g over %.0e", s, e, tol)
-					}
-				}
+				sameSteps(t, gpuR, cpuR, steps, kerneltest.Tolerance[dev.DType()])
 			})
 		}
 	})
@@ -388,8 +455,11 @@ func TestBackendRefuses(t *testing.T) {
 	each(t, []src.DType{src.BF16}, func(t *testing.T, dev Device) {
 		b := NewBackend(dev)
 		defer b.Close()
-		if _, err := b.Upload(kernels.Tensor{Type: 1, Rows: 2, Cols: 2, Data: make([]byte, 8)}); err == nil {
-			t.Error("an F16 tensor uploaded")
+		if _, err := b.Upload(kernels.Tensor{Type: kernels.F16, Rows: 2, Cols: 2, Data: make([]byte, 6)}); err == nil {
+			t.Error("an F16 tensor short of its size uploaded")
+		}
+		if _, err := b.Upload(kernels.Tensor{Type: quant.Q8_K, Rows: 1, Cols: 256, Data: make([]byte, 292)}); err == nil {
+			t.Error("a Q8_K (activation) tensor uploaded")
 		}
 		if _, err := b.Upload(kernels.FromF32(nil, 0, 4)); err == nil {
 			t.Error("an empty tensor uploaded")

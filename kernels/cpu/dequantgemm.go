@@ -1,0 +1,67 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/prefixd/prefixd/kernels"
+	"github.com/prefixd/prefixd/kernels/quant"
+)
+
+// gemmRows is the least activation rows (a prefill chunk) for which a
+// product on weights of another type than F32 dequantizes them into
+// float32, a group of rows at a time, and runs this package's GEMM: its
+// register tiles reuse each weight row across three activation rows,
+// which kernels/quant's row-at-a-time products (built for decode) do not,
+// and the dequantization is paid once for all the rows. Below it, the
+// integer products of kernels/quant stream the quantized bytes.
+const gemmRows = 64
+
+// deqGroup is how many weight rows a worker dequantizes at a time: 64 rows
+// of a 4096-wide matrix are 1 MiB of float32, in cache for the GEMM that
+// reads them at once.
+const deqGroup = 64
+
+// deqGemm is one product on dequantized weight groups; run is a part.
+type deqGemm struct {
+	c, a    []float32
+	w       kernels.Tensor
+	m       int
+	scratch [][]float32 // one deqGroup×w.Cols buffer per part
+}
+
+func (t *deqGemm) run(part, lo, hi int) {
+	n, k := t.w.Rows, t.w.Cols
+	buf := t.scratch[part]
+	for g := lo; g < hi; g++ {
+		j0, j1 := g*deqGroup, min((g+1)*deqGroup, n)
+		for j := j0; j < j1; j++ {
+			if err := quant.Dequantize(t.w.Type, buf[(j-j0)*k:(j-j0+1)*k], t.w.Row(j)); err != nil {
+				panic(fmt.Sprintf("cpu: dequantize: %v", err)) // Upload checked the shape
+			}
+		}
+		gemm(t.c[j0:], n, t.a, k, buf, k, t.m, j1-j0, k)
+	}
+}
+
+// deqMatMul sets c[m×n] = a[m×k]·Wᵀ for a weight w of n rows of k values
+// of a type other than F32, through float32 groups of its rows.
+func (b *Backend) deqMatMul(c, a []float32, w kernels.Tensor, m int) {
+	parts := 1
+	if b.w != nil {
+		parts = b.w.N()
+	}
+	for len(b.deq.scratch) < parts {
+		b.deq.scratch = append(b.deq.scratch, nil)
+	}
+	for i := range parts {
+		b.deq.scratch[i] = grow(b.deq.scratch[i], deqGroup*w.Cols)
+	}
+	b.deq.c, b.deq.a, b.deq.w, b.deq.m = c, a, w, m
+	groups := (w.Rows + deqGroup - 1) / deqGroup
+	if b.w == nil {
+		b.deq.run(0, 0, groups)
+	} else {
+		b.w.For(groups, b.deqRun)
+	}
+	b.deq.c, b.deq.a, b.deq.w = nil, nil, kernels.Tensor{} // keep no caller's slices alive
+}

@@ -1,0 +1,81 @@
+#!/bin/sh
+# Compares prefixd's CPU decode and prompt processing with llama.cpp's on the
+# same random-weight GGUF files, as issue 13 measures them: a 110M Llama (dim
+# 768, 12 layers, 12 heads, hidden 2048, vocabulary 32000) as F16, Q8_0
+# (written by model's TestWriteBenchModels) and Q4_K_M (llama.cpp's own
+# llama-quantize on the F16 file); `llama-bench -p 512 -n 128 -t 2` (and -t 1,
+# which a loaded machine's scheduler hurts less: its threads spin at barriers) against
+# model's BenchmarkPrefill512 and BenchmarkTG128 on 2 threads, interleaved
+# RUNS times, medians; the read bandwidth of 2 threads (kernels/quant's
+# BenchmarkMemBandwidth) measured in each round too, and batched decode (16
+# sequences against 1, BenchmarkDecodeBatch16/1). Prints a Markdown table.
+#
+# usage: scripts/cpu-vs-llamacpp.sh [LLAMA_CPP_BIN] [RUNS]
+#   LLAMA_CPP_BIN  folder with llama-bench and llama-quantize (a CPU Release
+#                  build of llama.cpp); default /work/peer/llama.cpp/build/bin
+#   RUNS           rounds (default 3)
+# The files and the test binaries go to $PREFIXD_BENCH_DIR (default
+# bench-out/cpu-vs-llamacpp, git-ignored); existing model files are reused.
+set -eu
+cd "$(dirname "$0")/.."
+bin=${1:-/work/peer/llama.cpp/build/bin}
+runs=${2:-3}
+dir=${PREFIXD_BENCH_DIR:-bench-out/cpu-vs-llamacpp}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ ! -f "$dir/llama-110m-q8_0.gguf" ]; then
+	PREFIXD_WRITE_BENCH_MODELS=$dir go test -count=1 -run '^TestWriteBenchModels$' ./model/ >&2
+fi
+if [ ! -f "$dir/llama-110m-q4_k_m.gguf" ]; then
+	"$bin/llama-quantize" "$dir/llama-110m-f16.gguf" "$dir/llama-110m-q4_k_m.gguf" Q4_K_M >/dev/null 2>&1
+fi
+go test -c -o "$dir/model.test" ./model/
+go test -c -o "$dir/quant.test" ./kernels/quant/
+out=$dir/results.tsv
+: >"$out"
+for r in $(seq "$runs"); do
+	bw=$(cd kernels/quant && "$dir/quant.test" -test.run '^$' -test.bench '^BenchmarkMemBandwidth$' -test.benchtime 20x |
+		awk '/MemBandwidth/ { for (i = 1; i <= NF; i++) if ($i == "MB/s") print $(i-1) }')
+	printf 'bw\t-\t%s\n' "$bw" >>"$out"
+	printf 'load\t-\t%s\n' "$(cut -d' ' -f1 /proc/loadavg)" >>"$out"
+	for t in f16 q8_0 q4_k_m; do
+		f=$dir/llama-110m-$t.gguf
+		"$bin/llama-bench" -m "$f" -p 512 -n 128 -t 1,2 -r 1 -o jsonl 2>/dev/null |
+			python3 -c 'import json,sys
+for l in sys.stdin:
+    d = json.loads(l)
+    print("llama_%s_t%d\t%s\t%s" % ("pp" if d["n_prompt"] else "tg", d["n_threads"], sys.argv[1], d["avg_ts"]))' "$t" >>"$out"
+		(cd model && PREFIXD_BENCH_MODEL=$f "$dir/model.test" -test.run '^$' \
+			-test.bench '^Benchmark(Prefill512|TG128|DecodeBatch1|DecodeBatch16)$' -test.benchtime 2x) |
+			awk -v t="$t" '/^Benchmark/ { n = $1; sub(/-[0-9]+$/, "", n); sub(/^Benchmark/, "", n)
+				for (i = 1; i <= NF; i++) if ($i == "tokens/s") printf "prefixd_%s\t%s\t%s\n", n, t, $(i-1) }' >>"$out"
+	done
+done
+python3 - "$out" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    k, t, v = line.split("\t")
+    rows.setdefault((k, t), []).append(float(v))
+med = {k: statistics.median(v) for k, v in rows.items()}
+bw = med[("bw", "-")] * 1e6
+size = {"f16": 219862432, "q8_0": 117196192, "q4_k_m": 72122336}
+import os
+d = os.path.dirname(sys.argv[1])
+for t in size:
+    size[t] = os.path.getsize(os.path.join(d, "llama-110m-%s.gguf" % t))
+n = len(rows[("bw", "-")])
+print("Medians of %d interleaved rounds; read bandwidth of 2 threads %.1f GB/s; load average %.1f on %d CPUs." % (
+    n, bw / 1e9, med[("load", "-")], os.cpu_count()))
+print()
+print("| file | size | pp512 llama.cpp t2 (t1) | pp512 prefixd t2 | ratio to t2 | tg128 llama.cpp t2 (t1) | tg128 prefixd t2 | ratio to t2 (t1) | prefixd decode / bandwidth bound | 16 seqs / 1 |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for t in size:
+    lp, lp1, pp = med[("llama_pp_t2", t)], med[("llama_pp_t1", t)], med[("prefixd_Prefill512", t)]
+    lt, lt1, pt = med[("llama_tg_t2", t)], med[("llama_tg_t1", t)], med[("prefixd_TG128", t)]
+    bound = bw / size[t]
+    b16, b1 = med[("prefixd_DecodeBatch16", t)], med[("prefixd_DecodeBatch1", t)]
+    print("| %s | %d MB | %.1f (%.1f) | %.1f | %.2fx | %.1f (%.1f) | %.1f | %.2fx (%.2fx) | %.0f%% of %.0f tok/s | %.1fx |" % (
+        t.upper(), size[t] / 1e6, lp, lp1, pp, pp / lp, lt, lt1, pt, pt / lt, pt / lt1, 100 * pt / bound, bound, b16 / b1))
+PY
