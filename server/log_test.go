@@ -2,10 +2,13 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -134,6 +137,33 @@ func TestAccessLog(t *testing.T) {
 	for i, w := range want {
 		if !strings.Contains(lines[i], w) {
 			t.Errorf("access-log line %q, want %q", lines[i], w)
+		}
+	}
+}
+
+// TestFasthttpLoggerDrain: while the server drains it closes connections
+// itself, so fasthttp's complaint about using one ("use of closed network
+// connection", seen after a keep-alive answer) is no error and stays out
+// of the log; the same error outside a drain, and other errors, are
+// logged.
+func TestFasthttpLoggerDrain(t *testing.T) {
+	closedErr := &net.OpError{Op: "set", Net: "tcp", Err: net.ErrClosed}
+	for _, c := range []struct {
+		draining bool
+		err      error
+		logged   bool
+	}{
+		{true, closedErr, false},
+		{false, closedErr, true},
+		{true, errors.New("cannot parse request"), true},
+	} {
+		var logs logBuffer
+		var d atomic.Bool
+		d.Store(c.draining)
+		f := fasthttpLogger{slog.New(slog.NewTextHandler(&logs, nil)), d.Load}
+		f.Printf("error when serving connection %q<->%q: %v", "a", "b", c.err)
+		if got := strings.Contains(logs.String(), "fasthttp:"); got != c.logged {
+			t.Errorf("draining %v, %v: logged %v, want %v (%q)", c.draining, c.err, got, c.logged, logs.String())
 		}
 	}
 }

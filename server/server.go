@@ -237,7 +237,7 @@ func New(cfg Config) (*Server, error) {
 		// fasthttp otherwise quotes the raw request it could not parse in
 		// its errors: headers, Authorization included.
 		SecureErrorLogMessage: true,
-		Logger:                fasthttpLogger{s.log},
+		Logger:                fasthttpLogger{s.log, s.Draining},
 	}
 	return s, nil
 }
@@ -596,12 +596,20 @@ func (s *Server) writeSubmitError(ctx *fasthttp.RequestCtx, err error) {
 }
 
 // fasthttpLogger sends fasthttp's own messages to slog, with its errors
-// redacted.
-type fasthttpLogger struct{ l *slog.Logger }
+// redacted. While the server drains (draining is true) it closes idle
+// connections itself, so fasthttp's errors about using a closed one are
+// expected and left out.
+type fasthttpLogger struct {
+	l        *slog.Logger
+	draining func() bool
+}
 
 func (f fasthttpLogger) Printf(format string, args ...any) {
 	for i, a := range args {
 		if err, ok := a.(error); ok {
+			if errors.Is(err, net.ErrClosed) && f.draining() {
+				return
+			}
 			args[i] = redact(err)
 		}
 	}
