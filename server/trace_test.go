@@ -78,7 +78,7 @@ func TestTraceRecordsRequests(t *testing.T) {
 	}
 	s.close()
 	var c completionResponse
-	h.post("/v1/completions", `{"prompt": "Hello", "max_tokens": 3}`, &c, a...)
+	h.post("/v1/completions", `{"prompt": "Hello", "max_tokens": 3, "temperature": 0}`, &c, a...) // greedy: no EOS first (random sampling may draw it)
 	h.generate(`{"prompt_ids": [1, 2], "max_tokens": 1, "cache": {"enabled": false, "priority": 3}}`, b...)
 	if code, _, _ := h.do("POST", "/generate", `{"prompt_ids": [1], "max_tokens": 0}`, a...); code != 400 {
 		t.Fatalf("a refused request answered %d", code)
