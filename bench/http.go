@@ -77,6 +77,10 @@ type HTTPConfig struct {
 	MaxInFlight int
 	// RequestTimeout bounds each request; default DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// ChatAPI sends the chat workload's conversations as OpenAI messages
+	// to /v1/chat/completions (the server's chat template renders them)
+	// instead of token IDs to /generate_stream; only for chat.
+	ChatAPI bool
 }
 
 // HTTPResult is what a client of the server measured. Durations are in
@@ -108,12 +112,35 @@ type HTTPResult struct {
 	ITLp99          float64 `json:"itl_p99_ms"`
 	HitRate         float64 `json:"hit_rate"` // usage.cached_tokens / prompt tokens
 
+	// ChatAPI tells that the chat workload went through
+	// /v1/chat/completions.
+	ChatAPI bool `json:"chat_api,omitempty"`
+	// Turns are the chat workload's completed requests by turn: turn k
+	// after the first reuses turns before it, so its hit rate shows the
+	// prefix cache at work.
+	Turns []TurnUsage `json:"turns,omitempty"`
+
 	// Blocks is the server's block accounting once idle after the run;
 	// nil without an admin token.
 	Blocks *ServerBlocks `json:"blocks,omitempty"`
 	// Server is what the server's own figures (GET /v1/cache, sampled
 	// while the run lasts) say of it; nil without an admin token.
 	Server *ServerFigures `json:"server,omitempty"`
+}
+
+// TurnUsage sums the usage of the chat turns of one index.
+type TurnUsage struct {
+	Requests     int `json:"requests"`
+	PromptTokens int `json:"prompt_tokens"`
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// HitRate returns the share of the turns' prompt tokens that were cached.
+func (t TurnUsage) HitRate() float64 {
+	if t.PromptTokens == 0 {
+		return 0
+	}
+	return float64(t.CachedTokens) / float64(t.PromptTokens)
 }
 
 // ServerFigures are server-side figures of a run: the prompt tokens the
@@ -283,7 +310,7 @@ type httpRun struct {
 }
 
 // RunHTTP drives a running `prefixd serve` with c's workload over
-// /generate_stream and measures it from the client side. It returns once
+// /generate_stream (chat with ChatAPI: /v1/chat/completions) and measures it from the client side. It returns once
 // every request it sent has finished; progress, if not nil, gets a line
 // per soak round. A leak is reported in the result (HTTPResult.Leaked),
 // not as an error.
@@ -311,6 +338,8 @@ func RunHTTP(ctx context.Context, c HTTPConfig, progress io.Writer) (*HTTPResult
 		return nil, fmt.Errorf("bench: a soak of %v is longer than the limit of %v", c.Soak, MaxSoak)
 	case c.Soak > 0 && c.Rate == 0:
 		return nil, errors.New("bench: a soak needs a positive arrival rate")
+	case c.ChatAPI && c.Workload != HTTPChat:
+		return nil, fmt.Errorf("bench: the chat API carries only the %s workload, not %s", HTTPChat, c.Workload)
 	}
 	if _, _, err := httpRound(&c, 0); err != nil {
 		return nil, err
@@ -332,7 +361,7 @@ func RunHTTP(ctx context.Context, c HTTPConfig, progress io.Writer) (*HTTPResult
 		slots: make(chan struct{}, c.MaxInFlight),
 	}
 	defer r.client.CloseIdleConnections()
-	r.res = HTTPResult{URL: r.base, Workload: c.Workload, Rate: c.Rate, Soak: c.Soak.Seconds(), Errors: map[string]int{}}
+	r.res = HTTPResult{URL: r.base, Workload: c.Workload, Rate: c.Rate, Soak: c.Soak.Seconds(), ChatAPI: c.ChatAPI, Errors: map[string]int{}}
 	if err := r.ping(ctx); err != nil {
 		return nil, err
 	}
@@ -534,7 +563,10 @@ func (r *httpRun) release() { <-r.slots }
 // until they are done or soakCtx ends between turns.
 func (r *httpRun) runChat(ctx, soakCtx context.Context, conv *Conversation, think time.Duration) {
 	defer r.wg.Done()
-	var prompt []int32
+	var (
+		prompt []int32       // token IDs, for /generate_stream
+		msgs   []chatMessage // with ChatAPI
+	)
 	for k, msg := range conv.Messages {
 		if k > 0 && think > 0 {
 			t := time.NewTimer(think)
@@ -548,12 +580,38 @@ func (r *httpRun) runChat(ctx, soakCtx context.Context, conv *Conversation, thin
 		if soakCtx.Err() != nil || !r.acquire(soakCtx) {
 			return
 		}
-		prompt = append(prompt, msg...)
-		out, ok := r.generate(ctx, prompt, conv.Reply, 0)
+		var (
+			usage *streamUsage
+			ok    bool
+		)
+		if r.c.ChatAPI {
+			msgs = append(msgs, chatMessage{"user", chatText(msg)})
+			var reply string
+			reply, usage, ok = r.chatTurn(ctx, msgs, conv.Reply)
+			msgs = append(msgs, chatMessage{"assistant", reply})
+		} else {
+			prompt = append(prompt, msg...)
+			var out []int32
+			out, usage, ok = r.generate(ctx, prompt, conv.Reply, 0)
+			prompt = append(prompt, out...)
+		}
 		r.release()
 		if !ok {
 			return
 		}
-		prompt = append(prompt, out...)
+		r.turn(k, usage)
 	}
+}
+
+// turn adds a completed chat turn k's usage to the result's Turns.
+func (r *httpRun) turn(k int, u *streamUsage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.res.Turns) <= k {
+		r.res.Turns = append(r.res.Turns, TurnUsage{})
+	}
+	t := &r.res.Turns[k]
+	t.Requests++
+	t.PromptTokens += u.PromptTokens
+	t.CachedTokens += u.CachedTokens
 }

@@ -14,20 +14,34 @@ import (
 	"time"
 )
 
+// streamUsage is a stream's final token counts.
+type streamUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CachedTokens     int `json:"cached_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// streamError is an error event's body.
+type streamError struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+}
+
+// streamPart is what the stream reader needs of one event: whether it
+// carried output (timed for TTFT and ITL), the final usage, or an error.
+type streamPart struct {
+	token bool
+	usage *streamUsage
+	err   *streamError
+}
+
 // streamEvent is one /generate_stream event: a token (ID set) or the
 // final event.
 type streamEvent struct {
-	ID           *int32 `json:"id"`
-	FinishReason string `json:"finish_reason"`
-	Usage        *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CachedTokens     int `json:"cached_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
-	Error *struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-	} `json:"error"`
+	ID           *int32       `json:"id"`
+	FinishReason string       `json:"finish_reason"`
+	Usage        *streamUsage `json:"usage"`
+	Error        *streamError `json:"error"`
 }
 
 // generateBody is the /generate_stream request RunHTTP sends: token IDs,
@@ -39,18 +53,37 @@ type generateBody struct {
 	BeamWidth int     `json:"beam_width,omitempty"`
 }
 
-// generate sends one streaming request (a beam search of width beam, if
-// not 0) and records its measurement. It returns the generated token IDs
-// and whether the request succeeded.
-func (r *httpRun) generate(ctx context.Context, prompt []int32, maxTokens, beam int) ([]int32, bool) {
-	body, err := json.Marshal(generateBody{prompt, maxTokens, true, beam})
+// generate sends one /generate_stream request (a beam search of width
+// beam, if not 0) and records its measurement. It returns the generated
+// token IDs, the usage and whether the request succeeded.
+func (r *httpRun) generate(ctx context.Context, prompt []int32, maxTokens, beam int) ([]int32, *streamUsage, bool) {
+	var ids []int32
+	usage, ok := r.stream(ctx, "/generate_stream", generateBody{prompt, maxTokens, true, beam}, func(data []byte) (streamPart, error) {
+		var ev streamEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return streamPart{}, err
+		}
+		if ev.ID == nil {
+			return streamPart{usage: ev.Usage, err: ev.Error}, nil
+		}
+		ids = append(ids, *ev.ID)
+		return streamPart{token: true}, nil
+	})
+	return ids, usage, ok
+}
+
+// stream posts body to path, reads the server-sent events of its answer
+// through decode, and records the request's measurement. It returns the
+// final usage and whether the request succeeded.
+func (r *httpRun) stream(ctx context.Context, path string, body any, decode func(data []byte) (streamPart, error)) (*streamUsage, bool) {
+	b, err := json.Marshal(body)
 	if err != nil {
 		r.fail("encoding", time.Now())
 		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.c.RequestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "POST", r.base+"/generate_stream", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, "POST", r.base+path, bytes.NewReader(b))
 	if err != nil {
 		r.fail("encoding", time.Now())
 		return nil, false
@@ -80,11 +113,11 @@ func (r *httpRun) generate(ctx context.Context, prompt []int32, maxTokens, beam 
 		return nil, false
 	}
 	var (
-		ids   []int32
-		ttft  float64
-		itl   []float64
-		prev  time.Time
-		final *streamEvent
+		tokens int
+		ttft   float64
+		itl    []float64
+		prev   time.Time
+		usage  *streamUsage
 	)
 	br := bufio.NewReader(resp.Body)
 	for {
@@ -101,47 +134,49 @@ func (r *httpRun) generate(ctx context.Context, prompt []int32, maxTokens, beam 
 			break
 		}
 		now := time.Now()
-		var ev streamEvent
-		if err := json.Unmarshal(data, &ev); err != nil {
+		part, err := decode(data)
+		if err != nil {
 			r.fail("stream: malformed event", now)
 			return nil, false
 		}
-		if ev.ID == nil {
-			final = &ev
+		if part.err != nil {
+			r.fail("stream: "+part.err.Type, now)
+			return nil, false
+		}
+		if part.usage != nil {
+			usage = part.usage
+		}
+		if !part.token {
 			continue
 		}
-		if len(ids) == 0 {
+		if tokens == 0 {
 			ttft = ms(now.Sub(start))
 		} else {
 			itl = append(itl, ms(now.Sub(prev)))
 		}
-		ids = append(ids, *ev.ID)
+		tokens++
 		prev = now
 	}
 	end := time.Now()
-	switch {
-	case final == nil || final.Usage == nil:
+	if usage == nil {
 		r.fail("stream: no final event", end)
-		return nil, false
-	case final.Error != nil:
-		r.fail("stream: "+final.Error.Type, end)
 		return nil, false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := &r.res
 	res.Completed++
-	res.PromptTokens += final.Usage.PromptTokens
-	res.CachedTokens += final.Usage.CachedTokens
-	res.GeneratedTokens += final.Usage.CompletionTokens
-	if len(ids) > 0 {
+	res.PromptTokens += usage.PromptTokens
+	res.CachedTokens += usage.CachedTokens
+	res.GeneratedTokens += usage.CompletionTokens
+	if tokens > 0 {
 		r.ttft = append(r.ttft, ttft)
 	}
 	r.itl = append(r.itl, itl...)
 	if end.After(r.last) {
 		r.last = end
 	}
-	return ids, true
+	return usage, true
 }
 
 // transportError names a failure below HTTP.
@@ -231,6 +266,9 @@ func (r *httpRun) cacheStats(ctx context.Context) (*cacheStats, error) {
 func (r *HTTPResult) WriteText(w io.Writer) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "workload %s against %s", r.Workload, r.URL)
+	if r.ChatAPI {
+		b.WriteString(" through /v1/chat/completions")
+	}
 	if r.Rate > 0 {
 		fmt.Fprintf(&b, ", %g arrivals/s", r.Rate)
 	}
@@ -244,6 +282,16 @@ func (r *HTTPResult) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "ITL        p50 %.2f ms, p99 %.2f ms\n", r.ITLp50, r.ITLp99)
 	fmt.Fprintf(&b, "cache      hit rate %.1f%% (%d of %d prompt tokens), %d tokens generated\n",
 		100*r.HitRate, r.CachedTokens, r.PromptTokens, r.GeneratedTokens)
+	if len(r.Turns) > 0 {
+		b.WriteString("turns     ")
+		for k, t := range r.Turns {
+			if k > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, " %d: %.1f%% of %d", k+1, 100*t.HitRate(), t.PromptTokens)
+		}
+		b.WriteString(" prompt tokens cached\n")
+	}
 	if len(r.Errors) > 0 {
 		b.WriteString("errors    ")
 		for _, k := range slices.Sorted(maps.Keys(r.Errors)) {

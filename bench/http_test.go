@@ -127,6 +127,52 @@ func TestHTTPWorkloads(t *testing.T) {
 	}
 }
 
+// TestHTTPChatAPI runs the chat workload through /v1/chat/completions,
+// rendered by the server's built-in ChatML template: every turn after the
+// first finds the earlier turns' blocks cached.
+func TestHTTPChatAPI(t *testing.T) {
+	url := startServer(t)
+	r, err := RunHTTP(t.Context(), HTTPConfig{URL: url, APIKey: "key-1", AdminToken: testAdmin,
+		Workload: HTTPChat, Size: Tiny, Seed: 1, ChatAPI: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSane(t, r)
+	// Tiny chat: 3 conversations of 3 turns.
+	if !r.ChatAPI || r.Sent != 9 || len(r.Turns) != 3 {
+		t.Fatalf("%d requests in %d turns (chat API %v), want 9 in 3", r.Sent, len(r.Turns), r.ChatAPI)
+	}
+	var prompt, cached int
+	for k, tu := range r.Turns {
+		if tu.Requests != 3 {
+			t.Errorf("turn %d: %d requests, want 3", k+1, tu.Requests)
+		}
+		// A turn's prompt is the last one, its reply and a new message: it
+		// reuses at least the last prompt's first two 16-token blocks
+		// (the ChatML markers and 48 tokens of the first message).
+		if k > 0 && tu.CachedTokens < 32*tu.Requests {
+			t.Errorf("turn %d: %d of %d prompt tokens cached, want at least 32 per request", k+1, tu.CachedTokens, tu.PromptTokens)
+		}
+		prompt += tu.PromptTokens
+		cached += tu.CachedTokens
+	}
+	if prompt != r.PromptTokens || cached != r.CachedTokens || r.HitRate != float64(cached)/float64(prompt) {
+		t.Errorf("hit rate %v (%d of %d), want the turns' %d of %d", r.HitRate, r.CachedTokens, r.PromptTokens, cached, prompt)
+	}
+	// The server computed exactly the prompt tokens the usage chunks did
+	// not report cached.
+	if s := r.Server; s == nil || s.PrefillTokens != uint64(prompt-cached) {
+		t.Errorf("server figures %+v, want %d prompt tokens computed", s, prompt-cached)
+	}
+	var b strings.Builder
+	r.WriteText(&b)
+	for _, want := range []string{"through /v1/chat/completions", "turns      1: ", " 3: "} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 func TestHTTPSoak(t *testing.T) {
 	url := startServer(t)
 	var progress strings.Builder
@@ -175,6 +221,7 @@ func TestHTTPBadSettings(t *testing.T) {
 		{HTTPConfig{Soak: time.Second}, "positive arrival rate"},
 		{HTTPConfig{Rate: -1}, "negative"},
 		{HTTPConfig{Workload: "nope"}, "unknown HTTP workload"},
+		{HTTPConfig{Workload: HTTPBeam, ChatAPI: true}, "only the chat workload"},
 	} {
 		c.cfg.URL = "http://127.0.0.1:1"
 		if _, err := RunHTTP(t.Context(), c.cfg, nil); err == nil || !strings.Contains(err.Error(), c.want) {

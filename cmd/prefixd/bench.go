@@ -71,6 +71,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&h.workload, "workload", bench.HTTPSharedPrefix, "with --http: "+strings.Join(bench.HTTPWorkloads, ", "))
 	fs.Float64Var(&h.rate, "rate", 0, "with --http: open-loop arrivals per second (chat: conversations started); 0: the workload's own")
 	fs.DurationVar(&h.soak, "soak", 0, "with --http: repeat the workload for this long (at most "+bench.MaxSoak.String()+"), drain, and fail if the server still holds blocks")
+	fs.BoolVar(&h.chatAPI, "chat-api", false, "with --http --workload chat: send the conversations as OpenAI messages to /v1/chat/completions (the server's chat template renders them) instead of token IDs to /generate_stream")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		return benchHTTP(h, *seed, *tiny, *out, stdout, stderr)
 	}
-	for _, name := range []string{"api-key", "admin-token", "workload", "rate", "soak"} {
+	for _, name := range []string{"api-key", "admin-token", "workload", "rate", "soak", "chat-api"} {
 		if isSet(fs, name) {
 			return usagef("--%s needs --http", name)
 		}
@@ -192,6 +193,7 @@ type httpFlags struct {
 	url, apiKey, adminToken, workload string
 	rate                              float64
 	soak                              time.Duration
+	chatAPI                           bool
 }
 
 // benchHTTP runs `prefixd bench --http`: the workload against a running
@@ -212,6 +214,8 @@ func benchHTTP(h httpFlags, seed uint64, tiny bool, out string, stdout, stderr i
 		return usagef("--soak needs --rate: a soak is an open-loop arrival process")
 	case h.soak > 0 && h.adminToken == "":
 		return usagef("--soak needs --admin-token: it ends with the server's block accounting (GET /v1/cache)")
+	case h.chatAPI && h.workload != bench.HTTPChat:
+		return usagef("--chat-api needs --workload %s", bench.HTTPChat)
 	}
 	size := bench.Default
 	if tiny {
@@ -220,7 +224,7 @@ func benchHTTP(h httpFlags, seed uint64, tiny bool, out string, stdout, stderr i
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := bench.RunHTTP(ctx, bench.HTTPConfig{URL: h.url, APIKey: h.apiKey, AdminToken: h.adminToken,
-		Workload: h.workload, Size: size, Seed: seed, Rate: h.rate, Soak: h.soak}, stderr)
+		Workload: h.workload, Size: size, Seed: seed, Rate: h.rate, Soak: h.soak, ChatAPI: h.chatAPI}, stderr)
 	if res != nil {
 		if werr := res.WriteText(stdout); werr != nil && err == nil {
 			err = werr

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -114,6 +115,55 @@ func TestServeTraceBenchHTTPTTLSim(t *testing.T) {
 	}
 }
 
+// TestServeBenchHTTPChatAPI drives a real `prefixd serve` of the built-in
+// model (built-in ChatML template) with `prefixd bench --http --workload
+// chat --chat-api`: turns after the first hit the prefix cache, and the
+// reported hit rate is their cached over prompt tokens.
+func TestServeBenchHTTPChatAPI(t *testing.T) {
+	dir := t.TempDir()
+	url, _ := startServe(t, "--blocks", "256", "--block-size", "16", "--max-running", "4", "--threads", "1", "--admin-token", "adm")
+	code, stdout, stderr := runArgs("bench", "--http", url, "--admin-token", "adm", "--workload", "chat", "--chat-api", "--tiny", "--out", dir)
+	if code != 0 {
+		t.Fatalf("bench --http --chat-api: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"through /v1/chat/completions", "9 sent, 9 completed, 0 failed", "turns      1: ", "0 in use after draining"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "http-report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		PromptTokens int     `json:"prompt_tokens"`
+		CachedTokens int     `json:"cached_tokens"`
+		HitRate      float64 `json:"hit_rate"`
+		Turns        []struct {
+			Requests     int `json:"requests"`
+			PromptTokens int `json:"prompt_tokens"`
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"turns"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Turns) != 3 {
+		t.Fatalf("%d turns in the report, want 3:\n%s", len(rep.Turns), b)
+	}
+	var prompt, cached int
+	for k, tu := range rep.Turns {
+		if k > 0 && (tu.Requests != 3 || tu.CachedTokens <= 0) {
+			t.Errorf("turn %d: %d requests, %d of %d prompt tokens cached", k+1, tu.Requests, tu.CachedTokens, tu.PromptTokens)
+		}
+		prompt += tu.PromptTokens
+		cached += tu.CachedTokens
+	}
+	if prompt == 0 || rep.PromptTokens != prompt || rep.CachedTokens != cached || rep.HitRate != float64(cached)/float64(prompt) {
+		t.Errorf("hit rate %v (%d of %d), want the turns' %d of %d", rep.HitRate, rep.CachedTokens, rep.PromptTokens, cached, prompt)
+	}
+}
+
 func TestBenchHTTPUsage(t *testing.T) {
 	cases := []struct {
 		args []string
@@ -127,6 +177,8 @@ func TestBenchHTTPUsage(t *testing.T) {
 		{[]string{"--http", "http://127.0.0.1:1", "--workload", "nope"}, "--workload"},
 		{[]string{"--http", "http://127.0.0.1:1", "--model", "null"}, "does not apply to --http"},
 		{[]string{"--soak", "1s"}, "--soak needs --http"},
+		{[]string{"--http", "http://127.0.0.1:1", "--chat-api"}, "--chat-api needs --workload chat"},
+		{[]string{"--chat-api"}, "--chat-api needs --http"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runArgs(append([]string{"bench"}, c.args...)...)
