@@ -24,6 +24,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"help", "generate"}, []string{"usage: prefixd generate [flags]"}},
 		{[]string{"bench", "--help"}, []string{"usage: prefixd bench [flags]", "-workloads"}},
 		{[]string{"ttl-sim", "-h"}, []string{"usage: prefixd ttl-sim [flags]", "-ttls"}},
+		{[]string{"route-sim", "-h"}, []string{"usage: prefixd route-sim [flags]", "-event-delay"}},
+		{[]string{"gen-model", "--help"}, []string{"usage: prefixd gen-model [flags]", "-preset"}},
 		// Help wins over flags that would fail.
 		{[]string{"serve", "--threads", "-5", "-h"}, []string{"usage: prefixd serve"}},
 	}

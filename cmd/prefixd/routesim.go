@@ -26,7 +26,6 @@ func runRouteSim(args []string, stdout, stderr io.Writer) int {
 
 func routeSim(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prefixd route-sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	tracePath := fs.String("trace", "", "trace file (JSON lines; see package trace), e.g. from prefixd serve --trace-out")
 	synth := fs.Bool("synth", false, "route a synthetic multi-tenant trace instead (seeded; see --seed)")
 	seed := fs.Uint64("seed", 1, "synthetic trace seed")
@@ -41,12 +40,10 @@ func routeSim(args []string, stdout, stderr io.Writer) error {
 	tokenTime := fs.Duration("token-time", 20*time.Millisecond, "simulated time per output token, for how long a request holds its blocks")
 	ttl := fs.Duration("ttl", 10*time.Minute, "the replicas' default cache TTL")
 	out := fs.String("out", "bench-out", "directory for route-sim.json")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usagef("unexpected argument %q", fs.Arg(0))
 	case (*tracePath == "") == !*synth:
 		return usagef("give exactly one of --trace and --synth")
 	case *blocks < 1 || *blockSize < 1:
