@@ -181,6 +181,15 @@ func writeFile(path string, fn func(io.Writer) error) error {
 	return f.Close()
 }
 
+// writeJSON writes v to path as indented JSON.
+func writeJSON(path string, v any) error {
+	return writeFile(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	})
+}
+
 // isSet reports whether the flag name was given.
 func isSet(fs *flag.FlagSet, name string) bool {
 	set := false
@@ -233,11 +242,7 @@ func benchHTTP(h httpFlags, seed uint64, tiny bool, out string, stdout, stderr i
 			return err
 		}
 		path := filepath.Join(out, "http-report.json")
-		if err := writeFile(path, func(w io.Writer) error {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(res)
-		}); err != nil {
+		if err := writeJSON(path, res); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", path)

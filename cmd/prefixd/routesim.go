@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -92,11 +91,7 @@ func routeSim(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	path := filepath.Join(*out, "route-sim.json")
-	if err := writeFile(path, func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(results)
-	}); err != nil {
+	if err := writeJSON(path, results); err != nil {
 		return err
 	}
 	png := filepath.Join(*out, "route-sim.png")

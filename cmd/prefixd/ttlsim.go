@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -75,16 +74,8 @@ func ttlSim(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stderr, "wrote the synthetic trace (%d requests) to %s\n", len(recs), path)
-	} else {
-		f, err := os.Open(*tracePath)
-		if err != nil {
-			return err
-		}
-		recs, err = trace.ReadAll(f)
-		f.Close()
-		if err != nil {
-			return err
-		}
+	} else if recs, err = readTrace(*tracePath); err != nil {
+		return err
 	}
 	if len(recs) == 0 {
 		return fmt.Errorf("the trace has no requests")
@@ -104,16 +95,12 @@ func ttlSim(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "pool %d blocks: best hit rate %.1f%%; smallest TTL reaching %.0f%% of it: %v (hit %.1f%%, %.0f blocks held on average)\n",
 			c.PoolBlocks, 100*c.Best, 100**target, c.TTL, 100*c.HitRate, c.AvgBlocks)
 	}
-	if err := writeFile(filepath.Join(*out, "ttl-sim.json"), func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Requests int               `json:"requests"`
-			Target   float64           `json:"target"`
-			Results  []bench.SimResult `json:"results"`
-			Choices  []bench.Choice    `json:"choices"`
-		}{len(recs), *target, results, choices})
-	}); err != nil {
+	if err := writeJSON(filepath.Join(*out, "ttl-sim.json"), struct {
+		Requests int               `json:"requests"`
+		Target   float64           `json:"target"`
+		Results  []bench.SimResult `json:"results"`
+		Choices  []bench.Choice    `json:"choices"`
+	}{len(recs), *target, results, choices}); err != nil {
 		return err
 	}
 	plots, err := bench.WriteSimPlots(*out, results)
