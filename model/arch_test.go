@@ -90,23 +90,7 @@ func TestArchOptionsMatchReference(t *testing.T) {
 			if err := m.check(); err != nil {
 				t.Fatal(err)
 			}
-			h := newHarness(t, m, 8, 4)
-			ref := newReference(m)
-			tb := h.pool.NewTable()
-			prompt := []int32{3, 14, 15, 9, 26, 5, 35}
-			var want []float64
-			for _, tok := range prompt {
-				want = ref.step(tok)
-			}
-			got := h.prefill(t, tb, prompt)
-			for step := range 12 {
-				if d := maxAbsDiff(got, want); d > 1e-4 {
-					t.Fatalf("step %d: logits differ from the reference by %g", step, d)
-				}
-				tok := argmax32(got)
-				want = ref.step(tok)
-				got = h.prefill(t, tb, []int32{tok})
-			}
+			compareWithReference(t, m, newReference(m), []int32{3, 14, 15, 9, 26, 5, 35})
 		})
 	}
 }
