@@ -3,18 +3,78 @@ package cpu
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Workers is a fixed pool of goroutines that runs parallel loops, so no
 // kernel starts a goroutine per call. It is safe for concurrent use; calls
 // to For (and the kernels that use the pool) are serialised.
+//
+// A forward pass runs some fifty parallel loops a token, separated by
+// microseconds of single-threaded work (a norm, a RoPE). A worker parked in
+// the Go scheduler takes tens of microseconds to wake, so between loops the
+// workers, and the caller waiting for them, spin for up to spinFor before
+// they park; the loops of one pass then start and end within a
+// microsecond.
 type Workers struct {
-	n    int
-	mu   sync.Mutex // one loop at a time; guards mm
-	jobs chan job
-	done sync.WaitGroup // the parts of the running loop
-	wg   sync.WaitGroup // the worker goroutines
-	mm   matmulTask     // MatMul's arguments, kept here so MatMul allocates nothing
+	n  int
+	mu sync.Mutex // one loop at a time; guards the loop fields and mm
+
+	// The running loop, written by the caller before it bumps gen and read
+	// by the workers after they see the new gen.
+	t     task
+	items int
+	parts int
+	stop  bool // Close: the workers return
+
+	gen     atomic.Uint64 // loops started; each new value is a loop to join
+	pending atomic.Int32  // workers not yet done with the running loop
+	done    waker         // the caller, waiting for pending to reach 0
+	workers []waker       // worker i+1 waits for gen to change
+
+	wg sync.WaitGroup // the worker goroutines
+	mm matmulTask     // MatMul's arguments, kept here so MatMul allocates nothing
+}
+
+// spinFor is how long a worker or a waiting caller checks for its next
+// event before it parks: longer than the single-threaded gaps of a forward
+// pass, short enough that an idle pool gives its cores back at once.
+const spinFor = 50 * time.Microsecond
+
+// waker parks one goroutine until another wakes it, without lost wake-ups:
+// the sleeper sets sleeping before its last check of the condition, the
+// waker changes the condition before it clears sleeping, and whichever
+// clears sleeping first decides whether a token is sent.
+type waker struct {
+	sleeping atomic.Bool
+	wake     chan struct{}
+}
+
+func newWaker() waker { return waker{wake: make(chan struct{}, 1)} }
+
+// await returns once ready reports true: it spins for spinFor, then parks
+// until wakeUp.
+func (k *waker) await(ready func() bool) {
+	deadline := time.Now().Add(spinFor)
+	for i := 0; !ready(); i++ {
+		if i&63 != 63 || time.Now().Before(deadline) {
+			continue
+		}
+		k.sleeping.Store(true)
+		if ready() && k.sleeping.CompareAndSwap(true, false) {
+			return
+		}
+		<-k.wake // sent by the wakeUp that cleared sleeping
+	}
+}
+
+// wakeUp wakes the goroutine if it is parked; the condition it waits for
+// must already hold.
+func (k *waker) wakeUp() {
+	if k.sleeping.CompareAndSwap(true, false) {
+		k.wake <- struct{}{}
+	}
 }
 
 // task is a parallel loop body; a pointer to a long-lived struct satisfies
@@ -28,29 +88,41 @@ type funcTask func(part, lo, hi int)
 
 func (f funcTask) run(part, lo, hi int) { f(part, lo, hi) }
 
-type job struct {
-	t            task
-	part, lo, hi int
-}
-
 // NewWorkers starts a pool of n workers, the calling goroutine being one of
 // them; n <= 0 means runtime.GOMAXPROCS(0).
 func NewWorkers(n int) *Workers {
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	w := &Workers{n: n, jobs: make(chan job, n)}
+	w := &Workers{n: n, done: newWaker(), workers: make([]waker, n-1)}
 	w.wg.Add(n - 1)
-	for range n - 1 {
-		go func() {
-			defer w.wg.Done()
-			for j := range w.jobs {
-				j.t.run(j.part, j.lo, j.hi)
-				w.done.Done()
-			}
-		}()
+	for i := range w.workers {
+		w.workers[i] = newWaker()
+		go w.work(i + 1)
 	}
 	return w
+}
+
+// work is worker part's goroutine: it runs its part of every loop that
+// has one for it, and reports every loop done, until Close.
+func (w *Workers) work(part int) {
+	defer w.wg.Done()
+	k := &w.workers[part-1]
+	seen := uint64(0)
+	newLoop := func() bool { return w.gen.Load() != seen }
+	for {
+		k.await(newLoop)
+		seen = w.gen.Load()
+		if w.stop {
+			return
+		}
+		if part < w.parts {
+			w.t.run(part, part*w.items/w.parts, (part+1)*w.items/w.parts)
+		}
+		if w.pending.Add(-1) == 0 {
+			w.done.wakeUp()
+		}
+	}
 }
 
 // N is the most parts a For splits into.
@@ -75,16 +147,31 @@ func (w *Workers) forLocked(n int, t task) {
 		}
 		return
 	}
-	w.done.Add(parts - 1)
-	for p := 1; p < parts; p++ {
-		w.jobs <- job{t: t, part: p, lo: p * n / parts, hi: (p + 1) * n / parts}
-	}
+	w.t, w.items, w.parts = t, n, parts
+	// Every worker, with a part or not, reports back, so none still reads
+	// this loop's fields when the next one writes them.
+	w.pending.Store(int32(len(w.workers)))
+	w.start()
 	t.run(0, 0, n/parts)
-	w.done.Wait()
+	w.done.await(w.allDone)
+	w.t = nil // keep no caller's task alive
+}
+
+func (w *Workers) allDone() bool { return w.pending.Load() == 0 }
+
+// start publishes the loop fields to the workers and wakes those parked.
+func (w *Workers) start() {
+	w.gen.Add(1)
+	for i := range w.workers {
+		w.workers[i].wakeUp()
+	}
 }
 
 // Close stops the workers. The pool must not be used afterwards.
 func (w *Workers) Close() {
-	close(w.jobs)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stop = true
+	w.start()
 	w.wg.Wait()
 }

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestWorkersCoverEveryIndexOnce(t *testing.T) {
@@ -76,6 +77,32 @@ func TestWorkersConcurrentCallers(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestWorkersParkAndWake lets the pool go idle until every worker and the
+// caller's wait have parked, then runs loops again: an idle pool gives its
+// cores back, and a parked worker still joins the next loop.
+func TestWorkersParkAndWake(t *testing.T) {
+	w := NewWorkers(3)
+	defer w.Close()
+	for round := range 3 {
+		var hits [5]atomic.Int32
+		w.For(len(hits), func(_, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				hits[i].Add(1)
+			}
+		})
+		for i := range hits {
+			if hits[i].Load() != 1 {
+				t.Fatalf("round %d: index %d ran %d times", round, i, hits[i].Load())
+			}
+		}
+		for i := range w.workers {
+			for !w.workers[i].sleeping.Load() {
+				time.Sleep(spinFor)
+			}
+		}
+	}
 }
 
 // BenchmarkWorkersFor measures the cost of one parallel loop with no work:
