@@ -8,7 +8,9 @@
 # model's BenchmarkPrefill512 and BenchmarkTG128 on 2 threads, interleaved
 # RUNS times, medians; the read bandwidth of 2 threads (kernels/quant's
 # BenchmarkMemBandwidth) measured in each round too, and batched decode (16
-# sequences against 1, BenchmarkDecodeBatch16/1). Prints a Markdown table.
+# sequences against 1, BenchmarkDecodeBatch16/1, beside llama.cpp's own
+# llama-batched-bench -npp 128 -ntg 128 -npl 1,16 when LLAMA_CPP_BIN has it).
+# Prints a Markdown table.
 #
 # usage: scripts/cpu-vs-llamacpp.sh [LLAMA_CPP_BIN] [RUNS]
 #   LLAMA_CPP_BIN  folder with llama-bench and llama-quantize (a CPU Release
@@ -46,6 +48,15 @@ for r in $(seq "$runs"); do
 for l in sys.stdin:
     d = json.loads(l)
     print("llama_%s_t%d\t%s\t%s" % ("pp" if d["n_prompt"] else "tg", d["n_threads"], sys.argv[1], d["avg_ts"]))' "$t" >>"$out"
+		if [ -x "$bin/llama-batched-bench" ]; then
+			"$bin/llama-batched-bench" -m "$f" -c 4608 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,16 -t 2 \
+				--output-format jsonl 2>/dev/null |
+				python3 -c 'import json,sys
+for l in sys.stdin:
+    if l.startswith("{"):
+        d = json.loads(l)
+        print("llama_batch%d\t%s\t%s" % (d["pl"], sys.argv[1], d["speed_tg"]))' "$t" >>"$out"
+		fi
 		(cd model && PREFIXD_BENCH_MODEL=$f "$dir/model.test" -test.run '^$' \
 			-test.bench '^Benchmark(Prefill512|TG128|DecodeBatch1|DecodeBatch16)$' -test.benchtime 2x) |
 			awk -v t="$t" '/^Benchmark/ { n = $1; sub(/-[0-9]+$/, "", n); sub(/^Benchmark/, "", n)
@@ -69,13 +80,17 @@ n = len(rows[("bw", "-")])
 print("Medians of %d interleaved rounds; read bandwidth of 2 threads %.1f GB/s; load average %.1f on %d CPUs." % (
     n, bw / 1e9, med[("load", "-")], os.cpu_count()))
 print()
-print("| file | size | pp512 llama.cpp t2 (t1) | pp512 prefixd t2 | ratio to t2 | tg128 llama.cpp t2 (t1) | tg128 prefixd t2 | ratio to t2 (t1) | prefixd decode / bandwidth bound | 16 seqs / 1 |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| file | size | pp512 llama.cpp t2 (t1) | pp512 prefixd t2 | ratio to t2 | tg128 llama.cpp t2 (t1) | tg128 prefixd t2 | ratio to t2 (t1) | prefixd decode / bandwidth bound | prefixd 16 seqs / 1 | llama.cpp 16 seqs / 1 | 16 seqs tok/s prefixd / llama.cpp |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for t in size:
     lp, lp1, pp = med[("llama_pp_t2", t)], med[("llama_pp_t1", t)], med[("prefixd_Prefill512", t)]
     lt, lt1, pt = med[("llama_tg_t2", t)], med[("llama_tg_t1", t)], med[("prefixd_TG128", t)]
     bound = bw / size[t]
     b16, b1 = med[("prefixd_DecodeBatch16", t)], med[("prefixd_DecodeBatch1", t)]
-    print("| %s | %d MB | %.1f (%.1f) | %.1f | %.2fx | %.1f (%.1f) | %.1f | %.2fx (%.2fx) | %.0f%% of %.0f tok/s | %.1fx |" % (
-        t.upper(), size[t] / 1e6, lp, lp1, pp, pp / lp, lt, lt1, pt, pt / lt, pt / lt1, 100 * pt / bound, bound, b16 / b1))
+    peer = "n/a | n/a"
+    if ("llama_batch16", t) in med:
+        l16, l1 = med[("llama_batch16", t)], med[("llama_batch1", t)]
+        peer = "%.1fx | %.0f / %.0f (%.2fx)" % (l16 / l1, b16, l16, b16 / l16)
+    print("| %s | %d MB | %.1f (%.1f) | %.1f | %.2fx | %.1f (%.1f) | %.1f | %.2fx (%.2fx) | %.0f%% of %.0f tok/s | %.1fx | %s |" % (
+        t.upper(), size[t] / 1e6, lp, lp1, pp, pp / lp, lt, lt1, pt, pt / lt, pt / lt1, 100 * pt / bound, bound, b16 / b1, peer))
 PY
