@@ -71,7 +71,7 @@ func TestServeEndToEnd(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	for _, want := range []string{"msg=model", "name=prefixd-builtin-byte-3m", "layers=4", "vocab=258", "blocks=64", "block_size=8", "bytes=2097152"} {
+	for _, want := range []string{"msg=model", "name=prefixd-builtin-byte-3m", "layers=4", "vocab=258", "blocks=64", "block_size=8", "bytes=2097152", "sized_by=--blocks"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("startup log lacks %q:\n%s", want, stderr.String())
 		}
@@ -446,5 +446,25 @@ func TestServeOneBlock(t *testing.T) {
 	}
 	if want := "blocks=1 block_size=16 bytes=65536 max_model_len=16"; !strings.Contains(log.String(), want) {
 		t.Errorf("start-up log lacks %q:\n%s", want, log.String())
+	}
+}
+
+// TestServeDefaultPool: with neither --blocks nor --kv-bytes, serve sizes
+// the pool from this machine's free memory less the GGUF file it maps,
+// and its start-up log says by which rule and from which figures.
+func TestServeDefaultPool(t *testing.T) {
+	path := sharedModel(t, "llama-2-tiny-random.gguf")
+	_, stop, log := startServeLog(t, nil, "--model", path, "--threads", "1")
+	if c := stop(); c != 0 {
+		t.Fatalf("exit %d", c)
+	}
+	want := []string{"free memory unknown"}
+	if _, err := availableMemory(os.ReadFile); err == nil {
+		want = []string{"memory_source=", "weights_mapped=1750560", "share=0.333"}
+	}
+	for _, w := range append(want, `msg="kv pool" blocks=`, "sized_by=") {
+		if !strings.Contains(log.String(), w) {
+			t.Errorf("start-up log lacks %q:\n%s", w, log.String())
+		}
 	}
 }
