@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prefixd/prefixd/model"
+	"github.com/prefixd/prefixd/server"
 )
 
 // builtinBlockBytes is one 16-token block of the built-in model's K/V:
@@ -32,7 +33,7 @@ func poolFor(t *testing.T, args []string, mapped int64, free freeMemory, freeErr
 	defer dr.close()
 	dr.kvBytes = gpuBytes // the share a GPU's runner reports; the probe runs on the CPU
 	read := false
-	ecfg, pool, err := engineConfig(o, m, dr, nil, poolInputs{mappedBytes: mapped, freeMemory: func() (freeMemory, error) {
+	ecfg, pool, err := engineConfig(o, m, dr, server.NewMetrics(), poolInputs{mappedBytes: mapped, freeMemory: func() (freeMemory, error) {
 		read = true
 		return free, freeErr
 	}})
