@@ -25,7 +25,7 @@ func TestKVEventsUsageErrors(t *testing.T) {
 		{[]string{"--kv-events-pod-id", "10.0.0.1:8000"}, "need --kv-events-endpoint"},
 		{[]string{"--kv-events-replay-endpoint", "tcp://*:5558"}, "need --kv-events-endpoint"},
 		{[]string{"--kv-events-buffer", "0"}, "must be positive"},
-		{[]string{"--kv-events-endpoint", "udp-nonsense", "--kv-events-pod-id", "p", "--blocks", "8"}, "kvevents"},
+		{[]string{"--kv-events-endpoint", "udp-nonsense", "--kv-events-pod-id", "p", "--blocks", "8", "--max-model-len", "128"}, "kvevents"},
 	} {
 		var stderr bytes.Buffer
 		code := exitCode("serve", serve(t.Context(), func() {}, c.args, nil, io.Discard, &stderr), &stderr)
@@ -50,7 +50,7 @@ func freePort(t *testing.T) string {
 // llm-d does and sees a prompt's blocks published under the pod's topic.
 func TestServeKVEvents(t *testing.T) {
 	addr := freePort(t)
-	url, _ := startServe(t, "--blocks", "64", "--block-size", "8", "--threads", "1",
+	url, _ := startServe(t, "--blocks", "64", "--block-size", "8", "--max-model-len", "512", "--threads", "1",
 		"--kv-events-endpoint", "tcp://"+addr, "--kv-events-pod-id", "10.1.2.3:8000")
 	sub := zmq4.NewSub(context.Background())
 	defer sub.Close()

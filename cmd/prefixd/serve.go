@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/engine"
 	"github.com/prefixd/prefixd/model"
 	"github.com/prefixd/prefixd/server"
@@ -87,7 +86,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary, so text prompts work; refused if it holds more tokens than the model")
 	fs.StringVar(&o.chatTemplate, "chat-template", "", "Jinja chat template file for /v1/chat/completions; default: the model's own (GGUF tokenizer.chat_template), else a built-in one (chatml, llama3, mistral) its vocabulary calls for")
 	fs.StringVar(&o.servedModelName, "served-model-name", "", "model id that /v1/models and completions report; default: the model file's base name (stories260K), or prefixd-builtin-byte-3m")
-	fs.IntVar(&o.blocks, "blocks", 0, "KV pool size in blocks; default: max-running sequences of 512 tokens, and at least one of the model's full length")
+	fs.IntVar(&o.blocks, "blocks", 0, "KV pool size in blocks, at least one sequence of the context (--max-model-len or the model's); default on the CPU: a third of the free memory (less mapped weights and the host tier), at most max-running sequences of the context, at least one; on a GPU: what the weights leave of --gpu-memory-fraction")
 	fs.IntVar(&o.blockSize, "block-size", 16, "token positions per KV block")
 	fs.IntVar(&o.maxRunning, "max-running", 32, "most sequences in the running batch")
 	fs.IntVar(&o.maxBatch, "max-batch-tokens", 2048, "most tokens per forward pass (decode rows plus prefill chunks)")
@@ -333,7 +332,7 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 		// The value is not logged: it may be a misspelt secret.
 		log.Warn("ignoring an environment variable that names no flag", "name", name)
 	}
-	m, err := loadServeModel(o, log)
+	m, mapped, err := loadServeModel(o, log)
 	if err != nil {
 		return err
 	}
@@ -343,7 +342,10 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 	}
 	defer dr.close()
 	metrics := server.NewMetrics()
-	ecfg, err := engineConfig(o, m, dr, metrics)
+	ecfg, pool, err := engineConfig(o, m, dr, metrics, poolInputs{
+		mappedBytes: mapped,
+		freeMemory:  func() (freeMemory, error) { return availableMemory(os.ReadFile) },
+	})
 	if err != nil {
 		return err
 	}
@@ -361,7 +363,7 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 		ecfg.CacheEvents = events
 		defer events.Close() // after the engine, which feeds it
 	}
-	eng, srv, ln, err := start(o, ecfg, m, metrics, tw, dr.memInfo, log)
+	eng, srv, ln, err := start(o, ecfg, pool, m, metrics, tw, dr.memInfo, log)
 	if err != nil {
 		return err
 	}
@@ -378,21 +380,26 @@ func newLogger(level string, w io.Writer) *slog.Logger {
 
 // loadServeModel loads the model and its tokenizer, logging where from
 // before (a large file takes a while) and what it is after, and settles
-// o.servedModelName when the command line left it to the model.
-func loadServeModel(o *serveOptions, log *slog.Logger) (*model.Model, error) {
+// o.servedModelName when the command line left it to the model. mapped is
+// the bytes of a file the tensors view through a mapping (GGUF,
+// safetensors), which become resident only as they are read; a llama2.c
+// checkpoint is copied to the heap, and the built-in model built there.
+func loadServeModel(o *serveOptions, log *slog.Logger) (m *model.Model, mapped int64, err error) {
 	started := time.Now()
 	if o.modelPath == "" {
 		log.Info("loading model", "path", "built-in", "format", "built-in")
 	} else {
 		format, size, err := modelFile(o.modelPath)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
+		}
+		if format != "llama2.c" {
+			mapped = size
 		}
 		log.Info("loading model", "path", o.modelPath, "format", format, "bytes", size, "tokenizer", o.tokenizerPath)
 	}
-	m, err := loadModel(o.modelPath, o.tokenizerPath)
-	if err != nil {
-		return nil, err
+	if m, err = loadModel(o.modelPath, o.tokenizerPath); err != nil {
+		return nil, 0, err
 	}
 	if o.servedModelName == "" {
 		o.servedModelName = modelID(o.modelPath, m)
@@ -401,36 +408,31 @@ func loadServeModel(o *serveOptions, log *slog.Logger) (*model.Model, error) {
 	log.Info("model", "id", o.servedModelName, "name", m.Name, "parameters", parameters(c), "dim", c.Dim,
 		"layers", c.Layers, "heads", c.Heads, "kv_heads", c.KVHeads, "vocab", c.Vocab, "max_seq_len", c.MaxSeqLen,
 		"tokenizer", m.Tokenizer != nil, "took", time.Since(started).Round(time.Millisecond))
-	return m, nil
+	return m, mapped, nil
 }
 
-// engineConfig sizes the KV pool and turns the options into the engine's
-// configuration.
-func engineConfig(o *serveOptions, m *model.Model, runner *deviceRunner, metrics *server.Metrics) (engine.Config, error) {
+// engineConfig sizes the KV pool (sizePool, from in, whose maxLen,
+// blockBytes and gpuBytes it fills) and turns the options into the
+// engine's configuration.
+func engineConfig(o *serveOptions, m *model.Model, runner *deviceRunner, metrics *server.Metrics, in poolInputs) (engine.Config, kvPool, error) {
 	c := m.Config
-	maxLen := c.MaxSeqLen
+	in.maxLen = c.MaxSeqLen
 	if o.maxModelLen > 0 {
-		maxLen = min(o.maxModelLen, maxLen)
+		in.maxLen = min(o.maxModelLen, in.maxLen)
 	}
-	blocks, kvBytes := o.blocks, int64(o.kvBytes)
-	switch {
-	case runner.kvBytes > 0: // on a GPU: the pool fills what the weights leave
-		if blocks == 0 && kvBytes == 0 {
-			kvBytes = runner.kvBytes
-		}
-	case blocks == 0 && kvBytes == 0:
-		perSeq := blockstore.BlocksFor(min(512, maxLen), o.blockSize)
-		blocks = max(o.maxRunning*perSeq, blockstore.BlocksFor(maxLen, o.blockSize))
-		fallthrough
-	default:
-		if err := fitsMemory(runner.Runner, blocks, o.blockSize, kvBytes); err != nil {
-			return engine.Config{}, err
-		}
+	probe, err := runner.NewKV(1, o.blockSize)
+	if err != nil {
+		return engine.Config{}, kvPool{}, err
+	}
+	in.blockBytes, in.gpuBytes = int64(probe.BlockBytes()), runner.kvBytes
+	pool, err := sizePool(o, in)
+	if err != nil {
+		return engine.Config{}, kvPool{}, err
 	}
 	ecfg := engine.Config{
 		Model: runner, EOS: c.EOS, Tokenizer: m.Tokenizer,
-		NumBlocks: blocks, KVBytes: kvBytes, BlockSize: o.blockSize, MaxRunning: o.maxRunning, MaxBatchTokens: o.maxBatch,
-		PrefillChunk: o.prefillChunk, MaxWaiting: o.maxWaiting, MaxModelLen: maxLen,
+		NumBlocks: pool.blocks, BlockSize: o.blockSize, MaxRunning: o.maxRunning, MaxBatchTokens: o.maxBatch,
+		PrefillChunk: o.prefillChunk, MaxWaiting: o.maxWaiting, MaxModelLen: in.maxLen,
 		DisablePrefixCache: o.prefixCache == "off", CachedFirst: o.cachedFirst,
 		DefaultTTL: o.defaultTTL, MaxTTL: o.maxTTL, HostTierBytes: int64(o.hostTierBytes),
 		Observer: metrics, Samples: metrics.Samples(),
@@ -441,7 +443,7 @@ func engineConfig(o *serveOptions, m *model.Model, runner *deviceRunner, metrics
 	if o.kvAlloc == "contiguous" {
 		ecfg.KVAlloc = engine.Contiguous
 	}
-	return ecfg, nil
+	return ecfg, pool, nil
 }
 
 // openTrace opens --trace-out, if given, before the engine starts, so a
@@ -463,9 +465,9 @@ func openTrace(o *serveOptions, log *slog.Logger) (*trace.Writer, func(), error)
 }
 
 // start builds the engine and the HTTP server and opens the listener. An
-// engine configuration the engine refuses (a pool too small for a single
-// request, say) is a usage error: the flags chose it.
-func start(o *serveOptions, ecfg engine.Config, m *model.Model, metrics *server.Metrics, tw *trace.Writer, devMem server.DeviceMemory, log *slog.Logger) (*engine.Engine, *server.Server, net.Listener, error) {
+// engine configuration the engine refuses (--max-batch-tokens below
+// --max-running, say) is a usage error: the flags chose it.
+func start(o *serveOptions, ecfg engine.Config, pool kvPool, m *model.Model, metrics *server.Metrics, tw *trace.Writer, devMem server.DeviceMemory, log *slog.Logger) (*engine.Engine, *server.Server, net.Listener, error) {
 	eng, err := engine.New(ecfg)
 	if err != nil {
 		return nil, nil, nil, usagef("%w", err)
@@ -490,10 +492,9 @@ func start(o *serveOptions, ecfg engine.Config, m *model.Model, metrics *server.
 		eng.Close(context.Background())
 		return nil, nil, nil, err
 	}
-	blocks := eng.Config().NumBlocks
-	log.Info("kv pool", "blocks", blocks, "block_size", o.blockSize, "bytes", int64(blocks)*int64(eng.KVBlockBytes()),
+	log.Info("kv pool", append([]any{"blocks", pool.blocks, "block_size", o.blockSize, "bytes", pool.bytes(),
 		"max_model_len", ecfg.MaxModelLen, "host_tier_bytes", int64(o.hostTierBytes), "prefix_cache", o.prefixCache,
-		"batching", o.batching, "kv_alloc", o.kvAlloc)
+		"batching", o.batching, "kv_alloc", o.kvAlloc, "sized_by", pool.rule}, pool.figures...)...)
 	log.Info("listening", "addr", ln.Addr().String(), "admin", o.adminToken != "", "tenants", len(o.keys))
 	return eng, srv, ln, nil
 }
@@ -546,26 +547,3 @@ func checkThreads(n int) error {
 // maxBlockSize bounds --block-size: blocks far larger than a prompt's
 // shared prefix would cache nothing.
 const maxBlockSize = 1024
-
-// fitsMemory refuses a KV pool (blocks, or kvBytes) larger than the
-// machine's memory, which would otherwise end the process when allocated.
-func fitsMemory(r *model.Runner, blocks, blockSize int, kvBytes int64) error {
-	total := physicalMemory()
-	if total == 0 {
-		return nil
-	}
-	if blocks > 0 {
-		probe, err := r.NewKV(1, blockSize)
-		if err != nil {
-			return err
-		}
-		if per := int64(probe.BlockBytes()); int64(blocks) > total/per {
-			return usagef("a KV pool of %d blocks of %d bytes does not fit this machine's %d bytes of memory", blocks, per, total)
-		}
-		return nil
-	}
-	if kvBytes > total {
-		return usagef("a KV pool of %d bytes does not fit this machine's %d bytes of memory", kvBytes, total)
-	}
-	return nil
-}

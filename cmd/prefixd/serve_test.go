@@ -53,7 +53,7 @@ func TestServeEndToEnd(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- dispatch([]string{"serve", "--addr", "127.0.0.1:0", "--blocks", "64", "--block-size", "8",
-			"--max-running", "2", "--max-batch-tokens", "64", "--threads", "1", "--admin-token", "t0k"}, &stdout, &stderr)
+			"--max-model-len", "512", "--max-running", "2", "--max-batch-tokens", "64", "--threads", "1", "--admin-token", "t0k"}, &stdout, &stderr)
 	}()
 	var addr string
 	deadline := time.Now().Add(60 * time.Second)
@@ -71,7 +71,7 @@ func TestServeEndToEnd(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	for _, want := range []string{"msg=model", "name=prefixd-builtin-byte-3m", "layers=4", "vocab=258", "blocks=64", "block_size=8", "bytes=2097152"} {
+	for _, want := range []string{"msg=model", "name=prefixd-builtin-byte-3m", "layers=4", "vocab=258", "blocks=64", "block_size=8", "bytes=2097152", "sized_by=--blocks"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("startup log lacks %q:\n%s", want, stderr.String())
 		}
@@ -193,7 +193,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{"bad env duration", nil, map[string]string{"PREFIXD_MAX_TTL": "forever"}, 2, `PREFIXD_MAX_TTL: max-ttl="forever": want a duration`},
 		{"bad size", []string{"--host-tier-bytes", "lots"}, nil, 2, "not a size"},
 		{"blocks and kv-bytes", []string{"--blocks", "8", "--kv-bytes", "1MiB"}, nil, 2, "not both"},
-		{"kv-bytes under a block", []string{"--kv-bytes", "100"}, nil, 2, "less than one block"},
+		{"kv-bytes under a block", []string{"--kv-bytes", "100"}, nil, 2, "a KV pool of 0 blocks (--kv-bytes, 0 bytes) cannot hold one sequence"},
 		{"pool beyond memory (blocks)", []string{"--blocks", "9000000000000"}, nil, 2, "does not fit"},
 		{"pool beyond memory (bytes)", []string{"--kv-bytes", "1048576GiB"}, nil, 2, "does not fit"},
 		{"huge block size", []string{"--block-size", "100000000"}, nil, 2, "above 1024"},
@@ -202,7 +202,11 @@ func TestServeUsageErrors(t *testing.T) {
 		{"nested config value", []string{"--config", nested}, nil, 2, "string, number or boolean"},
 		{"missing config", []string{"--config", filepath.Join(dir, "none.json")}, nil, 2, "no such file"},
 		{"missing model", []string{"--model", filepath.Join(dir, "none.gguf"), "--addr", "127.0.0.1:0"}, nil, 1, "no such file"},
-		{"pool too small", []string{"--blocks", "1", "--max-batch-tokens", "1", "--addr", "127.0.0.1:0"}, nil, 2, "MaxBatchTokens"},
+		{"pool too small", []string{"--blocks", "1", "--addr", "127.0.0.1:0"}, nil, 2, "a KV pool of 1 blocks (--blocks, 65536 bytes) cannot hold one sequence of " +
+			"the model's 4096-token context: that needs 256 blocks of 16 tokens (16777216 bytes); give a larger --blocks or --kv-bytes, or a smaller --max-model-len"},
+		{"pool too small for --max-model-len", []string{"--kv-bytes", "1MiB", "--max-model-len", "1000", "--addr", "127.0.0.1:0"}, nil, 2,
+			"a KV pool of 16 blocks (--kv-bytes, 1048576 bytes) cannot hold one sequence of --max-model-len 1000 tokens: that needs 63 blocks"},
+		{"engine refusal", []string{"--blocks", "1", "--max-model-len", "16", "--max-batch-tokens", "1", "--addr", "127.0.0.1:0"}, nil, 2, "MaxBatchTokens"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -278,7 +282,7 @@ func TestServeModelFileLog(t *testing.T) {
 // completions report and the one requests may name; an unknown PREFIXD_*
 // variable is named in a warning, its value never logged.
 func TestServeServedModelName(t *testing.T) {
-	env := map[string]string{"PREFIXD_BLOKS": "s3cret-value", "PREFIXD_BLOCKS": "64", "OTHER_VAR": "x"}
+	env := map[string]string{"PREFIXD_BLOKS": "s3cret-value", "PREFIXD_BLOCKS": "64", "PREFIXD_MAX_MODEL_LEN": "1024", "OTHER_VAR": "x"}
 	base, stop, log := startServeLog(t, env, "--served-model-name", "byte-lm", "--threads", "1")
 	if ids := modelIDs(t, base); len(ids) != 1 || ids[0] != "byte-lm" {
 		t.Errorf("/v1/models ids %q, want [byte-lm]", ids)
@@ -362,7 +366,7 @@ func TestServeStopAtStartUp(t *testing.T) {
 		done := make(chan error, 1)
 		var stderr syncBuffer
 		go func() {
-			done <- serve(ctx, func() {}, []string{"--addr", "127.0.0.1:0", "--blocks", "64", "--threads", "1"}, nil, io.Discard, &stderr)
+			done <- serve(ctx, func() {}, []string{"--addr", "127.0.0.1:0", "--blocks", "64", "--max-model-len", "1024", "--threads", "1"}, nil, io.Discard, &stderr)
 		}()
 		select {
 		case err := <-done:
@@ -379,7 +383,7 @@ func TestServeStopAtStartUp(t *testing.T) {
 // unless --public-stats opens them; generation needs a key either way.
 func TestServePublicStats(t *testing.T) {
 	for _, public := range []bool{false, true} {
-		args := []string{"--api-keys", "k1=tenant-a", "--blocks", "64", "--threads", "1"}
+		args := []string{"--api-keys", "k1=tenant-a", "--blocks", "64", "--max-model-len", "1024", "--threads", "1"}
 		if public {
 			args = append(args, "--public-stats")
 		}
@@ -412,17 +416,20 @@ func TestServePublicStats(t *testing.T) {
 	}
 }
 
-// TestServeOneBlock: a one-block pool serves what fits in one block and
-// refuses, with a 400 naming the pool, what cannot fit at all.
+// TestServeOneBlock: a one-block pool starts when --max-model-len fits the
+// context in that block (without it, TestServeUsageErrors' "pool too
+// small" refuses it), serves what fits and refuses, with a 400 naming the
+// limit, what is longer than the context.
 func TestServeOneBlock(t *testing.T) {
-	base, stop, _ := startServeLog(t, nil, "--blocks", "1", "--threads", "1")
+	base, stop, log := startServeLog(t, nil, "--blocks", "1", "--max-model-len", "16", "--threads", "1")
 	for _, c := range []struct {
 		body string
 		want int
 		msg  string
 	}{
 		{`{"prompt_ids": [1, 2], "max_tokens": 2}`, http.StatusOK, ""},
-		{`{"prompt_ids": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20], "max_tokens": 2}`, http.StatusBadRequest, "the pool has 1"},
+		{`{"prompt_ids": [1,2,3,4,5,6,7,8,9,10,11,12,13,14], "max_tokens": 2}`, http.StatusOK, ""},
+		{`{"prompt_ids": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20], "max_tokens": 2}`, http.StatusBadRequest, "prompt is 20 tokens, the limit is 15"},
 	} {
 		resp, err := http.Post(base+"/generate", "application/json", strings.NewReader(c.body))
 		if err != nil {
@@ -436,5 +443,28 @@ func TestServeOneBlock(t *testing.T) {
 	}
 	if c := stop(); c != 0 {
 		t.Fatalf("exit %d", c)
+	}
+	if want := "blocks=1 block_size=16 bytes=65536 max_model_len=16"; !strings.Contains(log.String(), want) {
+		t.Errorf("start-up log lacks %q:\n%s", want, log.String())
+	}
+}
+
+// TestServeDefaultPool: with neither --blocks nor --kv-bytes, serve sizes
+// the pool from this machine's free memory less the GGUF file it maps,
+// and its start-up log says by which rule and from which figures.
+func TestServeDefaultPool(t *testing.T) {
+	path := sharedModel(t, "llama-2-tiny-random.gguf")
+	_, stop, log := startServeLog(t, nil, "--model", path, "--threads", "1")
+	if c := stop(); c != 0 {
+		t.Fatalf("exit %d", c)
+	}
+	want := []string{"free memory unknown"}
+	if _, err := availableMemory(os.ReadFile); err == nil {
+		want = []string{"memory_source=", "weights_mapped=1750560", "share=0.333"}
+	}
+	for _, w := range append(want, `msg="kv pool" blocks=`, "sized_by=") {
+		if !strings.Contains(log.String(), w) {
+			t.Errorf("start-up log lacks %q:\n%s", w, log.String())
+		}
 	}
 }
