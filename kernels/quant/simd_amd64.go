@@ -8,6 +8,13 @@ import "golang.org/x/sys/cpu"
 // FMA and F16C (x/sys/cpu checks the OS saves the YMM registers).
 var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
+// have512 reports whether the single-row kernels of simd512_amd64.s run
+// in place of the AVX2 ones: they use masks and byte ops of AVX512BW and
+// VL, and VPDPBUSD (AVX512_VNNI). The tests clear it to run the AVX2
+// kernels on a CPU that has both.
+var have512 = haveSIMD && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
+	cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
+
 // The single-row kernels multiply nrows consecutive weight rows (at
 // least 1) by one activation row into out[0:nrows]: n is in values for
 // the float types (a multiple of 8, at least 8) and nb in blocks for the
@@ -43,6 +50,12 @@ func dotQ5_1AVX(w *byte, a *int8, ad, as *float32, nb, nrows int, out *float32)
 
 //go:noescape
 func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+
+//go:noescape
+func dotF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
+
+//go:noescape
+func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 
 //go:noescape
 func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
@@ -92,7 +105,11 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 		case F32:
 			dotF32AVX(&w[0], &a.x[0], n, nr, &dst[0])
 		case F16:
-			dotF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
+			if have512 {
+				dotF16AVX512(&w[0], &a.x[0], n, nr, &dst[0])
+			} else {
+				dotF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
+			}
 		default:
 			dotBF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
 		}
@@ -101,7 +118,11 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 		_, _, _ = w[nr*nb*t.BlockBytes()-1], a.qs[nb*QK-1], a.s[nb-1]
 		switch t {
 		case Q8_0:
-			dotQ8_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+			if have512 {
+				dotQ8_0AVX512(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+			} else {
+				dotQ8_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+			}
 		case Q4_0:
 			dotQ4_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
 		case Q5_0:

@@ -1,0 +1,187 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX-512 dot products of consecutive weight rows with one activation
+// row: the contract of the AVX2 kernels in simd_amd64.s (same arguments,
+// same results up to float rounding), on 64-byte registers. The callers
+// (simd_amd64.go) check the CPU has AVX512F, BW, VL and VNNI besides the
+// AVX2 set. Z31 is kept zero where a kernel needs a zero; R14 and R15 are
+// left alone.
+
+// HSUM16 sums the sixteen floats of Z0 into X0's low lane.
+#define HSUM16 \
+	VEXTRACTF64X4 $1, Z0, Y1; \
+	VADDPS        Y1, Y0, Y0; \
+	VEXTRACTF128  $1, Y0, X1; \
+	VADDPS        X1, X0, X0; \
+	VHADDPS       X0, X0, X0; \
+	VHADDPS       X0, X0, X0
+
+// ROWOUT512 stores X0 as the next result at (R13) and loops to label
+// while rows remain (R12 counts them down).
+#define ROWOUT512(label) \
+	VMOVSS X0, (R13); \
+	ADDQ   $4, R13; \
+	DECQ   R12; \
+	JNZ    label; \
+	VZEROUPPER
+
+// HIGHHALF sets K2 to 0xff00: the upper eight of sixteen lanes, which
+// masked broadcasts fill with the second block's scale.
+#define HIGHHALF \
+	MOVL  $0xff00, AX; \
+	KMOVW AX, K2
+
+// F16DOT512 is the loop of the F16 dot: 64 values per iteration into four
+// accumulators, then 16 at a time, then the last 8 in a 256-bit register;
+// the sum ends in X0. SI: weights, DI: x, CX: n (a multiple of 8).
+#define F16DOT512 \
+	VXORPS Z0, Z0, Z0; \
+	VXORPS Z1, Z1, Z1; \
+	VXORPS Z2, Z2, Z2; \
+	VXORPS Z3, Z3, Z3; \
+loop64: \
+	CMPQ CX, $64; \
+	JLT  loop16; \
+	VCVTPH2PS (SI), Z4; \
+	VCVTPH2PS 32(SI), Z5; \
+	VCVTPH2PS 64(SI), Z6; \
+	VCVTPH2PS 96(SI), Z7; \
+	VFMADD231PS (DI), Z4, Z0; \
+	VFMADD231PS 64(DI), Z5, Z1; \
+	VFMADD231PS 128(DI), Z6, Z2; \
+	VFMADD231PS 192(DI), Z7, Z3; \
+	ADDQ $128, SI; \
+	ADDQ $256, DI; \
+	SUBQ $64, CX; \
+	JMP  loop64; \
+loop16: \
+	CMPQ CX, $16; \
+	JLT  tail8; \
+	VCVTPH2PS (SI), Z4; \
+	VFMADD231PS (DI), Z4, Z0; \
+	ADDQ $32, SI; \
+	ADDQ $64, DI; \
+	SUBQ $16, CX; \
+	JMP  loop16; \
+tail8: \
+	VADDPS Z1, Z0, Z0; \
+	VADDPS Z3, Z2, Z2; \
+	VADDPS Z2, Z0, Z0; \
+	CMPQ   CX, $8; \
+	JLT    done; \
+	VCVTPH2PS (SI), Y4; \
+	VMULPS    (DI), Y4, Y4; \
+	VADDPS    Z4, Z0, Z0; \
+	ADDQ      $16, SI; \
+done: \
+	HSUM16
+
+// func dotF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
+// sets out[r] to the dot product of F16 weight row r (n values, a
+// multiple of 8) with x, for r < nrows.
+TEXT ·dotF16AVX512(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ nrows+24(FP), R12
+	MOVQ out+32(FP), R13
+
+f16row:
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	F16DOT512
+	ROWOUT512(f16row)
+	RET
+
+// Q8PAIR adds two Q8_0 blocks at woff(SI) (34 bytes each) times the 64
+// activations at aoff(DI), scales at doff(DX), to acc. VPDPBUSD takes
+// unsigned × signed bytes, so the weights go in as |w| and the
+// activations with w's sign: negated (0 − a, masked by w's sign bits)
+// where w < 0; |−128| = 128 is still right as an unsigned byte, and
+// activations are within ±127, so nothing overflows. The blocks' scales
+// d_w·d_a fill the low eight lanes for the first block and the high eight
+// (mask K2) for the second. Clobbers Z2-Z6 and K1.
+#define Q8PAIR(woff, aoff, doff, acc) \
+	VMOVDQU       (woff+2)(SI), Y2; \
+	VINSERTI64X4  $1, (woff+36)(SI), Z2, Z2; \
+	VPMOVB2M      Z2, K1; \
+	VPABSB        Z2, Z2; \
+	VMOVDQU64     aoff(DI), Z3; \
+	VPSUBB        Z3, Z31, K1, Z3; \
+	VPXORD        Z4, Z4, Z4; \
+	VPDPBUSD      Z3, Z2, Z4; \
+	VCVTDQ2PS     Z4, Z4; \
+	VPBROADCASTW  woff(SI), Y5; \
+	VPBROADCASTW  (woff+34)(SI), K2, Y5; \
+	VCVTPH2PS     Y5, Z5; \
+	VBROADCASTSS  doff(DX), Z6; \
+	VBROADCASTSS  (doff+4)(DX), K2, Z6; \
+	VMULPS        Z6, Z5, Z5; \
+	VFMADD231PS   Z4, Z5, acc
+
+// Q8ONE is Q8PAIR for a single block in 256-bit registers; its result's
+// upper lanes are zero, so it adds to acc as a whole.
+#define Q8ONE(acc) \
+	VMOVDQU      2(SI), Y2; \
+	VPMOVB2M     Y2, K1; \
+	VPABSB       Y2, Y2; \
+	VMOVDQU      (DI), Y3; \
+	VPSUBB       Y3, Y31, K1, Y3; \
+	VPXORD       Y4, Y4, Y4; \
+	VPDPBUSD     Y3, Y2, Y4; \
+	VCVTDQ2PS    Y4, Y4; \
+	VPBROADCASTW (SI), X5; \
+	VCVTPH2PS    X5, Y5; \
+	VMULPS.BCST  (DX), Y5, Y5; \
+	VMULPS       Y4, Y5, Y4; \
+	VADDPS       Z4, acc, acc
+
+// func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+// sets out[r] to the dot product of Q8_0 weight row r (nb blocks) with the
+// Q8_0 activations a (scales ad), for r < nrows: four blocks per
+// iteration into two accumulators, then a pair, then a single block.
+TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
+	MOVQ   w+0(FP), SI
+	MOVQ   nrows+32(FP), R12
+	MOVQ   out+40(FP), R13
+	VPXORD Z31, Z31, Z31
+	HIGHHALF
+
+q8row:
+	MOVQ   a+8(FP), DI
+	MOVQ   ad+16(FP), DX
+	MOVQ   nb+24(FP), CX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z7, Z7, Z7
+
+q8loop4:
+	CMPQ CX, $4
+	JLT  q8pair
+	Q8PAIR(0, 0, 0, Z0)
+	Q8PAIR(68, 64, 8, Z7)
+	ADDQ $136, SI
+	ADDQ $128, DI
+	ADDQ $16, DX
+	SUBQ $4, CX
+	JMP  q8loop4
+
+q8pair:
+	CMPQ CX, $2
+	JLT  q8one
+	Q8PAIR(0, 0, 0, Z0)
+	ADDQ $68, SI
+	ADDQ $64, DI
+	ADDQ $8, DX
+	SUBQ $2, CX
+
+q8one:
+	CMPQ CX, $1
+	JLT  q8done
+	Q8ONE(Z7)
+	ADDQ $34, SI
+
+q8done:
+	VADDPS Z7, Z0, Z0
+	HSUM16
+	ROWOUT512(q8row)
+	RET
