@@ -185,3 +185,121 @@ q8done:
 	HSUM16
 	ROWOUT512(q8row)
 	RET
+
+// q6kPerm holds four VPERMW index vectors: vector g (0..3: the low then
+// high 64 values of half 0, then of half 1) gives int16 lane i of a
+// VPMADDUBSW product (values 2i and 2i+1 of its 64) the index of its
+// sub-block's scale, 4g + i/8, among the block's sixteen.
+DATA q6kPerm<>+0x00(SB)/8, $0x0000000000000000
+DATA q6kPerm<>+0x08(SB)/8, $0x0000000000000000
+DATA q6kPerm<>+0x10(SB)/8, $0x0001000100010001
+DATA q6kPerm<>+0x18(SB)/8, $0x0001000100010001
+DATA q6kPerm<>+0x20(SB)/8, $0x0002000200020002
+DATA q6kPerm<>+0x28(SB)/8, $0x0002000200020002
+DATA q6kPerm<>+0x30(SB)/8, $0x0003000300030003
+DATA q6kPerm<>+0x38(SB)/8, $0x0003000300030003
+DATA q6kPerm<>+0x40(SB)/8, $0x0004000400040004
+DATA q6kPerm<>+0x48(SB)/8, $0x0004000400040004
+DATA q6kPerm<>+0x50(SB)/8, $0x0005000500050005
+DATA q6kPerm<>+0x58(SB)/8, $0x0005000500050005
+DATA q6kPerm<>+0x60(SB)/8, $0x0006000600060006
+DATA q6kPerm<>+0x68(SB)/8, $0x0006000600060006
+DATA q6kPerm<>+0x70(SB)/8, $0x0007000700070007
+DATA q6kPerm<>+0x78(SB)/8, $0x0007000700070007
+DATA q6kPerm<>+0x80(SB)/8, $0x0008000800080008
+DATA q6kPerm<>+0x88(SB)/8, $0x0008000800080008
+DATA q6kPerm<>+0x90(SB)/8, $0x0009000900090009
+DATA q6kPerm<>+0x98(SB)/8, $0x0009000900090009
+DATA q6kPerm<>+0xa0(SB)/8, $0x000a000a000a000a
+DATA q6kPerm<>+0xa8(SB)/8, $0x000a000a000a000a
+DATA q6kPerm<>+0xb0(SB)/8, $0x000b000b000b000b
+DATA q6kPerm<>+0xb8(SB)/8, $0x000b000b000b000b
+DATA q6kPerm<>+0xc0(SB)/8, $0x000c000c000c000c
+DATA q6kPerm<>+0xc8(SB)/8, $0x000c000c000c000c
+DATA q6kPerm<>+0xd0(SB)/8, $0x000d000d000d000d
+DATA q6kPerm<>+0xd8(SB)/8, $0x000d000d000d000d
+DATA q6kPerm<>+0xe0(SB)/8, $0x000e000e000e000e
+DATA q6kPerm<>+0xe8(SB)/8, $0x000e000e000e000e
+DATA q6kPerm<>+0xf0(SB)/8, $0x000f000f000f000f
+DATA q6kPerm<>+0xf8(SB)/8, $0x000f000f000f000f
+GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
+
+// Q6HALF multiplies half h of a Q6_K block (128 values) by the
+// activations 128h.. and adds them, sub-block scales applied, to the
+// int32 sums Z9 (the low 64 values) and Z10 (the high 64). The ql bytes
+// 64h.. give the low nibbles of values l, l+32 (l < 32) and the high
+// nibbles of values l+64, l+96; the qh bytes 128+32h.. as [qh, qh>>2]
+// give their top two bits at bits 0-1 (values l, l+32) and 4-5 (l+64,
+// l+96). Z15 holds 0x0f bytes, Z14 0x30 bytes, Z1 the sixteen scales as
+// int16s, Z16-Z19 the q6kPerm vectors. Clobbers Z2-Z6.
+#define Q6HALF(h, permlo, permhi) \
+	VMOVDQU64    (64*h)(SI), Z2; \
+	VMOVDQU      (128+32*h)(SI), Y3; \
+	VPSRLW       $2, Y3, Y4; \
+	VINSERTI64X4 $1, Y4, Z3, Z3; \
+	VPANDD       Z15, Z2, Z4; \
+	VPSLLW       $4, Z3, Z5; \
+	VPTERNLOGD   $0xf8, Z14, Z5, Z4; \
+	VPSRLW       $4, Z2, Z2; \
+	VPANDD       Z15, Z2, Z2; \
+	VPTERNLOGD   $0xf8, Z14, Z3, Z2; \
+	VPMADDUBSW   (128*h)(DI), Z4, Z4; \
+	VPMADDUBSW   (128*h+64)(DI), Z2, Z2; \
+	VPERMW       Z1, permlo, Z5; \
+	VPDPWSSD     Z5, Z4, Z9; \
+	VPERMW       Z1, permhi, Z6; \
+	VPDPWSSD     Z6, Z2, Z10
+
+// BYTES512 sets zreg to 64 copies of the byte in c (a uint32 of four).
+#define BYTES512(c, zreg) \
+	MOVL         $c, AX; \
+	VPBROADCASTD AX, zreg
+
+// func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+// is dotQ6KAVX (per block d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k)) with the
+// quants of 64 values per register and VPDPWSSD applying the scales.
+TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-56
+	MOVQ      w+0(FP), SI
+	MOVQ      nrows+40(FP), R12
+	MOVQ      out+48(FP), R13
+	BYTES512(0x0f0f0f0f, Z15)
+	BYTES512(0x30303030, Z14)
+	VMOVDQU64 q6kPerm<>+0(SB), Z16
+	VMOVDQU64 q6kPerm<>+64(SB), Z17
+	VMOVDQU64 q6kPerm<>+128(SB), Z18
+	VMOVDQU64 q6kPerm<>+192(SB), Z19
+	VPXORD    Z31, Z31, Z31
+
+q6row:
+	MOVQ   a+8(FP), DI
+	MOVQ   ad+16(FP), DX
+	MOVQ   bs+24(FP), BX
+	MOVQ   nb+32(FP), CX
+	VXORPS Z0, Z0, Z0
+
+q6loop:
+	VPMOVSXBW   192(SI), Y1
+	VPMADDWD    (BX), Y1, Y9
+	VPSLLD      $5, Y9, Y9
+	VPSUBD      Y9, Y31, Y9
+	VPXORD      Z10, Z10, Z10
+	Q6HALF(0, Z16, Z17)
+	Q6HALF(1, Z18, Z19)
+	VPADDD      Z10, Z9, Z9
+	MOVWLZX     208(SI), AX
+	VMOVD       AX, X8
+	VCVTPH2PS   X8, X8
+	VMULSS      (DX), X8, X8
+	VBROADCASTSS X8, Z8
+	VCVTDQ2PS   Z9, Z9
+	VFMADD231PS Z9, Z8, Z0
+	ADDQ        $210, SI
+	ADDQ        $256, DI
+	ADDQ        $4, DX
+	ADDQ        $32, BX
+	DECQ        CX
+	JNZ         q6loop
+
+	HSUM16
+	ROWOUT512(q6row)
+	RET

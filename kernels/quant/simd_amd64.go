@@ -58,6 +58,9 @@ func dotF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
 func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 
 //go:noescape
+func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+
+//go:noescape
 func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
 
 //go:noescape
@@ -140,8 +143,12 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 			dotQ4KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
 		case Q5_K:
 			dotQ5KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
-		default:
-			dotQ6KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+		case Q6_K:
+			if have512 {
+				dotQ6KAVX512(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			} else {
+				dotQ6KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			}
 		}
 	default:
 		return false
