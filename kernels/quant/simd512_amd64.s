@@ -303,3 +303,173 @@ q6loop:
 	HSUM16
 	ROWOUT512(q6row)
 	RET
+
+// The K4UNPACK tables, one int16 per scale (words 0-7) and minimum (8-15)
+// of a Q4_K/Q5_K block, over its 12 scale bytes s: the byte holding the
+// low bits (s[j] or s[j+4] for j < 4, s[j+4] for j >= 4; high byte
+// cleared), the byte holding the top two bits for j >= 4 (s[j-4] for the
+// scales, s[j] for the minimums; none below), the shift of the low bits
+// (4 for the minimums j >= 4, whose low bits are s[j+4]'s high nibble)
+// and their mask (63 or 15).
+DATA k4Lo<>+0x00(SB)/8, $0x8003800280018000
+DATA k4Lo<>+0x08(SB)/8, $0x800b800a80098008
+DATA k4Lo<>+0x10(SB)/8, $0x8007800680058004
+DATA k4Lo<>+0x18(SB)/8, $0x800b800a80098008
+DATA k4Lo<>+0x20(SB)/8, $0x8003800280018000
+DATA k4Lo<>+0x28(SB)/8, $0x800b800a80098008
+DATA k4Lo<>+0x30(SB)/8, $0x8007800680058004
+DATA k4Lo<>+0x38(SB)/8, $0x800b800a80098008
+GLOBL k4Lo<>(SB), RODATA|NOPTR, $64
+DATA k4Hi<>+0x00(SB)/8, $0x8080808080808080
+DATA k4Hi<>+0x08(SB)/8, $0x8003800280018000
+DATA k4Hi<>+0x10(SB)/8, $0x8080808080808080
+DATA k4Hi<>+0x18(SB)/8, $0x8007800680058004
+DATA k4Hi<>+0x20(SB)/8, $0x8080808080808080
+DATA k4Hi<>+0x28(SB)/8, $0x8003800280018000
+DATA k4Hi<>+0x30(SB)/8, $0x8080808080808080
+DATA k4Hi<>+0x38(SB)/8, $0x8007800680058004
+GLOBL k4Hi<>(SB), RODATA|NOPTR, $64
+DATA k4Shift<>+0x00(SB)/8, $0x0000000000000000
+DATA k4Shift<>+0x08(SB)/8, $0x0000000000000000
+DATA k4Shift<>+0x10(SB)/8, $0x0000000000000000
+DATA k4Shift<>+0x18(SB)/8, $0x0004000400040004
+GLOBL k4Shift<>(SB), RODATA|NOPTR, $32
+DATA k4Mask<>+0x00(SB)/8, $0x003f003f003f003f
+DATA k4Mask<>+0x08(SB)/8, $0x000f000f000f000f
+DATA k4Mask<>+0x10(SB)/8, $0x003f003f003f003f
+DATA k4Mask<>+0x18(SB)/8, $0x000f000f000f000f
+GLOBL k4Mask<>(SB), RODATA|NOPTR, $32
+
+// k4Perm holds four VPERMW index vectors: vector j gives the int16 lanes
+// of chunk j's VPMADDUBSW product (values 64j.. : 16 lanes of sub-block 2j,
+// then 16 of 2j+1) the index of their scale; k4MinDup spreads minimum j
+// over lanes 2j and 2j+1, to meet the 16-value sums in pairs.
+DATA k4Perm<>+0x00(SB)/8, $0x0000000000000000
+DATA k4Perm<>+0x08(SB)/8, $0x0000000000000000
+DATA k4Perm<>+0x10(SB)/8, $0x0000000000000000
+DATA k4Perm<>+0x18(SB)/8, $0x0000000000000000
+DATA k4Perm<>+0x20(SB)/8, $0x0001000100010001
+DATA k4Perm<>+0x28(SB)/8, $0x0001000100010001
+DATA k4Perm<>+0x30(SB)/8, $0x0001000100010001
+DATA k4Perm<>+0x38(SB)/8, $0x0001000100010001
+DATA k4Perm<>+0x40(SB)/8, $0x0002000200020002
+DATA k4Perm<>+0x48(SB)/8, $0x0002000200020002
+DATA k4Perm<>+0x50(SB)/8, $0x0002000200020002
+DATA k4Perm<>+0x58(SB)/8, $0x0002000200020002
+DATA k4Perm<>+0x60(SB)/8, $0x0003000300030003
+DATA k4Perm<>+0x68(SB)/8, $0x0003000300030003
+DATA k4Perm<>+0x70(SB)/8, $0x0003000300030003
+DATA k4Perm<>+0x78(SB)/8, $0x0003000300030003
+DATA k4Perm<>+0x80(SB)/8, $0x0004000400040004
+DATA k4Perm<>+0x88(SB)/8, $0x0004000400040004
+DATA k4Perm<>+0x90(SB)/8, $0x0004000400040004
+DATA k4Perm<>+0x98(SB)/8, $0x0004000400040004
+DATA k4Perm<>+0xa0(SB)/8, $0x0005000500050005
+DATA k4Perm<>+0xa8(SB)/8, $0x0005000500050005
+DATA k4Perm<>+0xb0(SB)/8, $0x0005000500050005
+DATA k4Perm<>+0xb8(SB)/8, $0x0005000500050005
+DATA k4Perm<>+0xc0(SB)/8, $0x0006000600060006
+DATA k4Perm<>+0xc8(SB)/8, $0x0006000600060006
+DATA k4Perm<>+0xd0(SB)/8, $0x0006000600060006
+DATA k4Perm<>+0xd8(SB)/8, $0x0006000600060006
+DATA k4Perm<>+0xe0(SB)/8, $0x0007000700070007
+DATA k4Perm<>+0xe8(SB)/8, $0x0007000700070007
+DATA k4Perm<>+0xf0(SB)/8, $0x0007000700070007
+DATA k4Perm<>+0xf8(SB)/8, $0x0007000700070007
+GLOBL k4Perm<>(SB), RODATA|NOPTR, $256
+DATA k4MinDup<>+0x00(SB)/8, $0x0009000900080008
+DATA k4MinDup<>+0x08(SB)/8, $0x000b000b000a000a
+DATA k4MinDup<>+0x10(SB)/8, $0x000d000d000c000c
+DATA k4MinDup<>+0x18(SB)/8, $0x000f000f000e000e
+GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
+
+// K4UNPACK sets Y4 to the eight 6-bit scales (words 0-7) and eight
+// minimums (8-15) of the Q4_K/Q5_K block at (SI), all in vector
+// registers: each word is its low-bits byte shifted and masked, OR its
+// top-bits byte's bits 6-7 moved to 4-5. Clobbers Y5.
+#define K4UNPACK \
+	VBROADCASTI128 4(SI), Y4; \
+	VPSHUFB        Y23, Y4, Y5; \
+	VPSHUFB        Y22, Y4, Y4; \
+	VPSRLVW        Y24, Y4, Y4; \
+	VPANDD         Y21, Y4, Y4; \
+	VPSRLW         $2, Y5, Y5; \
+	VPTERNLOGD     $0xf8, Y14, Y5, Y4
+
+// K4MINS adds dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1) to Y11 and sets Z8 to
+// d·d_a, broadcast. Clobbers Y5-Y7.
+#define K4MINS \
+	VPERMW       Y4, Y20, Y5; \
+	VPMADDWD     (BX), Y5, Y5; \
+	VCVTDQ2PS    Y5, Y5; \
+	VCVTPH2PS    (SI), X6; \
+	VMULPS.BCST  (DX), X6, X6; \
+	VBROADCASTSS X6, Z8; \
+	VMOVSHDUP    X6, X7; \
+	VBROADCASTSS X7, Y7; \
+	VFMADD231PS  Y5, Y7, Y11
+
+// K4CHUNK multiplies chunk j of a Q4_K block (32 qs bytes at off(SI): 64
+// values, the low nibbles first) by the activations 64j.. and adds them,
+// scales 2j and 2j+1 applied (from Y4 by k4Perm vector perm), to acc.
+// Clobbers Z2, Z3.
+#define K4CHUNK(off, j, perm, acc) \
+	VMOVDQU      off(SI), Y2; \
+	VPSRLW       $4, Y2, Y3; \
+	VINSERTI64X4 $1, Y3, Z2, Z2; \
+	VPANDD       Z15, Z2, Z2; \
+	VPMADDUBSW   (64*j)(DI), Z2, Z2; \
+	VPERMW       Z4, perm, Z3; \
+	VPDPWSSD     Z3, Z2, acc
+
+// func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+// is dotQ4KAVX (per block d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·bsums)
+// with the scales unpacked in vector registers, 64 quants per register,
+// and VPDPWSSD applying the scales.
+TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-56
+	MOVQ      w+0(FP), SI
+	MOVQ      nrows+40(FP), R12
+	MOVQ      out+48(FP), R13
+	BYTES512(0x0f0f0f0f, Z15)
+	BYTES512(0x30303030, Z14)
+	VMOVDQU64 k4Perm<>+0(SB), Z16
+	VMOVDQU64 k4Perm<>+64(SB), Z17
+	VMOVDQU64 k4Perm<>+128(SB), Z18
+	VMOVDQU64 k4Perm<>+192(SB), Z19
+	VMOVDQU64 k4MinDup<>(SB), Y20
+	VMOVDQU64 k4Mask<>(SB), Y21
+	VMOVDQU64 k4Lo<>(SB), Y22
+	VMOVDQU64 k4Hi<>(SB), Y23
+	VMOVDQU64 k4Shift<>(SB), Y24
+
+q4krow:
+	MOVQ   a+8(FP), DI
+	MOVQ   ad+16(FP), DX
+	MOVQ   bs+24(FP), BX
+	MOVQ   nb+32(FP), CX
+	VXORPS Z0, Z0, Z0
+	VXORPS Y11, Y11, Y11
+
+q4kloop:
+	K4UNPACK
+	K4MINS
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	K4CHUNK(16, 0, Z16, Z9)
+	K4CHUNK(48, 1, Z17, Z10)
+	K4CHUNK(80, 2, Z18, Z9)
+	K4CHUNK(112, 3, Z19, Z10)
+	VPADDD      Z10, Z9, Z9
+	VCVTDQ2PS   Z9, Z9
+	VFMADD231PS Z9, Z8, Z0
+	ADDQ        $144, SI
+	ADDQ        $256, DI
+	ADDQ        $4, DX
+	ADDQ        $32, BX
+	DECQ        CX
+	JNZ         q4kloop
+
+	VSUBPS Z11, Z0, Z0
+	HSUM16
+	ROWOUT512(q4krow)
+	RET

@@ -61,6 +61,9 @@ func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 
 //go:noescape
+func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+
+//go:noescape
 func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
 
 //go:noescape
@@ -140,7 +143,11 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 		_, _, _ = w[nr*nb*t.BlockBytes()-1], a.qs[nb*QKK-1], a.bs[nb*16-1]
 		switch t {
 		case Q4_K:
-			dotQ4KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			if have512 {
+				dotQ4KAVX512(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			} else {
+				dotQ4KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			}
 		case Q5_K:
 			dotQ5KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
 		case Q6_K:
