@@ -206,3 +206,32 @@ func BenchmarkDotRows(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDequantize decodes 64 rows of benchIn values of each type, as
+// kernels/cpu does before its GEMM for prompts and batches, in Go
+// (name/avx2: no assembly dequantizer below AVX-512) and with the AVX-512
+// kernels; MB/s counts the float32s written.
+func BenchmarkDequantize(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	const rows = 64
+	dst := make([]float32, benchIn)
+	for _, typ := range weightTypes {
+		rs, _ := typ.RowSize(benchIn)
+		w := make([]byte, rows*rs)
+		for o := range rows {
+			if err := Quantize(typ, w[o*rs:(o+1)*rs], randRow(rng, benchIn)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		benchLevels(b, typ.String(), func(b *testing.B) {
+			b.SetBytes(4 * rows * benchIn)
+			for b.Loop() {
+				for o := range rows {
+					if err := Dequantize(typ, dst, w[o*rs:(o+1)*rs]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

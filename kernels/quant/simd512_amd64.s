@@ -224,31 +224,37 @@ DATA q6kPerm<>+0xf0(SB)/8, $0x000f000f000f000f
 DATA q6kPerm<>+0xf8(SB)/8, $0x000f000f000f000f
 GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
 
-// Q6HALF multiplies half h of a Q6_K block (128 values) by the
-// activations 128h.. and adds them, sub-block scales applied, to the
-// int32 sums Z9 (the low 64 values) and Z10 (the high 64). The ql bytes
-// 64h.. give the low nibbles of values l, l+32 (l < 32) and the high
-// nibbles of values l+64, l+96; the qh bytes 128+32h.. as [qh, qh>>2]
-// give their top two bits at bits 0-1 (values l, l+32) and 4-5 (l+64,
-// l+96). Z15 holds 0x0f bytes, Z14 0x30 bytes, Z1 the sixteen scales as
-// int16s, Z16-Z19 the q6kPerm vectors. Clobbers Z2-Z6.
-#define Q6HALF(h, permlo, permhi) \
+// Q6BITS sets Z4 to the 64 quants (0..63) of values 128h..128h+63 of
+// the Q6_K block at (SI) and Z2 to those of 128h+64..128h+127. The ql
+// bytes 64h.. give the low nibbles of values l, l+32 (l < 32) and the
+// high nibbles of values l+64, l+96; the qh bytes 128+32h.. as [qh,
+// qh>>2] give their top two bits at bits 0-1 (values l, l+32) and 4-5
+// (l+64, l+96). Z15 holds 0x0f bytes, Z14 0x30 bytes. Clobbers Z3, Z5.
+#define Q6BITS(h) \
 	VMOVDQU64    (64*h)(SI), Z2; \
 	VMOVDQU      (128+32*h)(SI), Y3; \
-	VPSRLW       $2, Y3, Y4; \
-	VINSERTI64X4 $1, Y4, Z3, Z3; \
+	VPSRLW       $2, Y3, Y5; \
+	VINSERTI64X4 $1, Y5, Z3, Z3; \
 	VPANDD       Z15, Z2, Z4; \
 	VPSLLW       $4, Z3, Z5; \
 	VPTERNLOGD   $0xf8, Z14, Z5, Z4; \
 	VPSRLW       $4, Z2, Z2; \
 	VPANDD       Z15, Z2, Z2; \
-	VPTERNLOGD   $0xf8, Z14, Z3, Z2; \
-	VPMADDUBSW   (128*h)(DI), Z4, Z4; \
-	VPMADDUBSW   (128*h+64)(DI), Z2, Z2; \
-	VPERMW       Z1, permlo, Z5; \
-	VPDPWSSD     Z5, Z4, Z9; \
-	VPERMW       Z1, permhi, Z6; \
-	VPDPWSSD     Z6, Z2, Z10
+	VPTERNLOGD   $0xf8, Z14, Z3, Z2
+
+// Q6HALF multiplies half h of a Q6_K block (128 values) by the
+// activations 128h.. and adds them, sub-block scales applied, to the
+// int32 sums Z9 (the low 64 values) and Z10 (the high 64). Z1 holds the
+// sixteen scales as int16s, permlo and permhi the q6kPerm vectors 2h and
+// 2h+1. Clobbers Z2-Z6.
+#define Q6HALF(h, permlo, permhi) \
+	Q6BITS(h); \
+	VPMADDUBSW (128*h)(DI), Z4, Z4; \
+	VPMADDUBSW (128*h+64)(DI), Z2, Z2; \
+	VPERMW     Z1, permlo, Z5; \
+	VPDPWSSD   Z5, Z4, Z9; \
+	VPERMW     Z1, permhi, Z6; \
+	VPDPWSSD   Z6, Z2, Z10
 
 // BYTES512 sets zreg to 64 copies of the byte in c (a uint32 of four).
 #define BYTES512(c, zreg) \
@@ -472,4 +478,188 @@ q4kloop:
 	VSUBPS Z11, Z0, Z0
 	HSUM16
 	ROWOUT512(q4krow)
+	RET
+
+// The dequantizers below decode whole blocks into float32, bit for bit as
+// dequantGo does: the same conversions, and the same products rounded in
+// the same order, never fused.
+
+// func dequantF16AVX512(src *byte, dst *float32, n int)
+// sets dst[0:n] to the F16 values at src; n is a multiple of 16, at
+// least 16.
+TEXT ·dequantF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+
+f16dq:
+	VCVTPH2PS (SI), Z0
+	VMOVUPS   Z0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	SUBQ      $16, CX
+	JNZ       f16dq
+	VZEROUPPER
+	RET
+
+// func dequantBF16AVX512(src *byte, dst *float32, n int)
+// sets dst[0:n] to the BF16 values at src (each the top half of a
+// float32); n is a multiple of 16, at least 16.
+TEXT ·dequantBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+
+bf16dq:
+	VPMOVZXWD (SI), Z0
+	VPSLLD    $16, Z0, Z0
+	VMOVDQU32 Z0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	SUBQ      $16, CX
+	JNZ       bf16dq
+	VZEROUPPER
+	RET
+
+// DQSCALED stores the int32s in zreg, converted to float and multiplied by
+// the float at saddr (broadcast), to off(DI).
+#define DQSCALED(zreg, saddr, off) \
+	VCVTDQ2PS   zreg, zreg; \
+	VMULPS.BCST saddr, zreg, zreg; \
+	VMOVUPS     zreg, off(DI)
+
+// func dequantQ8_0AVX512(src *byte, dst *float32, nb int)
+// sets dst[0:32nb] to the values of the nb Q8_0 blocks at src: d·q.
+TEXT ·dequantQ8_0AVX512(SB), NOSPLIT, $16-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ nb+16(FP), CX
+
+q8dq:
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X1
+	VCVTPH2PS X1, X1
+	VMOVSS    X1, 0(SP)
+	VPMOVSXBD 2(SI), Z2
+	VPMOVSXBD 18(SI), Z3
+	DQSCALED(Z2, 0(SP), 0)
+	DQSCALED(Z3, 0(SP), 64)
+	ADDQ      $34, SI
+	ADDQ      $128, DI
+	DECQ      CX
+	JNZ       q8dq
+	VZEROUPPER
+	RET
+
+// Q6GROUP stores values 16k..16k+15 of a Q6_K block, quants minus 32 in
+// lane group g of zreg, times their scale's d·sc (at 4k(SP)).
+#define Q6GROUP(zreg, g, k) \
+	VEXTRACTI32X4 $g, zreg, X7; \
+	VPMOVSXBD     X7, Z7; \
+	DQSCALED(Z7, (4*(k))(SP), 64*(k))
+
+// Q6DQHALF stores the 128 values of half h of a Q6_K block. Z13 holds
+// 32s as bytes.
+#define Q6DQHALF(h) \
+	Q6BITS(h); \
+	VPSUBB Z13, Z4, Z4; \
+	VPSUBB Z13, Z2, Z2; \
+	Q6GROUP(Z4, 0, 8*h); \
+	Q6GROUP(Z4, 1, 8*h+1); \
+	Q6GROUP(Z4, 2, 8*h+2); \
+	Q6GROUP(Z4, 3, 8*h+3); \
+	Q6GROUP(Z2, 0, 8*h+4); \
+	Q6GROUP(Z2, 1, 8*h+5); \
+	Q6GROUP(Z2, 2, 8*h+6); \
+	Q6GROUP(Z2, 3, 8*h+7)
+
+// func dequantQ6KAVX512(src *byte, dst *float32, nb int)
+// sets dst[0:256nb] to the values of the nb Q6_K blocks at src: value j
+// = (d·sc[j/16])·(q − 32), the sixteen d·sc kept on the stack for
+// broadcasting.
+TEXT ·dequantQ6KAVX512(SB), NOSPLIT, $64-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ nb+16(FP), CX
+	BYTES512(0x0f0f0f0f, Z15)
+	BYTES512(0x30303030, Z14)
+	BYTES512(0x20202020, Z13)
+
+q6dq:
+	VPMOVSXBD    192(SI), Z5
+	VCVTDQ2PS    Z5, Z5
+	MOVWLZX      208(SI), AX
+	VMOVD        AX, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Z6
+	VMULPS       Z5, Z6, Z5
+	VMOVUPS      Z5, 0(SP)
+	Q6DQHALF(0)
+	Q6DQHALF(1)
+	ADDQ         $210, SI
+	ADDQ         $1024, DI
+	DECQ         CX
+	JNZ          q6dq
+	VZEROUPPER
+	RET
+
+// Q4DQ16 stores 16 values of sub-block j of a Q4_K block, their quants
+// the int32s in zreg, as d_j·q − m_j (d_j at 4j(SP), m_j at 32+4j(SP))
+// to off(DI).
+#define Q4DQ16(zreg, j, off) \
+	VCVTDQ2PS   zreg, zreg; \
+	VMULPS.BCST (4*(j))(SP), zreg, zreg; \
+	VSUBPS.BCST (32+4*(j))(SP), zreg, zreg; \
+	VMOVUPS     zreg, off(DI)
+
+// Q4DQCHUNK stores the 64 values of chunk i of a Q4_K block (32 qs bytes
+// at 16+32i: sub-block 2i in the low nibbles, 2i+1 in the high), 16 qs
+// bytes at a time. Z15 holds 0x0f bytes.
+#define Q4DQCHUNK(i) \
+	VPMOVZXBD (16+32*i)(SI), Z8; \
+	VPMOVZXBD (32+32*i)(SI), Z9; \
+	VPSRLD    $4, Z8, Z10; \
+	VPSRLD    $4, Z9, Z11; \
+	VPANDD    Z15, Z8, Z8; \
+	VPANDD    Z15, Z9, Z9; \
+	Q4DQ16(Z8, 2*i, 256*i); \
+	Q4DQ16(Z9, 2*i, 256*i+64); \
+	Q4DQ16(Z10, 2*i+1, 256*i+128); \
+	Q4DQ16(Z11, 2*i+1, 256*i+192)
+
+// func dequantQ4KAVX512(src *byte, dst *float32, nb int)
+// sets dst[0:256nb] to the values of the nb Q4_K blocks at src: value j
+// = (d·sc_s)·q − dmin·m_s for its sub-block s = j/32, the eight d·sc_s
+// and dmin·m_s kept on the stack for broadcasting.
+TEXT ·dequantQ4KAVX512(SB), NOSPLIT, $64-24
+	MOVQ      src+0(FP), SI
+	MOVQ      dst+8(FP), DI
+	MOVQ      nb+16(FP), CX
+	BYTES512(0x0f0f0f0f, Z15)
+	BYTES512(0x30303030, Z14)
+	VMOVDQU64 k4Mask<>(SB), Y21
+	VMOVDQU64 k4Lo<>(SB), Y22
+	VMOVDQU64 k4Hi<>(SB), Y23
+	VMOVDQU64 k4Shift<>(SB), Y24
+	HIGHHALF
+
+q4dq:
+	K4UNPACK
+	VPMOVZXWD    Y4, Z5
+	VCVTDQ2PS    Z5, Z5
+	VCVTPH2PS    (SI), X6
+	VBROADCASTSS X6, Z7
+	VMOVSHDUP    X6, X6
+	VBROADCASTSS X6, K2, Z7
+	VMULPS       Z5, Z7, Z5
+	VMOVUPS      Z5, 0(SP)
+	Q4DQCHUNK(0)
+	Q4DQCHUNK(1)
+	Q4DQCHUNK(2)
+	Q4DQCHUNK(3)
+	ADDQ         $144, SI
+	ADDQ         $1024, DI
+	DECQ         CX
+	JNZ          q4dq
+	VZEROUPPER
 	RET

@@ -64,6 +64,21 @@ func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *
 func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 
 //go:noescape
+func dequantF16AVX512(src *byte, dst *float32, n int)
+
+//go:noescape
+func dequantBF16AVX512(src *byte, dst *float32, n int)
+
+//go:noescape
+func dequantQ8_0AVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ4KAVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ6KAVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
 func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
 
 //go:noescape
@@ -219,4 +234,48 @@ func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
 	}
 	_, _, _ = x[nb*bsize-1], qs[nb*bsize-1], sums[nb*bsize/16-1]
 	quantQ8AVX(&x[0], &qs[0], &d[0], &sums[0], nb, bsize)
+}
+
+// dequantSIMD decodes the leading whole blocks of src into dst with an
+// AVX-512 kernel, bit for bit as dequantGo would, and returns how many
+// values it wrote: 0 for a type without a kernel or on a CPU without
+// AVX-512, and for F16 and BF16 a multiple of 16, the rest left to Go.
+func dequantSIMD(t Type, dst []float32, src []byte) int {
+	if !have512 {
+		return 0
+	}
+	var n int
+	switch t {
+	case F16, BF16:
+		if n = len(dst) &^ 15; n == 0 {
+			return 0
+		}
+		_ = src[2*n-1]
+		if t == F16 {
+			dequantF16AVX512(&src[0], &dst[0], n)
+		} else {
+			dequantBF16AVX512(&src[0], &dst[0], n)
+		}
+	case Q8_0:
+		nb := len(dst) / QK
+		if nb == 0 {
+			return 0
+		}
+		_ = src[nb*34-1]
+		dequantQ8_0AVX512(&src[0], &dst[0], nb)
+		n = nb * QK
+	case Q4_K, Q6_K:
+		nb := len(dst) / QKK
+		if nb == 0 {
+			return 0
+		}
+		_ = src[nb*t.BlockBytes()-1]
+		if t == Q4_K {
+			dequantQ4KAVX512(&src[0], &dst[0], nb)
+		} else {
+			dequantQ6KAVX512(&src[0], &dst[0], nb)
+		}
+		n = nb * QKK
+	}
+	return n
 }
