@@ -163,7 +163,7 @@ func BenchmarkMatVecSmall(b *testing.B) {
 		}
 		x, h := randRow(rng, dim), randRow(rng, hidden)
 		m := NewMultiplier(pool.For)
-		b.Run(typ.String(), func(b *testing.B) {
+		benchLevels(b, typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(bytes))
 			for b.Loop() {
 				if m.MatMuls(x, 1, dim, qkv...) != nil || m.MatMuls(x, 1, dim, o) != nil ||

@@ -33,10 +33,13 @@
 	MOVL  $0xff00, AX; \
 	KMOVW AX, K2
 
-// F16DOT512 is the loop of the F16 dot: 64 values per iteration into four
-// accumulators, then 16 at a time, then the last 8 in a 256-bit register;
-// the sum ends in X0. SI: weights, DI: x, CX: n (a multiple of 8).
-#define F16DOT512 \
+// FLOATDOT512 is the loop of the F16 and BF16 dots: LOAD16(off, zreg)
+// loads sixteen weights from off(SI) as float32s, LOAD8(yreg) eight from
+// (SI). 64 values per iteration into four accumulators, then 16 at a
+// time, then the last 8 in a 256-bit register (whose write clears the
+// upper lanes); the sum ends in X0. SI: weights, DI: x, CX: n (a
+// multiple of 8).
+#define FLOATDOT512(LOAD16, LOAD8) \
 	VXORPS Z0, Z0, Z0; \
 	VXORPS Z1, Z1, Z1; \
 	VXORPS Z2, Z2, Z2; \
@@ -44,10 +47,10 @@
 loop64: \
 	CMPQ CX, $64; \
 	JLT  loop16; \
-	VCVTPH2PS (SI), Z4; \
-	VCVTPH2PS 32(SI), Z5; \
-	VCVTPH2PS 64(SI), Z6; \
-	VCVTPH2PS 96(SI), Z7; \
+	LOAD16(0, Z4); \
+	LOAD16(32, Z5); \
+	LOAD16(64, Z6); \
+	LOAD16(96, Z7); \
 	VFMADD231PS (DI), Z4, Z0; \
 	VFMADD231PS 64(DI), Z5, Z1; \
 	VFMADD231PS 128(DI), Z6, Z2; \
@@ -59,7 +62,7 @@ loop64: \
 loop16: \
 	CMPQ CX, $16; \
 	JLT  tail8; \
-	VCVTPH2PS (SI), Z4; \
+	LOAD16(0, Z4); \
 	VFMADD231PS (DI), Z4, Z0; \
 	ADDQ $32, SI; \
 	ADDQ $64, DI; \
@@ -71,12 +74,17 @@ tail8: \
 	VADDPS Z2, Z0, Z0; \
 	CMPQ   CX, $8; \
 	JLT    done; \
-	VCVTPH2PS (SI), Y4; \
-	VMULPS    (DI), Y4, Y4; \
-	VADDPS    Z4, Z0, Z0; \
-	ADDQ      $16, SI; \
+	LOAD8(Y4); \
+	VMULPS (DI), Y4, Y4; \
+	VADDPS Z4, Z0, Z0; \
+	ADDQ   $16, SI; \
 done: \
 	HSUM16
+
+#define LOADF16x16(off, zreg) VCVTPH2PS off(SI), zreg
+#define LOADF16x8(yreg) VCVTPH2PS (SI), yreg
+#define LOADBF16x16(off, zreg) VPMOVZXWD off(SI), zreg; VPSLLD $16, zreg, zreg
+#define LOADBF16x8(yreg) VPMOVZXWD (SI), yreg; VPSLLD $16, yreg, yreg
 
 // func dotF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
 // sets out[r] to the dot product of F16 weight row r (n values, a
@@ -89,8 +97,22 @@ TEXT ·dotF16AVX512(SB), NOSPLIT, $0-40
 f16row:
 	MOVQ x+8(FP), DI
 	MOVQ n+16(FP), CX
-	F16DOT512
+	FLOATDOT512(LOADF16x16, LOADF16x8)
 	ROWOUT512(f16row)
+	RET
+
+// func dotBF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
+// is dotF16AVX512 for BF16 weights.
+TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ nrows+24(FP), R12
+	MOVQ out+32(FP), R13
+
+bf16row:
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	FLOATDOT512(LOADBF16x16, LOADBF16x8)
+	ROWOUT512(bf16row)
 	RET
 
 // Q8PAIR adds two Q8_0 blocks at woff(SI) (34 bytes each) times the 64
@@ -415,69 +437,113 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VBROADCASTSS X7, Y7; \
 	VFMADD231PS  Y5, Y7, Y11
 
-// K4CHUNK multiplies chunk j of a Q4_K block (32 qs bytes at off(SI): 64
-// values, the low nibbles first) by the activations 64j.. and adds them,
-// scales 2j and 2j+1 applied (from Y4 by k4Perm vector perm), to acc.
-// Clobbers Z2, Z3.
-#define K4CHUNK(off, j, perm, acc) \
+// K4QUANTS sets Z2 to the 64 quants of a K-quant chunk from its 32 qs
+// bytes at off(SI): the low nibbles, then the high ones. Z15 holds 0x0f
+// bytes. Clobbers Z3.
+#define K4QUANTS(off) \
 	VMOVDQU      off(SI), Y2; \
 	VPSRLW       $4, Y2, Y3; \
 	VINSERTI64X4 $1, Y3, Z2, Z2; \
-	VPANDD       Z15, Z2, Z2; \
-	VPMADDUBSW   (64*j)(DI), Z2, Z2; \
-	VPERMW       Z4, perm, Z3; \
-	VPDPWSSD     Z3, Z2, acc
+	VPANDD       Z15, Z2, Z2
+
+// KDOT multiplies the 64 quants of chunk j in Z2 by the activations 64j..
+// and adds them, scales 2j and 2j+1 applied (from Y4 by k4Perm vector
+// perm), to acc. Clobbers Z2, Z3.
+#define KDOT(j, perm, acc) \
+	VPMADDUBSW (64*j)(DI), Z2, Z2; \
+	VPERMW     Z4, perm, Z3; \
+	VPDPWSSD   Z3, Z2, acc
+
+// K4CHUNK multiplies chunk j of a Q4_K block (qs at 16) into acc.
+#define K4CHUNK(j, perm, acc) \
+	K4QUANTS(16+32*j); \
+	KDOT(j, perm, acc)
+
+// K5CHUNK multiplies chunk j of a Q5_K block (qs at 48) into acc: Z12
+// holds its qh bytes (at 16) as [qh, qh>>1], so bit 2j of each byte,
+// moved to bit 4, is the fifth bit of the low then the high nibbles'
+// values. Z13 holds 0x10 bytes. Clobbers Z5.
+#define K5CHUNK(j, perm, acc) \
+	K4QUANTS(48+32*j); \
+	VPSRLW     $(2*j), Z12, Z5; \
+	VPSLLW     $4, Z5, Z5; \
+	VPTERNLOGD $0xf8, Z13, Z5, Z2; \
+	KDOT(j, perm, acc)
+
+// K45SETUP loads the Q4_K/Q5_K kernels' arguments and constants.
+#define K45SETUP \
+	MOVQ      w+0(FP), SI; \
+	MOVQ      nrows+40(FP), R12; \
+	MOVQ      out+48(FP), R13; \
+	BYTES512(0x0f0f0f0f, Z15); \
+	BYTES512(0x30303030, Z14); \
+	BYTES512(0x10101010, Z13); \
+	VMOVDQU64 k4Perm<>+0(SB), Z16; \
+	VMOVDQU64 k4Perm<>+64(SB), Z17; \
+	VMOVDQU64 k4Perm<>+128(SB), Z18; \
+	VMOVDQU64 k4Perm<>+192(SB), Z19; \
+	VMOVDQU64 k4MinDup<>(SB), Y20; \
+	VMOVDQU64 k4Mask<>(SB), Y21; \
+	VMOVDQU64 k4Lo<>(SB), Y22; \
+	VMOVDQU64 k4Hi<>(SB), Y23; \
+	VMOVDQU64 k4Shift<>(SB), Y24
+
+// K45ROWS runs the Q4_K or Q5_K dot over the rows: per block, PREP (the
+// Q5_K fifth bits, or nothing), the scales, minimums and four chunks of
+// CHUNK, bsize bytes.
+#define K45ROWS(PREP, CHUNK, bsize) \
+row: \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   bs+24(FP), BX; \
+	MOVQ   nb+32(FP), CX; \
+	VXORPS Z0, Z0, Z0; \
+	VXORPS Y11, Y11, Y11; \
+block: \
+	PREP; \
+	K4UNPACK; \
+	K4MINS; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	CHUNK(0, Z16, Z9); \
+	CHUNK(1, Z17, Z10); \
+	CHUNK(2, Z18, Z9); \
+	CHUNK(3, Z19, Z10); \
+	VPADDD      Z10, Z9, Z9; \
+	VCVTDQ2PS   Z9, Z9; \
+	VFMADD231PS Z9, Z8, Z0; \
+	ADDQ        $bsize, SI; \
+	ADDQ        $256, DI; \
+	ADDQ        $4, DX; \
+	ADDQ        $32, BX; \
+	DECQ        CX; \
+	JNZ         block; \
+	VSUBPS Z11, Z0, Z0; \
+	HSUM16; \
+	ROWOUT512(row)
+
+#define NOPREP
+
+// Q5PREP sets Z12 to the Q5_K block's qh bytes as [qh, qh>>1].
+#define Q5PREP \
+	VMOVDQU      16(SI), Y12; \
+	VPSRLW       $1, Y12, Y5; \
+	VINSERTI64X4 $1, Y5, Z12, Z12
 
 // func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // is dotQ4KAVX (per block d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·bsums)
 // with the scales unpacked in vector registers, 64 quants per register,
 // and VPDPWSSD applying the scales.
 TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-56
-	MOVQ      w+0(FP), SI
-	MOVQ      nrows+40(FP), R12
-	MOVQ      out+48(FP), R13
-	BYTES512(0x0f0f0f0f, Z15)
-	BYTES512(0x30303030, Z14)
-	VMOVDQU64 k4Perm<>+0(SB), Z16
-	VMOVDQU64 k4Perm<>+64(SB), Z17
-	VMOVDQU64 k4Perm<>+128(SB), Z18
-	VMOVDQU64 k4Perm<>+192(SB), Z19
-	VMOVDQU64 k4MinDup<>(SB), Y20
-	VMOVDQU64 k4Mask<>(SB), Y21
-	VMOVDQU64 k4Lo<>(SB), Y22
-	VMOVDQU64 k4Hi<>(SB), Y23
-	VMOVDQU64 k4Shift<>(SB), Y24
+	K45SETUP
+	K45ROWS(NOPREP, K4CHUNK, 144)
+	RET
 
-q4krow:
-	MOVQ   a+8(FP), DI
-	MOVQ   ad+16(FP), DX
-	MOVQ   bs+24(FP), BX
-	MOVQ   nb+32(FP), CX
-	VXORPS Z0, Z0, Z0
-	VXORPS Y11, Y11, Y11
-
-q4kloop:
-	K4UNPACK
-	K4MINS
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	K4CHUNK(16, 0, Z16, Z9)
-	K4CHUNK(48, 1, Z17, Z10)
-	K4CHUNK(80, 2, Z18, Z9)
-	K4CHUNK(112, 3, Z19, Z10)
-	VPADDD      Z10, Z9, Z9
-	VCVTDQ2PS   Z9, Z9
-	VFMADD231PS Z9, Z8, Z0
-	ADDQ        $144, SI
-	ADDQ        $256, DI
-	ADDQ        $4, DX
-	ADDQ        $32, BX
-	DECQ        CX
-	JNZ         q4kloop
-
-	VSUBPS Z11, Z0, Z0
-	HSUM16
-	ROWOUT512(q4krow)
+// func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+// is dotQ4KAVX512 with five-bit quants: qs at 48, the fifth bits at 16.
+TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
+	K45SETUP
+	K45ROWS(Q5PREP, K5CHUNK, 176)
 	RET
 
 // The dequantizers below decode whole blocks into float32, bit for bit as

@@ -55,6 +55,12 @@ func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *flo
 func dotF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
 
 //go:noescape
+func dotBF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
+
+//go:noescape
+func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+
+//go:noescape
 func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 
 //go:noescape
@@ -132,7 +138,11 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 				dotF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
 			}
 		default:
-			dotBF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
+			if have512 {
+				dotBF16AVX512(&w[0], &a.x[0], n, nr, &dst[0])
+			} else {
+				dotBF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
+			}
 		}
 	case Q8_0, Q4_0, Q5_0, Q4_1, Q5_1:
 		nb := len(a.d)
@@ -164,7 +174,11 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 				dotQ4KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
 			}
 		case Q5_K:
-			dotQ5KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			if have512 {
+				dotQ5KAVX512(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			} else {
+				dotQ5KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			}
 		case Q6_K:
 			if have512 {
 				dotQ6KAVX512(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
