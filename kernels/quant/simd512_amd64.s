@@ -33,6 +33,22 @@
 	MOVL  $0xff00, AX; \
 	KMOVW AX, K2
 
+// BYTES512 sets zreg to 64 copies of the byte in c (a uint32 of four).
+#define BYTES512(c, zreg) \
+	MOVL         $c, AX; \
+	VPBROADCASTD AX, zreg
+
+// Q8ROWSTART loads a row's (or pair's) activation pointers and zeroes the
+// accumulators.
+#define Q8ROWSTART \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   nb+24(FP), CX; \
+	VXORPS Z0, Z0, Z0; \
+	VXORPS Z7, Z7, Z7; \
+	VXORPS Z8, Z8, Z8; \
+	VXORPS Z9, Z9, Z9
+
 // FLOATDOT512 is the loop of the F16 and BF16 dots: LOAD16(off, zreg)
 // loads sixteen weights from off(SI) as float32s, LOAD8(yreg) eight from
 // (SI). 64 values per iteration into four accumulators, then 16 at a
@@ -115,36 +131,13 @@ bf16row:
 	ROWOUT512(bf16row)
 	RET
 
-// Q8PAIR adds two Q8_0 blocks at woff(SI) (34 bytes each) times the 64
-// activations at aoff(DI), scales at doff(DX), to acc. VPDPBUSD takes
-// unsigned × signed bytes, so the weights go in as |w| and the
-// activations with w's sign: negated (0 − a, masked by w's sign bits)
-// where w < 0; |−128| = 128 is still right as an unsigned byte, and
-// activations are within ±127, so nothing overflows. The blocks' scales
-// d_w·d_a fill the low eight lanes for the first block and the high eight
-// (mask K2) for the second. Clobbers Z2-Z6 and K1.
-#define Q8PAIR(woff, aoff, doff, acc) \
-	VMOVDQU       (woff+2)(SI), Y2; \
-	VINSERTI64X4  $1, (woff+36)(SI), Z2, Z2; \
-	VPMOVB2M      Z2, K1; \
-	VPABSB        Z2, Z2; \
-	VMOVDQU64     aoff(DI), Z3; \
-	VPSUBB        Z3, Z31, K1, Z3; \
-	VPXORD        Z4, Z4, Z4; \
-	VPDPBUSD      Z3, Z2, Z4; \
-	VCVTDQ2PS     Z4, Z4; \
-	VPBROADCASTW  woff(SI), Y5; \
-	VPBROADCASTW  (woff+34)(SI), K2, Y5; \
-	VCVTPH2PS     Y5, Z5; \
-	VBROADCASTSS  doff(DX), Z6; \
-	VBROADCASTSS  (doff+4)(DX), K2, Z6; \
-	VMULPS        Z6, Z5, Z5; \
-	VFMADD231PS   Z4, Z5, acc
-
-// Q8ONE is Q8PAIR for a single block in 256-bit registers; its result's
-// upper lanes are zero, so it adds to acc as a whole.
-#define Q8ONE(acc) \
-	VMOVDQU      2(SI), Y2; \
+// Q8ONE adds the single Q8_0 block at (base) times the activations at
+// (DI), scale (DX), to acc, in 256-bit registers: the weights as |w| and
+// the activations with w's sign (0 − a where w < 0, by VPMOVB2M's mask),
+// as VPDPBUSD takes unsigned × signed bytes. Its result's upper lanes are
+// zero, so it adds to acc as a whole. Z31 holds zeros.
+#define Q8ONE(base, acc) \
+	VMOVDQU      2(base), Y2; \
 	VPMOVB2M     Y2, K1; \
 	VPABSB       Y2, Y2; \
 	VMOVDQU      (DI), Y3; \
@@ -152,35 +145,160 @@ bf16row:
 	VPXORD       Y4, Y4, Y4; \
 	VPDPBUSD     Y3, Y2, Y4; \
 	VCVTDQ2PS    Y4, Y4; \
-	VPBROADCASTW (SI), X5; \
+	VPBROADCASTW (base), X5; \
 	VCVTPH2PS    X5, Y5; \
 	VMULPS.BCST  (DX), Y5, Y5; \
 	VMULPS       Y4, Y5, Y4; \
 	VADDPS       Z4, acc, acc
 
+// q8Pair is the VPERMPS index that spreads float 0 over lanes 0-7 and
+// float 1 over 8-15.
+DATA q8Pair<>+0x00(SB)/8, $0x0000000000000000
+DATA q8Pair<>+0x08(SB)/8, $0x0000000000000000
+DATA q8Pair<>+0x10(SB)/8, $0x0000000000000000
+DATA q8Pair<>+0x18(SB)/8, $0x0000000000000000
+DATA q8Pair<>+0x20(SB)/8, $0x0000000100000001
+DATA q8Pair<>+0x28(SB)/8, $0x0000000100000001
+DATA q8Pair<>+0x30(SB)/8, $0x0000000100000001
+DATA q8Pair<>+0x38(SB)/8, $0x0000000100000001
+GLOBL q8Pair<>(SB), RODATA|NOPTR, $64
+
+// Q8ACTS prepares the two blocks of activations at aoff(DI) (scales at
+// doff(DX)) for Q8ROWPAIR: Z3 = −128·(the sums of each four), Z6 = their
+// d_a in the low and high eight lanes. Z30 holds 0x80 bytes, Z27 q8Pair.
+#define Q8ACTS(aoff, doff) \
+	VPXORD       Z3, Z3, Z3; \
+	VPDPBUSD     aoff(DI), Z30, Z3; \
+	VPSUBD       Z3, Z31, Z3; \
+	VMOVQ        doff(DX), X6; \
+	VPERMPS      Z6, Z27, Z6
+
+// q8Quants is the VPERMT2B index that gathers the 64 quants of two Q8_0
+// blocks from the 64 bytes at their start (d_A, 32 quants, d_B, 28
+// quants) and the 64 at 4 bytes on (whose last 4 are B's last quants);
+// q8Halves the VPERMW index that spreads d_A (word 0) over words 0-7 and
+// d_B (word 17) over 8-15. Both loads stay inside the two blocks.
+DATA q8Quants<>+0x00(SB)/8, $0x0908070605040302
+DATA q8Quants<>+0x08(SB)/8, $0x11100f0e0d0c0b0a
+DATA q8Quants<>+0x10(SB)/8, $0x1918171615141312
+DATA q8Quants<>+0x18(SB)/8, $0x21201f1e1d1c1b1a
+DATA q8Quants<>+0x20(SB)/8, $0x2b2a292827262524
+DATA q8Quants<>+0x28(SB)/8, $0x333231302f2e2d2c
+DATA q8Quants<>+0x30(SB)/8, $0x3b3a393837363534
+DATA q8Quants<>+0x38(SB)/8, $0x7f7e7d7c3f3e3d3c
+GLOBL q8Quants<>(SB), RODATA|NOPTR, $64
+DATA q8Halves<>+0x00(SB)/8, $0x0000000000000000
+DATA q8Halves<>+0x08(SB)/8, $0x0000000000000000
+DATA q8Halves<>+0x10(SB)/8, $0x0011001100110011
+DATA q8Halves<>+0x18(SB)/8, $0x0011001100110011
+DATA q8Halves<>+0x20(SB)/8, $0x0000000000000000
+DATA q8Halves<>+0x28(SB)/8, $0x0000000000000000
+DATA q8Halves<>+0x30(SB)/8, $0x0000000000000000
+DATA q8Halves<>+0x38(SB)/8, $0x0000000000000000
+GLOBL q8Halves<>(SB), RODATA|NOPTR, $64
+
+// Q8ROWPAIR adds the two Q8_0 blocks at woff(base) times the activations
+// Q8ACTS prepared to acc. The weights go into VPDPBUSD as unsigned bytes
+// w+128 (w XOR 0x80) against the activations as they are, and the sum
+// starts from −128·Σa, so the signs cost nothing per row; two loads and
+// two permutes (Z28: q8Quants, Z29: q8Halves) bring in both blocks'
+// quants and scales. Clobbers Z2, Z4, Z5.
+#define Q8ROWPAIR(base, woff, aoff, acc) \
+	VMOVDQU64   woff(base), Z2; \
+	VPERMW      Z2, Z29, Z5; \
+	VPERMT2B    (woff+4)(base), Z28, Z2; \
+	VPXORD      Z30, Z2, Z2; \
+	VMOVDQA64   Z3, Z4; \
+	VPDPBUSD    aoff(DI), Z2, Z4; \
+	VCVTDQ2PS   Z4, Z4; \
+	VCVTPH2PS   Y5, Z5; \
+	VMULPS      Z6, Z5, Z5; \
+	VFMADD231PS Z4, Z5, acc
+
+// Q8ROWS2 adds two blocks of both rows (SI and R9) to acc0 and acc1.
+#define Q8ROWS2(woff, aoff, doff, acc0, acc1) \
+	Q8ACTS(aoff, doff); \
+	Q8ROWPAIR(SI, woff, aoff, acc0); \
+	Q8ROWPAIR(R9, woff, aoff, acc1)
+
 // func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 // sets out[r] to the dot product of Q8_0 weight row r (nb blocks) with the
-// Q8_0 activations a (scales ad), for r < nrows: four blocks per
-// iteration into two accumulators, then a pair, then a single block.
+// Q8_0 activations a (scales ad), for r < nrows: two rows at a time
+// sharing Q8ACTS, four blocks per iteration into two accumulators per row
+// (FMA latency, not throughput, bounds one accumulator), then a last row
+// on its own. A row's odd last block goes through Q8ONE.
 TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
 	MOVQ   w+0(FP), SI
 	MOVQ   nrows+32(FP), R12
 	MOVQ   out+40(FP), R13
+	MOVQ   nb+24(FP), R8
+	IMULQ  $34, R8
 	VPXORD Z31, Z31, Z31
-	HIGHHALF
+	BYTES512(0x80808080, Z30)
+	VMOVDQU64 q8Quants<>(SB), Z28
+	VMOVDQU64 q8Halves<>(SB), Z29
+	VMOVDQU64 q8Pair<>(SB), Z27
 
-q8row:
-	MOVQ   a+8(FP), DI
-	MOVQ   ad+16(FP), DX
-	MOVQ   nb+24(FP), CX
-	VXORPS Z0, Z0, Z0
-	VXORPS Z7, Z7, Z7
+q8rows2:
+	CMPQ R12, $2
+	JLT  q8last
+	LEAQ (SI)(R8*1), R9
+	Q8ROWSTART
+
+q8loop4r:
+	CMPQ CX, $4
+	JLT  q8pair2r
+	Q8ROWS2(0, 0, 0, Z0, Z7)
+	Q8ROWS2(68, 64, 8, Z8, Z9)
+	ADDQ $136, SI
+	ADDQ $136, R9
+	ADDQ $128, DI
+	ADDQ $16, DX
+	SUBQ $4, CX
+	JMP  q8loop4r
+
+q8pair2r:
+	CMPQ CX, $2
+	JLT  q8one2r
+	Q8ROWS2(0, 0, 0, Z0, Z7)
+	ADDQ $68, SI
+	ADDQ $68, R9
+	ADDQ $64, DI
+	ADDQ $8, DX
+	SUBQ $2, CX
+
+q8one2r:
+	CMPQ CX, $1
+	JLT  q8done2r
+	Q8ONE(SI, Z0)
+	Q8ONE(R9, Z7)
+	ADDQ $34, R9
+
+q8done2r:
+	MOVQ    R9, SI
+	VADDPS  Z8, Z0, Z0
+	VADDPS  Z9, Z7, Z7
+	HSUM16
+	VMOVSS  X0, (R13)
+	VMOVAPS Z7, Z0
+	HSUM16
+	VMOVSS  X0, 4(R13)
+	ADDQ    $8, R13
+	SUBQ    $2, R12
+	JMP     q8rows2
+
+q8last:
+	CMPQ R12, $1
+	JLT  q8end
+	Q8ROWSTART
 
 q8loop4:
 	CMPQ CX, $4
 	JLT  q8pair
-	Q8PAIR(0, 0, 0, Z0)
-	Q8PAIR(68, 64, 8, Z7)
+	Q8ACTS(0, 0)
+	Q8ROWPAIR(SI, 0, 0, Z0)
+	Q8ACTS(64, 8)
+	Q8ROWPAIR(SI, 68, 64, Z7)
 	ADDQ $136, SI
 	ADDQ $128, DI
 	ADDQ $16, DX
@@ -190,7 +308,8 @@ q8loop4:
 q8pair:
 	CMPQ CX, $2
 	JLT  q8one
-	Q8PAIR(0, 0, 0, Z0)
+	Q8ACTS(0, 0)
+	Q8ROWPAIR(SI, 0, 0, Z0)
 	ADDQ $68, SI
 	ADDQ $64, DI
 	ADDQ $8, DX
@@ -199,13 +318,15 @@ q8pair:
 q8one:
 	CMPQ CX, $1
 	JLT  q8done
-	Q8ONE(Z7)
-	ADDQ $34, SI
+	Q8ONE(SI, Z7)
 
 q8done:
 	VADDPS Z7, Z0, Z0
 	HSUM16
-	ROWOUT512(q8row)
+	VMOVSS X0, (R13)
+
+q8end:
+	VZEROUPPER
 	RET
 
 // q6kPerm holds four VPERMW index vectors: vector g (0..3: the low then
@@ -277,11 +398,6 @@ GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
 	VPDPWSSD   Z5, Z4, Z9; \
 	VPERMW     Z1, permhi, Z6; \
 	VPDPWSSD   Z6, Z2, Z10
-
-// BYTES512 sets zreg to 64 copies of the byte in c (a uint32 of four).
-#define BYTES512(c, zreg) \
-	MOVL         $c, AX; \
-	VPBROADCASTD AX, zreg
 
 // func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // is dotQ6KAVX (per block d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k)) with the
