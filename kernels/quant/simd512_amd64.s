@@ -4,10 +4,11 @@
 
 // AVX-512 dot products of consecutive weight rows with one activation
 // row: the contract of the AVX2 kernels in simd_amd64.s (same arguments,
-// same results up to float rounding), on 64-byte registers. The callers
-// (simd_amd64.go) check the CPU has AVX512F, BW, VL and VNNI besides the
-// AVX2 set. Z31 is kept zero where a kernel needs a zero; R14 and R15 are
-// left alone.
+// same results up to float rounding), on 64-byte registers; and
+// dequantizers, bit for bit as the Go one. The callers (simd_amd64.go)
+// check the CPU has AVX512F, BW, VL, VNNI and VBMI besides the AVX2 set.
+// Z31 is kept zero where a kernel needs a zero; R14 and R15 are left
+// alone.
 
 // HSUM16 sums the sixteen floats of Z0 into X0's low lane.
 #define HSUM16 \
