@@ -98,7 +98,7 @@ func dequantLegacy(t Type, y []float32, blk []byte) {
 	var q [QK]int32
 	d, m, off := legacyQuants(t, &q, blk)
 	for j := range QK {
-		y[j] = d*float32(q[j]-off) + m
+		y[j] = float32(d*float32(q[j]-off)) + m // rounded, never fused, as the assembly does it
 	}
 }
 

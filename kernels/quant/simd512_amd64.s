@@ -34,8 +34,9 @@
 	MOVL  $0xff00, AX; \
 	KMOVW AX, K2
 
-// BYTES512 sets zreg to 64 copies of the byte in c (a uint32 of four).
-#define BYTES512(c, zreg) \
+// BCASTD sets zreg to 16 copies of the uint32 c (64 of its byte, for
+// byte masks written as four).
+#define BCASTD(c, zreg) \
 	MOVL         $c, AX; \
 	VPBROADCASTD AX, zreg
 
@@ -235,7 +236,7 @@ TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
 	MOVQ   nb+24(FP), R8
 	IMULQ  $34, R8
 	VPXORD Z31, Z31, Z31
-	BYTES512(0x80808080, Z30)
+	BCASTD(0x80808080, Z30)
 	VMOVDQU64 q8Quants<>(SB), Z28
 	VMOVDQU64 q8Halves<>(SB), Z29
 	VMOVDQU64 q8Pair<>(SB), Z27
@@ -407,8 +408,8 @@ TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-56
 	MOVQ      w+0(FP), SI
 	MOVQ      nrows+40(FP), R12
 	MOVQ      out+48(FP), R13
-	BYTES512(0x0f0f0f0f, Z15)
-	BYTES512(0x30303030, Z14)
+	BCASTD(0x0f0f0f0f, Z15)
+	BCASTD(0x30303030, Z14)
 	VMOVDQU64 q6kPerm<>+0(SB), Z16
 	VMOVDQU64 q6kPerm<>+64(SB), Z17
 	VMOVDQU64 q6kPerm<>+128(SB), Z18
@@ -592,9 +593,9 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	MOVQ      w+0(FP), SI; \
 	MOVQ      nrows+40(FP), R12; \
 	MOVQ      out+48(FP), R13; \
-	BYTES512(0x0f0f0f0f, Z15); \
-	BYTES512(0x30303030, Z14); \
-	BYTES512(0x10101010, Z13); \
+	BCASTD(0x0f0f0f0f, Z15); \
+	BCASTD(0x30303030, Z14); \
+	BCASTD(0x10101010, Z13); \
 	VMOVDQU64 k4Perm<>+0(SB), Z16; \
 	VMOVDQU64 k4Perm<>+64(SB), Z17; \
 	VMOVDQU64 k4Perm<>+128(SB), Z18; \
@@ -764,9 +765,9 @@ TEXT ·dequantQ6KAVX512(SB), NOSPLIT, $64-24
 	MOVQ src+0(FP), SI
 	MOVQ dst+8(FP), DI
 	MOVQ nb+16(FP), CX
-	BYTES512(0x0f0f0f0f, Z15)
-	BYTES512(0x30303030, Z14)
-	BYTES512(0x20202020, Z13)
+	BCASTD(0x0f0f0f0f, Z15)
+	BCASTD(0x30303030, Z14)
+	BCASTD(0x20202020, Z13)
 
 q6dq:
 	VPMOVSXBD    192(SI), Z5
@@ -795,54 +796,175 @@ q6dq:
 	VSUBPS.BCST (32+4*(j))(SP), zreg, zreg; \
 	VMOVUPS     zreg, off(DI)
 
-// Q4DQCHUNK stores the 64 values of chunk i of a Q4_K block (32 qs bytes
-// at 16+32i: sub-block 2i in the low nibbles, 2i+1 in the high), 16 qs
-// bytes at a time. Z15 holds 0x0f bytes.
-#define Q4DQCHUNK(i) \
-	VPMOVZXBD (16+32*i)(SI), Z8; \
-	VPMOVZXBD (32+32*i)(SI), Z9; \
+// K45DQCHUNK stores the 64 values of chunk i of a Q4_K or Q5_K block (32
+// qs bytes at qsoff+32i: sub-block 2i in the low nibbles, 2i+1 in the
+// high), 16 qs bytes at a time, FIFTH(i) adding Q5_K's fifth bits. Z15
+// holds 0x0f bytes.
+#define K45DQCHUNK(i, qsoff, FIFTH) \
+	VPMOVZXBD (qsoff+32*i)(SI), Z8; \
+	VPMOVZXBD (qsoff+16+32*i)(SI), Z9; \
 	VPSRLD    $4, Z8, Z10; \
 	VPSRLD    $4, Z9, Z11; \
 	VPANDD    Z15, Z8, Z8; \
 	VPANDD    Z15, Z9, Z9; \
+	FIFTH(i); \
 	Q4DQ16(Z8, 2*i, 256*i); \
 	Q4DQ16(Z9, 2*i, 256*i+64); \
 	Q4DQ16(Z10, 2*i+1, 256*i+128); \
 	Q4DQ16(Z11, 2*i+1, 256*i+192)
 
-// func dequantQ4KAVX512(src *byte, dst *float32, nb int)
-// sets dst[0:256nb] to the values of the nb Q4_K blocks at src: value j
-// = (d·sc_s)·q − dmin·m_s for its sub-block s = j/32, the eight d·sc_s
-// and dmin·m_s kept on the stack for broadcasting.
-TEXT ·dequantQ4KAVX512(SB), NOSPLIT, $64-24
-	MOVQ      src+0(FP), SI
-	MOVQ      dst+8(FP), DI
-	MOVQ      nb+16(FP), CX
-	BYTES512(0x0f0f0f0f, Z15)
-	BYTES512(0x30303030, Z14)
-	VMOVDQU64 k4Mask<>(SB), Y21
-	VMOVDQU64 k4Lo<>(SB), Y22
-	VMOVDQU64 k4Hi<>(SB), Y23
-	VMOVDQU64 k4Shift<>(SB), Y24
-	HIGHHALF
+#define NOFIFTH(i)
 
-q4dq:
-	K4UNPACK
-	VPMOVZXWD    Y4, Z5
-	VCVTDQ2PS    Z5, Z5
-	VCVTPH2PS    (SI), X6
-	VBROADCASTSS X6, Z7
-	VMOVSHDUP    X6, X6
-	VBROADCASTSS X6, K2, Z7
-	VMULPS       Z5, Z7, Z5
-	VMOVUPS      Z5, 0(SP)
-	Q4DQCHUNK(0)
-	Q4DQCHUNK(1)
-	Q4DQCHUNK(2)
-	Q4DQCHUNK(3)
-	ADDQ         $144, SI
-	ADDQ         $1024, DI
-	DECQ         CX
-	JNZ          q4dq
+// Q5FIFTH ORs into chunk i's quants (Z8-Z11, as K45DQCHUNK splits them)
+// their fifth bits: bits 2i (low nibbles) and 2i+1 (high) of the qh
+// bytes at 16, one per value l of the 32, moved to bit 4. Z20 holds
+// 0x10 as int32s. Clobbers Z5, Z12, Z13.
+#define Q5FIFTH(i) \
+	VPMOVZXBD  16(SI), Z12; \
+	VPMOVZXBD  32(SI), Z13; \
+	VPSRLD     $(2*i), Z12, Z12; \
+	VPSRLD     $(2*i), Z13, Z13; \
+	VPSLLD     $4, Z12, Z5; \
+	VPTERNLOGD $0xf8, Z20, Z5, Z8; \
+	VPSLLD     $4, Z13, Z5; \
+	VPTERNLOGD $0xf8, Z20, Z5, Z9; \
+	VPSLLD     $3, Z12, Z5; \
+	VPTERNLOGD $0xf8, Z20, Z5, Z10; \
+	VPSLLD     $3, Z13, Z5; \
+	VPTERNLOGD $0xf8, Z20, Z5, Z11
+
+// K45DQ is the block loop of the Q4_K and Q5_K dequantizers: value j =
+// (d·sc_s)·q − dmin·m_s for its sub-block s = j/32, the eight d·sc_s and
+// dmin·m_s kept on the stack for broadcasting.
+#define K45DQ(qsoff, FIFTH, bsize) \
+	MOVQ      src+0(FP), SI; \
+	MOVQ      dst+8(FP), DI; \
+	MOVQ      nb+16(FP), CX; \
+	BCASTD(0x0f0f0f0f, Z15); \
+	BCASTD(0x30303030, Z14); \
+	BCASTD(0x10, Z20); \
+	VMOVDQU64 k4Mask<>(SB), Y21; \
+	VMOVDQU64 k4Lo<>(SB), Y22; \
+	VMOVDQU64 k4Hi<>(SB), Y23; \
+	VMOVDQU64 k4Shift<>(SB), Y24; \
+	HIGHHALF; \
+block: \
+	K4UNPACK; \
+	VPMOVZXWD    Y4, Z5; \
+	VCVTDQ2PS    Z5, Z5; \
+	VCVTPH2PS    (SI), X6; \
+	VBROADCASTSS X6, Z7; \
+	VMOVSHDUP    X6, X6; \
+	VBROADCASTSS X6, K2, Z7; \
+	VMULPS       Z5, Z7, Z5; \
+	VMOVUPS      Z5, 0(SP); \
+	K45DQCHUNK(0, qsoff, FIFTH); \
+	K45DQCHUNK(1, qsoff, FIFTH); \
+	K45DQCHUNK(2, qsoff, FIFTH); \
+	K45DQCHUNK(3, qsoff, FIFTH); \
+	ADDQ         $bsize, SI; \
+	ADDQ         $1024, DI; \
+	DECQ         CX; \
+	JNZ          block; \
 	VZEROUPPER
+
+// func dequantQ4KAVX512(src *byte, dst *float32, nb int)
+// sets dst[0:256nb] to the values of the nb Q4_K blocks at src.
+TEXT ·dequantQ4KAVX512(SB), NOSPLIT, $64-24
+	K45DQ(16, NOFIFTH, 144)
+	RET
+
+// func dequantQ5KAVX512(src *byte, dst *float32, nb int)
+// sets dst[0:256nb] to the values of the nb Q5_K blocks at src.
+TEXT ·dequantQ5KAVX512(SB), NOSPLIT, $64-24
+	K45DQ(48, Q5FIFTH, 176)
+	RET
+
+// LEGACYDQ is the block loop of the Q4_0 ... Q5_1 dequantizers: value j
+// = d·(q − off) + m, the quants' low nibbles (values 0-15) and high ones
+// (16-31) of the 16 qs bytes at qsoff, QH adding the fifth bits, Z12 the
+// offset as int32s, MIN setting Z3 to m (or +0, which still turns a −0
+// product into +0 as the Go decoder's + m does).
+#define LEGACYDQ(qsoff, QH, MIN, bsize) \
+	MOVQ     src+0(FP), SI; \
+	MOVQ     dst+8(FP), DI; \
+	MOVQ     nb+16(FP), CX; \
+	BCASTD(0x0f0f0f0f, Z15); \
+	BCASTD(0x10, Z20); \
+	VPXORD   Z3, Z3, Z3; \
+block: \
+	VCVTPH2PS    (SI), X1; \
+	VBROADCASTSS X1, Z2; \
+	MIN; \
+	VPMOVZXBD    qsoff(SI), Z8; \
+	VPSRLD       $4, Z8, Z9; \
+	VPANDD       Z15, Z8, Z8; \
+	QH; \
+	VPSUBD       Z12, Z8, Z8; \
+	VPSUBD       Z12, Z9, Z9; \
+	VCVTDQ2PS    Z8, Z8; \
+	VCVTDQ2PS    Z9, Z9; \
+	VMULPS       Z8, Z2, Z8; \
+	VMULPS       Z9, Z2, Z9; \
+	VADDPS       Z3, Z8, Z8; \
+	VADDPS       Z3, Z9, Z9; \
+	VMOVUPS      Z8, (DI); \
+	VMOVUPS      Z9, 64(DI); \
+	ADDQ         $bsize, SI; \
+	ADDQ         $128, DI; \
+	DECQ         CX; \
+	JNZ          block; \
+	VZEROUPPER
+
+#define NOQH
+#define NOMIN
+
+// MINHALF sets Z3 to the block's minimum, the second half (in X1).
+#define MINHALF \
+	VMOVSHDUP    X1, X3; \
+	VBROADCASTSS X3, Z3
+
+// QHAT(off) ORs the fifth bits, the little-endian uint32 at off(SI) (bit
+// j for value j), into Z8 (values 0-15) and Z9 (16-31) as 0x10s (Z20).
+#define QHAT(off) \
+	MOVL     off(SI), AX; \
+	KMOVD    AX, K1; \
+	KSHIFTRD $16, K1, K3; \
+	VPORD    Z20, Z8, K1, Z8; \
+	VPORD    Z20, Z9, K3, Z9
+
+#define QH2 QHAT(2)
+#define QH4 QHAT(4)
+
+// LEGACYOFF sets Z12 to the quants' offset c as int32s.
+#define LEGACYOFF(c) \
+	MOVL         $c, AX; \
+	VPBROADCASTD AX, Z12
+
+// func dequantQ4_0AVX512(src *byte, dst *float32, nb int)
+// sets dst[0:32nb] to the values of the nb Q4_0 blocks at src.
+TEXT ·dequantQ4_0AVX512(SB), NOSPLIT, $0-24
+	LEGACYOFF(8)
+	LEGACYDQ(2, NOQH, NOMIN, 18)
+	RET
+
+// func dequantQ4_1AVX512(src *byte, dst *float32, nb int)
+// sets dst[0:32nb] to the values of the nb Q4_1 blocks at src.
+TEXT ·dequantQ4_1AVX512(SB), NOSPLIT, $0-24
+	LEGACYOFF(0)
+	LEGACYDQ(4, NOQH, MINHALF, 20)
+	RET
+
+// func dequantQ5_0AVX512(src *byte, dst *float32, nb int)
+// sets dst[0:32nb] to the values of the nb Q5_0 blocks at src.
+TEXT ·dequantQ5_0AVX512(SB), NOSPLIT, $0-24
+	LEGACYOFF(16)
+	LEGACYDQ(6, QH2, NOMIN, 22)
+	RET
+
+// func dequantQ5_1AVX512(src *byte, dst *float32, nb int)
+// sets dst[0:32nb] to the values of the nb Q5_1 blocks at src.
+TEXT ·dequantQ5_1AVX512(SB), NOSPLIT, $0-24
+	LEGACYOFF(0)
+	LEGACYDQ(8, QH4, MINHALF, 24)
 	RET

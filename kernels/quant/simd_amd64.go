@@ -87,6 +87,21 @@ func dequantQ4KAVX512(src *byte, dst *float32, nb int)
 func dequantQ6KAVX512(src *byte, dst *float32, nb int)
 
 //go:noescape
+func dequantQ5KAVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ4_0AVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ4_1AVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ5_0AVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ5_1AVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
 func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
 
 //go:noescape
@@ -272,23 +287,37 @@ func dequantSIMD(t Type, dst []float32, src []byte) int {
 		} else {
 			dequantBF16AVX512(&src[0], &dst[0], n)
 		}
-	case Q8_0:
+	case Q8_0, Q4_0, Q4_1, Q5_0, Q5_1:
 		nb := len(dst) / QK
 		if nb == 0 {
 			return 0
 		}
-		_ = src[nb*34-1]
-		dequantQ8_0AVX512(&src[0], &dst[0], nb)
+		_ = src[nb*t.BlockBytes()-1]
+		switch t {
+		case Q8_0:
+			dequantQ8_0AVX512(&src[0], &dst[0], nb)
+		case Q4_0:
+			dequantQ4_0AVX512(&src[0], &dst[0], nb)
+		case Q4_1:
+			dequantQ4_1AVX512(&src[0], &dst[0], nb)
+		case Q5_0:
+			dequantQ5_0AVX512(&src[0], &dst[0], nb)
+		default:
+			dequantQ5_1AVX512(&src[0], &dst[0], nb)
+		}
 		n = nb * QK
-	case Q4_K, Q6_K:
+	case Q4_K, Q5_K, Q6_K:
 		nb := len(dst) / QKK
 		if nb == 0 {
 			return 0
 		}
 		_ = src[nb*t.BlockBytes()-1]
-		if t == Q4_K {
+		switch t {
+		case Q4_K:
 			dequantQ4KAVX512(&src[0], &dst[0], nb)
-		} else {
+		case Q5_K:
+			dequantQ5KAVX512(&src[0], &dst[0], nb)
+		default:
 			dequantQ6KAVX512(&src[0], &dst[0], nb)
 		}
 		n = nb * QKK
