@@ -165,10 +165,11 @@ DATA q8Pair<>+0x30(SB)/8, $0x0000000100000001
 DATA q8Pair<>+0x38(SB)/8, $0x0000000100000001
 GLOBL q8Pair<>(SB), RODATA|NOPTR, $64
 
-// Q8ACTS prepares the two blocks of activations at aoff(DI) (scales at
-// doff(DX)) for Q8ROWPAIR: Z3 = −128·(the sums of each four), Z6 = their
-// d_a in the low and high eight lanes. Z30 holds 0x80 bytes, Z27 q8Pair.
-#define Q8ACTS(aoff, doff) \
+// PAIRACTS prepares the two blocks of activations at aoff(DI) (scales at
+// doff(DX)) for Q8ROWPAIR or Q4ROWPAIR: Z3 = −c·(the sums of each four),
+// for the weights' offset c (128 or 8) as bytes in Z30, and Z6 = the
+// blocks' d_a in the low and high eight lanes (Z27: q8Pair).
+#define PAIRACTS(aoff, doff) \
 	VPXORD       Z3, Z3, Z3; \
 	VPDPBUSD     aoff(DI), Z30, Z3; \
 	VPSUBD       Z3, Z31, Z3; \
@@ -200,7 +201,7 @@ DATA q8Halves<>+0x38(SB)/8, $0x0000000000000000
 GLOBL q8Halves<>(SB), RODATA|NOPTR, $64
 
 // Q8ROWPAIR adds the two Q8_0 blocks at woff(base) times the activations
-// Q8ACTS prepared to acc. The weights go into VPDPBUSD as unsigned bytes
+// PAIRACTS prepared to acc. The weights go into VPDPBUSD as unsigned bytes
 // w+128 (w XOR 0x80) against the activations as they are, and the sum
 // starts from −128·Σa, so the signs cost nothing per row; two loads and
 // two permutes (Z28: q8Quants, Z29: q8Halves) bring in both blocks'
@@ -217,118 +218,203 @@ GLOBL q8Halves<>(SB), RODATA|NOPTR, $64
 	VMULPS      Z6, Z5, Z5; \
 	VFMADD231PS Z4, Z5, acc
 
-// Q8ROWS2 adds two blocks of both rows (SI and R9) to acc0 and acc1.
-#define Q8ROWS2(woff, aoff, doff, acc0, acc1) \
-	Q8ACTS(aoff, doff); \
-	Q8ROWPAIR(SI, woff, aoff, acc0); \
-	Q8ROWPAIR(R9, woff, aoff, acc1)
+// ROWS2 adds two blocks of both rows (SI and R9) to acc0 and acc1.
+#define ROWS2(ROWPAIR, woff, aoff, doff, acc0, acc1) \
+	PAIRACTS(aoff, doff); \
+	ROWPAIR(SI, woff, aoff, acc0); \
+	ROWPAIR(R9, woff, aoff, acc1)
+
+// PAIRROWS is the row loop of the Q8_0 and Q4_0 kernels, blocks of bsize
+// bytes (R8: a row's bytes): two rows at a time sharing PAIRACTS, four
+// blocks per iteration into two accumulators per row (FMA latency, not
+// throughput, bounds one accumulator), then a last row on its own. A
+// row's odd last block goes through ONE.
+#define PAIRROWS(ROWPAIR, ONE, bsize) \
+rows2: \
+	CMPQ R12, $2; \
+	JLT  last; \
+	LEAQ (SI)(R8*1), R9; \
+	Q8ROWSTART; \
+loop4r: \
+	CMPQ CX, $4; \
+	JLT  pair2r; \
+	ROWS2(ROWPAIR, 0, 0, 0, Z0, Z7); \
+	ROWS2(ROWPAIR, 2*bsize, 64, 8, Z8, Z9); \
+	ADDQ $(4*bsize), SI; \
+	ADDQ $(4*bsize), R9; \
+	ADDQ $128, DI; \
+	ADDQ $16, DX; \
+	SUBQ $4, CX; \
+	JMP  loop4r; \
+pair2r: \
+	CMPQ CX, $2; \
+	JLT  one2r; \
+	ROWS2(ROWPAIR, 0, 0, 0, Z0, Z7); \
+	ADDQ $(2*bsize), SI; \
+	ADDQ $(2*bsize), R9; \
+	ADDQ $64, DI; \
+	ADDQ $8, DX; \
+	SUBQ $2, CX; \
+one2r: \
+	CMPQ CX, $1; \
+	JLT  done2r; \
+	ONE(SI, Z0); \
+	ONE(R9, Z7); \
+	ADDQ $bsize, R9; \
+done2r: \
+	MOVQ    R9, SI; \
+	VADDPS  Z8, Z0, Z0; \
+	VADDPS  Z9, Z7, Z7; \
+	HSUM16; \
+	VMOVSS  X0, (R13); \
+	VMOVAPS Z7, Z0; \
+	HSUM16; \
+	VMOVSS  X0, 4(R13); \
+	ADDQ    $8, R13; \
+	SUBQ    $2, R12; \
+	JMP     rows2; \
+last: \
+	CMPQ R12, $1; \
+	JLT  end; \
+	Q8ROWSTART; \
+loop4: \
+	CMPQ CX, $4; \
+	JLT  pair; \
+	PAIRACTS(0, 0); \
+	ROWPAIR(SI, 0, 0, Z0); \
+	PAIRACTS(64, 8); \
+	ROWPAIR(SI, 2*bsize, 64, Z7); \
+	ADDQ $(4*bsize), SI; \
+	ADDQ $128, DI; \
+	ADDQ $16, DX; \
+	SUBQ $4, CX; \
+	JMP  loop4; \
+pair: \
+	CMPQ CX, $2; \
+	JLT  one; \
+	PAIRACTS(0, 0); \
+	ROWPAIR(SI, 0, 0, Z0); \
+	ADDQ $(2*bsize), SI; \
+	ADDQ $64, DI; \
+	ADDQ $8, DX; \
+	SUBQ $2, CX; \
+one: \
+	CMPQ CX, $1; \
+	JLT  done; \
+	ONE(SI, Z7); \
+done: \
+	VADDPS Z7, Z0, Z0; \
+	HSUM16; \
+	VMOVSS X0, (R13); \
+end: \
+	VZEROUPPER
+
+// PAIRSETUP loads the Q8_0 and Q4_0 kernels' arguments and constants:
+// R8 = nb·bsize, the bytes of a row, and Z30 = the weights' offset c as
+// bytes.
+#define PAIRSETUP(bsize, c) \
+	MOVQ      w+0(FP), SI; \
+	MOVQ      nrows+32(FP), R12; \
+	MOVQ      out+40(FP), R13; \
+	MOVQ      nb+24(FP), R8; \
+	IMULQ     $bsize, R8; \
+	VPXORD    Z31, Z31, Z31; \
+	BCASTD(c, Z30); \
+	VMOVDQU64 q8Pair<>(SB), Z27
 
 // func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 // sets out[r] to the dot product of Q8_0 weight row r (nb blocks) with the
-// Q8_0 activations a (scales ad), for r < nrows: two rows at a time
-// sharing Q8ACTS, four blocks per iteration into two accumulators per row
-// (FMA latency, not throughput, bounds one accumulator), then a last row
-// on its own. A row's odd last block goes through Q8ONE.
+// Q8_0 activations a (scales ad), for r < nrows.
 TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
-	MOVQ   w+0(FP), SI
-	MOVQ   nrows+32(FP), R12
-	MOVQ   out+40(FP), R13
-	MOVQ   nb+24(FP), R8
-	IMULQ  $34, R8
-	VPXORD Z31, Z31, Z31
-	BCASTD(0x80808080, Z30)
+	PAIRSETUP(34, 0x80808080)
 	VMOVDQU64 q8Quants<>(SB), Z28
 	VMOVDQU64 q8Halves<>(SB), Z29
-	VMOVDQU64 q8Pair<>(SB), Z27
+	PAIRROWS(Q8ROWPAIR, Q8ONE, 34)
+	RET
 
-q8rows2:
-	CMPQ R12, $2
-	JLT  q8last
-	LEAQ (SI)(R8*1), R9
-	Q8ROWSTART
+// q4Quants is the VPERMB index that lays the 16 qs bytes of two Q4_0
+// blocks (at 2 and 20 in the 36 bytes loaded) out as [qs_A, qs_A, qs_B,
+// qs_B], for q4Shift to shift the second copies' words by 4, leaving
+// their high nibbles: values 0-15, 16-31 of each block in value order.
+// q4Halves spreads d_A (word 0) over words 0-7 and d_B (word 9) over
+// 8-15.
+DATA q4Quants<>+0x00(SB)/8, $0x0908070605040302
+DATA q4Quants<>+0x08(SB)/8, $0x11100f0e0d0c0b0a
+DATA q4Quants<>+0x10(SB)/8, $0x0908070605040302
+DATA q4Quants<>+0x18(SB)/8, $0x11100f0e0d0c0b0a
+DATA q4Quants<>+0x20(SB)/8, $0x1b1a191817161514
+DATA q4Quants<>+0x28(SB)/8, $0x232221201f1e1d1c
+DATA q4Quants<>+0x30(SB)/8, $0x1b1a191817161514
+DATA q4Quants<>+0x38(SB)/8, $0x232221201f1e1d1c
+GLOBL q4Quants<>(SB), RODATA|NOPTR, $64
+DATA q4Shift<>+0x00(SB)/8, $0x0000000000000000
+DATA q4Shift<>+0x08(SB)/8, $0x0000000000000000
+DATA q4Shift<>+0x10(SB)/8, $0x0004000400040004
+DATA q4Shift<>+0x18(SB)/8, $0x0004000400040004
+DATA q4Shift<>+0x20(SB)/8, $0x0000000000000000
+DATA q4Shift<>+0x28(SB)/8, $0x0000000000000000
+DATA q4Shift<>+0x30(SB)/8, $0x0004000400040004
+DATA q4Shift<>+0x38(SB)/8, $0x0004000400040004
+GLOBL q4Shift<>(SB), RODATA|NOPTR, $64
+DATA q4Halves<>+0x00(SB)/8, $0x0000000000000000
+DATA q4Halves<>+0x08(SB)/8, $0x0000000000000000
+DATA q4Halves<>+0x10(SB)/8, $0x0009000900090009
+DATA q4Halves<>+0x18(SB)/8, $0x0009000900090009
+DATA q4Halves<>+0x20(SB)/8, $0x0000000000000000
+DATA q4Halves<>+0x28(SB)/8, $0x0000000000000000
+DATA q4Halves<>+0x30(SB)/8, $0x0000000000000000
+DATA q4Halves<>+0x38(SB)/8, $0x0000000000000000
+GLOBL q4Halves<>(SB), RODATA|NOPTR, $64
 
-q8loop4r:
-	CMPQ CX, $4
-	JLT  q8pair2r
-	Q8ROWS2(0, 0, 0, Z0, Z7)
-	Q8ROWS2(68, 64, 8, Z8, Z9)
-	ADDQ $136, SI
-	ADDQ $136, R9
-	ADDQ $128, DI
-	ADDQ $16, DX
-	SUBQ $4, CX
-	JMP  q8loop4r
+// Q4ROWPAIR adds the two Q4_0 blocks (18 bytes each) at woff(base) times
+// the activations PAIRACTS prepared to acc: the nibbles q+8 go into
+// VPDPBUSD as unsigned bytes, the sum starting from −8·Σa. One masked
+// load (K4: 36 bytes) brings in both blocks, VPERMB and VPSRLVW (Z28,
+// Z26) their quants, VPERMW (Z29) their scales. Z15 holds 0x0f bytes.
+// Clobbers Z2, Z4, Z5.
+#define Q4ROWPAIR(base, woff, aoff, acc) \
+	VMOVDQU8.Z  woff(base), K4, Z2; \
+	VPERMW      Z2, Z29, Z5; \
+	VPERMB      Z2, Z28, Z2; \
+	VPSRLVW     Z26, Z2, Z2; \
+	VPANDD      Z15, Z2, Z2; \
+	VMOVDQA64   Z3, Z4; \
+	VPDPBUSD    aoff(DI), Z2, Z4; \
+	VCVTDQ2PS   Z4, Z4; \
+	VCVTPH2PS   Y5, Z5; \
+	VMULPS      Z6, Z5, Z5; \
+	VFMADD231PS Z4, Z5, acc
 
-q8pair2r:
-	CMPQ CX, $2
-	JLT  q8one2r
-	Q8ROWS2(0, 0, 0, Z0, Z7)
-	ADDQ $68, SI
-	ADDQ $68, R9
-	ADDQ $64, DI
-	ADDQ $8, DX
-	SUBQ $2, CX
+// Q4ONE adds the single Q4_0 block at (base) times the activations at
+// (DI), scale (DX), to acc, in 256-bit registers, as Q4ROWPAIR does it.
+#define Q4ONE(base, acc) \
+	VMOVDQU      2(base), X2; \
+	VPSRLW       $4, X2, X4; \
+	VINSERTI128  $1, X4, Y2, Y2; \
+	VPANDD       Y15, Y2, Y2; \
+	VPXORD       Y4, Y4, Y4; \
+	VPDPBUSD     (DI), Y30, Y4; \
+	VPSUBD       Y4, Y31, Y4; \
+	VPDPBUSD     (DI), Y2, Y4; \
+	VCVTDQ2PS    Y4, Y4; \
+	VPBROADCASTW (base), X5; \
+	VCVTPH2PS    X5, Y5; \
+	VMULPS.BCST  (DX), Y5, Y5; \
+	VMULPS       Y4, Y5, Y4; \
+	VADDPS       Z4, acc, acc
 
-q8one2r:
-	CMPQ CX, $1
-	JLT  q8done2r
-	Q8ONE(SI, Z0)
-	Q8ONE(R9, Z7)
-	ADDQ $34, R9
-
-q8done2r:
-	MOVQ    R9, SI
-	VADDPS  Z8, Z0, Z0
-	VADDPS  Z9, Z7, Z7
-	HSUM16
-	VMOVSS  X0, (R13)
-	VMOVAPS Z7, Z0
-	HSUM16
-	VMOVSS  X0, 4(R13)
-	ADDQ    $8, R13
-	SUBQ    $2, R12
-	JMP     q8rows2
-
-q8last:
-	CMPQ R12, $1
-	JLT  q8end
-	Q8ROWSTART
-
-q8loop4:
-	CMPQ CX, $4
-	JLT  q8pair
-	Q8ACTS(0, 0)
-	Q8ROWPAIR(SI, 0, 0, Z0)
-	Q8ACTS(64, 8)
-	Q8ROWPAIR(SI, 68, 64, Z7)
-	ADDQ $136, SI
-	ADDQ $128, DI
-	ADDQ $16, DX
-	SUBQ $4, CX
-	JMP  q8loop4
-
-q8pair:
-	CMPQ CX, $2
-	JLT  q8one
-	Q8ACTS(0, 0)
-	Q8ROWPAIR(SI, 0, 0, Z0)
-	ADDQ $68, SI
-	ADDQ $64, DI
-	ADDQ $8, DX
-	SUBQ $2, CX
-
-q8one:
-	CMPQ CX, $1
-	JLT  q8done
-	Q8ONE(SI, Z7)
-
-q8done:
-	VADDPS Z7, Z0, Z0
-	HSUM16
-	VMOVSS X0, (R13)
-
-q8end:
-	VZEROUPPER
+// func dotQ4_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+// sets out[r] to the dot product of Q4_0 weight row r (nb blocks) with the
+// Q8_0 activations a (scales ad), for r < nrows.
+TEXT ·dotQ4_0AVX512(SB), NOSPLIT, $0-48
+	PAIRSETUP(18, 0x08080808)
+	BCASTD(0x0f0f0f0f, Z15)
+	VMOVDQU64 q4Quants<>(SB), Z28
+	VMOVDQU64 q4Halves<>(SB), Z29
+	VMOVDQU64 q4Shift<>(SB), Z26
+	MOVQ      $0xfffffffff, AX
+	KMOVQ     AX, K4
+	PAIRROWS(Q4ROWPAIR, Q4ONE, 18)
 	RET
 
 // q6kPerm holds four VPERMW index vectors: vector g (0..3: the low then

@@ -63,6 +63,9 @@ func dotBF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
 func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 
 //go:noescape
+func dotQ4_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+
+//go:noescape
 func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 
 //go:noescape
@@ -172,7 +175,11 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 				dotQ8_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
 			}
 		case Q4_0:
-			dotQ4_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+			if have512 {
+				dotQ4_0AVX512(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+			} else {
+				dotQ4_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+			}
 		case Q5_0:
 			dotQ5_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
 		case Q4_1:
