@@ -230,10 +230,16 @@ GLOBL q8Halves<>(SB), RODATA|NOPTR, $64
 // throughput, bounds one accumulator), then a last row on its own. A
 // row's odd last block goes through ONE.
 #define PAIRROWS(ROWPAIR, ONE, bsize) \
+	MOVQ  R12, R10; \
+	SHRQ  $1, R10; \
+	MOVQ  R10, R11; \
+	IMULQ R8, R11; \
+	MOVQ  R10, BX; \
+	ANDQ  $1, R12; \
+	TESTQ R10, R10; \
+	JZ    last; \
 rows2: \
-	CMPQ R12, $2; \
-	JLT  last; \
-	LEAQ (SI)(R8*1), R9; \
+	LEAQ (SI)(R11*1), R9; \
 	Q8ROWSTART; \
 loop4r: \
 	CMPQ CX, $4; \
@@ -260,19 +266,20 @@ one2r: \
 	JLT  done2r; \
 	ONE(SI, Z0); \
 	ONE(R9, Z7); \
-	ADDQ $bsize, R9; \
+	ADDQ $bsize, SI; \
 done2r: \
-	MOVQ    R9, SI; \
 	VADDPS  Z8, Z0, Z0; \
 	VADDPS  Z9, Z7, Z7; \
 	HSUM16; \
 	VMOVSS  X0, (R13); \
 	VMOVAPS Z7, Z0; \
 	HSUM16; \
-	VMOVSS  X0, 4(R13); \
-	ADDQ    $8, R13; \
-	SUBQ    $2, R12; \
-	JMP     rows2; \
+	VMOVSS  X0, (R13)(BX*4); \
+	ADDQ    $4, R13; \
+	DECQ    R10; \
+	JNZ     rows2; \
+	ADDQ    R11, SI; \
+	LEAQ    (R13)(BX*4), R13; \
 last: \
 	CMPQ R12, $1; \
 	JLT  end; \
@@ -333,19 +340,20 @@ TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
 	RET
 
 // q4Quants is the VPERMB index that lays the 16 qs bytes of two Q4_0
-// blocks (at 2 and 20 in the 36 bytes loaded) out as [qs_A, qs_A, qs_B,
-// qs_B], for q4Shift to shift the second copies' words by 4, leaving
-// their high nibbles: values 0-15, 16-31 of each block in value order.
+// blocks (at 2 and 32 in the register Q4ROWPAIR loads) out as [qs_A,
+// qs_A, qs_B, qs_B], for q4Shift to shift the second copies' words by 4,
+// leaving their high nibbles: values 0-15, 16-31 of each block in value
+// order.
 // q4Halves spreads d_A (word 0) over words 0-7 and d_B (word 9) over
 // 8-15.
 DATA q4Quants<>+0x00(SB)/8, $0x0908070605040302
 DATA q4Quants<>+0x08(SB)/8, $0x11100f0e0d0c0b0a
 DATA q4Quants<>+0x10(SB)/8, $0x0908070605040302
 DATA q4Quants<>+0x18(SB)/8, $0x11100f0e0d0c0b0a
-DATA q4Quants<>+0x20(SB)/8, $0x1b1a191817161514
-DATA q4Quants<>+0x28(SB)/8, $0x232221201f1e1d1c
-DATA q4Quants<>+0x30(SB)/8, $0x1b1a191817161514
-DATA q4Quants<>+0x38(SB)/8, $0x232221201f1e1d1c
+DATA q4Quants<>+0x20(SB)/8, $0x2726252423222120
+DATA q4Quants<>+0x28(SB)/8, $0x2f2e2d2c2b2a2928
+DATA q4Quants<>+0x30(SB)/8, $0x2726252423222120
+DATA q4Quants<>+0x38(SB)/8, $0x2f2e2d2c2b2a2928
 GLOBL q4Quants<>(SB), RODATA|NOPTR, $64
 DATA q4Shift<>+0x00(SB)/8, $0x0000000000000000
 DATA q4Shift<>+0x08(SB)/8, $0x0000000000000000
@@ -368,12 +376,14 @@ GLOBL q4Halves<>(SB), RODATA|NOPTR, $64
 
 // Q4ROWPAIR adds the two Q4_0 blocks (18 bytes each) at woff(base) times
 // the activations PAIRACTS prepared to acc: the nibbles q+8 go into
-// VPDPBUSD as unsigned bytes, the sum starting from −8·Σa. One masked
-// load (K4: 36 bytes) brings in both blocks, VPERMB and VPSRLVW (Z28,
-// Z26) their quants, VPERMW (Z29) their scales. Z15 holds 0x0f bytes.
-// Clobbers Z2, Z4, Z5.
+// VPDPBUSD as unsigned bytes, the sum starting from −8·Σa. Two loads (the
+// first 32 bytes, B's 16 qs bytes into bytes 32-47; a masked 36-byte load
+// is slow when it misses the cache) bring in both blocks, VPERMB and
+// VPSRLVW (Z28, Z26) their quants, VPERMW (Z29) their scales. Z15 holds
+// 0x0f bytes. Clobbers Z2, Z4, Z5.
 #define Q4ROWPAIR(base, woff, aoff, acc) \
-	VMOVDQU8.Z  woff(base), K4, Z2; \
+	VMOVDQU       woff(base), Y2; \
+	VINSERTI32X4  $2, (woff+20)(base), Z2, Z2; \
 	VPERMW      Z2, Z29, Z5; \
 	VPERMB      Z2, Z28, Z2; \
 	VPSRLVW     Z26, Z2, Z2; \
@@ -412,8 +422,6 @@ TEXT ·dotQ4_0AVX512(SB), NOSPLIT, $0-48
 	VMOVDQU64 q4Quants<>(SB), Z28
 	VMOVDQU64 q4Halves<>(SB), Z29
 	VMOVDQU64 q4Shift<>(SB), Z26
-	MOVQ      $0xfffffffff, AX
-	KMOVQ     AX, K4
 	PAIRROWS(Q4ROWPAIR, Q4ONE, 18)
 	RET
 
