@@ -225,10 +225,13 @@ GLOBL q8Halves<>(SB), RODATA|NOPTR, $64
 	ROWPAIR(R9, woff, aoff, acc1)
 
 // PAIRROWS is the row loop of the Q8_0 and Q4_0 kernels, blocks of bsize
-// bytes (R8: a row's bytes): two rows at a time sharing PAIRACTS, four
-// blocks per iteration into two accumulators per row (FMA latency, not
-// throughput, bounds one accumulator), then a last row on its own. A
-// row's odd last block goes through ONE.
+// bytes (R8: a row's bytes): rows i and i+h (h = nrows/2, R10 counting
+// the pairs, R11 = h rows' bytes, BX = h) at a time sharing PAIRACTS,
+// four blocks per iteration into two accumulators per row (FMA latency,
+// not throughput, bounds one accumulator), then an odd last row on its
+// own. Rows i and i+1 side by side ran at a quarter of the speed when
+// the weights stream from memory; h rows apart they are two sequential
+// streams, faster than one. A row's odd last block goes through ONE.
 #define PAIRROWS(ROWPAIR, ONE, bsize) \
 	MOVQ  R12, R10; \
 	SHRQ  $1, R10; \
