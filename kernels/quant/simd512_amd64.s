@@ -51,38 +51,56 @@
 	VXORPS Z8, Z8, Z8; \
 	VXORPS Z9, Z9, Z9
 
-// FLOATDOT512 is the loop of the F16 and BF16 dots: LOAD16(off, zreg)
-// loads sixteen weights from off(SI) as float32s, LOAD8(yreg) eight from
-// (SI). 64 values per iteration into four accumulators, then 16 at a
-// time, then the last 8 in a 256-bit register (whose write clears the
-// upper lanes); the sum ends in X0. SI: weights, DI: x, CX: n (a
-// multiple of 8).
-#define FLOATDOT512(LOAD16, LOAD8) \
+// FLOATDOT2 is the loop of the F16 and BF16 dots, over two weight rows
+// at once (SI and R9) against x (DI), n (CX, a multiple of 8) values:
+// LOAD16(base, off, zreg) loads sixteen weights from off(base) as
+// float32s, LOAD8(base, yreg) eight from (base). 64 values per iteration
+// into four accumulators per row, then 16 at a time, then the last 8 in
+// 256-bit registers (whose writes clear the upper lanes); the sums end in
+// X0 (row SI) and X8 (row R9), SI at the end of its row. Two rows h apart
+// are two memory streams, which one core reads faster than one.
+#define FLOATDOT2(LOAD16, LOAD8) \
 	VXORPS Z0, Z0, Z0; \
 	VXORPS Z1, Z1, Z1; \
 	VXORPS Z2, Z2, Z2; \
 	VXORPS Z3, Z3, Z3; \
+	VXORPS Z8, Z8, Z8; \
+	VXORPS Z9, Z9, Z9; \
+	VXORPS Z10, Z10, Z10; \
+	VXORPS Z11, Z11, Z11; \
 loop64: \
 	CMPQ CX, $64; \
 	JLT  loop16; \
-	LOAD16(0, Z4); \
-	LOAD16(32, Z5); \
-	LOAD16(64, Z6); \
-	LOAD16(96, Z7); \
+	LOAD16(SI, 0, Z4); \
+	LOAD16(SI, 32, Z5); \
+	LOAD16(SI, 64, Z6); \
+	LOAD16(SI, 96, Z7); \
+	LOAD16(R9, 0, Z12); \
+	LOAD16(R9, 32, Z13); \
+	LOAD16(R9, 64, Z14); \
+	LOAD16(R9, 96, Z15); \
 	VFMADD231PS (DI), Z4, Z0; \
 	VFMADD231PS 64(DI), Z5, Z1; \
 	VFMADD231PS 128(DI), Z6, Z2; \
 	VFMADD231PS 192(DI), Z7, Z3; \
+	VFMADD231PS (DI), Z12, Z8; \
+	VFMADD231PS 64(DI), Z13, Z9; \
+	VFMADD231PS 128(DI), Z14, Z10; \
+	VFMADD231PS 192(DI), Z15, Z11; \
 	ADDQ $128, SI; \
+	ADDQ $128, R9; \
 	ADDQ $256, DI; \
 	SUBQ $64, CX; \
 	JMP  loop64; \
 loop16: \
 	CMPQ CX, $16; \
 	JLT  tail8; \
-	LOAD16(0, Z4); \
+	LOAD16(SI, 0, Z4); \
+	LOAD16(R9, 0, Z12); \
 	VFMADD231PS (DI), Z4, Z0; \
+	VFMADD231PS (DI), Z12, Z8; \
 	ADDQ $32, SI; \
+	ADDQ $32, R9; \
 	ADDQ $64, DI; \
 	SUBQ $16, CX; \
 	JMP  loop16; \
@@ -90,19 +108,68 @@ tail8: \
 	VADDPS Z1, Z0, Z0; \
 	VADDPS Z3, Z2, Z2; \
 	VADDPS Z2, Z0, Z0; \
+	VADDPS Z9, Z8, Z8; \
+	VADDPS Z11, Z10, Z10; \
+	VADDPS Z10, Z8, Z8; \
 	CMPQ   CX, $8; \
 	JLT    done; \
-	LOAD8(Y4); \
+	LOAD8(SI, Y4); \
+	LOAD8(R9, Y12); \
 	VMULPS (DI), Y4, Y4; \
+	VMULPS (DI), Y12, Y12; \
 	VADDPS Z4, Z0, Z0; \
+	VADDPS Z12, Z8, Z8; \
 	ADDQ   $16, SI; \
 done: \
-	HSUM16
+	HSUM16; \
+	VEXTRACTF64X4 $1, Z8, Y9; \
+	VADDPS        Y9, Y8, Y8; \
+	VEXTRACTF128  $1, Y8, X9; \
+	VADDPS        X9, X8, X8; \
+	VHADDPS       X8, X8, X8; \
+	VHADDPS       X8, X8, X8
 
-#define LOADF16x16(off, zreg) VCVTPH2PS off(SI), zreg
-#define LOADF16x8(yreg) VCVTPH2PS (SI), yreg
-#define LOADBF16x16(off, zreg) VPMOVZXWD off(SI), zreg; VPSLLD $16, zreg, zreg
-#define LOADBF16x8(yreg) VPMOVZXWD (SI), yreg; VPSLLD $16, yreg, yreg
+#define LOADF16x16(base, off, zreg) VCVTPH2PS off(base), zreg
+#define LOADF16x8(base, yreg) VCVTPH2PS (base), yreg
+#define LOADBF16x16(base, off, zreg) VPMOVZXWD off(base), zreg; VPSLLD $16, zreg, zreg
+#define LOADBF16x8(base, yreg) VPMOVZXWD (base), yreg; VPSLLD $16, yreg, yreg
+
+// FLOATROWS runs FLOATDOT2 over the rows (SI: the first, R12: how many,
+// R13: out), n values of 2 bytes each: rows i and i+h for h = nrows/2,
+// R10 counting the pairs, BX = h, R11 = h rows' bytes; an odd last row
+// goes through as a pair with itself (BX = R11 = 0).
+#define FLOATROWS(LOAD16, LOAD8) \
+	MOVQ  R12, R10; \
+	SHRQ  $1, R10; \
+	MOVQ  R10, BX; \
+	MOVQ  n+16(FP), R11; \
+	SHLQ  $1, R11; \
+	IMULQ R10, R11; \
+	ANDQ  $1, R12; \
+	TESTQ R10, R10; \
+	JZ    odd; \
+rows2: \
+	LEAQ (SI)(R11*1), R9; \
+	MOVQ x+8(FP), DI; \
+	MOVQ n+16(FP), CX; \
+	FLOATDOT2(LOAD16, LOAD8); \
+	VMOVSS X0, (R13); \
+	VMOVSS X8, (R13)(BX*4); \
+	ADDQ   $4, R13; \
+	DECQ   R10; \
+	JNZ    rows2; \
+	ADDQ   R11, SI; \
+	LEAQ   (R13)(BX*4), R13; \
+odd: \
+	TESTQ R12, R12; \
+	JZ    end; \
+	XORQ  R12, R12; \
+	XORQ  BX, BX; \
+	XORQ  R11, R11; \
+	MOVQ  $1, R10; \
+	JMP   rows2; \
+end: \
+	VZEROUPPER
 
 // func dotF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
 // sets out[r] to the dot product of F16 weight row r (n values, a
@@ -111,12 +178,7 @@ TEXT ·dotF16AVX512(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI
 	MOVQ nrows+24(FP), R12
 	MOVQ out+32(FP), R13
-
-f16row:
-	MOVQ x+8(FP), DI
-	MOVQ n+16(FP), CX
-	FLOATDOT512(LOADF16x16, LOADF16x8)
-	ROWOUT512(f16row)
+	FLOATROWS(LOADF16x16, LOADF16x8)
 	RET
 
 // func dotBF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
@@ -125,12 +187,7 @@ TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI
 	MOVQ nrows+24(FP), R12
 	MOVQ out+32(FP), R13
-
-bf16row:
-	MOVQ x+8(FP), DI
-	MOVQ n+16(FP), CX
-	FLOATDOT512(LOADBF16x16, LOADBF16x8)
-	ROWOUT512(bf16row)
+	FLOATROWS(LOADBF16x16, LOADBF16x8)
 	RET
 
 // Q8ONE adds the single Q8_0 block at (base) times the activations at
