@@ -19,15 +19,6 @@
 	VHADDPS       X0, X0, X0; \
 	VHADDPS       X0, X0, X0
 
-// ROWOUT512 stores X0 as the next result at (R13) and loops to label
-// while rows remain (R12 counts them down).
-#define ROWOUT512(label) \
-	VMOVSS X0, (R13); \
-	ADDQ   $4, R13; \
-	DECQ   R12; \
-	JNZ    label; \
-	VZEROUPPER
-
 // HIGHHALF sets K2 to 0xff00: the upper eight of sixteen lanes, which
 // masked broadcasts fill with the second block's scale.
 #define HIGHHALF \
@@ -50,6 +41,64 @@
 	VXORPS Z7, Z7, Z7; \
 	VXORPS Z8, Z8, Z8; \
 	VXORPS Z9, Z9, Z9
+
+// KROWS runs the K-quant dot over the rows, BLOCK(base, acc, minacc)
+// multiplying one block of bsize bytes into a row's sum and minimums'
+// sum: rows i and i+h for h = nrows/2 side by side (two memory streams,
+// which one core reads faster than one), R10 counting the pairs, AX = h,
+// R11 = h rows' bytes, the sums in Z0, Y11 and Z25, Y26; an odd last row
+// goes through as a pair with itself (AX = R11 = 0).
+#define KROWS(BLOCK, bsize) \
+	MOVQ  R12, R10; \
+	SHRQ  $1, R10; \
+	MOVQ  R10, AX; \
+	MOVQ  nb+32(FP), R11; \
+	IMULQ $bsize, R11; \
+	IMULQ R10, R11; \
+	ANDQ  $1, R12; \
+	TESTQ R10, R10; \
+	JZ    odd; \
+rows2: \
+	LEAQ   (SI)(R11*1), R9; \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   bs+24(FP), BX; \
+	MOVQ   nb+32(FP), CX; \
+	VXORPS Z0, Z0, Z0; \
+	VXORPS Y11, Y11, Y11; \
+	VXORPS Z25, Z25, Z25; \
+	VXORPS Y26, Y26, Y26; \
+block: \
+	BLOCK(SI, Z0, Y11); \
+	BLOCK(R9, Z25, Y26); \
+	ADDQ $bsize, SI; \
+	ADDQ $bsize, R9; \
+	ADDQ $256, DI; \
+	ADDQ $4, DX; \
+	ADDQ $32, BX; \
+	DECQ CX; \
+	JNZ  block; \
+	VSUBPS Z11, Z0, Z0; \
+	HSUM16; \
+	VMOVSS X0, (R13); \
+	VSUBPS Z26, Z25, Z0; \
+	HSUM16; \
+	VMOVSS X0, (R13)(AX*4); \
+	ADDQ   $4, R13; \
+	DECQ   R10; \
+	JNZ    rows2; \
+	ADDQ   R11, SI; \
+	LEAQ   (R13)(AX*4), R13; \
+odd: \
+	TESTQ R12, R12; \
+	JZ    end; \
+	XORQ  R12, R12; \
+	XORQ  AX, AX; \
+	XORQ  R11, R11; \
+	MOVQ  $1, R10; \
+	JMP   rows2; \
+end: \
+	VZEROUPPER
 
 // FLOATDOT2 is the loop of the F16 and BF16 dots, over two weight rows
 // at once (SI and R9) against x (DI), n (CX, a multiple of 8) values:
@@ -524,14 +573,14 @@ DATA q6kPerm<>+0xf8(SB)/8, $0x000f000f000f000f
 GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
 
 // Q6BITS sets Z4 to the 64 quants (0..63) of values 128h..128h+63 of
-// the Q6_K block at (SI) and Z2 to those of 128h+64..128h+127. The ql
+// the Q6_K block at (base) and Z2 to those of 128h+64..128h+127. The ql
 // bytes 64h.. give the low nibbles of values l, l+32 (l < 32) and the
 // high nibbles of values l+64, l+96; the qh bytes 128+32h.. as [qh,
 // qh>>2] give their top two bits at bits 0-1 (values l, l+32) and 4-5
 // (l+64, l+96). Z15 holds 0x0f bytes, Z14 0x30 bytes. Clobbers Z3, Z5.
-#define Q6BITS(h) \
-	VMOVDQU64    (64*h)(SI), Z2; \
-	VMOVDQU      (128+32*h)(SI), Y3; \
+#define Q6BITS(base, h) \
+	VMOVDQU64    (64*h)(base), Z2; \
+	VMOVDQU      (128+32*h)(base), Y3; \
 	VPSRLW       $2, Y3, Y5; \
 	VINSERTI64X4 $1, Y5, Z3, Z3; \
 	VPANDD       Z15, Z2, Z4; \
@@ -546,14 +595,34 @@ GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
 // int32 sums Z9 (the low 64 values) and Z10 (the high 64). Z1 holds the
 // sixteen scales as int16s, permlo and permhi the q6kPerm vectors 2h and
 // 2h+1. Clobbers Z2-Z6.
-#define Q6HALF(h, permlo, permhi) \
-	Q6BITS(h); \
+#define Q6HALF(base, h, permlo, permhi) \
+	Q6BITS(base, h); \
 	VPMADDUBSW (128*h)(DI), Z4, Z4; \
 	VPMADDUBSW (128*h+64)(DI), Z2, Z2; \
 	VPERMW     Z1, permlo, Z5; \
 	VPDPWSSD   Z5, Z4, Z9; \
 	VPERMW     Z1, permhi, Z6; \
 	VPDPWSSD   Z6, Z2, Z10
+
+// Q6BLOCK multiplies the Q6_K block at (base) by the activations (DI, DX,
+// BX) into acc, leaving minacc alone (the K-quant blocks' signature):
+// d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k), the −32 offset taken once through
+// the 16-value sums. Z31 holds zeros. Clobbers Z1-Z6, Z8-Z10.
+#define Q6BLOCK(base, acc, minacc) \
+	VPMOVSXBW    192(base), Y1; \
+	VPMADDWD     (BX), Y1, Y9; \
+	VPSLLD       $5, Y9, Y9; \
+	VPSUBD       Y9, Y31, Y9; \
+	VPXORD       Z10, Z10, Z10; \
+	Q6HALF(base, 0, Z16, Z17); \
+	Q6HALF(base, 1, Z18, Z19); \
+	VPADDD       Z10, Z9, Z9; \
+	VPBROADCASTW 208(base), X8; \
+	VCVTPH2PS    X8, X8; \
+	VMULSS       (DX), X8, X8; \
+	VBROADCASTSS X8, Z8; \
+	VCVTDQ2PS    Z9, Z9; \
+	VFMADD231PS  Z9, Z8, acc
 
 // func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // is dotQ6KAVX (per block d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k)) with the
@@ -569,39 +638,7 @@ TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-56
 	VMOVDQU64 q6kPerm<>+128(SB), Z18
 	VMOVDQU64 q6kPerm<>+192(SB), Z19
 	VPXORD    Z31, Z31, Z31
-
-q6row:
-	MOVQ   a+8(FP), DI
-	MOVQ   ad+16(FP), DX
-	MOVQ   bs+24(FP), BX
-	MOVQ   nb+32(FP), CX
-	VXORPS Z0, Z0, Z0
-
-q6loop:
-	VPMOVSXBW   192(SI), Y1
-	VPMADDWD    (BX), Y1, Y9
-	VPSLLD      $5, Y9, Y9
-	VPSUBD      Y9, Y31, Y9
-	VPXORD      Z10, Z10, Z10
-	Q6HALF(0, Z16, Z17)
-	Q6HALF(1, Z18, Z19)
-	VPADDD      Z10, Z9, Z9
-	MOVWLZX     208(SI), AX
-	VMOVD       AX, X8
-	VCVTPH2PS   X8, X8
-	VMULSS      (DX), X8, X8
-	VBROADCASTSS X8, Z8
-	VCVTDQ2PS   Z9, Z9
-	VFMADD231PS Z9, Z8, Z0
-	ADDQ        $210, SI
-	ADDQ        $256, DI
-	ADDQ        $4, DX
-	ADDQ        $32, BX
-	DECQ        CX
-	JNZ         q6loop
-
-	HSUM16
-	ROWOUT512(q6row)
+	KROWS(Q6BLOCK, 210)
 	RET
 
 // The K4UNPACK tables, one int16 per scale (words 0-7) and minimum (8-15)
@@ -684,11 +721,11 @@ DATA k4MinDup<>+0x18(SB)/8, $0x000f000f000e000e
 GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 
 // K4UNPACK sets Y4 to the eight 6-bit scales (words 0-7) and eight
-// minimums (8-15) of the Q4_K/Q5_K block at (SI), all in vector
+// minimums (8-15) of the Q4_K/Q5_K block at (base), all in vector
 // registers: each word is its low-bits byte shifted and masked, OR its
 // top-bits byte's bits 6-7 moved to 4-5. Clobbers Y5.
-#define K4UNPACK \
-	VBROADCASTI128 4(SI), Y4; \
+#define K4UNPACK(base) \
+	VBROADCASTI128 4(base), Y4; \
 	VPSHUFB        Y23, Y4, Y5; \
 	VPSHUFB        Y22, Y4, Y4; \
 	VPSRLVW        Y24, Y4, Y4; \
@@ -696,24 +733,24 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VPSRLW         $2, Y5, Y5; \
 	VPTERNLOGD     $0xf8, Y14, Y5, Y4
 
-// K4MINS adds dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1) to Y11 and sets Z8 to
-// d·d_a, broadcast. Clobbers Y5-Y7.
-#define K4MINS \
+// K4MINS adds dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1) of the block at (base)
+// to minacc and sets Z8 to d·d_a, broadcast. Clobbers Y5-Y7.
+#define K4MINS(base, minacc) \
 	VPERMW       Y4, Y20, Y5; \
 	VPMADDWD     (BX), Y5, Y5; \
 	VCVTDQ2PS    Y5, Y5; \
-	VCVTPH2PS    (SI), X6; \
+	VCVTPH2PS    (base), X6; \
 	VMULPS.BCST  (DX), X6, X6; \
 	VBROADCASTSS X6, Z8; \
 	VMOVSHDUP    X6, X7; \
 	VBROADCASTSS X7, Y7; \
-	VFMADD231PS  Y5, Y7, Y11
+	VFMADD231PS  Y5, Y7, minacc
 
 // K4QUANTS sets Z2 to the 64 quants of a K-quant chunk from its 32 qs
-// bytes at off(SI): the low nibbles, then the high ones. Z15 holds 0x0f
+// bytes at off(base): the low nibbles, then the high ones. Z15 holds 0x0f
 // bytes. Clobbers Z3.
-#define K4QUANTS(off) \
-	VMOVDQU      off(SI), Y2; \
+#define K4QUANTS(base, off) \
+	VMOVDQU      off(base), Y2; \
 	VPSRLW       $4, Y2, Y3; \
 	VINSERTI64X4 $1, Y3, Z2, Z2; \
 	VPANDD       Z15, Z2, Z2
@@ -727,16 +764,16 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VPDPWSSD   Z3, Z2, acc
 
 // K4CHUNK multiplies chunk j of a Q4_K block (qs at 16) into acc.
-#define K4CHUNK(j, perm, acc) \
-	K4QUANTS(16+32*j); \
+#define K4CHUNK(base, j, perm, acc) \
+	K4QUANTS(base, 16+32*j); \
 	KDOT(j, perm, acc)
 
 // K5CHUNK multiplies chunk j of a Q5_K block (qs at 48) into acc: Z12
 // holds its qh bytes (at 16) as [qh, qh>>1], so bit 2j of each byte,
 // moved to bit 4, is the fifth bit of the low then the high nibbles'
 // values. Z13 holds 0x10 bytes. Clobbers Z5.
-#define K5CHUNK(j, perm, acc) \
-	K4QUANTS(48+32*j); \
+#define K5CHUNK(base, j, perm, acc) \
+	K4QUANTS(base, 48+32*j); \
 	VPSRLW     $(2*j), Z12, Z5; \
 	VPSLLW     $4, Z5, Z5; \
 	VPTERNLOGD $0xf8, Z13, Z5, Z2; \
@@ -760,47 +797,35 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VMOVDQU64 k4Hi<>(SB), Y23; \
 	VMOVDQU64 k4Shift<>(SB), Y24
 
-// K45ROWS runs the Q4_K or Q5_K dot over the rows: per block, PREP (the
-// Q5_K fifth bits, or nothing), the scales, minimums and four chunks of
-// CHUNK, bsize bytes.
-#define K45ROWS(PREP, CHUNK, bsize) \
-row: \
-	MOVQ   a+8(FP), DI; \
-	MOVQ   ad+16(FP), DX; \
-	MOVQ   bs+24(FP), BX; \
-	MOVQ   nb+32(FP), CX; \
-	VXORPS Z0, Z0, Z0; \
-	VXORPS Y11, Y11, Y11; \
-block: \
-	PREP; \
-	K4UNPACK; \
-	K4MINS; \
+// K45BLOCK multiplies the Q4_K or Q5_K block at (base) by the
+// activations (DI, DX, BX) into acc, its minimums' terms into minacc:
+// PREP (the Q5_K fifth bits, or nothing), the scales and minimums, then
+// four chunks of CHUNK. Clobbers Z2-Z10 (and Z12 for Q5_K).
+#define K45BLOCK(PREP, CHUNK, base, acc, minacc) \
+	PREP(base); \
+	K4UNPACK(base); \
+	K4MINS(base, minacc); \
 	VPXORD Z9, Z9, Z9; \
 	VPXORD Z10, Z10, Z10; \
-	CHUNK(0, Z16, Z9); \
-	CHUNK(1, Z17, Z10); \
-	CHUNK(2, Z18, Z9); \
-	CHUNK(3, Z19, Z10); \
+	CHUNK(base, 0, Z16, Z9); \
+	CHUNK(base, 1, Z17, Z10); \
+	CHUNK(base, 2, Z18, Z9); \
+	CHUNK(base, 3, Z19, Z10); \
 	VPADDD      Z10, Z9, Z9; \
 	VCVTDQ2PS   Z9, Z9; \
-	VFMADD231PS Z9, Z8, Z0; \
-	ADDQ        $bsize, SI; \
-	ADDQ        $256, DI; \
-	ADDQ        $4, DX; \
-	ADDQ        $32, BX; \
-	DECQ        CX; \
-	JNZ         block; \
-	VSUBPS Z11, Z0, Z0; \
-	HSUM16; \
-	ROWOUT512(row)
+	VFMADD231PS Z9, Z8, acc
 
-#define NOPREP
+#define NOPREP(base)
 
-// Q5PREP sets Z12 to the Q5_K block's qh bytes as [qh, qh>>1].
-#define Q5PREP \
-	VMOVDQU      16(SI), Y12; \
+// Q5PREP sets Z12 to the qh bytes of the Q5_K block at (base) as [qh,
+// qh>>1].
+#define Q5PREP(base) \
+	VMOVDQU      16(base), Y12; \
 	VPSRLW       $1, Y12, Y5; \
 	VINSERTI64X4 $1, Y5, Z12, Z12
+
+#define Q4KBLOCK(base, acc, minacc) K45BLOCK(NOPREP, K4CHUNK, base, acc, minacc)
+#define Q5KBLOCK(base, acc, minacc) K45BLOCK(Q5PREP, K5CHUNK, base, acc, minacc)
 
 // func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // is dotQ4KAVX (per block d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·bsums)
@@ -808,14 +833,14 @@ block: \
 // and VPDPWSSD applying the scales.
 TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-56
 	K45SETUP
-	K45ROWS(NOPREP, K4CHUNK, 144)
+	KROWS(Q4KBLOCK, 144)
 	RET
 
 // func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // is dotQ4KAVX512 with five-bit quants: qs at 48, the fifth bits at 16.
 TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 	K45SETUP
-	K45ROWS(Q5PREP, K5CHUNK, 176)
+	KROWS(Q5KBLOCK, 176)
 	RET
 
 // The dequantizers below decode whole blocks into float32, bit for bit as
@@ -899,7 +924,7 @@ q8dq:
 // Q6DQHALF stores the 128 values of half h of a Q6_K block. Z13 holds
 // 32s as bytes.
 #define Q6DQHALF(h) \
-	Q6BITS(h); \
+	Q6BITS(SI, h); \
 	VPSUBB Z13, Z4, Z4; \
 	VPSUBB Z13, Z2, Z2; \
 	Q6GROUP(Z4, 0, 8*h); \
@@ -1003,7 +1028,7 @@ q6dq:
 	VMOVDQU64 k4Shift<>(SB), Y24; \
 	HIGHHALF; \
 block: \
-	K4UNPACK; \
+	K4UNPACK(SI); \
 	VPMOVZXWD    Y4, Z5; \
 	VCVTDQ2PS    Z5, Z5; \
 	VCVTPH2PS    (SI), X6; \
