@@ -44,7 +44,7 @@ func BenchmarkMatVec(b *testing.B) {
 			copy(all[off:], tile)
 		}
 		m := NewMultiplier(pool.For)
-		b.Run(typ.String(), func(b *testing.B) {
+		benchLevels(b, typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			i := 0
@@ -56,6 +56,20 @@ func BenchmarkMatVec(b *testing.B) {
 				i = (i + 1) % copies
 			}
 		})
+	}
+}
+
+// benchLevels runs f as name/avx2, with the AVX-512 single-row kernels
+// off, and as name/avx512 where this CPU and build have them, so one run
+// sets the two side by side.
+func benchLevels(b *testing.B, name string, f func(*testing.B)) {
+	saved := have512
+	defer func() { have512 = saved }()
+	have512 = false
+	b.Run(name+"/avx2", f)
+	if saved {
+		have512 = true
+		b.Run(name+"/avx512", f)
 	}
 }
 
@@ -149,12 +163,73 @@ func BenchmarkMatVecSmall(b *testing.B) {
 		}
 		x, h := randRow(rng, dim), randRow(rng, hidden)
 		m := NewMultiplier(pool.For)
-		b.Run(typ.String(), func(b *testing.B) {
+		benchLevels(b, typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(bytes))
 			for b.Loop() {
 				if m.MatMuls(x, 1, dim, qkv...) != nil || m.MatMuls(x, 1, dim, o) != nil ||
 					m.MatMuls(x, 1, dim, gateUp...) != nil || m.MatMuls(h, 1, hidden, down) != nil {
 					b.Fatal("MatMuls failed")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDotRows times the single-row kernels alone (dotRows, the
+// decode path) on one thread over 64 weight rows of benchIn values, which
+// stay in the L2 cache: MB/s of weights is the kernel's own speed, the
+// bound that BenchmarkMatVec approaches when memory is not the limit.
+func BenchmarkDotRows(b *testing.B) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	const rows = 64
+	x := randRow(rng, benchIn)
+	dst := make([]float32, rows)
+	for _, typ := range weightTypes {
+		rs, _ := typ.RowSize(benchIn)
+		w := make([]byte, rows*rs)
+		for o := range rows {
+			if err := Quantize(typ, w[o*rs:(o+1)*rs], randRow(rng, benchIn)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		a := acts{blk: actBlock(typ)}
+		a.prepare(x, benchIn)
+		if a.blk != 0 {
+			a.quantizeBlocks(x, 0, len(a.d))
+		}
+		ar := a.row(0, benchIn)
+		benchLevels(b, typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(w)))
+			for b.Loop() {
+				dotRows(typ, w, rs, &ar, dst)
+			}
+		})
+	}
+}
+
+// BenchmarkDequantize decodes 64 rows of benchIn values of each type, as
+// kernels/cpu does before its GEMM for prompts and batches, in Go
+// (name/avx2: no assembly dequantizer below AVX-512) and with the AVX-512
+// kernels; MB/s counts the float32s written.
+func BenchmarkDequantize(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	const rows = 64
+	dst := make([]float32, benchIn)
+	for _, typ := range weightTypes {
+		rs, _ := typ.RowSize(benchIn)
+		w := make([]byte, rows*rs)
+		for o := range rows {
+			if err := Quantize(typ, w[o*rs:(o+1)*rs], randRow(rng, benchIn)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		benchLevels(b, typ.String(), func(b *testing.B) {
+			b.SetBytes(4 * rows * benchIn)
+			for b.Loop() {
+				for o := range rows {
+					if err := Dequantize(typ, dst, w[o*rs:(o+1)*rs]); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
 		})

@@ -13,6 +13,15 @@ func Dequantize(t Type, dst []float32, src []byte) error {
 	if err := checkRow(t, len(dst), len(src)); err != nil {
 		return err
 	}
+	n := dequantSIMD(t, dst, src)
+	dequantGo(t, dst[n:], src[n/t.BlockSize()*t.BlockBytes():])
+	return nil
+}
+
+// dequantGo is Dequantize's pure-Go decoder, checks done: the reference
+// the assembly ones are tested against bit for bit, and the decoder of
+// the rows (or their ends) they leave.
+func dequantGo(t Type, dst []float32, src []byte) {
 	switch t {
 	case F32:
 		for i := range dst {
@@ -49,7 +58,6 @@ func Dequantize(t Type, dst []float32, src []byte) error {
 			}
 		}
 	}
-	return nil
 }
 
 // legacyQuants sets q[j] to the unsigned quant of value j of a Q4_0 ...
@@ -90,7 +98,7 @@ func dequantLegacy(t Type, y []float32, blk []byte) {
 	var q [QK]int32
 	d, m, off := legacyQuants(t, &q, blk)
 	for j := range QK {
-		y[j] = d*float32(q[j]-off) + m
+		y[j] = float32(d*float32(q[j]-off)) + m // rounded, never fused, as the assembly does it
 	}
 }
 
@@ -130,8 +138,10 @@ func dequantQ45K(t Type, y []float32, blk []byte) {
 				q1 |= (qh[l] >> (2 * i) & 1) << 4
 				q2 |= (qh[l] >> (2*i + 1) & 1) << 4
 			}
-			y[64*i+l] = d1*float32(q1) - mm1
-			y[64*i+32+l] = d2*float32(q2) - mm2
+			// Each product is rounded before the subtraction (no fused
+			// multiply-add), as the assembly decoder does it.
+			y[64*i+l] = float32(d1*float32(q1)) - mm1
+			y[64*i+32+l] = float32(d2*float32(q2)) - mm2
 		}
 	}
 }

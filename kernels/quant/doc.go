@@ -11,9 +11,12 @@
 // MatMul quantizes the activations once per call to 8 bits per block and
 // takes integer dot products with the weight blocks, as llama.cpp does;
 // F16 and BF16 weights are converted on the fly. On amd64 CPUs with AVX2,
-// FMA and F16C every type has an assembly kernel; elsewhere, and with
-// -tags purego, the same drivers run pure-Go kernels, which the tests
-// check the assembly against on every AVX2 machine.
+// FMA and F16C every type has an assembly kernel; with AVX-512 (F, BW,
+// VL, VNNI and VBMI, as on Zen 4 and 5) the decode kernels of F16, BF16,
+// Q8_0, Q4_0 and the K-quants, and Dequantize, run on 64-byte registers
+// instead; elsewhere, and with -tags purego, the same drivers run pure-Go
+// kernels, which the tests check each assembly set against (Dequantize
+// bit for bit).
 //
 // Notes for callers:
 //   - A matrix is out rows of in values, each row RowSize(in) bytes, as

@@ -299,6 +299,14 @@ func FuzzDequantize(f *testing.F) {
 		if err := Dequantize(typ, dst, data[:blocks*typ.BlockBytes()]); err != nil {
 			t.Fatalf("%s, %d blocks: %v", typ, blocks, err)
 		}
+		// The assembly decoders, where they ran, match the Go one bit for bit.
+		want := make([]float32, len(dst))
+		dequantGo(typ, want, data[:blocks*typ.BlockBytes()])
+		for i := range dst {
+			if math.Float32bits(dst[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s, %d blocks: value %d is %#08x, Go gives %#08x", typ, blocks, i, math.Float32bits(dst[i]), math.Float32bits(want[i]))
+			}
+		}
 		if err := Dequantize(typ, dst, append(data[:blocks*typ.BlockBytes():blocks*typ.BlockBytes()], 0)); err == nil {
 			t.Fatalf("%s accepted a row one byte long", typ)
 		}

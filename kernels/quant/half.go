@@ -21,14 +21,18 @@ var f16Table = func() *[1 << 16]float32 {
 func F16ToF32(h uint16) float32 { return f16Table[h] }
 
 // halfToFloat converts by rebuilding the float32 bit pattern: exponent
-// rebias for normals, normalisation of subnormals, Inf and NaN kept.
+// rebias for normals, normalisation of subnormals, Inf kept, and NaN kept
+// with its payload but made quiet, as the F16C instruction VCVTPH2PS
+// (which the assembly kernels use) makes it.
 func halfToFloat(h uint16) float32 {
 	sign := uint32(h>>15) << 31
 	exp := uint32(h>>10) & 0x1f
 	mant := uint32(h) & 0x3ff
 	switch {
-	case exp == 0x1f: // Inf or NaN
-		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
+	case exp == 0x1f && mant != 0: // NaN
+		return math.Float32frombits(sign | 0xff<<23 | 1<<22 | mant<<13)
+	case exp == 0x1f: // Inf
+		return math.Float32frombits(sign | 0xff<<23)
 	case exp == 0 && mant == 0:
 		return math.Float32frombits(sign)
 	case exp == 0: // subnormal: mant × 2^-24

@@ -8,6 +8,15 @@ import "golang.org/x/sys/cpu"
 // FMA and F16C (x/sys/cpu checks the OS saves the YMM registers).
 var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
+// have512 reports whether the kernels of simd512_amd64.s run: the
+// single-row dot products in place of the AVX2 ones, and the
+// dequantizers. They use masks and byte and word ops of AVX512BW and VL,
+// VPDPBUSD and VPDPWSSD (AVX512_VNNI) and VPERMT2B (AVX512_VBMI), all of
+// which Zen 4 and 5 and Intel since Ice Lake have. The tests clear it to
+// run the AVX2 kernels on a CPU that has both.
+var have512 = haveSIMD && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
+	cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VBMI
+
 // The single-row kernels multiply nrows consecutive weight rows (at
 // least 1) by one activation row into out[0:nrows]: n is in values for
 // the float types (a multiple of 8, at least 8) and nb in blocks for the
@@ -43,6 +52,57 @@ func dotQ5_1AVX(w *byte, a *int8, ad, as *float32, nb, nrows int, out *float32)
 
 //go:noescape
 func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+
+//go:noescape
+func dotF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
+
+//go:noescape
+func dotBF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
+
+//go:noescape
+func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+
+//go:noescape
+func dotQ4_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+
+//go:noescape
+func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+
+//go:noescape
+func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+
+//go:noescape
+func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+
+//go:noescape
+func dequantF16AVX512(src *byte, dst *float32, n int)
+
+//go:noescape
+func dequantBF16AVX512(src *byte, dst *float32, n int)
+
+//go:noescape
+func dequantQ8_0AVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ4KAVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ6KAVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ5KAVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ4_0AVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ4_1AVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ5_0AVX512(src *byte, dst *float32, nb int)
+
+//go:noescape
+func dequantQ5_1AVX512(src *byte, dst *float32, nb int)
 
 //go:noescape
 func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
@@ -92,18 +152,34 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 		case F32:
 			dotF32AVX(&w[0], &a.x[0], n, nr, &dst[0])
 		case F16:
-			dotF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
+			if have512 {
+				dotF16AVX512(&w[0], &a.x[0], n, nr, &dst[0])
+			} else {
+				dotF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
+			}
 		default:
-			dotBF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
+			if have512 {
+				dotBF16AVX512(&w[0], &a.x[0], n, nr, &dst[0])
+			} else {
+				dotBF16AVX(&w[0], &a.x[0], n, nr, &dst[0])
+			}
 		}
 	case Q8_0, Q4_0, Q5_0, Q4_1, Q5_1:
 		nb := len(a.d)
 		_, _, _ = w[nr*nb*t.BlockBytes()-1], a.qs[nb*QK-1], a.s[nb-1]
 		switch t {
 		case Q8_0:
-			dotQ8_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+			if have512 {
+				dotQ8_0AVX512(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+			} else {
+				dotQ8_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+			}
 		case Q4_0:
-			dotQ4_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+			if have512 {
+				dotQ4_0AVX512(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+			} else {
+				dotQ4_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
+			}
 		case Q5_0:
 			dotQ5_0AVX(&w[0], &a.qs[0], &a.d[0], nb, nr, &dst[0])
 		case Q4_1:
@@ -116,11 +192,23 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 		_, _, _ = w[nr*nb*t.BlockBytes()-1], a.qs[nb*QKK-1], a.bs[nb*16-1]
 		switch t {
 		case Q4_K:
-			dotQ4KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			if have512 {
+				dotQ4KAVX512(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			} else {
+				dotQ4KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			}
 		case Q5_K:
-			dotQ5KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
-		default:
-			dotQ6KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			if have512 {
+				dotQ5KAVX512(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			} else {
+				dotQ5KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			}
+		case Q6_K:
+			if have512 {
+				dotQ6KAVX512(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			} else {
+				dotQ6KAVX(&w[0], &a.qs[0], &a.d[0], &a.bs[0], nb, nr, &dst[0])
+			}
 		}
 	default:
 		return false
@@ -184,4 +272,62 @@ func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
 	}
 	_, _, _ = x[nb*bsize-1], qs[nb*bsize-1], sums[nb*bsize/16-1]
 	quantQ8AVX(&x[0], &qs[0], &d[0], &sums[0], nb, bsize)
+}
+
+// dequantSIMD decodes the leading whole blocks of src into dst with an
+// AVX-512 kernel, bit for bit as dequantGo would, and returns how many
+// values it wrote: 0 for a type without a kernel or on a CPU without
+// AVX-512, and for F16 and BF16 a multiple of 16, the rest left to Go.
+func dequantSIMD(t Type, dst []float32, src []byte) int {
+	if !have512 {
+		return 0
+	}
+	var n int
+	switch t {
+	case F16, BF16:
+		if n = len(dst) &^ 15; n == 0 {
+			return 0
+		}
+		_ = src[2*n-1]
+		if t == F16 {
+			dequantF16AVX512(&src[0], &dst[0], n)
+		} else {
+			dequantBF16AVX512(&src[0], &dst[0], n)
+		}
+	case Q8_0, Q4_0, Q4_1, Q5_0, Q5_1:
+		nb := len(dst) / QK
+		if nb == 0 {
+			return 0
+		}
+		_ = src[nb*t.BlockBytes()-1]
+		switch t {
+		case Q8_0:
+			dequantQ8_0AVX512(&src[0], &dst[0], nb)
+		case Q4_0:
+			dequantQ4_0AVX512(&src[0], &dst[0], nb)
+		case Q4_1:
+			dequantQ4_1AVX512(&src[0], &dst[0], nb)
+		case Q5_0:
+			dequantQ5_0AVX512(&src[0], &dst[0], nb)
+		default:
+			dequantQ5_1AVX512(&src[0], &dst[0], nb)
+		}
+		n = nb * QK
+	case Q4_K, Q5_K, Q6_K:
+		nb := len(dst) / QKK
+		if nb == 0 {
+			return 0
+		}
+		_ = src[nb*t.BlockBytes()-1]
+		switch t {
+		case Q4_K:
+			dequantQ4KAVX512(&src[0], &dst[0], nb)
+		case Q5_K:
+			dequantQ5KAVX512(&src[0], &dst[0], nb)
+		default:
+			dequantQ6KAVX512(&src[0], &dst[0], nb)
+		}
+		n = nb * QKK
+	}
+	return n
 }

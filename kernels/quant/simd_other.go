@@ -12,3 +12,10 @@ func dot2SIMD(Type, []byte, *actRow, *actRow) (r0, r1 float32, ok bool) { return
 func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
 	q8BlocksGo(x, qs, d, sums, bsize)
 }
+
+// have512 is never set in this build: there are no kernels to choose.
+var have512 = false
+
+// dequantSIMD has no kernels to offer in this build: Dequantize decodes
+// every value in Go.
+func dequantSIMD(Type, []float32, []byte) int { return 0 }

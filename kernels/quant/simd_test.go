@@ -12,7 +12,9 @@ import (
 // every scale and quant pattern turns up), for block counts that exercise
 // the unrolled loops' tails. The integer sums are exact in both; only the
 // float accumulation order differs.
-func TestSIMDMatchesGo(t *testing.T) {
+func TestSIMDMatchesGo(t *testing.T) { forEachLevel(t, testSIMDMatchesGo) }
+
+func testSIMDMatchesGo(t *testing.T) {
 	if _, ok := dotSIMD(Q8_0, make([]byte, 34), &actRow{qs: make([]int8, 32), d: make([]float32, 1), s: make([]float32, 1)}); !ok {
 		t.Skip("no AVX2 kernels in this build or on this CPU")
 	}
@@ -157,13 +159,15 @@ func TestDot2MatchesGo(t *testing.T) {
 // TestDotRowsMatchesGo runs the single-row kernels over several
 // consecutive weight rows in one call, as decode does, against the Go dot
 // product of each row.
-func TestDotRowsMatchesGo(t *testing.T) {
+func TestDotRowsMatchesGo(t *testing.T) { forEachLevel(t, testDotRowsMatchesGo) }
+
+func testDotRowsMatchesGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))
 	for _, typ := range weightTypes {
-		for _, blocks := range []int{1, 3} {
+		for _, blocks := range []int{1, 2, 3, 4, 5, 7, 9} {
 			in := blocks * max(actBlock(typ), 8)
 			rs, _ := typ.RowSize(in)
-			const nr = 5
+			nr := 1 + blocks*3%8
 			w := make([]byte, nr*rs)
 			for i := range w {
 				w[i] = byte(rng.Uint32())
@@ -184,6 +188,67 @@ func TestDotRowsMatchesGo(t *testing.T) {
 				row := w[i*rs : (i+1)*rs]
 				if want := dotGo(typ, row, &ar); math.Abs(float64(got[i]-want)) > 1e-5*absDot(typ, row, x) {
 					t.Fatalf("%s, %d values, row %d of %d: assembly %v, Go %v", typ, in, i, nr, got[i], want)
+				}
+			}
+		}
+	}
+}
+
+// forEachLevel runs f with the AVX-512 single-row kernels off (the AVX2
+// ones, or Go where there are none) and, where this CPU and build have
+// them, on: the dispatch picks one set, so each is tested by turning the
+// other off.
+func forEachLevel(t *testing.T, f func(*testing.T)) {
+	saved := have512
+	defer func() { have512 = saved }()
+	have512 = false
+	t.Run("avx2", f)
+	if !saved {
+		t.Log("no AVX-512 kernels in this build or on this CPU")
+		return
+	}
+	have512 = true
+	t.Run("avx512", f)
+}
+
+// TestDequantizeSIMDMatchesGo: the assembly dequantizers give the Go
+// decoder's float32 bits exactly, on random bytes (so every scale, NaN
+// and Inf included, and every quant) and on quantized rows, for row
+// counts and lengths that leave the F16 and BF16 kernels a tail.
+func TestDequantizeSIMDMatchesGo(t *testing.T) {
+	if !have512 {
+		t.Skip("no AVX-512 kernels in this build or on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, typ := range weightTypes {
+		bs := typ.BlockSize()
+		for _, blocks := range []int{1, 2, 3, 5, 8, 9, 17, 33} {
+			for _, rows := range []int{1, 3, 5} {
+				n := rows * blocks * bs
+				if bs == 1 {
+					n = rows * (blocks*16 + blocks%3) // not always a multiple of 16
+				}
+				size, _ := typ.RowSize(n)
+				src := make([]byte, size)
+				if rows == 3 {
+					if err := Quantize(typ, src, randRow(rng, n)); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					for i := range src {
+						src[i] = byte(rng.Uint32())
+					}
+				}
+				got, want := make([]float32, n), make([]float32, n)
+				if err := Dequantize(typ, got, src); err != nil {
+					t.Fatal(err)
+				}
+				dequantGo(typ, want, src)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s, %d values: value %d is %#08x, Go gives %#08x", typ, n, i,
+							math.Float32bits(got[i]), math.Float32bits(want[i]))
+					}
 				}
 			}
 		}

@@ -1,0 +1,1149 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX-512 dot products of consecutive weight rows with one activation
+// row: the contract of the AVX2 kernels in simd_amd64.s (same arguments,
+// same results up to float rounding), on 64-byte registers; and
+// dequantizers, bit for bit as the Go one. The callers (simd_amd64.go)
+// check the CPU has AVX512F, BW, VL, VNNI and VBMI besides the AVX2 set.
+// Z31 is kept zero where a kernel needs a zero; R14 and R15 are left
+// alone.
+
+// HSUM16 sums the sixteen floats of Z0 into X0's low lane.
+#define HSUM16 \
+	VEXTRACTF64X4 $1, Z0, Y1; \
+	VADDPS        Y1, Y0, Y0; \
+	VEXTRACTF128  $1, Y0, X1; \
+	VADDPS        X1, X0, X0; \
+	VHADDPS       X0, X0, X0; \
+	VHADDPS       X0, X0, X0
+
+// HIGHHALF sets K2 to 0xff00: the upper eight of sixteen lanes, which
+// masked broadcasts fill with the second block's scale.
+#define HIGHHALF \
+	MOVL  $0xff00, AX; \
+	KMOVW AX, K2
+
+// BCASTD sets zreg to 16 copies of the uint32 c (64 of its byte, for
+// byte masks written as four).
+#define BCASTD(c, zreg) \
+	MOVL         $c, AX; \
+	VPBROADCASTD AX, zreg
+
+// Q8ROWSTART loads a row's (or pair's) activation pointers and zeroes the
+// accumulators.
+#define Q8ROWSTART \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   nb+24(FP), CX; \
+	VXORPS Z0, Z0, Z0; \
+	VXORPS Z7, Z7, Z7; \
+	VXORPS Z8, Z8, Z8; \
+	VXORPS Z9, Z9, Z9
+
+// KROWS runs the K-quant dot over the rows, BLOCK(base, acc, minacc)
+// multiplying one block of bsize bytes into a row's sum and minimums'
+// sum: rows i and i+h for h = nrows/2 side by side (two memory streams,
+// which one core reads faster than one), R10 counting the pairs, AX = h,
+// R11 = h rows' bytes, the sums in Z0, Y11 and Z25, Y26; an odd last row
+// goes through as a pair with itself (AX = R11 = 0).
+#define KROWS(BLOCK, bsize) \
+	MOVQ  R12, R10; \
+	SHRQ  $1, R10; \
+	MOVQ  R10, AX; \
+	MOVQ  nb+32(FP), R11; \
+	IMULQ $bsize, R11; \
+	IMULQ R10, R11; \
+	ANDQ  $1, R12; \
+	TESTQ R10, R10; \
+	JZ    odd; \
+rows2: \
+	LEAQ   (SI)(R11*1), R9; \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   bs+24(FP), BX; \
+	MOVQ   nb+32(FP), CX; \
+	VXORPS Z0, Z0, Z0; \
+	VXORPS Y11, Y11, Y11; \
+	VXORPS Z25, Z25, Z25; \
+	VXORPS Y26, Y26, Y26; \
+block: \
+	BLOCK(SI, Z0, Y11); \
+	BLOCK(R9, Z25, Y26); \
+	ADDQ $bsize, SI; \
+	ADDQ $bsize, R9; \
+	ADDQ $256, DI; \
+	ADDQ $4, DX; \
+	ADDQ $32, BX; \
+	DECQ CX; \
+	JNZ  block; \
+	VSUBPS Z11, Z0, Z0; \
+	HSUM16; \
+	VMOVSS X0, (R13); \
+	VSUBPS Z26, Z25, Z0; \
+	HSUM16; \
+	VMOVSS X0, (R13)(AX*4); \
+	ADDQ   $4, R13; \
+	DECQ   R10; \
+	JNZ    rows2; \
+	ADDQ   R11, SI; \
+	LEAQ   (R13)(AX*4), R13; \
+odd: \
+	TESTQ R12, R12; \
+	JZ    end; \
+	XORQ  R12, R12; \
+	XORQ  AX, AX; \
+	XORQ  R11, R11; \
+	MOVQ  $1, R10; \
+	JMP   rows2; \
+end: \
+	VZEROUPPER
+
+// FLOATDOT2 is the loop of the F16 and BF16 dots, over two weight rows
+// at once (SI and R9) against x (DI), n (CX, a multiple of 8) values:
+// LOAD16(base, off, zreg) loads sixteen weights from off(base) as
+// float32s, LOAD8(base, yreg) eight from (base). 64 values per iteration
+// into four accumulators per row, then 16 at a time, then the last 8 in
+// 256-bit registers (whose writes clear the upper lanes); the sums end in
+// X0 (row SI) and X8 (row R9), SI at the end of its row. Two rows h apart
+// are two memory streams, which one core reads faster than one.
+#define FLOATDOT2(LOAD16, LOAD8) \
+	VXORPS Z0, Z0, Z0; \
+	VXORPS Z1, Z1, Z1; \
+	VXORPS Z2, Z2, Z2; \
+	VXORPS Z3, Z3, Z3; \
+	VXORPS Z8, Z8, Z8; \
+	VXORPS Z9, Z9, Z9; \
+	VXORPS Z10, Z10, Z10; \
+	VXORPS Z11, Z11, Z11; \
+loop64: \
+	CMPQ CX, $64; \
+	JLT  loop16; \
+	LOAD16(SI, 0, Z4); \
+	LOAD16(SI, 32, Z5); \
+	LOAD16(SI, 64, Z6); \
+	LOAD16(SI, 96, Z7); \
+	LOAD16(R9, 0, Z12); \
+	LOAD16(R9, 32, Z13); \
+	LOAD16(R9, 64, Z14); \
+	LOAD16(R9, 96, Z15); \
+	VFMADD231PS (DI), Z4, Z0; \
+	VFMADD231PS 64(DI), Z5, Z1; \
+	VFMADD231PS 128(DI), Z6, Z2; \
+	VFMADD231PS 192(DI), Z7, Z3; \
+	VFMADD231PS (DI), Z12, Z8; \
+	VFMADD231PS 64(DI), Z13, Z9; \
+	VFMADD231PS 128(DI), Z14, Z10; \
+	VFMADD231PS 192(DI), Z15, Z11; \
+	ADDQ $128, SI; \
+	ADDQ $128, R9; \
+	ADDQ $256, DI; \
+	SUBQ $64, CX; \
+	JMP  loop64; \
+loop16: \
+	CMPQ CX, $16; \
+	JLT  tail8; \
+	LOAD16(SI, 0, Z4); \
+	LOAD16(R9, 0, Z12); \
+	VFMADD231PS (DI), Z4, Z0; \
+	VFMADD231PS (DI), Z12, Z8; \
+	ADDQ $32, SI; \
+	ADDQ $32, R9; \
+	ADDQ $64, DI; \
+	SUBQ $16, CX; \
+	JMP  loop16; \
+tail8: \
+	VADDPS Z1, Z0, Z0; \
+	VADDPS Z3, Z2, Z2; \
+	VADDPS Z2, Z0, Z0; \
+	VADDPS Z9, Z8, Z8; \
+	VADDPS Z11, Z10, Z10; \
+	VADDPS Z10, Z8, Z8; \
+	CMPQ   CX, $8; \
+	JLT    done; \
+	LOAD8(SI, Y4); \
+	LOAD8(R9, Y12); \
+	VMULPS (DI), Y4, Y4; \
+	VMULPS (DI), Y12, Y12; \
+	VADDPS Z4, Z0, Z0; \
+	VADDPS Z12, Z8, Z8; \
+	ADDQ   $16, SI; \
+done: \
+	HSUM16; \
+	VEXTRACTF64X4 $1, Z8, Y9; \
+	VADDPS        Y9, Y8, Y8; \
+	VEXTRACTF128  $1, Y8, X9; \
+	VADDPS        X9, X8, X8; \
+	VHADDPS       X8, X8, X8; \
+	VHADDPS       X8, X8, X8
+
+#define LOADF16x16(base, off, zreg) VCVTPH2PS off(base), zreg
+#define LOADF16x8(base, yreg) VCVTPH2PS (base), yreg
+#define LOADBF16x16(base, off, zreg) VPMOVZXWD off(base), zreg; VPSLLD $16, zreg, zreg
+#define LOADBF16x8(base, yreg) VPMOVZXWD (base), yreg; VPSLLD $16, yreg, yreg
+
+// FLOATROWS runs FLOATDOT2 over the rows (SI: the first, R12: how many,
+// R13: out), n values of 2 bytes each: rows i and i+h for h = nrows/2,
+// R10 counting the pairs, BX = h, R11 = h rows' bytes; an odd last row
+// goes through as a pair with itself (BX = R11 = 0).
+#define FLOATROWS(LOAD16, LOAD8) \
+	MOVQ  R12, R10; \
+	SHRQ  $1, R10; \
+	MOVQ  R10, BX; \
+	MOVQ  n+16(FP), R11; \
+	SHLQ  $1, R11; \
+	IMULQ R10, R11; \
+	ANDQ  $1, R12; \
+	TESTQ R10, R10; \
+	JZ    odd; \
+rows2: \
+	LEAQ (SI)(R11*1), R9; \
+	MOVQ x+8(FP), DI; \
+	MOVQ n+16(FP), CX; \
+	FLOATDOT2(LOAD16, LOAD8); \
+	VMOVSS X0, (R13); \
+	VMOVSS X8, (R13)(BX*4); \
+	ADDQ   $4, R13; \
+	DECQ   R10; \
+	JNZ    rows2; \
+	ADDQ   R11, SI; \
+	LEAQ   (R13)(BX*4), R13; \
+odd: \
+	TESTQ R12, R12; \
+	JZ    end; \
+	XORQ  R12, R12; \
+	XORQ  BX, BX; \
+	XORQ  R11, R11; \
+	MOVQ  $1, R10; \
+	JMP   rows2; \
+end: \
+	VZEROUPPER
+
+// func dotF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
+// sets out[r] to the dot product of F16 weight row r (n values, a
+// multiple of 8) with x, for r < nrows.
+TEXT ·dotF16AVX512(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ nrows+24(FP), R12
+	MOVQ out+32(FP), R13
+	FLOATROWS(LOADF16x16, LOADF16x8)
+	RET
+
+// func dotBF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
+// is dotF16AVX512 for BF16 weights.
+TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ nrows+24(FP), R12
+	MOVQ out+32(FP), R13
+	FLOATROWS(LOADBF16x16, LOADBF16x8)
+	RET
+
+// Q8ONE adds the single Q8_0 block at (base) times the activations at
+// (DI), scale (DX), to acc, in 256-bit registers: the weights as |w| and
+// the activations with w's sign (0 − a where w < 0, by VPMOVB2M's mask),
+// as VPDPBUSD takes unsigned × signed bytes. Its result's upper lanes are
+// zero, so it adds to acc as a whole. Z31 holds zeros.
+#define Q8ONE(base, acc) \
+	VMOVDQU      2(base), Y2; \
+	VPMOVB2M     Y2, K1; \
+	VPABSB       Y2, Y2; \
+	VMOVDQU      (DI), Y3; \
+	VPSUBB       Y3, Y31, K1, Y3; \
+	VPXORD       Y4, Y4, Y4; \
+	VPDPBUSD     Y3, Y2, Y4; \
+	VCVTDQ2PS    Y4, Y4; \
+	VPBROADCASTW (base), X5; \
+	VCVTPH2PS    X5, Y5; \
+	VMULPS.BCST  (DX), Y5, Y5; \
+	VMULPS       Y4, Y5, Y4; \
+	VADDPS       Z4, acc, acc
+
+// q8Pair is the VPERMPS index that spreads float 0 over lanes 0-7 and
+// float 1 over 8-15.
+DATA q8Pair<>+0x00(SB)/8, $0x0000000000000000
+DATA q8Pair<>+0x08(SB)/8, $0x0000000000000000
+DATA q8Pair<>+0x10(SB)/8, $0x0000000000000000
+DATA q8Pair<>+0x18(SB)/8, $0x0000000000000000
+DATA q8Pair<>+0x20(SB)/8, $0x0000000100000001
+DATA q8Pair<>+0x28(SB)/8, $0x0000000100000001
+DATA q8Pair<>+0x30(SB)/8, $0x0000000100000001
+DATA q8Pair<>+0x38(SB)/8, $0x0000000100000001
+GLOBL q8Pair<>(SB), RODATA|NOPTR, $64
+
+// PAIRACTS prepares the two blocks of activations at aoff(DI) (scales at
+// doff(DX)) for Q8ROWPAIR or Q4ROWPAIR: Z3 = −c·(the sums of each four),
+// for the weights' offset c (128 or 8) as bytes in Z30, and Z6 = the
+// blocks' d_a in the low and high eight lanes (Z27: q8Pair).
+#define PAIRACTS(aoff, doff) \
+	VPXORD       Z3, Z3, Z3; \
+	VPDPBUSD     aoff(DI), Z30, Z3; \
+	VPSUBD       Z3, Z31, Z3; \
+	VMOVQ        doff(DX), X6; \
+	VPERMPS      Z6, Z27, Z6
+
+// q8Quants is the VPERMT2B index that gathers the 64 quants of two Q8_0
+// blocks from the 64 bytes at their start (d_A, 32 quants, d_B, 28
+// quants) and the 64 at 4 bytes on (whose last 4 are B's last quants);
+// q8Halves the VPERMW index that spreads d_A (word 0) over words 0-7 and
+// d_B (word 17) over 8-15. Both loads stay inside the two blocks.
+DATA q8Quants<>+0x00(SB)/8, $0x0908070605040302
+DATA q8Quants<>+0x08(SB)/8, $0x11100f0e0d0c0b0a
+DATA q8Quants<>+0x10(SB)/8, $0x1918171615141312
+DATA q8Quants<>+0x18(SB)/8, $0x21201f1e1d1c1b1a
+DATA q8Quants<>+0x20(SB)/8, $0x2b2a292827262524
+DATA q8Quants<>+0x28(SB)/8, $0x333231302f2e2d2c
+DATA q8Quants<>+0x30(SB)/8, $0x3b3a393837363534
+DATA q8Quants<>+0x38(SB)/8, $0x7f7e7d7c3f3e3d3c
+GLOBL q8Quants<>(SB), RODATA|NOPTR, $64
+DATA q8Halves<>+0x00(SB)/8, $0x0000000000000000
+DATA q8Halves<>+0x08(SB)/8, $0x0000000000000000
+DATA q8Halves<>+0x10(SB)/8, $0x0011001100110011
+DATA q8Halves<>+0x18(SB)/8, $0x0011001100110011
+DATA q8Halves<>+0x20(SB)/8, $0x0000000000000000
+DATA q8Halves<>+0x28(SB)/8, $0x0000000000000000
+DATA q8Halves<>+0x30(SB)/8, $0x0000000000000000
+DATA q8Halves<>+0x38(SB)/8, $0x0000000000000000
+GLOBL q8Halves<>(SB), RODATA|NOPTR, $64
+
+// Q8ROWPAIR adds the two Q8_0 blocks at woff(base) times the activations
+// PAIRACTS prepared to acc. The weights go into VPDPBUSD as unsigned bytes
+// w+128 (w XOR 0x80) against the activations as they are, and the sum
+// starts from −128·Σa, so the signs cost nothing per row; two loads and
+// two permutes (Z28: q8Quants, Z29: q8Halves) bring in both blocks'
+// quants and scales. Clobbers Z2, Z4, Z5.
+#define Q8ROWPAIR(base, woff, aoff, acc) \
+	VMOVDQU64   woff(base), Z2; \
+	VPERMW      Z2, Z29, Z5; \
+	VPERMT2B    (woff+4)(base), Z28, Z2; \
+	VPXORD      Z30, Z2, Z2; \
+	VMOVDQA64   Z3, Z4; \
+	VPDPBUSD    aoff(DI), Z2, Z4; \
+	VCVTDQ2PS   Z4, Z4; \
+	VCVTPH2PS   Y5, Z5; \
+	VMULPS      Z6, Z5, Z5; \
+	VFMADD231PS Z4, Z5, acc
+
+// ROWS2 adds two blocks of both rows (SI and R9) to acc0 and acc1.
+#define ROWS2(ROWPAIR, woff, aoff, doff, acc0, acc1) \
+	PAIRACTS(aoff, doff); \
+	ROWPAIR(SI, woff, aoff, acc0); \
+	ROWPAIR(R9, woff, aoff, acc1)
+
+// PAIRROWS is the row loop of the Q8_0 and Q4_0 kernels, blocks of bsize
+// bytes (R8: a row's bytes): rows i and i+h (h = nrows/2, R10 counting
+// the pairs, R11 = h rows' bytes, BX = h) at a time sharing PAIRACTS,
+// four blocks per iteration into two accumulators per row (FMA latency,
+// not throughput, bounds one accumulator), then an odd last row on its
+// own. Rows i and i+1 side by side ran at a quarter of the speed when
+// the weights stream from memory; h rows apart they are two sequential
+// streams, faster than one. A row's odd last block goes through ONE.
+#define PAIRROWS(ROWPAIR, ONE, bsize) \
+	MOVQ  R12, R10; \
+	SHRQ  $1, R10; \
+	MOVQ  R10, R11; \
+	IMULQ R8, R11; \
+	MOVQ  R10, BX; \
+	ANDQ  $1, R12; \
+	TESTQ R10, R10; \
+	JZ    last; \
+rows2: \
+	LEAQ (SI)(R11*1), R9; \
+	Q8ROWSTART; \
+loop4r: \
+	CMPQ CX, $4; \
+	JLT  pair2r; \
+	ROWS2(ROWPAIR, 0, 0, 0, Z0, Z7); \
+	ROWS2(ROWPAIR, 2*bsize, 64, 8, Z8, Z9); \
+	ADDQ $(4*bsize), SI; \
+	ADDQ $(4*bsize), R9; \
+	ADDQ $128, DI; \
+	ADDQ $16, DX; \
+	SUBQ $4, CX; \
+	JMP  loop4r; \
+pair2r: \
+	CMPQ CX, $2; \
+	JLT  one2r; \
+	ROWS2(ROWPAIR, 0, 0, 0, Z0, Z7); \
+	ADDQ $(2*bsize), SI; \
+	ADDQ $(2*bsize), R9; \
+	ADDQ $64, DI; \
+	ADDQ $8, DX; \
+	SUBQ $2, CX; \
+one2r: \
+	CMPQ CX, $1; \
+	JLT  done2r; \
+	ONE(SI, Z0); \
+	ONE(R9, Z7); \
+	ADDQ $bsize, SI; \
+done2r: \
+	VADDPS  Z8, Z0, Z0; \
+	VADDPS  Z9, Z7, Z7; \
+	HSUM16; \
+	VMOVSS  X0, (R13); \
+	VMOVAPS Z7, Z0; \
+	HSUM16; \
+	VMOVSS  X0, (R13)(BX*4); \
+	ADDQ    $4, R13; \
+	DECQ    R10; \
+	JNZ     rows2; \
+	ADDQ    R11, SI; \
+	LEAQ    (R13)(BX*4), R13; \
+last: \
+	CMPQ R12, $1; \
+	JLT  end; \
+	Q8ROWSTART; \
+loop4: \
+	CMPQ CX, $4; \
+	JLT  pair; \
+	PAIRACTS(0, 0); \
+	ROWPAIR(SI, 0, 0, Z0); \
+	PAIRACTS(64, 8); \
+	ROWPAIR(SI, 2*bsize, 64, Z7); \
+	ADDQ $(4*bsize), SI; \
+	ADDQ $128, DI; \
+	ADDQ $16, DX; \
+	SUBQ $4, CX; \
+	JMP  loop4; \
+pair: \
+	CMPQ CX, $2; \
+	JLT  one; \
+	PAIRACTS(0, 0); \
+	ROWPAIR(SI, 0, 0, Z0); \
+	ADDQ $(2*bsize), SI; \
+	ADDQ $64, DI; \
+	ADDQ $8, DX; \
+	SUBQ $2, CX; \
+one: \
+	CMPQ CX, $1; \
+	JLT  done; \
+	ONE(SI, Z7); \
+done: \
+	VADDPS Z7, Z0, Z0; \
+	HSUM16; \
+	VMOVSS X0, (R13); \
+end: \
+	VZEROUPPER
+
+// PAIRSETUP loads the Q8_0 and Q4_0 kernels' arguments and constants:
+// R8 = nb·bsize, the bytes of a row, and Z30 = the weights' offset c as
+// bytes.
+#define PAIRSETUP(bsize, c) \
+	MOVQ      w+0(FP), SI; \
+	MOVQ      nrows+32(FP), R12; \
+	MOVQ      out+40(FP), R13; \
+	MOVQ      nb+24(FP), R8; \
+	IMULQ     $bsize, R8; \
+	VPXORD    Z31, Z31, Z31; \
+	BCASTD(c, Z30); \
+	VMOVDQU64 q8Pair<>(SB), Z27
+
+// func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+// sets out[r] to the dot product of Q8_0 weight row r (nb blocks) with the
+// Q8_0 activations a (scales ad), for r < nrows.
+TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
+	PAIRSETUP(34, 0x80808080)
+	VMOVDQU64 q8Quants<>(SB), Z28
+	VMOVDQU64 q8Halves<>(SB), Z29
+	PAIRROWS(Q8ROWPAIR, Q8ONE, 34)
+	RET
+
+// q4Quants is the VPERMB index that lays the 16 qs bytes of two Q4_0
+// blocks (at 2 and 32 in the register Q4ROWPAIR loads) out as [qs_A,
+// qs_A, qs_B, qs_B], for q4Shift to shift the second copies' words by 4,
+// leaving their high nibbles: values 0-15, 16-31 of each block in value
+// order.
+// q4Halves spreads d_A (word 0) over words 0-7 and d_B (word 9) over
+// 8-15.
+DATA q4Quants<>+0x00(SB)/8, $0x0908070605040302
+DATA q4Quants<>+0x08(SB)/8, $0x11100f0e0d0c0b0a
+DATA q4Quants<>+0x10(SB)/8, $0x0908070605040302
+DATA q4Quants<>+0x18(SB)/8, $0x11100f0e0d0c0b0a
+DATA q4Quants<>+0x20(SB)/8, $0x2726252423222120
+DATA q4Quants<>+0x28(SB)/8, $0x2f2e2d2c2b2a2928
+DATA q4Quants<>+0x30(SB)/8, $0x2726252423222120
+DATA q4Quants<>+0x38(SB)/8, $0x2f2e2d2c2b2a2928
+GLOBL q4Quants<>(SB), RODATA|NOPTR, $64
+DATA q4Shift<>+0x00(SB)/8, $0x0000000000000000
+DATA q4Shift<>+0x08(SB)/8, $0x0000000000000000
+DATA q4Shift<>+0x10(SB)/8, $0x0004000400040004
+DATA q4Shift<>+0x18(SB)/8, $0x0004000400040004
+DATA q4Shift<>+0x20(SB)/8, $0x0000000000000000
+DATA q4Shift<>+0x28(SB)/8, $0x0000000000000000
+DATA q4Shift<>+0x30(SB)/8, $0x0004000400040004
+DATA q4Shift<>+0x38(SB)/8, $0x0004000400040004
+GLOBL q4Shift<>(SB), RODATA|NOPTR, $64
+DATA q4Halves<>+0x00(SB)/8, $0x0000000000000000
+DATA q4Halves<>+0x08(SB)/8, $0x0000000000000000
+DATA q4Halves<>+0x10(SB)/8, $0x0009000900090009
+DATA q4Halves<>+0x18(SB)/8, $0x0009000900090009
+DATA q4Halves<>+0x20(SB)/8, $0x0000000000000000
+DATA q4Halves<>+0x28(SB)/8, $0x0000000000000000
+DATA q4Halves<>+0x30(SB)/8, $0x0000000000000000
+DATA q4Halves<>+0x38(SB)/8, $0x0000000000000000
+GLOBL q4Halves<>(SB), RODATA|NOPTR, $64
+
+// Q4ROWPAIR adds the two Q4_0 blocks (18 bytes each) at woff(base) times
+// the activations PAIRACTS prepared to acc: the nibbles q+8 go into
+// VPDPBUSD as unsigned bytes, the sum starting from −8·Σa. Two loads (the
+// first 32 bytes, B's 16 qs bytes into bytes 32-47; a masked 36-byte load
+// is slow when it misses the cache) bring in both blocks, VPERMB and
+// VPSRLVW (Z28, Z26) their quants, VPERMW (Z29) their scales. Z15 holds
+// 0x0f bytes. Clobbers Z2, Z4, Z5.
+#define Q4ROWPAIR(base, woff, aoff, acc) \
+	VMOVDQU       woff(base), Y2; \
+	VINSERTI32X4  $2, (woff+20)(base), Z2, Z2; \
+	VPERMW      Z2, Z29, Z5; \
+	VPERMB      Z2, Z28, Z2; \
+	VPSRLVW     Z26, Z2, Z2; \
+	VPANDD      Z15, Z2, Z2; \
+	VMOVDQA64   Z3, Z4; \
+	VPDPBUSD    aoff(DI), Z2, Z4; \
+	VCVTDQ2PS   Z4, Z4; \
+	VCVTPH2PS   Y5, Z5; \
+	VMULPS      Z6, Z5, Z5; \
+	VFMADD231PS Z4, Z5, acc
+
+// Q4ONE adds the single Q4_0 block at (base) times the activations at
+// (DI), scale (DX), to acc, in 256-bit registers, as Q4ROWPAIR does it.
+#define Q4ONE(base, acc) \
+	VMOVDQU      2(base), X2; \
+	VPSRLW       $4, X2, X4; \
+	VINSERTI128  $1, X4, Y2, Y2; \
+	VPANDD       Y15, Y2, Y2; \
+	VPXORD       Y4, Y4, Y4; \
+	VPDPBUSD     (DI), Y30, Y4; \
+	VPSUBD       Y4, Y31, Y4; \
+	VPDPBUSD     (DI), Y2, Y4; \
+	VCVTDQ2PS    Y4, Y4; \
+	VPBROADCASTW (base), X5; \
+	VCVTPH2PS    X5, Y5; \
+	VMULPS.BCST  (DX), Y5, Y5; \
+	VMULPS       Y4, Y5, Y4; \
+	VADDPS       Z4, acc, acc
+
+// func dotQ4_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+// sets out[r] to the dot product of Q4_0 weight row r (nb blocks) with the
+// Q8_0 activations a (scales ad), for r < nrows.
+TEXT ·dotQ4_0AVX512(SB), NOSPLIT, $0-48
+	PAIRSETUP(18, 0x08080808)
+	BCASTD(0x0f0f0f0f, Z15)
+	VMOVDQU64 q4Quants<>(SB), Z28
+	VMOVDQU64 q4Halves<>(SB), Z29
+	VMOVDQU64 q4Shift<>(SB), Z26
+	PAIRROWS(Q4ROWPAIR, Q4ONE, 18)
+	RET
+
+// q6kPerm holds four VPERMW index vectors: vector g (0..3: the low then
+// high 64 values of half 0, then of half 1) gives int16 lane i of a
+// VPMADDUBSW product (values 2i and 2i+1 of its 64) the index of its
+// sub-block's scale, 4g + i/8, among the block's sixteen.
+DATA q6kPerm<>+0x00(SB)/8, $0x0000000000000000
+DATA q6kPerm<>+0x08(SB)/8, $0x0000000000000000
+DATA q6kPerm<>+0x10(SB)/8, $0x0001000100010001
+DATA q6kPerm<>+0x18(SB)/8, $0x0001000100010001
+DATA q6kPerm<>+0x20(SB)/8, $0x0002000200020002
+DATA q6kPerm<>+0x28(SB)/8, $0x0002000200020002
+DATA q6kPerm<>+0x30(SB)/8, $0x0003000300030003
+DATA q6kPerm<>+0x38(SB)/8, $0x0003000300030003
+DATA q6kPerm<>+0x40(SB)/8, $0x0004000400040004
+DATA q6kPerm<>+0x48(SB)/8, $0x0004000400040004
+DATA q6kPerm<>+0x50(SB)/8, $0x0005000500050005
+DATA q6kPerm<>+0x58(SB)/8, $0x0005000500050005
+DATA q6kPerm<>+0x60(SB)/8, $0x0006000600060006
+DATA q6kPerm<>+0x68(SB)/8, $0x0006000600060006
+DATA q6kPerm<>+0x70(SB)/8, $0x0007000700070007
+DATA q6kPerm<>+0x78(SB)/8, $0x0007000700070007
+DATA q6kPerm<>+0x80(SB)/8, $0x0008000800080008
+DATA q6kPerm<>+0x88(SB)/8, $0x0008000800080008
+DATA q6kPerm<>+0x90(SB)/8, $0x0009000900090009
+DATA q6kPerm<>+0x98(SB)/8, $0x0009000900090009
+DATA q6kPerm<>+0xa0(SB)/8, $0x000a000a000a000a
+DATA q6kPerm<>+0xa8(SB)/8, $0x000a000a000a000a
+DATA q6kPerm<>+0xb0(SB)/8, $0x000b000b000b000b
+DATA q6kPerm<>+0xb8(SB)/8, $0x000b000b000b000b
+DATA q6kPerm<>+0xc0(SB)/8, $0x000c000c000c000c
+DATA q6kPerm<>+0xc8(SB)/8, $0x000c000c000c000c
+DATA q6kPerm<>+0xd0(SB)/8, $0x000d000d000d000d
+DATA q6kPerm<>+0xd8(SB)/8, $0x000d000d000d000d
+DATA q6kPerm<>+0xe0(SB)/8, $0x000e000e000e000e
+DATA q6kPerm<>+0xe8(SB)/8, $0x000e000e000e000e
+DATA q6kPerm<>+0xf0(SB)/8, $0x000f000f000f000f
+DATA q6kPerm<>+0xf8(SB)/8, $0x000f000f000f000f
+GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
+
+// Q6BITS sets Z4 to the 64 quants (0..63) of values 128h..128h+63 of
+// the Q6_K block at (base) and Z2 to those of 128h+64..128h+127. The ql
+// bytes 64h.. give the low nibbles of values l, l+32 (l < 32) and the
+// high nibbles of values l+64, l+96; the qh bytes 128+32h.. as [qh,
+// qh>>2] give their top two bits at bits 0-1 (values l, l+32) and 4-5
+// (l+64, l+96). Z15 holds 0x0f bytes, Z14 0x30 bytes. Clobbers Z3, Z5.
+#define Q6BITS(base, h) \
+	VMOVDQU64    (64*h)(base), Z2; \
+	VMOVDQU      (128+32*h)(base), Y3; \
+	VPSRLW       $2, Y3, Y5; \
+	VINSERTI64X4 $1, Y5, Z3, Z3; \
+	VPANDD       Z15, Z2, Z4; \
+	VPSLLW       $4, Z3, Z5; \
+	VPTERNLOGD   $0xf8, Z14, Z5, Z4; \
+	VPSRLW       $4, Z2, Z2; \
+	VPANDD       Z15, Z2, Z2; \
+	VPTERNLOGD   $0xf8, Z14, Z3, Z2
+
+// Q6HALF multiplies half h of a Q6_K block (128 values) by the
+// activations 128h.. and adds them, sub-block scales applied, to the
+// int32 sums Z9 (the low 64 values) and Z10 (the high 64). Z1 holds the
+// sixteen scales as int16s, permlo and permhi the q6kPerm vectors 2h and
+// 2h+1. Clobbers Z2-Z6.
+#define Q6HALF(base, h, permlo, permhi) \
+	Q6BITS(base, h); \
+	VPMADDUBSW (128*h)(DI), Z4, Z4; \
+	VPMADDUBSW (128*h+64)(DI), Z2, Z2; \
+	VPERMW     Z1, permlo, Z5; \
+	VPDPWSSD   Z5, Z4, Z9; \
+	VPERMW     Z1, permhi, Z6; \
+	VPDPWSSD   Z6, Z2, Z10
+
+// Q6BLOCK multiplies the Q6_K block at (base) by the activations (DI, DX,
+// BX) into acc, leaving minacc alone (the K-quant blocks' signature):
+// d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k), the −32 offset taken once through
+// the 16-value sums. Z31 holds zeros. Clobbers Z1-Z6, Z8-Z10.
+#define Q6BLOCK(base, acc, minacc) \
+	VPMOVSXBW    192(base), Y1; \
+	VPMADDWD     (BX), Y1, Y9; \
+	VPSLLD       $5, Y9, Y9; \
+	VPSUBD       Y9, Y31, Y9; \
+	VPXORD       Z10, Z10, Z10; \
+	Q6HALF(base, 0, Z16, Z17); \
+	Q6HALF(base, 1, Z18, Z19); \
+	VPADDD       Z10, Z9, Z9; \
+	VPBROADCASTW 208(base), X8; \
+	VCVTPH2PS    X8, X8; \
+	VMULSS       (DX), X8, X8; \
+	VBROADCASTSS X8, Z8; \
+	VCVTDQ2PS    Z9, Z9; \
+	VFMADD231PS  Z9, Z8, acc
+
+// func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+// is dotQ6KAVX (per block d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k)) with the
+// quants of 64 values per register and VPDPWSSD applying the scales.
+TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-56
+	MOVQ      w+0(FP), SI
+	MOVQ      nrows+40(FP), R12
+	MOVQ      out+48(FP), R13
+	BCASTD(0x0f0f0f0f, Z15)
+	BCASTD(0x30303030, Z14)
+	VMOVDQU64 q6kPerm<>+0(SB), Z16
+	VMOVDQU64 q6kPerm<>+64(SB), Z17
+	VMOVDQU64 q6kPerm<>+128(SB), Z18
+	VMOVDQU64 q6kPerm<>+192(SB), Z19
+	VPXORD    Z31, Z31, Z31
+	KROWS(Q6BLOCK, 210)
+	RET
+
+// The K4UNPACK tables, one int16 per scale (words 0-7) and minimum (8-15)
+// of a Q4_K/Q5_K block, over its 12 scale bytes s: the byte holding the
+// low bits (s[j] or s[j+4] for j < 4, s[j+4] for j >= 4; high byte
+// cleared), the byte holding the top two bits for j >= 4 (s[j-4] for the
+// scales, s[j] for the minimums; none below), the shift of the low bits
+// (4 for the minimums j >= 4, whose low bits are s[j+4]'s high nibble)
+// and their mask (63 or 15).
+DATA k4Lo<>+0x00(SB)/8, $0x8003800280018000
+DATA k4Lo<>+0x08(SB)/8, $0x800b800a80098008
+DATA k4Lo<>+0x10(SB)/8, $0x8007800680058004
+DATA k4Lo<>+0x18(SB)/8, $0x800b800a80098008
+DATA k4Lo<>+0x20(SB)/8, $0x8003800280018000
+DATA k4Lo<>+0x28(SB)/8, $0x800b800a80098008
+DATA k4Lo<>+0x30(SB)/8, $0x8007800680058004
+DATA k4Lo<>+0x38(SB)/8, $0x800b800a80098008
+GLOBL k4Lo<>(SB), RODATA|NOPTR, $64
+DATA k4Hi<>+0x00(SB)/8, $0x8080808080808080
+DATA k4Hi<>+0x08(SB)/8, $0x8003800280018000
+DATA k4Hi<>+0x10(SB)/8, $0x8080808080808080
+DATA k4Hi<>+0x18(SB)/8, $0x8007800680058004
+DATA k4Hi<>+0x20(SB)/8, $0x8080808080808080
+DATA k4Hi<>+0x28(SB)/8, $0x8003800280018000
+DATA k4Hi<>+0x30(SB)/8, $0x8080808080808080
+DATA k4Hi<>+0x38(SB)/8, $0x8007800680058004
+GLOBL k4Hi<>(SB), RODATA|NOPTR, $64
+DATA k4Shift<>+0x00(SB)/8, $0x0000000000000000
+DATA k4Shift<>+0x08(SB)/8, $0x0000000000000000
+DATA k4Shift<>+0x10(SB)/8, $0x0000000000000000
+DATA k4Shift<>+0x18(SB)/8, $0x0004000400040004
+GLOBL k4Shift<>(SB), RODATA|NOPTR, $32
+DATA k4Mask<>+0x00(SB)/8, $0x003f003f003f003f
+DATA k4Mask<>+0x08(SB)/8, $0x000f000f000f000f
+DATA k4Mask<>+0x10(SB)/8, $0x003f003f003f003f
+DATA k4Mask<>+0x18(SB)/8, $0x000f000f000f000f
+GLOBL k4Mask<>(SB), RODATA|NOPTR, $32
+
+// k4Perm holds four VPERMW index vectors: vector j gives the int16 lanes
+// of chunk j's VPMADDUBSW product (values 64j.. : 16 lanes of sub-block 2j,
+// then 16 of 2j+1) the index of their scale; k4MinDup spreads minimum j
+// over lanes 2j and 2j+1, to meet the 16-value sums in pairs.
+DATA k4Perm<>+0x00(SB)/8, $0x0000000000000000
+DATA k4Perm<>+0x08(SB)/8, $0x0000000000000000
+DATA k4Perm<>+0x10(SB)/8, $0x0000000000000000
+DATA k4Perm<>+0x18(SB)/8, $0x0000000000000000
+DATA k4Perm<>+0x20(SB)/8, $0x0001000100010001
+DATA k4Perm<>+0x28(SB)/8, $0x0001000100010001
+DATA k4Perm<>+0x30(SB)/8, $0x0001000100010001
+DATA k4Perm<>+0x38(SB)/8, $0x0001000100010001
+DATA k4Perm<>+0x40(SB)/8, $0x0002000200020002
+DATA k4Perm<>+0x48(SB)/8, $0x0002000200020002
+DATA k4Perm<>+0x50(SB)/8, $0x0002000200020002
+DATA k4Perm<>+0x58(SB)/8, $0x0002000200020002
+DATA k4Perm<>+0x60(SB)/8, $0x0003000300030003
+DATA k4Perm<>+0x68(SB)/8, $0x0003000300030003
+DATA k4Perm<>+0x70(SB)/8, $0x0003000300030003
+DATA k4Perm<>+0x78(SB)/8, $0x0003000300030003
+DATA k4Perm<>+0x80(SB)/8, $0x0004000400040004
+DATA k4Perm<>+0x88(SB)/8, $0x0004000400040004
+DATA k4Perm<>+0x90(SB)/8, $0x0004000400040004
+DATA k4Perm<>+0x98(SB)/8, $0x0004000400040004
+DATA k4Perm<>+0xa0(SB)/8, $0x0005000500050005
+DATA k4Perm<>+0xa8(SB)/8, $0x0005000500050005
+DATA k4Perm<>+0xb0(SB)/8, $0x0005000500050005
+DATA k4Perm<>+0xb8(SB)/8, $0x0005000500050005
+DATA k4Perm<>+0xc0(SB)/8, $0x0006000600060006
+DATA k4Perm<>+0xc8(SB)/8, $0x0006000600060006
+DATA k4Perm<>+0xd0(SB)/8, $0x0006000600060006
+DATA k4Perm<>+0xd8(SB)/8, $0x0006000600060006
+DATA k4Perm<>+0xe0(SB)/8, $0x0007000700070007
+DATA k4Perm<>+0xe8(SB)/8, $0x0007000700070007
+DATA k4Perm<>+0xf0(SB)/8, $0x0007000700070007
+DATA k4Perm<>+0xf8(SB)/8, $0x0007000700070007
+GLOBL k4Perm<>(SB), RODATA|NOPTR, $256
+DATA k4MinDup<>+0x00(SB)/8, $0x0009000900080008
+DATA k4MinDup<>+0x08(SB)/8, $0x000b000b000a000a
+DATA k4MinDup<>+0x10(SB)/8, $0x000d000d000c000c
+DATA k4MinDup<>+0x18(SB)/8, $0x000f000f000e000e
+GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
+
+// K4UNPACK sets Y4 to the eight 6-bit scales (words 0-7) and eight
+// minimums (8-15) of the Q4_K/Q5_K block at (base), all in vector
+// registers: each word is its low-bits byte shifted and masked, OR its
+// top-bits byte's bits 6-7 moved to 4-5. Clobbers Y5.
+#define K4UNPACK(base) \
+	VBROADCASTI128 4(base), Y4; \
+	VPSHUFB        Y23, Y4, Y5; \
+	VPSHUFB        Y22, Y4, Y4; \
+	VPSRLVW        Y24, Y4, Y4; \
+	VPANDD         Y21, Y4, Y4; \
+	VPSRLW         $2, Y5, Y5; \
+	VPTERNLOGD     $0xf8, Y14, Y5, Y4
+
+// K4MINS adds dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1) of the block at (base)
+// to minacc and sets Z8 to d·d_a, broadcast. Clobbers Y5-Y7.
+#define K4MINS(base, minacc) \
+	VPERMW       Y4, Y20, Y5; \
+	VPMADDWD     (BX), Y5, Y5; \
+	VCVTDQ2PS    Y5, Y5; \
+	VCVTPH2PS    (base), X6; \
+	VMULPS.BCST  (DX), X6, X6; \
+	VBROADCASTSS X6, Z8; \
+	VMOVSHDUP    X6, X7; \
+	VBROADCASTSS X7, Y7; \
+	VFMADD231PS  Y5, Y7, minacc
+
+// K4QUANTS sets Z2 to the 64 quants of a K-quant chunk from its 32 qs
+// bytes at off(base): the low nibbles, then the high ones. Z15 holds 0x0f
+// bytes. Clobbers Z3.
+#define K4QUANTS(base, off) \
+	VMOVDQU      off(base), Y2; \
+	VPSRLW       $4, Y2, Y3; \
+	VINSERTI64X4 $1, Y3, Z2, Z2; \
+	VPANDD       Z15, Z2, Z2
+
+// KDOT multiplies the 64 quants of chunk j in Z2 by the activations 64j..
+// and adds them, scales 2j and 2j+1 applied (from Y4 by k4Perm vector
+// perm), to acc. Clobbers Z2, Z3.
+#define KDOT(j, perm, acc) \
+	VPMADDUBSW (64*j)(DI), Z2, Z2; \
+	VPERMW     Z4, perm, Z3; \
+	VPDPWSSD   Z3, Z2, acc
+
+// K4CHUNK multiplies chunk j of a Q4_K block (qs at 16) into acc.
+#define K4CHUNK(base, j, perm, acc) \
+	K4QUANTS(base, 16+32*j); \
+	KDOT(j, perm, acc)
+
+// K5CHUNK multiplies chunk j of a Q5_K block (qs at 48) into acc: Z12
+// holds its qh bytes (at 16) as [qh, qh>>1], so bit 2j of each byte,
+// moved to bit 4, is the fifth bit of the low then the high nibbles'
+// values. Z13 holds 0x10 bytes. Clobbers Z5.
+#define K5CHUNK(base, j, perm, acc) \
+	K4QUANTS(base, 48+32*j); \
+	VPSRLW     $(2*j), Z12, Z5; \
+	VPSLLW     $4, Z5, Z5; \
+	VPTERNLOGD $0xf8, Z13, Z5, Z2; \
+	KDOT(j, perm, acc)
+
+// K45SETUP loads the Q4_K/Q5_K kernels' arguments and constants.
+#define K45SETUP \
+	MOVQ      w+0(FP), SI; \
+	MOVQ      nrows+40(FP), R12; \
+	MOVQ      out+48(FP), R13; \
+	BCASTD(0x0f0f0f0f, Z15); \
+	BCASTD(0x30303030, Z14); \
+	BCASTD(0x10101010, Z13); \
+	VMOVDQU64 k4Perm<>+0(SB), Z16; \
+	VMOVDQU64 k4Perm<>+64(SB), Z17; \
+	VMOVDQU64 k4Perm<>+128(SB), Z18; \
+	VMOVDQU64 k4Perm<>+192(SB), Z19; \
+	VMOVDQU64 k4MinDup<>(SB), Y20; \
+	VMOVDQU64 k4Mask<>(SB), Y21; \
+	VMOVDQU64 k4Lo<>(SB), Y22; \
+	VMOVDQU64 k4Hi<>(SB), Y23; \
+	VMOVDQU64 k4Shift<>(SB), Y24
+
+// K45BLOCK multiplies the Q4_K or Q5_K block at (base) by the
+// activations (DI, DX, BX) into acc, its minimums' terms into minacc:
+// PREP (the Q5_K fifth bits, or nothing), the scales and minimums, then
+// four chunks of CHUNK. Clobbers Z2-Z10 (and Z12 for Q5_K).
+#define K45BLOCK(PREP, CHUNK, base, acc, minacc) \
+	PREP(base); \
+	K4UNPACK(base); \
+	K4MINS(base, minacc); \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	CHUNK(base, 0, Z16, Z9); \
+	CHUNK(base, 1, Z17, Z10); \
+	CHUNK(base, 2, Z18, Z9); \
+	CHUNK(base, 3, Z19, Z10); \
+	VPADDD      Z10, Z9, Z9; \
+	VCVTDQ2PS   Z9, Z9; \
+	VFMADD231PS Z9, Z8, acc
+
+#define NOPREP(base)
+
+// Q5PREP sets Z12 to the qh bytes of the Q5_K block at (base) as [qh,
+// qh>>1].
+#define Q5PREP(base) \
+	VMOVDQU      16(base), Y12; \
+	VPSRLW       $1, Y12, Y5; \
+	VINSERTI64X4 $1, Y5, Z12, Z12
+
+#define Q4KBLOCK(base, acc, minacc) K45BLOCK(NOPREP, K4CHUNK, base, acc, minacc)
+#define Q5KBLOCK(base, acc, minacc) K45BLOCK(Q5PREP, K5CHUNK, base, acc, minacc)
+
+// func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+// is dotQ4KAVX (per block d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·bsums)
+// with the scales unpacked in vector registers, 64 quants per register,
+// and VPDPWSSD applying the scales.
+TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-56
+	K45SETUP
+	KROWS(Q4KBLOCK, 144)
+	RET
+
+// func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+// is dotQ4KAVX512 with five-bit quants: qs at 48, the fifth bits at 16.
+TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
+	K45SETUP
+	KROWS(Q5KBLOCK, 176)
+	RET
+
+// The dequantizers below decode whole blocks into float32, bit for bit as
+// dequantGo does: the same conversions, and the same products rounded in
+// the same order, never fused.
+
+// func dequantF16AVX512(src *byte, dst *float32, n int)
+// sets dst[0:n] to the F16 values at src; n is a multiple of 16, at
+// least 16.
+TEXT ·dequantF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+
+f16dq:
+	VCVTPH2PS (SI), Z0
+	VMOVUPS   Z0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	SUBQ      $16, CX
+	JNZ       f16dq
+	VZEROUPPER
+	RET
+
+// func dequantBF16AVX512(src *byte, dst *float32, n int)
+// sets dst[0:n] to the BF16 values at src (each the top half of a
+// float32); n is a multiple of 16, at least 16.
+TEXT ·dequantBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+
+bf16dq:
+	VPMOVZXWD (SI), Z0
+	VPSLLD    $16, Z0, Z0
+	VMOVDQU32 Z0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	SUBQ      $16, CX
+	JNZ       bf16dq
+	VZEROUPPER
+	RET
+
+// DQSCALED stores the int32s in zreg, converted to float and multiplied by
+// the float at saddr (broadcast), to off(DI).
+#define DQSCALED(zreg, saddr, off) \
+	VCVTDQ2PS   zreg, zreg; \
+	VMULPS.BCST saddr, zreg, zreg; \
+	VMOVUPS     zreg, off(DI)
+
+// func dequantQ8_0AVX512(src *byte, dst *float32, nb int)
+// sets dst[0:32nb] to the values of the nb Q8_0 blocks at src: d·q.
+TEXT ·dequantQ8_0AVX512(SB), NOSPLIT, $16-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ nb+16(FP), CX
+
+q8dq:
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X1
+	VCVTPH2PS X1, X1
+	VMOVSS    X1, 0(SP)
+	VPMOVSXBD 2(SI), Z2
+	VPMOVSXBD 18(SI), Z3
+	DQSCALED(Z2, 0(SP), 0)
+	DQSCALED(Z3, 0(SP), 64)
+	ADDQ      $34, SI
+	ADDQ      $128, DI
+	DECQ      CX
+	JNZ       q8dq
+	VZEROUPPER
+	RET
+
+// Q6GROUP stores values 16k..16k+15 of a Q6_K block, quants minus 32 in
+// lane group g of zreg, times their scale's d·sc (at 4k(SP)).
+#define Q6GROUP(zreg, g, k) \
+	VEXTRACTI32X4 $g, zreg, X7; \
+	VPMOVSXBD     X7, Z7; \
+	DQSCALED(Z7, (4*(k))(SP), 64*(k))
+
+// Q6DQHALF stores the 128 values of half h of a Q6_K block. Z13 holds
+// 32s as bytes.
+#define Q6DQHALF(h) \
+	Q6BITS(SI, h); \
+	VPSUBB Z13, Z4, Z4; \
+	VPSUBB Z13, Z2, Z2; \
+	Q6GROUP(Z4, 0, 8*h); \
+	Q6GROUP(Z4, 1, 8*h+1); \
+	Q6GROUP(Z4, 2, 8*h+2); \
+	Q6GROUP(Z4, 3, 8*h+3); \
+	Q6GROUP(Z2, 0, 8*h+4); \
+	Q6GROUP(Z2, 1, 8*h+5); \
+	Q6GROUP(Z2, 2, 8*h+6); \
+	Q6GROUP(Z2, 3, 8*h+7)
+
+// func dequantQ6KAVX512(src *byte, dst *float32, nb int)
+// sets dst[0:256nb] to the values of the nb Q6_K blocks at src: value j
+// = (d·sc[j/16])·(q − 32), the sixteen d·sc kept on the stack for
+// broadcasting.
+TEXT ·dequantQ6KAVX512(SB), NOSPLIT, $64-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ nb+16(FP), CX
+	BCASTD(0x0f0f0f0f, Z15)
+	BCASTD(0x30303030, Z14)
+	BCASTD(0x20202020, Z13)
+
+q6dq:
+	VPMOVSXBD    192(SI), Z5
+	VCVTDQ2PS    Z5, Z5
+	MOVWLZX      208(SI), AX
+	VMOVD        AX, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Z6
+	VMULPS       Z5, Z6, Z5
+	VMOVUPS      Z5, 0(SP)
+	Q6DQHALF(0)
+	Q6DQHALF(1)
+	ADDQ         $210, SI
+	ADDQ         $1024, DI
+	DECQ         CX
+	JNZ          q6dq
+	VZEROUPPER
+	RET
+
+// Q4DQ16 stores 16 values of sub-block j of a Q4_K block, their quants
+// the int32s in zreg, as d_j·q − m_j (d_j at 4j(SP), m_j at 32+4j(SP))
+// to off(DI).
+#define Q4DQ16(zreg, j, off) \
+	VCVTDQ2PS   zreg, zreg; \
+	VMULPS.BCST (4*(j))(SP), zreg, zreg; \
+	VSUBPS.BCST (32+4*(j))(SP), zreg, zreg; \
+	VMOVUPS     zreg, off(DI)
+
+// K45DQCHUNK stores the 64 values of chunk i of a Q4_K or Q5_K block (32
+// qs bytes at qsoff+32i: sub-block 2i in the low nibbles, 2i+1 in the
+// high), 16 qs bytes at a time, FIFTH(i) adding Q5_K's fifth bits. Z15
+// holds 0x0f bytes.
+#define K45DQCHUNK(i, qsoff, FIFTH) \
+	VPMOVZXBD (qsoff+32*i)(SI), Z8; \
+	VPMOVZXBD (qsoff+16+32*i)(SI), Z9; \
+	VPSRLD    $4, Z8, Z10; \
+	VPSRLD    $4, Z9, Z11; \
+	VPANDD    Z15, Z8, Z8; \
+	VPANDD    Z15, Z9, Z9; \
+	FIFTH(i); \
+	Q4DQ16(Z8, 2*i, 256*i); \
+	Q4DQ16(Z9, 2*i, 256*i+64); \
+	Q4DQ16(Z10, 2*i+1, 256*i+128); \
+	Q4DQ16(Z11, 2*i+1, 256*i+192)
+
+#define NOFIFTH(i)
+
+// Q5FIFTH ORs into chunk i's quants (Z8-Z11, as K45DQCHUNK splits them)
+// their fifth bits: bits 2i (low nibbles) and 2i+1 (high) of the qh
+// bytes at 16, one per value l of the 32, moved to bit 4. Z20 holds
+// 0x10 as int32s. Clobbers Z5, Z12, Z13.
+#define Q5FIFTH(i) \
+	VPMOVZXBD  16(SI), Z12; \
+	VPMOVZXBD  32(SI), Z13; \
+	VPSRLD     $(2*i), Z12, Z12; \
+	VPSRLD     $(2*i), Z13, Z13; \
+	VPSLLD     $4, Z12, Z5; \
+	VPTERNLOGD $0xf8, Z20, Z5, Z8; \
+	VPSLLD     $4, Z13, Z5; \
+	VPTERNLOGD $0xf8, Z20, Z5, Z9; \
+	VPSLLD     $3, Z12, Z5; \
+	VPTERNLOGD $0xf8, Z20, Z5, Z10; \
+	VPSLLD     $3, Z13, Z5; \
+	VPTERNLOGD $0xf8, Z20, Z5, Z11
+
+// K45DQ is the block loop of the Q4_K and Q5_K dequantizers: value j =
+// (d·sc_s)·q − dmin·m_s for its sub-block s = j/32, the eight d·sc_s and
+// dmin·m_s kept on the stack for broadcasting.
+#define K45DQ(qsoff, FIFTH, bsize) \
+	MOVQ      src+0(FP), SI; \
+	MOVQ      dst+8(FP), DI; \
+	MOVQ      nb+16(FP), CX; \
+	BCASTD(0x0f0f0f0f, Z15); \
+	BCASTD(0x30303030, Z14); \
+	BCASTD(0x10, Z20); \
+	VMOVDQU64 k4Mask<>(SB), Y21; \
+	VMOVDQU64 k4Lo<>(SB), Y22; \
+	VMOVDQU64 k4Hi<>(SB), Y23; \
+	VMOVDQU64 k4Shift<>(SB), Y24; \
+	HIGHHALF; \
+block: \
+	K4UNPACK(SI); \
+	VPMOVZXWD    Y4, Z5; \
+	VCVTDQ2PS    Z5, Z5; \
+	VCVTPH2PS    (SI), X6; \
+	VBROADCASTSS X6, Z7; \
+	VMOVSHDUP    X6, X6; \
+	VBROADCASTSS X6, K2, Z7; \
+	VMULPS       Z5, Z7, Z5; \
+	VMOVUPS      Z5, 0(SP); \
+	K45DQCHUNK(0, qsoff, FIFTH); \
+	K45DQCHUNK(1, qsoff, FIFTH); \
+	K45DQCHUNK(2, qsoff, FIFTH); \
+	K45DQCHUNK(3, qsoff, FIFTH); \
+	ADDQ         $bsize, SI; \
+	ADDQ         $1024, DI; \
+	DECQ         CX; \
+	JNZ          block; \
+	VZEROUPPER
+
+// func dequantQ4KAVX512(src *byte, dst *float32, nb int)
+// sets dst[0:256nb] to the values of the nb Q4_K blocks at src.
+TEXT ·dequantQ4KAVX512(SB), NOSPLIT, $64-24
+	K45DQ(16, NOFIFTH, 144)
+	RET
+
+// func dequantQ5KAVX512(src *byte, dst *float32, nb int)
+// sets dst[0:256nb] to the values of the nb Q5_K blocks at src.
+TEXT ·dequantQ5KAVX512(SB), NOSPLIT, $64-24
+	K45DQ(48, Q5FIFTH, 176)
+	RET
+
+// LEGACYDQ is the block loop of the Q4_0 ... Q5_1 dequantizers: value j
+// = d·(q − off) + m, the quants' low nibbles (values 0-15) and high ones
+// (16-31) of the 16 qs bytes at qsoff, QH adding the fifth bits, Z12 the
+// offset as int32s, MIN setting Z3 to m (or +0, which still turns a −0
+// product into +0 as the Go decoder's + m does).
+#define LEGACYDQ(qsoff, QH, MIN, bsize) \
+	MOVQ     src+0(FP), SI; \
+	MOVQ     dst+8(FP), DI; \
+	MOVQ     nb+16(FP), CX; \
+	BCASTD(0x0f0f0f0f, Z15); \
+	BCASTD(0x10, Z20); \
+	VPXORD   Z3, Z3, Z3; \
+block: \
+	VCVTPH2PS    (SI), X1; \
+	VBROADCASTSS X1, Z2; \
+	MIN; \
+	VPMOVZXBD    qsoff(SI), Z8; \
+	VPSRLD       $4, Z8, Z9; \
+	VPANDD       Z15, Z8, Z8; \
+	QH; \
+	VPSUBD       Z12, Z8, Z8; \
+	VPSUBD       Z12, Z9, Z9; \
+	VCVTDQ2PS    Z8, Z8; \
+	VCVTDQ2PS    Z9, Z9; \
+	VMULPS       Z8, Z2, Z8; \
+	VMULPS       Z9, Z2, Z9; \
+	VADDPS       Z3, Z8, Z8; \
+	VADDPS       Z3, Z9, Z9; \
+	VMOVUPS      Z8, (DI); \
+	VMOVUPS      Z9, 64(DI); \
+	ADDQ         $bsize, SI; \
+	ADDQ         $128, DI; \
+	DECQ         CX; \
+	JNZ          block; \
+	VZEROUPPER
+
+#define NOQH
+#define NOMIN
+
+// MINHALF sets Z3 to the block's minimum, the second half (in X1).
+#define MINHALF \
+	VMOVSHDUP    X1, X3; \
+	VBROADCASTSS X3, Z3
+
+// QHAT(off) ORs the fifth bits, the little-endian uint32 at off(SI) (bit
+// j for value j), into Z8 (values 0-15) and Z9 (16-31) as 0x10s (Z20).
+#define QHAT(off) \
+	MOVL     off(SI), AX; \
+	KMOVD    AX, K1; \
+	KSHIFTRD $16, K1, K3; \
+	VPORD    Z20, Z8, K1, Z8; \
+	VPORD    Z20, Z9, K3, Z9
+
+#define QH2 QHAT(2)
+#define QH4 QHAT(4)
+
+// LEGACYOFF sets Z12 to the quants' offset c as int32s.
+#define LEGACYOFF(c) \
+	MOVL         $c, AX; \
+	VPBROADCASTD AX, Z12
+
+// func dequantQ4_0AVX512(src *byte, dst *float32, nb int)
+// sets dst[0:32nb] to the values of the nb Q4_0 blocks at src.
+TEXT ·dequantQ4_0AVX512(SB), NOSPLIT, $0-24
+	LEGACYOFF(8)
+	LEGACYDQ(2, NOQH, NOMIN, 18)
+	RET
+
+// func dequantQ4_1AVX512(src *byte, dst *float32, nb int)
+// sets dst[0:32nb] to the values of the nb Q4_1 blocks at src.
+TEXT ·dequantQ4_1AVX512(SB), NOSPLIT, $0-24
+	LEGACYOFF(0)
+	LEGACYDQ(4, NOQH, MINHALF, 20)
+	RET
+
+// func dequantQ5_0AVX512(src *byte, dst *float32, nb int)
+// sets dst[0:32nb] to the values of the nb Q5_0 blocks at src.
+TEXT ·dequantQ5_0AVX512(SB), NOSPLIT, $0-24
+	LEGACYOFF(16)
+	LEGACYDQ(6, QH2, NOMIN, 22)
+	RET
+
+// func dequantQ5_1AVX512(src *byte, dst *float32, nb int)
+// sets dst[0:32nb] to the values of the nb Q5_1 blocks at src.
+TEXT ·dequantQ5_1AVX512(SB), NOSPLIT, $0-24
+	LEGACYOFF(0)
+	LEGACYDQ(8, QH4, MINHALF, 24)
+	RET
