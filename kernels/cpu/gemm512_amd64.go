@@ -1,0 +1,59 @@
+//go:build !purego
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+//go:noescape
+func gemm4x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask uint16)
+
+//go:noescape
+func gemm1x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask uint16)
+
+// useAVX512 selects the AVX-512 GEMM kernels. It is true when the CPU has
+// AVX-512F (and AVX2 and FMA) and the OS saves the ZMM and opmask
+// registers; tests turn it off to check the AVX2 and pure-Go kernels on
+// the same machine.
+var useAVX512 = haveAVX512()
+
+// haveAVX512 reports whether this build and CPU can run the AVX-512
+// kernels.
+func haveAVX512() bool { return cpu.X86.HasAVX512F && hasAVX2FMA() }
+
+// gemmBlockBytes is the size of the block of b rows that every 4-row panel
+// of a passes over before the next block starts: it stays in L2 while
+// the panel (4·k floats) stays in L1.
+const gemmBlockBytes = 256 << 10
+
+// simdGemm computes gemm's product with the AVX-512 kernels and reports
+// whether it did: false when they are off or n < 6 (narrower than one
+// tile).
+func simdGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int) bool {
+	if !useAVX512 || n < 6 || m <= 0 || k <= 0 {
+		return false
+	}
+	kmask := uint16(1)<<(k%16) - 1
+	nb := max(6, gemmBlockBytes/(4*k)/6*6)
+	for j0 := 0; j0 < n; j0 += nb {
+		j1 := min(j0+nb, n)
+		for i := 0; i < m; i += 4 {
+			rows := min(4, m-i)
+			for j := j0; j < j1; j += 6 {
+				// A last tile narrower than six columns moves left onto
+				// columns already done and stores only its new ones.
+				jj := min(j, n-6)
+				cmask := uint16(0x3f<<(j-jj)) & 0x3f
+				// Bounds checks the assembly relies on.
+				_, _, _ = a[(i+rows-1)*lda+k-1], b[(jj+5)*ldb+k-1], c[(i+rows-1)*ldc+jj+5]
+				if rows == 4 {
+					gemm4x6AVX512(&a[i*lda], lda, &b[jj*ldb], ldb, k, &c[i*ldc+jj], ldc, kmask, cmask)
+					continue
+				}
+				for r := i; r < i+rows; r++ {
+					gemm1x6AVX512(&a[r*lda], lda, &b[jj*ldb], ldb, k, &c[r*ldc+jj], ldc, kmask, cmask)
+				}
+			}
+		}
+	}
+	return true
+}
