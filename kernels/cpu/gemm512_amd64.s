@@ -9,7 +9,9 @@
 // once k is done. Lengths are in float32 elements, leading dimensions in
 // elements. kmask has the low k%16 bits set (the lanes of the last,
 // partial block of k; 0 when k is a multiple of 16); cmask has a bit for
-// each of the six columns of the tile to store.
+// each of the six columns of the tile to store; amask has the bits of
+// cmask where the kernel adds its sums to c (a later block of k) rather
+// than overwriting it, none to overwrite.
 
 // The order of the six sums of a row after REDUCE6, as lanes of its
 // register: VPERMPS gathers them into lanes 0 to 5.
@@ -84,10 +86,11 @@ GLOBL reduce6perm<>(SB), RODATA|NOPTR, $64
 	VADDPS t, x, x
 
 // REDUCE6 stores the sums of the 16 lanes of each of v0-v5 as six
-// consecutive floats at dst, those of mask km: a transpose-style tree
-// that halves the lanes per sum while doubling the sums per register.
-// perm holds reduce6perm; it clobbers v0-v5 and t.
-#define REDUCE6(v0, v1, v2, v3, v4, v5, t, perm, km, dst) \
+// consecutive floats at dst, those of mask km, plus the floats there of
+// mask ka: a transpose-style tree that halves the lanes per sum while
+// doubling the sums per register. perm holds reduce6perm; it clobbers
+// v0-v5 and t.
+#define REDUCE6(v0, v1, v2, v3, v4, v5, t, perm, km, ka, dst) \
 	FOLD2($0x44, $0xEE, v1, v0, t); \
 	FOLD2($0x44, $0xEE, v3, v2, t); \
 	FOLD2($0x44, $0xEE, v5, v4, t); \
@@ -99,6 +102,8 @@ GLOBL reduce6perm<>(SB), RODATA|NOPTR, $64
 	VPERMILPS $0x4E, v0, t; \
 	VADDPS t, v0, v0; \
 	VPERMPS v0, perm, v0; \
+	VMOVUPS.Z dst, ka, t; \
+	VADDPS t, v0, v0; \
 	VMOVUPS v0, km, dst
 
 // ZERO6 clears six accumulators.
@@ -132,10 +137,10 @@ GLOBL reduce6perm<>(SB), RODATA|NOPTR, $64
 	ANDQ $-16, BX; \
 	SHLQ $2, BX
 
-// func gemm4x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask uint16)
-// sets c[i*ldc+j] = sum over p < k of a[i*lda+p]*b[j*ldb+p] for i < 4 and
-// the columns j < 6 that cmask names.
-TEXT ·gemm4x6AVX512(SB), NOSPLIT, $0-60
+// func gemm4x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
+// sets c[i*ldc+j] (adds to it, where amask says) the sum over p < k of
+// a[i*lda+p]*b[j*ldb+p] for i < 4 and the columns j < 6 that cmask names.
+TEXT ·gemm4x6AVX512(SB), NOSPLIT, $0-62
 	MOVQ a+0(FP), SI
 	MOVQ lda+8(FP), BX
 	SHLQ $2, BX
@@ -167,23 +172,24 @@ sum4x6:
 	MOVQ ldc+48(FP), CX
 	SHLQ $2, CX
 	KMOVW cmask+58(FP), K3
+	KMOVW amask+60(FP), K4
 	VMOVUPS reduce6perm<>(SB), Z31
-	REDUCE6(Z0, Z1, Z2, Z3, Z4, Z5, Z24, Z31, K3, (DX))
+	REDUCE6(Z0, Z1, Z2, Z3, Z4, Z5, Z24, Z31, K3, K4, (DX))
 	ADDQ CX, DX
-	REDUCE6(Z6, Z7, Z8, Z9, Z10, Z11, Z24, Z31, K3, (DX))
+	REDUCE6(Z6, Z7, Z8, Z9, Z10, Z11, Z24, Z31, K3, K4, (DX))
 	ADDQ CX, DX
-	REDUCE6(Z12, Z13, Z14, Z15, Z16, Z17, Z24, Z31, K3, (DX))
+	REDUCE6(Z12, Z13, Z14, Z15, Z16, Z17, Z24, Z31, K3, K4, (DX))
 	ADDQ CX, DX
-	REDUCE6(Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z31, K3, (DX))
+	REDUCE6(Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z31, K3, K4, (DX))
 	VZEROUPPER
 	RET
 
-// func gemm1x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask uint16)
-// sets c[j] = sum over p < k of a[p]*b[j*ldb+p] for the columns j < 6
-// that cmask names (lda and ldc are unused: the arguments are those of
+// func gemm1x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
+// sets c[j] (adds to it, where amask says) the sum over p < k of
+// a[p]*b[j*ldb+p] for the columns j < 6 that cmask names (lda and ldc are unused: the arguments are those of
 // gemm4x6AVX512). It alternates two sets of accumulators over blocks of
 // k so a matrix-vector product is not bound by FMA latency.
-TEXT ·gemm1x6AVX512(SB), NOSPLIT, $0-60
+TEXT ·gemm1x6AVX512(SB), NOSPLIT, $0-62
 	MOVQ a+0(FP), SI
 	BROWS6
 	KMASKS
@@ -221,7 +227,8 @@ sum1x6:
 	VADDPS Z11, Z5, Z5
 	MOVQ c+40(FP), DX
 	KMOVW cmask+58(FP), K3
+	KMOVW amask+60(FP), K4
 	VMOVUPS reduce6perm<>(SB), Z31
-	REDUCE6(Z0, Z1, Z2, Z3, Z4, Z5, Z24, Z31, K3, (DX))
+	REDUCE6(Z0, Z1, Z2, Z3, Z4, Z5, Z24, Z31, K3, K4, (DX))
 	VZEROUPPER
 	RET
