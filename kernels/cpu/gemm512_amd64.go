@@ -41,7 +41,10 @@ func simdGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, 
 	if !useAVX512 || n < 6 || m <= 0 || k <= 0 {
 		return false
 	}
-	parts := (k + gemmKBlock - 1) / gemmKBlock
+	parts := 1
+	if m >= 4 { // fewer rows have no a panel to keep in L1
+		parts = (k + gemmKBlock - 1) / gemmKBlock
+	}
 	kc := ((k+parts-1)/parts + 15) &^ 15 // k of every block but the last
 	nb := max(6, gemmBlockBytes/(4*kc)/6*6)
 	for j0 := 0; j0 < n; j0 += nb {
