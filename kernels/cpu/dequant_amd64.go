@@ -1,0 +1,45 @@
+//go:build !purego
+
+package cpu
+
+import "github.com/prefixd/prefixd/kernels"
+
+//go:noescape
+func dequantF16AVX512(dst *float32, src *byte, n16 int)
+
+//go:noescape
+func dequantBF16AVX512(dst *float32, src *byte, n16 int)
+
+//go:noescape
+func dequantQ8_0AVX512(dst *float32, src *byte, nb int)
+
+// simdDequant sets dst to the values of the weight row src of type t with
+// the AVX-512 converters and reports whether it did: false when they are
+// off, t is not F16, BF16 or Q8_0, or the lengths are not whole blocks of
+// t (16 values for F16 and BF16) that match, for quant.Dequantize to
+// handle or report.
+func simdDequant(t kernels.DType, dst []float32, src []byte) bool {
+	n := len(dst)
+	if !useAVX512 || n == 0 {
+		return false
+	}
+	switch t {
+	case kernels.F16, kernels.BF16:
+		if n%16 != 0 || len(src) != 2*n {
+			return false
+		}
+		if t == kernels.F16 {
+			dequantF16AVX512(&dst[0], &src[0], n/16)
+		} else {
+			dequantBF16AVX512(&dst[0], &src[0], n/16)
+		}
+	case kernels.Q8_0:
+		if n%32 != 0 || len(src) != n/32*34 {
+			return false
+		}
+		dequantQ8_0AVX512(&dst[0], &src[0], n/32)
+	default:
+		return false
+	}
+	return true
+}
