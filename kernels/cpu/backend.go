@@ -184,14 +184,15 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Weight) {
 // matMul sets dst = x·Wᵀ for rows rows of x: F32 weights through this
 // package's GEMM (its results are those of every earlier release); other
 // types through kernels/quant on the weights as uploaded, or, for
-// gemmRows rows and more (prefill), through the GEMM on float32 groups of
-// their rows.
+// gemmRows(type) rows and more (a prefill chunk, or a decode batch where
+// the type dequantizes fast), through the GEMM on float32 groups of their
+// rows.
 func (b *Backend) matMul(dst, x []float32, m *weight, rows int) {
 	switch {
 	case m.t.Type == kernels.F32:
 		MatMul(b.w, dst, x, m.f, rows, m.rows, m.cols)
 		return
-	case rows >= gemmRows:
+	case rows >= gemmRows(m.t.Type):
 		b.deqMatMul(dst, x, m.t, rows)
 		return
 	}

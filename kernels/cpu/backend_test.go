@@ -198,9 +198,9 @@ func TestBackendQuantizedWeights(t *testing.T) {
 			}
 			checkProduct(t, "Logits", logits, wantNorm, matF, 1, out, in, float)
 
-			// A prefill chunk (gemmRows rows or more) multiplies float32
+			// A prefill chunk (gemmRows(typ) rows or more) multiplies float32
 			// groups of the dequantized rows: float32 rounding only.
-			long := make([]int32, gemmRows+5)
+			long := make([]int32, gemmRows(typ)+5)
 			for i := range long {
 				long[i] = int32(i % vocab)
 			}

@@ -20,7 +20,7 @@ func dequantQ8_0AVX512(dst *float32, src *byte, nb int)
 // handle or report.
 func simdDequant(t kernels.DType, dst []float32, src []byte) bool {
 	n := len(dst)
-	if !useAVX512 || n == 0 {
+	if !simdDequantType(t) || n == 0 {
 		return false
 	}
 	switch t {
@@ -38,8 +38,11 @@ func simdDequant(t kernels.DType, dst []float32, src []byte) bool {
 			return false
 		}
 		dequantQ8_0AVX512(&dst[0], &src[0], n/32)
-	default:
-		return false
 	}
 	return true
+}
+
+// simdDequantType reports whether simdDequant converts rows of type t.
+func simdDequantType(t kernels.DType) bool {
+	return useAVX512 && (t == kernels.F16 || t == kernels.BF16 || t == kernels.Q8_0)
 }

@@ -7,18 +7,37 @@ import (
 	"github.com/prefixd/prefixd/kernels/quant"
 )
 
-// gemmRows is the least activation rows (a prefill chunk) for which a
-// product on weights of another type than F32 dequantizes them into
-// float32, a group of rows at a time, and runs this package's GEMM: its
-// register tiles reuse each weight row across three activation rows,
-// which kernels/quant's row-at-a-time products (built for decode) do not,
-// and the dequantization is paid once for all the rows. Below it, the
-// integer products of kernels/quant stream the quantized bytes.
-const gemmRows = 16
+// gemmRows is the least activation rows for which a product on weights
+// of type t (not F32) dequantizes them into float32, a group of rows at a
+// time, and runs this package's GEMM: its register tiles reuse each
+// weight row across four activation rows, which kernels/quant's
+// row-at-a-time products (built for decode) do not, and the
+// dequantization is paid once for all the rows. Below it, the integer
+// products of kernels/quant stream the quantized bytes. The crossover
+// depends on how fast t dequantizes. Measured with
+// BenchmarkQuantizedMatMul (2048×768, 2 workers on a loaded 2-core Zen 5;
+// GFLOP/s of the GEMM path against kernels/quant's):
+//   - F16, BF16, Q8_0 with the AVX-512 converters: 4 rows (F16 72 vs 57,
+//     Q8_0 62-76 vs 59-67; 3 rows about even; 16 rows 143 vs 57 and 156
+//     vs 76);
+//   - Q6_K, whose scalar dequantization is the slowest: 128 rows (64 rows
+//     46 vs 86, 128 about even, 256 96 vs 76);
+//   - the others, dequantized by scalar loops at about 1 Gvalue/s: 64 rows
+//     (Q4_K 91 vs 87 at 64, 122 vs 86 at 128).
+func gemmRows(t kernels.DType) int {
+	switch {
+	case simdDequantType(t):
+		return 4
+	case t == kernels.Q6_K:
+		return 128
+	}
+	return 64
+}
 
-// deqGroup is how many weight rows a worker dequantizes at a time: 64 rows
-// of a 4096-wide matrix are 1 MiB of float32, in cache for the GEMM that
-// reads them at once.
+// deqGroup is how many weight rows a worker dequantizes at a time: 96
+// rows of a 768-wide matrix are 288 KiB of float32, in L2 for the GEMM
+// that reads them at once, and a multiple of its tiles' six columns.
+// Groups of 48 measured up to 20% slower, 12 or 24 slower still.
 const deqGroup = 96
 
 // deqGemm is one product on dequantized weight groups; run is a part.
@@ -69,8 +88,8 @@ func (b *Backend) deqMatMul(c, a []float32, w kernels.Tensor, m int) {
 // dequantRow sets dst to the values of the weight row src of type t:
 // through the AVX-512 converters for F16, BF16 and Q8_0 where the CPU has
 // them (30 to 40 Gvalues/s a Zen 5 core, against about 1 for
-// quant.Dequantize's scalar loops, and
-// equal to its results), else through quant.Dequantize.
+// quant.Dequantize's scalar loops, and equal to its results), else
+// through quant.Dequantize.
 func dequantRow(t kernels.DType, dst []float32, src []byte) error {
 	if simdDequant(t, dst, src) {
 		return nil

@@ -5,6 +5,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/prefixd/prefixd/kernels"
+	"github.com/prefixd/prefixd/kernels/quant"
 )
 
 // TestGemmMatchesFloat64 checks gemm against a float64 reference on every
@@ -78,6 +81,47 @@ func BenchmarkGemm(b *testing.B) {
 					useAVX512 = kern.name == "avx512"
 					for b.Loop() {
 						gemm(c, n, a, k, bm, k, m, n, k)
+					}
+					b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkQuantizedMatMul compares, per weight type and activation rows,
+// the two paths of a product on weights other than F32: kernels/quant's
+// products on the weights as uploaded, and dequantizing groups of rows
+// for gemm. gemmRows is where the second starts to win. The weight is the
+// 2048×768 of a 110M-class model's FFN.
+func BenchmarkQuantizedMatMul(b *testing.B) {
+	const n, k = 2048, 768
+	w := NewWorkers(0)
+	defer w.Close()
+	r := rand.New(rand.NewPCG(9, 9))
+	wf := randVec(r, n*k)
+	for _, typ := range []kernels.DType{kernels.F16, kernels.Q8_0, kernels.Q4_K, kernels.Q6_K} {
+		rowBytes, err := typ.RowSize(k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wt := kernels.Tensor{Type: typ, Rows: n, Cols: k, Data: make([]byte, n*rowBytes)}
+		for i := range n {
+			if err := quant.Quantize(typ, wt.Row(i), wf[i*k:(i+1)*k]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		be := NewBackend(w)
+		for _, m := range []int{1, 2, 3, 4, 8, 16, 32, 64, 128, 256} {
+			a, c := randVec(r, m*k), make([]float32, m*n)
+			for _, path := range []string{"quant", "gemm"} {
+				b.Run(fmt.Sprintf("%v/m%d/%s", typ, m, path), func(b *testing.B) {
+					for b.Loop() {
+						if path == "gemm" {
+							be.deqMatMul(c, a, wt, m)
+						} else if err := be.q.MatMul(c, a, wt.Data, typ, m, n, k); err != nil {
+							b.Fatal(err)
+						}
 					}
 					b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				})

@@ -35,3 +35,5 @@ func simdGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, 
 }
 
 func simdDequant(t kernels.DType, dst []float32, src []byte) bool { return false }
+
+func simdDequantType(t kernels.DType) bool { return false }
