@@ -67,7 +67,8 @@ func rope(x []float32, pos, nHeads, headDim int, theta float32, layout kernels.R
 func SwiGLU(out, gate, up []float32) {
 	up = up[:len(gate)]
 	out = out[:len(gate)]
-	for i, g := range gate {
+	for i := simdSwiGLU(out, gate, up); i < len(gate); i++ {
+		g := gate[i]
 		out[i] = g / (1 + expf(-g)) * up[i]
 	}
 }

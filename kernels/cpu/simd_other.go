@@ -21,6 +21,8 @@ func simdAccum(acc, w, v []float32, ldv int) int { return 0 }
 
 func simdExpSub(s []float32, m float32) (float32, int) { return 0, 0 }
 
+func simdSwiGLU(out, gate, up []float32) int { return 0 }
+
 func prefetch(p []float32, stride, rows, n int) {}
 
 // useAVX512 is always false in this build, like useAVX2.
