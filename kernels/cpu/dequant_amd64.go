@@ -21,9 +21,12 @@ func dequantQ8_0AVX512(dst *float32, src *byte, nb int)
 //go:noescape
 func dequantQ4KAVX512(dst *float32, src *byte, dm *float32, nb int)
 
+//go:noescape
+func dequantQ6KAVX512(dst *float32, src *byte, ds *float32, nb int)
+
 // simdDequant sets dst to the values of the weight row src of type t with
 // the AVX-512 converters and reports whether it did: false when they are
-// off, t is not F16, BF16, Q8_0 or Q4_K, or the lengths are not whole blocks of
+// off, t is not F16, BF16, Q8_0, Q4_K or Q6_K, or the lengths are not whole blocks of
 // t (16 values for F16 and BF16) that match, for quant.Dequantize to
 // handle or report.
 func simdDequant(t kernels.DType, dst []float32, src []byte) bool {
@@ -51,13 +54,36 @@ func simdDequant(t kernels.DType, dst []float32, src []byte) bool {
 			return false
 		}
 		dequantQ4K(dst, src)
+	case kernels.Q6_K:
+		if n%256 != 0 || len(src) != n/256*210 {
+			return false
+		}
+		dequantQ6K(dst, src)
 	}
 	return true
 }
 
-// q4kChunk is how many Q4_K blocks dequantQ4K unpacks the scales of per
-// assembly call.
+// q4kChunk is how many K-quant blocks dequantQ4K and dequantQ6K prepare
+// the scales of per assembly call.
 const q4kChunk = 32
+
+// dequantQ6K sets dst to the values of the whole Q6_K blocks src (lengths
+// checked): d·scale for each 16 values here, the quants in the assembly.
+func dequantQ6K(dst []float32, src []byte) {
+	var ds [q4kChunk * 16]float32
+	nb := len(src) / 210
+	for b0 := 0; b0 < nb; b0 += q4kChunk {
+		b1 := min(b0+q4kChunk, nb)
+		for b := b0; b < b1; b++ {
+			blk := src[b*210 : (b+1)*210]
+			d := quant.F16ToF32(binary.LittleEndian.Uint16(blk[208:]))
+			for i, sc := range blk[192:208] {
+				ds[(b-b0)*16+i] = d * float32(int8(sc))
+			}
+		}
+		dequantQ6KAVX512(&dst[b0*256], &src[b0*210], &ds[0], b1-b0)
+	}
+}
 
 // dequantQ4K sets dst to the values of the whole Q4_K blocks src (lengths
 // checked): the sub-block scales and minimums unpacked and multiplied by
@@ -94,5 +120,5 @@ func scaleMinK4(j int, s []byte) (sc, m uint8) {
 
 // simdDequantType reports whether simdDequant converts rows of type t.
 func simdDequantType(t kernels.DType) bool {
-	return useAVX512 && (t == kernels.F16 || t == kernels.BF16 || t == kernels.Q8_0 || t == kernels.Q4_K)
+	return useAVX512 && (t == kernels.F16 || t == kernels.BF16 || t == kernels.Q8_0 || t == kernels.Q4_K || t == kernels.Q6_K)
 }

@@ -6,7 +6,7 @@
 // path; they need AVX-512F, and dequant_amd64.go calls them only when the
 // CPU and OS support it. Each value is the one quant.Dequantize computes:
 // a widening, for Q8_0 the single product d·q of exact factors, for Q4_K
-// the same product and difference in the same order.
+// and Q6_K the same products and differences in the same order.
 
 // func dequantF16AVX512(dst *float32, src *byte, n16 int)
 // sets dst[i] to the IEEE half src[2i:2i+2] (little-endian) for i <
@@ -122,5 +122,74 @@ chunkq4k:
 	JNZ          chunkq4k
 	DECQ         CX
 	JNZ          blockq4k
+	VZEROUPPER
+	RET
+
+// Q6OUT sets the 16 floats at yoff(DI) to D·(q − 32) for the 6-bit quants
+// in q (clobbered), D being the float at doff(R8).
+#define Q6OUT(q, doff, yoff) \
+	VPSUBD       Z10, q, q; \
+	VCVTDQ2PS    q, q; \
+	VBROADCASTSS doff(R8), Z7; \
+	VMULPS       Z7, q, q; \
+	VMOVUPS      q, yoff(DI)
+
+// Q6CHUNK dequantizes the 16 values l..l+15 of each quarter of one half of
+// a Q6_K block: their low nibbles in the 16 bytes at qloff(SI) (values l
+// and l+64) and qloff+32(SI) (l+32 and l+96), their top two bits in the
+// bit pairs of the 16 bytes at qhoff(SI); outputs at yoff(DI) and every
+// 128 bytes on, scales at doff(R8) and every 8 bytes on.
+#define Q6CHUNK(qloff, qhoff, yoff, doff) \
+	VPMOVZXBD qloff(SI), Z0; \
+	VPMOVZXBD qloff+32(SI), Z1; \
+	VPMOVZXBD qhoff(SI), Z2; \
+	VPSLLD    $4, Z2, Z3; \
+	VPANDD    Z9, Z3, Z3; \
+	VPANDD    Z8, Z0, Z4; \
+	VPORD     Z3, Z4, Z4; \
+	Q6OUT(Z4, doff, yoff); \
+	VPSLLD    $2, Z2, Z3; \
+	VPANDD    Z9, Z3, Z3; \
+	VPANDD    Z8, Z1, Z4; \
+	VPORD     Z3, Z4, Z4; \
+	Q6OUT(Z4, doff+8, yoff+128); \
+	VPANDD    Z9, Z2, Z3; \
+	VPSRLD    $4, Z0, Z4; \
+	VPORD     Z3, Z4, Z4; \
+	Q6OUT(Z4, doff+16, yoff+256); \
+	VPSRLD    $2, Z2, Z3; \
+	VPANDD    Z9, Z3, Z3; \
+	VPSRLD    $4, Z1, Z4; \
+	VPORD     Z3, Z4, Z4; \
+	Q6OUT(Z4, doff+24, yoff+384)
+
+// func dequantQ6KAVX512(dst *float32, src *byte, ds *float32, nb int)
+// sets the 256·nb floats at dst to the values of the nb Q6_K blocks at src
+// (210 bytes each: ql[128], qh[64], 16 int8 scales, a half d). ds holds
+// d·scale for each block's 16 scales, computed by the caller; value j =
+// (d·scale[j/16])·(q − 32), multiplied in that order as quant.Dequantize
+// does. nb >= 1.
+TEXT ·dequantQ6KAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ds+16(FP), R8
+	MOVQ nb+24(FP), CX
+	MOVL $15, AX
+	VPBROADCASTD AX, Z8
+	MOVL $0x30, AX
+	VPBROADCASTD AX, Z9
+	MOVL $32, AX
+	VPBROADCASTD AX, Z10
+
+blockq6k:
+	Q6CHUNK(0, 128, 0, 0)
+	Q6CHUNK(16, 144, 64, 4)
+	Q6CHUNK(64, 160, 512, 32)
+	Q6CHUNK(80, 176, 576, 36)
+	ADDQ $210, SI
+	ADDQ $1024, DI
+	ADDQ $64, R8
+	DECQ CX
+	JNZ  blockq6k
 	VZEROUPPER
 	RET

@@ -16,7 +16,7 @@ import (
 // every kernel path and for lengths with and without a 16-value tail.
 func TestDequantRowMatchesQuant(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, typ := range []kernels.DType{kernels.F16, kernels.BF16, kernels.Q8_0, kernels.Q4_K} {
+	for _, typ := range []kernels.DType{kernels.F16, kernels.BF16, kernels.Q8_0, kernels.Q4_K, kernels.Q6_K, kernels.Q5_K} {
 		for _, n := range []int{32, 256, 768, 2048} {
 			if n%typ.BlockSize() != 0 {
 				continue
@@ -62,7 +62,7 @@ func TestDequantRowRejectsShortRows(t *testing.T) {
 func BenchmarkDequantRow(b *testing.B) {
 	const rows, k = 96, 768
 	dst := make([]float32, k)
-	for _, typ := range []kernels.DType{kernels.F16, kernels.BF16, kernels.Q8_0, kernels.Q4_K} {
+	for _, typ := range []kernels.DType{kernels.F16, kernels.BF16, kernels.Q8_0, kernels.Q4_K, kernels.Q6_K} {
 		src := make([]byte, rows*k/typ.BlockSize()*typ.BlockBytes())
 		rb := len(src) / rows
 		b.Run(fmt.Sprint(typ), func(b *testing.B) {

@@ -20,16 +20,17 @@ import (
 //   - F16, BF16, Q8_0 with the AVX-512 converters: 4 rows (F16 72 vs 57,
 //     Q8_0 62-76 vs 59-67; 3 rows about even; 16 rows 143 vs 57 and 156
 //     vs 76);
-//   - Q4_K with its AVX-512 converter, which unpacks the scales in Go:
-//     12 rows (4 rows 51 vs 63, 8 even, 16 121 vs 84);
-//   - Q6_K, whose scalar dequantization is the slowest: 128 rows (64 rows
-//     46 vs 86, 128 about even, 256 96 vs 76);
+//   - Q4_K and Q6_K with their AVX-512 converters, which prepare the
+//     scales in Go: 12 rows (Q4_K: 4 rows 51 vs 63, 8 even, 16 121 vs 84;
+//     Q6_K: 8 rows 77 vs 83, 16 106 vs 85);
+//   - Q6_K without them, its scalar dequantization the slowest: 128 rows
+//     (64 rows 46 vs 86, 128 about even, 256 96 vs 76);
 //   - the others, and all types without AVX-512, dequantized by scalar
 //     loops at about 1 Gvalue/s: 64 rows (Q4_K so: 91 vs 87 at 64, 122
 //     vs 86 at 128).
 func gemmRows(t kernels.DType) int {
 	switch {
-	case simdDequantType(t) && t == kernels.Q4_K:
+	case simdDequantType(t) && (t == kernels.Q4_K || t == kernels.Q6_K):
 		return 12
 	case simdDequantType(t):
 		return 4
@@ -91,10 +92,10 @@ func (b *Backend) deqMatMul(c, a []float32, w kernels.Tensor, m int) {
 }
 
 // dequantRow sets dst to the values of the weight row src of type t:
-// through the AVX-512 converters for F16, BF16, Q8_0 and Q4_K where the
-// CPU has them (30 to 40 Gvalues/s a Zen 5 core, 6.7 for Q4_K, against
-// about 1 for quant.Dequantize's scalar loops, and equal to its results),
-// else through quant.Dequantize.
+// through the AVX-512 converters for F16, BF16, Q8_0, Q4_K and Q6_K where
+// the CPU has them (30 to 40 Gvalues/s a Zen 5 core, 6.7 for Q4_K and 8.8
+// for Q6_K, against about 1 for quant.Dequantize's scalar loops, and
+// equal to its results), else through quant.Dequantize.
 func dequantRow(t kernels.DType, dst []float32, src []byte) error {
 	if simdDequant(t, dst, src) {
 		return nil
