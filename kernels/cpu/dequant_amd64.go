@@ -2,12 +2,7 @@
 
 package cpu
 
-import (
-	"encoding/binary"
-
-	"github.com/prefixd/prefixd/kernels"
-	"github.com/prefixd/prefixd/kernels/quant"
-)
+import "github.com/prefixd/prefixd/kernels"
 
 //go:noescape
 func dequantF16AVX512(dst *float32, src *byte, n16 int)
@@ -22,7 +17,7 @@ func dequantQ8_0AVX512(dst *float32, src *byte, nb int)
 func dequantQ4KAVX512(dst *float32, src *byte, dm *float32, nb int)
 
 //go:noescape
-func dequantQ6KAVX512(dst *float32, src *byte, ds *float32, nb int)
+func dequantQ6KAVX512(dst *float32, src *byte, nb int)
 
 // simdDequant sets dst to the values of the weight row src of type t with
 // the AVX-512 converters and reports whether it did: false when they are
@@ -58,51 +53,31 @@ func simdDequant(t kernels.DType, dst []float32, src []byte) bool {
 		if n%256 != 0 || len(src) != n/256*210 {
 			return false
 		}
-		dequantQ6K(dst, src)
+		dequantQ6KAVX512(&dst[0], &src[0], n/256)
 	}
 	return true
 }
 
-// q4kChunk is how many K-quant blocks dequantQ4K and dequantQ6K prepare
-// the scales of per assembly call.
+// q4kChunk is how many Q4_K blocks dequantQ4K unpacks the scales of per
+// assembly call.
 const q4kChunk = 32
 
-// dequantQ6K sets dst to the values of the whole Q6_K blocks src (lengths
-// checked): d·scale for each 16 values here, the quants in the assembly.
-func dequantQ6K(dst []float32, src []byte) {
-	var ds [q4kChunk * 16]float32
-	nb := len(src) / 210
-	for b0 := 0; b0 < nb; b0 += q4kChunk {
-		b1 := min(b0+q4kChunk, nb)
-		for b := b0; b < b1; b++ {
-			blk := src[b*210 : (b+1)*210]
-			d := quant.F16ToF32(binary.LittleEndian.Uint16(blk[208:]))
-			for i, sc := range blk[192:208] {
-				ds[(b-b0)*16+i] = d * float32(int8(sc))
-			}
-		}
-		dequantQ6KAVX512(&dst[b0*256], &src[b0*210], &ds[0], b1-b0)
-	}
-}
-
 // dequantQ4K sets dst to the values of the whole Q4_K blocks src (lengths
-// checked): the sub-block scales and minimums unpacked and multiplied by
-// d and dmin here, the quants in the assembly.
+// checked): the 6-bit sub-block scales and minimums unpacked here, the
+// rest in the assembly.
 func dequantQ4K(dst []float32, src []byte) {
-	var dm [q4kChunk * 16]float32
+	var sm [q4kChunk * 16]float32
 	nb := len(src) / 144
 	for b0 := 0; b0 < nb; b0 += q4kChunk {
 		b1 := min(b0+q4kChunk, nb)
 		for b := b0; b < b1; b++ {
-			blk := src[b*144 : (b+1)*144]
-			d := quant.F16ToF32(binary.LittleEndian.Uint16(blk))
-			dmin := quant.F16ToF32(binary.LittleEndian.Uint16(blk[2:]))
+			scales := src[b*144+4 : b*144+16]
 			for j := range 8 {
-				sc, m := scaleMinK4(j, blk[4:16])
-				dm[(b-b0)*16+2*j], dm[(b-b0)*16+2*j+1] = d*float32(sc), dmin*float32(m)
+				sc, m := scaleMinK4(j, scales)
+				sm[(b-b0)*16+2*j], sm[(b-b0)*16+2*j+1] = float32(sc), float32(m)
 			}
 		}
-		dequantQ4KAVX512(&dst[b0*256], &src[b0*144], &dm[0], b1-b0)
+		dequantQ4KAVX512(&dst[b0*256], &src[b0*144], &sm[0], b1-b0)
 	}
 }
 

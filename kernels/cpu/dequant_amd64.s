@@ -86,8 +86,9 @@ loopq8:
 // (144 bytes each: halves d and dmin, 12 bytes of packed scales, then 128
 // of 4-bit quants, each 32 bytes holding 64 values, the first 32 in the
 // low nibbles). dm holds, for each block's eight sub-blocks of 32 values,
-// d·scale and dmin·min, unpacked by the caller; value = d·scale·q −
-// dmin·min, multiplied then subtracted as quant.Dequantize does. nb >= 1.
+// their 6-bit scale and min as floats, unpacked by the caller; value =
+// (d·scale)·q − dmin·min, multiplied then subtracted as quant.Dequantize
+// does. nb >= 1.
 TEXT ·dequantQ4KAVX512(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -97,14 +98,22 @@ TEXT ·dequantQ4KAVX512(SB), NOSPLIT, $0-32
 	VPBROADCASTD AX, Z8
 
 blockq4k:
-	ADDQ $16, SI // past d, dmin and the scales
-	MOVQ $4, DX
+	VPBROADCASTW (SI), Y11
+	VCVTPH2PS    Y11, Z11
+	VPBROADCASTW 2(SI), Y12
+	VCVTPH2PS    Y12, Z12
+	ADDQ         $16, SI // past d, dmin and the scales
+	MOVQ         $4, DX
 
 chunkq4k:
 	VBROADCASTSS (R8), Z4
+	VMULPS       Z11, Z4, Z4
 	VBROADCASTSS 4(R8), Z5
+	VMULPS       Z12, Z5, Z5
 	VBROADCASTSS 8(R8), Z6
+	VMULPS       Z11, Z6, Z6
 	VBROADCASTSS 12(R8), Z7
+	VMULPS       Z12, Z7, Z7
 	VPMOVZXBD    (SI), Z0
 	VPMOVZXBD    16(SI), Z1
 	VPANDD       Z8, Z0, Z2
@@ -163,17 +172,17 @@ chunkq4k:
 	VPORD     Z3, Z4, Z4; \
 	Q6OUT(Z4, doff+24, yoff+384)
 
-// func dequantQ6KAVX512(dst *float32, src *byte, ds *float32, nb int)
+// func dequantQ6KAVX512(dst *float32, src *byte, nb int)
 // sets the 256·nb floats at dst to the values of the nb Q6_K blocks at src
-// (210 bytes each: ql[128], qh[64], 16 int8 scales, a half d). ds holds
-// d·scale for each block's 16 scales, computed by the caller; value j =
+// (210 bytes each: ql[128], qh[64], 16 int8 scales, a half d): value j =
 // (d·scale[j/16])·(q − 32), multiplied in that order as quant.Dequantize
-// does. nb >= 1.
-TEXT ·dequantQ6KAVX512(SB), NOSPLIT, $0-32
+// does. The sixteen d·scale of a block wait in the frame for Q6OUT to
+// broadcast. nb >= 1.
+TEXT ·dequantQ6KAVX512(SB), NOSPLIT, $64-24
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
-	MOVQ ds+16(FP), R8
-	MOVQ nb+24(FP), CX
+	MOVQ nb+16(FP), CX
+	LEAQ ds-64(SP), R8
 	MOVL $15, AX
 	VPBROADCASTD AX, Z8
 	MOVL $0x30, AX
@@ -182,13 +191,18 @@ TEXT ·dequantQ6KAVX512(SB), NOSPLIT, $0-32
 	VPBROADCASTD AX, Z10
 
 blockq6k:
+	VPBROADCASTW 208(SI), Y11
+	VCVTPH2PS    Y11, Z11
+	VPMOVSXBD    192(SI), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS       Z12, Z11, Z12
+	VMOVUPS      Z12, (R8)
 	Q6CHUNK(0, 128, 0, 0)
 	Q6CHUNK(16, 144, 64, 4)
 	Q6CHUNK(64, 160, 512, 32)
 	Q6CHUNK(80, 176, 576, 36)
 	ADDQ $210, SI
 	ADDQ $1024, DI
-	ADDQ $64, R8
 	DECQ CX
 	JNZ  blockq6k
 	VZEROUPPER

@@ -93,7 +93,7 @@ func (b *Backend) deqMatMul(c, a []float32, w kernels.Tensor, m int) {
 
 // dequantRow sets dst to the values of the weight row src of type t:
 // through the AVX-512 converters for F16, BF16, Q8_0, Q4_K and Q6_K where
-// the CPU has them (30 to 40 Gvalues/s a Zen 5 core, 6.7 for Q4_K and 8.8
+// the CPU has them (30 to 40 Gvalues/s a Zen 5 core, 8 for Q4_K and 20
 // for Q6_K, against about 1 for quant.Dequantize's scalar loops, and
 // equal to its results), else through quant.Dequantize.
 func dequantRow(t kernels.DType, dst []float32, src []byte) error {
