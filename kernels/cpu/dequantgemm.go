@@ -20,24 +20,27 @@ import (
 //   - F16, BF16, Q8_0 with the AVX-512 converters: 4 rows (F16 72 vs 57,
 //     Q8_0 62-76 vs 59-67; 3 rows about even; 16 rows 143 vs 57 and 156
 //     vs 76);
-//   - Q4_K and Q6_K with their AVX-512 converters, which prepare the
-//     scales in Go: 12 rows (Q4_K: 4 rows 51 vs 63, 8 even, 16 121 vs 84;
-//     Q6_K: 8 rows 77 vs 83, 16 106 vs 85);
-//   - Q6_K without them, its scalar dequantization the slowest: 128 rows
+//   - Q4_K with its AVX-512 converter, which unpacks the scales in Go:
+//     12 rows (4 rows 51 vs 84, 8 about even, 16 116 vs 79);
+//   - Q6_K with its AVX-512 converter: 6 rows (4 rows about even, 8 123
+//     vs 101, 16 187 vs 132);
+//   - Q6_K without it, its scalar dequantization the slowest: 128 rows
 //     (64 rows 46 vs 86, 128 about even, 256 96 vs 76);
 //   - the others, and all types without AVX-512, dequantized by scalar
 //     loops at about 1 Gvalue/s: 64 rows (Q4_K so: 91 vs 87 at 64, 122
 //     vs 86 at 128).
 func gemmRows(t kernels.DType) int {
 	switch {
-	case simdDequantType(t) && (t == kernels.Q4_K || t == kernels.Q6_K):
-		return 12
-	case simdDequantType(t):
-		return 4
-	case t == kernels.Q6_K:
+	case !simdDequantType(t) && t == kernels.Q6_K:
 		return 128
+	case !simdDequantType(t):
+		return 64
+	case t == kernels.Q4_K:
+		return 12
+	case t == kernels.Q6_K:
+		return 6
 	}
-	return 64
+	return 4
 }
 
 // deqGroup is how many weight rows a worker dequantizes at a time: 96
