@@ -14,16 +14,16 @@ func dequantBF16AVX512(dst *float32, src *byte, n16 int)
 func dequantQ8_0AVX512(dst *float32, src *byte, nb int)
 
 //go:noescape
-func dequantQ4KAVX512(dst *float32, src *byte, dm *float32, nb int)
+func dequantQ4KAVX512(dst *float32, src *byte, sm *float32, nb int)
 
 //go:noescape
 func dequantQ6KAVX512(dst *float32, src *byte, nb int)
 
 // simdDequant sets dst to the values of the weight row src of type t with
 // the AVX-512 converters and reports whether it did: false when they are
-// off, t is not F16, BF16, Q8_0, Q4_K or Q6_K, or the lengths are not whole blocks of
-// t (16 values for F16 and BF16) that match, for quant.Dequantize to
-// handle or report.
+// off, t is not one they convert (simdDequantType), or the lengths are
+// not whole blocks of t (16 values for F16 and BF16) that match, for
+// quant.Dequantize to handle or report.
 func simdDequant(t kernels.DType, dst []float32, src []byte) bool {
 	n := len(dst)
 	if !simdDequantType(t) || n == 0 {

@@ -81,18 +81,18 @@ loopq8:
 	VSUBPS    m, q, q; \
 	VMOVUPS   q, off(DI)
 
-// func dequantQ4KAVX512(dst *float32, src *byte, dm *float32, nb int)
+// func dequantQ4KAVX512(dst *float32, src *byte, sm *float32, nb int)
 // sets the 256·nb floats at dst to the values of the nb Q4_K blocks at src
 // (144 bytes each: halves d and dmin, 12 bytes of packed scales, then 128
 // of 4-bit quants, each 32 bytes holding 64 values, the first 32 in the
-// low nibbles). dm holds, for each block's eight sub-blocks of 32 values,
+// low nibbles). sm holds, for each block's eight sub-blocks of 32 values,
 // their 6-bit scale and min as floats, unpacked by the caller; value =
 // (d·scale)·q − dmin·min, multiplied then subtracted as quant.Dequantize
 // does. nb >= 1.
 TEXT ·dequantQ4KAVX512(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
-	MOVQ dm+16(FP), R8
+	MOVQ sm+16(FP), R8
 	MOVQ nb+24(FP), CX
 	MOVL $15, AX
 	VPBROADCASTD AX, Z8
