@@ -77,6 +77,7 @@ func TestBackendRoPEFactors(t *testing.T) {
 			}
 		}
 		checkClose(t, "RoPE with factors", b.bufs[x].f, want, 1e-5)
+		withFactors := slices.Clone(b.bufs[x].f)
 
 		copy(b.bufs[x].f, in)
 		b.RoPE(x, heads, theta, layout, kernels.NoWeight)
@@ -86,6 +87,12 @@ func TestBackendRoPEFactors(t *testing.T) {
 			rope(seg, pos, heads, hd, theta, layout, nil)
 		}
 		checkClose(t, "RoPE without factors", b.bufs[x].f, want, 0)
+
+		// The step's angles are kept per theta and factors: switching
+		// back must not reuse those of the last call.
+		copy(b.bufs[x].f, in)
+		b.RoPE(x, heads, theta, layout, fw)
+		checkClose(t, "RoPE with factors again", b.bufs[x].f, withFactors, 0)
 	}
 	short, err := b.Upload(kernels.FromF32(factors[:3], 1, 3))
 	if err != nil {
