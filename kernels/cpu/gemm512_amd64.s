@@ -186,9 +186,10 @@ sum4x6:
 
 // func gemm1x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
 // sets c[j] (adds to it, where amask says) the sum over p < k of
-// a[p]*b[j*ldb+p] for the columns j < 6 that cmask names (lda and ldc are unused: the arguments are those of
-// gemm4x6AVX512). It alternates two sets of accumulators over blocks of
-// k so a matrix-vector product is not bound by FMA latency.
+// a[p]*b[j*ldb+p] for the columns j < 6 that cmask names (lda and ldc are
+// unused: the arguments are those of gemm4x6AVX512). It alternates two
+// sets of accumulators over blocks of k so a matrix-vector product is not
+// bound by FMA latency.
 TEXT ·gemm1x6AVX512(SB), NOSPLIT, $0-62
 	MOVQ a+0(FP), SI
 	BROWS6
