@@ -81,39 +81,67 @@ loopq8:
 	VSUBPS    m, q, q; \
 	VMOVUPS   q, off(DI)
 
-// func dequantQ4KAVX512(dst *float32, src *byte, sm *float32, nb int)
+// func dequantQ4KAVX512(dst *float32, src *byte, nb int)
 // sets the 256·nb floats at dst to the values of the nb Q4_K blocks at src
-// (144 bytes each: halves d and dmin, 12 bytes of packed scales, then 128
-// of 4-bit quants, each 32 bytes holding 64 values, the first 32 in the
-// low nibbles). sm holds, for each block's eight sub-blocks of 32 values,
-// their 6-bit scale and min as floats, unpacked by the caller; value =
-// (d·scale)·q − dmin·min, multiplied then subtracted as quant.Dequantize
-// does. nb >= 1.
-TEXT ·dequantQ4KAVX512(SB), NOSPLIT, $0-32
+// (144 bytes each: halves d and dmin, 12 bytes of packed 6-bit scales and
+// mins of the eight sub-blocks of 32 values, then 128 bytes of 4-bit
+// quants, each 32 bytes holding 64 values, the first 32 in the low
+// nibbles): value = (d·scale)·q − dmin·min, multiplied then subtracted as
+// quant.Dequantize does. The scales and mins are unpacked with ggml's
+// 32-bit masks (dequantize_row_q4_K) into bytes in the frame, then
+// converted and multiplied by d and dmin sixteen at a time. nb >= 1.
+TEXT ·dequantQ4KAVX512(SB), NOSPLIT, $144-24
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
-	MOVQ sm+16(FP), R8
-	MOVQ nb+24(FP), CX
+	MOVQ nb+16(FP), CX
 	MOVL $15, AX
 	VPBROADCASTD AX, Z8
 
 blockq4k:
+	// Scales 0-3 and 4-7, then mins 0-3 and 4-7, as bytes.
+	MOVL  4(SI), R10
+	MOVL  8(SI), R11
+	MOVL  12(SI), R12
+	MOVL  R12, R13
+	SHRL  $4, R13
+	ANDL  $0x0f0f0f0f, R13
+	MOVL  R11, AX
+	SHRL  $6, AX
+	ANDL  $0x03030303, AX
+	SHLL  $4, AX
+	ORL   AX, R13
+	MOVL  R11, BX
+	ANDL  $0x3f3f3f3f, BX
+	ANDL  $0x0f0f0f0f, R12
+	MOVL  R10, AX
+	SHRL  $6, AX
+	ANDL  $0x03030303, AX
+	SHLL  $4, AX
+	ORL   AX, R12
+	ANDL  $0x3f3f3f3f, R10
+	MOVL  R10, sm-144(SP)
+	MOVL  R12, sm-140(SP)
+	MOVL  BX, sm-136(SP)
+	MOVL  R13, sm-132(SP)
 	VPBROADCASTW (SI), Y11
 	VCVTPH2PS    Y11, Z11
 	VPBROADCASTW 2(SI), Y12
 	VCVTPH2PS    Y12, Z12
+	VPMOVZXBD    sm-144(SP), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       Z11, Z13, Z14
+	VMOVUPS      Z14, d-128(SP) // d·scale j at d-128+4j
+	VMULPS       Z12, Z13, Z14
+	VMOVUPS      Z14, m-64(SP) // dmin·min j at m-32+4j
+	LEAQ         d-128(SP), R8
 	ADDQ         $16, SI // past d, dmin and the scales
 	MOVQ         $4, DX
 
 chunkq4k:
 	VBROADCASTSS (R8), Z4
-	VMULPS       Z11, Z4, Z4
-	VBROADCASTSS 4(R8), Z5
-	VMULPS       Z12, Z5, Z5
-	VBROADCASTSS 8(R8), Z6
-	VMULPS       Z11, Z6, Z6
-	VBROADCASTSS 12(R8), Z7
-	VMULPS       Z12, Z7, Z7
+	VBROADCASTSS 96(R8), Z5
+	VBROADCASTSS 4(R8), Z6
+	VBROADCASTSS 100(R8), Z7
 	VPMOVZXBD    (SI), Z0
 	VPMOVZXBD    16(SI), Z1
 	VPANDD       Z8, Z0, Z2
@@ -126,7 +154,7 @@ chunkq4k:
 	Q4K16(Z2, Z6, Z7, 192)
 	ADDQ         $32, SI
 	ADDQ         $256, DI
-	ADDQ         $16, R8
+	ADDQ         $8, R8
 	DECQ         DX
 	JNZ          chunkq4k
 	DECQ         CX

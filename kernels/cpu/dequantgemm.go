@@ -20,10 +20,9 @@ import (
 //   - F16, BF16, Q8_0 with the AVX-512 converters: 4 rows (F16 72 vs 57,
 //     Q8_0 62-76 vs 59-67; 3 rows about even; 16 rows 143 vs 57 and 156
 //     vs 76);
-//   - Q4_K with its AVX-512 converter, which unpacks the scales in Go:
-//     12 rows (4 rows 51 vs 84, 8 about even, 16 116 vs 79);
-//   - Q6_K with its AVX-512 converter: 6 rows (4 rows about even, 8 123
-//     vs 101, 16 187 vs 132);
+//   - Q4_K and Q6_K with their AVX-512 converters, slower than the
+//     others': 8 rows (Q4_K: 4 rows 61 vs 71, 8 95 vs 82, 16 137 vs 64;
+//     Q6_K: 4 rows about even, 8 123 vs 101, 16 187 vs 132);
 //   - Q6_K without it, its scalar dequantization the slowest: 128 rows
 //     (64 rows 46 vs 86, 128 about even, 256 96 vs 76);
 //   - the others, and all types without AVX-512, dequantized by scalar
@@ -35,10 +34,8 @@ func gemmRows(t kernels.DType) int {
 		return 128
 	case !simdDequantType(t):
 		return 64
-	case t == kernels.Q4_K:
-		return 12
-	case t == kernels.Q6_K:
-		return 6
+	case t == kernels.Q4_K || t == kernels.Q6_K:
+		return 8
 	}
 	return 4
 }
@@ -96,7 +93,7 @@ func (b *Backend) deqMatMul(c, a []float32, w kernels.Tensor, m int) {
 
 // dequantRow sets dst to the values of the weight row src of type t:
 // through the AVX-512 converters for F16, BF16, Q8_0, Q4_K and Q6_K where
-// the CPU has them (30 to 40 Gvalues/s a Zen 5 core, 8 for Q4_K and 20
+// the CPU has them (30 to 40 Gvalues/s a Zen 5 core, 13 for Q4_K and 20
 // for Q6_K, against about 1 for quant.Dequantize's scalar loops, and
 // equal to its results), else through quant.Dequantize.
 func dequantRow(t kernels.DType, dst []float32, src []byte) error {
