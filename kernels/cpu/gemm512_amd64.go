@@ -8,6 +8,9 @@ import "golang.org/x/sys/cpu"
 func gemm4x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
 
 //go:noescape
+func gemm1x16AVX512(a *float32, b *float32, ldb int, k int, c *float32, kmask, amask uint16)
+
+//go:noescape
 func gemm1x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
 
 // useAVX512 selects the AVX-512 GEMM kernels. It is true when the CPU has
@@ -57,11 +60,12 @@ func simdGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, 
 }
 
 // gemmBlock is simdGemm's product over columns [j0, j1) of n and kb
-// terms of k, added to c if add is set, else stored.
+// terms of k, added to c if add is set, else stored: 4×6 tiles, and rows
+// short of a 4-row panel one at a time.
 func gemmBlock(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, j0, j1, n, kb int, add bool) {
 	kmask := uint16(1)<<(kb%16) - 1
-	for i := 0; i < m; i += 4 {
-		rows := min(4, m-i)
+	i := 0
+	for ; i+4 <= m; i += 4 {
 		for j := j0; j < j1; j += 6 {
 			// A last tile narrower than six columns moves left onto
 			// columns already done and stores only its new ones.
@@ -72,14 +76,32 @@ func gemmBlock(c []float32, ldc int, a []float32, lda int, b []float32, ldb int,
 				amask = cmask
 			}
 			// Bounds checks the assembly relies on.
-			_, _, _ = a[(i+rows-1)*lda+kb-1], b[(jj+5)*ldb+kb-1], c[(i+rows-1)*ldc+jj+5]
-			if rows == 4 {
-				gemm4x6AVX512(&a[i*lda], lda, &b[jj*ldb], ldb, kb, &c[i*ldc+jj], ldc, kmask, cmask, amask)
-				continue
-			}
-			for r := i; r < i+rows; r++ {
-				gemm1x6AVX512(&a[r*lda], lda, &b[jj*ldb], ldb, kb, &c[r*ldc+jj], ldc, kmask, cmask, amask)
-			}
+			_, _, _ = a[(i+3)*lda+kb-1], b[(jj+5)*ldb+kb-1], c[(i+3)*ldc+jj+5]
+			gemm4x6AVX512(&a[i*lda], lda, &b[jj*ldb], ldb, kb, &c[i*ldc+jj], ldc, kmask, cmask, amask)
 		}
+	}
+	for ; i < m; i++ {
+		gemmRow(c[i*ldc:], a[i*lda:], b, ldb, j0, j1, n, kb, add)
+	}
+}
+
+// gemmRow is gemmBlock's product for the single row a (to c) over columns
+// [j0, j1): 16 at a time, whose sums reduce together, then 6 at a time.
+func gemmRow(c []float32, a []float32, b []float32, ldb int, j0, j1, n, kb int, add bool) {
+	kmask := uint16(1)<<(kb%16) - 1
+	amask := uint16(0)
+	if add {
+		amask = 0xffff
+	}
+	j := j0
+	for ; j+16 <= j1; j += 16 {
+		_, _, _ = a[kb-1], b[(j+15)*ldb+kb-1], c[j+15] // bounds the assembly relies on
+		gemm1x16AVX512(&a[0], &b[j*ldb], ldb, kb, &c[j], kmask, amask)
+	}
+	for ; j < j1; j += 6 {
+		jj := min(j, n-6) // as in gemmBlock
+		cmask := uint16(0x3f<<(j-jj)) & 0x3f
+		_, _, _ = a[kb-1], b[(jj+5)*ldb+kb-1], c[jj+5]
+		gemm1x6AVX512(&a[0], 0, &b[jj*ldb], ldb, kb, &c[jj], 0, kmask, cmask, amask&cmask)
 	}
 }

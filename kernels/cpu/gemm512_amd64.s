@@ -233,3 +233,140 @@ sum1x6:
 	REDUCE6(Z0, Z1, Z2, Z3, Z4, Z5, Z24, Z31, K3, K4, (DX))
 	VZEROUPPER
 	RET
+
+// The order of the sixteen sums after REDUCE16: VPERMPS gathers them.
+DATA reduce16perm<>+0(SB)/4, $0
+DATA reduce16perm<>+4(SB)/4, $4
+DATA reduce16perm<>+8(SB)/4, $8
+DATA reduce16perm<>+12(SB)/4, $12
+DATA reduce16perm<>+16(SB)/4, $1
+DATA reduce16perm<>+20(SB)/4, $5
+DATA reduce16perm<>+24(SB)/4, $9
+DATA reduce16perm<>+28(SB)/4, $13
+DATA reduce16perm<>+32(SB)/4, $2
+DATA reduce16perm<>+36(SB)/4, $6
+DATA reduce16perm<>+40(SB)/4, $10
+DATA reduce16perm<>+44(SB)/4, $14
+DATA reduce16perm<>+48(SB)/4, $3
+DATA reduce16perm<>+52(SB)/4, $7
+DATA reduce16perm<>+56(SB)/4, $11
+DATA reduce16perm<>+60(SB)/4, $15
+GLOBL reduce16perm<>(SB), RODATA|NOPTR, $64
+
+// QUAD4 folds four registers of 16 partial sums each into x0, lane group
+// q (128 bits) holding four partial sums of xq.
+#define QUAD4(x0, x1, x2, x3, t) \
+	FOLD2($0x44, $0xEE, x1, x0, t); \
+	FOLD2($0x44, $0xEE, x3, x2, t); \
+	FOLD2($0x88, $0xDD, x2, x0, t)
+
+// B1x16 adds the products of Z16 and the 16 floats at mem (those of mask
+// km) to acc.
+#define B1x16(mem, km, acc) \
+	VMOVUPS.Z   mem, km, Z17; \
+	VFMADD231PS Z17, Z16, acc
+
+// STEP1x16 adds the products of the 16 floats of a at SI (those of mask
+// km) and those of the sixteen b rows to Z0-Z15; the rows are at R10,
+// R12, R13, DI, R8 and R9 plus 0, 1, 2, 4 or 8 times R11 (ldb bytes).
+#define STEP1x16(km) \
+	VMOVUPS.Z (SI), km, Z16; \
+	B1x16((R10), km, Z0); \
+	B1x16((R10)(R11*1), km, Z1); \
+	B1x16((R10)(R11*2), km, Z2); \
+	B1x16((R12), km, Z3); \
+	B1x16((R10)(R11*4), km, Z4); \
+	B1x16((R12)(R11*2), km, Z5); \
+	B1x16((R13), km, Z6); \
+	B1x16((R12)(R11*4), km, Z7); \
+	B1x16((R10)(R11*8), km, Z8); \
+	B1x16((DI), km, Z9); \
+	B1x16((R13)(R11*4), km, Z10); \
+	B1x16((R12)(R11*8), km, Z11); \
+	B1x16((R8), km, Z12); \
+	B1x16((DI)(R11*4), km, Z13); \
+	B1x16((R13)(R11*8), km, Z14); \
+	B1x16((R9), km, Z15)
+
+// func gemm1x16AVX512(a *float32, b *float32, ldb int, k int, c *float32, kmask, amask uint16)
+// sets c[j] (adds to it where amask says) the sum over p < k of
+// a[p]*b[j*ldb+p] for j < 16: one row against sixteen b rows, whose sums
+// a transpose-style tree reduces into one register, so a short k (an
+// attention head) pays far less reduction per output than in 1x6 tiles.
+// R10, R12, R13, DI, R8 and R9 point at b rows 0, 3, 6, 9, 12 and 15,
+// and move on with SI.
+TEXT ·gemm1x16AVX512(SB), NOSPLIT, $0-44
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), R10
+	MOVQ ldb+16(FP), R11
+	SHLQ $2, R11
+	LEAQ (R11)(R11*2), AX
+	LEAQ (R10)(AX*1), R12
+	LEAQ (R12)(AX*1), R13
+	LEAQ (R13)(AX*1), DI
+	LEAQ (DI)(AX*1), R8
+	LEAQ (R8)(AX*1), R9
+	MOVL $0xffff, AX
+	KMOVW AX, K1
+	KMOVW kmask+40(FP), K2
+	MOVQ k+24(FP), CX
+	SHRQ $4, CX
+	VPXORD Z0, Z0, Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	VMOVAPS Z0, Z7
+	VMOVAPS Z0, Z8
+	VMOVAPS Z0, Z9
+	VMOVAPS Z0, Z10
+	VMOVAPS Z0, Z11
+	VMOVAPS Z0, Z12
+	VMOVAPS Z0, Z13
+	VMOVAPS Z0, Z14
+	VMOVAPS Z0, Z15
+	TESTQ CX, CX
+	JZ    tail1x16
+
+loop1x16:
+	STEP1x16(K1)
+	ADDQ $64, SI
+	ADDQ $64, R10
+	ADDQ $64, R12
+	ADDQ $64, R13
+	ADDQ $64, DI
+	ADDQ $64, R8
+	ADDQ $64, R9
+	DECQ CX
+	JNZ  loop1x16
+
+tail1x16:
+	KORTESTW K2, K2
+	JZ   sum1x16
+	STEP1x16(K2)
+
+sum1x16:
+	QUAD4(Z0, Z1, Z2, Z3, Z16)
+	QUAD4(Z4, Z5, Z6, Z7, Z16)
+	QUAD4(Z8, Z9, Z10, Z11, Z16)
+	QUAD4(Z12, Z13, Z14, Z15, Z16)
+	VUNPCKLPS Z4, Z0, Z16
+	VUNPCKHPS Z4, Z0, Z0
+	VADDPS    Z16, Z0, Z0
+	VUNPCKLPS Z12, Z8, Z16
+	VUNPCKHPS Z12, Z8, Z8
+	VADDPS    Z16, Z8, Z8
+	VUNPCKLPD Z8, Z0, Z16
+	VUNPCKHPD Z8, Z0, Z0
+	VADDPS    Z16, Z0, Z0
+	VMOVUPS   reduce16perm<>(SB), Z31
+	VPERMPS   Z0, Z31, Z0
+	MOVQ      c+32(FP), DX
+	KMOVW     amask+42(FP), K3
+	VMOVUPS.Z (DX), K3, Z16
+	VADDPS    Z16, Z0, Z0
+	VMOVUPS   Z0, (DX)
+	VZEROUPPER
+	RET
