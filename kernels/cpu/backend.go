@@ -29,6 +29,7 @@ type Backend struct {
 	attn    []AttnSeq
 	scratch AttnScratch
 	normed  []float32 // the final norm of the rows that want logits
+	rope    ropeTable
 	logits  []float32
 }
 
@@ -109,6 +110,7 @@ func (b *Backend) NewKV(cfg kernels.KVConfig) (blockstore.Storage, error) {
 // Backend keeps rows until the next Begin.
 func (b *Backend) Begin(rows []batch.Row) {
 	b.rows = rows
+	b.rope.ok = false
 	b.tokens = 0
 	b.attn = b.attn[:0]
 	for _, r := range rows {
@@ -184,14 +186,15 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Weight) {
 // matMul sets dst = x·Wᵀ for rows rows of x: F32 weights through this
 // package's GEMM (its results are those of every earlier release); other
 // types through kernels/quant on the weights as uploaded, or, for
-// gemmRows rows and more (prefill), through the GEMM on float32 groups of
-// their rows.
+// gemmRows(type) rows and more (a prefill chunk, or a decode batch where
+// the type dequantizes fast), through the GEMM on float32 groups of their
+// rows.
 func (b *Backend) matMul(dst, x []float32, m *weight, rows int) {
 	switch {
 	case m.t.Type == kernels.F32:
 		MatMul(b.w, dst, x, m.f, rows, m.rows, m.cols)
 		return
-	case rows >= gemmRows:
+	case rows >= gemmRows(m.t.Type):
 		b.deqMatMul(dst, x, m.t, rows)
 		return
 	}
@@ -223,13 +226,42 @@ func (b *Backend) RoPE(x kernels.Buf, heads int, theta float32, layout kernels.R
 		same("RoPE factors", w.rows*w.cols, hd/2)
 		f = w.f
 	}
+	cs := b.ropeAngles(hd, theta, f)
+	for t := range b.tokens {
+		ropeRotate(s.f[t*s.cols:(t+1)*s.cols], cs[t*hd:(t+1)*hd], heads, hd, layout)
+	}
+}
+
+// ropeTable is the cosines and sines of the RoPE angles of a step's
+// tokens for one head dimension, theta and factors: every layer rotates
+// q and k by the same angles, so a step computes them once instead of
+// twice a layer (the trigonometry was 5% of a prefill).
+type ropeTable struct {
+	ok      bool // for the current step; Begin clears it
+	hd      int
+	theta   float32
+	factors []float32 // the weight's values, compared by identity
+	cs      []float32 // per token, ropeAngles' hd floats
+}
+
+// ropeAngles returns the step's ropeTable for hd, theta and factors,
+// computing it unless it is the one already made.
+func (b *Backend) ropeAngles(hd int, theta float32, factors []float32) []float32 {
+	r := &b.rope
+	same := len(factors) == len(r.factors) && (len(factors) == 0 || &factors[0] == &r.factors[0])
+	if r.ok && r.hd == hd && r.theta == theta && same {
+		return r.cs
+	}
+	r.ok, r.hd, r.theta, r.factors = true, hd, theta, factors
+	r.cs = grow(r.cs, b.tokens*hd)
 	t := 0
-	for _, r := range b.rows {
-		for i := range r.Tokens {
-			rope(s.f[t*s.cols:(t+1)*s.cols], r.Start+i, heads, hd, theta, layout, f)
+	for _, row := range b.rows {
+		for i := range row.Tokens {
+			ropeAngles(r.cs[t*hd:(t+1)*hd], row.Start+i, hd, theta, factors)
 			t++
 		}
 	}
+	return r.cs
 }
 
 // PutKV stores every token row of k and v in layer at its position's

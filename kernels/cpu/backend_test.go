@@ -77,6 +77,7 @@ func TestBackendRoPEFactors(t *testing.T) {
 			}
 		}
 		checkClose(t, "RoPE with factors", b.bufs[x].f, want, 1e-5)
+		withFactors := slices.Clone(b.bufs[x].f)
 
 		copy(b.bufs[x].f, in)
 		b.RoPE(x, heads, theta, layout, kernels.NoWeight)
@@ -86,6 +87,12 @@ func TestBackendRoPEFactors(t *testing.T) {
 			rope(seg, pos, heads, hd, theta, layout, nil)
 		}
 		checkClose(t, "RoPE without factors", b.bufs[x].f, want, 0)
+
+		// The step's angles are kept per theta and factors: switching
+		// back must not reuse those of the last call.
+		copy(b.bufs[x].f, in)
+		b.RoPE(x, heads, theta, layout, fw)
+		checkClose(t, "RoPE with factors again", b.bufs[x].f, withFactors, 0)
 	}
 	short, err := b.Upload(kernels.FromF32(factors[:3], 1, 3))
 	if err != nil {
@@ -198,9 +205,9 @@ func TestBackendQuantizedWeights(t *testing.T) {
 			}
 			checkProduct(t, "Logits", logits, wantNorm, matF, 1, out, in, float)
 
-			// A prefill chunk (gemmRows rows or more) multiplies float32
+			// A prefill chunk (gemmRows(typ) rows or more) multiplies float32
 			// groups of the dequantized rows: float32 rounding only.
-			long := make([]int32, gemmRows+5)
+			long := make([]int32, gemmRows(typ)+5)
 			for i := range long {
 				long[i] = int32(i % vocab)
 			}

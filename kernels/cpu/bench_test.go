@@ -27,9 +27,9 @@ func BenchmarkMatMul(b *testing.B) {
 		a, bm, c := randVec(r, s.m*s.k), randVec(r, s.n*s.k), make([]float32, s.m*s.n)
 		b.Run(s.name, func(b *testing.B) {
 			if s.goOnly {
-				saved := useAVX2
-				useAVX2 = false
-				defer func() { useAVX2 = saved }()
+				saved2, saved512 := useAVX2, useAVX512
+				useAVX2, useAVX512 = false, false
+				defer func() { useAVX2, useAVX512 = saved2, saved512 }()
 			}
 			b.ReportAllocs()
 			b.SetBytes(int64(4 * s.n * s.k)) // weight bytes read per call

@@ -6,24 +6,33 @@ import (
 	"testing"
 )
 
-// eachKernel runs f once with the pure-Go kernels and, where the CPU can,
-// once with the AVX2 assembly, so both paths face the same checks.
+// eachKernel runs f once with the pure-Go kernels, once with the AVX2
+// assembly and once with the AVX-512 GEMM over it, so every path faces the
+// same checks; a path the CPU lacks is skipped (a *testing.T subtest says
+// so).
 func eachKernel(t testing.TB, f func(t testing.TB)) {
-	saved := useAVX2
-	defer func() { useAVX2 = saved }()
-	modes := []bool{false}
-	if haveAVX2() {
-		modes = append(modes, true)
-	}
-	for _, on := range modes {
-		useAVX2 = on
-		name := "go"
-		if on {
-			name = "avx2"
-		}
-		if st, ok := t.(*testing.T); ok {
-			st.Run(name, func(t *testing.T) { f(t) })
-		} else {
+	saved2, saved512 := useAVX2, useAVX512
+	defer func() { useAVX2, useAVX512 = saved2, saved512 }()
+	for _, mode := range []struct {
+		name         string
+		avx2, avx512 bool
+		have         bool
+	}{
+		{"go", false, false, true},
+		{"avx2", true, false, haveAVX2()},
+		{"avx512", true, true, haveAVX512()},
+	} {
+		useAVX2, useAVX512 = mode.avx2, mode.avx512
+		st, ok := t.(*testing.T)
+		switch {
+		case ok:
+			st.Run(mode.name, func(t *testing.T) {
+				if !mode.have {
+					t.Skipf("this build or CPU has no %s kernels", mode.name)
+				}
+				f(t)
+			})
+		case mode.have:
 			f(t)
 		}
 	}

@@ -41,14 +41,34 @@ func RoPEHalves(x []float32, pos, nHeads, headDim int, theta float32) {
 // pos·theta^(-2i/headDim)/factors[i] radians; factors is nil or
 // headDim/2 long (Llama 3's per-pair frequency divisors).
 func rope(x []float32, pos, nHeads, headDim int, theta float32, layout kernels.RopeLayout, factors []float32) {
-	half := headDim / 2
-	for i := range half {
+	var buf [512]float32 // on the stack: the row operations allocate nothing up to this head size
+	cs := buf[:]
+	if headDim > len(buf) {
+		cs = make([]float32, headDim)
+	}
+	ropeAngles(cs, pos, headDim, theta, factors)
+	ropeRotate(x, cs, nHeads, headDim, layout)
+}
+
+// ropeAngles sets cs[2i], cs[2i+1] to the cosine and sine of rope's angle
+// for pair i < headDim/2 at position pos.
+func ropeAngles(cs []float32, pos, headDim int, theta float32, factors []float32) {
+	for i := range headDim / 2 {
 		freq := math.Pow(float64(theta), -float64(2*i)/float64(headDim))
 		if factors != nil {
 			freq /= float64(factors[i])
 		}
 		sin, cos := math.Sincos(float64(pos) * freq)
-		s, c := float32(sin), float32(cos)
+		cs[2*i], cs[2*i+1] = float32(cos), float32(sin)
+	}
+}
+
+// ropeRotate turns pair i of every head of x, whose elements layout
+// places, by the angle whose cosine and sine are cs[2i] and cs[2i+1].
+func ropeRotate(x, cs []float32, nHeads, headDim int, layout kernels.RopeLayout) {
+	half := headDim / 2
+	for i := range half {
+		c, s := cs[2*i], cs[2*i+1]
 		a, b := 2*i, 2*i+1
 		if layout == kernels.RopeHalves {
 			a, b = i, i+half
@@ -67,7 +87,8 @@ func rope(x []float32, pos, nHeads, headDim int, theta float32, layout kernels.R
 func SwiGLU(out, gate, up []float32) {
 	up = up[:len(gate)]
 	out = out[:len(gate)]
-	for i, g := range gate {
+	for i := simdSwiGLU(out, gate, up); i < len(gate); i++ {
+		g := gate[i]
 		out[i] = g / (1 + expf(-g)) * up[i]
 	}
 }

@@ -1,8 +1,10 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -76,17 +78,36 @@ func TestRoPE(t *testing.T) {
 
 func TestSwiGLUSoftmaxAdd(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	for _, n := range []int{1, 3, 64, 1000} {
+	for _, n := range []int{1, 3, 8, 17, 64, 1000} {
 		gate, up := randVec(r, n), randVec(r, n)
 		gate[0] = -120 // exp(120) overflows float32; silu must still be ~0
+		if n > 9 {
+			gate[5] = -88.5 // past the kernels' clamp of e's argument at 88
+			gate[9], up[9] = 30, 0.25
+		}
 		want := make([]float32, n)
 		for i := range gate {
 			g := float64(gate[i])
 			want[i] = float32(g / (1 + math.Exp(-g)) * float64(up[i]))
 		}
-		got := make([]float32, n)
-		SwiGLU(got, gate, up)
-		checkClose(t, "SwiGLU", got, want, 1e-5)
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			eachKernel(t, func(t testing.TB) {
+				got := make([]float32, n)
+				SwiGLU(got, gate, up)
+				checkClose(t, "SwiGLU", got, want, 1e-5)
+				got = slices.Clone(gate) // out may alias gate
+				SwiGLU(got, got, up)
+				checkClose(t, "SwiGLU in place", got, want, 1e-5)
+			})
+		})
+		if n > 1 {
+			nan := slices.Clone(gate)
+			nan[n-1] = float32(math.NaN())
+			SwiGLU(nan, nan, up)
+			if v := nan[n-1]; v == v {
+				t.Errorf("n=%d: SwiGLU of a NaN gate = %v, want NaN", n, v)
+			}
+		}
 
 		logits := randVec(r, n)
 		logits[n-1] = 3000 // would overflow without the max shift
@@ -112,5 +133,27 @@ func TestSwiGLUSoftmaxAdd(t *testing.T) {
 		}
 		Add(dst, x)
 		checkClose(t, "Add", dst, wantSum, 0)
+	}
+}
+
+// BenchmarkSwiGLU measures SwiGLU on the FFN width of a 110M-class model
+// (2048) over 64 rows, on each kernel path.
+func BenchmarkSwiGLU(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	gate, up := randVec(r, 64*2048), randVec(r, 64*2048)
+	out := make([]float32, len(gate))
+	saved := useAVX2
+	defer func() { useAVX2 = saved }()
+	for _, avx2 := range []bool{false, true} {
+		b.Run(fmt.Sprintf("avx2=%v", avx2), func(b *testing.B) {
+			if avx2 && !haveAVX2() {
+				b.Skip("this build or CPU has no AVX2 kernels")
+			}
+			useAVX2 = avx2
+			b.SetBytes(int64(12 * len(gate)))
+			for b.Loop() {
+				SwiGLU(out, gate, up)
+			}
+		})
 	}
 }

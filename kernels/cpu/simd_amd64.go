@@ -87,6 +87,21 @@ func simdAccum(acc, w, v []float32, ldv int) int {
 func expSubAVX(s *float32, n8 int, m float32) float32
 
 //go:noescape
+func siluMulAVX(out, gate, up *float32, n8 int)
+
+// simdSwiGLU sets SwiGLU's out[j] for the first j0 elements, j0 a
+// multiple of 8 (0 when the assembly kernels are off), and returns j0.
+func simdSwiGLU(out, gate, up []float32) int {
+	n8 := len(gate) &^ 7
+	if !useAVX2 || n8 == 0 {
+		return 0
+	}
+	_, _ = out[n8-1], up[n8-1]
+	siluMulAVX(&out[0], &gate[0], &up[0], n8)
+	return n8
+}
+
+//go:noescape
 func prefetchRows(p *float32, stride int, rows int, n int)
 
 // simdExpSub sets s[j] = e**(s[j]-m) for the first j0 elements, j0 a

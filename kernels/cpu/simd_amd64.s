@@ -292,9 +292,10 @@ accumdone:
 	VZEROUPPER
 	RET
 
-// Constants for expSubAVX: log2(e), ln(2) split in a high part exact in a
+// Constants for EXPPS: log2(e), ln(2) split in a high part exact in a
 // few bits and a low correction, the Cephes expf polynomial c5..c0, 1, the
-// lowest argument whose result is a normal float32, and the exponent bias.
+// lowest argument whose result is a normal float32, the exponent bias, and
+// the highest argument siluMulAVX passes (e**88 is finite).
 DATA expc<>+0(SB)/4, $0x3fb8aa3b
 DATA expc<>+4(SB)/4, $0x3f318000
 DATA expc<>+8(SB)/4, $0xb95e8083
@@ -307,7 +308,48 @@ DATA expc<>+32(SB)/4, $0x3f000000
 DATA expc<>+36(SB)/4, $0x3f800000
 DATA expc<>+40(SB)/4, $0xc2aeac4f
 DATA expc<>+44(SB)/4, $127
-GLOBL expc<>(SB), RODATA|NOPTR, $48
+DATA expc<>+48(SB)/4, $0x42b00000
+GLOBL expc<>(SB), RODATA|NOPTR, $52
+
+// EXPCONSTS loads the constants EXPPS keeps in registers into Y8-Y14.
+#define EXPCONSTS \
+	VBROADCASTSS expc<>+0(SB), Y14; \
+	VBROADCASTSS expc<>+12(SB), Y13; \
+	VBROADCASTSS expc<>+16(SB), Y12; \
+	VBROADCASTSS expc<>+20(SB), Y11; \
+	VBROADCASTSS expc<>+24(SB), Y10; \
+	VBROADCASTSS expc<>+28(SB), Y9; \
+	VBROADCASTSS expc<>+32(SB), Y8
+
+// EXPPS sets Y0 to e**Y0, as expf computes it, for arguments up to 88:
+// those below -87.3 give e**-87.3 rather than a subnormal (VMAXPS returns
+// its second source on NaN, so NaN stays NaN). It needs EXPCONSTS and
+// clobbers Y1-Y4 and Y6.
+#define EXPPS \
+	VBROADCASTSS expc<>+40(SB), Y6; \
+	VMAXPS       Y0, Y6, Y0; \
+	VMULPS       Y14, Y0, Y1; \
+	VROUNDPS     $0, Y1, Y1; \
+	VMOVAPS      Y0, Y2; \
+	VBROADCASTSS expc<>+4(SB), Y6; \
+	VFNMADD231PS Y6, Y1, Y2; \
+	VBROADCASTSS expc<>+8(SB), Y6; \
+	VFNMADD231PS Y6, Y1, Y2; \
+	VMOVAPS      Y13, Y3; \
+	VFMADD213PS  Y12, Y2, Y3; \
+	VFMADD213PS  Y11, Y2, Y3; \
+	VFMADD213PS  Y10, Y2, Y3; \
+	VFMADD213PS  Y9, Y2, Y3; \
+	VFMADD213PS  Y8, Y2, Y3; \
+	VMULPS       Y2, Y2, Y4; \
+	VFMADD213PS  Y2, Y4, Y3; \
+	VBROADCASTSS expc<>+36(SB), Y6; \
+	VADDPS       Y6, Y3, Y3; \
+	VCVTPS2DQ    Y1, Y1; \
+	VPBROADCASTD expc<>+44(SB), Y6; \
+	VPADDD       Y6, Y1, Y1; \
+	VPSLLD       $23, Y1, Y1; \
+	VMULPS       Y1, Y3, Y0
 
 // func expSubAVX(s *float32, n8 int, m float32) float32
 // sets s[j] = e**(s[j]-m) for j < n8 and returns their sum. It is meant for
@@ -319,13 +361,7 @@ TEXT ·expSubAVX(SB), NOSPLIT, $0-28
 	MOVQ n8+8(FP), CX
 	SHLQ $2, CX
 	VBROADCASTSS m+16(FP), Y15
-	VBROADCASTSS expc<>+0(SB), Y14
-	VBROADCASTSS expc<>+12(SB), Y13
-	VBROADCASTSS expc<>+16(SB), Y12
-	VBROADCASTSS expc<>+20(SB), Y11
-	VBROADCASTSS expc<>+24(SB), Y10
-	VBROADCASTSS expc<>+28(SB), Y9
-	VBROADCASTSS expc<>+32(SB), Y8
+	EXPCONSTS
 	VXORPS Y5, Y5, Y5
 	XORQ AX, AX
 
@@ -334,30 +370,7 @@ loopexp:
 	JAE  sumexp
 	VMOVUPS (DI)(AX*1), Y0
 	VSUBPS Y15, Y0, Y0
-	VBROADCASTSS expc<>+40(SB), Y6
-	VMAXPS Y0, Y6, Y0 // the second source wins on NaN, so NaN stays NaN
-	VMULPS Y14, Y0, Y1
-	VROUNDPS $0, Y1, Y1
-	VMOVAPS Y0, Y2
-	VBROADCASTSS expc<>+4(SB), Y6
-	VFNMADD231PS Y6, Y1, Y2
-	VBROADCASTSS expc<>+8(SB), Y6
-	VFNMADD231PS Y6, Y1, Y2
-	VMOVAPS Y13, Y3
-	VFMADD213PS Y12, Y2, Y3
-	VFMADD213PS Y11, Y2, Y3
-	VFMADD213PS Y10, Y2, Y3
-	VFMADD213PS Y9, Y2, Y3
-	VFMADD213PS Y8, Y2, Y3
-	VMULPS Y2, Y2, Y4
-	VFMADD213PS Y2, Y4, Y3
-	VBROADCASTSS expc<>+36(SB), Y6
-	VADDPS Y6, Y3, Y3
-	VCVTPS2DQ Y1, Y1
-	VPBROADCASTD expc<>+44(SB), Y6
-	VPADDD Y6, Y1, Y1
-	VPSLLD $23, Y1, Y1
-	VMULPS Y1, Y3, Y0
+	EXPPS
 	VMOVUPS Y0, (DI)(AX*1)
 	VADDPS Y0, Y5, Y5
 	ADDQ $32, AX
@@ -369,6 +382,40 @@ sumexp:
 	VHADDPS X5, X5, X5
 	VHADDPS X5, X5, X5
 	VMOVSS X5, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func siluMulAVX(out, gate, up *float32, n8 int)
+// sets out[j] = gate[j]/(1+e**-gate[j]) * up[j] for j < n8 (out may be
+// gate). Arguments of e past 88 are taken as 88: the quotient is then
+// below 1e-36 in magnitude, as near 0 as the exact one.
+TEXT ·siluMulAVX(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DI
+	MOVQ gate+8(FP), SI
+	MOVQ up+16(FP), DX
+	MOVQ n8+24(FP), CX
+	SHLQ $2, CX
+	EXPCONSTS
+	VBROADCASTSS expc<>+48(SB), Y15
+	VBROADCASTSS expc<>+36(SB), Y7
+	XORQ AX, AX
+
+loopsilu:
+	CMPQ AX, CX
+	JAE  donesilu
+	VMOVUPS (SI)(AX*1), Y5
+	VXORPS  Y0, Y0, Y0
+	VSUBPS  Y5, Y0, Y0
+	VMINPS  Y0, Y15, Y0 // NaN stays NaN
+	EXPPS
+	VADDPS  Y7, Y0, Y0
+	VDIVPS  Y0, Y5, Y0
+	VMULPS  (DX)(AX*1), Y0, Y0
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ    $32, AX
+	JMP     loopsilu
+
+donesilu:
 	VZEROUPPER
 	RET
 

@@ -1,0 +1,372 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The kernels below need AVX-512F; simd_amd64.go calls them only when the
+// CPU has it and the OS saves the ZMM and opmask registers. They compute
+// tiles of c = a·bᵀ as dot products along k, both operands k-contiguous:
+// each accumulator holds 16 partial sums of one output, reduced to a float
+// once k is done. Lengths are in float32 elements, leading dimensions in
+// elements. kmask has the low k%16 bits set (the lanes of the last,
+// partial block of k; 0 when k is a multiple of 16); cmask has a bit for
+// each of the six columns of the tile to store; amask has the bits of
+// cmask where the kernel adds its sums to c (a later block of k) rather
+// than overwriting it, none to overwrite.
+
+// The order of the six sums of a row after REDUCE6, as lanes of its
+// register: VPERMPS gathers them into lanes 0 to 5.
+DATA reduce6perm<>+0(SB)/4, $0
+DATA reduce6perm<>+4(SB)/4, $4
+DATA reduce6perm<>+8(SB)/4, $8
+DATA reduce6perm<>+12(SB)/4, $12
+DATA reduce6perm<>+16(SB)/4, $1
+DATA reduce6perm<>+20(SB)/4, $5
+DATA reduce6perm<>+24(SB)/4, $0
+DATA reduce6perm<>+28(SB)/4, $0
+DATA reduce6perm<>+32(SB)/4, $0
+DATA reduce6perm<>+36(SB)/4, $0
+DATA reduce6perm<>+40(SB)/4, $0
+DATA reduce6perm<>+44(SB)/4, $0
+DATA reduce6perm<>+48(SB)/4, $0
+DATA reduce6perm<>+52(SB)/4, $0
+DATA reduce6perm<>+56(SB)/4, $0
+DATA reduce6perm<>+60(SB)/4, $0
+GLOBL reduce6perm<>(SB), RODATA|NOPTR, $64
+
+// COL4 loads 16 floats of one b row (those of mask km, the others zero)
+// into bz and adds their products with the four a blocks in Z24-Z27 to
+// the column's four accumulators.
+#define COL4(ptr, off, km, bz, c0, c1, c2, c3) \
+	VMOVUPS.Z off(ptr)(AX*1), km, bz; \
+	VFMADD231PS bz, Z24, c0; \
+	VFMADD231PS bz, Z25, c1; \
+	VFMADD231PS bz, Z26, c2; \
+	VFMADD231PS bz, Z27, c3
+
+// STEP4x6 adds the products of the 16 floats of k at byte AX+off (those
+// of mask km) to the 4×6 accumulators: row i, column j in Z(6i+j). The a
+// rows are at SI, DI, R8, R9; the b rows at R10-R13, CX, DX.
+#define STEP4x6(off, km) \
+	VMOVUPS.Z off(SI)(AX*1), km, Z24; \
+	VMOVUPS.Z off(DI)(AX*1), km, Z25; \
+	VMOVUPS.Z off(R8)(AX*1), km, Z26; \
+	VMOVUPS.Z off(R9)(AX*1), km, Z27; \
+	COL4(R10, off, km, Z28, Z0, Z6, Z12, Z18); \
+	COL4(R11, off, km, Z29, Z1, Z7, Z13, Z19); \
+	COL4(R12, off, km, Z30, Z2, Z8, Z14, Z20); \
+	COL4(R13, off, km, Z31, Z3, Z9, Z15, Z21); \
+	COL4(CX, off, km, Z28, Z4, Z10, Z16, Z22); \
+	COL4(DX, off, km, Z29, Z5, Z11, Z17, Z23)
+
+// STEP1x6 is STEP4x6 for one a row (at SI) into the accumulators
+// c0-c5.
+#define STEP1x6(off, km, c0, c1, c2, c3, c4, c5) \
+	VMOVUPS.Z off(SI)(AX*1), km, Z24; \
+	VMOVUPS.Z off(R10)(AX*1), km, Z26; \
+	VFMADD231PS Z26, Z24, c0; \
+	VMOVUPS.Z off(R11)(AX*1), km, Z27; \
+	VFMADD231PS Z27, Z24, c1; \
+	VMOVUPS.Z off(R12)(AX*1), km, Z28; \
+	VFMADD231PS Z28, Z24, c2; \
+	VMOVUPS.Z off(R13)(AX*1), km, Z29; \
+	VFMADD231PS Z29, Z24, c3; \
+	VMOVUPS.Z off(CX)(AX*1), km, Z30; \
+	VFMADD231PS Z30, Z24, c4; \
+	VMOVUPS.Z off(DX)(AX*1), km, Z31; \
+	VFMADD231PS Z31, Z24, c5
+
+// FOLD2 sets x to the sums of the halves of each (whole, or 128-bit lane
+// pair, as picked by lo and hi) of x and y, packed: with lo 0x44 and hi
+// 0xEE, x becomes [x.lo+x.hi, y.lo+y.hi] in 256-bit halves; with lo 0x88
+// and hi 0xDD, it becomes the sums of adjacent 128-bit lanes of x, then
+// of y. It clobbers t.
+#define FOLD2(lo, hi, y, x, t) \
+	VSHUFF64X2 lo, y, x, t; \
+	VSHUFF64X2 hi, y, x, x; \
+	VADDPS t, x, x
+
+// REDUCE6 stores the sums of the 16 lanes of each of v0-v5 as six
+// consecutive floats at dst, those of mask km, plus the floats there of
+// mask ka: a transpose-style tree that halves the lanes per sum while
+// doubling the sums per register. perm holds reduce6perm; it clobbers
+// v0-v5 and t.
+#define REDUCE6(v0, v1, v2, v3, v4, v5, t, perm, km, ka, dst) \
+	FOLD2($0x44, $0xEE, v1, v0, t); \
+	FOLD2($0x44, $0xEE, v3, v2, t); \
+	FOLD2($0x44, $0xEE, v5, v4, t); \
+	FOLD2($0x88, $0xDD, v2, v0, t); \
+	FOLD2($0x88, $0xDD, v4, v4, t); \
+	VUNPCKLPS v4, v0, t; \
+	VUNPCKHPS v4, v0, v0; \
+	VADDPS t, v0, v0; \
+	VPERMILPS $0x4E, v0, t; \
+	VADDPS t, v0, v0; \
+	VPERMPS v0, perm, v0; \
+	VMOVUPS.Z dst, ka, t; \
+	VADDPS t, v0, v0; \
+	VMOVUPS v0, km, dst
+
+// ZERO6 clears six accumulators.
+#define ZERO6(v0, v1, v2, v3, v4, v5) \
+	VPXORD v0, v0, v0; \
+	VPXORD v1, v1, v1; \
+	VPXORD v2, v2, v2; \
+	VPXORD v3, v3, v3; \
+	VPXORD v4, v4, v4; \
+	VPXORD v5, v5, v5
+
+// BROWS6 points R10-R13, CX and DX at six b rows from b, ldb elements
+// apart; it clobbers BX.
+#define BROWS6 \
+	MOVQ b+16(FP), R10; \
+	MOVQ ldb+24(FP), BX; \
+	SHLQ $2, BX; \
+	LEAQ (R10)(BX*1), R11; \
+	LEAQ (R11)(BX*1), R12; \
+	LEAQ (R12)(BX*1), R13; \
+	LEAQ (R13)(BX*1), CX; \
+	LEAQ (CX)(BX*1), DX
+
+// KMASKS sets K1 to all 16 lanes, K2 to kmask and BX to the bytes of the
+// whole blocks of k.
+#define KMASKS \
+	MOVL $0xffff, BX; \
+	KMOVW BX, K1; \
+	KMOVW kmask+56(FP), K2; \
+	MOVQ k+32(FP), BX; \
+	ANDQ $-16, BX; \
+	SHLQ $2, BX
+
+// func gemm4x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
+// sets c[i*ldc+j] (adds to it, where amask says) the sum over p < k of
+// a[i*lda+p]*b[j*ldb+p] for i < 4 and the columns j < 6 that cmask names.
+TEXT ·gemm4x6AVX512(SB), NOSPLIT, $0-62
+	MOVQ a+0(FP), SI
+	MOVQ lda+8(FP), BX
+	SHLQ $2, BX
+	LEAQ (SI)(BX*1), DI
+	LEAQ (DI)(BX*1), R8
+	LEAQ (R8)(BX*1), R9
+	BROWS6
+	KMASKS
+	ZERO6(Z0, Z1, Z2, Z3, Z4, Z5)
+	ZERO6(Z6, Z7, Z8, Z9, Z10, Z11)
+	ZERO6(Z12, Z13, Z14, Z15, Z16, Z17)
+	ZERO6(Z18, Z19, Z20, Z21, Z22, Z23)
+	XORQ AX, AX
+	JMP  test4x6
+
+loop4x6:
+	STEP4x6(0, K1)
+	ADDQ $64, AX
+
+test4x6:
+	CMPQ AX, BX
+	JB   loop4x6
+	KORTESTW K2, K2
+	JZ   sum4x6
+	STEP4x6(0, K2)
+
+sum4x6:
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), CX
+	SHLQ $2, CX
+	KMOVW cmask+58(FP), K3
+	KMOVW amask+60(FP), K4
+	VMOVUPS reduce6perm<>(SB), Z31
+	REDUCE6(Z0, Z1, Z2, Z3, Z4, Z5, Z24, Z31, K3, K4, (DX))
+	ADDQ CX, DX
+	REDUCE6(Z6, Z7, Z8, Z9, Z10, Z11, Z24, Z31, K3, K4, (DX))
+	ADDQ CX, DX
+	REDUCE6(Z12, Z13, Z14, Z15, Z16, Z17, Z24, Z31, K3, K4, (DX))
+	ADDQ CX, DX
+	REDUCE6(Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z31, K3, K4, (DX))
+	VZEROUPPER
+	RET
+
+// func gemm1x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
+// sets c[j] (adds to it, where amask says) the sum over p < k of
+// a[p]*b[j*ldb+p] for the columns j < 6 that cmask names (lda and ldc are
+// unused: the arguments are those of gemm4x6AVX512). It alternates two
+// sets of accumulators over blocks of k so a matrix-vector product is not
+// bound by FMA latency.
+TEXT ·gemm1x6AVX512(SB), NOSPLIT, $0-62
+	MOVQ a+0(FP), SI
+	BROWS6
+	KMASKS
+	ZERO6(Z0, Z1, Z2, Z3, Z4, Z5)
+	ZERO6(Z6, Z7, Z8, Z9, Z10, Z11)
+	MOVQ BX, DI
+	ANDQ $-128, DI
+	XORQ AX, AX
+	JMP  test1x6by32
+
+loop1x6by32:
+	STEP1x6(0, K1, Z0, Z1, Z2, Z3, Z4, Z5)
+	STEP1x6(64, K1, Z6, Z7, Z8, Z9, Z10, Z11)
+	ADDQ $128, AX
+
+test1x6by32:
+	CMPQ AX, DI
+	JB   loop1x6by32
+	CMPQ AX, BX
+	JAE  tail1x6
+	STEP1x6(0, K1, Z0, Z1, Z2, Z3, Z4, Z5)
+	ADDQ $64, AX
+
+tail1x6:
+	KORTESTW K2, K2
+	JZ   sum1x6
+	STEP1x6(0, K2, Z6, Z7, Z8, Z9, Z10, Z11)
+
+sum1x6:
+	VADDPS Z6, Z0, Z0
+	VADDPS Z7, Z1, Z1
+	VADDPS Z8, Z2, Z2
+	VADDPS Z9, Z3, Z3
+	VADDPS Z10, Z4, Z4
+	VADDPS Z11, Z5, Z5
+	MOVQ c+40(FP), DX
+	KMOVW cmask+58(FP), K3
+	KMOVW amask+60(FP), K4
+	VMOVUPS reduce6perm<>(SB), Z31
+	REDUCE6(Z0, Z1, Z2, Z3, Z4, Z5, Z24, Z31, K3, K4, (DX))
+	VZEROUPPER
+	RET
+
+// The order of the sixteen sums after REDUCE16: VPERMPS gathers them.
+DATA reduce16perm<>+0(SB)/4, $0
+DATA reduce16perm<>+4(SB)/4, $4
+DATA reduce16perm<>+8(SB)/4, $8
+DATA reduce16perm<>+12(SB)/4, $12
+DATA reduce16perm<>+16(SB)/4, $1
+DATA reduce16perm<>+20(SB)/4, $5
+DATA reduce16perm<>+24(SB)/4, $9
+DATA reduce16perm<>+28(SB)/4, $13
+DATA reduce16perm<>+32(SB)/4, $2
+DATA reduce16perm<>+36(SB)/4, $6
+DATA reduce16perm<>+40(SB)/4, $10
+DATA reduce16perm<>+44(SB)/4, $14
+DATA reduce16perm<>+48(SB)/4, $3
+DATA reduce16perm<>+52(SB)/4, $7
+DATA reduce16perm<>+56(SB)/4, $11
+DATA reduce16perm<>+60(SB)/4, $15
+GLOBL reduce16perm<>(SB), RODATA|NOPTR, $64
+
+// QUAD4 folds four registers of 16 partial sums each into x0, lane group
+// q (128 bits) holding four partial sums of xq.
+#define QUAD4(x0, x1, x2, x3, t) \
+	FOLD2($0x44, $0xEE, x1, x0, t); \
+	FOLD2($0x44, $0xEE, x3, x2, t); \
+	FOLD2($0x88, $0xDD, x2, x0, t)
+
+// B1x16 adds the products of Z16 and the 16 floats at mem (those of mask
+// km) to acc.
+#define B1x16(mem, km, acc) \
+	VMOVUPS.Z   mem, km, Z17; \
+	VFMADD231PS Z17, Z16, acc
+
+// STEP1x16 adds the products of the 16 floats of a at SI (those of mask
+// km) and those of the sixteen b rows to Z0-Z15; the rows are at R10,
+// R12, R13, DI, R8 and R9 plus 0, 1, 2, 4 or 8 times R11 (ldb bytes).
+#define STEP1x16(km) \
+	VMOVUPS.Z (SI), km, Z16; \
+	B1x16((R10), km, Z0); \
+	B1x16((R10)(R11*1), km, Z1); \
+	B1x16((R10)(R11*2), km, Z2); \
+	B1x16((R12), km, Z3); \
+	B1x16((R10)(R11*4), km, Z4); \
+	B1x16((R12)(R11*2), km, Z5); \
+	B1x16((R13), km, Z6); \
+	B1x16((R12)(R11*4), km, Z7); \
+	B1x16((R10)(R11*8), km, Z8); \
+	B1x16((DI), km, Z9); \
+	B1x16((R13)(R11*4), km, Z10); \
+	B1x16((R12)(R11*8), km, Z11); \
+	B1x16((R8), km, Z12); \
+	B1x16((DI)(R11*4), km, Z13); \
+	B1x16((R13)(R11*8), km, Z14); \
+	B1x16((R9), km, Z15)
+
+// func gemm1x16AVX512(a *float32, b *float32, ldb int, k int, c *float32, kmask, amask uint16)
+// sets c[j] (adds to it where amask says) the sum over p < k of
+// a[p]*b[j*ldb+p] for j < 16: one row against sixteen b rows, whose sums
+// a transpose-style tree reduces into one register, so a short k (an
+// attention head) pays far less reduction per output than in 1x6 tiles.
+// R10, R12, R13, DI, R8 and R9 point at b rows 0, 3, 6, 9, 12 and 15,
+// and move on with SI.
+TEXT ·gemm1x16AVX512(SB), NOSPLIT, $0-44
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), R10
+	MOVQ ldb+16(FP), R11
+	SHLQ $2, R11
+	LEAQ (R11)(R11*2), AX
+	LEAQ (R10)(AX*1), R12
+	LEAQ (R12)(AX*1), R13
+	LEAQ (R13)(AX*1), DI
+	LEAQ (DI)(AX*1), R8
+	LEAQ (R8)(AX*1), R9
+	MOVL $0xffff, AX
+	KMOVW AX, K1
+	KMOVW kmask+40(FP), K2
+	MOVQ k+24(FP), CX
+	SHRQ $4, CX
+	VPXORD Z0, Z0, Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	VMOVAPS Z0, Z7
+	VMOVAPS Z0, Z8
+	VMOVAPS Z0, Z9
+	VMOVAPS Z0, Z10
+	VMOVAPS Z0, Z11
+	VMOVAPS Z0, Z12
+	VMOVAPS Z0, Z13
+	VMOVAPS Z0, Z14
+	VMOVAPS Z0, Z15
+	TESTQ CX, CX
+	JZ    tail1x16
+
+loop1x16:
+	STEP1x16(K1)
+	ADDQ $64, SI
+	ADDQ $64, R10
+	ADDQ $64, R12
+	ADDQ $64, R13
+	ADDQ $64, DI
+	ADDQ $64, R8
+	ADDQ $64, R9
+	DECQ CX
+	JNZ  loop1x16
+
+tail1x16:
+	KORTESTW K2, K2
+	JZ   sum1x16
+	STEP1x16(K2)
+
+sum1x16:
+	QUAD4(Z0, Z1, Z2, Z3, Z16)
+	QUAD4(Z4, Z5, Z6, Z7, Z16)
+	QUAD4(Z8, Z9, Z10, Z11, Z16)
+	QUAD4(Z12, Z13, Z14, Z15, Z16)
+	VUNPCKLPS Z4, Z0, Z16
+	VUNPCKHPS Z4, Z0, Z0
+	VADDPS    Z16, Z0, Z0
+	VUNPCKLPS Z12, Z8, Z16
+	VUNPCKHPS Z12, Z8, Z8
+	VADDPS    Z16, Z8, Z8
+	VUNPCKLPD Z8, Z0, Z16
+	VUNPCKHPD Z8, Z0, Z0
+	VADDPS    Z16, Z0, Z0
+	VMOVUPS   reduce16perm<>(SB), Z31
+	VPERMPS   Z0, Z31, Z0
+	MOVQ      c+32(FP), DX
+	KMOVW     amask+42(FP), K3
+	VMOVUPS.Z (DX), K3, Z16
+	VADDPS    Z16, Z0, Z0
+	VMOVUPS   Z0, (DX)
+	VZEROUPPER
+	RET

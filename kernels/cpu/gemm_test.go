@@ -1,0 +1,131 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/prefixd/prefixd/kernels"
+	"github.com/prefixd/prefixd/kernels/quant"
+)
+
+// TestGemmMatchesFloat64 checks gemm against a float64 reference on every
+// kernel path over shapes that cover the remainders of the tiles (m % 4,
+// m % 3, n % 6, n % 4, k % 16, k % 8), strided operands, and b blocks
+// (a long k makes them a few tiles wide, so tails fall inside a block),
+// and checks that it writes nothing outside c's m×n region.
+func TestGemmMatchesFloat64(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	type shape struct{ m, n, k int }
+	var shapes []shape
+	for _, m := range []int{1, 2, 3, 4, 5, 7, 8, 13} {
+		for _, n := range []int{1, 5, 6, 7, 12, 13, 29} {
+			for _, k := range []int{1, 2, 15, 16, 17, 33, 100} {
+				shapes = append(shapes, shape{m, n, k})
+			}
+		}
+	}
+	shapes = append(shapes, shape{5, 29, 5000}, shape{16, 40, 768}, shape{9, 31, 2051})
+	eachKernel(t, func(t testing.TB) {
+		for _, s := range shapes {
+			lda, ldb, ldc := s.k+3, s.k+1, s.n+2
+			a, b := randVec(r, s.m*lda), randVec(r, s.n*ldb)
+			c := make([]float32, s.m*ldc)
+			for i := range c {
+				c[i] = float32(math.NaN()) // gemm must overwrite, and only its region
+			}
+			gemm(c, ldc, a, lda, b, ldb, s.m, s.n, s.k)
+			for i := range s.m {
+				for j := range ldc {
+					got := c[i*ldc+j]
+					if j >= s.n {
+						if got == got {
+							t.Fatalf("%v: c[%d][%d] = %v outside the product", s, i, j, got)
+						}
+						continue
+					}
+					var want float64
+					for p := range s.k {
+						want += float64(a[i*lda+p]) * float64(b[j*ldb+p])
+					}
+					if d := math.Abs(float64(got) - want); !(d <= matMulTol(s.k)) {
+						t.Fatalf("%v: c[%d][%d] = %v, want %v (diff %g)", s, i, j, got, want, d)
+					}
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkGemm measures gemm on one core, with the AVX2 and the AVX-512
+// kernels, for the shapes of a 110M-class model (dim 768, hidden 2048,
+// vocabulary 32000) at batched decode (m = 16), a small prefill chunk (64)
+// and a long one (512).
+func BenchmarkGemm(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	saved := useAVX512
+	defer func() { useAVX512 = saved }()
+	for _, m := range []int{16, 64, 512} {
+		for _, nk := range []struct{ n, k int }{{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}} {
+			n, k := nk.n, nk.k
+			a, bm, c := randVec(r, m*k), randVec(r, n*k), make([]float32, m*n)
+			for _, kern := range []struct {
+				name string
+				have bool
+			}{{"avx2", haveAVX2()}, {"avx512", haveAVX512()}} {
+				b.Run(fmt.Sprintf("m%d_n%d_k%d/%s", m, n, k, kern.name), func(b *testing.B) {
+					if !kern.have {
+						b.Skipf("this build or CPU has no %s kernels", kern.name)
+					}
+					useAVX512 = kern.name == "avx512"
+					for b.Loop() {
+						gemm(c, n, a, k, bm, k, m, n, k)
+					}
+					b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkQuantizedMatMul compares, per weight type and activation rows,
+// the two paths of a product on weights other than F32: kernels/quant's
+// products on the weights as uploaded, and dequantizing groups of rows
+// for gemm. gemmRows is where the second starts to win. The weight is the
+// 2048×768 of a 110M-class model's FFN.
+func BenchmarkQuantizedMatMul(b *testing.B) {
+	const n, k = 2048, 768
+	w := NewWorkers(0)
+	defer w.Close()
+	r := rand.New(rand.NewPCG(9, 9))
+	wf := randVec(r, n*k)
+	for _, typ := range []kernels.DType{kernels.F16, kernels.Q8_0, kernels.Q4_K, kernels.Q6_K} {
+		rowBytes, err := typ.RowSize(k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wt := kernels.Tensor{Type: typ, Rows: n, Cols: k, Data: make([]byte, n*rowBytes)}
+		for i := range n {
+			if err := quant.Quantize(typ, wt.Row(i), wf[i*k:(i+1)*k]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		be := NewBackend(w)
+		for _, m := range []int{1, 2, 3, 4, 8, 16, 32, 64, 128, 256} {
+			a, c := randVec(r, m*k), make([]float32, m*n)
+			for _, path := range []string{"quant", "gemm"} {
+				b.Run(fmt.Sprintf("%v/m%d/%s", typ, m, path), func(b *testing.B) {
+					for b.Loop() {
+						if path == "gemm" {
+							be.deqMatMul(c, a, wt, m)
+						} else if err := be.q.MatMul(c, a, wt.Data, typ, m, n, k); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
