@@ -14,27 +14,26 @@ import (
 // row-at-a-time products (built for decode) do not, and the
 // dequantization is paid once for all the rows. Below it, the integer
 // products of kernels/quant stream the quantized bytes. The crossover
-// depends on how fast t dequantizes. Measured with
-// BenchmarkQuantizedMatMul (2048×768, 2 workers on a loaded 2-core Zen 5;
-// GFLOP/s of the GEMM path against kernels/quant's):
-//   - F16, BF16, Q8_0 with the AVX-512 converters: 4 rows (F16 72 vs 57,
-//     Q8_0 62-76 vs 59-67; 3 rows about even; 16 rows 143 vs 57 and 156
-//     vs 76);
-//   - Q4_K and Q6_K with their AVX-512 converters, slower than the
-//     others': 8 rows (Q4_K: 4 rows 61 vs 71, 8 95 vs 82, 16 137 vs 64;
-//     Q6_K: 4 rows about even, 8 123 vs 101, 16 187 vs 132);
-//   - Q6_K without it, its scalar dequantization the slowest: 128 rows
-//     (64 rows 46 vs 86, 128 about even, 256 96 vs 76);
-//   - the others, and all types without AVX-512, dequantized by scalar
-//     loops at about 1 Gvalue/s: 64 rows (Q4_K so: 91 vs 87 at 64, 122
-//     vs 86 at 128).
+// depends on how fast t dequantizes (quant.FastDequantize). Measured with
+// BenchmarkQuantizedMatMul (2048×768, 2 workers on a 2-core Zen 5, load
+// 2; GFLOP/s of the GEMM path against kernels/quant's):
+//   - F16, BF16 and the 32-value blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
+//     with AVX-512 dequantizers: 4 rows (F16 76 vs 58, Q8_0 80 vs 73,
+//     Q5_0 78 vs 47; at 3 rows the GEMM loses, 41-46 vs 39-72; at 16
+//     it is 1.6-2.9x kernels/quant);
+//   - the K-quants with AVX-512 dequantizers, whose integer products are
+//     the fastest: 8 rows (at 4: Q4_K 70 vs 70, Q6_K 71 vs 80; at 8: Q4_K
+//     104 vs 84, Q5_K 116 vs 93, Q6_K 124 vs 104);
+//   - without AVX-512, dequantized by scalar loops at about 1 Gvalue/s:
+//     64 rows (Q4_K 91 vs 87 at 64, 122 vs 86 at 128), Q6_K 128 (64
+//     rows 46 vs 86, 128 about even, 256 96 vs 76).
 func gemmRows(t kernels.DType) int {
 	switch {
-	case !simdDequantType(t) && t == kernels.Q6_K:
+	case !quant.FastDequantize(t) && t == kernels.Q6_K:
 		return 128
-	case !simdDequantType(t):
+	case !quant.FastDequantize(t):
 		return 64
-	case t == kernels.Q4_K || t == kernels.Q6_K:
+	case t == kernels.Q4_K || t == kernels.Q5_K || t == kernels.Q6_K:
 		return 8
 	}
 	return 4
@@ -60,7 +59,7 @@ func (t *deqGemm) run(part, lo, hi int) {
 	for g := lo; g < hi; g++ {
 		j0, j1 := g*deqGroup, min((g+1)*deqGroup, n)
 		for j := j0; j < j1; j++ {
-			if err := dequantRow(t.w.Type, buf[(j-j0)*k:(j-j0+1)*k], t.w.Row(j)); err != nil {
+			if err := quant.Dequantize(t.w.Type, buf[(j-j0)*k:(j-j0+1)*k], t.w.Row(j)); err != nil {
 				panic(fmt.Sprintf("cpu: dequantize: %v", err)) // Upload checked the shape
 			}
 		}
@@ -89,16 +88,4 @@ func (b *Backend) deqMatMul(c, a []float32, w kernels.Tensor, m int) {
 		b.w.For(groups, b.deqRun)
 	}
 	b.deq.c, b.deq.a, b.deq.w = nil, nil, kernels.Tensor{} // keep no caller's slices alive
-}
-
-// dequantRow sets dst to the values of the weight row src of type t:
-// through the AVX-512 converters for F16, BF16, Q8_0, Q4_K and Q6_K where
-// the CPU has them (30 to 40 Gvalues/s a Zen 5 core, 13 for Q4_K and 20
-// for Q6_K, against about 1 for quant.Dequantize's scalar loops, and
-// equal to its results), else through quant.Dequantize.
-func dequantRow(t kernels.DType, dst []float32, src []byte) error {
-	if simdDequant(t, dst, src) {
-		return nil
-	}
-	return quant.Dequantize(t, dst, src)
 }

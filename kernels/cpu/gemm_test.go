@@ -100,7 +100,7 @@ func BenchmarkQuantizedMatMul(b *testing.B) {
 	defer w.Close()
 	r := rand.New(rand.NewPCG(9, 9))
 	wf := randVec(r, n*k)
-	for _, typ := range []kernels.DType{kernels.F16, kernels.Q8_0, kernels.Q4_K, kernels.Q6_K} {
+	for _, typ := range []kernels.DType{kernels.F16, kernels.BF16, kernels.Q8_0, kernels.Q4_0, kernels.Q4_1, kernels.Q5_0, kernels.Q5_1, kernels.Q4_K, kernels.Q5_K, kernels.Q6_K} {
 		rowBytes, err := typ.RowSize(k)
 		if err != nil {
 			b.Fatal(err)
@@ -112,7 +112,7 @@ func BenchmarkQuantizedMatMul(b *testing.B) {
 			}
 		}
 		be := NewBackend(w)
-		for _, m := range []int{1, 2, 3, 4, 8, 16, 32, 64, 128, 256} {
+		for _, m := range []int{1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256} {
 			a, c := randVec(r, m*k), make([]float32, m*n)
 			for _, path := range []string{"quant", "gemm"} {
 				b.Run(fmt.Sprintf("%v/m%d/%s", typ, m, path), func(b *testing.B) {

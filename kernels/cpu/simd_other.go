@@ -2,8 +2,6 @@
 
 package cpu
 
-import "github.com/prefixd/prefixd/kernels"
-
 // useAVX2 is always false in this build: there are no assembly kernels,
 // and the pure-Go kernels do all the work.
 var useAVX2 = false
@@ -35,7 +33,3 @@ func haveAVX512() bool { return false }
 func simdGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int) bool {
 	return false
 }
-
-func simdDequant(t kernels.DType, dst []float32, src []byte) bool { return false }
-
-func simdDequantType(t kernels.DType) bool { return false }

@@ -18,6 +18,18 @@ func Dequantize(t Type, dst []float32, src []byte) error {
 	return nil
 }
 
+// FastDequantize reports whether Dequantize decodes rows of type t with
+// vector kernels on this CPU and build (tens of Gvalues/s a core) rather
+// than in Go (about one): whether dequantizing weights to multiply a
+// small batch by them in float32 can pay.
+func FastDequantize(t Type) bool {
+	switch t {
+	case F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K:
+		return have512
+	}
+	return false
+}
+
 // dequantGo is Dequantize's pure-Go decoder, checks done: the reference
 // the assembly ones are tested against bit for bit, and the decoder of
 // the rows (or their ends) they leave.
