@@ -99,7 +99,7 @@ func TestWorkersParkAndWake(t *testing.T) {
 		}
 		for i := range w.workers {
 			for !w.workers[i].sleeping.Load() {
-				time.Sleep(maxSpin)
+				time.Sleep(spinFor)
 			}
 		}
 	}
