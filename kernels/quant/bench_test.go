@@ -185,13 +185,7 @@ func BenchmarkDotRows(b *testing.B) {
 	x := randRow(rng, benchIn)
 	dst := make([]float32, rows)
 	for _, typ := range weightTypes {
-		rs, _ := typ.RowSize(benchIn)
-		w := make([]byte, rows*rs)
-		for o := range rows {
-			if err := Quantize(typ, w[o*rs:(o+1)*rs], randRow(rng, benchIn)); err != nil {
-				b.Fatal(err)
-			}
-		}
+		w, rs := randWeights(b, rng, typ, rows, benchIn), rowBytes(typ, benchIn)
 		a := acts{blk: actBlock(typ)}
 		a.prepare(x, benchIn)
 		if a.blk != 0 {
@@ -216,13 +210,7 @@ func BenchmarkDequantize(b *testing.B) {
 	const rows = 64
 	dst := make([]float32, benchIn)
 	for _, typ := range weightTypes {
-		rs, _ := typ.RowSize(benchIn)
-		w := make([]byte, rows*rs)
-		for o := range rows {
-			if err := Quantize(typ, w[o*rs:(o+1)*rs], randRow(rng, benchIn)); err != nil {
-				b.Fatal(err)
-			}
-		}
+		w, rs := randWeights(b, rng, typ, rows, benchIn), rowBytes(typ, benchIn)
 		benchLevels(b, typ.String(), func(b *testing.B) {
 			b.SetBytes(4 * rows * benchIn)
 			for b.Loop() {
@@ -234,4 +222,10 @@ func BenchmarkDequantize(b *testing.B) {
 			}
 		})
 	}
+}
+
+// rowBytes is the size of a row of in values of type typ.
+func rowBytes(typ Type, in int) int {
+	rs, _ := typ.RowSize(in)
+	return rs
 }

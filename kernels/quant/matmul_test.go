@@ -12,7 +12,7 @@ import (
 var weightTypes = []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K}
 
 // randWeights returns out random rows of in values quantized as t.
-func randWeights(t *testing.T, rng *rand.Rand, typ Type, out, in int) []byte {
+func randWeights(t testing.TB, rng *rand.Rand, typ Type, out, in int) []byte {
 	t.Helper()
 	rs, err := typ.RowSize(in)
 	if err != nil {
