@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net"
@@ -226,6 +227,12 @@ func hungUp(conn net.Conn, probed *bool) bool {
 func resultError(res *engine.Result) *apiError {
 	switch res.Finish {
 	case engine.FinishError:
+		if errors.Is(res.Err, engine.ErrNoRoom) {
+			// Operator pins took the room the request was admitted with:
+			// the server's state, not the request, and it passes with an
+			// unpin or an expiry, so the client may retry.
+			return &apiError{Status: 503, Type: typeUnavailable, Message: "the request was accepted but cannot run now: " + res.Err.Error()}
+		}
 		msg := "generation failed"
 		if res.Err != nil {
 			msg += ": " + res.Err.Error()
