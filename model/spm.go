@@ -231,6 +231,10 @@ func ggufTokenizer(meta map[string]any) (*SentencePiece, error) {
 // LoadLlama2CTokenizer reads llama2.c's tokenizer.bin: an int32 maximum
 // piece length, then for each of vocab tokens a float32 score, an int32
 // length and the piece's bytes. Tokens 0, 1, 2 are unknown, BOS and EOS.
+// The format has no token count: a file with bytes left after vocab tokens
+// holds more of them, another model's vocabulary (the 32,000-token Llama 2
+// one read for the 512-token stories260K turns its token IDs into the
+// wrong words), and is refused.
 func LoadLlama2CTokenizer(path string, vocab int) (*SentencePiece, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -254,6 +258,9 @@ func LoadLlama2CTokenizer(path string, vocab int) (*SentencePiece, error) {
 		}
 		pieces[i] = string(data[off : off+n])
 		off += n
+	}
+	if off != len(data) {
+		return nil, fmt.Errorf("model: tokenizer file holds more tokens than the model's %d (%d bytes follow them): it is another model's vocabulary", vocab, len(data)-off)
 	}
 	control := make([]bool, vocab)
 	control[0] = true

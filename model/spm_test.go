@@ -1,8 +1,11 @@
 package model
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -68,5 +71,32 @@ func BenchmarkEncodeLong(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		tk.Encode(text)
+	}
+}
+
+// TestLlama2CTokenizerRefusesMoreTokens writes a four-token tokenizer.bin
+// and reads it for models of three, four and five tokens: the file has no
+// token count, so a file with tokens left over is another model's
+// vocabulary and one too short is truncated.
+func TestLlama2CTokenizerRefusesMoreTokens(t *testing.T) {
+	var data []byte
+	data = binary.LittleEndian.AppendUint32(data, 5)
+	for _, piece := range []string{"<unk>", "<s>", "</s>", "hello"} {
+		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(-1))
+		data = binary.LittleEndian.AppendUint32(data, uint32(len(piece)))
+		data = append(data, piece...)
+	}
+	path := filepath.Join(t.TempDir(), "tokenizer.bin")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadLlama2CTokenizer(path, 4); err != nil {
+		t.Fatalf("four tokens for a four-token model: %v", err)
+	}
+	if _, err := LoadLlama2CTokenizer(path, 3); err == nil || !strings.Contains(err.Error(), "more tokens than the model's 3") {
+		t.Errorf("four tokens for a three-token model: %v", err)
+	}
+	if _, err := LoadLlama2CTokenizer(path, 5); err == nil || !strings.Contains(err.Error(), "truncated at token 4") {
+		t.Errorf("four tokens for a five-token model: %v", err)
 	}
 }

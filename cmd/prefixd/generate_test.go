@@ -166,7 +166,7 @@ func TestGenerateWithTokenizerFile(t *testing.T) {
 	if code != 0 || file != own {
 		t.Fatalf("with --tokenizer: exit %d, %q (%s), want %q", code, file, stderr, own)
 	}
-	if code, _, stderr := runArgs(append(args, "--tokenizer", gguf)...); code != 1 || stderr == "" {
-		t.Fatalf("a GGUF file as tokenizer.bin: exit %d, %q", code, stderr)
+	if code, _, stderr := runArgs(append(args, "--tokenizer", gguf)...); code != 2 || !strings.Contains(stderr, "--tokenizer") {
+		t.Fatalf("a GGUF file as tokenizer.bin: exit %d, %q (want a usage error naming --tokenizer)", code, stderr)
 	}
 }

@@ -33,17 +33,15 @@ func loadModel(path, tokenizer string) (*model.Model, error) {
 	return m, nil
 }
 
-// loadTokenizer reads the first vocab tokens of a llama2.c tokenizer file,
-// refusing a file that holds more: its tokens would be another model's
-// (the 32,000-token Llama 2 vocabulary on the 512-token stories260K reads
-// the model's token IDs as the wrong words, and prints nonsense). The
-// file format has no token count, so a file that parses as vocab+1 tokens
-// is the proof.
+// loadTokenizer reads a llama2.c tokenizer file of the model's vocab
+// tokens; one that holds more is another model's, refused as a usage
+// error.
 func loadTokenizer(path string, vocab int) (*model.SentencePiece, error) {
-	if _, err := model.LoadLlama2CTokenizer(path, vocab+1); err == nil {
-		return nil, usagef("--tokenizer %s holds more tokens than the model's %d: it is another model's vocabulary", path, vocab)
+	tk, err := model.LoadLlama2CTokenizer(path, vocab)
+	if err != nil {
+		return nil, usagef("--tokenizer %s: %w", path, err)
 	}
-	return model.LoadLlama2CTokenizer(path, vocab)
+	return tk, nil
 }
 
 // loadChatTemplate parses the --chat-template file, if given (nil if not).
