@@ -100,3 +100,32 @@ func TestLlama2CTokenizerRefusesMoreTokens(t *testing.T) {
 		t.Errorf("four tokens for a five-token model: %v", err)
 	}
 }
+
+// FuzzLlama2CTokenizer reads arbitrary bytes as a tokenizer.bin for a
+// model of up to 64 tokens: an error or a tokenizer of exactly that many
+// tokens, never a panic.
+func FuzzLlama2CTokenizer(f *testing.F) {
+	var good []byte
+	good = binary.LittleEndian.AppendUint32(good, 5)
+	for _, piece := range []string{"<unk>", "<s>", "</s>", "hi"} {
+		good = binary.LittleEndian.AppendUint32(good, math.Float32bits(-1))
+		good = binary.LittleEndian.AppendUint32(good, uint32(len(piece)))
+		good = append(good, piece...)
+	}
+	f.Add(good, uint8(4))
+	f.Add(good, uint8(3))
+	f.Add(good[:len(good)-1], uint8(4))
+	f.Add([]byte{}, uint8(1))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte, vocab uint8) {
+		path := filepath.Join(dir, "tokenizer.bin")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		n := int(vocab%64) + 1
+		tk, err := LoadLlama2CTokenizer(path, n)
+		if err == nil && tk.VocabSize() != n {
+			t.Fatalf("%d tokens read for a %d-token model", tk.VocabSize(), n)
+		}
+	})
+}
