@@ -42,6 +42,48 @@
 	VXORPS Z8, Z8, Z8; \
 	VXORPS Z9, Z9, Z9
 
+// X4SETUP loads the four-row kernels' (see dotQ8_0x4AVX512) arguments and constants, zeroes
+// the sums and sets the masks for two blocks at a time.
+#define X4SETUP \
+	MOVQ      w+0(FP), SI; \
+	MOVQ      a+8(FP), DI; \
+	MOVQ      ad+16(FP), DX; \
+	MOVQ      astride+24(FP), R8; \
+	MOVQ      adstride+32(FP), R10; \
+	MOVQ      nb+40(FP), CX; \
+	LEAQ      (R8)(R8*2), R9; \
+	LEAQ      (R10)(R10*2), R11; \
+	XORQ      R12, R12; \
+	VPXORD    Z31, Z31, Z31; \
+	BCASTD(0x80808080, Z30); \
+	VXORPS    Z16, Z16, Z16; \
+	VXORPS    Z17, Z17, Z17; \
+	VXORPS    Z18, Z18, Z18; \
+	VXORPS    Z19, Z19, Z19; \
+	HIGHHALF; \
+	KXNORW    K4, K4, K4
+
+// X4LAST sets the masks for a single last block.
+#define X4LAST \
+	MOVL   $0xff, AX; \
+	KMOVW  AX, K4; \
+	KXORW  K2, K2, K2
+
+// X4STORE sums the lanes of acc into out[i].
+#define X4STORE(acc, i) \
+	VMOVAPS acc, Z0; \
+	HSUM16; \
+	VMOVSS  X0, (i*4)(R13)
+
+// X4END stores the four rows' sums.
+#define X4END \
+	MOVQ out+48(FP), R13; \
+	X4STORE(Z16, 0); \
+	X4STORE(Z17, 1); \
+	X4STORE(Z18, 2); \
+	X4STORE(Z19, 3); \
+	VZEROUPPER
+
 // KROWS runs the K-quant dot over the rows, BLOCK(base, acc, minacc)
 // multiplying one block of bsize bytes into a row's sum and minimums'
 // sum: rows i and i+h for h = nrows/2 side by side (two memory streams,
@@ -306,16 +348,22 @@ DATA q8Halves<>+0x30(SB)/8, $0x0000000000000000
 DATA q8Halves<>+0x38(SB)/8, $0x0000000000000000
 GLOBL q8Halves<>(SB), RODATA|NOPTR, $64
 
+// Q8WPAIR loads the two Q8_0 blocks at woff(base): their 64 quants into
+// zq as signed bytes and their scales into zd's low eight words (d_A) and
+// next eight (d_B), still halves. Two loads and two permutes (Z28:
+// q8Quants, Z29: q8Halves) do it.
+#define Q8WPAIR(base, woff, zq, zd) \
+	VMOVDQU64   woff(base), zq; \
+	VPERMW      zq, Z29, zd; \
+	VPERMT2B    (woff+4)(base), Z28, zq
+
 // Q8ROWPAIR adds the two Q8_0 blocks at woff(base) times the activations
 // PAIRACTS prepared to acc. The weights go into VPDPBUSD as unsigned bytes
 // w+128 (w XOR 0x80) against the activations as they are, and the sum
-// starts from −128·Σa, so the signs cost nothing per row; two loads and
-// two permutes (Z28: q8Quants, Z29: q8Halves) bring in both blocks'
-// quants and scales. Clobbers Z2, Z4, Z5.
+// starts from −128·Σa, so the signs cost nothing per row. Clobbers Z2,
+// Z4, Z5.
 #define Q8ROWPAIR(base, woff, aoff, acc) \
-	VMOVDQU64   woff(base), Z2; \
-	VPERMW      Z2, Z29, Z5; \
-	VPERMT2B    (woff+4)(base), Z28, Z2; \
+	Q8WPAIR(base, woff, Z2, Z5); \
 	VPXORD      Z30, Z2, Z2; \
 	VMOVDQA64   Z3, Z4; \
 	VPDPBUSD    aoff(DI), Z2, Z4; \
@@ -446,6 +494,74 @@ TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
 	VMOVDQU64 q8Quants<>(SB), Z28
 	VMOVDQU64 q8Halves<>(SB), Z29
 	PAIRROWS(Q8ROWPAIR, Q8ONE, 34)
+	RET
+
+// The four-row kernels multiply one weight row by four activation rows
+// (astride bytes of quants and adstride of scales apart) into out[0:4],
+// unpacking each weight block once for all four. The activations go into
+// VPDPBUSD as unsigned bytes a+128 (a XOR 0x80, the one op per row and
+// block they cost) against the weights as they are, and each row's sum
+// starts from −128·Σw, which is the weights' and so computed once. The
+// row pointers are DI plus R12 (zero), R8, 2·R8 and R9 = 3·R8; their
+// scales DX plus R12, R10, 2·R10 and R11 = 3·R10. K4 masks the dwords of
+// activations to load, K2 those that take the second block's scale: all
+// and the upper eight for two blocks, the lower eight and none for the
+// single last one, whose loads then stay inside the rows.
+
+// X4ROW adds the blocks unpacked in Z11 (quants) and Z13 (their scales
+// as floats) times the row at (DI)(aidx), scales (DX)(didx), to acc; Z10
+// holds −128·Σw. Clobbers Z8, Z9, Z12.
+#define X4ROW(aidx, didx, acc) \
+	VPXORD.Z     (DI)(aidx), Z30, K4, Z8; \
+	VMOVDQA64    Z10, Z9; \
+	VPDPBUSD     Z11, Z8, Z9; \
+	VCVTDQ2PS    Z9, Z9; \
+	VBROADCASTSS (DX)(didx), Z12; \
+	VBROADCASTSS 4(DX)(didx), K2, Z12; \
+	VMULPS       Z12, Z13, Z12; \
+	VFMADD231PS  Z9, Z12, acc
+
+// X4ROWS adds the unpacked blocks times the four rows to Z16-Z19.
+#define X4ROWS \
+	VPXORD   Z10, Z10, Z10; \
+	VPDPBUSD Z11, Z30, Z10; \
+	VPSUBD   Z10, Z31, Z10; \
+	X4ROW(R12*1, R12*1, Z16); \
+	X4ROW(R8*1, R10*1, Z17); \
+	X4ROW(R8*2, R10*2, Z18); \
+	X4ROW(R9*1, R11*1, Z19)
+
+// func dotQ8_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
+// sets out[r] to the dot product of the Q8_0 weight row w (nb blocks)
+// with Q8_0 activation row r, for r < 4.
+TEXT ·dotQ8_0x4AVX512(SB), NOSPLIT, $0-56
+	X4SETUP
+	VMOVDQU64 q8Quants<>(SB), Z28
+	VMOVDQU64 q8Halves<>(SB), Z29
+
+pair:
+	CMPQ CX, $2
+	JLT  one
+	Q8WPAIR(SI, 0, Z11, Z13)
+	VCVTPH2PS Y13, Z13
+	X4ROWS
+	ADDQ $68, SI
+	ADDQ $64, DI
+	ADDQ $8, DX
+	SUBQ $2, CX
+	JMP  pair
+
+one:
+	TESTQ CX, CX
+	JZ    done
+	X4LAST
+	VMOVDQU      2(SI), Y11
+	VPBROADCASTW (SI), Y13
+	VCVTPH2PS    Y13, Z13
+	X4ROWS
+
+done:
+	X4END
 	RET
 
 // q4Quants is the VPERMB index that lays the 16 qs bytes of two Q4_0
