@@ -75,13 +75,12 @@
 	HSUM16; \
 	VMOVSS  X0, (i*4)(R13)
 
-// X4END stores the four rows' sums.
-#define X4END \
-	MOVQ out+48(FP), R13; \
-	X4STORE(Z16, 0); \
-	X4STORE(Z17, 1); \
-	X4STORE(Z18, 2); \
-	X4STORE(Z19, 3); \
+// X4END stores the four rows' sums in a0 ... a3 at (R13).
+#define X4END(a0, a1, a2, a3) \
+	X4STORE(a0, 0); \
+	X4STORE(a1, 1); \
+	X4STORE(a2, 2); \
+	X4STORE(a3, 3); \
 	VZEROUPPER
 
 // KROWS runs the K-quant dot over the rows, BLOCK(base, acc, minacc)
@@ -561,7 +560,8 @@ one:
 	X4ROWS
 
 done:
-	X4END
+	MOVQ out+48(FP), R13
+	X4END(Z16, Z17, Z18, Z19)
 	RET
 
 // q4Quants is the VPERMB index that lays the 16 qs bytes of two Q4_0
@@ -862,26 +862,31 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VBROADCASTSS X7, Y7; \
 	VFMADD231PS  Y5, Y7, minacc
 
-// K4QUANTS sets Z2 to the 64 quants of a K-quant chunk from its 32 qs
-// bytes at off(base): the low nibbles, then the high ones. Z15 holds 0x0f
-// bytes. Clobbers Z3.
-#define K4QUANTS(base, off) \
-	VMOVDQU      off(base), Y2; \
-	VPSRLW       $4, Y2, Y3; \
-	VINSERTI64X4 $1, Y3, Z2, Z2; \
-	VPANDD       Z15, Z2, Z2
+// K4QUANTS sets zq to the 64 quants of a K-quant chunk from its 32 qs
+// bytes at off(base): the low nibbles, then the high ones (the upper copy
+// shifted under K3, the upper 32 words). Z15 holds 0x0f bytes.
+#define K4QUANTS(base, off, zq) \
+	VBROADCASTI64X4 off(base), zq; \
+	VPSRLW          $4, zq, K3, zq; \
+	VPANDD          Z15, zq, zq
+
+// KMAC adds the 64 quants in zq times the 64 activations at mem, each
+// pair of products scaled by its word of zs, to acc's dwords; zt is
+// scratch.
+#define KMAC(mem, zq, zs, zt, acc) \
+	VPMADDUBSW mem, zq, zt; \
+	VPDPWSSD   zs, zt, acc
 
 // KDOT multiplies the 64 quants of chunk j in Z2 by the activations 64j..
 // and adds them, scales 2j and 2j+1 applied (from Y4 by k4Perm vector
 // perm), to acc. Clobbers Z2, Z3.
 #define KDOT(j, perm, acc) \
-	VPMADDUBSW (64*j)(DI), Z2, Z2; \
-	VPERMW     Z4, perm, Z3; \
-	VPDPWSSD   Z3, Z2, acc
+	VPERMW Z4, perm, Z3; \
+	KMAC((64*j)(DI), Z2, Z3, Z2, acc)
 
 // K4CHUNK multiplies chunk j of a Q4_K block (qs at 16) into acc.
 #define K4CHUNK(base, j, perm, acc) \
-	K4QUANTS(base, 16+32*j); \
+	K4QUANTS(base, 16+32*j, Z2); \
 	KDOT(j, perm, acc)
 
 // K5CHUNK multiplies chunk j of a Q5_K block (qs at 48) into acc: Z12
@@ -889,7 +894,7 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 // moved to bit 4, is the fifth bit of the low then the high nibbles'
 // values. Z13 holds 0x10 bytes. Clobbers Z5.
 #define K5CHUNK(base, j, perm, acc) \
-	K4QUANTS(base, 48+32*j); \
+	K4QUANTS(base, 48+32*j, Z2); \
 	VPSRLW     $(2*j), Z12, Z5; \
 	VPSLLW     $4, Z5, Z5; \
 	VPTERNLOGD $0xf8, Z13, Z5, Z2; \
@@ -900,6 +905,12 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	MOVQ      w+0(FP), SI; \
 	MOVQ      nrows+40(FP), R12; \
 	MOVQ      out+48(FP), R13; \
+	K45CONSTS
+
+// K45CONSTS loads the Q4_K/Q5_K kernels' constants, K3 included.
+#define K45CONSTS \
+	MOVL      $0xffff0000, AX; \
+	KMOVD     AX, K3; \
 	BCASTD(0x0f0f0f0f, Z15); \
 	BCASTD(0x30303030, Z14); \
 	BCASTD(0x10101010, Z13); \
@@ -957,6 +968,82 @@ TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-56
 TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 	K45SETUP
 	KROWS(Q5KBLOCK, 176)
+	RET
+
+// K4XROW adds the Q4_K block unpacked by dotQ4Kx4AVX512 (quants in
+// Z25-Z28, their chunks' scale words in Z29-Z31 and Z11, the minimums'
+// words in Y6, d and dmin broadcast in Z8 and Z7) times the activation
+// row at (DI)(aidx), 16-value sums (BX)(bidx), scale (DX)(didx), to acc:
+// d_a·(d·Σ sc·q·a − dmin·Σ m·bsums). Clobbers Z0-Z3.
+#define K4XROW(aidx, bidx, didx, acc) \
+	VPXORD           Z0, Z0, Z0; \
+	KMAC((DI)(aidx), Z25, Z29, Z2, Z0); \
+	KMAC(64(DI)(aidx), Z26, Z30, Z3, Z0); \
+	KMAC(128(DI)(aidx), Z27, Z31, Z2, Z0); \
+	KMAC(192(DI)(aidx), Z28, Z11, Z3, Z0); \
+	VPMADDWD         (BX)(bidx), Y6, Y1; \
+	VCVTDQ2PS        Z0, Z0; \
+	VCVTDQ2PS        Z1, Z1; \
+	VMULPS           Z8, Z0, Z0; \
+	VFNMADD231PS     Z7, Z1, Z0; \
+	VFMADD231PS.BCST (DX)(didx), Z0, acc
+
+// func dotQ4Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+// sets out[r] to the dot product of the Q4_K weight row w (nb blocks)
+// with Q8_K activation row r, for r < 4: each block's scales, minimums
+// and quants unpacked once (as dotQ4KAVX512 does) for the four rows. The
+// rows' quants are R8 = 256·nb bytes apart, their scales R10 = 4·nb and
+// their sums AX = 32·nb, R9, R11 and R13 three of each, R12 zero.
+TEXT ·dotQ4Kx4AVX512(SB), NOSPLIT, $0-48
+	K45CONSTS
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ ad+16(FP), DX
+	MOVQ bs+24(FP), BX
+	MOVQ nb+32(FP), CX
+	MOVQ CX, R8
+	SHLQ $8, R8
+	MOVQ CX, R10
+	SHLQ $2, R10
+	MOVQ CX, AX
+	SHLQ $5, AX
+	LEAQ (R8)(R8*2), R9
+	LEAQ (R10)(R10*2), R11
+	LEAQ (AX)(AX*2), R13
+	XORQ R12, R12
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+
+block:
+	K4UNPACK(SI)
+	VPERMW       Y4, Y20, Y6
+	VCVTPH2PS    (SI), X5
+	VBROADCASTSS X5, Z8
+	VMOVSHDUP    X5, X7
+	VBROADCASTSS X7, Z7
+	VPERMW       Z4, Z16, Z29
+	VPERMW       Z4, Z17, Z30
+	VPERMW       Z4, Z18, Z31
+	VPERMW       Z4, Z19, Z11
+	K4QUANTS(SI, 16, Z25)
+	K4QUANTS(SI, 48, Z26)
+	K4QUANTS(SI, 80, Z27)
+	K4QUANTS(SI, 112, Z28)
+	K4XROW(R12*1, R12*1, R12*1, Z9)
+	K4XROW(R8*1, AX*1, R10*1, Z10)
+	K4XROW(R8*2, AX*2, R10*2, Z12)
+	K4XROW(R9*1, R13*1, R11*1, Z13)
+	ADDQ $144, SI
+	ADDQ $256, DI
+	ADDQ $4, DX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ  block
+
+	MOVQ out+40(FP), R13
+	X4END(Z9, Z10, Z12, Z13)
 	RET
 
 // The dequantizers below decode whole blocks into float32, bit for bit as

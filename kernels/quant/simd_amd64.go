@@ -129,6 +129,9 @@ func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb
 func dotQ8_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
 
 //go:noescape
+func dotQ4Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+
+//go:noescape
 func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 
 //go:noescape
@@ -271,12 +274,20 @@ func dot2SIMD(t Type, w []byte, a0, a1 *actRow) (r0, r1 float32, ok bool) {
 // once for all four; it returns false for a type without such a kernel,
 // or on a CPU without AVX-512, leaving out alone.
 func dot4SIMD(t Type, w []byte, a0, a3 *actRow, out *[4]float32) bool {
-	if !have512 || t != Q8_0 {
+	if !have512 {
 		return false
 	}
 	nb := len(a0.d)
-	_, _, _ = w[nb*34-1], a3.qs[nb*QK-1], a3.d[nb-1]
-	dotQ8_0x4AVX512(&w[0], &a0.qs[0], &a0.d[0], len(a0.qs), 4*nb, nb, out)
+	switch t {
+	case Q8_0:
+		_, _, _ = w[nb*34-1], a3.qs[nb*QK-1], a3.d[nb-1]
+		dotQ8_0x4AVX512(&w[0], &a0.qs[0], &a0.d[0], len(a0.qs), 4*nb, nb, out)
+	case Q4_K:
+		_, _, _, _ = w[nb*144-1], a3.qs[nb*QKK-1], a3.d[nb-1], a3.bs[nb*16-1]
+		dotQ4Kx4AVX512(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], nb, out)
+	default:
+		return false
+	}
 	return true
 }
 
