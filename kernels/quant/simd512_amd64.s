@@ -83,6 +83,47 @@
 	X4STORE(a3, 3); \
 	VZEROUPPER
 
+// KX4ROWS is the block loop of the four-row K-quant kernels, func(w
+// *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32):
+// UNPACK(SI) unpacks a block of bsize bytes and ROW(aidx, bidx, didx,
+// acc) multiplies it by a row into Z9, Z10, Z12 or Z13. The rows' quants
+// are R8 = 256·nb bytes apart, their scales R10 = 4·nb and their sums AX
+// = 32·nb; R9, R11 and R13 hold three of each, R12 zero.
+#define KX4ROWS(UNPACK, ROW, bsize) \
+	MOVQ   w+0(FP), SI; \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   bs+24(FP), BX; \
+	MOVQ   nb+32(FP), CX; \
+	MOVQ   CX, R8; \
+	SHLQ   $8, R8; \
+	MOVQ   CX, R10; \
+	SHLQ   $2, R10; \
+	MOVQ   CX, AX; \
+	SHLQ   $5, AX; \
+	LEAQ   (R8)(R8*2), R9; \
+	LEAQ   (R10)(R10*2), R11; \
+	LEAQ   (AX)(AX*2), R13; \
+	XORQ   R12, R12; \
+	VXORPS Z9, Z9, Z9; \
+	VXORPS Z10, Z10, Z10; \
+	VXORPS Z12, Z12, Z12; \
+	VXORPS Z13, Z13, Z13; \
+block: \
+	UNPACK(SI); \
+	ROW(R12*1, R12*1, R12*1, Z9); \
+	ROW(R8*1, AX*1, R10*1, Z10); \
+	ROW(R8*2, AX*2, R10*2, Z12); \
+	ROW(R9*1, R13*1, R11*1, Z13); \
+	ADDQ $bsize, SI; \
+	ADDQ $256, DI; \
+	ADDQ $4, DX; \
+	ADDQ $32, BX; \
+	DECQ CX; \
+	JNZ  block; \
+	MOVQ out+40(FP), R13; \
+	X4END(Z9, Z10, Z12, Z13)
+
 // KROWS runs the K-quant dot over the rows, BLOCK(base, acc, minacc)
 // multiplying one block of bsize bytes into a row's sum and minimums'
 // sum: rows i and i+h for h = nrows/2 side by side (two memory streams,
@@ -688,23 +729,23 @@ DATA q6kPerm<>+0xf0(SB)/8, $0x000f000f000f000f
 DATA q6kPerm<>+0xf8(SB)/8, $0x000f000f000f000f
 GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
 
-// Q6BITS sets Z4 to the 64 quants (0..63) of values 128h..128h+63 of
-// the Q6_K block at (base) and Z2 to those of 128h+64..128h+127. The ql
+// Q6BITS sets zlo to the 64 quants (0..63) of values 128h..128h+63 of
+// the Q6_K block at (base) and zhi to those of 128h+64..128h+127. The ql
 // bytes 64h.. give the low nibbles of values l, l+32 (l < 32) and the
 // high nibbles of values l+64, l+96; the qh bytes 128+32h.. as [qh,
 // qh>>2] give their top two bits at bits 0-1 (values l, l+32) and 4-5
 // (l+64, l+96). Z15 holds 0x0f bytes, Z14 0x30 bytes. Clobbers Z3, Z5.
-#define Q6BITS(base, h) \
-	VMOVDQU64    (64*h)(base), Z2; \
+#define Q6BITS(base, h, zlo, zhi) \
+	VMOVDQU64    (64*h)(base), zhi; \
 	VMOVDQU      (128+32*h)(base), Y3; \
 	VPSRLW       $2, Y3, Y5; \
 	VINSERTI64X4 $1, Y5, Z3, Z3; \
-	VPANDD       Z15, Z2, Z4; \
+	VPANDD       Z15, zhi, zlo; \
 	VPSLLW       $4, Z3, Z5; \
-	VPTERNLOGD   $0xf8, Z14, Z5, Z4; \
-	VPSRLW       $4, Z2, Z2; \
-	VPANDD       Z15, Z2, Z2; \
-	VPTERNLOGD   $0xf8, Z14, Z3, Z2
+	VPTERNLOGD   $0xf8, Z14, Z5, zlo; \
+	VPSRLW       $4, zhi, zhi; \
+	VPANDD       Z15, zhi, zhi; \
+	VPTERNLOGD   $0xf8, Z14, Z3, zhi
 
 // Q6HALF multiplies half h of a Q6_K block (128 values) by the
 // activations 128h.. and adds them, sub-block scales applied, to the
@@ -712,7 +753,7 @@ GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
 // sixteen scales as int16s, permlo and permhi the q6kPerm vectors 2h and
 // 2h+1. Clobbers Z2-Z6.
 #define Q6HALF(base, h, permlo, permhi) \
-	Q6BITS(base, h); \
+	Q6BITS(base, h, Z4, Z2); \
 	VPMADDUBSW (128*h)(DI), Z4, Z4; \
 	VPMADDUBSW (128*h+64)(DI), Z2, Z2; \
 	VPERMW     Z1, permlo, Z5; \
@@ -970,17 +1011,41 @@ TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 	KROWS(Q5KBLOCK, 176)
 	RET
 
-// K4XROW adds the Q4_K block unpacked by dotQ4Kx4AVX512 (quants in
-// Z25-Z28, their chunks' scale words in Z29-Z31 and Z11, the minimums'
-// words in Y6, d and dmin broadcast in Z8 and Z7) times the activation
-// row at (DI)(aidx), 16-value sums (BX)(bidx), scale (DX)(didx), to acc:
-// d_a·(d·Σ sc·q·a − dmin·Σ m·bsums). Clobbers Z0-Z3.
-#define K4XROW(aidx, bidx, didx, acc) \
-	VPXORD           Z0, Z0, Z0; \
+// KXDOTS sets Z0 to the int32 sums Σ sc·q·a of the activation row at
+// (DI)(aidx) with the 256 quants the four-row kernels unpacked into
+// Z25-Z28, the words of their pairs' scales in Z29-Z31 and Z11. Clobbers
+// Z2, Z3.
+#define KXDOTS(aidx) \
+	VPXORD Z0, Z0, Z0; \
 	KMAC((DI)(aidx), Z25, Z29, Z2, Z0); \
 	KMAC(64(DI)(aidx), Z26, Z30, Z3, Z0); \
 	KMAC(128(DI)(aidx), Z27, Z31, Z2, Z0); \
-	KMAC(192(DI)(aidx), Z28, Z11, Z3, Z0); \
+	KMAC(192(DI)(aidx), Z28, Z11, Z3, Z0)
+
+// K4XUNPACK unpacks the Q4_K block at (base) for K4XROW: its quants and
+// scales as KXDOTS takes them, the minimums' words in Y6 (as K4MINS
+// spreads them), d and dmin broadcast in Z8 and Z7. Clobbers Z3-Z5.
+#define K4XUNPACK(base) \
+	K4UNPACK(base); \
+	VPERMW       Y4, Y20, Y6; \
+	VCVTPH2PS    (base), X5; \
+	VBROADCASTSS X5, Z8; \
+	VMOVSHDUP    X5, X7; \
+	VBROADCASTSS X7, Z7; \
+	VPERMW       Z4, Z16, Z29; \
+	VPERMW       Z4, Z17, Z30; \
+	VPERMW       Z4, Z18, Z31; \
+	VPERMW       Z4, Z19, Z11; \
+	K4QUANTS(base, 16, Z25); \
+	K4QUANTS(base, 48, Z26); \
+	K4QUANTS(base, 80, Z27); \
+	K4QUANTS(base, 112, Z28)
+
+// K4XROW adds the Q4_K block K4XUNPACK unpacked times the activation row
+// at (DI)(aidx), 16-value sums (BX)(bidx), scale (DX)(didx), to acc:
+// d_a·(d·Σ sc·q·a − dmin·Σ m·bsums). Clobbers Z0-Z3.
+#define K4XROW(aidx, bidx, didx, acc) \
+	KXDOTS(aidx); \
 	VPMADDWD         (BX)(bidx), Y6, Y1; \
 	VCVTDQ2PS        Z0, Z0; \
 	VCVTDQ2PS        Z1, Z1; \
@@ -991,59 +1056,48 @@ TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 // func dotQ4Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
 // sets out[r] to the dot product of the Q4_K weight row w (nb blocks)
 // with Q8_K activation row r, for r < 4: each block's scales, minimums
-// and quants unpacked once (as dotQ4KAVX512 does) for the four rows. The
-// rows' quants are R8 = 256·nb bytes apart, their scales R10 = 4·nb and
-// their sums AX = 32·nb, R9, R11 and R13 three of each, R12 zero.
+// and quants unpacked once (as dotQ4KAVX512 does) for the four rows.
 TEXT ·dotQ4Kx4AVX512(SB), NOSPLIT, $0-48
 	K45CONSTS
-	MOVQ w+0(FP), SI
-	MOVQ a+8(FP), DI
-	MOVQ ad+16(FP), DX
-	MOVQ bs+24(FP), BX
-	MOVQ nb+32(FP), CX
-	MOVQ CX, R8
-	SHLQ $8, R8
-	MOVQ CX, R10
-	SHLQ $2, R10
-	MOVQ CX, AX
-	SHLQ $5, AX
-	LEAQ (R8)(R8*2), R9
-	LEAQ (R10)(R10*2), R11
-	LEAQ (AX)(AX*2), R13
-	XORQ R12, R12
-	VXORPS Z9, Z9, Z9
-	VXORPS Z10, Z10, Z10
-	VXORPS Z12, Z12, Z12
-	VXORPS Z13, Z13, Z13
+	KX4ROWS(K4XUNPACK, K4XROW, 144)
+	RET
 
-block:
-	K4UNPACK(SI)
-	VPERMW       Y4, Y20, Y6
-	VCVTPH2PS    (SI), X5
-	VBROADCASTSS X5, Z8
-	VMOVSHDUP    X5, X7
-	VBROADCASTSS X7, Z7
-	VPERMW       Z4, Z16, Z29
-	VPERMW       Z4, Z17, Z30
-	VPERMW       Z4, Z18, Z31
-	VPERMW       Z4, Z19, Z11
-	K4QUANTS(SI, 16, Z25)
-	K4QUANTS(SI, 48, Z26)
-	K4QUANTS(SI, 80, Z27)
-	K4QUANTS(SI, 112, Z28)
-	K4XROW(R12*1, R12*1, R12*1, Z9)
-	K4XROW(R8*1, AX*1, R10*1, Z10)
-	K4XROW(R8*2, AX*2, R10*2, Z12)
-	K4XROW(R9*1, R13*1, R11*1, Z13)
-	ADDQ $144, SI
-	ADDQ $256, DI
-	ADDQ $4, DX
-	ADDQ $32, BX
-	DECQ CX
-	JNZ  block
+// Q6XUNPACK unpacks the Q6_K block at (base) for Q6XROW: its quants and
+// scales as KXDOTS takes them, the sixteen scales as words in Y21 and d
+// broadcast in Z8. Clobbers Z3, Z5.
+#define Q6XUNPACK(base) \
+	VPMOVSXBW    192(base), Y21; \
+	VPBROADCASTW 208(base), Y8; \
+	VCVTPH2PS    Y8, Z8; \
+	VPERMW       Z21, Z16, Z29; \
+	VPERMW       Z21, Z17, Z30; \
+	VPERMW       Z21, Z18, Z31; \
+	VPERMW       Z21, Z19, Z11; \
+	Q6BITS(base, 0, Z25, Z26); \
+	Q6BITS(base, 1, Z27, Z28)
 
-	MOVQ out+40(FP), R13
-	X4END(Z9, Z10, Z12, Z13)
+// Q6XROW adds the Q6_K block Q6XUNPACK unpacked times the activation row
+// at (DI)(aidx), 16-value sums (BX)(bidx), scale (DX)(didx), to acc:
+// d_a·d·Σ_k sc_k·(Σ q·a − 32·bsum_k). Clobbers Z0-Z3.
+#define Q6XROW(aidx, bidx, didx, acc) \
+	KXDOTS(aidx); \
+	VPMADDWD         (BX)(bidx), Y21, Y1; \
+	VPSLLD           $5, Z1, Z1; \
+	VPSUBD           Z1, Z0, Z0; \
+	VCVTDQ2PS        Z0, Z0; \
+	VMULPS           Z8, Z0, Z0; \
+	VFMADD231PS.BCST (DX)(didx), Z0, acc
+
+// func dotQ6Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+// is dotQ4Kx4AVX512 for Q6_K weights, unpacked as dotQ6KAVX512 does.
+TEXT ·dotQ6Kx4AVX512(SB), NOSPLIT, $0-48
+	BCASTD(0x0f0f0f0f, Z15)
+	BCASTD(0x30303030, Z14)
+	VMOVDQU64 q6kPerm<>+0(SB), Z16
+	VMOVDQU64 q6kPerm<>+64(SB), Z17
+	VMOVDQU64 q6kPerm<>+128(SB), Z18
+	VMOVDQU64 q6kPerm<>+192(SB), Z19
+	KX4ROWS(Q6XUNPACK, Q6XROW, 210)
 	RET
 
 // The dequantizers below decode whole blocks into float32, bit for bit as
@@ -1127,7 +1181,7 @@ q8dq:
 // Q6DQHALF stores the 128 values of half h of a Q6_K block. Z13 holds
 // 32s as bytes.
 #define Q6DQHALF(h) \
-	Q6BITS(SI, h); \
+	Q6BITS(SI, h, Z4, Z2); \
 	VPSUBB Z13, Z4, Z4; \
 	VPSUBB Z13, Z2, Z2; \
 	Q6GROUP(Z4, 0, 8*h); \
