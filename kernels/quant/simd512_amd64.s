@@ -63,6 +63,11 @@
 	HIGHHALF; \
 	KXNORW    K4, K4, K4
 
+// X4ONESCALE sets Z13 to the scale of the block at (base), in all lanes.
+#define X4ONESCALE(base) \
+	VPBROADCASTW (base), Y13; \
+	VCVTPH2PS    Y13, Z13
+
 // X4LAST sets the masks for a single last block.
 #define X4LAST \
 	MOVL   $0xff, AX; \
@@ -82,6 +87,32 @@
 	X4STORE(a2, 2); \
 	X4STORE(a3, 3); \
 	VZEROUPPER
+
+// X4BLOCKS is the block loop of the four-row Q8_0 and Q4_0 kernels,
+// over blocks of bsize bytes: PAIR(base) unpacks two blocks into Z11
+// (their 64 quants, signed) and Z13 (d_A in lanes 0-7, d_B in 8-15)
+// and ONE(base) a single last one (its quants in Y11, the upper lanes
+// zero), for X4ROWS.
+#define X4BLOCKS(PAIR, ONE, bsize) \
+pair: \
+	CMPQ CX, $2; \
+	JLT  one; \
+	PAIR(SI); \
+	X4ROWS; \
+	ADDQ $(2*bsize), SI; \
+	ADDQ $64, DI; \
+	ADDQ $8, DX; \
+	SUBQ $2, CX; \
+	JMP  pair; \
+one: \
+	TESTQ CX, CX; \
+	JZ    done; \
+	X4LAST; \
+	ONE(SI); \
+	X4ROWS; \
+done: \
+	MOVQ out+48(FP), R13; \
+	X4END(Z16, Z17, Z18, Z19)
 
 // KX4ROWS is the block loop of the four-row K-quant kernels, func(w
 // *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32):
@@ -571,6 +602,15 @@ TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
 	X4ROW(R8*2, R10*2, Z18); \
 	X4ROW(R9*1, R11*1, Z19)
 
+// Q8X4PAIR and Q8X4ONE unpack Q8_0 blocks for X4BLOCKS.
+#define Q8X4PAIR(base) \
+	Q8WPAIR(base, 0, Z11, Z13); \
+	VCVTPH2PS Y13, Z13
+
+#define Q8X4ONE(base) \
+	VMOVDQU 2(base), Y11; \
+	X4ONESCALE(base)
+
 // func dotQ8_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
 // sets out[r] to the dot product of the Q8_0 weight row w (nb blocks)
 // with Q8_0 activation row r, for r < 4.
@@ -578,31 +618,7 @@ TEXT ·dotQ8_0x4AVX512(SB), NOSPLIT, $0-56
 	X4SETUP
 	VMOVDQU64 q8Quants<>(SB), Z28
 	VMOVDQU64 q8Halves<>(SB), Z29
-
-pair:
-	CMPQ CX, $2
-	JLT  one
-	Q8WPAIR(SI, 0, Z11, Z13)
-	VCVTPH2PS Y13, Z13
-	X4ROWS
-	ADDQ $68, SI
-	ADDQ $64, DI
-	ADDQ $8, DX
-	SUBQ $2, CX
-	JMP  pair
-
-one:
-	TESTQ CX, CX
-	JZ    done
-	X4LAST
-	VMOVDQU      2(SI), Y11
-	VPBROADCASTW (SI), Y13
-	VCVTPH2PS    Y13, Z13
-	X4ROWS
-
-done:
-	MOVQ out+48(FP), R13
-	X4END(Z16, Z17, Z18, Z19)
+	X4BLOCKS(Q8X4PAIR, Q8X4ONE, 34)
 	RET
 
 // q4Quants is the VPERMB index that lays the 16 qs bytes of two Q4_0
@@ -648,12 +664,7 @@ GLOBL q4Halves<>(SB), RODATA|NOPTR, $64
 // VPSRLVW (Z28, Z26) their quants, VPERMW (Z29) their scales. Z15 holds
 // 0x0f bytes. Clobbers Z2, Z4, Z5.
 #define Q4ROWPAIR(base, woff, aoff, acc) \
-	VMOVDQU       woff(base), Y2; \
-	VINSERTI32X4  $2, (woff+20)(base), Z2, Z2; \
-	VPERMW      Z2, Z29, Z5; \
-	VPERMB      Z2, Z28, Z2; \
-	VPSRLVW     Z26, Z2, Z2; \
-	VPANDD      Z15, Z2, Z2; \
+	Q4WPAIR(base, woff, Y2, Z2, Z5); \
 	VMOVDQA64   Z3, Z4; \
 	VPDPBUSD    aoff(DI), Z2, Z4; \
 	VCVTDQ2PS   Z4, Z4; \
@@ -661,13 +672,29 @@ GLOBL q4Halves<>(SB), RODATA|NOPTR, $64
 	VMULPS      Z6, Z5, Z5; \
 	VFMADD231PS Z4, Z5, acc
 
+// Q4WPAIR loads the two Q4_0 blocks at woff(base): their 64 quants into
+// zq (yq its lower half) as the nibbles 0-15 and their scales into zd's
+// low eight words (d_A) and next eight (d_B), still halves.
+#define Q4WPAIR(base, woff, yq, zq, zd) \
+	VMOVDQU      woff(base), yq; \
+	VINSERTI32X4 $2, (woff+20)(base), zq, zq; \
+	VPERMW       zq, Z29, zd; \
+	VPERMB       zq, Z28, zq; \
+	VPSRLVW      Z26, zq, zq; \
+	VPANDD       Z15, zq, zq
+
+// Q4WONE loads the 32 quants of the single Q4_0 block at (base) into yq
+// (xq its lower half) as the nibbles 0-15; xt is scratch.
+#define Q4WONE(base, xq, yq, xt) \
+	VMOVDQU     2(base), xq; \
+	VPSRLW      $4, xq, xt; \
+	VINSERTI128 $1, xt, yq, yq; \
+	VPANDD      Y15, yq, yq
+
 // Q4ONE adds the single Q4_0 block at (base) times the activations at
 // (DI), scale (DX), to acc, in 256-bit registers, as Q4ROWPAIR does it.
 #define Q4ONE(base, acc) \
-	VMOVDQU      2(base), X2; \
-	VPSRLW       $4, X2, X4; \
-	VINSERTI128  $1, X4, Y2, Y2; \
-	VPANDD       Y15, Y2, Y2; \
+	Q4WONE(base, X2, Y2, X4); \
 	VPXORD       Y4, Y4, Y4; \
 	VPDPBUSD     (DI), Y30, Y4; \
 	VPSUBD       Y4, Y31, Y4; \
@@ -689,6 +716,30 @@ TEXT ·dotQ4_0AVX512(SB), NOSPLIT, $0-48
 	VMOVDQU64 q4Halves<>(SB), Z29
 	VMOVDQU64 q4Shift<>(SB), Z26
 	PAIRROWS(Q4ROWPAIR, Q4ONE, 18)
+	RET
+
+// Q4X4PAIR and Q4X4ONE unpack Q4_0 blocks for X4BLOCKS, the quants less
+// 8 (Z14 holds 8s as bytes).
+#define Q4X4PAIR(base) \
+	Q4WPAIR(base, 0, Y11, Z11, Z13); \
+	VPSUBB    Z14, Z11, Z11; \
+	VCVTPH2PS Y13, Z13
+
+#define Q4X4ONE(base) \
+	Q4WONE(base, X11, Y11, X12); \
+	VPSUBB Y14, Y11, Y11; \
+	X4ONESCALE(base)
+
+// func dotQ4_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
+// is dotQ8_0x4AVX512 for Q4_0 weights, unpacked as dotQ4_0AVX512 does.
+TEXT ·dotQ4_0x4AVX512(SB), NOSPLIT, $0-56
+	X4SETUP
+	BCASTD(0x0f0f0f0f, Z15)
+	BCASTD(0x08080808, Z14)
+	VMOVDQU64 q4Quants<>(SB), Z28
+	VMOVDQU64 q4Halves<>(SB), Z29
+	VMOVDQU64 q4Shift<>(SB), Z26
+	X4BLOCKS(Q4X4PAIR, Q4X4ONE, 18)
 	RET
 
 // q6kPerm holds four VPERMW index vectors: vector g (0..3: the low then
