@@ -981,15 +981,20 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	K4QUANTS(base, 16+32*j, Z2); \
 	KDOT(j, perm, acc)
 
-// K5CHUNK multiplies chunk j of a Q5_K block (qs at 48) into acc: Z12
-// holds its qh bytes (at 16) as [qh, qh>>1], so bit 2j of each byte,
-// moved to bit 4, is the fifth bit of the low then the high nibbles'
-// values. Z13 holds 0x10 bytes. Clobbers Z5.
+// K5FIFTH adds the fifth bits to the quants of chunk j of a Q5_K block
+// in zq: zqh holds its qh bytes (at 16) as [qh, qh>>1], so bit 2j of
+// each byte, moved to bit 4, is the fifth bit of the low then the high
+// nibbles' values. z10 holds 0x10 bytes; zt is scratch.
+#define K5FIFTH(j, zq, zqh, z10, zt) \
+	VPSRLW     $(2*j), zqh, zt; \
+	VPSLLW     $4, zt, zt; \
+	VPTERNLOGD $0xf8, z10, zt, zq
+
+// K5CHUNK multiplies chunk j of a Q5_K block (qs at 48) into acc, Z12
+// and Z13 as K5FIFTH takes them. Clobbers Z5.
 #define K5CHUNK(base, j, perm, acc) \
 	K4QUANTS(base, 48+32*j, Z2); \
-	VPSRLW     $(2*j), Z12, Z5; \
-	VPSLLW     $4, Z5, Z5; \
-	VPTERNLOGD $0xf8, Z13, Z5, Z2; \
+	K5FIFTH(j, Z2, Z12, Z13, Z5); \
 	KDOT(j, perm, acc)
 
 // K45SETUP loads the Q4_K/Q5_K kernels' arguments and constants.
@@ -1036,12 +1041,14 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 
 #define NOPREP(base)
 
-// Q5PREP sets Z12 to the qh bytes of the Q5_K block at (base) as [qh,
-// qh>>1].
-#define Q5PREP(base) \
-	VMOVDQU      16(base), Y12; \
-	VPSRLW       $1, Y12, Y5; \
-	VINSERTI64X4 $1, Y5, Z12, Z12
+// Q5QH sets zqh (yqh its lower half) to the qh bytes of the Q5_K block
+// at (base) as [qh, qh>>1]; yt is scratch.
+#define Q5QH(base, yqh, zqh, yt) \
+	VMOVDQU      16(base), yqh; \
+	VPSRLW       $1, yqh, yt; \
+	VINSERTI64X4 $1, yt, zqh, zqh
+
+#define Q5PREP(base) Q5QH(base, Y12, Z12, Y5)
 
 #define Q4KBLOCK(base, acc, minacc) K45BLOCK(NOPREP, K4CHUNK, base, acc, minacc)
 #define Q5KBLOCK(base, acc, minacc) K45BLOCK(Q5PREP, K5CHUNK, base, acc, minacc)
@@ -1073,10 +1080,13 @@ TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 	KMAC(128(DI)(aidx), Z27, Z31, Z2, Z0); \
 	KMAC(192(DI)(aidx), Z28, Z11, Z3, Z0)
 
-// K4XUNPACK unpacks the Q4_K block at (base) for K4XROW: its quants and
-// scales as KXDOTS takes them, the minimums' words in Y6 (as K4MINS
-// spreads them), d and dmin broadcast in Z8 and Z7. Clobbers Z3-Z5.
-#define K4XUNPACK(base) \
+// K45XUNPACK unpacks the Q4_K or Q5_K block at (base) for K4XROW: PREP
+// (the Q5_K fifth bits, or nothing), its quants (QUANTS(base, j, zq) for
+// chunk j) and scales as KXDOTS takes them, the minimums' words in Y6
+// (as K4MINS spreads them), d and dmin broadcast in Z8 and Z7. Clobbers
+// Z3-Z5 (and Z0-Z2 for Q5_K).
+#define K45XUNPACK(PREP, QUANTS, base) \
+	PREP(base); \
 	K4UNPACK(base); \
 	VPERMW       Y4, Y20, Y6; \
 	VCVTPH2PS    (base), X5; \
@@ -1087,12 +1097,28 @@ TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 	VPERMW       Z4, Z17, Z30; \
 	VPERMW       Z4, Z18, Z31; \
 	VPERMW       Z4, Z19, Z11; \
-	K4QUANTS(base, 16, Z25); \
-	K4QUANTS(base, 48, Z26); \
-	K4QUANTS(base, 80, Z27); \
-	K4QUANTS(base, 112, Z28)
+	QUANTS(base, 0, Z25); \
+	QUANTS(base, 1, Z26); \
+	QUANTS(base, 2, Z27); \
+	QUANTS(base, 3, Z28)
 
-// K4XROW adds the Q4_K block K4XUNPACK unpacked times the activation row
+#define K4XQUANTS(base, j, zq) K4QUANTS(base, 16+32*j, zq)
+#define K4XUNPACK(base) K45XUNPACK(NOPREP, K4XQUANTS, base)
+
+// Q5XPREP sets Z0 to the qh bytes of the Q5_K block at (base) as
+// K5FIFTH takes them and Z1 to 0x10 bytes (0x30 >> 1, AND 0x30).
+#define Q5XPREP(base) \
+	Q5QH(base, Y0, Z0, Y2); \
+	VPSRLD $1, Z14, Z1; \
+	VPANDD Z14, Z1, Z1
+
+#define K5XQUANTS(base, j, zq) \
+	K4QUANTS(base, 48+32*j, zq); \
+	K5FIFTH(j, zq, Z0, Z1, Z3)
+
+#define Q5XUNPACK(base) K45XUNPACK(Q5XPREP, K5XQUANTS, base)
+
+// K4XROW adds the Q4_K or Q5_K block K45XUNPACK unpacked times the activation row
 // at (DI)(aidx), 16-value sums (BX)(bidx), scale (DX)(didx), to acc:
 // d_a·(d·Σ sc·q·a − dmin·Σ m·bsums). Clobbers Z0-Z3.
 #define K4XROW(aidx, bidx, didx, acc) \
@@ -1111,6 +1137,13 @@ TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 TEXT ·dotQ4Kx4AVX512(SB), NOSPLIT, $0-48
 	K45CONSTS
 	KX4ROWS(K4XUNPACK, K4XROW, 144)
+	RET
+
+// func dotQ5Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+// is dotQ4Kx4AVX512 for Q5_K weights: qs at 48, the fifth bits at 16.
+TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $0-48
+	K45CONSTS
+	KX4ROWS(Q5XUNPACK, K4XROW, 176)
 	RET
 
 // Q6XUNPACK unpacks the Q6_K block at (base) for Q6XROW: its quants and

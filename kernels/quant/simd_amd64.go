@@ -138,6 +138,9 @@ func dotQ6Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]fl
 func dotQ4_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
 
 //go:noescape
+func dotQ5Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+
+//go:noescape
 func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 
 //go:noescape
@@ -292,11 +295,14 @@ func dot4SIMD(t Type, w []byte, a0, a3 *actRow, out *[4]float32) bool {
 		} else {
 			dotQ4_0x4AVX512(&w[0], &a0.qs[0], &a0.d[0], len(a0.qs), 4*nb, nb, out)
 		}
-	case Q4_K, Q6_K:
+	case Q4_K, Q5_K, Q6_K:
 		_, _, _, _ = w[nb*t.BlockBytes()-1], a3.qs[nb*QKK-1], a3.d[nb-1], a3.bs[nb*16-1]
-		if t == Q4_K {
+		switch t {
+		case Q4_K:
 			dotQ4Kx4AVX512(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], nb, out)
-		} else {
+		case Q5_K:
+			dotQ5Kx4AVX512(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], nb, out)
+		default:
 			dotQ6Kx4AVX512(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], nb, out)
 		}
 	default:
