@@ -42,8 +42,9 @@
 	VXORPS Z8, Z8, Z8; \
 	VXORPS Z9, Z9, Z9
 
-// X4SETUP loads the four-row kernels' (see dotQ8_0x4AVX512) arguments and constants, zeroes
-// the sums and sets the masks for two blocks at a time.
+// X4SETUP loads the arguments and constants of the four-row Q8_0 and
+// Q4_0 kernels (see dotQ8_0x4AVX512), zeroes the sums and sets the masks
+// for two blocks at a time.
 #define X4SETUP \
 	MOVQ      w+0(FP), SI; \
 	MOVQ      a+8(FP), DI; \
@@ -568,10 +569,11 @@ TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
 	RET
 
 // The four-row kernels multiply one weight row by four activation rows
-// (astride bytes of quants and adstride of scales apart) into out[0:4],
-// unpacking each weight block once for all four. The activations go into
-// VPDPBUSD as unsigned bytes a+128 (a XOR 0x80, the one op per row and
-// block they cost) against the weights as they are, and each row's sum
+// into out[0:4], unpacking each weight block once for all four. Those of
+// the 32-value blocks (Q8_0, Q4_0) take rows astride bytes of quants and
+// adstride of scales apart. Their activations go into VPDPBUSD as
+// unsigned bytes a+128 (a XOR 0x80, the one op per row and 64 values
+// they cost) against the signed weights, and each row's sum
 // starts from −128·Σw, which is the weights' and so computed once. The
 // row pointers are DI plus R12 (zero), R8, 2·R8 and R9 = 3·R8; their
 // scales DX plus R12, R10, 2·R10 and R11 = 3·R10. K4 masks the dwords of
