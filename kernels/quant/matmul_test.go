@@ -206,11 +206,15 @@ func TestMatMulAllocs(t *testing.T) {
 	for i, typ := range types {
 		ws[i] = randWeights(t, rng, typ, out, in)
 	}
-	x, dst := randRow(rng, 2*in), make([]float32, 2*out)
+	// 6 rows: four at a time, then two.
+	const rows = 6
+	x, dst := randRow(rng, rows*in), make([]float32, rows*out)
 	all := func() {
 		for i, typ := range types {
-			if err := m.MatMul(dst, x, ws[i], typ, 2, out, in); err != nil {
-				t.Fatal(err)
+			for r := 2; r <= rows; r += 4 {
+				if err := m.MatMul(dst, x, ws[i], typ, r, out, in); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
