@@ -14,7 +14,9 @@
 // FMA and F16C every type has an assembly kernel; with AVX-512 (F, BW,
 // VL, VNNI and VBMI, as on Zen 4 and 5) the decode kernels of F16, BF16,
 // Q8_0, Q4_0 and the K-quants, and Dequantize, run on 64-byte registers
-// instead; elsewhere, and with -tags purego, the same drivers run pure-Go
+// instead, and batches of those five quantized types go four activation
+// rows at a time through kernels that unpack each weight block once for
+// the four; elsewhere, and with -tags purego, the same drivers run pure-Go
 // kernels, which the tests check each assembly set against (Dequantize
 // bit for bit).
 //

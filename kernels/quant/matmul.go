@@ -192,8 +192,8 @@ func (m *Multiplier) tileRange(_, lo, hi int) {
 }
 
 // productRange computes tiles [lo, hi) of one product: tileRows weight
-// rows against every activation row, two activation rows per call where a
-// kernel shares the weights' unpacking between them.
+// rows against every activation row, four or two activation rows per call
+// where a kernel shares the weights' unpacking between them.
 func (m *Multiplier) productRange(p *product, lo, hi int) {
 	in, out := m.in, p.Out
 	if m.rows == 1 { // decode: one kernel call streams the whole range
@@ -204,7 +204,7 @@ func (m *Multiplier) productRange(p *product, lo, hi int) {
 	}
 	for o0 := lo * tileRows; o0 < min(hi*tileRows, out); o0 += tileRows {
 		o1 := min(o0+tileRows, out)
-		r := 0
+		r := m.quadRows(p, o0, o1)
 		for ; r+2 <= m.rows; r += 2 {
 			a0, a1 := p.a.row(r, in), p.a.row(r+1, in)
 			for o := o0; o < o1; o++ {
@@ -221,4 +221,25 @@ func (m *Multiplier) productRange(p *product, lo, hi int) {
 			dotRows(p.Type, p.W[o0*p.rowBytes:o1*p.rowBytes], p.rowBytes, &ar, p.Dst[r*out+o0:r*out+o1])
 		}
 	}
+}
+
+// quadRows computes weight rows [o0, o1) of p against the activation rows
+// four at a time while a kernel takes four, and returns how many rows it
+// did (a multiple of 4, 0 without such a kernel).
+func (m *Multiplier) quadRows(p *product, o0, o1 int) int {
+	in, out := m.in, p.Out
+	var v [4]float32
+	r := 0
+	for ; r+4 <= m.rows; r += 4 {
+		a0, a3 := p.a.row(r, in), p.a.row(r+3, in)
+		for o := o0; o < o1; o++ {
+			if !dot4SIMD(p.Type, p.W[o*p.rowBytes:(o+1)*p.rowBytes], &a0, &a3, &v) {
+				return r
+			}
+			for i, x := range v {
+				p.Dst[(r+i)*out+o] = x
+			}
+		}
+	}
+	return r
 }

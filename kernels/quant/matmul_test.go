@@ -92,6 +92,46 @@ func TestMatMul(t *testing.T) {
 	}
 }
 
+// TestMatMulBatchRows runs MatMul on every row count from 2 to 20, so
+// the four-row and two-row kernels and the single-row one each take the
+// remainders, against the pure-Go dot product of each quantized row and
+// the float64 product of the dequantized weights; 9 weight rows leave the
+// tiles a remainder, and 5 blocks per row the Q8_0 family a single last
+// block.
+func TestMatMulBatchRows(t *testing.T) { forEachLevel(t, testMatMulBatchRows) }
+
+func testMatMulBatchRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	const out = 9
+	for _, typ := range weightTypes {
+		in := 5 * max(actBlock(typ), 8)
+		rs, _ := typ.RowSize(in)
+		w := randWeights(t, rng, typ, out, in)
+		for rows := 2; rows <= 20; rows++ {
+			x := randRow(rng, rows*in)
+			dst := make([]float32, rows*out)
+			if err := NewMultiplier(nil).MatMul(dst, x, w, typ, rows, out, in); err != nil {
+				t.Fatal(err)
+			}
+			a := acts{blk: actBlock(typ)}
+			a.prepare(x, rows*in)
+			if a.blk != 0 {
+				a.quantizeBlocks(x, 0, len(a.d))
+			}
+			for r := range rows {
+				ar := a.row(r, in)
+				for o := range out {
+					row := w[o*rs : (o+1)*rs]
+					if want := dotGo(typ, row, &ar); math.Abs(float64(dst[r*out+o]-want)) > 1e-5*absDot(typ, row, x[r*in:(r+1)*in]) {
+						t.Fatalf("%s, %d rows: dst[%d][%d] = %v, Go %v", typ, rows, r, o, dst[r*out+o], want)
+					}
+				}
+			}
+			checkMatMul(t, NewMultiplier(nil), typ, w, x, rows, out, in)
+		}
+	}
+}
+
 // TestMatMulFloatOddLength: float rows of a length the assembly's 8-wide
 // loops do not take fall back to Go, for one row and for pairs.
 func TestMatMulFloatOddLength(t *testing.T) {
@@ -166,11 +206,15 @@ func TestMatMulAllocs(t *testing.T) {
 	for i, typ := range types {
 		ws[i] = randWeights(t, rng, typ, out, in)
 	}
-	x, dst := randRow(rng, 2*in), make([]float32, 2*out)
+	// 6 rows: four at a time, then two.
+	const rows = 6
+	x, dst := randRow(rng, rows*in), make([]float32, rows*out)
 	all := func() {
 		for i, typ := range types {
-			if err := m.MatMul(dst, x, ws[i], typ, 2, out, in); err != nil {
-				t.Fatal(err)
+			for r := 2; r <= rows; r += 4 {
+				if err := m.MatMul(dst, x, ws[i], typ, r, out, in); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}

@@ -42,6 +42,120 @@
 	VXORPS Z8, Z8, Z8; \
 	VXORPS Z9, Z9, Z9
 
+// X4SETUP loads the arguments and constants of the four-row Q8_0 and
+// Q4_0 kernels (see dotQ8_0x4AVX512), zeroes the sums and sets the masks
+// for two blocks at a time.
+#define X4SETUP \
+	MOVQ      w+0(FP), SI; \
+	MOVQ      a+8(FP), DI; \
+	MOVQ      ad+16(FP), DX; \
+	MOVQ      astride+24(FP), R8; \
+	MOVQ      adstride+32(FP), R10; \
+	MOVQ      nb+40(FP), CX; \
+	LEAQ      (R8)(R8*2), R9; \
+	LEAQ      (R10)(R10*2), R11; \
+	XORQ      R12, R12; \
+	VPXORD    Z31, Z31, Z31; \
+	BCASTD(0x80808080, Z30); \
+	VXORPS    Z16, Z16, Z16; \
+	VXORPS    Z17, Z17, Z17; \
+	VXORPS    Z18, Z18, Z18; \
+	VXORPS    Z19, Z19, Z19; \
+	HIGHHALF; \
+	KXNORW    K4, K4, K4
+
+// X4ONESCALE sets Z13 to the scale of the block at (base), in all lanes.
+#define X4ONESCALE(base) \
+	VPBROADCASTW (base), Y13; \
+	VCVTPH2PS    Y13, Z13
+
+// X4LAST sets the masks for a single last block.
+#define X4LAST \
+	MOVL   $0xff, AX; \
+	KMOVW  AX, K4; \
+	KXORW  K2, K2, K2
+
+// X4STORE sums the lanes of acc into out[i].
+#define X4STORE(acc, i) \
+	VMOVAPS acc, Z0; \
+	HSUM16; \
+	VMOVSS  X0, (i*4)(R13)
+
+// X4END stores the four rows' sums in a0 ... a3 at (R13).
+#define X4END(a0, a1, a2, a3) \
+	X4STORE(a0, 0); \
+	X4STORE(a1, 1); \
+	X4STORE(a2, 2); \
+	X4STORE(a3, 3); \
+	VZEROUPPER
+
+// X4BLOCKS is the block loop of the four-row Q8_0 and Q4_0 kernels,
+// over blocks of bsize bytes: PAIR(base) unpacks two blocks into Z11
+// (their 64 quants, signed) and Z13 (d_A in lanes 0-7, d_B in 8-15)
+// and ONE(base) a single last one (its quants in Y11, the upper lanes
+// zero), for X4ROWS.
+#define X4BLOCKS(PAIR, ONE, bsize) \
+pair: \
+	CMPQ CX, $2; \
+	JLT  one; \
+	PAIR(SI); \
+	X4ROWS; \
+	ADDQ $(2*bsize), SI; \
+	ADDQ $64, DI; \
+	ADDQ $8, DX; \
+	SUBQ $2, CX; \
+	JMP  pair; \
+one: \
+	TESTQ CX, CX; \
+	JZ    done; \
+	X4LAST; \
+	ONE(SI); \
+	X4ROWS; \
+done: \
+	MOVQ out+48(FP), R13; \
+	X4END(Z16, Z17, Z18, Z19)
+
+// KX4ROWS is the block loop of the four-row K-quant kernels, func(w
+// *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32):
+// UNPACK(SI) unpacks a block of bsize bytes and ROW(aidx, bidx, didx,
+// acc) multiplies it by a row into Z9, Z10, Z12 or Z13. The rows' quants
+// are R8 = 256·nb bytes apart, their scales R10 = 4·nb and their sums AX
+// = 32·nb; R9, R11 and R13 hold three of each, R12 zero.
+#define KX4ROWS(UNPACK, ROW, bsize) \
+	MOVQ   w+0(FP), SI; \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   bs+24(FP), BX; \
+	MOVQ   nb+32(FP), CX; \
+	MOVQ   CX, R8; \
+	SHLQ   $8, R8; \
+	MOVQ   CX, R10; \
+	SHLQ   $2, R10; \
+	MOVQ   CX, AX; \
+	SHLQ   $5, AX; \
+	LEAQ   (R8)(R8*2), R9; \
+	LEAQ   (R10)(R10*2), R11; \
+	LEAQ   (AX)(AX*2), R13; \
+	XORQ   R12, R12; \
+	VXORPS Z9, Z9, Z9; \
+	VXORPS Z10, Z10, Z10; \
+	VXORPS Z12, Z12, Z12; \
+	VXORPS Z13, Z13, Z13; \
+block: \
+	UNPACK(SI); \
+	ROW(R12*1, R12*1, R12*1, Z9); \
+	ROW(R8*1, AX*1, R10*1, Z10); \
+	ROW(R8*2, AX*2, R10*2, Z12); \
+	ROW(R9*1, R13*1, R11*1, Z13); \
+	ADDQ $bsize, SI; \
+	ADDQ $256, DI; \
+	ADDQ $4, DX; \
+	ADDQ $32, BX; \
+	DECQ CX; \
+	JNZ  block; \
+	MOVQ out+40(FP), R13; \
+	X4END(Z9, Z10, Z12, Z13)
+
 // KROWS runs the K-quant dot over the rows, BLOCK(base, acc, minacc)
 // multiplying one block of bsize bytes into a row's sum and minimums'
 // sum: rows i and i+h for h = nrows/2 side by side (two memory streams,
@@ -306,16 +420,22 @@ DATA q8Halves<>+0x30(SB)/8, $0x0000000000000000
 DATA q8Halves<>+0x38(SB)/8, $0x0000000000000000
 GLOBL q8Halves<>(SB), RODATA|NOPTR, $64
 
+// Q8WPAIR loads the two Q8_0 blocks at woff(base): their 64 quants into
+// zq as signed bytes and their scales into zd's low eight words (d_A) and
+// next eight (d_B), still halves. Two loads and two permutes (Z28:
+// q8Quants, Z29: q8Halves) do it.
+#define Q8WPAIR(base, woff, zq, zd) \
+	VMOVDQU64   woff(base), zq; \
+	VPERMW      zq, Z29, zd; \
+	VPERMT2B    (woff+4)(base), Z28, zq
+
 // Q8ROWPAIR adds the two Q8_0 blocks at woff(base) times the activations
 // PAIRACTS prepared to acc. The weights go into VPDPBUSD as unsigned bytes
 // w+128 (w XOR 0x80) against the activations as they are, and the sum
-// starts from −128·Σa, so the signs cost nothing per row; two loads and
-// two permutes (Z28: q8Quants, Z29: q8Halves) bring in both blocks'
-// quants and scales. Clobbers Z2, Z4, Z5.
+// starts from −128·Σa, so the signs cost nothing per row. Clobbers Z2,
+// Z4, Z5.
 #define Q8ROWPAIR(base, woff, aoff, acc) \
-	VMOVDQU64   woff(base), Z2; \
-	VPERMW      Z2, Z29, Z5; \
-	VPERMT2B    (woff+4)(base), Z28, Z2; \
+	Q8WPAIR(base, woff, Z2, Z5); \
 	VPXORD      Z30, Z2, Z2; \
 	VMOVDQA64   Z3, Z4; \
 	VPDPBUSD    aoff(DI), Z2, Z4; \
@@ -448,6 +568,61 @@ TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
 	PAIRROWS(Q8ROWPAIR, Q8ONE, 34)
 	RET
 
+// The four-row kernels multiply one weight row by four activation rows
+// into out[0:4], unpacking each weight block once for all four. Those of
+// the 32-value blocks (Q8_0, Q4_0) take rows astride bytes of quants and
+// adstride of scales apart. Their activations go into VPDPBUSD as
+// unsigned bytes a+128 (a XOR 0x80, the one op per row and 64 values
+// they cost) against the signed weights, and each row's sum
+// starts from −128·Σw, which is the weights' and so computed once. The
+// row pointers are DI plus R12 (zero), R8, 2·R8 and R9 = 3·R8; their
+// scales DX plus R12, R10, 2·R10 and R11 = 3·R10. K4 masks the dwords of
+// activations to load, K2 those that take the second block's scale: all
+// and the upper eight for two blocks, the lower eight and none for the
+// single last one, whose loads then stay inside the rows.
+
+// X4ROW adds the blocks unpacked in Z11 (quants) and Z13 (their scales
+// as floats) times the row at (DI)(aidx), scales (DX)(didx), to acc; Z10
+// holds −128·Σw. Clobbers Z8, Z9, Z12.
+#define X4ROW(aidx, didx, acc) \
+	VPXORD.Z     (DI)(aidx), Z30, K4, Z8; \
+	VMOVDQA64    Z10, Z9; \
+	VPDPBUSD     Z11, Z8, Z9; \
+	VCVTDQ2PS    Z9, Z9; \
+	VBROADCASTSS (DX)(didx), Z12; \
+	VBROADCASTSS 4(DX)(didx), K2, Z12; \
+	VMULPS       Z12, Z13, Z12; \
+	VFMADD231PS  Z9, Z12, acc
+
+// X4ROWS adds the unpacked blocks times the four rows to Z16-Z19.
+#define X4ROWS \
+	VPXORD   Z10, Z10, Z10; \
+	VPDPBUSD Z11, Z30, Z10; \
+	VPSUBD   Z10, Z31, Z10; \
+	X4ROW(R12*1, R12*1, Z16); \
+	X4ROW(R8*1, R10*1, Z17); \
+	X4ROW(R8*2, R10*2, Z18); \
+	X4ROW(R9*1, R11*1, Z19)
+
+// Q8X4PAIR and Q8X4ONE unpack Q8_0 blocks for X4BLOCKS.
+#define Q8X4PAIR(base) \
+	Q8WPAIR(base, 0, Z11, Z13); \
+	VCVTPH2PS Y13, Z13
+
+#define Q8X4ONE(base) \
+	VMOVDQU 2(base), Y11; \
+	X4ONESCALE(base)
+
+// func dotQ8_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
+// sets out[r] to the dot product of the Q8_0 weight row w (nb blocks)
+// with Q8_0 activation row r, for r < 4.
+TEXT ·dotQ8_0x4AVX512(SB), NOSPLIT, $0-56
+	X4SETUP
+	VMOVDQU64 q8Quants<>(SB), Z28
+	VMOVDQU64 q8Halves<>(SB), Z29
+	X4BLOCKS(Q8X4PAIR, Q8X4ONE, 34)
+	RET
+
 // q4Quants is the VPERMB index that lays the 16 qs bytes of two Q4_0
 // blocks (at 2 and 32 in the register Q4ROWPAIR loads) out as [qs_A,
 // qs_A, qs_B, qs_B], for q4Shift to shift the second copies' words by 4,
@@ -491,12 +666,7 @@ GLOBL q4Halves<>(SB), RODATA|NOPTR, $64
 // VPSRLVW (Z28, Z26) their quants, VPERMW (Z29) their scales. Z15 holds
 // 0x0f bytes. Clobbers Z2, Z4, Z5.
 #define Q4ROWPAIR(base, woff, aoff, acc) \
-	VMOVDQU       woff(base), Y2; \
-	VINSERTI32X4  $2, (woff+20)(base), Z2, Z2; \
-	VPERMW      Z2, Z29, Z5; \
-	VPERMB      Z2, Z28, Z2; \
-	VPSRLVW     Z26, Z2, Z2; \
-	VPANDD      Z15, Z2, Z2; \
+	Q4WPAIR(base, woff, Y2, Z2, Z5); \
 	VMOVDQA64   Z3, Z4; \
 	VPDPBUSD    aoff(DI), Z2, Z4; \
 	VCVTDQ2PS   Z4, Z4; \
@@ -504,13 +674,29 @@ GLOBL q4Halves<>(SB), RODATA|NOPTR, $64
 	VMULPS      Z6, Z5, Z5; \
 	VFMADD231PS Z4, Z5, acc
 
+// Q4WPAIR loads the two Q4_0 blocks at woff(base): their 64 quants into
+// zq (yq its lower half) as the nibbles 0-15 and their scales into zd's
+// low eight words (d_A) and next eight (d_B), still halves.
+#define Q4WPAIR(base, woff, yq, zq, zd) \
+	VMOVDQU      woff(base), yq; \
+	VINSERTI32X4 $2, (woff+20)(base), zq, zq; \
+	VPERMW       zq, Z29, zd; \
+	VPERMB       zq, Z28, zq; \
+	VPSRLVW      Z26, zq, zq; \
+	VPANDD       Z15, zq, zq
+
+// Q4WONE loads the 32 quants of the single Q4_0 block at (base) into yq
+// (xq its lower half) as the nibbles 0-15; xt is scratch.
+#define Q4WONE(base, xq, yq, xt) \
+	VMOVDQU     2(base), xq; \
+	VPSRLW      $4, xq, xt; \
+	VINSERTI128 $1, xt, yq, yq; \
+	VPANDD      Y15, yq, yq
+
 // Q4ONE adds the single Q4_0 block at (base) times the activations at
 // (DI), scale (DX), to acc, in 256-bit registers, as Q4ROWPAIR does it.
 #define Q4ONE(base, acc) \
-	VMOVDQU      2(base), X2; \
-	VPSRLW       $4, X2, X4; \
-	VINSERTI128  $1, X4, Y2, Y2; \
-	VPANDD       Y15, Y2, Y2; \
+	Q4WONE(base, X2, Y2, X4); \
 	VPXORD       Y4, Y4, Y4; \
 	VPDPBUSD     (DI), Y30, Y4; \
 	VPSUBD       Y4, Y31, Y4; \
@@ -532,6 +718,30 @@ TEXT ·dotQ4_0AVX512(SB), NOSPLIT, $0-48
 	VMOVDQU64 q4Halves<>(SB), Z29
 	VMOVDQU64 q4Shift<>(SB), Z26
 	PAIRROWS(Q4ROWPAIR, Q4ONE, 18)
+	RET
+
+// Q4X4PAIR and Q4X4ONE unpack Q4_0 blocks for X4BLOCKS, the quants less
+// 8 (Z14 holds 8s as bytes).
+#define Q4X4PAIR(base) \
+	Q4WPAIR(base, 0, Y11, Z11, Z13); \
+	VPSUBB    Z14, Z11, Z11; \
+	VCVTPH2PS Y13, Z13
+
+#define Q4X4ONE(base) \
+	Q4WONE(base, X11, Y11, X12); \
+	VPSUBB Y14, Y11, Y11; \
+	X4ONESCALE(base)
+
+// func dotQ4_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
+// is dotQ8_0x4AVX512 for Q4_0 weights, unpacked as dotQ4_0AVX512 does.
+TEXT ·dotQ4_0x4AVX512(SB), NOSPLIT, $0-56
+	X4SETUP
+	BCASTD(0x0f0f0f0f, Z15)
+	BCASTD(0x08080808, Z14)
+	VMOVDQU64 q4Quants<>(SB), Z28
+	VMOVDQU64 q4Halves<>(SB), Z29
+	VMOVDQU64 q4Shift<>(SB), Z26
+	X4BLOCKS(Q4X4PAIR, Q4X4ONE, 18)
 	RET
 
 // q6kPerm holds four VPERMW index vectors: vector g (0..3: the low then
@@ -572,23 +782,23 @@ DATA q6kPerm<>+0xf0(SB)/8, $0x000f000f000f000f
 DATA q6kPerm<>+0xf8(SB)/8, $0x000f000f000f000f
 GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
 
-// Q6BITS sets Z4 to the 64 quants (0..63) of values 128h..128h+63 of
-// the Q6_K block at (base) and Z2 to those of 128h+64..128h+127. The ql
+// Q6BITS sets zlo to the 64 quants (0..63) of values 128h..128h+63 of
+// the Q6_K block at (base) and zhi to those of 128h+64..128h+127. The ql
 // bytes 64h.. give the low nibbles of values l, l+32 (l < 32) and the
 // high nibbles of values l+64, l+96; the qh bytes 128+32h.. as [qh,
 // qh>>2] give their top two bits at bits 0-1 (values l, l+32) and 4-5
 // (l+64, l+96). Z15 holds 0x0f bytes, Z14 0x30 bytes. Clobbers Z3, Z5.
-#define Q6BITS(base, h) \
-	VMOVDQU64    (64*h)(base), Z2; \
+#define Q6BITS(base, h, zlo, zhi) \
+	VMOVDQU64    (64*h)(base), zhi; \
 	VMOVDQU      (128+32*h)(base), Y3; \
 	VPSRLW       $2, Y3, Y5; \
 	VINSERTI64X4 $1, Y5, Z3, Z3; \
-	VPANDD       Z15, Z2, Z4; \
+	VPANDD       Z15, zhi, zlo; \
 	VPSLLW       $4, Z3, Z5; \
-	VPTERNLOGD   $0xf8, Z14, Z5, Z4; \
-	VPSRLW       $4, Z2, Z2; \
-	VPANDD       Z15, Z2, Z2; \
-	VPTERNLOGD   $0xf8, Z14, Z3, Z2
+	VPTERNLOGD   $0xf8, Z14, Z5, zlo; \
+	VPSRLW       $4, zhi, zhi; \
+	VPANDD       Z15, zhi, zhi; \
+	VPTERNLOGD   $0xf8, Z14, Z3, zhi
 
 // Q6HALF multiplies half h of a Q6_K block (128 values) by the
 // activations 128h.. and adds them, sub-block scales applied, to the
@@ -596,7 +806,7 @@ GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
 // sixteen scales as int16s, permlo and permhi the q6kPerm vectors 2h and
 // 2h+1. Clobbers Z2-Z6.
 #define Q6HALF(base, h, permlo, permhi) \
-	Q6BITS(base, h); \
+	Q6BITS(base, h, Z4, Z2); \
 	VPMADDUBSW (128*h)(DI), Z4, Z4; \
 	VPMADDUBSW (128*h+64)(DI), Z2, Z2; \
 	VPERMW     Z1, permlo, Z5; \
@@ -746,37 +956,47 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VBROADCASTSS X7, Y7; \
 	VFMADD231PS  Y5, Y7, minacc
 
-// K4QUANTS sets Z2 to the 64 quants of a K-quant chunk from its 32 qs
-// bytes at off(base): the low nibbles, then the high ones. Z15 holds 0x0f
-// bytes. Clobbers Z3.
-#define K4QUANTS(base, off) \
-	VMOVDQU      off(base), Y2; \
-	VPSRLW       $4, Y2, Y3; \
-	VINSERTI64X4 $1, Y3, Z2, Z2; \
-	VPANDD       Z15, Z2, Z2
+// K4QUANTS sets zq to the 64 quants of a K-quant chunk from its 32 qs
+// bytes at off(base): the low nibbles, then the high ones (the upper copy
+// shifted under K3, the upper 32 words). Z15 holds 0x0f bytes.
+#define K4QUANTS(base, off, zq) \
+	VBROADCASTI64X4 off(base), zq; \
+	VPSRLW          $4, zq, K3, zq; \
+	VPANDD          Z15, zq, zq
+
+// KMAC adds the 64 quants in zq times the 64 activations at mem, each
+// pair of products scaled by its word of zs, to acc's dwords; zt is
+// scratch.
+#define KMAC(mem, zq, zs, zt, acc) \
+	VPMADDUBSW mem, zq, zt; \
+	VPDPWSSD   zs, zt, acc
 
 // KDOT multiplies the 64 quants of chunk j in Z2 by the activations 64j..
 // and adds them, scales 2j and 2j+1 applied (from Y4 by k4Perm vector
 // perm), to acc. Clobbers Z2, Z3.
 #define KDOT(j, perm, acc) \
-	VPMADDUBSW (64*j)(DI), Z2, Z2; \
-	VPERMW     Z4, perm, Z3; \
-	VPDPWSSD   Z3, Z2, acc
+	VPERMW Z4, perm, Z3; \
+	KMAC((64*j)(DI), Z2, Z3, Z2, acc)
 
 // K4CHUNK multiplies chunk j of a Q4_K block (qs at 16) into acc.
 #define K4CHUNK(base, j, perm, acc) \
-	K4QUANTS(base, 16+32*j); \
+	K4QUANTS(base, 16+32*j, Z2); \
 	KDOT(j, perm, acc)
 
-// K5CHUNK multiplies chunk j of a Q5_K block (qs at 48) into acc: Z12
-// holds its qh bytes (at 16) as [qh, qh>>1], so bit 2j of each byte,
-// moved to bit 4, is the fifth bit of the low then the high nibbles'
-// values. Z13 holds 0x10 bytes. Clobbers Z5.
+// K5FIFTH adds the fifth bits to the quants of chunk j of a Q5_K block
+// in zq: zqh holds its qh bytes (at 16) as [qh, qh>>1], so bit 2j of
+// each byte, moved to bit 4, is the fifth bit of the low then the high
+// nibbles' values. z10 holds 0x10 bytes; zt is scratch.
+#define K5FIFTH(j, zq, zqh, z10, zt) \
+	VPSRLW     $(2*j), zqh, zt; \
+	VPSLLW     $4, zt, zt; \
+	VPTERNLOGD $0xf8, z10, zt, zq
+
+// K5CHUNK multiplies chunk j of a Q5_K block (qs at 48) into acc, Z12
+// and Z13 as K5FIFTH takes them. Clobbers Z5.
 #define K5CHUNK(base, j, perm, acc) \
-	K4QUANTS(base, 48+32*j); \
-	VPSRLW     $(2*j), Z12, Z5; \
-	VPSLLW     $4, Z5, Z5; \
-	VPTERNLOGD $0xf8, Z13, Z5, Z2; \
+	K4QUANTS(base, 48+32*j, Z2); \
+	K5FIFTH(j, Z2, Z12, Z13, Z5); \
 	KDOT(j, perm, acc)
 
 // K45SETUP loads the Q4_K/Q5_K kernels' arguments and constants.
@@ -784,6 +1004,12 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	MOVQ      w+0(FP), SI; \
 	MOVQ      nrows+40(FP), R12; \
 	MOVQ      out+48(FP), R13; \
+	K45CONSTS
+
+// K45CONSTS loads the Q4_K/Q5_K kernels' constants, K3 included.
+#define K45CONSTS \
+	MOVL      $0xffff0000, AX; \
+	KMOVD     AX, K3; \
 	BCASTD(0x0f0f0f0f, Z15); \
 	BCASTD(0x30303030, Z14); \
 	BCASTD(0x10101010, Z13); \
@@ -817,12 +1043,14 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 
 #define NOPREP(base)
 
-// Q5PREP sets Z12 to the qh bytes of the Q5_K block at (base) as [qh,
-// qh>>1].
-#define Q5PREP(base) \
-	VMOVDQU      16(base), Y12; \
-	VPSRLW       $1, Y12, Y5; \
-	VINSERTI64X4 $1, Y5, Z12, Z12
+// Q5QH sets zqh (yqh its lower half) to the qh bytes of the Q5_K block
+// at (base) as [qh, qh>>1]; yt is scratch.
+#define Q5QH(base, yqh, zqh, yt) \
+	VMOVDQU      16(base), yqh; \
+	VPSRLW       $1, yqh, yt; \
+	VINSERTI64X4 $1, yt, zqh, zqh
+
+#define Q5PREP(base) Q5QH(base, Y12, Z12, Y5)
 
 #define Q4KBLOCK(base, acc, minacc) K45BLOCK(NOPREP, K4CHUNK, base, acc, minacc)
 #define Q5KBLOCK(base, acc, minacc) K45BLOCK(Q5PREP, K5CHUNK, base, acc, minacc)
@@ -841,6 +1069,121 @@ TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-56
 TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 	K45SETUP
 	KROWS(Q5KBLOCK, 176)
+	RET
+
+// KXDOTS sets Z0 to the int32 sums Σ sc·q·a of the activation row at
+// (DI)(aidx) with the 256 quants the four-row kernels unpacked into
+// Z25-Z28, the words of their pairs' scales in Z29-Z31 and Z11. Clobbers
+// Z2, Z3.
+#define KXDOTS(aidx) \
+	VPXORD Z0, Z0, Z0; \
+	KMAC((DI)(aidx), Z25, Z29, Z2, Z0); \
+	KMAC(64(DI)(aidx), Z26, Z30, Z3, Z0); \
+	KMAC(128(DI)(aidx), Z27, Z31, Z2, Z0); \
+	KMAC(192(DI)(aidx), Z28, Z11, Z3, Z0)
+
+// K45XUNPACK unpacks the Q4_K or Q5_K block at (base) for K4XROW: PREP
+// (the Q5_K fifth bits, or nothing), its quants (QUANTS(base, j, zq) for
+// chunk j) and scales as KXDOTS takes them, the minimums' words in Y6
+// (as K4MINS spreads them), d and dmin broadcast in Z8 and Z7. Clobbers
+// Z3-Z5 (and Z0-Z2 for Q5_K).
+#define K45XUNPACK(PREP, QUANTS, base) \
+	PREP(base); \
+	K4UNPACK(base); \
+	VPERMW       Y4, Y20, Y6; \
+	VCVTPH2PS    (base), X5; \
+	VBROADCASTSS X5, Z8; \
+	VMOVSHDUP    X5, X7; \
+	VBROADCASTSS X7, Z7; \
+	VPERMW       Z4, Z16, Z29; \
+	VPERMW       Z4, Z17, Z30; \
+	VPERMW       Z4, Z18, Z31; \
+	VPERMW       Z4, Z19, Z11; \
+	QUANTS(base, 0, Z25); \
+	QUANTS(base, 1, Z26); \
+	QUANTS(base, 2, Z27); \
+	QUANTS(base, 3, Z28)
+
+#define K4XQUANTS(base, j, zq) K4QUANTS(base, 16+32*j, zq)
+#define K4XUNPACK(base) K45XUNPACK(NOPREP, K4XQUANTS, base)
+
+// Q5XPREP sets Z0 to the qh bytes of the Q5_K block at (base) as
+// K5FIFTH takes them and Z1 to 0x10 bytes (0x30 >> 1, AND 0x30).
+#define Q5XPREP(base) \
+	Q5QH(base, Y0, Z0, Y2); \
+	VPSRLD $1, Z14, Z1; \
+	VPANDD Z14, Z1, Z1
+
+#define K5XQUANTS(base, j, zq) \
+	K4QUANTS(base, 48+32*j, zq); \
+	K5FIFTH(j, zq, Z0, Z1, Z3)
+
+#define Q5XUNPACK(base) K45XUNPACK(Q5XPREP, K5XQUANTS, base)
+
+// K4XROW adds the Q4_K or Q5_K block K45XUNPACK unpacked times the activation row
+// at (DI)(aidx), 16-value sums (BX)(bidx), scale (DX)(didx), to acc:
+// d_a·(d·Σ sc·q·a − dmin·Σ m·bsums). Clobbers Z0-Z3.
+#define K4XROW(aidx, bidx, didx, acc) \
+	KXDOTS(aidx); \
+	VPMADDWD         (BX)(bidx), Y6, Y1; \
+	VCVTDQ2PS        Z0, Z0; \
+	VCVTDQ2PS        Z1, Z1; \
+	VMULPS           Z8, Z0, Z0; \
+	VFNMADD231PS     Z7, Z1, Z0; \
+	VFMADD231PS.BCST (DX)(didx), Z0, acc
+
+// func dotQ4Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+// sets out[r] to the dot product of the Q4_K weight row w (nb blocks)
+// with Q8_K activation row r, for r < 4: each block's scales, minimums
+// and quants unpacked once (as dotQ4KAVX512 does) for the four rows.
+TEXT ·dotQ4Kx4AVX512(SB), NOSPLIT, $0-48
+	K45CONSTS
+	KX4ROWS(K4XUNPACK, K4XROW, 144)
+	RET
+
+// func dotQ5Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+// is dotQ4Kx4AVX512 for Q5_K weights: qs at 48, the fifth bits at 16.
+TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $0-48
+	K45CONSTS
+	KX4ROWS(Q5XUNPACK, K4XROW, 176)
+	RET
+
+// Q6XUNPACK unpacks the Q6_K block at (base) for Q6XROW: its quants and
+// scales as KXDOTS takes them, the sixteen scales as words in Y21 and d
+// broadcast in Z8. Clobbers Z3, Z5.
+#define Q6XUNPACK(base) \
+	VPMOVSXBW    192(base), Y21; \
+	VPBROADCASTW 208(base), Y8; \
+	VCVTPH2PS    Y8, Z8; \
+	VPERMW       Z21, Z16, Z29; \
+	VPERMW       Z21, Z17, Z30; \
+	VPERMW       Z21, Z18, Z31; \
+	VPERMW       Z21, Z19, Z11; \
+	Q6BITS(base, 0, Z25, Z26); \
+	Q6BITS(base, 1, Z27, Z28)
+
+// Q6XROW adds the Q6_K block Q6XUNPACK unpacked times the activation row
+// at (DI)(aidx), 16-value sums (BX)(bidx), scale (DX)(didx), to acc:
+// d_a·d·Σ_k sc_k·(Σ q·a − 32·bsum_k). Clobbers Z0-Z3.
+#define Q6XROW(aidx, bidx, didx, acc) \
+	KXDOTS(aidx); \
+	VPMADDWD         (BX)(bidx), Y21, Y1; \
+	VPSLLD           $5, Z1, Z1; \
+	VPSUBD           Z1, Z0, Z0; \
+	VCVTDQ2PS        Z0, Z0; \
+	VMULPS           Z8, Z0, Z0; \
+	VFMADD231PS.BCST (DX)(didx), Z0, acc
+
+// func dotQ6Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+// is dotQ4Kx4AVX512 for Q6_K weights, unpacked as dotQ6KAVX512 does.
+TEXT ·dotQ6Kx4AVX512(SB), NOSPLIT, $0-48
+	BCASTD(0x0f0f0f0f, Z15)
+	BCASTD(0x30303030, Z14)
+	VMOVDQU64 q6kPerm<>+0(SB), Z16
+	VMOVDQU64 q6kPerm<>+64(SB), Z17
+	VMOVDQU64 q6kPerm<>+128(SB), Z18
+	VMOVDQU64 q6kPerm<>+192(SB), Z19
+	KX4ROWS(Q6XUNPACK, Q6XROW, 210)
 	RET
 
 // The dequantizers below decode whole blocks into float32, bit for bit as
@@ -924,7 +1267,7 @@ q8dq:
 // Q6DQHALF stores the 128 values of half h of a Q6_K block. Z13 holds
 // 32s as bytes.
 #define Q6DQHALF(h) \
-	Q6BITS(SI, h); \
+	Q6BITS(SI, h, Z4, Z2); \
 	VPSUBB Z13, Z4, Z4; \
 	VPSUBB Z13, Z2, Z2; \
 	Q6GROUP(Z4, 0, 8*h); \

@@ -126,6 +126,21 @@ func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb
 func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
 
 //go:noescape
+func dotQ8_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
+
+//go:noescape
+func dotQ4Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+
+//go:noescape
+func dotQ6Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+
+//go:noescape
+func dotQ4_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
+
+//go:noescape
+func dotQ5Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+
+//go:noescape
 func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 
 //go:noescape
@@ -260,6 +275,40 @@ func dot2SIMD(t Type, w []byte, a0, a1 *actRow) (r0, r1 float32, ok bool) {
 		return 0, 0, false
 	}
 	return out[0], out[1], true
+}
+
+// dot4SIMD sets out to the dot products of the weight row w with the
+// four activation rows a0 ... a3, which must be consecutive rows of one
+// acts (a3 is only there to check their length), unpacking the weights
+// once for all four; it returns false for a type without such a kernel,
+// or on a CPU without AVX-512, leaving out alone.
+func dot4SIMD(t Type, w []byte, a0, a3 *actRow, out *[4]float32) bool {
+	if !have512 {
+		return false
+	}
+	nb := len(a0.d)
+	switch t {
+	case Q8_0, Q4_0:
+		_, _, _ = w[nb*t.BlockBytes()-1], a3.qs[nb*QK-1], a3.d[nb-1]
+		if t == Q8_0 {
+			dotQ8_0x4AVX512(&w[0], &a0.qs[0], &a0.d[0], len(a0.qs), 4*nb, nb, out)
+		} else {
+			dotQ4_0x4AVX512(&w[0], &a0.qs[0], &a0.d[0], len(a0.qs), 4*nb, nb, out)
+		}
+	case Q4_K, Q5_K, Q6_K:
+		_, _, _, _ = w[nb*t.BlockBytes()-1], a3.qs[nb*QKK-1], a3.d[nb-1], a3.bs[nb*16-1]
+		switch t {
+		case Q4_K:
+			dotQ4Kx4AVX512(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], nb, out)
+		case Q5_K:
+			dotQ5Kx4AVX512(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], nb, out)
+		default:
+			dotQ6Kx4AVX512(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], nb, out)
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // q8Blocks quantizes len(d) activation blocks of bsize values (a multiple

@@ -19,3 +19,6 @@ var have512 = false
 // dequantSIMD has no kernels to offer in this build: Dequantize decodes
 // every value in Go.
 func dequantSIMD(Type, []float32, []byte) int { return 0 }
+
+// dot4SIMD has no four-row kernels to offer in this build.
+func dot4SIMD(Type, []byte, *actRow, *actRow, *[4]float32) bool { return false }

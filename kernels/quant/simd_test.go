@@ -156,6 +156,49 @@ func TestDot2MatchesGo(t *testing.T) {
 	}
 }
 
+// TestDot4MatchesGo checks the four-row kernels against the pure-Go dot
+// product of each row, for block counts with and without a single last
+// block, on random weight bytes and quantized rows.
+func TestDot4MatchesGo(t *testing.T) { forEachLevel(t, testDot4MatchesGo) }
+
+func testDot4MatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, typ := range weightTypes {
+		for _, blocks := range []int{1, 2, 3, 4, 5, 8, 16, 17} {
+			in := blocks * max(actBlock(typ), 8)
+			rs, _ := typ.RowSize(in)
+			for trial := range 4 {
+				w := make([]byte, rs)
+				if trial%2 == 0 {
+					for i := range w {
+						w[i] = byte(rng.Uint32())
+					}
+					scrubNonFinite(typ, w)
+				} else if err := Quantize(typ, w, randRow(rng, in)); err != nil {
+					t.Fatal(err)
+				}
+				x := randRow(rng, 4*in)
+				a := acts{blk: actBlock(typ)}
+				a.prepare(x, 4*in)
+				if a.blk != 0 {
+					a.quantizeBlocks(x, 0, len(a.d))
+				}
+				a0, a3 := a.row(0, in), a.row(3, in)
+				var got [4]float32
+				if !dot4SIMD(typ, w, &a0, &a3, &got) {
+					break
+				}
+				for r, g := range got {
+					ar := a.row(r, in)
+					if want := dotGo(typ, w, &ar); math.Abs(float64(g-want)) > 1e-5*absDot(typ, w, x[r*in:(r+1)*in]) {
+						t.Fatalf("%s, %d values, trial %d, row %d: assembly %v, Go %v", typ, in, trial, r, g, want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestDotRowsMatchesGo runs the single-row kernels over several
 // consecutive weight rows in one call, as decode does, against the Go dot
 // product of each row.
