@@ -14,16 +14,20 @@ import (
 // row-at-a-time products (built for decode) do not, and the
 // dequantization is paid once for all the rows. Below it, the integer
 // products of kernels/quant stream the quantized bytes. The crossover
-// depends on how fast t dequantizes (quant.FastDequantize). Measured with
-// BenchmarkQuantizedMatMul (2048×768, 2 workers on a 2-core Zen 5, load
-// 2; GFLOP/s of the GEMM path against kernels/quant's):
-//   - F16, BF16 and the 32-value blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
-//     with AVX-512 dequantizers: 4 rows (F16 76 vs 58, Q8_0 80 vs 73,
-//     Q5_0 78 vs 47; at 3 rows the GEMM loses, 41-46 vs 39-72; at 16
-//     it is 1.6-2.9x kernels/quant);
-//   - the K-quants with AVX-512 dequantizers, whose integer products are
-//     the fastest: 8 rows (at 4: Q4_K 70 vs 70, Q6_K 71 vs 80; at 8: Q4_K
-//     104 vs 84, Q5_K 116 vs 93, Q6_K 124 vs 104);
+// depends on how fast t dequantizes (quant.FastDequantize) and on
+// kernels/quant's kernel for t. Measured with BenchmarkQuantizedMatMul
+// (2048×768, 2 workers on a 2-core Zen 5, load 2; GFLOP/s of the GEMM
+// path against kernels/quant's, two runs):
+//   - F16, BF16, Q4_1, Q5_0, Q5_1 with AVX-512 dequantizers, whose
+//     several-row products pair rows: 4 rows (F16 76 vs 58, Q5_0 78 vs
+//     47; at 3 rows the GEMM loses, 41-46 vs 39-72; at 16 it is 1.6-2.9x
+//     kernels/quant);
+//   - Q8_0 and Q4_0, whose AVX-512 VNNI kernels take four rows per
+//     weight row: 8 rows (at 6: 146-160 vs 166-198; at 8: Q8_0 235 vs
+//     237-241, Q4_0 237-239 vs 214-223; at 12: 275-281 vs 183-245);
+//   - the K-quants, whose four-row kernels are the fastest: 20 rows (at
+//     16: 273-288 vs 169-309 for Q4_K, 279-285 vs 289-320 for Q5_K and
+//     Q6_K; at 20 about even; at 32: 304-350 vs 290-316);
 //   - without AVX-512, dequantized by scalar loops at about 1 Gvalue/s:
 //     64 rows (Q4_K 91 vs 87 at 64, 122 vs 86 at 128), Q6_K 128 (64
 //     rows 46 vs 86, 128 about even, 256 96 vs 76).
@@ -34,6 +38,8 @@ func gemmRows(t kernels.DType) int {
 	case !quant.FastDequantize(t):
 		return 64
 	case t == kernels.Q4_K || t == kernels.Q5_K || t == kernels.Q6_K:
+		return 20
+	case t == kernels.Q8_0 || t == kernels.Q4_0:
 		return 8
 	}
 	return 4
