@@ -22,17 +22,8 @@ func testSIMDMatchesGo(t *testing.T) {
 	for _, typ := range weightTypes {
 		for _, blocks := range []int{1, 2, 3, 5, 16, 17} {
 			in := blocks * max(actBlock(typ), 8)
-			rs, _ := typ.RowSize(in)
 			for trial := range 20 {
-				w := make([]byte, rs)
-				if trial%2 == 0 {
-					for i := range w {
-						w[i] = byte(rng.Uint32())
-					}
-					scrubNonFinite(typ, w)
-				} else if err := Quantize(typ, w, randRow(rng, in)); err != nil {
-					t.Fatal(err)
-				}
+				w := trialWeights(t, rng, typ, in, trial)
 				x := randRow(rng, in)
 				a := acts{blk: actBlock(typ)}
 				a.prepare(x, in)
@@ -166,17 +157,8 @@ func testDot4MatchesGo(t *testing.T) {
 	for _, typ := range weightTypes {
 		for _, blocks := range []int{1, 2, 3, 4, 5, 8, 16, 17} {
 			in := blocks * max(actBlock(typ), 8)
-			rs, _ := typ.RowSize(in)
 			for trial := range 4 {
-				w := make([]byte, rs)
-				if trial%2 == 0 {
-					for i := range w {
-						w[i] = byte(rng.Uint32())
-					}
-					scrubNonFinite(typ, w)
-				} else if err := Quantize(typ, w, randRow(rng, in)); err != nil {
-					t.Fatal(err)
-				}
+				w := trialWeights(t, rng, typ, in, trial)
 				x := randRow(rng, 4*in)
 				a := acts{blk: actBlock(typ)}
 				a.prepare(x, 4*in)
@@ -296,4 +278,21 @@ func TestDequantizeSIMDMatchesGo(t *testing.T) {
 			}
 		}
 	}
+}
+
+// trialWeights returns a weight row of in values of typ for a test's
+// trial: random bytes (non-finite scales scrubbed) on even trials, a
+// quantized random row on odd ones.
+func trialWeights(t *testing.T, rng *rand.Rand, typ Type, in, trial int) []byte {
+	rs, _ := typ.RowSize(in)
+	w := make([]byte, rs)
+	if trial%2 == 0 {
+		for i := range w {
+			w[i] = byte(rng.Uint32())
+		}
+		scrubNonFinite(typ, w)
+	} else if err := Quantize(typ, w, randRow(rng, in)); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
