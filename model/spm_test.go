@@ -79,13 +79,7 @@ func BenchmarkEncodeLong(b *testing.B) {
 // token count, so a file with tokens left over is another model's
 // vocabulary and one too short is truncated.
 func TestLlama2CTokenizerRefusesMoreTokens(t *testing.T) {
-	var data []byte
-	data = binary.LittleEndian.AppendUint32(data, 5)
-	for _, piece := range []string{"<unk>", "<s>", "</s>", "hello"} {
-		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(-1))
-		data = binary.LittleEndian.AppendUint32(data, uint32(len(piece)))
-		data = append(data, piece...)
-	}
+	data := llama2cTokenizer("<unk>", "<s>", "</s>", "hello")
 	path := filepath.Join(t.TempDir(), "tokenizer.bin")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -105,13 +99,7 @@ func TestLlama2CTokenizerRefusesMoreTokens(t *testing.T) {
 // model of up to 64 tokens: an error or a tokenizer of exactly that many
 // tokens, never a panic.
 func FuzzLlama2CTokenizer(f *testing.F) {
-	var good []byte
-	good = binary.LittleEndian.AppendUint32(good, 5)
-	for _, piece := range []string{"<unk>", "<s>", "</s>", "hi"} {
-		good = binary.LittleEndian.AppendUint32(good, math.Float32bits(-1))
-		good = binary.LittleEndian.AppendUint32(good, uint32(len(piece)))
-		good = append(good, piece...)
-	}
+	good := llama2cTokenizer("<unk>", "<s>", "</s>", "hi")
 	f.Add(good, uint8(4))
 	f.Add(good, uint8(3))
 	f.Add(good[:len(good)-1], uint8(4))
@@ -128,4 +116,15 @@ func FuzzLlama2CTokenizer(f *testing.F) {
 			t.Fatalf("%d tokens read for a %d-token model", tk.VocabSize(), n)
 		}
 	})
+}
+
+// llama2cTokenizer returns a tokenizer.bin holding pieces, each scored -1.
+func llama2cTokenizer(pieces ...string) []byte {
+	data := binary.LittleEndian.AppendUint32(nil, 5)
+	for _, piece := range pieces {
+		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(-1))
+		data = binary.LittleEndian.AppendUint32(data, uint32(len(piece)))
+		data = append(data, piece...)
+	}
+	return data
 }
