@@ -62,10 +62,13 @@ func newWaker() waker { return waker{wake: make(chan struct{}, 1)} }
 // await returns once ready reports true: it spins for spinFor, then parks
 // until wakeUp.
 func (k *waker) await(ready func() bool) {
-	deadline := time.Now().Add(spinFor)
+	var deadline time.Time // read the clock only once a wait is not short
 	for i := 0; !ready(); i++ {
 		if i&63 != 63 {
 			continue
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(spinFor)
 		}
 		if time.Now().Before(deadline) {
 			osYield()
