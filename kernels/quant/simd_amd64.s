@@ -69,46 +69,19 @@ done: \
 #define LOADF16(off, reg) VCVTPH2PS (off*2)(SI), reg
 #define LOADBF16(off, reg) VPMOVZXWD (off*2)(SI), reg; VPSLLD $16, reg, reg
 
-// func dotF32AVX(w *byte, x *float32, n, nrows int, out *float32)
-TEXT ·dotF32AVX(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ nrows+24(FP), R12
-	MOVQ out+32(FP), R13
-	MOVQ $4, BX
-
-f32row:
-	MOVQ x+8(FP), DI
-	MOVQ n+16(FP), CX
-	FLOATDOT(LOADF32)
-	ROWOUT(f32row)
-	RET
-
-// func dotF16AVX(w *byte, x *float32, n, nrows int, out *float32)
-TEXT ·dotF16AVX(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ nrows+24(FP), R12
-	MOVQ out+32(FP), R13
-	MOVQ $2, BX
-
-f16row:
-	MOVQ x+8(FP), DI
-	MOVQ n+16(FP), CX
-	FLOATDOT(LOADF16)
-	ROWOUT(f16row)
-	RET
-
-// func dotBF16AVX(w *byte, x *float32, n, nrows int, out *float32)
-TEXT ·dotBF16AVX(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ nrows+24(FP), R12
-	MOVQ out+32(FP), R13
-	MOVQ $2, BX
-
-bf16row:
-	MOVQ x+8(FP), DI
-	MOVQ n+16(FP), CX
-	FLOATDOT(LOADBF16)
-	ROWOUT(bf16row)
+// FLOATROWS is the body of a float type's single-row kernel, func(w
+// *byte, x *float32, n, nrows int, out *float32): nrows weight rows of
+// size-byte values, loaded by LOAD8, each dotted with x into out.
+#define FLOATROWS(size, LOAD8) \
+	MOVQ w+0(FP), SI; \
+	MOVQ nrows+24(FP), R12; \
+	MOVQ out+32(FP), R13; \
+	MOVQ $size, BX; \
+row: \
+	MOVQ x+8(FP), DI; \
+	MOVQ n+16(FP), CX; \
+	FLOATDOT(LOAD8); \
+	ROWOUT(row); \
 	RET
 
 // FLOATDOT2 is FLOATDOT for two rows of x, the second R12 bytes after
@@ -170,47 +143,45 @@ done: \
 	VHADDPS      X2, X2, X2; \
 	VHADDPS      X2, X2, X2
 
+// FLOATROWS2 is the body of a float type's two-row kernel, func(w *byte,
+// x *float32, xstride, n int, out *[2]float32): one weight row of
+// size-byte values, loaded by LOAD8, dotted with two rows of x.
+#define FLOATROWS2(size, LOAD8) \
+	MOVQ w+0(FP), SI; \
+	MOVQ x+8(FP), DI; \
+	MOVQ xstride+16(FP), R12; \
+	MOVQ n+24(FP), CX; \
+	MOVQ $size, BX; \
+	FLOATDOT2(LOAD8); \
+	MOVQ out+32(FP), AX; \
+	VMOVSS X0, (AX); \
+	VMOVSS X2, 4(AX); \
+	VZEROUPPER; \
+	RET
+
+// func dotF32AVX(w *byte, x *float32, n, nrows int, out *float32)
+TEXT ·dotF32AVX(SB), NOSPLIT, $0-40
+	FLOATROWS(4, LOADF32)
+
+// func dotF16AVX(w *byte, x *float32, n, nrows int, out *float32)
+TEXT ·dotF16AVX(SB), NOSPLIT, $0-40
+	FLOATROWS(2, LOADF16)
+
+// func dotBF16AVX(w *byte, x *float32, n, nrows int, out *float32)
+TEXT ·dotBF16AVX(SB), NOSPLIT, $0-40
+	FLOATROWS(2, LOADBF16)
+
 // func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
 TEXT ·dotF32x2AVX(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xstride+16(FP), R12
-	MOVQ n+24(FP), CX
-	MOVQ $4, BX
-	FLOATDOT2(LOADF32)
-	MOVQ out+32(FP), AX
-	VMOVSS X0, (AX)
-	VMOVSS X2, 4(AX)
-	VZEROUPPER
-	RET
+	FLOATROWS2(4, LOADF32)
 
 // func dotF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
 TEXT ·dotF16x2AVX(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xstride+16(FP), R12
-	MOVQ n+24(FP), CX
-	MOVQ $2, BX
-	FLOATDOT2(LOADF16)
-	MOVQ out+32(FP), AX
-	VMOVSS X0, (AX)
-	VMOVSS X2, 4(AX)
-	VZEROUPPER
-	RET
+	FLOATROWS2(2, LOADF16)
 
 // func dotBF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
 TEXT ·dotBF16x2AVX(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xstride+16(FP), R12
-	MOVQ n+24(FP), CX
-	MOVQ $2, BX
-	FLOATDOT2(LOADBF16)
-	MOVQ out+32(FP), AX
-	VMOVSS X0, (AX)
-	VMOVSS X2, 4(AX)
-	VZEROUPPER
-	RET
+	FLOATROWS2(2, LOADBF16)
 
 // BLOCKSCALE sets Y1 to the weight block's d (the half at doff(SI))
 // times the activation block's d (the float at adoff(DX)), broadcast.
