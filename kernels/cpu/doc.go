@@ -7,9 +7,10 @@
 // inner loops run in assembly: a 3x4 register tile for MatMul, dot
 // products, the weighted sum of V rows, the softmax exponentials and
 // SwiGLU. With AVX-512F as well, MatMul and the products on dequantized
-// weights run 4x6 tiles of 16-lane registers, and F16, BF16, Q8_0, Q4_K
-// and Q6_K weight rows dequantize in assembly, fast enough that batched
-// decode on those types goes through the GEMM too. On other CPUs and
+// weights run 4x6 tiles of 16-lane registers; kernels/quant dequantizes
+// the weight rows in assembly there, fast enough that batches of a few
+// rows go through the GEMM too (gemmRows says from how many, per type).
+// On other CPUs and
 // architectures, and when built with -tags purego, the same drivers run
 // plain-Go inner loops; the tests check every path the machine has.
 //
