@@ -183,3 +183,32 @@ func TestDrainNotHeldByIdleConns(t *testing.T) {
 		}
 	}
 }
+
+// TestServeAfterShutdown checks that Serve, called once Shutdown has run,
+// returns at once and closes its listener instead of serving with a
+// closed engine.
+func TestServeAfterShutdown(t *testing.T) {
+	h := newHarness(t)
+	if err := h.srv.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve after Shutdown: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		ln.Close()
+		t.Fatal("Serve after Shutdown did not return")
+	}
+	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		c.Close()
+		t.Error("the listener given to Serve after Shutdown still accepts connections")
+	}
+}

@@ -137,6 +137,13 @@ type Server struct {
 	draining atomic.Bool
 	created  int64 // Unix seconds, for /v1/models
 
+	// lnMu orders Serve's check of draining against Shutdown setting it,
+	// so that a listener Serve was given is either refused or closed by
+	// Shutdown: fasthttp's own shutdown closes only the listeners its
+	// Serve has reached, and one it reaches later would serve forever.
+	lnMu      sync.Mutex
+	listeners []net.Listener
+
 	// The cache TTLs in force. The server is the only caller of SetTTLs;
 	// it keeps them here because Stats publishes a change only after the
 	// engine's next iteration.
@@ -246,8 +253,16 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handler }
 
 // Serve accepts connections on ln until Shutdown. It returns nil after a
-// Shutdown.
+// Shutdown, at once (closing ln) when Shutdown has already begun.
 func (s *Server) Serve(ln net.Listener) error {
+	s.lnMu.Lock()
+	if s.draining.Load() {
+		s.lnMu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.listeners = append(s.listeners, ln)
+	s.lnMu.Unlock()
 	err := s.srv.Serve(ln)
 	if s.draining.Load() {
 		return nil
@@ -271,7 +286,13 @@ const answerGrace = 5 * time.Second
 // ones, and ones still sending a request, which never held it up. It
 // closes the engine, and returns ctx's error if ctx ended first.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.lnMu.Lock()
 	s.draining.Store(true)
+	for _, ln := range s.listeners {
+		ln.Close() // fasthttp closes those its Serve has reached too; a second Close only errs
+	}
+	s.listeners = nil
+	s.lnMu.Unlock()
 	// fasthttp's own shutdown closes the listeners and idle connections,
 	// then waits for every other one to end by itself, also one that is
 	// still sending its request: it runs until the drain is over.
