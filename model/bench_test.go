@@ -137,8 +137,9 @@ func BenchmarkPrefill512(b *testing.B) {
 // CPU comparison with llama.cpp when PREFIXD_WRITE_BENCH_MODELS names a
 // folder (scripts/cpu-vs-llamacpp.sh; skipped otherwise): a 110M Llama
 // (dim 768, 12 layers of 12 heads, hidden 2048, vocabulary 32000, tied
-// embeddings) as F16 and as Q8_0, with tokenizer metadata llama.cpp
-// loads. llama-quantize makes the Q4_K_M file from the F16 one.
+// embeddings) as F16 and as Q8_0, and as F32 and BF16 for the batched
+// comparison, with tokenizer metadata llama.cpp loads. llama-quantize
+// makes the Q4_K_M file from the F16 one.
 func TestWriteBenchModels(t *testing.T) {
 	dir := os.Getenv("PREFIXD_WRITE_BENCH_MODELS")
 	if dir == "" {
@@ -153,6 +154,8 @@ func TestWriteBenchModels(t *testing.T) {
 	}{
 		{"llama-110m-f16.gguf", ggufFile{arch: "llama", f16: true}},
 		{"llama-110m-q8_0.gguf", ggufFile{arch: "llama", types: func(string) kernels.DType { return kernels.Q8_0 }}},
+		{"llama-110m-f32.gguf", ggufFile{arch: "llama", types: func(string) kernels.DType { return kernels.F32 }}},
+		{"llama-110m-bf16.gguf", ggufFile{arch: "llama", types: func(string) kernels.DType { return kernels.BF16 }}},
 	} {
 		f.file.extra = llamaCppVocab(c.Vocab)
 		data := encodeGGUF(ggufMetaOf(m, f.file), ggufTensors(t, m, f.file))

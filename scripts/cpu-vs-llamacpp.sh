@@ -9,8 +9,9 @@
 # RUNS times, medians; the read bandwidth of 2 threads (kernels/quant's
 # BenchmarkMemBandwidth) measured in each round too, and batched decode (16
 # sequences against 1, BenchmarkDecodeBatch16/1, beside llama.cpp's own
-# llama-batched-bench -npp 128 -ntg 128 -npl 1,16 when LLAMA_CPP_BIN has it).
-# Prints a Markdown table.
+# llama-batched-bench -npp 128 -ntg 128 -npl 1,16 when LLAMA_CPP_BIN has it),
+# the batched comparison also on the same model as F32 and BF16 files.
+# Prints two Markdown tables.
 #
 # usage: scripts/cpu-vs-llamacpp.sh [LLAMA_CPP_BIN] [RUNS]
 #   LLAMA_CPP_BIN  folder with llama-bench and llama-quantize (a CPU Release
@@ -26,7 +27,7 @@ dir=${PREFIXD_BENCH_DIR:-bench-out/cpu-vs-llamacpp}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if [ ! -f "$dir/llama-110m-q8_0.gguf" ]; then
+if [ ! -f "$dir/llama-110m-bf16.gguf" ]; then
 	PREFIXD_WRITE_BENCH_MODELS=$dir go test -count=1 -run '^TestWriteBenchModels$' ./model/ >&2
 fi
 if [ ! -f "$dir/llama-110m-q4_k_m.gguf" ]; then
@@ -41,13 +42,18 @@ for r in $(seq "$runs"); do
 		awk '/MemBandwidth/ { for (i = 1; i <= NF; i++) if ($i == "MB/s") print $(i-1) }')
 	printf 'bw\t-\t%s\n' "$bw" >>"$out"
 	printf 'load\t-\t%s\n' "$(cut -d' ' -f1 /proc/loadavg)" >>"$out"
-	for t in f16 q8_0 q4_k_m; do
+	for t in f16 q8_0 q4_k_m f32 bf16; do
 		f=$dir/llama-110m-$t.gguf
-		"$bin/llama-bench" -m "$f" -p 512 -n 128 -t 1,2 -r 1 -o jsonl 2>/dev/null |
-			python3 -c 'import json,sys
+		benches='DecodeBatch1|DecodeBatch16'
+		case $t in f16 | q8_0 | q4_k_m)
+			benches="Prefill512|TG128|$benches"
+			"$bin/llama-bench" -m "$f" -p 512 -n 128 -t 1,2 -r 1 -o jsonl 2>/dev/null |
+				python3 -c 'import json,sys
 for l in sys.stdin:
     d = json.loads(l)
     print("llama_%s_t%d\t%s\t%s" % ("pp" if d["n_prompt"] else "tg", d["n_threads"], sys.argv[1], d["avg_ts"]))' "$t" >>"$out"
+			;;
+		esac
 		if [ -x "$bin/llama-batched-bench" ]; then
 			"$bin/llama-batched-bench" -m "$f" -c 4608 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,16 -t 2 \
 				--output-format jsonl 2>/dev/null |
@@ -58,7 +64,7 @@ for l in sys.stdin:
         print("llama_batch%d\t%s\t%s" % (d["pl"], sys.argv[1], d["speed_tg"]))' "$t" >>"$out"
 		fi
 		(cd model && PREFIXD_BENCH_MODEL=$f "$dir/model.test" -test.run '^$' \
-			-test.bench '^Benchmark(Prefill512|TG128|DecodeBatch1|DecodeBatch16)$' -test.benchtime 2x) |
+			-test.bench "^Benchmark($benches)\$" -test.benchtime 2x) |
 			awk -v t="$t" '/^Benchmark/ { n = $1; sub(/-[0-9]+$/, "", n); sub(/^Benchmark/, "", n)
 				for (i = 1; i <= NF; i++) if ($i == "tokens/s") printf "prefixd_%s\t%s\t%s\n", n, t, $(i-1) }' >>"$out"
 	done
@@ -93,4 +99,17 @@ for t in size:
         peer = "%.1fx | %.0f / %.0f (%.2fx)" % (l16 / l1, b16, l16, b16 / l16)
     print("| %s | %d MB | %.1f (%.1f) | %.1f | %.2fx | %.1f (%.1f) | %.1f | %.2fx (%.2fx) | %.0f%% of %.0f tok/s | %.1fx | %s |" % (
         t.upper(), size[t] / 1e6, lp, lp1, pp, pp / lp, lt, lt1, pt, pt / lt, pt / lt1, 100 * pt / bound, bound, b16 / b1, peer))
+print()
+print("Batched decode, 16 sequences of 128-255 tokens against one (BenchmarkDecodeBatch16/1; llama-batched-bench -npp 128 -ntg 128 -npl 1,16):")
+print()
+print("| file | size | bandwidth bound, 1 seq | prefixd 1 seq tok/s | prefixd 16 seqs tok/s | prefixd 16/1 | llama.cpp 1 / 16 seqs tok/s | llama.cpp 16/1 |")
+print("|---|---|---|---|---|---|---|---|")
+for t in ("f32", "bf16", "f16", "q8_0", "q4_k_m"):
+    s = os.path.getsize(os.path.join(d, "llama-110m-%s.gguf" % t))
+    b16, b1 = med[("prefixd_DecodeBatch16", t)], med[("prefixd_DecodeBatch1", t)]
+    peer = "n/a | n/a"
+    if ("llama_batch16", t) in med:
+        l16, l1 = med[("llama_batch16", t)], med[("llama_batch1", t)]
+        peer = "%.0f / %.0f | %.1fx" % (l1, l16, l16 / l1)
+    print("| %s | %d MB | %.0f tok/s | %.0f | %.0f | %.1fx | %s |" % (t.upper(), s / 1e6, bw / s, b1, b16, b16 / b1, peer))
 PY
