@@ -153,7 +153,20 @@ GLOBL reduce6perm<>(SB), RODATA|NOPTR, $64
 	ANDQ $-16, BX; \
 	SHLQ $ES, BX
 
-// GEMM4x6 is the body of gemm4x6AVX512 and its F16 and BF16 twins.
+// PFROWS6 asks for the lines r bytes on from the six b rows' current
+// ones to be brought into cache.
+#define PFROWS6(r) \
+	PREFETCHT0 (R10)(r*1); \
+	PREFETCHT0 (R11)(r*1); \
+	PREFETCHT0 (R12)(r*1); \
+	PREFETCHT0 (R13)(r*1); \
+	PREFETCHT0 (CX)(r*1); \
+	PREFETCHT0 (DX)(r*1)
+
+// GEMM4x6 is the body of gemm4x6AVX512 and its F16 and BF16 twins: a
+// loop over k that prefetches, R14 being the byte offset of the lines to
+// prefetch (pfdist on from AX) and R15 counting down the steps to the
+// next prefetching one, or one that does not when pfevery is 0.
 #define GEMM4x6(LOADB, AS, ES, BW) \
 	MOVQ a+0(FP), SI; \
 	MOVQ lda+8(FP), BX; \
@@ -168,6 +181,8 @@ GLOBL reduce6perm<>(SB), RODATA|NOPTR, $64
 	ZERO6(Z12, Z13, Z14, Z15, Z16, Z17); \
 	ZERO6(Z18, Z19, Z20, Z21, Z22, Z23); \
 	XORQ AX, AX; \
+	CMPQ pfevery+72(FP), $0; \
+	JNE  prefetch4x6; \
 	JMP  test4x6; \
 loop4x6: \
 	STEP4x6(LOADB, AS, K1); \
@@ -175,6 +190,7 @@ loop4x6: \
 test4x6: \
 	CMPQ AX, BX; \
 	JB   loop4x6; \
+tail4x6: \
 	KORTESTW K2, K2; \
 	JZ   sum4x6; \
 	STEP4x6(LOADB, AS, K2); \
@@ -193,20 +209,41 @@ sum4x6: \
 	ADDQ CX, DX; \
 	REDUCE6(Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z31, K3, K4, (DX)); \
 	VZEROUPPER; \
-	RET
+	RET; \
+prefetch4x6: \
+	MOVQ pfdist+64(FP), R14; \
+	MOVQ pfphase+80(FP), R15; \
+	INCQ R15; \
+	JMP  testpf4x6; \
+looppf4x6: \
+	DECQ R15; \
+	JNZ  nopf4x6; \
+	PFROWS6(R14); \
+	MOVQ pfevery+72(FP), R15; \
+nopf4x6: \
+	STEP4x6(LOADB, AS, K1); \
+	ADDQ $BW, R14; \
+	ADDQ $BW, AX; \
+testpf4x6: \
+	CMPQ AX, BX; \
+	JB   looppf4x6; \
+	JMP  tail4x6
 
-// func gemm4x6AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
+// func gemm4x6AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16, pfdist, pfevery, pfphase int)
 // sets c[i*ldc+j] (adds to it, where amask says) the sum over p < k of
 // a[i*lda+p]*b[j*ldb+p] for i < 4 and the columns j < 6 that cmask names,
 // b being float32; gemm4x6F16AVX512 and gemm4x6BF16AVX512 do the same
-// for b of F16 and BF16 values.
-TEXT ·gemm4x6AVX512(SB), NOSPLIT, $0-62
+// for b of F16 and BF16 values. Along the way it prefetches, unless
+// pfevery is 0: at the steps s of 16 values of k (s < k/16) with s =
+// pfphase modulo pfevery, the lines pfdist bytes on from those step s
+// loads from each b row.
+TEXT ·gemm4x6AVX512(SB), NOSPLIT, $0-88
 	GEMM4x6(LOADF32, 1, 2, 64)
 
-TEXT ·gemm4x6F16AVX512(SB), NOSPLIT, $0-62
+TEXT ·gemm4x6F16AVX512(SB), NOSPLIT, $0-88
 	GEMM4x6(LOADF16, 2, 1, 32)
 
-TEXT ·gemm4x6BF16AVX512(SB), NOSPLIT, $0-62
+TEXT ·gemm4x6BF16AVX512(SB), NOSPLIT, $0-88
 	GEMM4x6(LOADBF16, 2, 1, 32)
 
 // GEMM1x6 is the body of gemm1x6AVX512 and its F16 and BF16 twins. It
