@@ -48,43 +48,51 @@ func halfWeights(r *rand.Rand, t kernels.DType, n int) ([]byte, []float32) {
 // values converted by kernels/quant: the conversions are exact and the
 // multiply-adds run in the same order. The shapes cover every remainder
 // of the 4-row panels (m 1 to 20), tiles that move left (n % 6), masked
-// tails of k, k in several blocks (k > gemmKBlock), the 1x16 kernel, and
-// column ranges [j0, j1) as the workers split them, outside which
-// nothing may be written.
+// tails of k, k in several blocks (k > gemmKBlock), the 1x16 kernel,
+// the prefetching loop of the 4×6 kernels, and column ranges [j0, j1) as
+// the workers split them, outside which nothing may be written.
 func TestHalfGemmMatchesFloat32Gemm(t *testing.T) {
 	if !directGemm(kernels.F16, 6) {
 		t.Skip("this CPU has no AVX-512")
 	}
+	type shape struct{ m, n, k int }
+	var shapes []shape
+	for m := 1; m <= 20; m++ {
+		for _, n := range []int{6, 7, 11, 17, 40} {
+			for _, k := range []int{1, 15, 16, 17, 50, 769, 1553} {
+				if k <= 100 || m%3 == 0 || m == 4 { // long k: fewer m, for time
+					shapes = append(shapes, shape{m, n, k})
+				}
+			}
+		}
+	}
+	// b big enough for the 4×6 tiles to prefetch (gemmPrefetchBytes),
+	// tile by tile and, with 172 rows, panel by panel.
+	shapes = append(shapes, shape{4, 100, 800}, shape{13, 100, 800}, shape{172, 100, 800})
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, typ := range []kernels.DType{kernels.F16, kernels.BF16} {
-		for m := 1; m <= 20; m++ {
-			for _, n := range []int{6, 7, 11, 17, 40} {
-				for _, k := range []int{1, 15, 16, 17, 50, 769, 1553} {
-					if k > 100 && m%3 != 0 && m != 4 {
-						continue // long k: fewer m, for time
-					}
-					h, f := halfWeights(r, typ, n*k)
-					a := randVec(r, m*k)
-					for _, cols := range [][2]int{{0, n}, {0, n / 2 &^ 3}, {n / 2 &^ 3, n}, {4, n - 1}} {
-						j0, j1 := cols[0], cols[1]
-						if j0 >= j1 {
-							continue
+		for _, s := range shapes {
+			m, n, k := s.m, s.n, s.k
+			h, f := halfWeights(r, typ, n*k)
+			a := randVec(r, m*k)
+			for _, cols := range [][2]int{{0, n}, {0, n / 2 &^ 3}, {n / 2 &^ 3, n}, {4, n - 1}} {
+				j0, j1 := cols[0], cols[1]
+				if j0 >= j1 {
+					continue
+				}
+				name := fmt.Sprintf("%v m=%d n=%d k=%d columns [%d,%d)", typ, m, n, k, j0, j1)
+				got, want := nanVec(m*n), nanVec(m*n)
+				halfGemm(got, a, h, typ, m, j0, j1, n, k)
+				fb := unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
+				gemmCols(want, n, a, k, gemmB{fb, kernels.F32, k}, m, j0, j1, n, k)
+				for i := range m {
+					for j := range n {
+						g, w := got[i*n+j], want[i*n+j]
+						if math.Float32bits(g) != math.Float32bits(w) {
+							t.Fatalf("%s: c[%d][%d] = %v, want %v", name, i, j, g, w)
 						}
-						name := fmt.Sprintf("%v m=%d n=%d k=%d columns [%d,%d)", typ, m, n, k, j0, j1)
-						got, want := nanVec(m*n), nanVec(m*n)
-						halfGemm(got, a, h, typ, m, j0, j1, n, k)
-						fb := unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
-						gemmCols(want, n, a, k, gemmB{fb, kernels.F32, k}, m, j0, j1, n, k)
-						for i := range m {
-							for j := range n {
-								g, w := got[i*n+j], want[i*n+j]
-								if math.Float32bits(g) != math.Float32bits(w) {
-									t.Fatalf("%s: c[%d][%d] = %v, want %v", name, i, j, g, w)
-								}
-								if inside := j >= j0 && j < j1; inside == math.IsNaN(float64(g)) {
-									t.Fatalf("%s: c[%d][%d] = %v (written: %v)", name, i, j, g, inside)
-								}
-							}
+						if inside := j >= j0 && j < j1; inside == math.IsNaN(float64(g)) {
+							t.Fatalf("%s: c[%d][%d] = %v (written: %v)", name, i, j, g, inside)
 						}
 					}
 				}

@@ -146,9 +146,12 @@ func BenchmarkQuantizedMatMul(b *testing.B) {
 // 768×768, gate and up 2048×768, down 768×2048: 85M weights, more than
 // the caches hold), on every worker, for each type the GEMM reads: the
 // weights stream from memory once a step, as they do in a batched decode.
+// For F16 and BF16 it measures kernels/quant's products too ("quant"),
+// for gemmRows.
 func BenchmarkDecodeGemm(b *testing.B) {
 	w := NewWorkers(0)
 	defer w.Close()
+	be := NewBackend(w)
 	r := rand.New(rand.NewPCG(10, 10))
 	type mat struct{ off, n, k int }
 	var mats []mat
@@ -180,21 +183,32 @@ func BenchmarkDecodeGemm(b *testing.B) {
 				copy(h[i:], h[:2*len(src)])
 			}
 		}
-		for _, m := range []int{1, 4, 8, 16, 32} {
+		for _, m := range []int{1, 2, 3, 4, 8, 16, 32} {
 			a, c := randVec(r, m*2048), make([]float32, m*2048)
-			b.Run(fmt.Sprintf("%v/m%d", typ, m), func(b *testing.B) {
-				for b.Loop() {
-					for _, x := range mats {
-						if typ == kernels.F32 {
-							MatMul(w, c, a, f[x.off:x.off+x.n*x.k], m, x.n, x.k)
-						} else {
-							matMulHalf(w, c, a, h[2*x.off:2*(x.off+x.n*x.k)], typ, m, x.n, x.k)
+			paths := []string{"gemm"}
+			if typ != kernels.F32 && m <= 4 {
+				paths = append(paths, "quant")
+			}
+			for _, path := range paths {
+				b.Run(fmt.Sprintf("%v/m%d/%s", typ, m, path), func(b *testing.B) {
+					for b.Loop() {
+						for _, x := range mats {
+							switch {
+							case typ == kernels.F32:
+								MatMul(w, c, a, f[x.off:x.off+x.n*x.k], m, x.n, x.k)
+							case path == "gemm":
+								matMulHalf(w, c, a, h[2*x.off:2*(x.off+x.n*x.k)], typ, m, x.n, x.k)
+							default:
+								if err := be.q.MatMul(c, a, h[2*x.off:2*(x.off+x.n*x.k)], typ, m, x.n, x.k); err != nil {
+									b.Fatal(err)
+								}
+							}
 						}
 					}
-				}
-				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/step")
-				b.ReportMetric(2*float64(m*total)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
+					b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/step")
+					b.ReportMetric(2*float64(m*total)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
 		}
 	}
 }
