@@ -135,14 +135,15 @@ func gemmCols(c []float32, ldc int, a []float32, lda int, b gemmB, m, j0, j1, n,
 
 // gemmTileMajorBytes is the most bytes of a (its rows' part of k in a
 // block) for which gemmBlock runs each tile of b through all the 4-row
-// panels before it moves on: the tile, 6 rows of b, stays in L1 and a
-// in L2, and b comes from memory once while the panels keep the core
-// busy. With more rows the panels go one by one over the block, a panel
-// staying in L1 and the block in L2, and only the first panel's pass
-// waits on memory (at 16 rows, 6 layers of weights of a 110M model on
-// one Zen 5 core: F32 125 GFLOP/s panel by panel, 150-155 tile by tile;
-// F16 and BF16 179-188 and 185-191; at 64 and 128 rows still 5-15%
-// better). Twice its size is half Zen 5's 1 MiB L2.
+// panels before it moves on: the tile, 6 rows of b, stays in L1 and a in
+// L2, and b comes from memory once while the panels keep the core busy.
+// With more rows the panels go one by one over the block, a panel staying
+// in L1 and the block in L2, and only the first panel's pass waits on
+// memory. Measured on one Zen 5 core over BenchmarkDecodeGemm's weights
+// (GFLOP/s, medians of 3, both with the prefetches): at 16 rows F32 125
+// panel by panel against 150-155 tile by tile, F16 and BF16 179-188
+// against 185-191; at 32 rows F32 151 against 184; at 64 and 128 rows
+// still 1-15% better. Twice its size is half Zen 5's 1 MiB L2.
 const gemmTileMajorBytes = 512 << 10
 
 // tileCols places a 6-column tile for columns from j on, of [j, j1) in an
@@ -165,8 +166,10 @@ const gemmPrefetchBytes = 64 << 10
 //
 // The 4×6 kernel prefetches the tile after its own, 6 rows of b on, so
 // that b streams from memory ahead of the products instead of stalling
-// them: without it, the cores' own prefetchers kept 85M weights at 16
-// rows to 83 GFLOP/s a core (F16; 92 F32) against 161-188 with it. The
+// them: the cores' own prefetchers do not keep six short rows read at
+// once streaming. BenchmarkDecodeGemm (85M weights, 2 workers, medians of 3) ran at
+// 16 rows 144 GFLOP/s without (F16; BF16 141, F32 160) against 287 with
+// (291, 248), at 4 rows 46 against 222 (F32 55 against 80). The
 // prefetches are spread over the passes that read the tile from memory:
 // tile by tile, the steps of the k loop take turns across the panels;
 // panel by panel, the first panel does them all.
