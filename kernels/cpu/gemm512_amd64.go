@@ -143,7 +143,7 @@ func gemmCols(c []float32, ldc int, a []float32, lda int, b gemmB, m, j0, j1, n,
 // (GFLOP/s, medians of 3, both with the prefetches): at 16 rows F32 125
 // panel by panel against 150-155 tile by tile, F16 and BF16 179-188
 // against 185-191; at 32 rows F32 151 against 184; at 64 and 128 rows
-// still 1-15% better. Twice its size is half Zen 5's 1 MiB L2.
+// still 1-15% better. It is half Zen 5's 1 MiB L2.
 const gemmTileMajorBytes = 512 << 10
 
 // tileCols places a 6-column tile for columns from j on, of [j, j1) in an
