@@ -187,12 +187,16 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Weight) {
 // package's GEMM (its results are those of every earlier release); other
 // types through kernels/quant on the weights as uploaded, or, for
 // gemmRows(type) rows and more (a prefill chunk, or a decode batch where
-// the type dequantizes fast), through the GEMM on float32 groups of their
-// rows.
+// the type dequantizes fast), through the GEMM: on the weights as they
+// are where it converts their type as it loads them (directGemm), else on
+// float32 groups of their rows.
 func (b *Backend) matMul(dst, x []float32, m *weight, rows int) {
 	switch {
 	case m.t.Type == kernels.F32:
 		MatMul(b.w, dst, x, m.f, rows, m.rows, m.cols)
+		return
+	case rows >= gemmRows(m.t.Type) && directGemm(m.t.Type, m.rows):
+		matMulHalf(b.w, dst, x, m.t.Data, m.t.Type, rows, m.rows, m.cols)
 		return
 	case rows >= gemmRows(m.t.Type):
 		b.deqMatMul(dst, x, m.t, rows)

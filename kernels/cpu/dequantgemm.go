@@ -8,19 +8,27 @@ import (
 )
 
 // gemmRows is the least activation rows for which a product on weights
-// of type t (not F32) dequantizes them into float32, a group of rows at a
-// time, and runs this package's GEMM: its register tiles reuse each
-// weight row across four activation rows, which kernels/quant's
-// row-at-a-time products (built for decode) do not, and the
-// dequantization is paid once for all the rows. Below it, the integer
-// products of kernels/quant stream the quantized bytes. The crossover
-// depends on how fast t dequantizes (quant.FastDequantize) and on
-// kernels/quant's kernel for t. Measured with BenchmarkQuantizedMatMul
-// (2048×768, 2 workers on a 2-core Zen 5, load 2; GFLOP/s of the GEMM
-// path against kernels/quant's, two runs):
-//   - F16, BF16, Q4_1, Q5_0, Q5_1 with AVX-512 dequantizers, whose
-//     several-row products pair rows: 4 rows (F16 76 vs 58, Q5_0 78 vs
-//     47; at 3 rows the GEMM loses, 41-46 vs 39-72; at 16 it is 1.6-2.9x
+// of type t (not F32) runs this package's GEMM: on the weights as they
+// are where its kernels convert t as they load it (directGemm: F16 and
+// BF16 with AVX-512), else on float32 groups of their rows dequantized
+// for it. Its register tiles reuse each weight row across four activation
+// rows, which kernels/quant's row-at-a-time products (built for decode)
+// do not. Below it, the integer products of kernels/quant stream the
+// quantized bytes. The crossover depends on how fast t converts or
+// dequantizes (quant.FastDequantize) and on kernels/quant's kernel for t.
+// Measured on a 2-core Zen 5, 2 workers, GFLOP/s of the GEMM path against
+// kernels/quant's:
+//   - F16 and BF16, read directly: 4 rows. With the weights streaming
+//     from memory (BenchmarkDecodeGemm, 85M weights, medians of 3): at 4
+//     rows 131-133 vs 69-72, at 3 rows 56-59 vs 82-88, at 2 43-44 vs
+//     72-77, at 1 20-22 vs 45-46 (the one-row tiles do not prefetch);
+//     in L3 (BenchmarkQuantizedMatMul, 2048×768) the GEMM wins from 2
+//     rows (F16 168 vs 100, BF16 179 vs 100), and at 16 runs 390 vs 113
+//     (dequantizing first: 268).
+//   - the other types as measured with BenchmarkQuantizedMatMul under a
+//     load of 2, two runs. Q4_1, Q5_0, Q5_1 with AVX-512 dequantizers,
+//     whose several-row products pair rows: 4 rows (Q5_0 78 vs 47; at 3
+//     rows the GEMM loses, 41-46 vs 39-72; at 16 it is 1.6-2.9x
 //     kernels/quant);
 //   - Q8_0 and Q4_0, whose AVX-512 VNNI kernels take four rows per
 //     weight row: 8 rows (at 6: 146-160 vs 166-198; at 8: Q8_0 235 vs

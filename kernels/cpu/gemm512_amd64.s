@@ -33,46 +33,62 @@ DATA reduce6perm<>+56(SB)/4, $0
 DATA reduce6perm<>+60(SB)/4, $0
 GLOBL reduce6perm<>(SB), RODATA|NOPTR, $64
 
-// COL4 loads 16 floats of one b row (those of mask km, the others zero)
+// LOADF32, LOADF16 and LOADBF16 load the 16 values of b at mem, those
+// of mask km (the others zero), into bz as float32: b's own floats, or
+// F16 or BF16 values converted on the way. The conversions are exact, so
+// a kernel on such weights computes bit for bit what it computes on
+// their float32 values. A masked load reads nothing outside its mask
+// (EVEX fault suppression), so a row may end at the end of a mapping.
+#define LOADF32(mem, km, bz) VMOVUPS.Z mem, km, bz
+#define LOADF16(mem, km, bz) VCVTPH2PS.Z mem, km, bz
+#define LOADBF16(mem, km, bz) VPMOVZXWD.Z mem, km, bz; VPSLLD $16, bz, bz
+
+// The kernels below are macros over the load of b, LOADB, one of those
+// three, instantiated once per type of b: AX counts the bytes of b done
+// along k, AS is the scale from those to a's bytes (4 over b's bytes per
+// value: 1 for float32, 2 for the 2-byte types), ES the shift from values
+// to bytes of b and BW the bytes of 16 values of b.
+
+// COL4 loads 16 values of one b row (those of mask km, the others zero)
 // into bz and adds their products with the four a blocks in Z24-Z27 to
 // the column's four accumulators.
-#define COL4(ptr, off, km, bz, c0, c1, c2, c3) \
-	VMOVUPS.Z off(ptr)(AX*1), km, bz; \
+#define COL4(LOADB, ptr, km, bz, c0, c1, c2, c3) \
+	LOADB((ptr)(AX*1), km, bz); \
 	VFMADD231PS bz, Z24, c0; \
 	VFMADD231PS bz, Z25, c1; \
 	VFMADD231PS bz, Z26, c2; \
 	VFMADD231PS bz, Z27, c3
 
-// STEP4x6 adds the products of the 16 floats of k at byte AX+off (those
+// STEP4x6 adds the products of the 16 values of k at b's byte AX (those
 // of mask km) to the 4×6 accumulators: row i, column j in Z(6i+j). The a
 // rows are at SI, DI, R8, R9; the b rows at R10-R13, CX, DX.
-#define STEP4x6(off, km) \
-	VMOVUPS.Z off(SI)(AX*1), km, Z24; \
-	VMOVUPS.Z off(DI)(AX*1), km, Z25; \
-	VMOVUPS.Z off(R8)(AX*1), km, Z26; \
-	VMOVUPS.Z off(R9)(AX*1), km, Z27; \
-	COL4(R10, off, km, Z28, Z0, Z6, Z12, Z18); \
-	COL4(R11, off, km, Z29, Z1, Z7, Z13, Z19); \
-	COL4(R12, off, km, Z30, Z2, Z8, Z14, Z20); \
-	COL4(R13, off, km, Z31, Z3, Z9, Z15, Z21); \
-	COL4(CX, off, km, Z28, Z4, Z10, Z16, Z22); \
-	COL4(DX, off, km, Z29, Z5, Z11, Z17, Z23)
+#define STEP4x6(LOADB, AS, km) \
+	VMOVUPS.Z (SI)(AX*AS), km, Z24; \
+	VMOVUPS.Z (DI)(AX*AS), km, Z25; \
+	VMOVUPS.Z (R8)(AX*AS), km, Z26; \
+	VMOVUPS.Z (R9)(AX*AS), km, Z27; \
+	COL4(LOADB, R10, km, Z28, Z0, Z6, Z12, Z18); \
+	COL4(LOADB, R11, km, Z29, Z1, Z7, Z13, Z19); \
+	COL4(LOADB, R12, km, Z30, Z2, Z8, Z14, Z20); \
+	COL4(LOADB, R13, km, Z31, Z3, Z9, Z15, Z21); \
+	COL4(LOADB, CX, km, Z28, Z4, Z10, Z16, Z22); \
+	COL4(LOADB, DX, km, Z29, Z5, Z11, Z17, Z23)
 
-// STEP1x6 is STEP4x6 for one a row (at SI) into the accumulators
-// c0-c5.
-#define STEP1x6(off, km, c0, c1, c2, c3, c4, c5) \
-	VMOVUPS.Z off(SI)(AX*1), km, Z24; \
-	VMOVUPS.Z off(R10)(AX*1), km, Z26; \
+// STEP1x6 is STEP4x6 for one a row (at SI, aoff bytes on) into the
+// accumulators c0-c5, b boff bytes on.
+#define STEP1x6(LOADB, AS, aoff, boff, km, c0, c1, c2, c3, c4, c5) \
+	VMOVUPS.Z aoff(SI)(AX*AS), km, Z24; \
+	LOADB(boff(R10)(AX*1), km, Z26); \
 	VFMADD231PS Z26, Z24, c0; \
-	VMOVUPS.Z off(R11)(AX*1), km, Z27; \
+	LOADB(boff(R11)(AX*1), km, Z27); \
 	VFMADD231PS Z27, Z24, c1; \
-	VMOVUPS.Z off(R12)(AX*1), km, Z28; \
+	LOADB(boff(R12)(AX*1), km, Z28); \
 	VFMADD231PS Z28, Z24, c2; \
-	VMOVUPS.Z off(R13)(AX*1), km, Z29; \
+	LOADB(boff(R13)(AX*1), km, Z29); \
 	VFMADD231PS Z29, Z24, c3; \
-	VMOVUPS.Z off(CX)(AX*1), km, Z30; \
+	LOADB(boff(CX)(AX*1), km, Z30); \
 	VFMADD231PS Z30, Z24, c4; \
-	VMOVUPS.Z off(DX)(AX*1), km, Z31; \
+	LOADB(boff(DX)(AX*1), km, Z31); \
 	VFMADD231PS Z31, Z24, c5
 
 // FOLD2 sets x to the sums of the halves of each (whole, or 128-bit lane
@@ -115,124 +131,177 @@ GLOBL reduce6perm<>(SB), RODATA|NOPTR, $64
 	VPXORD v4, v4, v4; \
 	VPXORD v5, v5, v5
 
-// BROWS6 points R10-R13, CX and DX at six b rows from b, ldb elements
+// BROWS6 points R10-R13, CX and DX at six b rows from b, ldb values
 // apart; it clobbers BX.
-#define BROWS6 \
+#define BROWS6(ES) \
 	MOVQ b+16(FP), R10; \
 	MOVQ ldb+24(FP), BX; \
-	SHLQ $2, BX; \
+	SHLQ $ES, BX; \
 	LEAQ (R10)(BX*1), R11; \
 	LEAQ (R11)(BX*1), R12; \
 	LEAQ (R12)(BX*1), R13; \
 	LEAQ (R13)(BX*1), CX; \
 	LEAQ (CX)(BX*1), DX
 
-// KMASKS sets K1 to all 16 lanes, K2 to kmask and BX to the bytes of the
-// whole blocks of k.
-#define KMASKS \
+// KMASKS sets K1 to all 16 lanes, K2 to kmask and BX to b's bytes of
+// the whole blocks of k.
+#define KMASKS(ES) \
 	MOVL $0xffff, BX; \
 	KMOVW BX, K1; \
 	KMOVW kmask+56(FP), K2; \
 	MOVQ k+32(FP), BX; \
 	ANDQ $-16, BX; \
-	SHLQ $2, BX
+	SHLQ $ES, BX
 
-// func gemm4x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
+// PFROWS6 asks for the lines r bytes on from the six b rows' current
+// ones to be brought into cache.
+#define PFROWS6(r) \
+	PREFETCHT0 (R10)(r*1); \
+	PREFETCHT0 (R11)(r*1); \
+	PREFETCHT0 (R12)(r*1); \
+	PREFETCHT0 (R13)(r*1); \
+	PREFETCHT0 (CX)(r*1); \
+	PREFETCHT0 (DX)(r*1)
+
+// GEMM4x6 is the body of gemm4x6AVX512 and its F16 and BF16 twins: a
+// loop over k that prefetches, R14 being the byte offset of the lines to
+// prefetch (pfdist on from AX) and R15 counting down the steps to the
+// next prefetching one, or one that does not when pfevery is 0.
+#define GEMM4x6(LOADB, AS, ES, BW) \
+	MOVQ a+0(FP), SI; \
+	MOVQ lda+8(FP), BX; \
+	SHLQ $2, BX; \
+	LEAQ (SI)(BX*1), DI; \
+	LEAQ (DI)(BX*1), R8; \
+	LEAQ (R8)(BX*1), R9; \
+	BROWS6(ES); \
+	KMASKS(ES); \
+	ZERO6(Z0, Z1, Z2, Z3, Z4, Z5); \
+	ZERO6(Z6, Z7, Z8, Z9, Z10, Z11); \
+	ZERO6(Z12, Z13, Z14, Z15, Z16, Z17); \
+	ZERO6(Z18, Z19, Z20, Z21, Z22, Z23); \
+	XORQ AX, AX; \
+	CMPQ pfevery+72(FP), $0; \
+	JNE  prefetch4x6; \
+	JMP  test4x6; \
+loop4x6: \
+	STEP4x6(LOADB, AS, K1); \
+	ADDQ $BW, AX; \
+test4x6: \
+	CMPQ AX, BX; \
+	JB   loop4x6; \
+tail4x6: \
+	KORTESTW K2, K2; \
+	JZ   sum4x6; \
+	STEP4x6(LOADB, AS, K2); \
+sum4x6: \
+	MOVQ c+40(FP), DX; \
+	MOVQ ldc+48(FP), CX; \
+	SHLQ $2, CX; \
+	KMOVW cmask+58(FP), K3; \
+	KMOVW amask+60(FP), K4; \
+	VMOVUPS reduce6perm<>(SB), Z31; \
+	REDUCE6(Z0, Z1, Z2, Z3, Z4, Z5, Z24, Z31, K3, K4, (DX)); \
+	ADDQ CX, DX; \
+	REDUCE6(Z6, Z7, Z8, Z9, Z10, Z11, Z24, Z31, K3, K4, (DX)); \
+	ADDQ CX, DX; \
+	REDUCE6(Z12, Z13, Z14, Z15, Z16, Z17, Z24, Z31, K3, K4, (DX)); \
+	ADDQ CX, DX; \
+	REDUCE6(Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z31, K3, K4, (DX)); \
+	VZEROUPPER; \
+	RET; \
+prefetch4x6: \
+	MOVQ pfdist+64(FP), R14; \
+	MOVQ pfphase+80(FP), R15; \
+	INCQ R15; \
+	JMP  testpf4x6; \
+looppf4x6: \
+	DECQ R15; \
+	JNZ  nopf4x6; \
+	PFROWS6(R14); \
+	MOVQ pfevery+72(FP), R15; \
+nopf4x6: \
+	STEP4x6(LOADB, AS, K1); \
+	ADDQ $BW, R14; \
+	ADDQ $BW, AX; \
+testpf4x6: \
+	CMPQ AX, BX; \
+	JB   looppf4x6; \
+	JMP  tail4x6
+
+// func gemm4x6AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16, pfdist, pfevery, pfphase int)
 // sets c[i*ldc+j] (adds to it, where amask says) the sum over p < k of
-// a[i*lda+p]*b[j*ldb+p] for i < 4 and the columns j < 6 that cmask names.
-TEXT ·gemm4x6AVX512(SB), NOSPLIT, $0-62
-	MOVQ a+0(FP), SI
-	MOVQ lda+8(FP), BX
-	SHLQ $2, BX
-	LEAQ (SI)(BX*1), DI
-	LEAQ (DI)(BX*1), R8
-	LEAQ (R8)(BX*1), R9
-	BROWS6
-	KMASKS
-	ZERO6(Z0, Z1, Z2, Z3, Z4, Z5)
-	ZERO6(Z6, Z7, Z8, Z9, Z10, Z11)
-	ZERO6(Z12, Z13, Z14, Z15, Z16, Z17)
-	ZERO6(Z18, Z19, Z20, Z21, Z22, Z23)
-	XORQ AX, AX
-	JMP  test4x6
+// a[i*lda+p]*b[j*ldb+p] for i < 4 and the columns j < 6 that cmask names,
+// b being float32; gemm4x6F16AVX512 and gemm4x6BF16AVX512 do the same
+// for b of F16 and BF16 values. Along the way it prefetches, unless
+// pfevery is 0: at the steps s of 16 values of k (s < k/16) with s =
+// pfphase modulo pfevery, the lines pfdist bytes on from those step s
+// loads from each b row.
+TEXT ·gemm4x6AVX512(SB), NOSPLIT, $0-88
+	GEMM4x6(LOADF32, 1, 2, 64)
 
-loop4x6:
-	STEP4x6(0, K1)
-	ADDQ $64, AX
+TEXT ·gemm4x6F16AVX512(SB), NOSPLIT, $0-88
+	GEMM4x6(LOADF16, 2, 1, 32)
 
-test4x6:
-	CMPQ AX, BX
-	JB   loop4x6
-	KORTESTW K2, K2
-	JZ   sum4x6
-	STEP4x6(0, K2)
+TEXT ·gemm4x6BF16AVX512(SB), NOSPLIT, $0-88
+	GEMM4x6(LOADBF16, 2, 1, 32)
 
-sum4x6:
-	MOVQ c+40(FP), DX
-	MOVQ ldc+48(FP), CX
-	SHLQ $2, CX
-	KMOVW cmask+58(FP), K3
-	KMOVW amask+60(FP), K4
-	VMOVUPS reduce6perm<>(SB), Z31
-	REDUCE6(Z0, Z1, Z2, Z3, Z4, Z5, Z24, Z31, K3, K4, (DX))
-	ADDQ CX, DX
-	REDUCE6(Z6, Z7, Z8, Z9, Z10, Z11, Z24, Z31, K3, K4, (DX))
-	ADDQ CX, DX
-	REDUCE6(Z12, Z13, Z14, Z15, Z16, Z17, Z24, Z31, K3, K4, (DX))
-	ADDQ CX, DX
-	REDUCE6(Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z31, K3, K4, (DX))
-	VZEROUPPER
+// GEMM1x6 is the body of gemm1x6AVX512 and its F16 and BF16 twins. It
+// alternates two sets of accumulators over blocks of k so a
+// matrix-vector product is not bound by FMA latency.
+#define GEMM1x6(LOADB, AS, ES, BW) \
+	MOVQ a+0(FP), SI; \
+	BROWS6(ES); \
+	KMASKS(ES); \
+	ZERO6(Z0, Z1, Z2, Z3, Z4, Z5); \
+	ZERO6(Z6, Z7, Z8, Z9, Z10, Z11); \
+	MOVQ BX, DI; \
+	ANDQ $(-2*BW), DI; \
+	XORQ AX, AX; \
+	JMP  test1x6by32; \
+loop1x6by32: \
+	STEP1x6(LOADB, AS, 0, 0, K1, Z0, Z1, Z2, Z3, Z4, Z5); \
+	STEP1x6(LOADB, AS, 64, BW, K1, Z6, Z7, Z8, Z9, Z10, Z11); \
+	ADDQ $(2*BW), AX; \
+test1x6by32: \
+	CMPQ AX, DI; \
+	JB   loop1x6by32; \
+	CMPQ AX, BX; \
+	JAE  tail1x6; \
+	STEP1x6(LOADB, AS, 0, 0, K1, Z0, Z1, Z2, Z3, Z4, Z5); \
+	ADDQ $BW, AX; \
+tail1x6: \
+	KORTESTW K2, K2; \
+	JZ   sum1x6; \
+	STEP1x6(LOADB, AS, 0, 0, K2, Z6, Z7, Z8, Z9, Z10, Z11); \
+sum1x6: \
+	VADDPS Z6, Z0, Z0; \
+	VADDPS Z7, Z1, Z1; \
+	VADDPS Z8, Z2, Z2; \
+	VADDPS Z9, Z3, Z3; \
+	VADDPS Z10, Z4, Z4; \
+	VADDPS Z11, Z5, Z5; \
+	MOVQ c+40(FP), DX; \
+	KMOVW cmask+58(FP), K3; \
+	KMOVW amask+60(FP), K4; \
+	VMOVUPS reduce6perm<>(SB), Z31; \
+	REDUCE6(Z0, Z1, Z2, Z3, Z4, Z5, Z24, Z31, K3, K4, (DX)); \
+	VZEROUPPER; \
 	RET
 
-// func gemm1x6AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
+// func gemm1x6AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
 // sets c[j] (adds to it, where amask says) the sum over p < k of
 // a[p]*b[j*ldb+p] for the columns j < 6 that cmask names (lda and ldc are
-// unused: the arguments are those of gemm4x6AVX512). It alternates two
-// sets of accumulators over blocks of k so a matrix-vector product is not
-// bound by FMA latency.
+// unused: the arguments are those of gemm4x6AVX512), b being float32;
+// gemm1x6F16AVX512 and gemm1x6BF16AVX512 do the same for F16 and BF16.
 TEXT ·gemm1x6AVX512(SB), NOSPLIT, $0-62
-	MOVQ a+0(FP), SI
-	BROWS6
-	KMASKS
-	ZERO6(Z0, Z1, Z2, Z3, Z4, Z5)
-	ZERO6(Z6, Z7, Z8, Z9, Z10, Z11)
-	MOVQ BX, DI
-	ANDQ $-128, DI
-	XORQ AX, AX
-	JMP  test1x6by32
+	GEMM1x6(LOADF32, 1, 2, 64)
 
-loop1x6by32:
-	STEP1x6(0, K1, Z0, Z1, Z2, Z3, Z4, Z5)
-	STEP1x6(64, K1, Z6, Z7, Z8, Z9, Z10, Z11)
-	ADDQ $128, AX
+TEXT ·gemm1x6F16AVX512(SB), NOSPLIT, $0-62
+	GEMM1x6(LOADF16, 2, 1, 32)
 
-test1x6by32:
-	CMPQ AX, DI
-	JB   loop1x6by32
-	CMPQ AX, BX
-	JAE  tail1x6
-	STEP1x6(0, K1, Z0, Z1, Z2, Z3, Z4, Z5)
-	ADDQ $64, AX
-
-tail1x6:
-	KORTESTW K2, K2
-	JZ   sum1x6
-	STEP1x6(0, K2, Z6, Z7, Z8, Z9, Z10, Z11)
-
-sum1x6:
-	VADDPS Z6, Z0, Z0
-	VADDPS Z7, Z1, Z1
-	VADDPS Z8, Z2, Z2
-	VADDPS Z9, Z3, Z3
-	VADDPS Z10, Z4, Z4
-	VADDPS Z11, Z5, Z5
-	MOVQ c+40(FP), DX
-	KMOVW cmask+58(FP), K3
-	KMOVW amask+60(FP), K4
-	VMOVUPS reduce6perm<>(SB), Z31
-	REDUCE6(Z0, Z1, Z2, Z3, Z4, Z5, Z24, Z31, K3, K4, (DX))
-	VZEROUPPER
-	RET
+TEXT ·gemm1x6BF16AVX512(SB), NOSPLIT, $0-62
+	GEMM1x6(LOADBF16, 2, 1, 32)
 
 // The order of the sixteen sums after REDUCE16: VPERMPS gathers them.
 DATA reduce16perm<>+0(SB)/4, $0
@@ -260,113 +329,122 @@ GLOBL reduce16perm<>(SB), RODATA|NOPTR, $64
 	FOLD2($0x44, $0xEE, x3, x2, t); \
 	FOLD2($0x88, $0xDD, x2, x0, t)
 
-// B1x16 adds the products of Z16 and the 16 floats at mem (those of mask
-// km) to acc.
-#define B1x16(mem, km, acc) \
-	VMOVUPS.Z   mem, km, Z17; \
+// B1x16 adds the products of Z16 and the 16 values of b at mem (those
+// of mask km) to acc.
+#define B1x16(LOADB, mem, km, acc) \
+	LOADB(mem, km, Z17); \
 	VFMADD231PS Z17, Z16, acc
 
 // STEP1x16 adds the products of the 16 floats of a at SI (those of mask
 // km) and those of the sixteen b rows to Z0-Z15; the rows are at R10,
-// R12, R13, DI, R8 and R9 plus 0, 1, 2, 4 or 8 times R11 (ldb bytes).
-#define STEP1x16(km) \
+// R12, R13, DI, R8 and R9 plus 0, 1, 2, 4 or 8 times R11 (ldb's bytes).
+#define STEP1x16(LOADB, km) \
 	VMOVUPS.Z (SI), km, Z16; \
-	B1x16((R10), km, Z0); \
-	B1x16((R10)(R11*1), km, Z1); \
-	B1x16((R10)(R11*2), km, Z2); \
-	B1x16((R12), km, Z3); \
-	B1x16((R10)(R11*4), km, Z4); \
-	B1x16((R12)(R11*2), km, Z5); \
-	B1x16((R13), km, Z6); \
-	B1x16((R12)(R11*4), km, Z7); \
-	B1x16((R10)(R11*8), km, Z8); \
-	B1x16((DI), km, Z9); \
-	B1x16((R13)(R11*4), km, Z10); \
-	B1x16((R12)(R11*8), km, Z11); \
-	B1x16((R8), km, Z12); \
-	B1x16((DI)(R11*4), km, Z13); \
-	B1x16((R13)(R11*8), km, Z14); \
-	B1x16((R9), km, Z15)
+	B1x16(LOADB, (R10), km, Z0); \
+	B1x16(LOADB, (R10)(R11*1), km, Z1); \
+	B1x16(LOADB, (R10)(R11*2), km, Z2); \
+	B1x16(LOADB, (R12), km, Z3); \
+	B1x16(LOADB, (R10)(R11*4), km, Z4); \
+	B1x16(LOADB, (R12)(R11*2), km, Z5); \
+	B1x16(LOADB, (R13), km, Z6); \
+	B1x16(LOADB, (R12)(R11*4), km, Z7); \
+	B1x16(LOADB, (R10)(R11*8), km, Z8); \
+	B1x16(LOADB, (DI), km, Z9); \
+	B1x16(LOADB, (R13)(R11*4), km, Z10); \
+	B1x16(LOADB, (R12)(R11*8), km, Z11); \
+	B1x16(LOADB, (R8), km, Z12); \
+	B1x16(LOADB, (DI)(R11*4), km, Z13); \
+	B1x16(LOADB, (R13)(R11*8), km, Z14); \
+	B1x16(LOADB, (R9), km, Z15)
 
-// func gemm1x16AVX512(a *float32, b *float32, ldb int, k int, c *float32, kmask, amask uint16)
-// sets c[j] (adds to it where amask says) the sum over p < k of
-// a[p]*b[j*ldb+p] for j < 16: one row against sixteen b rows, whose sums
-// a transpose-style tree reduces into one register, so a short k (an
-// attention head) pays far less reduction per output than in 1x6 tiles.
+// GEMM1x16 is the body of gemm1x16AVX512 and its F16 and BF16 twins.
 // R10, R12, R13, DI, R8 and R9 point at b rows 0, 3, 6, 9, 12 and 15,
 // and move on with SI.
-TEXT ·gemm1x16AVX512(SB), NOSPLIT, $0-44
-	MOVQ a+0(FP), SI
-	MOVQ b+8(FP), R10
-	MOVQ ldb+16(FP), R11
-	SHLQ $2, R11
-	LEAQ (R11)(R11*2), AX
-	LEAQ (R10)(AX*1), R12
-	LEAQ (R12)(AX*1), R13
-	LEAQ (R13)(AX*1), DI
-	LEAQ (DI)(AX*1), R8
-	LEAQ (R8)(AX*1), R9
-	MOVL $0xffff, AX
-	KMOVW AX, K1
-	KMOVW kmask+40(FP), K2
-	MOVQ k+24(FP), CX
-	SHRQ $4, CX
-	VPXORD Z0, Z0, Z0
-	VMOVAPS Z0, Z1
-	VMOVAPS Z0, Z2
-	VMOVAPS Z0, Z3
-	VMOVAPS Z0, Z4
-	VMOVAPS Z0, Z5
-	VMOVAPS Z0, Z6
-	VMOVAPS Z0, Z7
-	VMOVAPS Z0, Z8
-	VMOVAPS Z0, Z9
-	VMOVAPS Z0, Z10
-	VMOVAPS Z0, Z11
-	VMOVAPS Z0, Z12
-	VMOVAPS Z0, Z13
-	VMOVAPS Z0, Z14
-	VMOVAPS Z0, Z15
-	TESTQ CX, CX
-	JZ    tail1x16
-
-loop1x16:
-	STEP1x16(K1)
-	ADDQ $64, SI
-	ADDQ $64, R10
-	ADDQ $64, R12
-	ADDQ $64, R13
-	ADDQ $64, DI
-	ADDQ $64, R8
-	ADDQ $64, R9
-	DECQ CX
-	JNZ  loop1x16
-
-tail1x16:
-	KORTESTW K2, K2
-	JZ   sum1x16
-	STEP1x16(K2)
-
-sum1x16:
-	QUAD4(Z0, Z1, Z2, Z3, Z16)
-	QUAD4(Z4, Z5, Z6, Z7, Z16)
-	QUAD4(Z8, Z9, Z10, Z11, Z16)
-	QUAD4(Z12, Z13, Z14, Z15, Z16)
-	VUNPCKLPS Z4, Z0, Z16
-	VUNPCKHPS Z4, Z0, Z0
-	VADDPS    Z16, Z0, Z0
-	VUNPCKLPS Z12, Z8, Z16
-	VUNPCKHPS Z12, Z8, Z8
-	VADDPS    Z16, Z8, Z8
-	VUNPCKLPD Z8, Z0, Z16
-	VUNPCKHPD Z8, Z0, Z0
-	VADDPS    Z16, Z0, Z0
-	VMOVUPS   reduce16perm<>(SB), Z31
-	VPERMPS   Z0, Z31, Z0
-	MOVQ      c+32(FP), DX
-	KMOVW     amask+42(FP), K3
-	VMOVUPS.Z (DX), K3, Z16
-	VADDPS    Z16, Z0, Z0
-	VMOVUPS   Z0, (DX)
-	VZEROUPPER
+#define GEMM1x16(LOADB, ES, BW) \
+	MOVQ a+0(FP), SI; \
+	MOVQ b+8(FP), R10; \
+	MOVQ ldb+16(FP), R11; \
+	SHLQ $ES, R11; \
+	LEAQ (R11)(R11*2), AX; \
+	LEAQ (R10)(AX*1), R12; \
+	LEAQ (R12)(AX*1), R13; \
+	LEAQ (R13)(AX*1), DI; \
+	LEAQ (DI)(AX*1), R8; \
+	LEAQ (R8)(AX*1), R9; \
+	MOVL $0xffff, AX; \
+	KMOVW AX, K1; \
+	KMOVW kmask+40(FP), K2; \
+	MOVQ k+24(FP), CX; \
+	SHRQ $4, CX; \
+	VPXORD Z0, Z0, Z0; \
+	VMOVAPS Z0, Z1; \
+	VMOVAPS Z0, Z2; \
+	VMOVAPS Z0, Z3; \
+	VMOVAPS Z0, Z4; \
+	VMOVAPS Z0, Z5; \
+	VMOVAPS Z0, Z6; \
+	VMOVAPS Z0, Z7; \
+	VMOVAPS Z0, Z8; \
+	VMOVAPS Z0, Z9; \
+	VMOVAPS Z0, Z10; \
+	VMOVAPS Z0, Z11; \
+	VMOVAPS Z0, Z12; \
+	VMOVAPS Z0, Z13; \
+	VMOVAPS Z0, Z14; \
+	VMOVAPS Z0, Z15; \
+	TESTQ CX, CX; \
+	JZ    tail1x16; \
+loop1x16: \
+	STEP1x16(LOADB, K1); \
+	ADDQ $64, SI; \
+	ADDQ $BW, R10; \
+	ADDQ $BW, R12; \
+	ADDQ $BW, R13; \
+	ADDQ $BW, DI; \
+	ADDQ $BW, R8; \
+	ADDQ $BW, R9; \
+	DECQ CX; \
+	JNZ  loop1x16; \
+tail1x16: \
+	KORTESTW K2, K2; \
+	JZ   sum1x16; \
+	STEP1x16(LOADB, K2); \
+sum1x16: \
+	QUAD4(Z0, Z1, Z2, Z3, Z16); \
+	QUAD4(Z4, Z5, Z6, Z7, Z16); \
+	QUAD4(Z8, Z9, Z10, Z11, Z16); \
+	QUAD4(Z12, Z13, Z14, Z15, Z16); \
+	VUNPCKLPS Z4, Z0, Z16; \
+	VUNPCKHPS Z4, Z0, Z0; \
+	VADDPS    Z16, Z0, Z0; \
+	VUNPCKLPS Z12, Z8, Z16; \
+	VUNPCKHPS Z12, Z8, Z8; \
+	VADDPS    Z16, Z8, Z8; \
+	VUNPCKLPD Z8, Z0, Z16; \
+	VUNPCKHPD Z8, Z0, Z0; \
+	VADDPS    Z16, Z0, Z0; \
+	VMOVUPS   reduce16perm<>(SB), Z31; \
+	VPERMPS   Z0, Z31, Z0; \
+	MOVQ      c+32(FP), DX; \
+	KMOVW     amask+42(FP), K3; \
+	VMOVUPS.Z (DX), K3, Z16; \
+	VADDPS    Z16, Z0, Z0; \
+	VMOVUPS   Z0, (DX); \
+	VZEROUPPER; \
 	RET
+
+// func gemm1x16AVX512(a *float32, b unsafe.Pointer, ldb int, k int, c *float32, kmask, amask uint16)
+// sets c[j] (adds to it where amask says) the sum over p < k of
+// a[p]*b[j*ldb+p] for j < 16, b being float32 (gemm1x16F16AVX512 and
+// gemm1x16BF16AVX512: F16 and BF16): one row against sixteen b rows,
+// whose sums a transpose-style tree reduces into one register, so a
+// short k (an attention head) pays far less reduction per output than in
+// 1x6 tiles.
+TEXT ·gemm1x16AVX512(SB), NOSPLIT, $0-44
+	GEMM1x16(LOADF32, 2, 64)
+
+TEXT ·gemm1x16F16AVX512(SB), NOSPLIT, $0-44
+	GEMM1x16(LOADF16, 1, 32)
+
+TEXT ·gemm1x16BF16AVX512(SB), NOSPLIT, $0-44
+	GEMM1x16(LOADBF16, 1, 32)

@@ -90,10 +90,12 @@ func BenchmarkGemm(b *testing.B) {
 }
 
 // BenchmarkQuantizedMatMul compares, per weight type and activation rows,
-// the two paths of a product on weights other than F32: kernels/quant's
-// products on the weights as uploaded, and dequantizing groups of rows
-// for gemm. gemmRows is where the second starts to win. The weight is the
-// 2048×768 of a 110M-class model's FFN.
+// the paths of a product on weights other than F32: kernels/quant's
+// products on the weights as uploaded ("quant"), and the GEMM ("gemm"):
+// on the weights as they are for the types it converts on load
+// (directGemm), else on groups of rows dequantized for it, which
+// "deqgemm" measures for those types too. gemmRows is where the GEMM
+// starts to win. The weight is the 2048×768 of a 110M-class model's FFN.
 func BenchmarkQuantizedMatMul(b *testing.B) {
 	const n, k = 2048, 768
 	w := NewWorkers(0)
@@ -114,16 +116,97 @@ func BenchmarkQuantizedMatMul(b *testing.B) {
 		be := NewBackend(w)
 		for _, m := range []int{1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 64, 128, 256} {
 			a, c := randVec(r, m*k), make([]float32, m*n)
-			for _, path := range []string{"quant", "gemm"} {
+			paths := []string{"quant", "gemm"}
+			if directGemm(typ, n) {
+				paths = append(paths, "deqgemm")
+			}
+			for _, path := range paths {
 				b.Run(fmt.Sprintf("%v/m%d/%s", typ, m, path), func(b *testing.B) {
 					for b.Loop() {
-						if path == "gemm" {
+						switch {
+						case path == "gemm" && directGemm(typ, n):
+							matMulHalf(w, c, a, wt.Data, typ, m, n, k)
+						case path != "quant":
 							be.deqMatMul(c, a, wt, m)
-						} else if err := be.q.MatMul(c, a, wt.Data, typ, m, n, k); err != nil {
-							b.Fatal(err)
+						default:
+							if err := be.q.MatMul(c, a, wt.Data, typ, m, n, k); err != nil {
+								b.Fatal(err)
+							}
 						}
 					}
 					b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkDecodeGemm measures the products of one decode step of m rows
+// over the weights of a 110M-class model's 12 layers (q, k, v and o
+// 768×768, gate and up 2048×768, down 768×2048: 85M weights, more than
+// the caches hold), on every worker, for each type the GEMM reads: the
+// weights stream from memory once a step, as they do in a batched decode.
+// For F16 and BF16 it measures kernels/quant's products too ("quant"),
+// for gemmRows.
+func BenchmarkDecodeGemm(b *testing.B) {
+	w := NewWorkers(0)
+	defer w.Close()
+	be := NewBackend(w)
+	r := rand.New(rand.NewPCG(10, 10))
+	type mat struct{ off, n, k int }
+	var mats []mat
+	total := 0
+	for range 12 {
+		for _, nk := range [][2]int{{768, 768}, {768, 768}, {768, 768}, {768, 768}, {2048, 768}, {2048, 768}, {768, 2048}} {
+			mats = append(mats, mat{total, nk[0], nk[1]})
+			total += nk[0] * nk[1]
+		}
+	}
+	src := randVec(r, 2048*768)
+	for _, typ := range []kernels.DType{kernels.F32, kernels.F16, kernels.BF16} {
+		if typ != kernels.F32 && !directGemm(typ, 6) {
+			continue
+		}
+		var f []float32
+		var h []byte
+		if typ == kernels.F32 {
+			f = make([]float32, total)
+			for i := 0; i < total; i += len(src) {
+				copy(f[i:], src)
+			}
+		} else {
+			h = make([]byte, 2*total)
+			if err := quant.Quantize(typ, h[:2*len(src)], src); err != nil {
+				b.Fatal(err)
+			}
+			for i := 2 * len(src); i < len(h); i += 2 * len(src) {
+				copy(h[i:], h[:2*len(src)])
+			}
+		}
+		for _, m := range []int{1, 2, 3, 4, 8, 16, 32} {
+			a, c := randVec(r, m*2048), make([]float32, m*2048)
+			paths := []string{"gemm"}
+			if typ != kernels.F32 && m <= 4 {
+				paths = append(paths, "quant")
+			}
+			for _, path := range paths {
+				b.Run(fmt.Sprintf("%v/m%d/%s", typ, m, path), func(b *testing.B) {
+					for b.Loop() {
+						for _, x := range mats {
+							switch {
+							case typ == kernels.F32:
+								MatMul(w, c, a, f[x.off:x.off+x.n*x.k], m, x.n, x.k)
+							case path == "gemm":
+								matMulHalf(w, c, a, h[2*x.off:2*(x.off+x.n*x.k)], typ, m, x.n, x.k)
+							default:
+								if err := be.q.MatMul(c, a, h[2*x.off:2*(x.off+x.n*x.k)], typ, m, x.n, x.k); err != nil {
+									b.Fatal(err)
+								}
+							}
+						}
+					}
+					b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/step")
+					b.ReportMetric(2*float64(m*total)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				})
 			}
 		}

@@ -1,6 +1,10 @@
 package cpu
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/prefixd/prefixd/kernels"
+)
 
 // MatMul sets c[m×n] = a[m×k] · bᵀ, where b is [n×k] row-major: weights
 // stored output-major (out×in), as llama2.c and GGUF store them. It covers
@@ -17,13 +21,26 @@ func MatMul(w *Workers, c, a, b []float32, m, n, k int) {
 	if len(c) < m*n || len(a) < m*k || len(b) < n*k {
 		panic(fmt.Sprintf("cpu: MatMul %d×%d×%d with len(c)=%d len(a)=%d len(b)=%d", m, n, k, len(c), len(a), len(b)))
 	}
+	w.matMul(matmulTask{c: c, a: a, b: b, m: m, n: n, k: k})
+}
+
+// matMulHalf is MatMul for b of F16 or BF16 values, the bytes h of type
+// t, which the AVX-512 kernels convert as they load them: no float32 copy
+// of b is made. It requires directGemm(t, n).
+func matMulHalf(w *Workers, c, a []float32, h []byte, t kernels.DType, m, n, k int) {
+	w.matMul(matmulTask{c: c, a: a, h: h, t: t, m: m, n: n, k: k})
+}
+
+// matMul runs t over the pool in groups of four columns, or on the
+// calling goroutine if it is small.
+func (w *Workers) matMul(t matmulTask) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.mm = matmulTask{c: c, a: a, b: b, m: m, n: n, k: k}
-	if m*n*k < minParallelFMAs {
-		w.mm.run(0, 0, (n+3)/4)
+	w.mm = t
+	if t.m*t.n*t.k < minParallelFMAs {
+		w.mm.run(0, 0, (t.n+3)/4)
 	} else {
-		w.forLocked((n+3)/4, &w.mm)
+		w.forLocked((t.n+3)/4, &w.mm)
 	}
 	w.mm = matmulTask{} // do not keep the caller's slices alive
 }
@@ -33,14 +50,20 @@ func MatMul(w *Workers, c, a, b []float32, m, n, k int) {
 // of some 25,000 multiply-adds on one core.
 const minParallelFMAs = 1 << 16
 
-// matmulTask is one MatMul call; a part computes four-column groups
-// [lo, hi).
+// matmulTask is one MatMul or matMulHalf call; a part computes
+// four-column groups [lo, hi).
 type matmulTask struct {
 	c, a, b []float32
+	h       []byte        // matMulHalf's b, whose values are of type t
+	t       kernels.DType // (then b is nil)
 	m, n, k int
 }
 
 func (t *matmulTask) run(_, lo, hi int) {
 	j0, j1 := 4*lo, min(4*hi, t.n)
+	if t.h != nil {
+		halfGemm(t.c, t.a, t.h, t.t, t.m, j0, j1, t.n, t.k)
+		return
+	}
 	gemm(t.c[j0:], t.n, t.a, t.k, t.b[j0*t.k:], t.k, t.m, j1-j0, t.k)
 }

@@ -2,6 +2,8 @@
 
 package cpu
 
+import "github.com/prefixd/prefixd/kernels"
+
 // useAVX2 is always false in this build: there are no assembly kernels,
 // and the pure-Go kernels do all the work.
 var useAVX2 = false
@@ -32,4 +34,12 @@ func haveAVX512() bool { return false }
 
 func simdGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int) bool {
 	return false
+}
+
+// directGemm is always false in this build: no kernel reads F16 or BF16.
+func directGemm(t kernels.DType, n int) bool { return false }
+
+// halfGemm is never called in this build, where directGemm is false.
+func halfGemm(c, a []float32, b []byte, t kernels.DType, m, j0, j1, n, k int) {
+	panic("cpu: halfGemm without the AVX-512 kernels")
 }
