@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/kernels/quant"
@@ -51,6 +52,25 @@ func gemmRows(t kernels.DType) int {
 		return 8
 	}
 	return 4
+}
+
+// deqGemmRows is the least activation rows from which a product on
+// weights of type t that directGemm reads runs on float32 groups of
+// their rows dequantized first after all: Q8_0's load (a multiply by the
+// block's scale per value, on the pipes of the multiply-adds) slows every
+// 4-row panel of a tile, where dequantizing slows a group of rows once
+// for all of them. Measured on a 2-core Zen 5, 2 workers, GFLOP/s of the
+// direct GEMM against the dequantizing one: with the weights streaming
+// from memory (BenchmarkDecodeGemm, medians of 3) at 16 rows 236 vs 184,
+// 24 rows 225 vs 220, 32 rows 270 vs 253, 48 rows 264 vs 287, 64 rows 274
+// vs 311; in L3 (BenchmarkQuantizedMatMul) at 16 rows 265 vs 242, at 32
+// 298 vs 332, at 64 281 vs 355. F16 and BF16 convert in one instruction
+// and stay direct.
+func deqGemmRows(t kernels.DType) int {
+	if t == kernels.Q8_0 {
+		return 32
+	}
+	return math.MaxInt
 }
 
 // deqGroup is how many weight rows a worker dequantizes at a time: 96

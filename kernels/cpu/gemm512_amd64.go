@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// The kernels, in gemm512_amd64.s, read b as float32, F16 or BF16 values
-// by their names; lda, ldb and ldc count values, not bytes.
+// The kernels, in gemm512_amd64.s, read b as float32, F16, BF16 or Q8_0
+// values by their names; lda and ldc count values, ldb bytes.
 
 //go:noescape
 func gemm4x6AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16, pfdist, pfevery, pfphase int)
@@ -22,6 +22,9 @@ func gemm4x6F16AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *
 func gemm4x6BF16AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16, pfdist, pfevery, pfphase int)
 
 //go:noescape
+func gemm4x6Q8_0AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16, pfdist, pfevery, pfphase int)
+
+//go:noescape
 func gemm1x16AVX512(a *float32, b unsafe.Pointer, ldb int, k int, c *float32, kmask, amask uint16)
 
 //go:noescape
@@ -31,6 +34,9 @@ func gemm1x16F16AVX512(a *float32, b unsafe.Pointer, ldb int, k int, c *float32,
 func gemm1x16BF16AVX512(a *float32, b unsafe.Pointer, ldb int, k int, c *float32, kmask, amask uint16)
 
 //go:noescape
+func gemm1x16Q8_0AVX512(a *float32, b unsafe.Pointer, ldb int, k int, c *float32, kmask, amask uint16)
+
+//go:noescape
 func gemm1x6AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
 
 //go:noescape
@@ -38,6 +44,9 @@ func gemm1x6F16AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *
 
 //go:noescape
 func gemm1x6BF16AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
+
+//go:noescape
+func gemm1x6Q8_0AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
 
 // useAVX512 selects the AVX-512 GEMM kernels. It is true when the CPU has
 // AVX-512F (and AVX2 and FMA) and the OS saves the ZMM and opmask
@@ -75,55 +84,74 @@ func simdGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, 
 	return true
 }
 
+// haveAVX512BW reports whether the CPU has AVX-512 BW and VL, which the
+// Q8_0 kernels need besides AVX-512F (to broadcast a block's scale).
+var haveAVX512BW = cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+
 // directGemm reports whether products on n weight rows of type t run the
 // GEMM on the weights as they are, converting each value as it loads it:
-// F16 and BF16 with the AVX-512 kernels, n >= 6 (one tile).
+// F16, BF16 and Q8_0 with the AVX-512 kernels, n >= 6 (one tile).
 func directGemm(t kernels.DType, n int) bool {
-	return useAVX512 && n >= 6 && (t == kernels.F16 || t == kernels.BF16)
+	switch {
+	case !useAVX512 || n < 6:
+		return false
+	case t == kernels.Q8_0:
+		return haveAVX512BW
+	}
+	return t == kernels.F16 || t == kernels.BF16
 }
 
-// halfGemm sets columns [j0, j1) of c[m×n] = a[m×k]·bᵀ, b being the
-// bytes of n rows of k values of type t, for which directGemm(t, n)
+// directGemmCols sets columns [j0, j1) of c[m×n] = a[m×k]·bᵀ, b being
+// the bytes of n rows of k values of type t, for which directGemm(t, n)
 // must hold.
-func halfGemm(c, a []float32, b []byte, t kernels.DType, m, j0, j1, n, k int) {
+func directGemmCols(c, a []float32, b []byte, t kernels.DType, m, j0, j1, n, k int) {
 	if m > 0 && k > 0 {
 		gemmCols(c, n, a, k, gemmB{b, t, k}, m, j0, j1, n, k)
 	}
 }
 
 // gemmB is the b operand of the AVX-512 kernels: the bytes of rows of
-// values of type t (F32, F16 or BF16), ld values apart.
+// values of type t (F32, F16, BF16 or Q8_0), ld values apart.
 type gemmB struct {
 	data []byte
 	t    kernels.DType
 	ld   int
 }
 
-// size is the bytes of one of b's values.
-func (b gemmB) size() int {
-	if b.t == kernels.F32 {
-		return 4
+// bytes is the bytes of n of b's values along a row: for Q8_0, n/32
+// blocks of 34 bytes (an F16 scale and 32 int8 quants), n being a
+// multiple of 32.
+func (b gemmB) bytes(n int) int {
+	switch b.t {
+	case kernels.F32:
+		return 4 * n
+	case kernels.Q8_0:
+		return n / 32 * 34
 	}
-	return 2
+	return 2 * n
 }
 
 // at returns the address of b's value p of row j for a kernel that reads
 // k values from there along rows j to j+rows-1, after checking that they
 // lie inside b.
 func (b gemmB) at(j, p, rows, k int) unsafe.Pointer {
-	s := b.size()
-	_ = b.data[((j+rows-1)*b.ld+p+k)*s-1]
-	return unsafe.Pointer(&b.data[(j*b.ld+p)*s])
+	ld := b.bytes(b.ld)
+	_ = b.data[(j+rows-1)*ld+b.bytes(p+k)-1]
+	return unsafe.Pointer(&b.data[j*ld+b.bytes(p)])
 }
 
 // gemmCols computes columns [j0, j1) of gemm's product (n columns in all,
-// n >= 6) with the AVX-512 kernels for b's type.
+// n >= 6) with the AVX-512 kernels for b's type: k is a multiple of 32
+// for Q8_0.
 func gemmCols(c []float32, ldc int, a []float32, lda int, b gemmB, m, j0, j1, n, k int) {
 	parts := 1
 	if m >= 4 { // fewer rows have no a panel to keep in L1
 		parts = (k + gemmKBlock - 1) / gemmKBlock
 	}
-	kc := ((k+parts-1)/parts + 15) &^ 15 // k of every block but the last
+	// k of every block but the last: whole groups of 32 (Q8_0's blocks,
+	// which its kernels take whole), so that every type of b splits k
+	// alike and computes bit for bit what F32 computes on its values.
+	kc := ((k+parts-1)/parts + 31) &^ 31
 	nb := max(6, gemmBlockBytes/(4*kc)/6*6)
 	for jb := j0; jb < j1; jb += nb {
 		je := min(jb+nb, j1)
@@ -175,8 +203,9 @@ const gemmPrefetchBytes = 64 << 10
 // panel by panel, the first panel does them all.
 func gemmBlock(c []float32, ldc int, a []float32, lda int, b gemmB, m, j0, j1, n, p0, kb int) {
 	kmask := uint16(1)<<(kb%16) - 1
-	next := 6 * b.ld * b.size() // from a tile's b rows to the next tile's
-	pf := (j1-j0)*kb*b.size() >= gemmPrefetchBytes
+	ldb := b.bytes(b.ld)
+	next := 6 * ldb // from a tile's b rows to the next tile's
+	pf := (j1-j0)*b.bytes(kb) >= gemmPrefetchBytes
 	tileMajor := pf && 4*m*kb <= gemmTileMajorBytes
 	panels, tiles := m/4, (j1-j0+5)/6
 	outer, inner := panels, tiles
@@ -201,7 +230,7 @@ func gemmBlock(c []float32, ldc int, a []float32, lda int, b gemmB, m, j0, j1, n
 				amask = cmask
 			}
 			_, _ = a[(i+3)*lda+p0+kb-1], c[(i+3)*ldc+jj+5] // bounds the assembly relies on
-			tile4x6(&a[i*lda+p0], lda, b.t, b.at(jj, p0, 6, kb), b.ld, kb, &c[i*ldc+jj], ldc,
+			tile4x6(&a[i*lda+p0], lda, b.t, b.at(jj, p0, 6, kb), ldb, kb, &c[i*ldc+jj], ldc,
 				kmask, cmask, amask, next, pfevery, pfphase)
 		}
 	}
@@ -214,6 +243,7 @@ func gemmBlock(c []float32, ldc int, a []float32, lda int, b gemmB, m, j0, j1, n
 // [j0, j1): 16 at a time, whose sums reduce together, then 6 at a time.
 func gemmRow(c []float32, a []float32, b gemmB, j0, j1, n, p0, kb int) {
 	kmask := uint16(1)<<(kb%16) - 1
+	ldb := b.bytes(b.ld)
 	amask := uint16(0)
 	if p0 > 0 {
 		amask = 0xffff
@@ -221,23 +251,25 @@ func gemmRow(c []float32, a []float32, b gemmB, j0, j1, n, p0, kb int) {
 	j := j0
 	for ; j+16 <= j1; j += 16 {
 		_, _ = a[kb-1], c[j+15] // bounds the assembly relies on
-		tile1x16(&a[0], b.t, b.at(j, p0, 16, kb), b.ld, kb, &c[j], kmask, amask)
+		tile1x16(&a[0], b.t, b.at(j, p0, 16, kb), ldb, kb, &c[j], kmask, amask)
 	}
 	for ; j < j1; j += 6 {
 		jj, cmask := tileCols(j, j1, n)
 		_, _ = a[kb-1], c[jj+5]
-		tile1x6(&a[0], b.t, b.at(jj, p0, 6, kb), b.ld, kb, &c[jj], kmask, cmask, amask&cmask)
+		tile1x6(&a[0], b.t, b.at(jj, p0, 6, kb), ldb, kb, &c[jj], kmask, cmask, amask&cmask)
 	}
 }
 
 // tile4x6, tile1x6 and tile1x16 call the kernel of their shape for b's
-// type t.
+// type t; ldb is in bytes.
 func tile4x6(a *float32, lda int, t kernels.DType, b unsafe.Pointer, ldb, k int, c *float32, ldc int, kmask, cmask, amask uint16, pfdist, pfevery, pfphase int) {
 	switch t {
 	case kernels.F16:
 		gemm4x6F16AVX512(a, lda, b, ldb, k, c, ldc, kmask, cmask, amask, pfdist, pfevery, pfphase)
 	case kernels.BF16:
 		gemm4x6BF16AVX512(a, lda, b, ldb, k, c, ldc, kmask, cmask, amask, pfdist, pfevery, pfphase)
+	case kernels.Q8_0:
+		gemm4x6Q8_0AVX512(a, lda, b, ldb, k, c, ldc, kmask, cmask, amask, pfdist, pfevery, pfphase)
 	default:
 		gemm4x6AVX512(a, lda, b, ldb, k, c, ldc, kmask, cmask, amask, pfdist, pfevery, pfphase)
 	}
@@ -249,6 +281,8 @@ func tile1x6(a *float32, t kernels.DType, b unsafe.Pointer, ldb, k int, c *float
 		gemm1x6F16AVX512(a, 0, b, ldb, k, c, 0, kmask, cmask, amask)
 	case kernels.BF16:
 		gemm1x6BF16AVX512(a, 0, b, ldb, k, c, 0, kmask, cmask, amask)
+	case kernels.Q8_0:
+		gemm1x6Q8_0AVX512(a, 0, b, ldb, k, c, 0, kmask, cmask, amask)
 	default:
 		gemm1x6AVX512(a, 0, b, ldb, k, c, 0, kmask, cmask, amask)
 	}
@@ -260,6 +294,8 @@ func tile1x16(a *float32, t kernels.DType, b unsafe.Pointer, ldb, k int, c *floa
 		gemm1x16F16AVX512(a, b, ldb, k, c, kmask, amask)
 	case kernels.BF16:
 		gemm1x16BF16AVX512(a, b, ldb, k, c, kmask, amask)
+	case kernels.Q8_0:
+		gemm1x16Q8_0AVX512(a, b, ldb, k, c, kmask, amask)
 	default:
 		gemm1x16AVX512(a, b, ldb, k, c, kmask, amask)
 	}

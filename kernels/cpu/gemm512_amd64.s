@@ -2,16 +2,22 @@
 
 #include "textflag.h"
 
-// The kernels below need AVX-512F; simd_amd64.go calls them only when the
-// CPU has it and the OS saves the ZMM and opmask registers. They compute
-// tiles of c = a·bᵀ as dot products along k, both operands k-contiguous:
-// each accumulator holds 16 partial sums of one output, reduced to a float
-// once k is done. Lengths are in float32 elements, leading dimensions in
-// elements. kmask has the low k%16 bits set (the lanes of the last,
-// partial block of k; 0 when k is a multiple of 16); cmask has a bit for
-// each of the six columns of the tile to store; amask has the bits of
-// cmask where the kernel adds its sums to c (a later block of k) rather
-// than overwriting it, none to overwrite.
+// The kernels below need AVX-512F (the Q8_0 ones BW and VL too);
+// gemm512_amd64.go calls them only when the CPU has it and the OS saves
+// the ZMM and opmask registers. They compute tiles of c = a·bᵀ as dot
+// products along k, both operands k-contiguous: each accumulator holds
+// 16 partial sums of one output, reduced to a float once k is done. k
+// and the leading dimensions of a and c are in float32 elements, ldb in
+// bytes (b's rows hold F32, F16, BF16 values or Q8_0 blocks). kmask has
+// the low k%16 bits set (the lanes of the last, partial step of k; 0
+// when k is a multiple of 16); cmask has a bit for each of the six
+// columns of the tile to store; amask has the bits of cmask where the
+// kernel adds its sums to c (a later block of k) rather than overwriting
+// it, none to overwrite.
+//
+// The loops go over groups of 32 values of k, a Q8_0 block, in two
+// steps of 16 values (halves h = 0 and 1); a k that is not whole groups
+// (never so for Q8_0) ends with a step of 16 and a masked one.
 
 // The order of the six sums of a row after REDUCE6, as lanes of its
 // register: VPERMPS gathers them into lanes 0 to 5.
@@ -33,63 +39,78 @@ DATA reduce6perm<>+56(SB)/4, $0
 DATA reduce6perm<>+60(SB)/4, $0
 GLOBL reduce6perm<>(SB), RODATA|NOPTR, $64
 
-// LOADF32, LOADF16 and LOADBF16 load the 16 values of b at mem, those
-// of mask km (the others zero), into bz as float32: b's own floats, or
-// F16 or BF16 values converted on the way. The conversions are exact, so
-// a kernel on such weights computes bit for bit what it computes on
-// their float32 values. A masked load reads nothing outside its mask
-// (EVEX fault suppression), so a row may end at the end of a mapping.
-#define LOADF32(mem, km, bz) VMOVUPS.Z mem, km, bz
-#define LOADF16(mem, km, bz) VCVTPH2PS.Z mem, km, bz
-#define LOADBF16(mem, km, bz) VPMOVZXWD.Z mem, km, bz; VPSLLD $16, bz, bz
+// Each type of b has a scale macro and a load macro. SCALEx(mem) sets
+// Z31 to the scale of the group at mem, or does nothing for the types
+// without one; LOADx(h, mem, km, bz) loads half h of that group, the
+// values of mask km (the others zero), into bz as float32. F32, F16 and
+// BF16 are b's own floats or converted exactly; a Q8_0 group is a block,
+// an F16 scale d then 32 int8 quants q, whose values d·q the load
+// computes as dequantizing does (one float32 multiply, exact: d has 11
+// significant bits, q 8). So a kernel on such weights computes bit for
+// bit what it computes on their float32 values. A masked load reads
+// nothing outside its mask (EVEX fault suppression), so a row may end at
+// the end of a mapping. GBx is the bytes of b's groups.
+#define NOSCALE(mem)
+#define LOADF32(h, mem, km, bz) VMOVUPS.Z (64*h)mem, km, bz
+#define LOADF16(h, mem, km, bz) VCVTPH2PS.Z (32*h)mem, km, bz
+#define LOADBF16(h, mem, km, bz) VPMOVZXWD.Z (32*h)mem, km, bz; VPSLLD $16, bz, bz
+#define GBF32 128
+#define GBHALF 64
 
-// The kernels below are macros over the load of b, LOADB, one of those
-// three, instantiated once per type of b: AX counts the bytes of b done
-// along k, AS is the scale from those to a's bytes (4 over b's bytes per
-// value: 1 for float32, 2 for the 2-byte types), ES the shift from values
-// to bytes of b and BW the bytes of 16 values of b.
+#define SCALEQ8_0(mem) VPBROADCASTW mem, Y31; VCVTPH2PS Y31, Z31
+#define LOADQ8_0(h, mem, km, bz) \
+	VPMOVSXBD.Z (2+16*h)mem, km, bz; \
+	VCVTDQ2PS   bz, bz; \
+	VMULPS      Z31, bz, bz
+#define GBQ8_0 34
 
-// COL4 loads 16 values of one b row (those of mask km, the others zero)
-// into bz and adds their products with the four a blocks in Z24-Z27 to
-// the column's four accumulators.
-#define COL4(LOADB, ptr, km, bz, c0, c1, c2, c3) \
-	LOADB((ptr)(AX*1), km, bz); \
+// BROWS6 points R10-R13, CX and DX at six b rows from b, ldb bytes
+// apart; it clobbers BX.
+#define BROWS6 \
+	MOVQ b+16(FP), R10; \
+	MOVQ ldb+24(FP), BX; \
+	LEAQ (R10)(BX*1), R11; \
+	LEAQ (R11)(BX*1), R12; \
+	LEAQ (R12)(BX*1), R13; \
+	LEAQ (R13)(BX*1), CX; \
+	LEAQ (CX)(BX*1), DX
+
+// KMASKS sets K1 to all 16 lanes, K2 to kmask and BX to b's bytes of
+// the whole groups of k, GB each.
+#define KMASKS(GB) \
+	MOVL $0xffff, BX; \
+	KMOVW BX, K1; \
+	KMOVW kmask+56(FP), K2; \
+	MOVQ k+32(FP), BX; \
+	SHRQ $5, BX; \
+	IMUL3Q $GB, BX, BX
+
+// COL4 loads half h of one b row's group (the values of mask km) into
+// bz and adds their products with the four a blocks in Z24-Z27 to the
+// column's four accumulators.
+#define COL4(SCALE, LOADB, h, ptr, km, bz, c0, c1, c2, c3) \
+	SCALE((ptr)(AX*1)); \
+	LOADB(h, (ptr)(AX*1), km, bz); \
 	VFMADD231PS bz, Z24, c0; \
 	VFMADD231PS bz, Z25, c1; \
 	VFMADD231PS bz, Z26, c2; \
 	VFMADD231PS bz, Z27, c3
 
-// STEP4x6 adds the products of the 16 values of k at b's byte AX (those
-// of mask km) to the 4×6 accumulators: row i, column j in Z(6i+j). The a
-// rows are at SI, DI, R8, R9; the b rows at R10-R13, CX, DX.
-#define STEP4x6(LOADB, AS, km) \
-	VMOVUPS.Z (SI)(AX*AS), km, Z24; \
-	VMOVUPS.Z (DI)(AX*AS), km, Z25; \
-	VMOVUPS.Z (R8)(AX*AS), km, Z26; \
-	VMOVUPS.Z (R9)(AX*AS), km, Z27; \
-	COL4(LOADB, R10, km, Z28, Z0, Z6, Z12, Z18); \
-	COL4(LOADB, R11, km, Z29, Z1, Z7, Z13, Z19); \
-	COL4(LOADB, R12, km, Z30, Z2, Z8, Z14, Z20); \
-	COL4(LOADB, R13, km, Z31, Z3, Z9, Z15, Z21); \
-	COL4(LOADB, CX, km, Z28, Z4, Z10, Z16, Z22); \
-	COL4(LOADB, DX, km, Z29, Z5, Z11, Z17, Z23)
-
-// STEP1x6 is STEP4x6 for one a row (at SI, aoff bytes on) into the
-// accumulators c0-c5, b boff bytes on.
-#define STEP1x6(LOADB, AS, aoff, boff, km, c0, c1, c2, c3, c4, c5) \
-	VMOVUPS.Z aoff(SI)(AX*AS), km, Z24; \
-	LOADB(boff(R10)(AX*1), km, Z26); \
-	VFMADD231PS Z26, Z24, c0; \
-	LOADB(boff(R11)(AX*1), km, Z27); \
-	VFMADD231PS Z27, Z24, c1; \
-	LOADB(boff(R12)(AX*1), km, Z28); \
-	VFMADD231PS Z28, Z24, c2; \
-	LOADB(boff(R13)(AX*1), km, Z29); \
-	VFMADD231PS Z29, Z24, c3; \
-	LOADB(boff(CX)(AX*1), km, Z30); \
-	VFMADD231PS Z30, Z24, c4; \
-	LOADB(boff(DX)(AX*1), km, Z31); \
-	VFMADD231PS Z31, Z24, c5
+// STEP4x6 adds the products of half h of the group of k at a's SI and
+// b's byte AX (the values of mask km) to the 4×6 accumulators: row i,
+// column j in Z(6i+j). The a rows are at SI plus 0, 1, 2 times DI and R8
+// (3·lda's bytes); the b rows at R10-R13, CX, DX.
+#define STEP4x6(SCALE, LOADB, h, km) \
+	VMOVUPS.Z (64*h)(SI), km, Z24; \
+	VMOVUPS.Z (64*h)(SI)(DI*1), km, Z25; \
+	VMOVUPS.Z (64*h)(SI)(DI*2), km, Z26; \
+	VMOVUPS.Z (64*h)(SI)(R8*1), km, Z27; \
+	COL4(SCALE, LOADB, h, R10, km, Z28, Z0, Z6, Z12, Z18); \
+	COL4(SCALE, LOADB, h, R11, km, Z29, Z1, Z7, Z13, Z19); \
+	COL4(SCALE, LOADB, h, R12, km, Z30, Z2, Z8, Z14, Z20); \
+	COL4(SCALE, LOADB, h, R13, km, Z28, Z3, Z9, Z15, Z21); \
+	COL4(SCALE, LOADB, h, CX, km, Z29, Z4, Z10, Z16, Z22); \
+	COL4(SCALE, LOADB, h, DX, km, Z30, Z5, Z11, Z17, Z23)
 
 // FOLD2 sets x to the sums of the halves of each (whole, or 128-bit lane
 // pair, as picked by lo and hi) of x and y, packed: with lo 0x44 and hi
@@ -131,51 +152,38 @@ GLOBL reduce6perm<>(SB), RODATA|NOPTR, $64
 	VPXORD v4, v4, v4; \
 	VPXORD v5, v5, v5
 
-// BROWS6 points R10-R13, CX and DX at six b rows from b, ldb values
-// apart; it clobbers BX.
-#define BROWS6(ES) \
-	MOVQ b+16(FP), R10; \
-	MOVQ ldb+24(FP), BX; \
-	SHLQ $ES, BX; \
-	LEAQ (R10)(BX*1), R11; \
-	LEAQ (R11)(BX*1), R12; \
-	LEAQ (R12)(BX*1), R13; \
-	LEAQ (R13)(BX*1), CX; \
-	LEAQ (CX)(BX*1), DX
+// PFROWS6 asks for the lines off bytes on from R14's in the six b rows
+// to be brought into cache.
+#define PFROWS6(off) \
+	PREFETCHT0 off(R10)(R14*1); \
+	PREFETCHT0 off(R11)(R14*1); \
+	PREFETCHT0 off(R12)(R14*1); \
+	PREFETCHT0 off(R13)(R14*1); \
+	PREFETCHT0 off(CX)(R14*1); \
+	PREFETCHT0 off(DX)(R14*1)
 
-// KMASKS sets K1 to all 16 lanes, K2 to kmask and BX to b's bytes of
-// the whole blocks of k.
-#define KMASKS(ES) \
-	MOVL $0xffff, BX; \
-	KMOVW BX, K1; \
-	KMOVW kmask+56(FP), K2; \
-	MOVQ k+32(FP), BX; \
-	ANDQ $-16, BX; \
-	SHLQ $ES, BX
+// PFSTEP4x6 is STEP4x6 over all 16 values of half h, prefetching first
+// (the lines off bytes on from those at R14) if R15 counts down to 0,
+// then restarting R15 at pfevery.
+#define PFSTEP4x6(SCALE, LOADB, h, off, skip) \
+	DECQ R15; \
+	JNZ  skip; \
+	PFROWS6(off); \
+	MOVQ pfevery+72(FP), R15; \
+skip: \
+	STEP4x6(SCALE, LOADB, h, K1)
 
-// PFROWS6 asks for the lines r bytes on from the six b rows' current
-// ones to be brought into cache.
-#define PFROWS6(r) \
-	PREFETCHT0 (R10)(r*1); \
-	PREFETCHT0 (R11)(r*1); \
-	PREFETCHT0 (R12)(r*1); \
-	PREFETCHT0 (R13)(r*1); \
-	PREFETCHT0 (CX)(r*1); \
-	PREFETCHT0 (DX)(r*1)
-
-// GEMM4x6 is the body of gemm4x6AVX512 and its F16 and BF16 twins: a
-// loop over k that prefetches, R14 being the byte offset of the lines to
-// prefetch (pfdist on from AX) and R15 counting down the steps to the
-// next prefetching one, or one that does not when pfevery is 0.
-#define GEMM4x6(LOADB, AS, ES, BW) \
+// GEMM4x6 is the body of gemm4x6AVX512 and its twins for other types of
+// b: a loop over k that prefetches, R14 being the byte offset of the
+// lines to prefetch (pfdist on from AX) and R15 counting down the steps
+// to the next prefetching one, or one that does not when pfevery is 0.
+#define GEMM4x6(SCALE, LOADB, GB) \
 	MOVQ a+0(FP), SI; \
-	MOVQ lda+8(FP), BX; \
-	SHLQ $2, BX; \
-	LEAQ (SI)(BX*1), DI; \
-	LEAQ (DI)(BX*1), R8; \
-	LEAQ (R8)(BX*1), R9; \
-	BROWS6(ES); \
-	KMASKS(ES); \
+	MOVQ lda+8(FP), DI; \
+	SHLQ $2, DI; \
+	LEAQ (DI)(DI*2), R8; \
+	BROWS6; \
+	KMASKS(GB); \
 	ZERO6(Z0, Z1, Z2, Z3, Z4, Z5); \
 	ZERO6(Z6, Z7, Z8, Z9, Z10, Z11); \
 	ZERO6(Z12, Z13, Z14, Z15, Z16, Z17); \
@@ -185,15 +193,24 @@ GLOBL reduce6perm<>(SB), RODATA|NOPTR, $64
 	JNE  prefetch4x6; \
 	JMP  test4x6; \
 loop4x6: \
-	STEP4x6(LOADB, AS, K1); \
-	ADDQ $BW, AX; \
+	STEP4x6(SCALE, LOADB, 0, K1); \
+	STEP4x6(SCALE, LOADB, 1, K1); \
+	ADDQ $128, SI; \
+	ADDQ $GB, AX; \
 test4x6: \
 	CMPQ AX, BX; \
 	JB   loop4x6; \
+half4x6: \
+	MOVQ  k+32(FP), R9; \
+	TESTQ $16, R9; \
+	JZ    tail4x6; \
+	STEP4x6(SCALE, LOADB, 0, K1); \
+	ADDQ $64, SI; \
+	ADDQ $(GB/2), AX; \
 tail4x6: \
 	KORTESTW K2, K2; \
 	JZ   sum4x6; \
-	STEP4x6(LOADB, AS, K2); \
+	STEP4x6(SCALE, LOADB, 0, K2); \
 sum4x6: \
 	MOVQ c+40(FP), DX; \
 	MOVQ ldc+48(FP), CX; \
@@ -216,64 +233,106 @@ prefetch4x6: \
 	INCQ R15; \
 	JMP  testpf4x6; \
 looppf4x6: \
-	DECQ R15; \
-	JNZ  nopf4x6; \
-	PFROWS6(R14); \
-	MOVQ pfevery+72(FP), R15; \
-nopf4x6: \
-	STEP4x6(LOADB, AS, K1); \
-	ADDQ $BW, R14; \
-	ADDQ $BW, AX; \
+	PFSTEP4x6(SCALE, LOADB, 0, 0, pf0of4x6); \
+	PFSTEP4x6(SCALE, LOADB, 1, (GB/2), pf1of4x6); \
+	ADDQ $128, SI; \
+	ADDQ $GB, R14; \
+	ADDQ $GB, AX; \
 testpf4x6: \
 	CMPQ AX, BX; \
 	JB   looppf4x6; \
-	JMP  tail4x6
+	JMP  half4x6
 
 // func gemm4x6AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16, pfdist, pfevery, pfphase int)
 // sets c[i*ldc+j] (adds to it, where amask says) the sum over p < k of
-// a[i*lda+p]*b[j*ldb+p] for i < 4 and the columns j < 6 that cmask names,
-// b being float32; gemm4x6F16AVX512 and gemm4x6BF16AVX512 do the same
-// for b of F16 and BF16 values. Along the way it prefetches, unless
-// pfevery is 0: at the steps s of 16 values of k (s < k/16) with s =
-// pfphase modulo pfevery, the lines pfdist bytes on from those step s
-// loads from each b row.
+// a[i*lda+p]*b[j][p] for i < 4 and the columns j < 6 that cmask names,
+// b's rows being float32, ldb bytes apart; gemm4x6F16AVX512,
+// gemm4x6BF16AVX512 and gemm4x6Q8_0AVX512 do the same for b of F16,
+// BF16 and Q8_0 values (Q8_0: k a multiple of 32). Along the way it
+// prefetches, unless pfevery is 0: at the steps s of 16 values of k (s <
+// k/16) with s = pfphase modulo pfevery, the lines pfdist bytes on from
+// those step s loads from each b row (for Q8_0, from the half block's
+// 17 bytes).
 TEXT ·gemm4x6AVX512(SB), NOSPLIT, $0-88
-	GEMM4x6(LOADF32, 1, 2, 64)
+	GEMM4x6(NOSCALE, LOADF32, GBF32)
 
 TEXT ·gemm4x6F16AVX512(SB), NOSPLIT, $0-88
-	GEMM4x6(LOADF16, 2, 1, 32)
+	GEMM4x6(NOSCALE, LOADF16, GBHALF)
 
 TEXT ·gemm4x6BF16AVX512(SB), NOSPLIT, $0-88
-	GEMM4x6(LOADBF16, 2, 1, 32)
+	GEMM4x6(NOSCALE, LOADBF16, GBHALF)
 
-// GEMM1x6 is the body of gemm1x6AVX512 and its F16 and BF16 twins. It
-// alternates two sets of accumulators over blocks of k so a
+TEXT ·gemm4x6Q8_0AVX512(SB), NOSPLIT, $0-88
+	GEMM4x6(SCALEQ8_0, LOADQ8_0, GBQ8_0)
+
+// GROW1x6 adds the products of a whole group of the b row at ptr (byte
+// AX on) with a's halves in Z24 and Z25 to c (half 0) and d (half 1),
+// through bz and bw.
+#define GROW1x6(SCALE, LOADB, ptr, bz, bw, c, d) \
+	SCALE((ptr)(AX*1)); \
+	LOADB(0, (ptr)(AX*1), K1, bz); \
+	VFMADD231PS bz, Z24, c; \
+	LOADB(1, (ptr)(AX*1), K1, bw); \
+	VFMADD231PS bw, Z25, d
+
+// SROW1x6 adds the products of half 0 of the group of the b row at ptr
+// (the values of mask km) with a's in Z24 to c, through bz.
+#define SROW1x6(SCALE, LOADB, ptr, km, bz, c) \
+	SCALE((ptr)(AX*1)); \
+	LOADB(0, (ptr)(AX*1), km, bz); \
+	VFMADD231PS bz, Z24, c
+
+// GROUP1x6 adds the products of the group of k at a's SI and b's byte
+// AX, half 0 to Z0-Z5, half 1 to Z6-Z11: two sets of accumulators, so a
 // matrix-vector product is not bound by FMA latency.
-#define GEMM1x6(LOADB, AS, ES, BW) \
+#define GROUP1x6(SCALE, LOADB) \
+	VMOVUPS (SI), Z24; \
+	VMOVUPS 64(SI), Z25; \
+	GROW1x6(SCALE, LOADB, R10, Z26, Z27, Z0, Z6); \
+	GROW1x6(SCALE, LOADB, R11, Z28, Z29, Z1, Z7); \
+	GROW1x6(SCALE, LOADB, R12, Z30, Z26, Z2, Z8); \
+	GROW1x6(SCALE, LOADB, R13, Z27, Z28, Z3, Z9); \
+	GROW1x6(SCALE, LOADB, CX, Z29, Z30, Z4, Z10); \
+	GROW1x6(SCALE, LOADB, DX, Z26, Z27, Z5, Z11)
+
+// STEP1x6 adds the products of the first half of the group there (the
+// values of mask km) to c0-c5.
+#define STEP1x6(SCALE, LOADB, km, c0, c1, c2, c3, c4, c5) \
+	VMOVUPS.Z (SI), km, Z24; \
+	SROW1x6(SCALE, LOADB, R10, km, Z26, c0); \
+	SROW1x6(SCALE, LOADB, R11, km, Z27, c1); \
+	SROW1x6(SCALE, LOADB, R12, km, Z28, c2); \
+	SROW1x6(SCALE, LOADB, R13, km, Z29, c3); \
+	SROW1x6(SCALE, LOADB, CX, km, Z30, c4); \
+	SROW1x6(SCALE, LOADB, DX, km, Z26, c5)
+
+// GEMM1x6 is the body of gemm1x6AVX512 and its twins for other types of
+// b.
+#define GEMM1x6(SCALE, LOADB, GB) \
 	MOVQ a+0(FP), SI; \
-	BROWS6(ES); \
-	KMASKS(ES); \
+	BROWS6; \
+	KMASKS(GB); \
 	ZERO6(Z0, Z1, Z2, Z3, Z4, Z5); \
 	ZERO6(Z6, Z7, Z8, Z9, Z10, Z11); \
-	MOVQ BX, DI; \
-	ANDQ $(-2*BW), DI; \
 	XORQ AX, AX; \
-	JMP  test1x6by32; \
-loop1x6by32: \
-	STEP1x6(LOADB, AS, 0, 0, K1, Z0, Z1, Z2, Z3, Z4, Z5); \
-	STEP1x6(LOADB, AS, 64, BW, K1, Z6, Z7, Z8, Z9, Z10, Z11); \
-	ADDQ $(2*BW), AX; \
-test1x6by32: \
-	CMPQ AX, DI; \
-	JB   loop1x6by32; \
+	JMP  test1x6; \
+loop1x6: \
+	GROUP1x6(SCALE, LOADB); \
+	ADDQ $128, SI; \
+	ADDQ $GB, AX; \
+test1x6: \
 	CMPQ AX, BX; \
-	JAE  tail1x6; \
-	STEP1x6(LOADB, AS, 0, 0, K1, Z0, Z1, Z2, Z3, Z4, Z5); \
-	ADDQ $BW, AX; \
+	JB   loop1x6; \
+	MOVQ  k+32(FP), R9; \
+	TESTQ $16, R9; \
+	JZ    tail1x6; \
+	STEP1x6(SCALE, LOADB, K1, Z0, Z1, Z2, Z3, Z4, Z5); \
+	ADDQ $64, SI; \
+	ADDQ $(GB/2), AX; \
 tail1x6: \
 	KORTESTW K2, K2; \
 	JZ   sum1x6; \
-	STEP1x6(LOADB, AS, 0, 0, K2, Z6, Z7, Z8, Z9, Z10, Z11); \
+	STEP1x6(SCALE, LOADB, K2, Z6, Z7, Z8, Z9, Z10, Z11); \
 sum1x6: \
 	VADDPS Z6, Z0, Z0; \
 	VADDPS Z7, Z1, Z1; \
@@ -291,17 +350,21 @@ sum1x6: \
 
 // func gemm1x6AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
 // sets c[j] (adds to it, where amask says) the sum over p < k of
-// a[p]*b[j*ldb+p] for the columns j < 6 that cmask names (lda and ldc are
-// unused: the arguments are those of gemm4x6AVX512), b being float32;
-// gemm1x6F16AVX512 and gemm1x6BF16AVX512 do the same for F16 and BF16.
+// a[p]*b[j][p] for the columns j < 6 that cmask names (lda and ldc are
+// unused: the arguments are those of gemm4x6AVX512), b's rows being
+// float32, ldb bytes apart; gemm1x6F16AVX512, gemm1x6BF16AVX512 and
+// gemm1x6Q8_0AVX512 do the same for F16, BF16 and Q8_0.
 TEXT ·gemm1x6AVX512(SB), NOSPLIT, $0-62
-	GEMM1x6(LOADF32, 1, 2, 64)
+	GEMM1x6(NOSCALE, LOADF32, GBF32)
 
 TEXT ·gemm1x6F16AVX512(SB), NOSPLIT, $0-62
-	GEMM1x6(LOADF16, 2, 1, 32)
+	GEMM1x6(NOSCALE, LOADF16, GBHALF)
 
 TEXT ·gemm1x6BF16AVX512(SB), NOSPLIT, $0-62
-	GEMM1x6(LOADBF16, 2, 1, 32)
+	GEMM1x6(NOSCALE, LOADBF16, GBHALF)
+
+TEXT ·gemm1x6Q8_0AVX512(SB), NOSPLIT, $0-62
+	GEMM1x6(SCALEQ8_0, LOADQ8_0, GBQ8_0)
 
 // The order of the sixteen sums after REDUCE16: VPERMPS gathers them.
 DATA reduce16perm<>+0(SB)/4, $0
@@ -329,42 +392,60 @@ GLOBL reduce16perm<>(SB), RODATA|NOPTR, $64
 	FOLD2($0x44, $0xEE, x3, x2, t); \
 	FOLD2($0x88, $0xDD, x2, x0, t)
 
-// B1x16 adds the products of Z16 and the 16 values of b at mem (those
-// of mask km) to acc.
-#define B1x16(LOADB, mem, km, acc) \
-	LOADB(mem, km, Z17); \
+// ROWS16 applies ROW to each of the sixteen b rows and its accumulator:
+// the rows are at R10, R12, R13, DI, R8 and R9 plus 0, 1, 2, 4 or 8
+// times R11 (ldb).
+#define ROWS16(ROW, SCALE, LOADB, km) \
+	ROW(SCALE, LOADB, (R10), km, Z0); \
+	ROW(SCALE, LOADB, (R10)(R11*1), km, Z1); \
+	ROW(SCALE, LOADB, (R10)(R11*2), km, Z2); \
+	ROW(SCALE, LOADB, (R12), km, Z3); \
+	ROW(SCALE, LOADB, (R10)(R11*4), km, Z4); \
+	ROW(SCALE, LOADB, (R12)(R11*2), km, Z5); \
+	ROW(SCALE, LOADB, (R13), km, Z6); \
+	ROW(SCALE, LOADB, (R12)(R11*4), km, Z7); \
+	ROW(SCALE, LOADB, (R10)(R11*8), km, Z8); \
+	ROW(SCALE, LOADB, (DI), km, Z9); \
+	ROW(SCALE, LOADB, (R13)(R11*4), km, Z10); \
+	ROW(SCALE, LOADB, (R12)(R11*8), km, Z11); \
+	ROW(SCALE, LOADB, (R8), km, Z12); \
+	ROW(SCALE, LOADB, (DI)(R11*4), km, Z13); \
+	ROW(SCALE, LOADB, (R13)(R11*8), km, Z14); \
+	ROW(SCALE, LOADB, (R9), km, Z15)
+
+// GROW1x16 adds the products of the b row's group at mem with a's halves
+// in Z16 and Z18 to acc (km is all lanes).
+#define GROW1x16(SCALE, LOADB, mem, km, acc) \
+	SCALE(mem); \
+	LOADB(0, mem, km, Z17); \
+	VFMADD231PS Z17, Z16, acc; \
+	LOADB(1, mem, km, Z19); \
+	VFMADD231PS Z19, Z18, acc
+
+// SROW1x16 adds the products of half 0 of the b row's group at mem (the
+// values of mask km) with a's in Z16 to acc.
+#define SROW1x16(SCALE, LOADB, mem, km, acc) \
+	SCALE(mem); \
+	LOADB(0, mem, km, Z17); \
 	VFMADD231PS Z17, Z16, acc
 
-// STEP1x16 adds the products of the 16 floats of a at SI (those of mask
-// km) and those of the sixteen b rows to Z0-Z15; the rows are at R10,
-// R12, R13, DI, R8 and R9 plus 0, 1, 2, 4 or 8 times R11 (ldb's bytes).
-#define STEP1x16(LOADB, km) \
-	VMOVUPS.Z (SI), km, Z16; \
-	B1x16(LOADB, (R10), km, Z0); \
-	B1x16(LOADB, (R10)(R11*1), km, Z1); \
-	B1x16(LOADB, (R10)(R11*2), km, Z2); \
-	B1x16(LOADB, (R12), km, Z3); \
-	B1x16(LOADB, (R10)(R11*4), km, Z4); \
-	B1x16(LOADB, (R12)(R11*2), km, Z5); \
-	B1x16(LOADB, (R13), km, Z6); \
-	B1x16(LOADB, (R12)(R11*4), km, Z7); \
-	B1x16(LOADB, (R10)(R11*8), km, Z8); \
-	B1x16(LOADB, (DI), km, Z9); \
-	B1x16(LOADB, (R13)(R11*4), km, Z10); \
-	B1x16(LOADB, (R12)(R11*8), km, Z11); \
-	B1x16(LOADB, (R8), km, Z12); \
-	B1x16(LOADB, (DI)(R11*4), km, Z13); \
-	B1x16(LOADB, (R13)(R11*8), km, Z14); \
-	B1x16(LOADB, (R9), km, Z15)
+// NEXT1x16 moves a's pointer on by ab bytes and the b rows' by bb.
+#define NEXT1x16(ab, bb) \
+	ADDQ $ab, SI; \
+	ADDQ $bb, R10; \
+	ADDQ $bb, R12; \
+	ADDQ $bb, R13; \
+	ADDQ $bb, DI; \
+	ADDQ $bb, R8; \
+	ADDQ $bb, R9
 
-// GEMM1x16 is the body of gemm1x16AVX512 and its F16 and BF16 twins.
-// R10, R12, R13, DI, R8 and R9 point at b rows 0, 3, 6, 9, 12 and 15,
-// and move on with SI.
-#define GEMM1x16(LOADB, ES, BW) \
+// GEMM1x16 is the body of gemm1x16AVX512 and its twins for other types
+// of b. R10, R12, R13, DI, R8 and R9 point at b rows 0, 3, 6, 9, 12 and
+// 15, and move on with SI.
+#define GEMM1x16(SCALE, LOADB, GB) \
 	MOVQ a+0(FP), SI; \
 	MOVQ b+8(FP), R10; \
 	MOVQ ldb+16(FP), R11; \
-	SHLQ $ES, R11; \
 	LEAQ (R11)(R11*2), AX; \
 	LEAQ (R10)(AX*1), R12; \
 	LEAQ (R12)(AX*1), R13; \
@@ -375,7 +456,7 @@ GLOBL reduce16perm<>(SB), RODATA|NOPTR, $64
 	KMOVW AX, K1; \
 	KMOVW kmask+40(FP), K2; \
 	MOVQ k+24(FP), CX; \
-	SHRQ $4, CX; \
+	SHRQ $5, CX; \
 	VPXORD Z0, Z0, Z0; \
 	VMOVAPS Z0, Z1; \
 	VMOVAPS Z0, Z2; \
@@ -393,22 +474,26 @@ GLOBL reduce16perm<>(SB), RODATA|NOPTR, $64
 	VMOVAPS Z0, Z14; \
 	VMOVAPS Z0, Z15; \
 	TESTQ CX, CX; \
-	JZ    tail1x16; \
+	JZ    half1x16; \
 loop1x16: \
-	STEP1x16(LOADB, K1); \
-	ADDQ $64, SI; \
-	ADDQ $BW, R10; \
-	ADDQ $BW, R12; \
-	ADDQ $BW, R13; \
-	ADDQ $BW, DI; \
-	ADDQ $BW, R8; \
-	ADDQ $BW, R9; \
+	VMOVUPS (SI), Z16; \
+	VMOVUPS 64(SI), Z18; \
+	ROWS16(GROW1x16, SCALE, LOADB, K1); \
+	NEXT1x16(128, GB); \
 	DECQ CX; \
 	JNZ  loop1x16; \
+half1x16: \
+	MOVQ  k+24(FP), CX; \
+	TESTQ $16, CX; \
+	JZ    tail1x16; \
+	VMOVUPS (SI), Z16; \
+	ROWS16(SROW1x16, SCALE, LOADB, K1); \
+	NEXT1x16(64, (GB/2)); \
 tail1x16: \
 	KORTESTW K2, K2; \
 	JZ   sum1x16; \
-	STEP1x16(LOADB, K2); \
+	VMOVUPS.Z (SI), K2, Z16; \
+	ROWS16(SROW1x16, SCALE, LOADB, K2); \
 sum1x16: \
 	QUAD4(Z0, Z1, Z2, Z3, Z16); \
 	QUAD4(Z4, Z5, Z6, Z7, Z16); \
@@ -435,16 +520,19 @@ sum1x16: \
 
 // func gemm1x16AVX512(a *float32, b unsafe.Pointer, ldb int, k int, c *float32, kmask, amask uint16)
 // sets c[j] (adds to it where amask says) the sum over p < k of
-// a[p]*b[j*ldb+p] for j < 16, b being float32 (gemm1x16F16AVX512 and
-// gemm1x16BF16AVX512: F16 and BF16): one row against sixteen b rows,
-// whose sums a transpose-style tree reduces into one register, so a
-// short k (an attention head) pays far less reduction per output than in
-// 1x6 tiles.
+// a[p]*b[j][p] for j < 16, b's rows being float32, ldb bytes apart
+// (gemm1x16F16AVX512, gemm1x16BF16AVX512 and gemm1x16Q8_0AVX512: F16,
+// BF16 and Q8_0): one row against sixteen b rows, whose sums a
+// transpose-style tree reduces into one register, so a short k (an
+// attention head) pays far less reduction per output than in 1x6 tiles.
 TEXT ·gemm1x16AVX512(SB), NOSPLIT, $0-44
-	GEMM1x16(LOADF32, 2, 64)
+	GEMM1x16(NOSCALE, LOADF32, GBF32)
 
 TEXT ·gemm1x16F16AVX512(SB), NOSPLIT, $0-44
-	GEMM1x16(LOADF16, 1, 32)
+	GEMM1x16(NOSCALE, LOADF16, GBHALF)
 
 TEXT ·gemm1x16BF16AVX512(SB), NOSPLIT, $0-44
-	GEMM1x16(LOADBF16, 1, 32)
+	GEMM1x16(NOSCALE, LOADBF16, GBHALF)
+
+TEXT ·gemm1x16Q8_0AVX512(SB), NOSPLIT, $0-44
+	GEMM1x16(SCALEQ8_0, LOADQ8_0, GBQ8_0)

@@ -14,21 +14,32 @@ import (
 	"github.com/prefixd/prefixd/kernels/quant"
 )
 
-// halfWeights returns rows of random F16 or BF16 values as bytes and as
-// the float32 values kernels/quant's scalar converters give for them.
-// F16 values range over every finite bit pattern (subnormals included);
-// BF16 values over subnormals and exponents within 2^±30, so that sums
-// stay finite.
-func halfWeights(r *rand.Rand, t kernels.DType, n int) ([]byte, []float32) {
+// directWeights returns n random F16, BF16 or Q8_0 values (n a multiple
+// of 32 for Q8_0) as bytes and as the float32 values kernels/quant's
+// scalar converters give for them. F16 values, and Q8_0's block scales,
+// range over every finite bit pattern (subnormals included); BF16 values
+// over subnormals and exponents within 2^±30, so that sums stay finite.
+// A Q8_0 value is its block's scale times its int8 quant, any of them.
+func directWeights(r *rand.Rand, t kernels.DType, n int) ([]byte, []float32) {
+	if t == kernels.Q8_0 {
+		h, f := make([]byte, n/32*34), make([]float32, n)
+		for i := range f {
+			blk := h[i/32*34:]
+			if i%32 == 0 {
+				binary.LittleEndian.PutUint16(blk, randF16(r))
+			}
+			q := int8(r.Uint32())
+			blk[2+i%32] = byte(q)
+			f[i] = quant.F16ToF32(binary.LittleEndian.Uint16(blk)) * float32(q)
+		}
+		return h, f
+	}
 	h, f := make([]byte, 2*n), make([]float32, n)
 	for i := range f {
 		var v uint16
 		switch {
 		case t == kernels.F16:
-			v = uint16(r.Uint32())
-			for v&0x7c00 == 0x7c00 { // not Inf or NaN
-				v = uint16(r.Uint32())
-			}
+			v = randF16(r)
 			f[i] = quant.F16ToF32(v)
 		case r.IntN(16) == 0:
 			v = uint16(r.Uint32()) & 0x807f // subnormal or zero
@@ -43,15 +54,27 @@ func halfWeights(r *rand.Rand, t kernels.DType, n int) ([]byte, []float32) {
 	return h, f
 }
 
-// TestHalfGemmMatchesFloat32Gemm checks that the kernels reading F16 and
-// BF16 b compute bit for bit what the float32 kernels compute on b's
-// values converted by kernels/quant: the conversions are exact and the
-// multiply-adds run in the same order. The shapes cover every remainder
-// of the 4-row panels (m 1 to 20), tiles that move left (n % 6), masked
-// tails of k, k in several blocks (k > gemmKBlock), the 1x16 kernel,
-// the prefetching loop of the 4×6 kernels, and column ranges [j0, j1) as
-// the workers split them, outside which nothing may be written.
-func TestHalfGemmMatchesFloat32Gemm(t *testing.T) {
+// randF16 returns a random finite F16 bit pattern.
+func randF16(r *rand.Rand) uint16 {
+	v := uint16(r.Uint32())
+	for v&0x7c00 == 0x7c00 { // not Inf or NaN
+		v = uint16(r.Uint32())
+	}
+	return v
+}
+
+// TestDirectGemmMatchesFloat32Gemm checks that the kernels reading F16,
+// BF16 and Q8_0 b compute bit for bit what the float32 kernels compute
+// on b's values converted by kernels/quant (Q8_0: d·q, as dequantizing
+// computes them): the conversions are exact and the multiply-adds run in
+// the same order. The shapes cover every remainder of the 4-row panels
+// (m 1 to 20), tiles that move left (n % 6), masked tails of k and a
+// last half group of 16 (not for Q8_0, whose k is whole blocks of 32),
+// k in several blocks (k > gemmKBlock), the 1x16 kernel, the prefetching
+// loop of the 4×6 kernels, tile by tile and panel by panel, and column
+// ranges [j0, j1) as the workers split them, outside which nothing may
+// be written.
+func TestDirectGemmMatchesFloat32Gemm(t *testing.T) {
 	if !directGemm(kernels.F16, 6) {
 		t.Skip("this CPU has no AVX-512")
 	}
@@ -67,13 +90,17 @@ func TestHalfGemmMatchesFloat32Gemm(t *testing.T) {
 		}
 	}
 	// b big enough for the 4×6 tiles to prefetch (gemmPrefetchBytes),
-	// tile by tile and, with 172 rows, panel by panel.
-	shapes = append(shapes, shape{4, 100, 800}, shape{13, 100, 800}, shape{172, 100, 800})
+	// tile by tile and, with 340 rows (a past gemmTileMajorBytes), panel
+	// by panel.
+	shapes = append(shapes, shape{4, 100, 800}, shape{13, 100, 800}, shape{340, 100, 800})
 	r := rand.New(rand.NewPCG(13, 14))
-	for _, typ := range []kernels.DType{kernels.F16, kernels.BF16} {
+	for _, typ := range directTypes(t) {
 		for _, s := range shapes {
 			m, n, k := s.m, s.n, s.k
-			h, f := halfWeights(r, typ, n*k)
+			if typ == kernels.Q8_0 {
+				k = (k + 31) &^ 31
+			}
+			h, f := directWeights(r, typ, n*k)
 			a := randVec(r, m*k)
 			for _, cols := range [][2]int{{0, n}, {0, n / 2 &^ 3}, {n / 2 &^ 3, n}, {4, n - 1}} {
 				j0, j1 := cols[0], cols[1]
@@ -82,7 +109,7 @@ func TestHalfGemmMatchesFloat32Gemm(t *testing.T) {
 				}
 				name := fmt.Sprintf("%v m=%d n=%d k=%d columns [%d,%d)", typ, m, n, k, j0, j1)
 				got, want := nanVec(m*n), nanVec(m*n)
-				halfGemm(got, a, h, typ, m, j0, j1, n, k)
+				directGemmCols(got, a, h, typ, m, j0, j1, n, k)
 				fb := unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
 				gemmCols(want, n, a, k, gemmB{fb, kernels.F32, k}, m, j0, j1, n, k)
 				for i := range m {
@@ -101,13 +128,13 @@ func TestHalfGemmMatchesFloat32Gemm(t *testing.T) {
 	}
 }
 
-// TestHalfGemmWholeProduct checks matMulHalf, split across workers,
+// TestDirectGemmWholeProduct checks matMulDirect, split across workers,
 // against gemm on the float32 values: equal bits in the rows of whole
 // 4-row panels (the same 4×6 kernel computes each of their columns
 // however the columns are split), float32 rounding in the others (a
 // split can move a column between the 1x16 and 1x6 kernels, whose sums
 // are ordered differently, so the two results err differently).
-func TestHalfGemmWholeProduct(t *testing.T) {
+func TestDirectGemmWholeProduct(t *testing.T) {
 	if !directGemm(kernels.F16, 6) {
 		t.Skip("this CPU has no AVX-512")
 	}
@@ -115,11 +142,11 @@ func TestHalfGemmWholeProduct(t *testing.T) {
 	defer w.Close()
 	r := rand.New(rand.NewPCG(15, 16))
 	const m, n, k = 10, 301, 800
-	for _, typ := range []kernels.DType{kernels.F16, kernels.BF16} {
-		h, f := halfWeights(r, typ, n*k)
+	for _, typ := range directTypes(t) {
+		h, f := directWeights(r, typ, n*k)
 		a := randVec(r, m*k)
 		got, want := make([]float32, m*n), make([]float32, m*n)
-		matMulHalf(w, got, a, h, typ, m, n, k)
+		matMulDirect(w, got, a, h, typ, m, n, k)
 		gemm(want, n, a, k, f, k, m, n, k)
 		for i := range m {
 			for j := range n {
@@ -137,6 +164,18 @@ func TestHalfGemmWholeProduct(t *testing.T) {
 			}
 		}
 	}
+}
+
+// directTypes returns the types of b that the AVX-512 kernels read
+// directly on this CPU: F16 and BF16, and Q8_0 where it has AVX-512 BW
+// and VL (logged if not).
+func directTypes(t testing.TB) []kernels.DType {
+	types := []kernels.DType{kernels.F16, kernels.BF16}
+	if directGemm(kernels.Q8_0, 6) {
+		return append(types, kernels.Q8_0)
+	}
+	t.Log("this CPU has no AVX-512 BW and VL: Q8_0 not checked")
+	return types
 }
 
 func nanVec(n int) []float32 {

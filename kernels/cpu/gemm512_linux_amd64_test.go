@@ -14,9 +14,11 @@ import (
 
 // TestGemmReadsNothingPastB runs every AVX-512 kernel, for every type of
 // b, on a b that ends where its mapping ends, before a page that may not
-// be read, with k not a multiple of 16: the masked loads of the rows'
-// tails must not touch that page (weights mapped from a file may end at
-// its last byte). The products are checked against gemm on a copy.
+// be read, with k not a multiple of 16 (but for Q8_0, whose rows are
+// whole blocks of 32: an odd number of them): the loads of the rows'
+// ends, masked or not, must not touch that page (weights mapped from a
+// file may end at its last byte). The products are checked against gemm
+// on a copy.
 func TestGemmReadsNothingPastB(t *testing.T) {
 	if !useAVX512 {
 		t.Skip("this CPU has no AVX-512")
@@ -31,9 +33,13 @@ func TestGemmReadsNothingPastB(t *testing.T) {
 		t.Skip("mprotect:", err)
 	}
 	r := rand.New(rand.NewPCG(17, 18))
-	const m, n, k = 5, 17, 37 // a 4-row panel and a row: 4x6, 1x16 and 1x6 tiles
-	a := randVec(r, m*k)
-	for _, typ := range []kernels.DType{kernels.F32, kernels.F16, kernels.BF16} {
+	const m, n = 5, 17 // a 4-row panel and a row: 4x6, 1x16 and 1x6 tiles
+	for _, typ := range append([]kernels.DType{kernels.F32}, directTypes(t)...) {
+		k := 37
+		if typ == kernels.Q8_0 {
+			k = 96
+		}
+		a := randVec(r, m*k)
 		got, want := make([]float32, m*n), make([]float32, m*n)
 		if typ == kernels.F32 {
 			bf := randVec(r, n*k)
@@ -42,10 +48,10 @@ func TestGemmReadsNothingPastB(t *testing.T) {
 			gemm(got, n, a, k, b, k, m, n, k)
 			gemm(want, n, a, k, bf, k, m, n, k)
 		} else {
-			h, f := halfWeights(r, typ, n*k)
+			h, f := directWeights(r, typ, n*k)
 			b := mem[page-len(h) : page]
 			copy(b, h)
-			halfGemm(got, a, b, typ, m, 0, n, n, k)
+			directGemmCols(got, a, b, typ, m, 0, n, n, k)
 			gemm(want, n, a, k, f, k, m, n, k)
 		}
 		checkClose(t, typ.String(), got, want, 0)

@@ -125,7 +125,7 @@ func BenchmarkQuantizedMatMul(b *testing.B) {
 					for b.Loop() {
 						switch {
 						case path == "gemm" && directGemm(typ, n):
-							matMulHalf(w, c, a, wt.Data, typ, m, n, k)
+							matMulDirect(w, c, a, wt.Data, typ, m, n, k)
 						case path != "quant":
 							be.deqMatMul(c, a, wt, m)
 						default:
@@ -146,8 +146,9 @@ func BenchmarkQuantizedMatMul(b *testing.B) {
 // 768×768, gate and up 2048×768, down 768×2048: 85M weights, more than
 // the caches hold), on every worker, for each type the GEMM reads: the
 // weights stream from memory once a step, as they do in a batched decode.
-// For F16 and BF16 it measures kernels/quant's products too ("quant"),
-// for gemmRows.
+// For the types other than F32 it measures kernels/quant's products too
+// ("quant", up to 8 rows), for gemmRows, and from 8 rows the GEMM on
+// groups of rows dequantized first ("deqgemm").
 func BenchmarkDecodeGemm(b *testing.B) {
 	w := NewWorkers(0)
 	defer w.Close()
@@ -163,43 +164,59 @@ func BenchmarkDecodeGemm(b *testing.B) {
 		}
 	}
 	src := randVec(r, 2048*768)
-	for _, typ := range []kernels.DType{kernels.F32, kernels.F16, kernels.BF16} {
+	for _, typ := range []kernels.DType{kernels.F32, kernels.F16, kernels.BF16, kernels.Q8_0} {
 		if typ != kernels.F32 && !directGemm(typ, 6) {
 			continue
 		}
 		var f []float32
 		var h []byte
+		bytes := func(n int) int { // of n values of typ
+			size, err := typ.RowSize(n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return size
+		}
 		if typ == kernels.F32 {
 			f = make([]float32, total)
 			for i := 0; i < total; i += len(src) {
 				copy(f[i:], src)
 			}
 		} else {
-			h = make([]byte, 2*total)
-			if err := quant.Quantize(typ, h[:2*len(src)], src); err != nil {
+			h = make([]byte, bytes(total))
+			if err := quant.Quantize(typ, h[:bytes(len(src))], src); err != nil {
 				b.Fatal(err)
 			}
-			for i := 2 * len(src); i < len(h); i += 2 * len(src) {
-				copy(h[i:], h[:2*len(src)])
+			for i := bytes(len(src)); i < len(h); i += bytes(len(src)) {
+				copy(h[i:], h[:bytes(len(src))])
 			}
 		}
-		for _, m := range []int{1, 2, 3, 4, 8, 16, 32} {
+		for _, m := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64} {
 			a, c := randVec(r, m*2048), make([]float32, m*2048)
 			paths := []string{"gemm"}
-			if typ != kernels.F32 && m <= 4 {
+			if typ != kernels.F32 && m <= 8 {
 				paths = append(paths, "quant")
+			}
+			if typ != kernels.F32 && m >= 8 {
+				paths = append(paths, "deqgemm")
 			}
 			for _, path := range paths {
 				b.Run(fmt.Sprintf("%v/m%d/%s", typ, m, path), func(b *testing.B) {
 					for b.Loop() {
 						for _, x := range mats {
+							wx := kernels.Tensor{Type: typ, Rows: x.n, Cols: x.k}
+							if typ != kernels.F32 {
+								wx.Data = h[bytes(x.off):bytes(x.off+x.n*x.k)]
+							}
 							switch {
 							case typ == kernels.F32:
 								MatMul(w, c, a, f[x.off:x.off+x.n*x.k], m, x.n, x.k)
 							case path == "gemm":
-								matMulHalf(w, c, a, h[2*x.off:2*(x.off+x.n*x.k)], typ, m, x.n, x.k)
+								matMulDirect(w, c, a, wx.Data, typ, m, x.n, x.k)
+							case path == "deqgemm":
+								be.deqMatMul(c, a, wx, m)
 							default:
-								if err := be.q.MatMul(c, a, h[2*x.off:2*(x.off+x.n*x.k)], typ, m, x.n, x.k); err != nil {
+								if err := be.q.MatMul(c, a, wx.Data, typ, m, x.n, x.k); err != nil {
 									b.Fatal(err)
 								}
 							}

@@ -24,10 +24,10 @@ func MatMul(w *Workers, c, a, b []float32, m, n, k int) {
 	w.matMul(matmulTask{c: c, a: a, b: b, m: m, n: n, k: k})
 }
 
-// matMulHalf is MatMul for b of F16 or BF16 values, the bytes h of type
-// t, which the AVX-512 kernels convert as they load them: no float32 copy
-// of b is made. It requires directGemm(t, n).
-func matMulHalf(w *Workers, c, a []float32, h []byte, t kernels.DType, m, n, k int) {
+// matMulDirect is MatMul for b of F16, BF16 or Q8_0 values, the bytes h
+// of type t, which the AVX-512 kernels convert as they load them: no
+// float32 copy of b is made. It requires directGemm(t, n).
+func matMulDirect(w *Workers, c, a []float32, h []byte, t kernels.DType, m, n, k int) {
 	w.matMul(matmulTask{c: c, a: a, h: h, t: t, m: m, n: n, k: k})
 }
 
@@ -50,11 +50,11 @@ func (w *Workers) matMul(t matmulTask) {
 // of some 25,000 multiply-adds on one core.
 const minParallelFMAs = 1 << 16
 
-// matmulTask is one MatMul or matMulHalf call; a part computes
+// matmulTask is one MatMul or matMulDirect call; a part computes
 // four-column groups [lo, hi).
 type matmulTask struct {
 	c, a, b []float32
-	h       []byte        // matMulHalf's b, whose values are of type t
+	h       []byte        // matMulDirect's b, whose values are of type t
 	t       kernels.DType // (then b is nil)
 	m, n, k int
 }
@@ -62,7 +62,7 @@ type matmulTask struct {
 func (t *matmulTask) run(_, lo, hi int) {
 	j0, j1 := 4*lo, min(4*hi, t.n)
 	if t.h != nil {
-		halfGemm(t.c, t.a, t.h, t.t, t.m, j0, j1, t.n, t.k)
+		directGemmCols(t.c, t.a, t.h, t.t, t.m, j0, j1, t.n, t.k)
 		return
 	}
 	gemm(t.c[j0:], t.n, t.a, t.k, t.b[j0*t.k:], t.k, t.m, j1-j0, t.k)

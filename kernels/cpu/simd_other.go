@@ -36,10 +36,11 @@ func simdGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, 
 	return false
 }
 
-// directGemm is always false in this build: no kernel reads F16 or BF16.
+// directGemm is always false in this build: no kernel reads F16, BF16 or
+// Q8_0.
 func directGemm(t kernels.DType, n int) bool { return false }
 
-// halfGemm is never called in this build, where directGemm is false.
-func halfGemm(c, a []float32, b []byte, t kernels.DType, m, j0, j1, n, k int) {
-	panic("cpu: halfGemm without the AVX-512 kernels")
+// directGemmCols is never called in this build, where directGemm is false.
+func directGemmCols(c, a []float32, b []byte, t kernels.DType, m, j0, j1, n, k int) {
+	panic("cpu: directGemmCols without the AVX-512 kernels")
 }
