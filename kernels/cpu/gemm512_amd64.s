@@ -192,6 +192,7 @@ skip: \
 	CMPQ pfevery+72(FP), $0; \
 	JNE  prefetch4x6; \
 	JMP  test4x6; \
+	PCALIGN $64; \
 loop4x6: \
 	STEP4x6(SCALE, LOADB, 0, K1); \
 	STEP4x6(SCALE, LOADB, 1, K1); \
@@ -232,6 +233,7 @@ prefetch4x6: \
 	MOVQ pfphase+80(FP), R15; \
 	INCQ R15; \
 	JMP  testpf4x6; \
+	PCALIGN $64; \
 looppf4x6: \
 	PFSTEP4x6(SCALE, LOADB, 0, 0, pf0of4x6); \
 	PFSTEP4x6(SCALE, LOADB, 1, (GB/2), pf1of4x6); \
@@ -316,6 +318,7 @@ TEXT ·gemm4x6Q8_0AVX512(SB), NOSPLIT, $0-88
 	ZERO6(Z6, Z7, Z8, Z9, Z10, Z11); \
 	XORQ AX, AX; \
 	JMP  test1x6; \
+	PCALIGN $64; \
 loop1x6: \
 	GROUP1x6(SCALE, LOADB); \
 	ADDQ $128, SI; \
@@ -475,6 +478,7 @@ GLOBL reduce16perm<>(SB), RODATA|NOPTR, $64
 	VMOVAPS Z0, Z15; \
 	TESTQ CX, CX; \
 	JZ    half1x16; \
+	PCALIGN $64; \
 loop1x16: \
 	VMOVUPS (SI), Z16; \
 	VMOVUPS 64(SI), Z18; \
