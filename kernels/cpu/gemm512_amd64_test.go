@@ -54,6 +54,26 @@ func directWeights(r *rand.Rand, t kernels.DType, n int) ([]byte, []float32) {
 	return h, f
 }
 
+// TestDirectWeightsAreDequantized checks directWeights's float32 values
+// against kernels/quant's dequantizer, which deqMatMul runs: the direct
+// kernels, equal to the float32 ones on those values, then compute what
+// deqMatMul computes.
+func TestDirectWeightsAreDequantized(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	for _, typ := range []kernels.DType{kernels.F16, kernels.BF16, kernels.Q8_0} {
+		h, want := directWeights(r, typ, 4096)
+		got := make([]float32, len(want))
+		if err := quant.Dequantize(typ, got, h); err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%v: value %d dequantizes to %v, want %v", typ, i, got[i], want[i])
+			}
+		}
+	}
+}
+
 // randF16 returns a random finite F16 bit pattern.
 func randF16(r *rand.Rand) uint16 {
 	v := uint16(r.Uint32())
