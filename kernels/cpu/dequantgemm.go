@@ -10,9 +10,9 @@ import (
 
 // gemmRows is the least activation rows for which a product on weights
 // of type t (not F32) runs this package's GEMM: on the weights as they
-// are where its kernels convert t as they load it (directGemm: F16 and
-// BF16 with AVX-512), else on float32 groups of their rows dequantized
-// for it. Its register tiles reuse each weight row across four activation
+// are where its kernels convert t as they load it (directGemm: F16,
+// BF16 and Q8_0 with AVX-512, Q8_0 below deqGemmRows), else on float32
+// groups of their rows dequantized for it. Its register tiles reuse each weight row across four activation
 // rows, which kernels/quant's row-at-a-time products (built for decode)
 // do not. Below it, the integer products of kernels/quant stream the
 // quantized bytes. The crossover depends on how fast t converts or
@@ -31,9 +31,15 @@ import (
 //     whose several-row products pair rows: 4 rows (Q5_0 78 vs 47; at 3
 //     rows the GEMM loses, 41-46 vs 39-72; at 16 it is 1.6-2.9x
 //     kernels/quant);
-//   - Q8_0 and Q4_0, whose AVX-512 VNNI kernels take four rows per
-//     weight row: 8 rows (at 6: 146-160 vs 166-198; at 8: Q8_0 235 vs
-//     237-241, Q4_0 237-239 vs 214-223; at 12: 275-281 vs 183-245);
+//   - Q8_0, read directly (up to deqGemmRows), whose AVX-512 VNNI
+//     kernels take four rows per weight row: 8 rows. With the weights
+//     streaming from memory (BenchmarkDecodeGemm, medians of 5): at 4
+//     rows 195 vs 207, at 6 177 vs 164, at 8 216 vs 191 (dequantizing
+//     first: 118), at 16 256 (191); in L3 (BenchmarkQuantizedMatMul,
+//     medians of 5) at 6 141 vs 176, at 8 195 vs 212, at 16 274 vs 230:
+//     8 rows for decode batches, whose weights stream from memory.
+//   - Q4_0, whose VNNI kernels are Q8_0's too: 8 rows (at 6: 146-160 vs
+//     166-198; at 8: 237-239 vs 214-223; at 12: 275-281 vs 183-245);
 //   - the K-quants, whose four-row kernels are the fastest: 20 rows (at
 //     16: 273-288 vs 169-309 for Q4_K, 279-285 vs 289-320 for Q5_K and
 //     Q6_K; at 20 about even; at 32: 304-350 vs 290-316);
@@ -60,15 +66,16 @@ func gemmRows(t kernels.DType) int {
 // block's scale per value, on the pipes of the multiply-adds) slows every
 // 4-row panel of a tile, where dequantizing slows a group of rows once
 // for all of them. Measured on a 2-core Zen 5, 2 workers, GFLOP/s of the
-// direct GEMM against the dequantizing one: with the weights streaming
-// from memory (BenchmarkDecodeGemm, medians of 3) at 16 rows 236 vs 184,
-// 24 rows 225 vs 220, 32 rows 270 vs 253, 48 rows 264 vs 287, 64 rows 274
-// vs 311; in L3 (BenchmarkQuantizedMatMul) at 16 rows 265 vs 242, at 32
-// 298 vs 332, at 64 281 vs 355. F16 and BF16 convert in one instruction
-// and stay direct.
+// direct GEMM against the dequantizing one, medians of 5: with the
+// weights streaming from memory (BenchmarkDecodeGemm, as in a decode
+// batch or a prefill chunk of a model larger than the caches) at 16 rows
+// 256 vs 191, 24 rows 263 vs 226, 32 rows 275 vs 260, 48 rows 284 vs 283,
+// 64 rows 283 vs 316; in L3 (BenchmarkQuantizedMatMul) the crossover is
+// lower: 16 rows 274 vs 267, 32 rows 247 vs 315. F16 and BF16 convert
+// in one instruction and stay direct.
 func deqGemmRows(t kernels.DType) int {
 	if t == kernels.Q8_0 {
-		return 32
+		return 48
 	}
 	return math.MaxInt
 }
