@@ -476,8 +476,7 @@ GLOBL reduce16perm<>(SB), RODATA|NOPTR, $64
 	VMOVAPS Z0, Z13; \
 	VMOVAPS Z0, Z14; \
 	VMOVAPS Z0, Z15; \
-	TESTQ CX, CX; \
-	JZ    half1x16; \
+	JMP   test1x16; \
 	PCALIGN $64; \
 loop1x16: \
 	VMOVUPS (SI), Z16; \
@@ -485,8 +484,9 @@ loop1x16: \
 	ROWS16(GROW1x16, SCALE, LOADB, K1); \
 	NEXT1x16(128, GB); \
 	DECQ CX; \
-	JNZ  loop1x16; \
-half1x16: \
+test1x16: \
+	TESTQ CX, CX; \
+	JNZ   loop1x16; \
 	MOVQ  k+24(FP), CX; \
 	TESTQ $16, CX; \
 	JZ    tail1x16; \
