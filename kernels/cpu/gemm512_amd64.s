@@ -49,7 +49,8 @@ GLOBL reduce6perm<>(SB), RODATA|NOPTR, $64
 // significant bits, q 8). So a kernel on such weights computes bit for
 // bit what it computes on their float32 values. A masked load reads
 // nothing outside its mask (EVEX fault suppression), so a row may end at
-// the end of a mapping. GBx is the bytes of b's groups.
+// the end of a mapping. GBF32, GBHALF (F16 and BF16) and GBQ8_0 are
+// the bytes of a group of 32 values of b.
 #define NOSCALE(mem)
 #define LOADF32(h, mem, km, bz) VMOVUPS.Z (64*h)mem, km, bz
 #define LOADF16(h, mem, km, bz) VCVTPH2PS.Z (32*h)mem, km, bz
