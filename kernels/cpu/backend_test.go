@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -205,17 +206,21 @@ func TestBackendQuantizedWeights(t *testing.T) {
 			}
 			checkProduct(t, "Logits", logits, wantNorm, matF, 1, out, in, float)
 
-			// A prefill chunk (gemmRows(typ) rows or more) multiplies float32
-			// groups of the dequantized rows: float32 rounding only.
-			long := make([]int32, gemmRows(typ)+5)
-			for i := range long {
-				long[i] = int32(i % vocab)
+			// A prefill chunk (gemmRows(typ) rows or more) runs the GEMM on
+			// the weights as they are (directGemm), or from
+			// deqGemmRows(typ) rows on float32 groups of the dequantized
+			// rows: float32 rounding only either way.
+			for _, n := range []int{gemmRows(typ) + 5, min(deqGemmRows(typ), 200) + 5} {
+				long := make([]int32, n)
+				for i := range long {
+					long[i] = int32(i % vocab)
+				}
+				b.Begin([]batch.Row{{Tokens: long}})
+				b.Embed(x, hs[0])
+				xs = slices.Clone(b.bufs[x].f)
+				b.MatMul(y, x, hs[1])
+				checkProduct(t, fmt.Sprintf("MatMul of %d rows", n), b.bufs[y].f, xs, matF, n, out, in, true)
 			}
-			b.Begin([]batch.Row{{Tokens: long}})
-			b.Embed(x, hs[0])
-			xs = slices.Clone(b.bufs[x].f)
-			b.MatMul(y, x, hs[1])
-			checkProduct(t, "prefill MatMul", b.bufs[y].f, xs, matF, len(long), out, in, true)
 		})
 	}
 }
