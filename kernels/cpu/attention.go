@@ -85,9 +85,11 @@ type attnTask struct {
 // its cached prefix and a batch of decodes alike. In an F16 cache each
 // block's K and V vectors of the item's head are first made float32 in the
 // worker's scratch (one block, a few KiB, stays in L1), so the arithmetic
-// after is the F32 cache's, bit for bit on the same values. Attention panics if the
-// shapes disagree (a broken caller invariant). It reads the cache while it
-// runs, so nothing may Put or write blocks concurrently.
+// after is the F32 cache's, bit for bit on the same values.
+//
+// Attention panics if the shapes disagree (a broken caller invariant). It
+// reads the cache while it runs, so nothing may Put or write blocks
+// concurrently.
 func (c *KVCache) Attention(w *Workers, layer int, q, out []float32, seqs []AttnSeq, nHeads int, scratch *AttnScratch) {
 	kvh, hd, bs := c.cfg.KVHeads, c.cfg.HeadDim, c.cfg.BlockSize
 	if nHeads <= 0 || nHeads%kvh != 0 {

@@ -6,7 +6,8 @@
 // On amd64 CPUs with AVX2 and FMA (detected at start-up with CPUID) the
 // inner loops run in assembly: a 3x4 register tile for MatMul, dot
 // products, the weighted sum of V rows, the softmax exponentials and
-// SwiGLU. With AVX-512F as well, MatMul and the products on dequantized
+// SwiGLU, and an F16 KVCache converts with F16C (rounding on Put, a block
+// at a time back to float32 in Attention). With AVX-512F as well, MatMul and the products on dequantized
 // weights run 4x6 tiles of 16-lane registers; kernels/quant dequantizes
 // the weight rows in assembly there, fast enough that batches of a few
 // rows go through the GEMM too (gemmRows says from how many, per type).
