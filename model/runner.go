@@ -116,7 +116,7 @@ func ParseKVType(s string) (kernels.DType, error) {
 	case "f16":
 		return kernels.F16, nil
 	}
-	return 0, fmt.Errorf("K/V element type %q: want f32 or f16", s)
+	return 0, fmt.Errorf("model: K/V element type %q: want f32 or f16", s)
 }
 
 // SetKVType sets the element type of the K/V pools NewKV allocates from

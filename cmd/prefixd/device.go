@@ -79,7 +79,6 @@ func (d *deviceFlags) check() error {
 	default:
 		return usagef("--device %q: want cpu or cuda", d.device)
 	}
-
 	if !(d.fraction > 0 && d.fraction <= 1) {
 		return usagef("--gpu-memory-fraction %v: want a share in (0, 1]", d.fraction)
 	}
