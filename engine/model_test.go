@@ -6,18 +6,27 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/kernels/cpu"
 	"github.com/prefixd/prefixd/model"
 )
 
 var _ Model = (*model.Runner)(nil)
 
-// realEngine runs a real model.
+// realEngine runs a real model with float32 K/V.
 func realEngine(t *testing.T, m *model.Model, mod func(*Config)) *Engine {
+	t.Helper()
+	return realEngineKV(t, m, kernels.F32, mod)
+}
+
+// realEngineKV is realEngine with K/V of element type kv.
+func realEngineKV(t *testing.T, m *model.Model, kv kernels.DType, mod func(*Config)) *Engine {
 	t.Helper()
 	w := cpu.NewWorkers(2)
 	t.Cleanup(w.Close)
-	return newTestEngine(t, model.NewRunner(m, w), func(c *Config) {
+	r := model.NewRunner(m, w)
+	r.SetKVType(kv)
+	return newTestEngine(t, r, func(c *Config) {
 		c.EOS = -1
 		c.NumBlocks = 512
 		c.BlockSize = 8
@@ -31,9 +40,16 @@ func realEngine(t *testing.T, m *model.Model, mod func(*Config)) *Engine {
 
 // TestRealModelsAgreeAcrossModes runs the same requests, concurrently,
 // through every batching, allocation and cache mode on stories260K and the
-// built-in model: greedy outputs must be identical everywhere, and equal to
-// each request run alone in the plainest mode.
+// built-in model, with float32 and with F16 K/V: greedy outputs must be
+// identical in every mode, and equal to each request run alone in the
+// plainest mode with the same K/V type.
 func TestRealModelsAgreeAcrossModes(t *testing.T) {
+	for _, kv := range []kernels.DType{kernels.F32, kernels.F16} {
+		t.Run(kv.String(), func(t *testing.T) { testRealModelsAgreeAcrossModes(t, kv) })
+	}
+}
+
+func testRealModelsAgreeAcrossModes(t *testing.T, kv kernels.DType) {
 	for _, mc := range []struct {
 		name string
 		load func(t *testing.T) *model.Model
@@ -62,7 +78,7 @@ func TestRealModelsAgreeAcrossModes(t *testing.T) {
 				reqs = append(reqs, Request{Namespace: "t", Prompt: p, MaxTokens: 12 + 5*i, IgnoreEOS: true})
 			}
 			// Reference: each request alone, no cache, static, contiguous.
-			ref := realEngine(t, m, func(c *Config) {
+			ref := realEngineKV(t, m, kv, func(c *Config) {
 				c.DisablePrefixCache, c.Batching, c.KVAlloc = true, Static, Contiguous
 			})
 			want := make([][]int32, len(reqs))
@@ -71,7 +87,7 @@ func TestRealModelsAgreeAcrossModes(t *testing.T) {
 			}
 			for _, mc := range modes {
 				t.Run(mc.name, func(t *testing.T) {
-					e := realEngine(t, m, mc.mod)
+					e := realEngineKV(t, m, kv, mc.mod)
 					for round := range 2 { // the second round hits the cache
 						var wg sync.WaitGroup
 						for i, r := range reqs {
@@ -91,6 +107,33 @@ func TestRealModelsAgreeAcrossModes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRealModelF16HostTier evicts a cached prompt of a real model with F16
+// K/V into the host tier and runs it again: its blocks come back from host
+// memory (through ReadBlock and WriteBlock of the F16 cache) and the
+// output matches the cold run's.
+func TestRealModelF16HostTier(t *testing.T) {
+	e := realEngineKV(t, model.Builtin(), kernels.F16, func(c *Config) {
+		c.NumBlocks, c.HostTierBytes = 24, 1<<20
+	})
+	p := prompt(21, 81) // 10 whole blocks of 8
+	cold := run(t, e, Request{Prompt: p, MaxTokens: 6, IgnoreEOS: true})
+	for i := range 3 { // other prompts push p's blocks out
+		run(t, e, Request{Prompt: prompt(30+i, 113), MaxTokens: 3, IgnoreEOS: true})
+	}
+	e.do(func() { e.host.Wait() })
+	if e.Stats().Cache.Demoted == 0 {
+		t.Fatal("nothing was demoted under pressure")
+	}
+	warm := run(t, e, Request{Prompt: p, MaxTokens: 6, IgnoreEOS: true})
+	if warm.Usage.HostCachedTokens == 0 {
+		t.Fatalf("usage %+v: want tokens promoted from the host tier", warm.Usage)
+	}
+	if !slices.Equal(warm.Tokens, cold.Tokens) {
+		t.Fatalf("after promotion %v, cold %v", warm.Tokens, cold.Tokens)
+	}
+	checkDrained(t, e)
 }
 
 func TestRealModelBeamAndSampling(t *testing.T) {

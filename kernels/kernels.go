@@ -186,11 +186,17 @@ const (
 	RopeHalves
 )
 
-// KVConfig sizes a paged K/V pool. Every field must be positive.
+// KVConfig sizes a paged K/V pool. Every size must be positive.
 type KVConfig struct {
 	Layers    int // transformer layers
 	KVHeads   int // K/V heads per layer
 	HeadDim   int // values per head
 	BlockSize int // token slots per block
 	NumBlocks int // physical blocks
+	// Type is the element type the CPU cache stores K and V in: F32 (the
+	// zero value, so a config that leaves it out keeps float32) or F16,
+	// half the bytes (values rounded to nearest even, computed with in
+	// float32). The GPU backend keeps its pool in its device element
+	// type and accepts only the zero value.
+	Type DType
 }

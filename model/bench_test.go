@@ -11,7 +11,8 @@ import (
 
 // benchModel is the model the benchmarks run: the GGUF file or folder
 // PREFIXD_BENCH_MODEL names (scripts/cpu-vs-llamacpp.sh sets it to the
-// files llama-bench reads), or the built-in model.
+// files llama-bench reads), or the built-in model. Their K/V pool is
+// float32, or F16 with PREFIXD_BENCH_KV=f16 (benchHarness).
 func benchModel(b *testing.B) *Model {
 	path := os.Getenv("PREFIXD_BENCH_MODEL")
 	if path == "" {
@@ -25,6 +26,20 @@ func benchModel(b *testing.B) *Model {
 	return m
 }
 
+// benchHarness is newHarness with the K/V element type
+// PREFIXD_BENCH_KV names: f32 (the default when it is unset) or f16, so
+// one test binary measures both.
+func benchHarness(b *testing.B, m *Model, blocks, blockSize int) *harness {
+	typ := kernels.F32
+	if s := os.Getenv("PREFIXD_BENCH_KV"); s != "" {
+		var err error
+		if typ, err = ParseKVType(s); err != nil {
+			b.Fatalf("PREFIXD_BENCH_KV: %v", err)
+		}
+	}
+	return newHarnessKV(b, m, blocks, blockSize, typ)
+}
+
 // benchToken is a token id for position i of a benchmark's text, valid in
 // any vocabulary of 256 tokens or more.
 func benchToken(i int) int32 { return int32(i * 7 % 256) }
@@ -36,7 +51,7 @@ func benchToken(i int) int32 { return int32(i * 7 % 256) }
 func benchDecode(b *testing.B, batch int) {
 	const ctx, maxCtx, blockSize = 128, 256, 16
 	m := benchModel(b)
-	h := newHarness(b, m, batch*maxCtx/blockSize, blockSize)
+	h := benchHarness(b, m, batch*maxCtx/blockSize, blockSize)
 	tables := make([]*blockstore.Table, batch)
 	prompt := make([]int32, ctx)
 	for i := range prompt {
@@ -80,7 +95,7 @@ func BenchmarkDecodeBatch32(b *testing.B) { benchDecode(b, 32) }
 // time into a fresh sequence, from position 0.
 func BenchmarkTG128(b *testing.B) {
 	const n, blockSize = 128, 16
-	h := newHarness(b, benchModel(b), n/blockSize, blockSize)
+	h := benchHarness(b, benchModel(b), n/blockSize, blockSize)
 	seq := []Seq{{Tokens: make([]int32, 1), Logits: true}}
 	run := func() {
 		tb := h.pool.NewTable()
@@ -113,7 +128,7 @@ func measure(b *testing.B, n int, run func()) {
 // block table (llama-bench's pp512).
 func BenchmarkPrefill512(b *testing.B) {
 	const n, blockSize = 512, 16
-	h := newHarness(b, benchModel(b), n/blockSize, blockSize)
+	h := benchHarness(b, benchModel(b), n/blockSize, blockSize)
 	prompt := make([]int32, n)
 	for i := range prompt {
 		prompt[i] = benchToken(i)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/kernels/cpu"
 )
 
@@ -163,9 +164,16 @@ type harness struct {
 
 func newHarness(t testing.TB, m *Model, blocks, blockSize int) *harness {
 	t.Helper()
+	return newHarnessKV(t, m, blocks, blockSize, kernels.F32)
+}
+
+// newHarnessKV is newHarness with a K/V pool of element type kvType.
+func newHarnessKV(t testing.TB, m *Model, blocks, blockSize int, kvType kernels.DType) *harness {
+	t.Helper()
 	w := cpu.NewWorkers(2)
 	t.Cleanup(w.Close)
 	r := NewRunner(m, w)
+	r.SetKVType(kvType)
 	st, err := r.NewKV(blocks, blockSize)
 	if err != nil {
 		t.Fatal(err)
@@ -249,6 +257,60 @@ func TestStories260KMatchesReference(t *testing.T) {
 		tok = next
 	}
 	t.Logf("256 greedy tokens agree; worst logit difference %.2g", worst)
+}
+
+// TestF16KVGreedyMatchesF32 decodes greedily from a short prompt with an
+// F32 and an F16 K/V pool, on the built-in model and on stories260K (the
+// trained one): the tokens must be the same, and the logits close. The
+// logits bound is loose on purpose: rounding K and V to halves (2^-11
+// relative) moves attention outputs by about 1e-3 of their size, which
+// the layers after carry on; a wrong conversion or layout moves them by
+// the size of the logits themselves.
+func TestF16KVGreedyMatchesF32(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		load   func(t *testing.T) *Model
+		prompt []int32
+	}{
+		{"builtin", func(*testing.T) *Model { return Builtin() }, []int32{256, 'O', 'n', 'c', 'e', ' ', 'u', 'p', 'o', 'n'}},
+		{"stories260K", func(t *testing.T) *Model {
+			m, err := Load(sharedModel(t, "stories260K.bin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}, []int32{1, 403, 407, 261, 378}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.load(t)
+			const steps, blockSize = 48, 16
+			blocks := (len(tc.prompt) + steps + blockSize - 1) / blockSize
+			var runs [2][]int32
+			var logits [2][][]float32
+			for i, typ := range []kernels.DType{kernels.F32, kernels.F16} {
+				h := newHarnessKV(t, m, blocks, blockSize, typ)
+				tb := h.pool.NewTable()
+				next := h.prefill(t, tb, tc.prompt)
+				for range steps {
+					logits[i] = append(logits[i], next)
+					tok := argmax32(next)
+					runs[i] = append(runs[i], tok)
+					next = h.prefill(t, tb, []int32{tok})
+				}
+			}
+			if !slices.Equal(runs[0], runs[1]) {
+				t.Fatalf("greedy tokens with F16 K/V %v, with F32 %v", runs[1], runs[0])
+			}
+			worst := 0.0
+			for s := range logits[0] {
+				worst = math.Max(worst, maxDiff32(logits[0][s], logits[1][s]))
+			}
+			if worst > 0.05 {
+				t.Fatalf("logits differ by up to %g", worst)
+			}
+			t.Logf("%d greedy tokens agree; worst logit difference %.2g", steps, worst)
+		})
+	}
 }
 
 func TestPagedEqualsContiguousAndPrefixReuse(t *testing.T) {

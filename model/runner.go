@@ -17,10 +17,11 @@ import (
 // nothing. A Runner is not safe for concurrent use (the engine's scheduler
 // goroutine owns it); the Model may be shared.
 type Runner struct {
-	m  *Model
-	b  Backend
-	w  weights
-	kv kernels.KVConfig // zero until NewKV
+	m      *Model
+	b      Backend
+	w      weights
+	kv     kernels.KVConfig // zero until NewKV
+	kvType kernels.DType    // the element type NewKV asks for
 
 	x, xb, q, k, v, att, hb, hb2 kernels.Buf
 }
@@ -106,11 +107,29 @@ func (r *Runner) VocabSize() int { return r.m.Config.Vocab }
 // MaxSeqLen is the longest sequence the model supports.
 func (r *Runner) MaxSeqLen() int { return r.m.Config.MaxSeqLen }
 
+// ParseKVType parses a K/V element type's name, as --kv-type takes it:
+// "f32" or "f16".
+func ParseKVType(s string) (kernels.DType, error) {
+	switch s {
+	case "f32":
+		return kernels.F32, nil
+	case "f16":
+		return kernels.F16, nil
+	}
+	return 0, fmt.Errorf("model: K/V element type %q: want f32 or f16", s)
+}
+
+// SetKVType sets the element type of the K/V pools NewKV allocates from
+// then on: kernels.F32 (the default) or kernels.F16, half the memory (the
+// CPU backend's; the GPU backend keeps its own type and refuses it). A
+// type the backend cannot hold is NewKV's error.
+func (r *Runner) SetKVType(t kernels.DType) { r.kvType = t }
+
 // NewKV allocates the K/V pool Forward reads and writes, replacing any
 // earlier one.
 func (r *Runner) NewKV(numBlocks, blockSize int) (blockstore.Storage, error) {
 	l, kvh, hd := r.m.kvShape()
-	cfg := kernels.KVConfig{Layers: l, KVHeads: kvh, HeadDim: hd, BlockSize: blockSize, NumBlocks: numBlocks}
+	cfg := kernels.KVConfig{Layers: l, KVHeads: kvh, HeadDim: hd, BlockSize: blockSize, NumBlocks: numBlocks, Type: r.kvType}
 	st, err := r.b.NewKV(cfg)
 	if err != nil {
 		return nil, err

@@ -81,11 +81,15 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if err := dev.check(); err != nil {
 		return err
 	}
-	if (*modelName == "null" || *modelName == "sim") && isSet(fs, "device") {
-		return usagef("--device does not apply to --model %s, which computes nothing", *modelName)
+	if *modelName == "null" || *modelName == "sim" {
+		for _, name := range []string{"device", "kv-type"} {
+			if isSet(fs, name) {
+				return usagef("--%s does not apply to --model %s, which computes nothing", name, *modelName)
+			}
+		}
 	}
 	if h.url != "" {
-		for _, name := range []string{"model", "threads", "workloads", "markdown", "plot-dir", "device", "gpu-memory-fraction", "gpu-dtype"} {
+		for _, name := range []string{"model", "threads", "workloads", "markdown", "plot-dir", "device", "kv-type", "gpu-memory-fraction", "gpu-dtype"} {
 			if isSet(fs, name) {
 				return usagef("--%s does not apply to --http: the server runs the model", name)
 			}

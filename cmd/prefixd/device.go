@@ -5,30 +5,71 @@ import (
 	"flag"
 	"log/slog"
 
+	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/kernels/cpu"
 	"github.com/prefixd/prefixd/kernels/cuda/gpu"
 	"github.com/prefixd/prefixd/kernels/cuda/src"
 	"github.com/prefixd/prefixd/model"
 )
 
-// deviceFlags choose where the model runs: --device, and for a GPU the
-// share of its memory prefixd may use and the element type of weights and
-// K/V. serve, generate and bench share them.
+// deviceFlags choose where the model runs: --device, on the CPU the K/V
+// cache's element type, and for a GPU the share of its memory prefixd may
+// use and the element type of weights and K/V. serve, generate and bench
+// share them.
 type deviceFlags struct {
 	device   string
+	kvType   kvTypeFlag
 	fraction float64
 	dtype    string
 }
 
+// defaultKVType is --kv-type's default.
+const defaultKVType = "f16"
+
 func (d *deviceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.device, "device", "cpu", "where the model runs: cpu, or cuda (GPU 0; needs a binary built with -tags cuda)")
+	if err := d.kvType.init(defaultKVType); err != nil {
+		panic(err) // a typo in defaultKVType
+	}
+	fs.Var(&d.kvType, "kv-type", "with --device cpu: element type of the K/V cache: f16 (half the memory of f32: twice the blocks in the same bytes; values rounded to nearest even, attention computed in float32) or f32")
 	fs.Float64Var(&d.fraction, "gpu-memory-fraction", 0.9, "with --device cuda: the share of the GPU's memory prefixd may use; the KV pool gets what the weights leave of it")
 	fs.StringVar(&d.dtype, "gpu-dtype", "bf16", "with --device cuda: element type of weights and K/V: bf16, f16 or f32")
+}
+
+// kvTypeFlag is --kv-type's value: the CPU K/V cache's element type, and
+// whether any source (command line, environment, config file) set it, so
+// that --device cuda, whose K/V type is --gpu-dtype's, refuses it rather
+// than ignore it.
+type kvTypeFlag struct {
+	name string
+	typ  kernels.DType
+	set  bool
+}
+
+// init sets the default, which does not count as set.
+func (f *kvTypeFlag) init(name string) error {
+	t, err := model.ParseKVType(name)
+	f.name, f.typ = name, t
+	return err
+}
+
+func (f *kvTypeFlag) String() string { return f.name }
+
+// Set parses f32 or f16; the flag package names the flag in the error.
+func (f *kvTypeFlag) Set(s string) error {
+	if err := f.init(s); err != nil {
+		return errors.New("want f32 or f16")
+	}
+	f.set = true
+	return nil
 }
 
 // check validates the flags; --device cuda in a binary without the GPU
 // backend is a usage error that says so.
 func (d *deviceFlags) check() error {
+	if d.device == "cuda" && d.kvType.set {
+		return usagef("--kv-type %s: applies to --device cpu; on a GPU the K/V cache has --gpu-dtype's element type", d.kvType.name)
+	}
 	switch d.device {
 	case "cpu":
 	case "cuda":
@@ -47,6 +88,15 @@ func (d *deviceFlags) check() error {
 	return nil
 }
 
+// kvTypeName names the K/V cache's element type on the chosen device:
+// --kv-type's on the CPU, --gpu-dtype's on a GPU.
+func (d *deviceFlags) kvTypeName() string {
+	if d.device == "cuda" {
+		return d.dtype
+	}
+	return d.kvType.name
+}
+
 // deviceRunner is a model runner on the chosen device.
 type deviceRunner struct {
 	*model.Runner
@@ -63,7 +113,9 @@ type deviceRunner struct {
 func (d *deviceFlags) runner(m *model.Model, threads int, log *slog.Logger) (*deviceRunner, error) {
 	if d.device != "cuda" {
 		w := cpu.NewWorkers(threads)
-		return &deviceRunner{Runner: model.NewRunner(m, w), close: w.Close}, nil
+		r := model.NewRunner(m, w)
+		r.SetKVType(d.kvType.typ)
+		return &deviceRunner{Runner: r, close: w.Close}, nil
 	}
 	dt, err := src.ParseDType(d.dtype)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,22 +12,30 @@ import (
 	"github.com/prefixd/prefixd/server"
 )
 
-// builtinBlockBytes is one 16-token block of the built-in model's K/V:
-// 4 layers × K and V × 4 KV heads × 32 dims × 16 positions × 4 bytes.
+// builtinBlockBytes is one 16-token block of the built-in model's float32
+// K/V: 4 layers × K and V × 4 KV heads × 32 dims × 16 positions × 4
+// bytes. With --kv-type f16 it is half that.
 const builtinBlockBytes = 4 * 2 * 4 * 32 * 16 * 4
 
 // poolFor runs engineConfig on the built-in model with args, the free
 // memory fake reports (or err), and gpuBytes as a GPU's share (0: the
 // CPU). It fails the test if the CPU default reads the memory when it
-// must not.
+// must not. The pool's K/V is float32 unless args give --kv-type f16 (the
+// cases' sizes are hand-computed for float32 blocks).
 func poolFor(t *testing.T, args []string, mapped int64, free freeMemory, freeErr error, gpuBytes int64) (kvPool, int, error) {
 	t.Helper()
+	blockBytes := int64(builtinBlockBytes)
+	if slices.Contains(args, "f16") {
+		blockBytes /= 2
+	} else {
+		args = append([]string{"--kv-type", "f32"}, args...)
+	}
 	o, err := parseServe(args, nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := model.Builtin()
-	dr, err := (&deviceFlags{device: "cpu"}).runner(m, 1, slog.New(slog.DiscardHandler))
+	dr, err := o.device.runner(m, 1, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +49,7 @@ func poolFor(t *testing.T, args []string, mapped int64, free freeMemory, freeErr
 	if read && (o.blocks > 0 || o.kvBytes > 0 || gpuBytes > 0) {
 		t.Errorf("%q: the free memory was read, though the pool is not the CPU default", args)
 	}
-	if err == nil && (ecfg.NumBlocks != pool.blocks || pool.blockBytes != builtinBlockBytes) {
+	if err == nil && (ecfg.NumBlocks != pool.blocks || pool.blockBytes != blockBytes) {
 		t.Errorf("%q: engine gets %d blocks, the pool is %d of %d bytes", args, ecfg.NumBlocks, pool.blocks, pool.blockBytes)
 	}
 	return pool, ecfg.MaxModelLen, err
@@ -80,6 +89,11 @@ func TestPoolSizing(t *testing.T) {
 			256, 4096, "--max-running sequences of 512 tokens"},
 		{"--blocks", []string{"--blocks", "300"}, 0, gib(1), nil, 0, 300, 4096, "--blocks"},
 		{"--kv-bytes", []string{"--kv-bytes", "20MiB"}, 0, gib(1), nil, 0, 320, 4096, "--kv-bytes"},
+		// F16 K/V: blocks of half the bytes, so twice as many in the
+		// same memory.
+		{"f16: share of free memory", []string{"--kv-type", "f16"}, 0, freeMemory{512 << 20, "MemAvailable"}, nil, 0,
+			(512 << 20) / 3 / (builtinBlockBytes / 2), 4096, "share of free memory"},
+		{"f16: --kv-bytes", []string{"--kv-bytes", "20MiB", "--kv-type", "f16"}, 0, gib(1), nil, 0, 640, 4096, "--kv-bytes"},
 		{"--max-model-len makes a small pool valid", []string{"--blocks", "4", "--max-model-len", "64"}, 0, gib(1), nil, 0, 4, 64, "--blocks"},
 		{"--max-model-len above the model's is the model's", []string{"--blocks", "256", "--max-model-len", "100000"}, 0, gib(1), nil, 0,
 			256, 4096, "--blocks"},

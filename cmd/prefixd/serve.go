@@ -492,7 +492,7 @@ func start(o *serveOptions, ecfg engine.Config, pool kvPool, m *model.Model, met
 		eng.Close(context.Background())
 		return nil, nil, nil, err
 	}
-	log.Info("kv pool", append([]any{"blocks", pool.blocks, "block_size", o.blockSize, "bytes", pool.bytes(),
+	log.Info("kv pool", append([]any{"blocks", pool.blocks, "block_size", o.blockSize, "bytes", pool.bytes(), "kv_type", o.device.kvTypeName(),
 		"max_model_len", ecfg.MaxModelLen, "host_tier_bytes", int64(o.hostTierBytes), "prefix_cache", o.prefixCache,
 		"batching", o.batching, "kv_alloc", o.kvAlloc, "sized_by", pool.rule}, pool.figures...)...)
 	log.Info("listening", "addr", ln.Addr().String(), "admin", o.adminToken != "", "tenants", len(o.keys))

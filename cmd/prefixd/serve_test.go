@@ -71,7 +71,7 @@ func TestServeEndToEnd(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	for _, want := range []string{"msg=model", "name=prefixd-builtin-byte-3m", "layers=4", "vocab=258", "blocks=64", "block_size=8", "bytes=2097152", "sized_by=--blocks"} {
+	for _, want := range []string{"msg=model", "name=prefixd-builtin-byte-3m", "layers=4", "vocab=258", "blocks=64", "block_size=8", "bytes=1048576", "kv_type=f16", "sized_by=--blocks"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("startup log lacks %q:\n%s", want, stderr.String())
 		}
@@ -202,10 +202,10 @@ func TestServeUsageErrors(t *testing.T) {
 		{"nested config value", []string{"--config", nested}, nil, 2, "string, number or boolean"},
 		{"missing config", []string{"--config", filepath.Join(dir, "none.json")}, nil, 2, "no such file"},
 		{"missing model", []string{"--model", filepath.Join(dir, "none.gguf"), "--addr", "127.0.0.1:0"}, nil, 1, "no such file"},
-		{"pool too small", []string{"--blocks", "1", "--addr", "127.0.0.1:0"}, nil, 2, "a KV pool of 1 blocks (--blocks, 65536 bytes) cannot hold one sequence of " +
-			"the model's 4096-token context: that needs 256 blocks of 16 tokens (16777216 bytes); give a larger --blocks or --kv-bytes, or a smaller --max-model-len"},
+		{"pool too small", []string{"--blocks", "1", "--addr", "127.0.0.1:0"}, nil, 2, "a KV pool of 1 blocks (--blocks, 32768 bytes) cannot hold one sequence of " +
+			"the model's 4096-token context: that needs 256 blocks of 16 tokens (8388608 bytes); give a larger --blocks or --kv-bytes, or a smaller --max-model-len"},
 		{"pool too small for --max-model-len", []string{"--kv-bytes", "1MiB", "--max-model-len", "1000", "--addr", "127.0.0.1:0"}, nil, 2,
-			"a KV pool of 16 blocks (--kv-bytes, 1048576 bytes) cannot hold one sequence of --max-model-len 1000 tokens: that needs 63 blocks"},
+			"a KV pool of 32 blocks (--kv-bytes, 1048576 bytes) cannot hold one sequence of --max-model-len 1000 tokens: that needs 63 blocks"},
 		{"engine refusal", []string{"--blocks", "1", "--max-model-len", "16", "--max-batch-tokens", "1", "--addr", "127.0.0.1:0"}, nil, 2, "MaxBatchTokens"},
 	}
 	for _, c := range cases {
@@ -444,7 +444,7 @@ func TestServeOneBlock(t *testing.T) {
 	if c := stop(); c != 0 {
 		t.Fatalf("exit %d", c)
 	}
-	if want := "blocks=1 block_size=16 bytes=65536 max_model_len=16"; !strings.Contains(log.String(), want) {
+	if want := "blocks=1 block_size=16 bytes=32768 kv_type=f16 max_model_len=16"; !strings.Contains(log.String(), want) {
 		t.Errorf("start-up log lacks %q:\n%s", want, log.String())
 	}
 }
@@ -462,7 +462,7 @@ func TestServeDefaultPool(t *testing.T) {
 	if _, err := availableMemory(os.ReadFile); err == nil {
 		want = []string{"memory_source=", "weights_mapped=1750560", "share=0.333"}
 	}
-	for _, w := range append(want, `msg="kv pool" blocks=`, "sized_by=") {
+	for _, w := range append(want, `msg="kv pool" blocks=`, "kv_type=f16", "sized_by=") {
 		if !strings.Contains(log.String(), w) {
 			t.Errorf("start-up log lacks %q:\n%s", w, log.String())
 		}

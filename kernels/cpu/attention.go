@@ -51,6 +51,7 @@ type attnState struct {
 	mx     []float32 // [pair], largest score so far
 	sum    []float32 // [pair], Σ weight so far
 	scores []float32 // [pair][chunk], one chunk's scores, then weights
+	kb, vb []float32 // [slot][headDim]: an F16 block's K and V, converted
 	group  int       // query heads per KV head
 }
 
@@ -63,7 +64,8 @@ type attnTask struct {
 	nHeads   int
 	items    []attnItem
 	states   []attnState
-	kl, vl   []float32
+	kl, vl   []float32 // the layer's K and V in an F32 cache
+	kh, vh   []uint16  // the layer's K and V in an F16 cache
 	kvStride int
 	next     atomic.Int64
 }
@@ -80,9 +82,14 @@ type attnTask struct {
 // each block's K and V serve every query row and every query head of the
 // group while they are in L1, and a running (online) softmax means no
 // buffer grows with the context. One call thus covers a prefill chunk over
-// its cached prefix and a batch of decodes alike. Attention panics if the
-// shapes disagree (a broken caller invariant). It reads the cache while it
-// runs, so nothing may Put or write blocks concurrently.
+// its cached prefix and a batch of decodes alike. In an F16 cache each
+// block's K and V vectors of the item's head are first made float32 in the
+// worker's scratch (one block, a few KiB, stays in L1), so the arithmetic
+// after is the F32 cache's, bit for bit on the same values.
+//
+// Attention panics if the shapes disagree (a broken caller invariant). It
+// reads the cache while it runs, so nothing may Put or write blocks
+// concurrently.
 func (c *KVCache) Attention(w *Workers, layer int, q, out []float32, seqs []AttnSeq, nHeads int, scratch *AttnScratch) {
 	kvh, hd, bs := c.cfg.KVHeads, c.cfg.HeadDim, c.cfg.BlockSize
 	if nHeads <= 0 || nHeads%kvh != 0 {
@@ -112,19 +119,25 @@ func (c *KVCache) Attention(w *Workers, layer int, q, out []float32, seqs []Attn
 		scratch.parts = append(scratch.parts, make([]attnState, w.N()-len(scratch.parts))...)
 	}
 	maxPairs := min(rows, attnRowChunk) * nHeads / kvh
+	half := c.k16 != nil
 	for i := range scratch.parts {
-		scratch.parts[i].grow(maxPairs, hd, bs)
+		scratch.parts[i].grow(maxPairs, hd, bs, half)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := &scratch.task
 	t.c, t.q, t.out, t.nHeads = c, q, out, nHeads
 	t.items, t.states = scratch.items, scratch.parts
-	t.kl, t.vl, t.kvStride = c.k[layer], c.v[layer], kvh*hd
+	if half {
+		t.kh, t.vh = c.k16[layer], c.v16[layer]
+	} else {
+		t.kl, t.vl = c.k[layer], c.v[layer]
+	}
+	t.kvStride = kvh * hd
 	t.next.Store(0)
 	w.forLocked(min(w.N(), len(scratch.items)), t)
 	// Do not keep the caller's slices alive.
-	t.q, t.out, t.kl, t.vl = nil, nil, nil, nil
+	t.q, t.out, t.kl, t.vl, t.kh, t.vh = nil, nil, nil, nil, nil, nil
 	clear(scratch.items)
 }
 
@@ -150,8 +163,19 @@ func (t *attnTask) run(part, _, _ int) {
 				// hardware prefetcher cannot guess the next block.
 				next := int(blocks[b+1])*bs*t.kvStride + h*hd
 				nn := min(bs, end-(b+1)*bs)
-				prefetch(t.kl[next:], t.kvStride, nn, hd)
-				prefetch(t.vl[next:], t.kvStride, nn, hd)
+				if t.kh != nil {
+					prefetchHalf(t.kh[next:], t.kvStride, nn, hd)
+					prefetchHalf(t.vh[next:], t.kvStride, nn, hd)
+				} else {
+					prefetch(t.kl[next:], t.kvStride, nn, hd)
+					prefetch(t.vl[next:], t.kvStride, nn, hd)
+				}
+			}
+			if t.kh != nil {
+				halfRows(st.kb, t.kh[off:], t.kvStride, n, hd)
+				halfRows(st.vb, t.vh[off:], t.kvStride, n, hd)
+				st.attend(st.kb, st.vb, hd, b*bs, n, it.start, hd)
+				continue
 			}
 			st.attend(t.kl[off:], t.vl[off:], t.kvStride, b*bs, n, it.start, hd)
 		}
@@ -160,8 +184,9 @@ func (t *attnTask) run(part, _, _ int) {
 }
 
 // grow makes room for pairs pairs of headDim and chunks of up to chunk
-// positions.
-func (st *attnState) grow(pairs, headDim, chunk int) {
+// positions, and with half for a chunk of K and V vectors converted from
+// an F16 cache.
+func (st *attnState) grow(pairs, headDim, chunk int, half bool) {
 	if cap(st.q) < pairs*headDim {
 		st.q = make([]float32, pairs*headDim)
 		st.acc = make([]float32, pairs*headDim)
@@ -170,6 +195,10 @@ func (st *attnState) grow(pairs, headDim, chunk int) {
 	}
 	if cap(st.scores) < pairs*chunk {
 		st.scores = make([]float32, pairs*chunk)
+	}
+	if half && len(st.kb) < chunk*headDim {
+		st.kb = make([]float32, chunk*headDim)
+		st.vb = make([]float32, chunk*headDim)
 	}
 }
 

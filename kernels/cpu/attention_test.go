@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kernels"
+	"github.com/prefixd/prefixd/kernels/quant"
 )
 
 // naiveAttention is softmax(q·kᵀ/sqrt(hd))·v in float64 over one
@@ -63,16 +65,25 @@ type attnFixture struct {
 	q      []float32
 }
 
-// newAttnFixture fills layer 1 of a two-layer cache. Physical blocks are
-// handed out in a shuffled order, so logical neighbours are never
+// newAttnFixture fills layer 1 of a two-layer F32 cache. Physical blocks
+// are handed out in a shuffled order, so logical neighbours are never
 // physical neighbours.
 func newAttnFixture(t testing.TB, r *rand.Rand, tc attnCase) *attnFixture {
+	return newTypedFixture(t, r, tc, kernels.F32, false)
+}
+
+// newTypedFixture is newAttnFixture with a cache of element type typ;
+// with halfExact every K and V value is first rounded to a half, so that
+// an F16 cache holds exactly what an F32 one does. Fixtures made from
+// equal generators (same seed, same case) share every value and block
+// table whatever their type.
+func newTypedFixture(t testing.TB, r *rand.Rand, tc attnCase, typ kernels.DType, halfExact bool) *attnFixture {
 	kvd := tc.kvHeads * tc.hd
 	total := 0
 	for _, s := range tc.seqs {
 		total += (s.start + s.rows + tc.bs - 1) / tc.bs
 	}
-	c, err := NewKVCache(KVConfig{Layers: 2, KVHeads: tc.kvHeads, HeadDim: tc.hd, BlockSize: tc.bs, NumBlocks: total + 1})
+	c, err := NewKVCache(KVConfig{Layers: 2, KVHeads: tc.kvHeads, HeadDim: tc.hd, BlockSize: tc.bs, NumBlocks: total + 1, Type: typ})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +92,10 @@ func newAttnFixture(t testing.TB, r *rand.Rand, tc attnCase) *attnFixture {
 	for _, s := range tc.seqs {
 		n := s.start + s.rows
 		k, v := randVec(r, n*kvd), randVec(r, n*kvd)
+		if halfExact {
+			roundToHalf(k)
+			roundToHalf(v)
+		}
 		var blocks []blockstore.BlockID
 		for range (n + tc.bs - 1) / tc.bs {
 			blocks = append(blocks, blockstore.BlockID(free[0]))
@@ -96,8 +111,10 @@ func newAttnFixture(t testing.TB, r *rand.Rand, tc attnCase) *attnFixture {
 	return f
 }
 
-// check runs Attention and compares every sequence with the reference.
-func (f *attnFixture) check(t testing.TB, w *Workers, scratch *AttnScratch) {
+// check runs Attention and compares every sequence with the reference:
+// within float32 rounding (2e-5) for an F32 cache, and for an F16 one
+// within that plus halfTolerance. It returns the outputs.
+func (f *attnFixture) check(t testing.TB, w *Workers, scratch *AttnScratch) []float32 {
 	t.Helper()
 	cfg := f.cache.Config()
 	out := randVec(rand.New(rand.NewPCG(0, 0)), len(f.q))
@@ -106,8 +123,54 @@ func (f *attnFixture) check(t testing.TB, w *Workers, scratch *AttnScratch) {
 	for i, s := range f.seqs {
 		lo, hi := row*f.nHeads*cfg.HeadDim, (row+s.Rows)*f.nHeads*cfg.HeadDim
 		want := naiveAttention(f.q[lo:hi], f.k[i], f.v[i], s.Start, s.Rows, f.nHeads, cfg.KVHeads, cfg.HeadDim)
-		checkClose(t, fmt.Sprintf("sequence %d", i), out[lo:hi], want, 2e-5)
+		tol := 2e-5
+		if cfg.Type == kernels.F16 {
+			tol += halfTolerance(f.q[lo:hi], f.k[i], f.v[i], s.Start, s.Rows, f.nHeads, cfg.KVHeads, cfg.HeadDim)
+		}
+		checkClose(t, fmt.Sprintf("sequence %d", i), out[lo:hi], want, tol)
 		row += s.Rows
+	}
+	return out
+}
+
+// halfUnit is the unit roundoff of IEEE half precision: rounding to
+// nearest changes a value in the normal range by at most 2^-11 of it.
+const halfUnit = 1.0 / (1 << 11)
+
+// halfTolerance bounds how far attention over K and V rounded to halves
+// can stray from attention over the exact values, for one sequence (the
+// arguments of naiveAttention). Each K value moves by at most
+// u·|k|+2^-25 (u = halfUnit; 2^-25 covers the subnormals), so a score
+// q·k/sqrt(hd) moves by at most D = max over positions of
+// (u·Σ|q·k| + 2^-25·Σ|q|)/sqrt(hd). Each softmax weight p then moves to
+// within a factor e^(±2D) of itself, so Σ p·v moves by at most
+// (e^(2D)-1)·max|v|; rounding V adds at most u·max|v|+2^-25.
+func halfTolerance(q, k, v []float32, start, rows, nHeads, kvHeads, hd int) float64 {
+	group := nHeads / kvHeads
+	var d, vmax float64
+	for _, x := range v[:(start+rows)*kvHeads*hd] {
+		vmax = math.Max(vmax, math.Abs(float64(x)))
+	}
+	for r := range rows {
+		for h := range nHeads {
+			for p := range start + r + 1 {
+				var qk, qs float64
+				for i := range hd {
+					qi := math.Abs(float64(q[(r*nHeads+h)*hd+i]))
+					qk += qi * math.Abs(float64(k[(p*kvHeads+h/group)*hd+i]))
+					qs += qi
+				}
+				d = math.Max(d, (halfUnit*qk+qs/(1<<25))/math.Sqrt(float64(hd)))
+			}
+		}
+	}
+	return math.Expm1(2*d)*vmax + halfUnit*vmax + 1.0/(1<<25)
+}
+
+// roundToHalf rounds every value of x to the nearest half.
+func roundToHalf(x []float32) {
+	for i, f := range x {
+		x[i] = quant.F16ToF32(quant.F32ToF16(f))
 	}
 }
 
@@ -144,16 +207,53 @@ func TestAttentionMatchesNaive(t *testing.T) {
 	}
 }
 
+// TestAttentionF16 checks an F16 cache against an F32 one over every
+// case: where K and V are halves already, both hold the same values and
+// the outputs must be the same bits (the F16 path only converts, then
+// runs the F32 arithmetic); where they are not, the F16 outputs must be
+// within halfTolerance of the exact reference (check does that).
+func TestAttentionF16(t *testing.T) {
+	for _, workers := range []int{1, 2, 3} {
+		w := NewWorkers(workers)
+		for i, tc := range attnCases {
+			seed := uint64(100 + i)
+			exact32 := newTypedFixture(t, rand.New(rand.NewPCG(seed, 1)), tc, kernels.F32, true)
+			exact16 := newTypedFixture(t, rand.New(rand.NewPCG(seed, 1)), tc, kernels.F16, true)
+			rounded := newTypedFixture(t, rand.New(rand.NewPCG(seed, 2)), tc, kernels.F16, false)
+			t.Run(fmt.Sprintf("%s/%d workers", tc.name, workers), func(t *testing.T) {
+				eachKernel(t, func(t testing.TB) {
+					var scratch AttnScratch
+					checkSameBits(t, exact16.check(t, w, &scratch), exact32.check(t, w, &scratch))
+					rounded.check(t, w, &scratch)
+				})
+			})
+		}
+		w.Close()
+	}
+}
+
+// checkSameBits fails unless got and want are the same float32 bits.
+func checkSameBits(t testing.TB, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("output %d: F16 cache %v, F32 cache %v", i, got[i], want[i])
+		}
+	}
+}
+
 func TestAttentionAllocatesNothing(t *testing.T) {
 	w := NewWorkers(2)
 	defer w.Close()
-	f := newAttnFixture(t, rand.New(rand.NewPCG(1, 1)), attnCases[2])
-	out := make([]float32, len(f.q))
-	var scratch AttnScratch
-	run := func() { f.cache.Attention(w, 1, f.q, out, f.seqs, f.nHeads, &scratch) }
-	run()
-	if n := testing.AllocsPerRun(50, run); n != 0 {
-		t.Fatalf("Attention allocates %.1f times per call after warm-up", n)
+	for _, typ := range []kernels.DType{kernels.F32, kernels.F16} {
+		f := newTypedFixture(t, rand.New(rand.NewPCG(1, 1)), attnCases[2], typ, false)
+		out := make([]float32, len(f.q))
+		var scratch AttnScratch
+		run := func() { f.cache.Attention(w, 1, f.q, out, f.seqs, f.nHeads, &scratch) }
+		run()
+		if n := testing.AllocsPerRun(50, run); n != 0 {
+			t.Fatalf("%v cache: Attention allocates %.1f times per call after warm-up", typ, n)
+		}
 	}
 }
 
@@ -185,7 +285,8 @@ func TestAttentionPanicsOnBadShapes(t *testing.T) {
 }
 
 // FuzzAttention checks random batches (shapes drawn from the fuzz input)
-// against the naive reference with both kernel sets.
+// against the naive reference with every kernel set, and an F16 cache
+// against an F32 one holding the same (half) values, bit for bit.
 func FuzzAttention(f *testing.F) {
 	f.Add(uint64(1), uint8(2), uint8(2), uint8(8), uint8(4), []byte{10, 7, 20, 1, 0, 1})
 	f.Add(uint64(2), uint8(1), uint8(4), uint8(12), uint8(3), []byte{0, 5})
@@ -202,9 +303,12 @@ func FuzzAttention(f *testing.F) {
 		w := NewWorkers(2)
 		defer w.Close()
 		fx := newAttnFixture(t, rand.New(rand.NewPCG(seed, 0)), tc)
+		exact32 := newTypedFixture(t, rand.New(rand.NewPCG(seed, 1)), tc, kernels.F32, true)
+		exact16 := newTypedFixture(t, rand.New(rand.NewPCG(seed, 1)), tc, kernels.F16, true)
 		eachKernel(t, func(t testing.TB) {
 			var scratch AttnScratch
 			fx.check(t, w, &scratch)
+			checkSameBits(t, exact16.check(t, w, &scratch), exact32.check(t, w, &scratch))
 		})
 	})
 }

@@ -12,7 +12,8 @@ import (
 
 // Errors returned by KVCache, wrapped with detail; test with errors.Is.
 var (
-	// ErrBadConfig means a KVConfig field is not positive.
+	// ErrBadConfig means a KVConfig size is not positive or its Type is
+	// neither F32 nor F16.
 	ErrBadConfig = errors.New("cpu: bad KV cache config")
 	// ErrBlockRange means a block ID is outside the cache.
 	ErrBlockRange = errors.New("cpu: block ID out of range")
@@ -28,28 +29,36 @@ var (
 type KVConfig = kernels.KVConfig
 
 // KVCache holds every block's K and V in host memory, per layer laid out
-// [block][slot][kvHead][headDim] float32. It implements blockstore.Storage;
+// [block][slot][kvHead][headDim], as float32 or, for a config of Type F16,
+// as IEEE half-precision values (half the memory; Put rounds to nearest
+// even and Attention computes in float32). It implements blockstore.Storage;
 // which blocks are live is the blockstore.Pool's business, not the cache's.
 // It is not safe for concurrent use: one goroutine (the model runner) calls
 // Put, Attention and the Storage methods in turn, and Attention's own
 // workers only read.
 type KVCache struct {
-	cfg   KVConfig
-	kvDim int
-	k, v  [][]float32 // per layer
+	cfg      KVConfig
+	kvDim    int
+	k, v     [][]float32 // per layer; nil in an F16 cache
+	k16, v16 [][]uint16  // per layer; nil in an F32 cache
 }
 
 var _ blockstore.Storage = (*KVCache)(nil)
 
-// maxLayerFloats bounds one layer's K (or V) array: 2^40 float32s, 4 TiB.
+// maxLayerFloats bounds one layer's K (or V) array: 2^40 values, 4 TiB
+// of float32s.
 const maxLayerFloats = 1 << 40
 
 // NewKVCache allocates a zeroed cache of 2·Layers·NumBlocks·BlockSize·
-// KVHeads·HeadDim float32s. It returns an error wrapping ErrBadConfig if a
-// field is not positive or the sizes multiply past any memory.
+// KVHeads·HeadDim values of cfg.Type. It returns an error wrapping
+// ErrBadConfig if a size is not positive, the sizes multiply past any
+// memory, or the type is neither F32 nor F16.
 func NewKVCache(cfg KVConfig) (*KVCache, error) {
 	if cfg.Layers <= 0 || cfg.KVHeads <= 0 || cfg.HeadDim <= 0 || cfg.BlockSize <= 0 || cfg.NumBlocks <= 0 {
 		return nil, fmt.Errorf("%w: every size must be positive, got %+v", ErrBadConfig, cfg)
+	}
+	if cfg.Type != kernels.F32 && cfg.Type != kernels.F16 {
+		return nil, fmt.Errorf("%w: K/V element type %v, want F32 or F16", ErrBadConfig, cfg.Type)
 	}
 	c := &KVCache{cfg: cfg, kvDim: cfg.KVHeads * cfg.HeadDim}
 	n := maxLayerFloats + 1
@@ -60,8 +69,13 @@ func NewKVCache(cfg KVConfig) (*KVCache, error) {
 		return nil, fmt.Errorf("%w: %d blocks of %d slots x %d floats is too large", ErrBadConfig, cfg.NumBlocks, cfg.BlockSize, c.kvDim)
 	}
 	for range cfg.Layers {
-		c.k = append(c.k, make([]float32, n))
-		c.v = append(c.v, make([]float32, n))
+		if cfg.Type == kernels.F16 {
+			c.k16 = append(c.k16, make([]uint16, n))
+			c.v16 = append(c.v16, make([]uint16, n))
+		} else {
+			c.k = append(c.k, make([]float32, n))
+			c.v = append(c.v, make([]float32, n))
+		}
 	}
 	return c, nil
 }
@@ -70,13 +84,19 @@ func NewKVCache(cfg KVConfig) (*KVCache, error) {
 func (c *KVCache) Config() KVConfig { return c.cfg }
 
 // Put stores one token's K and V (KVHeads·HeadDim floats each) in layer,
-// block id, slot. It is on the per-token hot path, so it does not return an
-// error: out-of-range arguments are a broken caller invariant and panic.
+// block id, slot, an F16 cache rounding them to nearest even. It is on the
+// per-token hot path, so it does not return an error: out-of-range
+// arguments are a broken caller invariant and panic.
 func (c *KVCache) Put(layer int, id blockstore.BlockID, slot int, k, v []float32) {
 	if slot < 0 || slot >= c.cfg.BlockSize || len(k) != c.kvDim || len(v) != c.kvDim {
 		panic(fmt.Sprintf("cpu: Put of %d+%d floats in slot %d, want %d floats in a block of %d", len(k), len(v), slot, c.kvDim, c.cfg.BlockSize))
 	}
 	off := (int(id)*c.cfg.BlockSize + slot) * c.kvDim
+	if c.k16 != nil {
+		toHalf(c.k16[layer][off:off+c.kvDim], k)
+		toHalf(c.v16[layer][off:off+c.kvDim], v)
+		return
+	}
 	copy(c.k[layer][off:off+c.kvDim], k)
 	copy(c.v[layer][off:off+c.kvDim], v)
 }
@@ -90,9 +110,20 @@ func (c *KVCache) blockSpan(id blockstore.BlockID) (int, int, error) {
 	return int(id) * n, int(id)*n + n, nil
 }
 
+// elemBytes is the size of one stored value: 4, or 2 in an F16 cache.
+func (c *KVCache) elemBytes() int {
+	if c.k16 != nil {
+		return 2
+	}
+	return 4
+}
+
 // BlockBytes implements blockstore.Storage: the bytes of one block's K and
-// V in every layer, 2·Layers·BlockSize·KVHeads·HeadDim·4.
-func (c *KVCache) BlockBytes() int { return c.cfg.Layers * 2 * c.cfg.BlockSize * c.kvDim * 4 }
+// V in every layer, 2·Layers·BlockSize·KVHeads·HeadDim values of 4 bytes,
+// or of 2 in an F16 cache.
+func (c *KVCache) BlockBytes() int {
+	return c.cfg.Layers * 2 * c.cfg.BlockSize * c.kvDim * c.elemBytes()
+}
 
 // CopyBlocks implements blockstore.Storage: each copy takes the first Slots
 // slots of Src's K and V in every layer to Dst. It checks every copy before
@@ -112,21 +143,34 @@ func (c *KVCache) CopyBlocks(copies []blockstore.BlockCopy) error {
 	span := c.cfg.BlockSize * c.kvDim
 	for _, cp := range copies {
 		s0, d0, n := int(cp.Src)*span, int(cp.Dst)*span, cp.Slots*c.kvDim
-		for l := range c.k {
-			copy(c.k[l][d0:d0+n], c.k[l][s0:s0+n])
-			copy(c.v[l][d0:d0+n], c.v[l][s0:s0+n])
-		}
+		copyLayers(c.k, s0, d0, n)
+		copyLayers(c.v, s0, d0, n)
+		copyLayers(c.k16, s0, d0, n)
+		copyLayers(c.v16, s0, d0, n)
 	}
 	return nil
 }
 
+// copyLayers copies n values from s0 to d0 in every layer's array (none
+// for the type the cache does not store).
+func copyLayers[T float32 | uint16](layers [][]T, s0, d0, n int) {
+	for _, a := range layers {
+		copy(a[d0:d0+n], a[s0:s0+n])
+	}
+}
+
 // ReadBlock implements blockstore.Storage. The layout of dst is, for each
 // layer in order, the block's K then its V, each [slot][kvHead][headDim]
-// little-endian float32: BlockBytes in all.
+// little-endian float32, or half-precision (IEEE binary16) in an F16
+// cache: BlockBytes in all.
 func (c *KVCache) ReadBlock(id blockstore.BlockID, dst []byte) error {
 	return c.blockBytes(id, dst, func(f []float32, b []byte) {
 		for i, v := range f {
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+	}, func(h []uint16, b []byte) {
+		for i, v := range h {
+			binary.LittleEndian.PutUint16(b[2*i:], v)
 		}
 	})
 }
@@ -137,10 +181,17 @@ func (c *KVCache) WriteBlock(id blockstore.BlockID, src []byte) error {
 		for i := range f {
 			f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 		}
+	}, func(h []uint16, b []byte) {
+		for i := range h {
+			h[i] = binary.LittleEndian.Uint16(b[2*i:])
+		}
 	})
 }
 
-func (c *KVCache) blockBytes(id blockstore.BlockID, buf []byte, conv func([]float32, []byte)) error {
+// blockBytes checks id and buf, then hands each layer's K and V of block
+// id, in order, with the part of buf that holds it to conv, or to conv16
+// in an F16 cache.
+func (c *KVCache) blockBytes(id blockstore.BlockID, buf []byte, conv func([]float32, []byte), conv16 func([]uint16, []byte)) error {
 	lo, hi, err := c.blockSpan(id)
 	if err != nil {
 		return err
@@ -148,10 +199,15 @@ func (c *KVCache) blockBytes(id blockstore.BlockID, buf []byte, conv func([]floa
 	if len(buf) != c.BlockBytes() {
 		return fmt.Errorf("%w: %d bytes, want %d", ErrBufferSize, len(buf), c.BlockBytes())
 	}
-	n := (hi - lo) * 4
-	for l := range c.k {
-		conv(c.k[l][lo:hi], buf[:n])
-		conv(c.v[l][lo:hi], buf[n:2*n])
+	n := (hi - lo) * c.elemBytes()
+	for l := range c.cfg.Layers {
+		if c.k16 != nil {
+			conv16(c.k16[l][lo:hi], buf[:n])
+			conv16(c.v16[l][lo:hi], buf[n:2*n])
+		} else {
+			conv(c.k[l][lo:hi], buf[:n])
+			conv(c.v[l][lo:hi], buf[n:2*n])
+		}
 		buf = buf[2*n:]
 	}
 	return nil

@@ -2,6 +2,8 @@
 
 package cpu
 
+import "unsafe"
+
 func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 func xgetbv() (eax uint32)
 
@@ -102,7 +104,7 @@ func simdSwiGLU(out, gate, up []float32) int {
 }
 
 //go:noescape
-func prefetchRows(p *float32, stride int, rows int, n int)
+func prefetchBytes(p *byte, stride int, rows int, n int)
 
 // simdExpSub sets s[j] = e**(s[j]-m) for the first j0 elements, j0 a
 // multiple of 8 (0 when the assembly kernels are off), and returns their
@@ -122,5 +124,5 @@ func prefetch(p []float32, stride, rows, n int) {
 		return
 	}
 	_ = p[(rows-1)*stride+n-1]
-	prefetchRows(&p[0], stride, rows, n)
+	prefetchBytes((*byte)(unsafe.Pointer(&p[0])), 4*stride, rows, 4*n)
 }

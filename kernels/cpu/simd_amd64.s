@@ -419,16 +419,14 @@ donesilu:
 	VZEROUPPER
 	RET
 
-// func prefetchRows(p *float32, stride int, rows int, n int)
-// asks for the cache lines of rows rows of n floats, stride floats apart,
+// func prefetchBytes(p *byte, stride int, rows int, n int)
+// asks for the cache lines of rows rows of n bytes, stride bytes apart,
 // to be loaded into L1.
-TEXT ·prefetchRows(SB), NOSPLIT, $0-32
+TEXT ·prefetchBytes(SB), NOSPLIT, $0-32
 	MOVQ p+0(FP), DI
 	MOVQ stride+8(FP), R10
-	SHLQ $2, R10
 	MOVQ rows+16(FP), CX
 	MOVQ n+24(FP), BX
-	SHLQ $2, BX
 
 prefrow:
 	TESTQ CX, CX

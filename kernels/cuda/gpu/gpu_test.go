@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prefixd/prefixd/batch"
@@ -473,7 +474,12 @@ func TestBackendRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		x, y, z := b.Buffer(4), b.Buffer(3), b.Buffer(5)
-		if _, err := b.NewKV(kernels.KVConfig{Layers: 1, KVHeads: 1, HeadDim: 4, BlockSize: 4, NumBlocks: 2}); err != nil {
+		kv := kernels.KVConfig{Layers: 1, KVHeads: 1, HeadDim: 4, BlockSize: 4, NumBlocks: 2, Type: kernels.F16}
+		if _, err := b.NewKV(kv); err == nil || !strings.Contains(err.Error(), "--kv-type") {
+			t.Errorf("an F16 K/V config: error %v, want one naming --kv-type", err)
+		}
+		kv.Type = kernels.F32
+		if _, err := b.NewKV(kv); err != nil {
 			t.Fatal(err)
 		}
 		b.Begin([]batch.Row{{Tokens: []int32{1, 2}, Blocks: []blockstore.BlockID{0}}})
