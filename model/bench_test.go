@@ -12,7 +12,8 @@ import (
 // benchModel is the model the benchmarks run: the GGUF file or folder
 // PREFIXD_BENCH_MODEL names (scripts/cpu-vs-llamacpp.sh sets it to the
 // files llama-bench reads), or the built-in model. Their K/V pool is
-// float32, or F16 with PREFIXD_BENCH_KV=f16 (benchHarness).
+// F16, as serve's default, or float32 with PREFIXD_BENCH_KV=f32
+// (benchHarness).
 func benchModel(b *testing.B) *Model {
 	path := os.Getenv("PREFIXD_BENCH_MODEL")
 	if path == "" {
@@ -27,10 +28,10 @@ func benchModel(b *testing.B) *Model {
 }
 
 // benchHarness is newHarness with the K/V element type
-// PREFIXD_BENCH_KV names: f32 (the default when it is unset) or f16, so
-// one test binary measures both.
+// PREFIXD_BENCH_KV names: f16 (the default when it is unset, as serve's)
+// or f32, so one test binary measures both.
 func benchHarness(b *testing.B, m *Model, blocks, blockSize int) *harness {
-	typ := kernels.F32
+	typ := kernels.F16
 	if s := os.Getenv("PREFIXD_BENCH_KV"); s != "" {
 		var err error
 		if typ, err = ParseKVType(s); err != nil {

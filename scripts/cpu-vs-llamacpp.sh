@@ -26,6 +26,8 @@ runs=${2:-3}
 dir=${PREFIXD_BENCH_DIR:-bench-out/cpu-vs-llamacpp}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
+# K/V in F16 on both sides: llama.cpp's default and serve's.
+export PREFIXD_BENCH_KV=${PREFIXD_BENCH_KV:-f16}
 export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 if [ ! -f "$dir/llama-110m-bf16.gguf" ]; then
 	PREFIXD_WRITE_BENCH_MODELS=$dir go test -count=1 -run '^TestWriteBenchModels$' ./model/ >&2
@@ -83,8 +85,8 @@ d = os.path.dirname(sys.argv[1])
 for t in size:
     size[t] = os.path.getsize(os.path.join(d, "llama-110m-%s.gguf" % t))
 n = len(rows[("bw", "-")])
-print("Medians of %d interleaved rounds; read bandwidth of 2 threads %.1f GB/s; load average %.1f on %d CPUs." % (
-    n, bw / 1e9, med[("load", "-")], os.cpu_count()))
+print("Medians of %d interleaved rounds; read bandwidth of 2 threads %.1f GB/s; load average %.1f on %d CPUs; prefixd's K/V %s." % (
+    n, bw / 1e9, med[("load", "-")], os.cpu_count(), os.environ["PREFIXD_BENCH_KV"]))
 print()
 print("| file | size | pp512 llama.cpp t2 (t1) | pp512 prefixd t2 | ratio to t2 | tg128 llama.cpp t2 (t1) | tg128 prefixd t2 | ratio to t2 (t1) | prefixd decode / bandwidth bound | prefixd 16 seqs / 1 | llama.cpp 16 seqs / 1 | 16 seqs tok/s prefixd / llama.cpp |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
