@@ -119,13 +119,7 @@ func TestRealModelF16HostTier(t *testing.T) {
 	})
 	p := prompt(21, 81) // 10 whole blocks of 8
 	cold := run(t, e, Request{Prompt: p, MaxTokens: 6, IgnoreEOS: true})
-	for i := range 3 { // other prompts push p's blocks out
-		run(t, e, Request{Prompt: prompt(30+i, 113), MaxTokens: 3, IgnoreEOS: true})
-	}
-	e.do(func() { e.host.Wait() })
-	if e.Stats().Cache.Demoted == 0 {
-		t.Fatal("nothing was demoted under pressure")
-	}
+	pushToHost(t, e, 113)
 	warm := run(t, e, Request{Prompt: p, MaxTokens: 6, IgnoreEOS: true})
 	if warm.Usage.HostCachedTokens == 0 {
 		t.Fatalf("usage %+v: want tokens promoted from the host tier", warm.Usage)

@@ -147,13 +147,7 @@ func TestHostTierThroughTheEngine(t *testing.T) {
 	})
 	p := prompt(21, 41) // 10 whole blocks
 	cold := run(t, e, Request{Prompt: p, MaxTokens: 3, IgnoreEOS: true})
-	for i := range 3 { // other prompts push p's blocks out
-		run(t, e, Request{Prompt: prompt(30+i, 57), MaxTokens: 3, IgnoreEOS: true})
-	}
-	e.do(func() { e.host.Wait() })
-	if e.Stats().Cache.Demoted == 0 {
-		t.Fatal("nothing was demoted under pressure")
-	}
+	pushToHost(t, e, 57)
 	warm := run(t, e, Request{Prompt: p, MaxTokens: 3, IgnoreEOS: true})
 	if warm.Usage.HostCachedTokens == 0 || warm.Usage.CachedTokens < warm.Usage.HostCachedTokens {
 		t.Fatalf("usage %+v: want tokens promoted from the host tier", warm.Usage)
@@ -215,4 +209,18 @@ func TestCachedFirstDoesNotStarve(t *testing.T) {
 		t.Fatalf("the uncached request was admitted after %d cached ones, want 16 (order %v)", rank, order)
 	}
 	checkDrained(t, e)
+}
+
+// pushToHost runs three other prompts of n tokens through e, whose pool
+// holds few more blocks than one of them, so that earlier prompts' blocks
+// are demoted to the host tier, and waits for the demotions.
+func pushToHost(t *testing.T, e *Engine, n int) {
+	t.Helper()
+	for i := range 3 {
+		run(t, e, Request{Prompt: prompt(30+i, n), MaxTokens: 3, IgnoreEOS: true})
+	}
+	e.do(func() { e.host.Wait() })
+	if e.Stats().Cache.Demoted == 0 {
+		t.Fatal("nothing was demoted under pressure")
+	}
 }
