@@ -2,16 +2,17 @@
 
 package cpu
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // haveF16C reports whether the CPU has the F16C conversions
 // (VCVTPH2PS, VCVTPS2PH), which the F16 K/V cache's kernels use beside
 // the AVX2 ones: AVX2 CPUs have had them since Haswell, but CPUID reports
 // them apart.
-var haveF16C = func() bool {
-	_, _, ecx1, _ := cpuid(1, 0)
-	return ecx1&(1<<29) != 0
-}()
+var haveF16C = cpu.X86.HasF16C
 
 //go:noescape
 func halfRowsF16C(dst *float32, src *uint16, lds, rows, n8, n int)
