@@ -24,13 +24,14 @@ type Backend struct {
 	bufs    []buffer
 	kv      *KVCache
 
-	rows    []batch.Row // the current step's, from Begin
-	tokens  int         // Σ len(rows[i].Tokens)
-	attn    []AttnSeq
-	scratch AttnScratch
-	normed  []float32 // the final norm of the rows that want logits
-	rope    ropeTable
-	logits  []float32
+	rows     []batch.Row // the current step's, from Begin
+	tokens   int         // Σ len(rows[i].Tokens), or after Narrow the rows left
+	narrowed bool        // Narrow has run this step
+	attn     []AttnSeq
+	scratch  AttnScratch
+	normed   []float32 // the final norm of the rows that want logits
+	rope     ropeTable
+	logits   []float32
 }
 
 // weight is an uploaded tensor, rows×cols of t's type. f holds its values
@@ -111,7 +112,7 @@ func (b *Backend) NewKV(cfg kernels.KVConfig) (blockstore.Storage, error) {
 func (b *Backend) Begin(rows []batch.Row) {
 	b.rows = rows
 	b.rope.ok = false
-	b.tokens = 0
+	b.tokens, b.narrowed = 0, false
 	b.attn = b.attn[:0]
 	for _, r := range rows {
 		b.tokens += len(r.Tokens)
@@ -300,11 +301,34 @@ func (b *Backend) Add(dst, x kernels.Buf) {
 	Add(b.bufs[dst].f, b.bufs[x].f)
 }
 
+// Narrow keeps, in each of bufs, only the last token row of each row that
+// wants logits, packed in row order, and shortens every buffer to that
+// many rows, so the ops after it (not Attention, whose sequences it
+// leaves as they were) cover just those rows.
+func (b *Backend) Narrow(bufs ...kernels.Buf) {
+	n, t := 0, 0
+	for _, r := range b.rows {
+		t += len(r.Tokens)
+		if !r.Logits {
+			continue
+		}
+		for _, h := range bufs {
+			f, c := b.bufs[h].f, b.bufs[h].cols
+			copy(f[n*c:(n+1)*c], f[(t-1)*c:t*c]) // n <= t-1: rows move only down
+		}
+		n++
+	}
+	b.tokens, b.narrowed = n, true
+	for i := range b.bufs {
+		b.bufs[i].f = b.bufs[i].f[:n*b.bufs[i].cols]
+	}
+}
+
 // Logits applies the final RMSNorm (weight norm) and the classifier to
-// the last token row of each row of the step that wants logits and
-// returns classifier.rows logits for each, in order. The slice is reused
-// by the next call. The CPU backend has no device faults to report, so
-// the error is always nil.
+// the last token row of each row of the step that wants logits (after
+// Narrow, to each row left) and returns classifier.rows logits for each,
+// in order. The slice is reused by the next call. The CPU backend has no
+// device faults to report, so the error is always nil.
 func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps float32) ([]float32, error) {
 	s, w, c := &b.bufs[x], &b.weights[norm], &b.weights[classifier]
 	d := s.cols
@@ -321,7 +345,11 @@ func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps flo
 	for _, r := range b.rows {
 		t += len(r.Tokens)
 		if r.Logits {
-			RMSNorm(b.normed[n*d:(n+1)*d], s.f[(t-1)*d:t*d], w.f, eps)
+			row := t - 1
+			if b.narrowed {
+				row = n
+			}
+			RMSNorm(b.normed[n*d:(n+1)*d], s.f[row*d:(row+1)*d], w.f, eps)
 			n++
 		}
 	}

@@ -26,20 +26,22 @@ type Backend struct {
 	lay     launch.KVLayout
 
 	// The current step, from Begin.
-	rows    []batch.Row
-	tokens  int // token rows
-	nLogits int // rows that want logits
-	sb      launch.StepBuilder
-	host    []byte // tokens | logit row indices | the StepBuilder's arrays
-	st      launch.Step
-	tok     launch.Ptr // int32 [tokens]
-	idx     launch.Ptr // int32 [nLogits]
-	ops     []func(Mem) error
-	rowsCap int   // token rows every buffer holds
-	err     error // the first error found while queueing the step
+	rows     []batch.Row
+	tokens   int  // token rows, or after Narrow the rows left
+	nLogits  int  // rows that want logits
+	narrowed bool // Narrow has run this step
+	sb       launch.StepBuilder
+	host     []byte // tokens | logit row indices | the StepBuilder's arrays
+	st       launch.Step
+	tok      launch.Ptr // int32 [tokens]
+	idx      launch.Ptr // int32 [nLogits]
+	ops      []func(Mem) error
+	rowsCap  int   // token rows every buffer holds
+	err      error // the first error found while queueing the step
 
 	// Device buffers grown to the largest step seen.
 	stepBuf, part, normed, normedE, lout area
+	spares                               []area // Narrow's, one per buffer it narrows
 	logits                               []float32
 	raw                                  []byte
 }
@@ -147,7 +149,7 @@ func (b *Backend) NewKV(cfg kernels.KVConfig) (blockstore.Storage, error) {
 // and block tables.
 func (b *Backend) Begin(rows []batch.Row) {
 	b.rows, b.ops, b.err = rows, b.ops[:0], nil
-	b.tokens, b.nLogits = 0, 0
+	b.tokens, b.nLogits, b.narrowed = 0, 0, false
 	b.sb.Reset()
 	for _, r := range rows {
 		b.tokens += len(r.Tokens)
@@ -241,7 +243,15 @@ func (b *Backend) fail(err error) {
 	}
 }
 
-func (b *Backend) queue(op func(Mem) error) { b.ops = append(b.ops, op) }
+// queue adds op to the step, unless Narrow has left the step no rows (no
+// row wants logits): the kernels refuse empty shapes, and there is
+// nothing left to compute.
+func (b *Backend) queue(op func(Mem) error) {
+	if b.narrowed && b.tokens == 0 {
+		return
+	}
+	b.ops = append(b.ops, op)
+}
 
 // in returns buffer h for an op that reads it: in float32 unless elem,
 // when it must have been written in the element type (by RMSNorm,
@@ -381,8 +391,42 @@ func (b *Backend) Add(dst, x kernels.Buf) {
 	b.queue(func(m Mem) error { return launch.Add(m, d, s, n) })
 }
 
+// Narrow queues, for each of bufs (distinct), the gather of the last
+// token row of each row that wants logits (the rows Logits would take,
+// by the step's index array) into a spare area, which then becomes the
+// buffer's, its old area the spare: a gather in place would race between
+// the rows' threads. It copies only the form the buffer's last writer
+// wrote, as 32-bit words (every width the model declares is even), and
+// the ops after it cover just those rows.
+func (b *Backend) Narrow(bufs ...kernels.Buf) {
+	for len(b.spares) < len(bufs) {
+		b.spares = append(b.spares, area{})
+	}
+	n, idx := b.nLogits, b.idx
+	for i, h := range bufs {
+		u, spare := &b.bufs[h], &b.spares[i]
+		a, size := &u.f, 4
+		if u.elem && b.dt != src.F32 {
+			a, size = &u.e, b.dt.Size()
+		}
+		if spare.bytes < a.bytes {
+			// Before the swap below, no queued op reads the spare.
+			b.fail(b.dev.Do(func(m Mem) error { return spare.grow(m, a.bytes) }))
+		}
+		if words := u.cols * size / 4; n > 0 {
+			from, to := a.p, spare.p
+			b.queue(func(m Mem) error { return launch.GatherRows(m, to, from, idx, n, words) })
+		}
+		*a, *spare = *spare, *a
+		if b.dt == src.F32 {
+			u.e = u.f // one area on an f32 device
+		}
+	}
+	b.tokens, b.narrowed = n, true
+}
+
 // Logits queues the final RMSNorm and the classifier for the last token
-// row of each row that wants logits, runs the step's ops on the device in
+// row of each row that wants logits (after Narrow, each row left), runs the step's ops on the device in
 // one Do and copies those logits back. It returns the step's first error;
 // the slice is reused by the next call.
 func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps float32) ([]float32, error) {
@@ -393,7 +437,7 @@ func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps flo
 	n, vocab := b.nLogits, cw.rows
 	b.logits = grow(b.logits, n*vocab)
 	b.raw = growBytes(b.raw, 4*n*vocab)
-	xp, idx := b.in("Logits", x, false), b.idx
+	xp, idx, narrowed := b.in("Logits", x, false), b.idx, b.narrowed
 	ops, err := b.ops, b.err
 	b.ops, b.err = ops[:0], nil
 	if err != nil {
@@ -416,8 +460,14 @@ func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps flo
 		if b.dt == src.F32 {
 			normedE = b.normed.p // rmsnorm reads each element before writing it
 		}
-		if err := errors.Join(launch.GatherRows(m, b.normed.p, xp, idx, n, d),
-			launch.RMSNorm(m, normedE, b.normed.p, nw.p, n, d, eps),
+		rows := xp // after Narrow, x holds just the rows wanted
+		if !narrowed {
+			rows = b.normed.p
+			if err := launch.GatherRows(m, rows, xp, idx, n, d); err != nil {
+				return err
+			}
+		}
+		if err := errors.Join(launch.RMSNorm(m, normedE, rows, nw.p, n, d, eps),
 			m.MatMulT(b.lout.p, normedE, cw.p, n, vocab, d, 0)); err != nil {
 			return err
 		}
@@ -443,6 +493,9 @@ func (b *Backend) Close() error {
 		}
 		for _, a := range []*area{&b.stepBuf, &b.part, &b.normed, &b.normedE, &b.lout} {
 			errs = append(errs, a.free(m))
+		}
+		for i := range b.spares {
+			errs = append(errs, b.spares[i].free(m))
 		}
 		return errors.Join(errs...)
 	})}
