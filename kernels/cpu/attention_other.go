@@ -1,0 +1,8 @@
+//go:build !amd64 || purego
+
+package cpu
+
+// halfScores is never called in this build, where directGemm is false.
+func halfScores(c []float32, ldc int, a []float32, lda int, b []uint16, ldb, m, n, k int) {
+	panic("cpu: halfScores without the AVX-512 kernels")
+}
