@@ -187,6 +187,15 @@ var attnCases = []attnCase{
 	{"block size 1", 2, 2, 8, 1, []seqShape{{3, 3}, {0, 1}}},
 	{"chunk aligned to a block", 2, 3, 16, 4, []seqShape{{8, 4}, {4, 8}}},
 	{"prefill longer than a row chunk", 1, 2, 8, 16, []seqShape{{10, 300}, {5, 1}, {0, 129}}},
+	// Attention walks spans of attnSpan (64) positions, each gathered
+	// from several blocks of the shuffled table; an item of at least
+	// attnGemmPairs (16) pairs sums P·V with a GEMM, a smaller one pair
+	// by pair.
+	{"decodes over several spans", 2, 1, 16, 16, []seqShape{{200, 1}, {63, 1}, {64, 1}, {129, 1}, {127, 1}}},
+	{"prefill from mid-span across a span boundary", 2, 2, 16, 16, []seqShape{{100, 60}, {64, 64}, {0, 70}}},
+	{"group of 4, blocks not dividing a span", 1, 4, 8, 5, []seqShape{{37, 30}, {130, 1}, {3, 2}, {61, 6}}},
+	{"blocks longer than a span", 2, 2, 8, 80, []seqShape{{150, 20}, {90, 1}, {159, 3}}},
+	{"pairs either side of the P·V GEMM", 1, 1, 8, 16, []seqShape{{50, 15}, {60, 16}, {120, 17}}},
 }
 
 func TestAttentionMatchesNaive(t *testing.T) {
