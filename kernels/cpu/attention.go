@@ -276,13 +276,17 @@ func (st *attnState) begin(q []float32, row0, rows, nHeads, kvHead, hd, group in
 // st.runs, into the running softmax. Query row r (at position start+r)
 // sees only positions up to its own, so rows before p0-start skip the
 // span and rows inside it use only its first start+r-p0+1 positions.
-// With gemmPV the weighted sum of V is one product for all the pairs over
-// V transposed into st.vt; without, each pair adds its own.
+// With gemmPV the scores and the weighted sum of V are one product each
+// for all the pairs, over K and V gathered into scratch; without, the
+// scores are a product a run, read from the cache where it can be (an F16
+// cache's K converted by the AVX-512 GEMM's loads, which compute what the
+// F32 cache's GEMM does on the same values), and each pair adds its own
+// weighted sum.
 func (st *attnState) attend(kv *attnKV, p0, n, start, hd int, gemmPV bool) {
 	g := st.group
 	first := max(0, p0-start) * g
 	pairs := len(st.mx) - first
-	scores := st.scores[:pairs*n]
+	scores, q := st.scores[:pairs*n], st.q[first*hd:]
 	for i, r := range st.runs {
 		// Block-table order is not memory order, so the hardware
 		// prefetcher cannot guess the next run's block: ask for it one
@@ -293,28 +297,28 @@ func (st *attnState) attend(kv *attnKV, p0, n, start, hd int, gemmPV bool) {
 		} else if len(st.nruns) > 0 {
 			kv.prefetch(st.nruns[0], hd)
 		}
-		st.score(kv, scores[r.j:], n, st.q[first*hd:], pairs, r, hd)
-	}
-	switch {
-	case gemmPV:
-		st.transposeV(kv, hd)
-	case kv.vh != nil:
-		for _, r := range st.runs {
+		switch {
+		case gemmPV:
+			st.gather(kv, r, hd)
+		case kv.kh != nil && !directGemm(kernels.F16, r.n):
+			halfRows(st.kb, kv.kh[r.off:], kv.stride, r.n, hd)
+			gemm(scores[r.j:], n, q, hd, st.kb, hd, pairs, r.n, hd)
+		case kv.kh != nil:
+			halfScores(scores[r.j:], n, q, hd, kv.kh[r.off:], kv.stride, pairs, r.n, hd)
+		default:
+			gemm(scores[r.j:], n, q, hd, kv.kl[r.off:], kv.stride, pairs, r.n, hd)
+		}
+		if kv.vh != nil && !gemmPV {
 			halfRows(st.vb[r.j*hd:], kv.vh[r.off:], kv.stride, r.n, hd)
 		}
+	}
+	if gemmPV {
+		gemm(scores, n, q, hd, st.kb, hd, pairs, n, hd)
 	}
 	for i := first; i < len(st.mx); i++ {
 		valid := min(n, start+i/g-p0+1)
 		s := scores[(i-first)*n:][:n]
-		m := st.mx[i]
-		for _, x := range s[:valid] {
-			// Not the max builtin: its NaN and signed-zero handling made
-			// this loop a fifth of decode time. A NaN score still turns
-			// the output NaN, through expSub.
-			if x > m {
-				m = x
-			}
-		}
+		m := maxScore(s[:valid], st.mx[i])
 		corr := float32(1)
 		if m > st.mx[i] {
 			corr = expf(st.mx[i] - m)
@@ -347,21 +351,18 @@ func (st *attnState) attend(kv *attnKV, p0, n, start, hd int, gemmPV bool) {
 	}
 }
 
-// score sets the scores of pairs pairs (queries q) at the positions of
-// run r, columns r.j on of c, ldc apart. An F16 cache's K goes to the
-// AVX-512 GEMM as it is where that converts on loading, and is made
-// float32 in st.kb first otherwise; both compute what the F32 cache's
-// GEMM does on the same values.
-func (st *attnState) score(kv *attnKV, c []float32, ldc int, q []float32, pairs int, r attnRun, hd int) {
-	switch {
-	case kv.kh == nil:
-		gemm(c, ldc, q, hd, kv.kl[r.off:], kv.stride, pairs, r.n, hd)
-	case directGemm(kernels.F16, r.n):
-		halfScores(c, ldc, q, hd, kv.kh[r.off:], kv.stride, pairs, r.n, hd)
-	default:
-		halfRows(st.kb, kv.kh[r.off:], kv.stride, r.n, hd)
-		gemm(c, ldc, q, hd, st.kb, hd, pairs, r.n, hd)
+// maxScore returns the largest of m and the scores s. A NaN score is
+// skipped here but still turns the output NaN, through expSub. (Not the
+// max builtin: its NaN and signed-zero handling made this loop a fifth of
+// decode time.)
+func maxScore(s []float32, m float32) float32 {
+	m, j0 := simdMax(s, m)
+	for _, x := range s[j0:] {
+		if x > m {
+			m = x
+		}
 	}
+	return m
 }
 
 // accumV adds Σ_j w[j]·V[j] over the span's first len(w) positions to
@@ -381,21 +382,28 @@ func (st *attnState) accumV(kv *attnKV, acc, w []float32, hd int) {
 	}
 }
 
-// transposeV sets st.vt[d*attnSpan+j] to element d of the V vector at
-// column j of the span, for every run: V transposed, so that P·V is the
-// GEMM's a·bᵀ. An F16 cache's V goes through st.vb, converted.
-func (st *attnState) transposeV(kv *attnKV, hd int) {
-	for _, r := range st.runs {
-		src, ld := kv.vl[min(r.off, len(kv.vl)):], kv.stride
-		if kv.vh != nil {
-			src, ld = st.vb[r.j*hd:], hd
-			halfRows(src, kv.vh[r.off:], kv.stride, r.n, hd)
-		}
+// gather copies run r's K vectors into st.kb and its V vectors, transposed,
+// into st.vt (st.vt[d*attnSpan+j] is element d of the V vector at column j
+// of the span), for an item whose P·V is a GEMM: the whole span's scores
+// are then one product, and its P·V the product's a·bᵀ. An F16 cache's V
+// goes through st.vb, converted.
+func (st *attnState) gather(kv *attnKV, r attnRun, hd int) {
+	kb := st.kb[r.j*hd:][:r.n*hd]
+	src, ld := kv.vl, kv.stride
+	if kv.kh != nil {
+		halfRows(kb, kv.kh[r.off:], kv.stride, r.n, hd)
+		halfRows(st.vb, kv.vh[r.off:], kv.stride, r.n, hd)
+		src, ld = st.vb, hd
+	} else {
 		for j := range r.n {
-			col := st.vt[r.j+j:]
-			for d, x := range src[j*ld:][:hd] {
-				col[d*attnSpan] = x
-			}
+			copy(kb[j*hd:][:hd], kv.kl[r.off+j*kv.stride:][:hd])
+		}
+		src = src[r.off:]
+	}
+	for j := range r.n {
+		col := st.vt[r.j+j:]
+		for d, x := range src[j*ld:][:hd] {
+			col[d*attnSpan] = x
 		}
 	}
 }

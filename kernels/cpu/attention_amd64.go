@@ -17,3 +17,17 @@ func halfScores(c []float32, ldc int, a []float32, lda int, b []uint16, ldb, m, 
 	bb := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b))), 2*len(b))
 	gemmCols(c, ldc, a, lda, gemmB{bb, kernels.F16, ldb}, m, 0, n, n, k)
 }
+
+//go:noescape
+func maxAVX(s *float32, n8 int, m float32) float32
+
+// simdMax returns the largest of m and the first j0 values of s, j0 a
+// multiple of 8 (0 when the assembly kernels are off), NaNs skipped, and
+// j0.
+func simdMax(s []float32, m float32) (float32, int) {
+	n8 := len(s) &^ 7
+	if !useAVX2 || n8 == 0 {
+		return m, 0
+	}
+	return maxAVX(&s[0], n8, m), n8
+}

@@ -341,3 +341,30 @@ func TestAttentionPropagatesNaN(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxScore checks maxScore against math.Max over the scores that are
+// not NaN, for every length up to a few SIMD widths and every kernel set.
+func TestMaxScore(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	eachKernel(t, func(t testing.TB) {
+		for n := range 41 {
+			s := randVec(r, n)
+			for i := range s {
+				if r.IntN(7) == 0 {
+					s[i] = float32(math.NaN())
+				}
+			}
+			for _, m := range []float32{float32(math.Inf(-1)), 0.5, 10} {
+				want := float64(m)
+				for _, x := range s {
+					if !math.IsNaN(float64(x)) {
+						want = math.Max(want, float64(x))
+					}
+				}
+				if got := maxScore(s, m); float64(got) != want {
+					t.Fatalf("n=%d m=%v: maxScore = %v, want %v (s = %v)", n, m, got, want, s)
+				}
+			}
+		}
+	})
+}
