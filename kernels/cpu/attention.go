@@ -343,10 +343,7 @@ func (st *attnState) attend(kv *attnKV, p0, n, start, hd int, gemmPV bool) {
 		pv := st.pv[:pairs*hd]
 		gemm(pv, hd, scores, n, st.vt, attnSpan, pairs, hd, n)
 		for i, corr := range st.corr[:pairs] {
-			acc, add := st.acc[(first+i)*hd:][:hd], pv[i*hd:][:hd]
-			for d := range acc {
-				acc[d] = acc[d]*corr + add[d]
-			}
+			scaleAdd(st.acc[(first+i)*hd:][:hd], pv[i*hd:][:hd], corr)
 		}
 	}
 }
@@ -363,6 +360,15 @@ func maxScore(s []float32, m float32) float32 {
 		}
 	}
 	return m
+}
+
+// scaleAdd sets acc[i] = acc[i]·c + add[i]: a pair's running sum of
+// weighted V vectors, rescaled, plus a span's.
+func scaleAdd(acc, add []float32, c float32) {
+	add = add[:len(acc)]
+	for i := simdScaleAdd(acc, add, c); i < len(acc); i++ {
+		acc[i] = acc[i]*c + add[i]
+	}
 }
 
 // accumV adds Σ_j w[j]·V[j] over the span's first len(w) positions to

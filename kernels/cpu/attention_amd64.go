@@ -31,3 +31,18 @@ func simdMax(s []float32, m float32) (float32, int) {
 	}
 	return maxAVX(&s[0], n8, m), n8
 }
+
+//go:noescape
+func scaleAddAVX(acc, add *float32, n8 int, c float32)
+
+// simdScaleAdd does scaleAdd's work for the first j0 elements, j0 a
+// multiple of 8 (0 when the assembly kernels are off), and returns j0.
+func simdScaleAdd(acc, add []float32, c float32) int {
+	n8 := len(acc) &^ 7
+	if !useAVX2 || n8 == 0 {
+		return 0
+	}
+	_ = add[n8-1]
+	scaleAddAVX(&acc[0], &add[0], n8, c)
+	return n8
+}

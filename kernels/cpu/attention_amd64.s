@@ -42,3 +42,23 @@ maxreduce:
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
 	RET
+
+// func scaleAddAVX(acc, add *float32, n8 int, c float32)
+// sets acc[i] = acc[i]·c + add[i] (one rounding, by FMA) for i < n8, n8
+// a positive multiple of 8.
+TEXT ·scaleAddAVX(SB), NOSPLIT, $0-28
+	MOVQ         acc+0(FP), DI
+	MOVQ         add+8(FP), SI
+	MOVQ         n8+16(FP), CX
+	VBROADCASTSS c+24(FP), Y0
+	XORQ         AX, AX
+
+scaleadd:
+	VMOVUPS      (DI)(AX*4), Y1
+	VFMADD213PS  (SI)(AX*4), Y0, Y1
+	VMOVUPS      Y1, (DI)(AX*4)
+	ADDQ         $8, AX
+	CMPQ         AX, CX
+	JB           scaleadd
+	VZEROUPPER
+	RET

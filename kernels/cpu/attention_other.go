@@ -8,3 +8,5 @@ func halfScores(c []float32, ldc int, a []float32, lda int, b []uint16, ldb, m, 
 }
 
 func simdMax(s []float32, m float32) (float32, int) { return m, 0 }
+
+func simdScaleAdd(acc, add []float32, c float32) int { return 0 }

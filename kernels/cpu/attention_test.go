@@ -368,3 +368,20 @@ func TestMaxScore(t *testing.T) {
 		}
 	})
 }
+
+// TestScaleAdd checks scaleAdd against float64 arithmetic, for every
+// length up to a few SIMD widths and every kernel set.
+func TestScaleAdd(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	eachKernel(t, func(t testing.TB) {
+		for n := range 41 {
+			acc, add, c := randVec(r, n), randVec(r, n), float32(r.Float64())
+			want := make([]float32, n)
+			for i := range want {
+				want[i] = float32(float64(acc[i])*float64(c) + float64(add[i]))
+			}
+			scaleAdd(acc, add, c)
+			checkClose(t, fmt.Sprint("n=", n), acc, want, 1e-6)
+		}
+	})
+}
