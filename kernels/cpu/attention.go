@@ -27,15 +27,17 @@ const attnRowChunk = 128
 // at once, gathered from as many blocks as they lie in: the per-pair work
 // of the online softmax (the max, the rescaling, the exponentials) is paid
 // once a span rather than once a block. Spans start at multiples of
-// attnSpan, absolute positions as blocks are, so a row's result does not
-// depend on how its prompt was chunked or batched.
+// attnSpan, absolute positions as blocks are, so the positions a row's
+// softmax folds together do not depend on how its prompt was chunked or
+// batched (the kernels that fold them may: see attnGemmPairs).
 const attnSpan = 64
 
 // attnGemmPairs is the fewest pairs (query rows × heads of the group) of
-// an item for which the weighted sum of V is one GEMM a span, over V
-// transposed into scratch, rather than a pass over V for each pair: a
-// prefill chunk's 128 pairs share the transposition, a decode row's few
-// pairs would not repay it.
+// an item for which a span's scores and its weighted sum of V are one
+// GEMM each, over the span's K and V (transposed) gathered into scratch,
+// rather than a GEMM per run on the cache and a pass over V for each
+// pair: a prefill chunk's 128 pairs share the gathering, a decode row's
+// few pairs would not repay it.
 const attnGemmPairs = 16
 
 // AttnScratch holds Attention's buffers, one set per worker, so Attention
@@ -69,7 +71,8 @@ type attnState struct {
 	scores []float32 // [pair][n], one span's scores, then weights
 	corr   []float32 // [pair], the span's rescaling of acc, for gemmPV
 	pv     []float32 // [pair][headDim], the span's Σ weight·V, for gemmPV
-	kb, vb []float32 // [position][headDim]: an F16 span's K and V, converted
+	kb     []float32 // [position][headDim]: a gemmPV span's K, or an F16 run's, float32
+	vb     []float32 // [position][headDim]: an F16 span's or run's V, float32
 	vt     []float32 // [headDim][attnSpan]: the span's V, transposed
 	runs   []attnRun // the span's runs
 	nruns  []attnRun // the next span's runs
@@ -290,8 +293,8 @@ func (st *attnState) attend(kv *attnKV, p0, n, start, hd int, gemmPV bool) {
 	for i, r := range st.runs {
 		// Block-table order is not memory order, so the hardware
 		// prefetcher cannot guess the next run's block: ask for it one
-		// run ahead (a whole span ahead would push the span in use out
-		// of L1).
+		// run ahead. (A whole span ahead at once, into L1 or L2, made
+		// BenchmarkAttentionFromMemory 1.4-1.7x slower.)
 		if i+1 < len(st.runs) {
 			kv.prefetch(st.runs[i+1], hd)
 		} else if len(st.nruns) > 0 {
