@@ -311,7 +311,7 @@ func (st *attnState) attend(kv *attnKV, p0, n, start, hd int, gemmPV bool) {
 		default:
 			gemm(scores[r.j:], n, q, hd, kv.kl[r.off:], kv.stride, pairs, r.n, hd)
 		}
-		if kv.vh != nil && !gemmPV {
+		if kv.vh != nil && !gemmPV && !fusedHalfAccum(hd) {
 			halfRows(st.vb[r.j*hd:], kv.vh[r.off:], kv.stride, r.n, hd)
 		}
 	}
@@ -375,11 +375,12 @@ func scaleAdd(acc, add []float32, c float32) {
 }
 
 // accumV adds Σ_j w[j]·V[j] over the span's first len(w) positions to
-// acc: from an F32 cache's V run by run, from an F16 one's converted into
-// st.vb. accum adds position after position, so either way each element
-// of acc takes the same additions in the same order.
+// acc: run by run from the cache (an F16 one's halves converted as they
+// load, where fusedHalfAccum), or from an F16 cache's V converted into
+// st.vb. accum and accumHalf add position after position, so either way
+// each element of acc takes the same additions in the same order.
 func (st *attnState) accumV(kv *attnKV, acc, w []float32, hd int) {
-	if kv.vh != nil {
+	if kv.vh != nil && !fusedHalfAccum(hd) {
 		accum(acc, w, st.vb, hd)
 		return
 	}
@@ -387,7 +388,12 @@ func (st *attnState) accumV(kv *attnKV, acc, w []float32, hd int) {
 		if r.j >= len(w) {
 			return
 		}
-		accum(acc, w[r.j:min(r.j+r.n, len(w))], kv.vl[r.off:], kv.stride)
+		rw := w[r.j:min(r.j+r.n, len(w))]
+		if kv.vh != nil {
+			accumHalf(acc, rw, kv.vh[r.off:], kv.stride)
+		} else {
+			accum(acc, rw, kv.vl[r.off:], kv.stride)
+		}
 	}
 }
 

@@ -46,3 +46,22 @@ func simdScaleAdd(acc, add []float32, c float32) int {
 	scaleAddAVX(&acc[0], &add[0], n8, c)
 	return n8
 }
+
+//go:noescape
+func accumHalfAVX(acc *float32, w *float32, v *uint16, ldv int, rows int, d int)
+
+// fusedHalfAccum reports whether accumHalf can add V vectors of hd halves
+// straight from an F16 cache: with AVX2 and F16C, hd a multiple of 8.
+func fusedHalfAccum(hd int) bool { return useAVX2 && haveF16C && hd%8 == 0 }
+
+// accumHalf is accum over V vectors of halves, ldv apart, each made
+// float32 as it is loaded (VCVTPH2PS), so that acc takes the same
+// additions, bit for bit, as accum makes on their float32 values.
+// fusedHalfAccum(len(acc)) must hold.
+func accumHalf(acc, w []float32, v []uint16, ldv int) {
+	if len(w) == 0 {
+		return
+	}
+	_ = v[(len(w)-1)*ldv+len(acc)-1]
+	accumHalfAVX(&acc[0], &w[0], &v[0], ldv, len(w), len(acc))
+}

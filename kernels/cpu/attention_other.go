@@ -10,3 +10,12 @@ func halfScores(c []float32, ldc int, a []float32, lda int, b []uint16, ldb, m, 
 func simdMax(s []float32, m float32) (float32, int) { return m, 0 }
 
 func simdScaleAdd(acc, add []float32, c float32) int { return 0 }
+
+// fusedHalfAccum is always false in this build: V of an F16 cache is
+// converted into scratch, then accum adds it.
+func fusedHalfAccum(hd int) bool { return false }
+
+// accumHalf is never called in this build, where fusedHalfAccum is false.
+func accumHalf(acc, w []float32, v []uint16, ldv int) {
+	panic("cpu: accumHalf without the assembly kernels")
+}
