@@ -106,8 +106,9 @@ type attnTask struct {
 // running (online) softmax means no buffer grows with the context. One
 // call thus covers a prefill chunk over its cached prefix and a batch of
 // decodes alike. An F16 cache's K and V are made float32 as they are read
-// (by the AVX-512 GEMM's loads, or into the worker's scratch), so the
-// arithmetic is the F32 cache's, bit for bit on the same values.
+// (by the loads of the AVX-512 GEMM and of the decode path's V sums, or
+// into the worker's scratch), so the arithmetic is the F32 cache's, bit
+// for bit on the same values.
 //
 // Attention panics if the shapes disagree (a broken caller invariant). It
 // reads the cache while it runs, so nothing may Put or write blocks
