@@ -187,6 +187,15 @@ var attnCases = []attnCase{
 	{"block size 1", 2, 2, 8, 1, []seqShape{{3, 3}, {0, 1}}},
 	{"chunk aligned to a block", 2, 3, 16, 4, []seqShape{{8, 4}, {4, 8}}},
 	{"prefill longer than a row chunk", 1, 2, 8, 16, []seqShape{{10, 300}, {5, 1}, {0, 129}}},
+	// Attention walks spans of attnSpan (64) positions, each gathered
+	// from several blocks of the shuffled table; an item of at least
+	// attnGemmPairs (16) pairs sums P·V with a GEMM, a smaller one pair
+	// by pair.
+	{"decodes over several spans", 2, 1, 16, 16, []seqShape{{200, 1}, {63, 1}, {64, 1}, {129, 1}, {127, 1}}},
+	{"prefill from mid-span across a span boundary", 2, 2, 16, 16, []seqShape{{100, 60}, {64, 64}, {0, 70}}},
+	{"group of 4, blocks not dividing a span", 1, 4, 8, 5, []seqShape{{37, 30}, {130, 1}, {3, 2}, {61, 6}}},
+	{"blocks longer than a span", 2, 2, 8, 80, []seqShape{{150, 20}, {90, 1}, {159, 3}}},
+	{"pairs either side of the P·V GEMM", 1, 1, 8, 16, []seqShape{{50, 15}, {60, 16}, {120, 17}}},
 }
 
 func TestAttentionMatchesNaive(t *testing.T) {
@@ -329,6 +338,50 @@ func TestAttentionPropagatesNaN(t *testing.T) {
 			if nan := math.IsNaN(float64(x)); nan != (i/hd == 3) {
 				t.Fatalf("out[%d] = %v: only row 0 head 3 should be NaN", i, x)
 			}
+		}
+	})
+}
+
+// TestMaxScore checks maxScore against math.Max over the scores that are
+// not NaN, for every length up to a few SIMD widths and every kernel set.
+func TestMaxScore(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	eachKernel(t, func(t testing.TB) {
+		for n := range 41 {
+			s := randVec(r, n)
+			for i := range s {
+				if r.IntN(7) == 0 {
+					s[i] = float32(math.NaN())
+				}
+			}
+			for _, m := range []float32{float32(math.Inf(-1)), 0.5, 10} {
+				want := float64(m)
+				for _, x := range s {
+					if !math.IsNaN(float64(x)) {
+						want = math.Max(want, float64(x))
+					}
+				}
+				if got := maxScore(s, m); float64(got) != want {
+					t.Fatalf("n=%d m=%v: maxScore = %v, want %v (s = %v)", n, m, got, want, s)
+				}
+			}
+		}
+	})
+}
+
+// TestScaleAdd checks scaleAdd against float64 arithmetic, for every
+// length up to a few SIMD widths and every kernel set.
+func TestScaleAdd(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	eachKernel(t, func(t testing.TB) {
+		for n := range 41 {
+			acc, add, c := randVec(r, n), randVec(r, n), float32(r.Float64())
+			want := make([]float32, n)
+			for i := range want {
+				want[i] = float32(float64(acc[i])*float64(c) + float64(add[i]))
+			}
+			scaleAdd(acc, add, c)
+			checkClose(t, fmt.Sprint("n=", n), acc, want, 1e-6)
 		}
 	})
 }

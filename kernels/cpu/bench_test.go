@@ -45,11 +45,11 @@ func BenchmarkMatMul(b *testing.B) {
 // contiguousAttention is the same attention over per-sequence contiguous
 // K/V ([pos][kvHead][hd], as a cache without paging would keep it), for
 // measuring what the block-table indirection costs. It splits the work
-// into the same items, claims them the same way, walks the same chunk
-// length and prefetches the next chunk as the paged version does, so only
-// the addressing differs.
+// into the same items, claims them the same way, walks the same spans and
+// prefetches the next span as the paged version does, so only the
+// addressing differs: each span is one run.
 func contiguousAttention(w *Workers, cfg KVConfig, k, v [][]float32, q, out []float32, seqs []AttnSeq, nHeads int, states []attnState) {
-	kvh, hd, chunk := cfg.KVHeads, cfg.HeadDim, cfg.BlockSize
+	kvh, hd := cfg.KVHeads, cfg.HeadDim
 	stride, group := kvh*hd, nHeads/kvh
 	type item struct{ seq, start, rows, row0, kvHead int }
 	var items []item
@@ -64,7 +64,7 @@ func contiguousAttention(w *Workers, cfg KVConfig, k, v [][]float32, q, out []fl
 	}
 	slices.SortFunc(items, func(a, b item) int { return b.rows*(b.start+b.rows) - a.rows*(a.start+a.rows) })
 	for i := range states {
-		states[i].grow(min(n, attnRowChunk)*group, hd, chunk, false)
+		states[i].grow(min(n, attnRowChunk)*group, hd)
 	}
 	var next atomic.Int64
 	w.For(min(w.N(), len(items)), func(part, _, _ int) {
@@ -75,15 +75,18 @@ func contiguousAttention(w *Workers, cfg KVConfig, k, v [][]float32, q, out []fl
 				return
 			}
 			it := items[i]
+			kv := attnKV{kl: k[it.seq], vl: v[it.seq], stride: stride}
 			st.begin(q, it.row0, it.rows, nHeads, it.kvHead, hd, group)
 			end := it.start + it.rows
-			for p0 := 0; p0 < end; p0 += chunk {
+			for p0 := 0; p0 < end; p0 += attnSpan {
 				off := p0*stride + it.kvHead*hd
-				if next := p0 + chunk; next < end {
-					prefetch(k[it.seq][off+chunk*stride:], stride, min(chunk, end-next), hd)
-					prefetch(v[it.seq][off+chunk*stride:], stride, min(chunk, end-next), hd)
+				st.nruns = st.nruns[:0]
+				if next := p0 + attnSpan; next < end {
+					st.nruns = append(st.nruns, attnRun{0, min(attnSpan, end-next), off + attnSpan*stride})
 				}
-				st.attend(k[it.seq][off:], v[it.seq][off:], stride, p0, min(chunk, end-p0), it.start, hd)
+				sn := min(attnSpan, end-p0)
+				st.runs = append(st.runs[:0], attnRun{0, sn, off})
+				st.attend(&kv, p0, sn, it.start, hd, it.rows*group >= attnGemmPairs)
 			}
 			st.finish(out, it.row0, nHeads, it.kvHead, hd)
 		}
@@ -200,6 +203,41 @@ func BenchmarkKVCacheCopyBlocks(b *testing.B) {
 	for b.Loop() {
 		if err := c.CopyBlocks(copies); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAttentionModelShapes runs attention as the 110M model of the
+// CPU comparison with llama.cpp does (12 KV heads of 64, no grouping,
+// blocks of 16), in an F32 and an F16 cache: a batched decode step of 16
+// sequences with contexts from 128 to 248 tokens (model's
+// BenchmarkDecodeBatch16), and a 512-token prompt from the start
+// (BenchmarkPrefill512).
+func BenchmarkAttentionModelShapes(b *testing.B) {
+	w := NewWorkers(0)
+	defer w.Close()
+	decode := make([]seqShape, 16)
+	for i := range decode {
+		decode[i] = seqShape{128 + 8*i, 1}
+	}
+	for _, tc := range []struct {
+		name string
+		seqs []seqShape
+	}{
+		{"decode_16seqs_ctx128-248", decode},
+		{"prefill_512rows", []seqShape{{0, 512}}},
+	} {
+		shape := attnCase{kvHeads: 12, group: 1, hd: 64, bs: 16, seqs: tc.seqs}
+		for _, typ := range []kernels.DType{kernels.F32, kernels.F16} {
+			f := newTypedFixture(b, rand.New(rand.NewPCG(7, 7)), shape, typ, false)
+			out := make([]float32, len(f.q))
+			b.Run(tc.name+"/"+typ.String(), func(b *testing.B) {
+				var scratch AttnScratch
+				b.ReportAllocs()
+				for b.Loop() {
+					f.cache.Attention(w, 1, f.q, out, f.seqs, f.nHeads, &scratch)
+				}
+			})
 		}
 	}
 }
