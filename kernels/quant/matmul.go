@@ -224,21 +224,16 @@ func (m *Multiplier) productRange(p *product, lo, hi int) {
 }
 
 // quadRows computes weight rows [o0, o1) of p against the activation rows
-// four at a time while a kernel takes four, and returns how many rows it
-// did (a multiple of 4, 0 without such a kernel).
+// four at a time while a kernel takes four, one call for all the weight
+// rows and each four activation rows, and returns how many activation
+// rows it did (a multiple of 4, 0 without such a kernel).
 func (m *Multiplier) quadRows(p *product, o0, o1 int) int {
 	in, out := m.in, p.Out
-	var v [4]float32
+	w := p.W[o0*p.rowBytes : o1*p.rowBytes]
 	r := 0
 	for ; r+4 <= m.rows; r += 4 {
-		a0, a3 := p.a.row(r, in), p.a.row(r+3, in)
-		for o := o0; o < o1; o++ {
-			if !dot4SIMD(p.Type, p.W[o*p.rowBytes:(o+1)*p.rowBytes], &a0, &a3, &v) {
-				return r
-			}
-			for i, x := range v {
-				p.Dst[(r+i)*out+o] = x
-			}
+		if !dot4SIMD(p.Type, w, p.a, r, in, p.Dst[r*out+o0:], out) {
+			break
 		}
 	}
 	return r
