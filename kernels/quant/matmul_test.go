@@ -132,9 +132,9 @@ func testMatMulBatchRows(t *testing.T) {
 	}
 }
 
-// TestMatMulQuadRowsRagged: the four-row kernels take a whole tile of
+// TestMatMulQuadRowsRagged: the four-row kernels take up to batchRows
 // weight rows per call. Over weight-row counts that are not multiples of
-// the tile, one tile and several, split over goroutines too, and
+// it or of tileRows, one run and several, split over goroutines too, and
 // activation rows that leave none to three over, every output of a
 // four-row call equals bit for bit that kernel's result for its weight
 // row alone, and the rows left over the Go dot product. One block per
@@ -149,7 +149,7 @@ func TestMatMulQuadRowsRagged(t *testing.T) {
 		for _, blocks := range []int{1, 3} {
 			in := blocks * actBlock(typ)
 			rs := rowBytes(typ, in)
-			for _, out := range []int{1, tileRows - 1, tileRows + 1, 3*tileRows + 2, 70} {
+			for _, out := range []int{1, tileRows - 1, batchRows - 1, batchRows + 5, 2*batchRows + tileRows + 3} {
 				w := randWeights(t, rng, typ, out, in)
 				for _, rows := range []int{4, 5, 6, 7, 12} {
 					x := randRow(rng, rows*in)
