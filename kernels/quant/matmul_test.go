@@ -136,10 +136,10 @@ func testMatMulBatchRows(t *testing.T) {
 // weight rows per call. Over weight-row counts that are not multiples of
 // it or of tileRows, one run and several, split over goroutines too, and
 // activation rows that leave none to three over, every output of a
-// four-row call equals bit for bit that kernel's result for its weight
-// row alone, and the rows left over the Go dot product. One block per
-// row is the Q8_0 family's single last block alone; three, a pair and
-// one.
+// four-row call (three left over take one more, as the last four rows)
+// equals bit for bit that kernel's result for its weight row alone, and
+// the rows left over the Go dot product. One block per row is the Q8_0
+// family's single last block alone; three, a pair and one.
 func TestMatMulQuadRowsRagged(t *testing.T) {
 	if !have512 {
 		t.Skip("no four-row kernels in this build or on this CPU")
@@ -151,7 +151,7 @@ func TestMatMulQuadRowsRagged(t *testing.T) {
 			rs := rowBytes(typ, in)
 			for _, out := range []int{1, tileRows - 1, batchRows - 1, batchRows + 5, 2*batchRows + tileRows + 3} {
 				w := randWeights(t, rng, typ, out, in)
-				for _, rows := range []int{4, 5, 6, 7, 12} {
+				for _, rows := range []int{4, 5, 6, 7, 11, 12} {
 					x := randRow(rng, rows*in)
 					a := acts{blk: actBlock(typ)}
 					a.prepare(x, rows*in)
@@ -161,10 +161,18 @@ func TestMatMulQuadRowsRagged(t *testing.T) {
 						if err := m.MatMul(dst, x, w, typ, rows, out, in); err != nil {
 							t.Fatal(err)
 						}
+						quads := rows &^ 3 // the rows four-row calls cover
+						starts := []int{}
+						for r0 := 0; r0 < quads; r0 += 4 {
+							starts = append(starts, r0)
+						}
+						if rows-quads == 3 { // the last four rows, in one more call
+							starts, quads = append(starts, rows-4), rows
+						}
 						for o := range out {
 							row := w[o*rs : (o+1)*rs]
 							var one [4]float32
-							for r0 := 0; r0+4 <= rows; r0 += 4 {
+							for _, r0 := range starts {
 								if !dot4SIMD(typ, row, &a, r0, in, one[:], 1) {
 									t.Fatalf("%s: no four-row kernel", typ)
 								}
@@ -174,7 +182,7 @@ func TestMatMulQuadRowsRagged(t *testing.T) {
 									}
 								}
 							}
-							for r := rows &^ 3; r < rows; r++ {
+							for r := quads; r < rows; r++ {
 								ar := a.row(r, in)
 								if got, want := dst[r*out+o], dotGo(typ, row, &ar); math.Abs(float64(got-want)) > 1e-5*absDot(typ, row, x[r*in:(r+1)*in]) {
 									t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, Go %v", typ, rows, in, out, r, o, got, want)
