@@ -116,7 +116,13 @@ func (m *Multiplier) MatMuls(x []float32, rows, in int, ps ...Product) error {
 		m.tiles += (p.Out + tileRows - 1) / tileRows
 		work += len(p.W) * rows
 	}
-	if rows == 0 || m.tiles == 0 {
+	if in == 0 { // sums of nothing, which the kernels do not take
+		for _, p := range m.prods {
+			clear(p.Dst[:rows*p.Out])
+		}
+	}
+	if rows == 0 || m.tiles == 0 || in == 0 {
+		clear(m.prods)
 		m.prods = m.prods[:0]
 		return nil
 	}

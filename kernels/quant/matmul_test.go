@@ -241,6 +241,27 @@ func TestMatMulZeroBlocks(t *testing.T) {
 	}
 }
 
+// TestMatMulEmptyRows: rows of no values give zero sums, for one row and
+// for the batched paths, on every weight type.
+func TestMatMulEmptyRows(t *testing.T) {
+	for _, typ := range weightTypes {
+		for _, rows := range []int{1, 2, 4, 7} {
+			dst := make([]float32, rows*3)
+			for i := range dst {
+				dst[i] = 1
+			}
+			if err := NewMultiplier(nil).MatMul(dst, nil, nil, typ, rows, 3, 0); err != nil {
+				t.Fatalf("%s, %d rows: %v", typ, rows, err)
+			}
+			for i, v := range dst {
+				if v != 0 {
+					t.Fatalf("%s, %d rows: dst[%d] = %v, want 0", typ, rows, i, v)
+				}
+			}
+		}
+	}
+}
+
 func TestMatMulErrors(t *testing.T) {
 	m := NewMultiplier(nil)
 	dst, x := make([]float32, 4), make([]float32, 512)
