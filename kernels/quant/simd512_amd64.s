@@ -605,18 +605,19 @@ TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
 // by four consecutive activation rows, setting out[r][o] for activation
 // row r < 4 and weight row o < nr at dst + 4·(r·dstStride + o), and
 // unpacking each weight block once for all four activation rows. One
-// call does all the weight rows of a tile, so the Go around it is paid
-// per tile, not per row of a few blocks. Those of the 32-value blocks
-// (Q8_0, Q4_0) take the activations 32·nb bytes of quants and 4·nb of
-// scales apart, as acts lays them out. Their activations go into VPDPBUSD as
-// unsigned bytes a+128 (a XOR 0x80, the one op per row and 64 values
-// they cost) against the signed weights, and each row's sum
-// starts from −128·Σw, which is the weights' and so computed once. The
-// row pointers are DI plus R12 (zero), R8, 2·R8 and R9 = 3·R8; their
-// scales DX plus R12, R10, 2·R10 and R11 = 3·R10. K4 masks the dwords of
-// activations to load, K2 those that take the second block's scale: all
-// and the upper eight for two blocks, the lower eight and none for the
-// single last one, whose loads then stay inside the rows.
+// call takes a run of weight rows (matmul.go's batchRows), so the Go
+// around it is paid per run, not per weight row of a few blocks. Those
+// of the 32-value blocks (Q8_0, Q4_0) take the activation rows 32·nb
+// bytes of quants and 4·nb of scales apart, as acts lays them out. Their
+// activations go into VPDPBUSD as unsigned bytes a+128 (a XOR 0x80, the
+// one op per row and 64 values they cost) against the signed weights,
+// and each row's sum starts from −128·Σw, which is the weights' and so
+// computed once. The row pointers are DI plus R12 (zero), R8, 2·R8 and
+// R9 = 3·R8; their scales DX plus R12, R10, 2·R10 and R11 = 3·R10. K4
+// masks the dwords of activations to load, K2 those that take the second
+// block's scale: all and the upper eight for two blocks, the lower eight
+// and none for the single last one, whose loads then stay inside the
+// rows.
 
 // X4ROW adds the blocks unpacked in Z11 (quants) and Z13 (their scales
 // as floats) times the row at (DI)(aidx), scales (DX)(didx), to acc; Z10
