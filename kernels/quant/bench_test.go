@@ -140,39 +140,63 @@ func BenchmarkMatMulBatch(b *testing.B) {
 // (quantizing x, the parallel loop's hand-off) show beside the weight
 // bytes, which fit in cache here.
 func BenchmarkMatVecSmall(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, typ := range []Type{F16, Q8_0, Q4_K} {
+		s := newSmallStep(b, rng, typ, 1)
+		benchLevels(b, typ.String(), s.run)
+	}
+}
+
+// BenchmarkMatMulBatchSmall is BenchmarkMatVecSmall for a decode batch
+// of 16 sequences, whose rows go four at a time through the four-row
+// kernels: each of the model's weight rows is only 3 or 8 blocks, so the
+// Go around each kernel call counts here as the kernels do.
+func BenchmarkMatMulBatchSmall(b *testing.B) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	for _, typ := range []Type{Q8_0, Q4_K, Q6_K} {
+		s := newSmallStep(b, rng, typ, 16)
+		b.Run(typ.String(), s.run)
+	}
+}
+
+// smallStep is one decode step of the 110M model's projections for
+// BenchmarkMatVecSmall and BenchmarkMatMulBatchSmall.
+type smallStep struct {
+	qkv, gateUp []Product
+	o, down     Product
+	x, h        []float32 // rows×dim and rows×hidden activations
+	rows, bytes int
+}
+
+func newSmallStep(b *testing.B, rng *rand.Rand, typ Type, rows int) *smallStep {
+	const dim, hidden = 768, 2048
+	mk := func(out, in int) Product {
+		return Product{Dst: make([]float32, rows*out), W: randWeights(b, rng, typ, out, in), Type: typ, Out: out}
+	}
+	s := &smallStep{rows: rows, x: randRow(rng, rows*dim), h: randRow(rng, rows*hidden)}
+	s.qkv = []Product{mk(dim, dim), mk(dim, dim), mk(dim, dim)}
+	s.o, s.gateUp, s.down = mk(dim, dim), []Product{mk(hidden, dim), mk(hidden, dim)}, mk(dim, hidden)
+	for _, p := range append(append(s.qkv, s.o, s.down), s.gateUp...) {
+		s.bytes += len(p.W)
+	}
+	return s
+}
+
+// run times the step on benchThreads threads; MB/s counts the weight
+// bytes, read once per step for all the rows.
+func (s *smallStep) run(b *testing.B) {
 	pool := newTestPool(benchThreads)
 	defer pool.Close()
-	rng := rand.New(rand.NewPCG(3, 3))
-	const dim, hidden = 768, 2048
-	for _, typ := range []Type{F16, Q8_0, Q4_K} {
-		mk := func(out, in int) Product {
-			rs, _ := typ.RowSize(in)
-			w := make([]byte, out*rs)
-			for o := range out {
-				if err := Quantize(typ, w[o*rs:(o+1)*rs], randRow(rng, in)); err != nil {
-					b.Fatal(err)
-				}
-			}
-			return Product{Dst: make([]float32, out), W: w, Type: typ, Out: out}
+	m := NewMultiplier(pool.For)
+	dim, hidden := len(s.x)/s.rows, len(s.h)/s.rows
+	b.SetBytes(int64(s.bytes))
+	for b.Loop() {
+		if m.MatMuls(s.x, s.rows, dim, s.qkv...) != nil || m.MatMuls(s.x, s.rows, dim, s.o) != nil ||
+			m.MatMuls(s.x, s.rows, dim, s.gateUp...) != nil || m.MatMuls(s.h, s.rows, hidden, s.down) != nil {
+			b.Fatal("MatMuls failed")
 		}
-		qkv := []Product{mk(dim, dim), mk(dim, dim), mk(dim, dim)}
-		o, gateUp, down := mk(dim, dim), []Product{mk(hidden, dim), mk(hidden, dim)}, mk(dim, hidden)
-		bytes := 0
-		for _, p := range append(append(qkv, o, down), gateUp...) {
-			bytes += len(p.W)
-		}
-		x, h := randRow(rng, dim), randRow(rng, hidden)
-		m := NewMultiplier(pool.For)
-		benchLevels(b, typ.String(), func(b *testing.B) {
-			b.SetBytes(int64(bytes))
-			for b.Loop() {
-				if m.MatMuls(x, 1, dim, qkv...) != nil || m.MatMuls(x, 1, dim, o) != nil ||
-					m.MatMuls(x, 1, dim, gateUp...) != nil || m.MatMuls(h, 1, hidden, down) != nil {
-					b.Fatal("MatMuls failed")
-				}
-			}
-		})
 	}
+	b.ReportMetric(float64(s.rows*b.N)/b.Elapsed().Seconds(), "rows/s")
 }
 
 // BenchmarkDotRows times the single-row kernels alone (dotRows, the

@@ -132,6 +132,70 @@ func testMatMulBatchRows(t *testing.T) {
 	}
 }
 
+// TestMatMulQuadRowsRagged: the four-row kernels take up to batchRows
+// weight rows per call. Over weight-row counts that are not multiples of
+// it or of tileRows, one run and several, split over goroutines too, and
+// activation rows that leave none to three over, every output of a
+// four-row call (three left over take one more, as the last four rows)
+// equals bit for bit that kernel's result for its weight row alone, and
+// the rows left over the Go dot product. One block per row is the Q8_0
+// family's single last block alone; three, a pair and one.
+func TestMatMulQuadRowsRagged(t *testing.T) {
+	if !have512 {
+		t.Skip("no four-row kernels in this build or on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(27, 28))
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q5_K, Q6_K} {
+		for _, blocks := range []int{1, 3} {
+			in := blocks * actBlock(typ)
+			rs := rowBytes(typ, in)
+			for _, out := range []int{1, tileRows - 1, batchRows - 1, batchRows + 5, 2*batchRows + tileRows + 3} {
+				w := randWeights(t, rng, typ, out, in)
+				for _, rows := range []int{4, 5, 6, 7, 11, 12} {
+					x := randRow(rng, rows*in)
+					a := acts{blk: actBlock(typ)}
+					a.prepare(x, rows*in)
+					a.quantizeBlocks(x, 0, len(a.d))
+					for _, m := range []*Multiplier{NewMultiplier(nil), NewMultiplier(goroutineFor)} {
+						dst := make([]float32, rows*out)
+						if err := m.MatMul(dst, x, w, typ, rows, out, in); err != nil {
+							t.Fatal(err)
+						}
+						quads := rows &^ 3 // the rows four-row calls cover
+						starts := []int{}
+						for r0 := 0; r0 < quads; r0 += 4 {
+							starts = append(starts, r0)
+						}
+						if rows-quads == 3 { // the last four rows, in one more call
+							starts, quads = append(starts, rows-4), rows
+						}
+						for o := range out {
+							row := w[o*rs : (o+1)*rs]
+							var one [4]float32
+							for _, r0 := range starts {
+								if !dot4SIMD(typ, row, &a, r0, in, one[:], 1) {
+									t.Fatalf("%s: no four-row kernel", typ)
+								}
+								for i, v := range one {
+									if got := dst[(r0+i)*out+o]; math.Float32bits(got) != math.Float32bits(v) {
+										t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, one weight row alone %v", typ, rows, in, out, r0+i, o, got, v)
+									}
+								}
+							}
+							for r := quads; r < rows; r++ {
+								ar := a.row(r, in)
+								if got, want := dst[r*out+o], dotGo(typ, row, &ar); math.Abs(float64(got-want)) > 1e-5*absDot(typ, row, x[r*in:(r+1)*in]) {
+									t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, Go %v", typ, rows, in, out, r, o, got, want)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestMatMulFloatOddLength: float rows of a length the assembly's 8-wide
 // loops do not take fall back to Go, for one row and for pairs.
 func TestMatMulFloatOddLength(t *testing.T) {
@@ -174,6 +238,27 @@ func TestMatMulZeroBlocks(t *testing.T) {
 		x := make([]float32, 512)
 		copy(x[256:], randRow(rng, 256))
 		checkMatMul(t, NewMultiplier(nil), typ, w, x, 1, 2, 512)
+	}
+}
+
+// TestMatMulEmptyRows: rows of no values give zero sums, for one row and
+// for the batched paths, on every weight type.
+func TestMatMulEmptyRows(t *testing.T) {
+	for _, typ := range weightTypes {
+		for _, rows := range []int{1, 2, 4, 7} {
+			dst := make([]float32, rows*3)
+			for i := range dst {
+				dst[i] = 1
+			}
+			if err := NewMultiplier(nil).MatMul(dst, nil, nil, typ, rows, 3, 0); err != nil {
+				t.Fatalf("%s, %d rows: %v", typ, rows, err)
+			}
+			for i, v := range dst {
+				if v != 0 {
+					t.Fatalf("%s, %d rows: dst[%d] = %v, want 0", typ, rows, i, v)
+				}
+			}
+		}
 	}
 }
 

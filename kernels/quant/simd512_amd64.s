@@ -42,27 +42,33 @@
 	VXORPS Z8, Z8, Z8; \
 	VXORPS Z9, Z9, Z9
 
-// X4SETUP loads the arguments and constants of the four-row Q8_0 and
-// Q4_0 kernels (see dotQ8_0x4AVX512), zeroes the sums and sets the masks
-// for two blocks at a time.
+// X4SETUP loads the constants of the four-row Q8_0 and Q4_0 kernels
+// (see dotQ8_0x4AVX512).
 #define X4SETUP \
-	MOVQ      w+0(FP), SI; \
-	MOVQ      a+8(FP), DI; \
-	MOVQ      ad+16(FP), DX; \
-	MOVQ      astride+24(FP), R8; \
-	MOVQ      adstride+32(FP), R10; \
-	MOVQ      nb+40(FP), CX; \
-	LEAQ      (R8)(R8*2), R9; \
-	LEAQ      (R10)(R10*2), R11; \
-	XORQ      R12, R12; \
-	VPXORD    Z31, Z31, Z31; \
-	BCASTD(0x80808080, Z30); \
-	VXORPS    Z16, Z16, Z16; \
-	VXORPS    Z17, Z17, Z17; \
-	VXORPS    Z18, Z18, Z18; \
-	VXORPS    Z19, Z19, Z19; \
+	VPXORD Z31, Z31, Z31; \
+	BCASTD(0x80808080, Z30)
+
+// X4ROWSETUP starts a weight row of the four-row Q8_0 and Q4_0 kernels:
+// the activations' pointers and strides (R8 = 32·nb bytes of quants, R10
+// = 4·nb of scales), the sums zeroed and the masks set for two blocks at
+// a time.
+#define X4ROWSETUP \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   nb+24(FP), CX; \
+	MOVQ   CX, R8; \
+	SHLQ   $5, R8; \
+	MOVQ   CX, R10; \
+	SHLQ   $2, R10; \
+	LEAQ   (R8)(R8*2), R9; \
+	LEAQ   (R10)(R10*2), R11; \
+	XORQ   R12, R12; \
+	VXORPS Z16, Z16, Z16; \
+	VXORPS Z17, Z17, Z17; \
+	VXORPS Z18, Z18, Z18; \
+	VXORPS Z19, Z19, Z19; \
 	HIGHHALF; \
-	KXNORW    K4, K4, K4
+	KXNORW K4, K4, K4
 
 // X4ONESCALE sets Z13 to the scale of the block at (base), in all lanes.
 #define X4ONESCALE(base) \
@@ -75,26 +81,47 @@
 	KMOVW  AX, K4; \
 	KXORW  K2, K2, K2
 
-// X4STORE sums the lanes of acc into out[i].
-#define X4STORE(acc, i) \
+// X4ROWSTART keeps the four-row kernels' count of weight rows (nrarg)
+// and their output pointer (dstarg) in the frame's locals rows and outp,
+// as their block loops take every free register.
+#define X4ROWSTART(nrarg, dstarg) \
+	MOVQ nrarg, AX; \
+	MOVQ AX, rows-8(SP); \
+	MOVQ dstarg, AX; \
+	MOVQ AX, outp-16(SP)
+
+// X4STORE sums the lanes of acc into the float at addr.
+#define X4STORE(acc, addr) \
 	VMOVAPS acc, Z0; \
 	HSUM16; \
-	VMOVSS  X0, (i*4)(R13)
+	VMOVSS  X0, addr
 
-// X4END stores the four rows' sums in a0 ... a3 at (R13).
-#define X4END(a0, a1, a2, a3) \
-	X4STORE(a0, 0); \
-	X4STORE(a1, 1); \
-	X4STORE(a2, 2); \
-	X4STORE(a3, 3); \
-	VZEROUPPER
+// X4NEXT stores the four activation rows' sums in a0 ... a3 for the
+// weight row just done at outp, the rows stridearg floats apart, moves
+// outp on to the next weight row's and counts the row off rows (the
+// flags say whether any are left). Clobbers R11-R13.
+#define X4NEXT(a0, a1, a2, a3, stridearg) \
+	MOVQ     outp-16(SP), R13; \
+	MOVQ     stridearg, R12; \
+	SHLQ     $2, R12; \
+	LEAQ     (R12)(R12*2), R11; \
+	X4STORE(a0, (R13)); \
+	X4STORE(a1, (R13)(R12*1)); \
+	X4STORE(a2, (R13)(R12*2)); \
+	X4STORE(a3, (R13)(R11*1)); \
+	ADDQ     $4, outp-16(SP); \
+	DECQ     rows-8(SP)
 
-// X4BLOCKS is the block loop of the four-row Q8_0 and Q4_0 kernels,
-// over blocks of bsize bytes: PAIR(base) unpacks two blocks into Z11
-// (their 64 quants, signed) and Z13 (d_A in lanes 0-7, d_B in 8-15)
-// and ONE(base) a single last one (its quants in Y11, the upper lanes
-// zero), for X4ROWS.
+// X4BLOCKS is the loop of the four-row Q8_0 and Q4_0 kernels over
+// weight rows and their blocks of bsize bytes: PAIR(base) unpacks two
+// blocks into Z11 (their 64 quants, signed) and Z13 (d_A in lanes 0-7,
+// d_B in 8-15) and ONE(base) a single last one (its quants in Y11, the
+// upper lanes zero), for X4ROWS.
 #define X4BLOCKS(PAIR, ONE, bsize) \
+	MOVQ w+0(FP), SI; \
+	X4ROWSTART(nr+32(FP), dst+40(FP)); \
+row: \
+	X4ROWSETUP; \
 pair: \
 	CMPQ CX, $2; \
 	JLT  one; \
@@ -111,18 +138,23 @@ one: \
 	X4LAST; \
 	ONE(SI); \
 	X4ROWS; \
+	ADDQ $bsize, SI; \
 done: \
-	MOVQ out+48(FP), R13; \
-	X4END(Z16, Z17, Z18, Z19)
+	X4NEXT(Z16, Z17, Z18, Z19, dstStride+48(FP)); \
+	JNZ row; \
+	VZEROUPPER
 
-// KX4ROWS is the block loop of the four-row K-quant kernels, func(w
-// *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32):
-// UNPACK(SI) unpacks a block of bsize bytes and ROW(aidx, bidx, didx,
-// acc) multiplies it by a row into Z9, Z10, Z12 or Z13. The rows' quants
+// KX4ROWS is the loop of the four-row K-quant kernels over weight rows
+// and their blocks, func(w *byte, a *int8, ad *float32, bs *int16, nb,
+// nr int, dst *float32, dstStride int): UNPACK(SI) unpacks a block of
+// bsize bytes and ROW(aidx, bidx, didx, acc) multiplies it by an
+// activation row into Z9, Z10, Z12 or Z13. The activation rows' quants
 // are R8 = 256·nb bytes apart, their scales R10 = 4·nb and their sums AX
 // = 32·nb; R9, R11 and R13 hold three of each, R12 zero.
 #define KX4ROWS(UNPACK, ROW, bsize) \
 	MOVQ   w+0(FP), SI; \
+	X4ROWSTART(nr+40(FP), dst+48(FP)); \
+row: \
 	MOVQ   a+8(FP), DI; \
 	MOVQ   ad+16(FP), DX; \
 	MOVQ   bs+24(FP), BX; \
@@ -153,8 +185,9 @@ block: \
 	ADDQ $32, BX; \
 	DECQ CX; \
 	JNZ  block; \
-	MOVQ out+40(FP), R13; \
-	X4END(Z9, Z10, Z12, Z13)
+	X4NEXT(Z9, Z10, Z12, Z13, dstStride+56(FP)); \
+	JNZ  row; \
+	VZEROUPPER
 
 // KROWS runs the K-quant dot over the rows, BLOCK(base, acc, minacc)
 // multiplying one block of bsize bytes into a row's sum and minimums'
@@ -568,18 +601,23 @@ TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
 	PAIRROWS(Q8ROWPAIR, Q8ONE, 34)
 	RET
 
-// The four-row kernels multiply one weight row by four activation rows
-// into out[0:4], unpacking each weight block once for all four. Those of
-// the 32-value blocks (Q8_0, Q4_0) take rows astride bytes of quants and
-// adstride of scales apart. Their activations go into VPDPBUSD as
-// unsigned bytes a+128 (a XOR 0x80, the one op per row and 64 values
-// they cost) against the signed weights, and each row's sum
-// starts from −128·Σw, which is the weights' and so computed once. The
-// row pointers are DI plus R12 (zero), R8, 2·R8 and R9 = 3·R8; their
-// scales DX plus R12, R10, 2·R10 and R11 = 3·R10. K4 masks the dwords of
-// activations to load, K2 those that take the second block's scale: all
-// and the upper eight for two blocks, the lower eight and none for the
-// single last one, whose loads then stay inside the rows.
+// The four-row kernels multiply nr consecutive weight rows (at least 1)
+// by four consecutive activation rows, setting out[r][o] for activation
+// row r < 4 and weight row o < nr at dst + 4·(r·dstStride + o), and
+// unpacking each weight block once for all four activation rows. One
+// call takes a run of weight rows (matmul.go's batchRows), so the Go
+// around it is paid per run, not per weight row of a few blocks. Those
+// of the 32-value blocks (Q8_0, Q4_0) take the activation rows 32·nb
+// bytes of quants and 4·nb of scales apart, as acts lays them out. Their
+// activations go into VPDPBUSD as unsigned bytes a+128 (a XOR 0x80, the
+// one op per row and 64 values they cost) against the signed weights,
+// and each row's sum starts from −128·Σw, which is the weights' and so
+// computed once. The row pointers are DI plus R12 (zero), R8, 2·R8 and
+// R9 = 3·R8; their scales DX plus R12, R10, 2·R10 and R11 = 3·R10. K4
+// masks the dwords of activations to load, K2 those that take the second
+// block's scale: all and the upper eight for two blocks, the lower eight
+// and none for the single last one, whose loads then stay inside the
+// rows.
 
 // X4ROW adds the blocks unpacked in Z11 (quants) and Z13 (their scales
 // as floats) times the row at (DI)(aidx), scales (DX)(didx), to acc; Z10
@@ -613,10 +651,10 @@ TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
 	VMOVDQU 2(base), Y11; \
 	X4ONESCALE(base)
 
-// func dotQ8_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
-// sets out[r] to the dot product of the Q8_0 weight row w (nb blocks)
-// with Q8_0 activation row r, for r < 4.
-TEXT ·dotQ8_0x4AVX512(SB), NOSPLIT, $0-56
+// func dotQ8_0x4AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
+// sets out[r][o] to the dot product of the Q8_0 weight row o (nb blocks)
+// with Q8_0 activation row r, for r < 4 and o < nr.
+TEXT ·dotQ8_0x4AVX512(SB), NOSPLIT, $16-56
 	X4SETUP
 	VMOVDQU64 q8Quants<>(SB), Z28
 	VMOVDQU64 q8Halves<>(SB), Z29
@@ -732,9 +770,9 @@ TEXT ·dotQ4_0AVX512(SB), NOSPLIT, $0-48
 	VPSUBB Y14, Y11, Y11; \
 	X4ONESCALE(base)
 
-// func dotQ4_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
+// func dotQ4_0x4AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
 // is dotQ8_0x4AVX512 for Q4_0 weights, unpacked as dotQ4_0AVX512 does.
-TEXT ·dotQ4_0x4AVX512(SB), NOSPLIT, $0-56
+TEXT ·dotQ4_0x4AVX512(SB), NOSPLIT, $16-56
 	X4SETUP
 	BCASTD(0x0f0f0f0f, Z15)
 	BCASTD(0x08080808, Z14)
@@ -1132,18 +1170,19 @@ TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 	VFNMADD231PS     Z7, Z1, Z0; \
 	VFMADD231PS.BCST (DX)(didx), Z0, acc
 
-// func dotQ4Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
-// sets out[r] to the dot product of the Q4_K weight row w (nb blocks)
-// with Q8_K activation row r, for r < 4: each block's scales, minimums
-// and quants unpacked once (as dotQ4KAVX512 does) for the four rows.
-TEXT ·dotQ4Kx4AVX512(SB), NOSPLIT, $0-48
+// func dotQ4Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+// sets out[r][o] to the dot product of the Q4_K weight row o (nb blocks)
+// with Q8_K activation row r, for r < 4 and o < nr: each block's scales,
+// minimums and quants unpacked once (as dotQ4KAVX512 does) for the four
+// activation rows.
+TEXT ·dotQ4Kx4AVX512(SB), NOSPLIT, $16-64
 	K45CONSTS
 	KX4ROWS(K4XUNPACK, K4XROW, 144)
 	RET
 
-// func dotQ5Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+// func dotQ5Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 // is dotQ4Kx4AVX512 for Q5_K weights: qs at 48, the fifth bits at 16.
-TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $0-48
+TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $16-64
 	K45CONSTS
 	KX4ROWS(Q5XUNPACK, K4XROW, 176)
 	RET
@@ -1174,9 +1213,9 @@ TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $0-48
 	VMULPS           Z8, Z0, Z0; \
 	VFMADD231PS.BCST (DX)(didx), Z0, acc
 
-// func dotQ6Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+// func dotQ6Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 // is dotQ4Kx4AVX512 for Q6_K weights, unpacked as dotQ6KAVX512 does.
-TEXT ·dotQ6Kx4AVX512(SB), NOSPLIT, $0-48
+TEXT ·dotQ6Kx4AVX512(SB), NOSPLIT, $16-64
 	BCASTD(0x0f0f0f0f, Z15)
 	BCASTD(0x30303030, Z14)
 	VMOVDQU64 q6kPerm<>+0(SB), Z16

@@ -126,19 +126,19 @@ func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb
 func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
 
 //go:noescape
-func dotQ8_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
+func dotQ8_0x4AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
-func dotQ4Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+func dotQ4Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
-func dotQ6Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+func dotQ6Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
-func dotQ4_0x4AVX512(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[4]float32)
+func dotQ4_0x4AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
-func dotQ5Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb int, out *[4]float32)
+func dotQ5Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
 func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
@@ -277,36 +277,47 @@ func dot2SIMD(t Type, w []byte, a0, a1 *actRow) (r0, r1 float32, ok bool) {
 	return out[0], out[1], true
 }
 
-// dot4SIMD sets out to the dot products of the weight row w with the
-// four activation rows a0 ... a3, which must be consecutive rows of one
-// acts (a3 is only there to check their length), unpacking the weights
-// once for all four; it returns false for a type without such a kernel,
-// or on a CPU without AVX-512, leaving out alone.
-func dot4SIMD(t Type, w []byte, a0, a3 *actRow, out *[4]float32) bool {
-	if !have512 {
-		return false
-	}
-	nb := len(a0.d)
+// dot4SIMD sets dst[i*stride+o] to the dot product of weight row o of w
+// (one or more whole rows, consecutive) with activation row r+i of a
+// (rows of in values), for i < 4, in one assembly call that unpacks each
+// weight block once for the four activation rows; stride must be at
+// least the number of weight rows. It returns false for a type without
+// such a kernel, or on a CPU without AVX-512, leaving dst alone.
+func dot4SIMD(t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
 	switch t {
-	case Q8_0, Q4_0:
-		_, _, _ = w[nb*t.BlockBytes()-1], a3.qs[nb*QK-1], a3.d[nb-1]
-		if t == Q8_0 {
-			dotQ8_0x4AVX512(&w[0], &a0.qs[0], &a0.d[0], len(a0.qs), 4*nb, nb, out)
-		} else {
-			dotQ4_0x4AVX512(&w[0], &a0.qs[0], &a0.d[0], len(a0.qs), 4*nb, nb, out)
-		}
-	case Q4_K, Q5_K, Q6_K:
-		_, _, _, _ = w[nb*t.BlockBytes()-1], a3.qs[nb*QKK-1], a3.d[nb-1], a3.bs[nb*16-1]
-		switch t {
-		case Q4_K:
-			dotQ4Kx4AVX512(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], nb, out)
-		case Q5_K:
-			dotQ5Kx4AVX512(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], nb, out)
-		default:
-			dotQ6Kx4AVX512(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], nb, out)
-		}
+	case Q8_0, Q4_0, Q4_K, Q5_K, Q6_K:
 	default:
 		return false
+	}
+	nb := in / a.blk
+	if !have512 || nb == 0 {
+		return false
+	}
+	nr := len(w) / (nb * t.BlockBytes())
+	if stride < nr {
+		panic("quant: dot4SIMD's output rows overlap")
+	}
+	// The bounds of the last rows checked, the assembly reads inside them.
+	_, _, _ = w[nr*nb*t.BlockBytes()-1], dst[3*stride+nr-1], a.d[(r+4)*nb-1]
+	_ = a.qs[(r+4)*in-1]
+	if t == Q8_0 || t == Q4_0 {
+		q, d := &a.qs[r*in], &a.d[r*nb]
+		if t == Q8_0 {
+			dotQ8_0x4AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
+		} else {
+			dotQ4_0x4AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
+		}
+		return true
+	}
+	_ = a.bs[(r+4)*in/16-1]
+	q, d, bs := &a.qs[r*in], &a.d[r*nb], &a.bs[r*in/16]
+	switch t {
+	case Q4_K:
+		dotQ4Kx4AVX512(&w[0], q, d, bs, nb, nr, &dst[0], stride)
+	case Q5_K:
+		dotQ5Kx4AVX512(&w[0], q, d, bs, nb, nr, &dst[0], stride)
+	default:
+		dotQ6Kx4AVX512(&w[0], q, d, bs, nb, nr, &dst[0], stride)
 	}
 	return true
 }

@@ -21,4 +21,4 @@ var have512 = false
 func dequantSIMD(Type, []float32, []byte) int { return 0 }
 
 // dot4SIMD has no four-row kernels to offer in this build.
-func dot4SIMD(Type, []byte, *actRow, *actRow, *[4]float32) bool { return false }
+func dot4SIMD(Type, []byte, *acts, int, int, []float32, int) bool { return false }

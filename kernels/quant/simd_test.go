@@ -165,9 +165,8 @@ func testDot4MatchesGo(t *testing.T) {
 				if a.blk != 0 {
 					a.quantizeBlocks(x, 0, len(a.d))
 				}
-				a0, a3 := a.row(0, in), a.row(3, in)
 				var got [4]float32
-				if !dot4SIMD(typ, w, &a0, &a3, &got) {
+				if !dot4SIMD(typ, w, &a, 0, in, got[:], 1) {
 					break
 				}
 				for r, g := range got {
