@@ -12,10 +12,9 @@ import (
 // of type t (not F32) runs this package's GEMM: on the weights as they
 // are where its kernels convert t as they load it (directGemm: F16,
 // BF16 and Q8_0 with AVX-512, Q8_0 below deqGemmRows), else on float32
-// groups of their rows dequantized for it. Its register tiles reuse each weight row across four activation
-// rows, which kernels/quant's row-at-a-time products (built for decode)
-// do not. Below it, the integer products of kernels/quant stream the
-// quantized bytes. The crossover depends on how fast t converts or
+// groups of their rows dequantized for it. Below it, kernels/quant's
+// integer products stream the quantized bytes (with AVX-512, four
+// activation rows per weight row). The crossover depends on how fast t converts or
 // dequantizes (quant.FastDequantize) and on kernels/quant's kernel for t.
 // Measured on a 2-core Zen 5, 2 workers, GFLOP/s of the GEMM path against
 // kernels/quant's:
@@ -40,9 +39,14 @@ import (
 //     8 rows for decode batches, whose weights stream from memory.
 //   - Q4_0, whose VNNI kernels are Q8_0's too: 8 rows (at 6: 146-160 vs
 //     166-198; at 8: 237-239 vs 214-223; at 12: 275-281 vs 183-245);
-//   - the K-quants, whose four-row kernels are the fastest: 20 rows (at
-//     16: 273-288 vs 169-309 for Q4_K, 279-285 vs 289-320 for Q5_K and
-//     Q6_K; at 20 about even; at 32: 304-350 vs 290-316);
+//   - the K-quants with AVX-512: never. Their four-row VNNI kernels,
+//     which take a run of 32 weight rows per call in assembly, beat
+//     dequantizing for the GEMM at every row count measured (one
+//     worker's CPU time, 2048×768, GFLOP/s: Q4_K 210 vs 143 at 16 rows,
+//     207 vs 173 at 32; Q5_K and Q6_K alike), up to a 512-token prompt:
+//     the Q4_K_M file's Prefill512 1645-1714 -> 1873 tok/s and
+//     DecodeBatch32 846-922 -> 1126-1182 (2 workers, 3 interleaved
+//     rounds);
 //   - without AVX-512, dequantized by scalar loops at about 1 Gvalue/s:
 //     64 rows (Q4_K 91 vs 87 at 64, 122 vs 86 at 128), Q6_K 128 (64
 //     rows 46 vs 86, 128 about even, 256 96 vs 76).
@@ -53,7 +57,7 @@ func gemmRows(t kernels.DType) int {
 	case !quant.FastDequantize(t):
 		return 64
 	case t == kernels.Q4_K || t == kernels.Q5_K || t == kernels.Q6_K:
-		return 20
+		return math.MaxInt
 	case t == kernels.Q8_0 || t == kernels.Q4_0:
 		return 8
 	}
