@@ -48,7 +48,7 @@ func simdScaleAdd(acc, add []float32, c float32) int {
 }
 
 //go:noescape
-func accumHalfAVX(acc *float32, w *float32, v *uint16, ldv int, rows int, d int)
+func accumHalfAVX(acc *float32, w *float32, v *uint16, ldv int, rows int, d8 int)
 
 // fusedHalfAccum reports whether accumHalf can add V vectors of hd halves
 // straight from an F16 cache: with AVX2 and F16C, hd a multiple of 8.

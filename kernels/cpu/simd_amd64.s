@@ -2,6 +2,92 @@
 
 #include "textflag.h"
 
+// FMAF32 and FMAF16 add Y8 times the 8 values of v at byte off of a
+// float32 row (off) or of a half row (off/2, made float32 as they load) at
+// R9 to acc: the two element types ACCUM reads.
+#define FMAF32(off, acc) VFMADD231PS off(R9), Y8, acc
+#define FMAF16(off, acc) VCVTPH2PS (off/2)(R9), Y9; VFMADD231PS Y9, Y8, acc
+
+// VCOLF32 and VCOLF16 set R9 to the v address of acc's byte column AX.
+#define VCOLF32 LEAQ (DX)(AX*1), R9
+#define VCOLF16 MOVQ AX, R9; SHRQ $1, R9; ADDQ DX, R9
+
+// ACCUM is the body of accumAVX and accumHalfAVX, v's elements being
+// 1<<VSHIFT bytes, addressed by VCOL and added by FMA: 64 columns at a
+// time, so eight independent FMA chains hide latency, then 8.
+#define ACCUM(VSHIFT, VCOL, FMA) \
+	MOVQ acc+0(FP), DI; \
+	MOVQ w+8(FP), SI; \
+	MOVQ v+16(FP), DX; \
+	MOVQ ldv+24(FP), R10; \
+	SHLQ $VSHIFT, R10; \
+	MOVQ rows+32(FP), CX; \
+	MOVQ d8+40(FP), BX; \
+	SHLQ $2, BX; \
+	XORQ AX, AX; \
+chunk64: \
+	MOVQ BX, R8; \
+	SUBQ AX, R8; \
+	CMPQ R8, $256; \
+	JB   chunk8; \
+	VMOVUPS (DI)(AX*1), Y0; \
+	VMOVUPS 32(DI)(AX*1), Y1; \
+	VMOVUPS 64(DI)(AX*1), Y2; \
+	VMOVUPS 96(DI)(AX*1), Y3; \
+	VMOVUPS 128(DI)(AX*1), Y4; \
+	VMOVUPS 160(DI)(AX*1), Y5; \
+	VMOVUPS 192(DI)(AX*1), Y6; \
+	VMOVUPS 224(DI)(AX*1), Y7; \
+	VCOL; \
+	XORQ R11, R11; \
+rows64: \
+	CMPQ R11, CX; \
+	JAE  store64; \
+	VBROADCASTSS (SI)(R11*4), Y8; \
+	FMA(0, Y0); \
+	FMA(32, Y1); \
+	FMA(64, Y2); \
+	FMA(96, Y3); \
+	FMA(128, Y4); \
+	FMA(160, Y5); \
+	FMA(192, Y6); \
+	FMA(224, Y7); \
+	ADDQ R10, R9; \
+	INCQ R11; \
+	JMP  rows64; \
+store64: \
+	VMOVUPS Y0, (DI)(AX*1); \
+	VMOVUPS Y1, 32(DI)(AX*1); \
+	VMOVUPS Y2, 64(DI)(AX*1); \
+	VMOVUPS Y3, 96(DI)(AX*1); \
+	VMOVUPS Y4, 128(DI)(AX*1); \
+	VMOVUPS Y5, 160(DI)(AX*1); \
+	VMOVUPS Y6, 192(DI)(AX*1); \
+	VMOVUPS Y7, 224(DI)(AX*1); \
+	ADDQ $256, AX; \
+	JMP  chunk64; \
+chunk8: \
+	CMPQ AX, BX; \
+	JAE  accumdone; \
+	VMOVUPS (DI)(AX*1), Y0; \
+	VCOL; \
+	XORQ R11, R11; \
+rows8: \
+	CMPQ R11, CX; \
+	JAE  store8; \
+	VBROADCASTSS (SI)(R11*4), Y8; \
+	FMA(0, Y0); \
+	ADDQ R10, R9; \
+	INCQ R11; \
+	JMP  rows8; \
+store8: \
+	VMOVUPS Y0, (DI)(AX*1); \
+	ADDQ $32, AX; \
+	JMP  chunk8; \
+accumdone: \
+	VZEROUPPER; \
+	RET
+
 // The kernels below need AVX2 and FMA; simd_amd64.go calls them only when
 // the CPU and OS support both. Lengths are in float32 elements and must be
 // positive multiples of 8 where named k8 or d8; leading dimensions are in
@@ -210,87 +296,16 @@ sumdot:
 	RET
 
 // func accumAVX(acc *float32, w *float32, v *float32, ldv int, rows int, d8 int)
-// adds sum over j < rows of w[j]*v[j*ldv+d] to acc[d], d < d8. It works
-// on 64 columns at a time so eight independent FMA chains hide latency.
+// adds sum over j < rows of w[j]*v[j*ldv+d] to acc[d], d < d8.
 TEXT ·accumAVX(SB), NOSPLIT, $0-48
-	MOVQ acc+0(FP), DI
-	MOVQ w+8(FP), SI
-	MOVQ v+16(FP), DX
-	MOVQ ldv+24(FP), R10
-	SHLQ $2, R10
-	MOVQ rows+32(FP), CX
-	MOVQ d8+40(FP), BX
-	SHLQ $2, BX
-	XORQ AX, AX
+	ACCUM(2, VCOLF32, FMAF32)
 
-chunk64:
-	MOVQ BX, R8
-	SUBQ AX, R8
-	CMPQ R8, $256
-	JB   chunk8
-	VMOVUPS (DI)(AX*1), Y0
-	VMOVUPS 32(DI)(AX*1), Y1
-	VMOVUPS 64(DI)(AX*1), Y2
-	VMOVUPS 96(DI)(AX*1), Y3
-	VMOVUPS 128(DI)(AX*1), Y4
-	VMOVUPS 160(DI)(AX*1), Y5
-	VMOVUPS 192(DI)(AX*1), Y6
-	VMOVUPS 224(DI)(AX*1), Y7
-	LEAQ (DX)(AX*1), R9
-	XORQ R11, R11
-
-rows64:
-	CMPQ R11, CX
-	JAE  store64
-	VBROADCASTSS (SI)(R11*4), Y8
-	VFMADD231PS (R9), Y8, Y0
-	VFMADD231PS 32(R9), Y8, Y1
-	VFMADD231PS 64(R9), Y8, Y2
-	VFMADD231PS 96(R9), Y8, Y3
-	VFMADD231PS 128(R9), Y8, Y4
-	VFMADD231PS 160(R9), Y8, Y5
-	VFMADD231PS 192(R9), Y8, Y6
-	VFMADD231PS 224(R9), Y8, Y7
-	ADDQ R10, R9
-	INCQ R11
-	JMP  rows64
-
-store64:
-	VMOVUPS Y0, (DI)(AX*1)
-	VMOVUPS Y1, 32(DI)(AX*1)
-	VMOVUPS Y2, 64(DI)(AX*1)
-	VMOVUPS Y3, 96(DI)(AX*1)
-	VMOVUPS Y4, 128(DI)(AX*1)
-	VMOVUPS Y5, 160(DI)(AX*1)
-	VMOVUPS Y6, 192(DI)(AX*1)
-	VMOVUPS Y7, 224(DI)(AX*1)
-	ADDQ $256, AX
-	JMP  chunk64
-
-chunk8:
-	CMPQ AX, BX
-	JAE  accumdone
-	VMOVUPS (DI)(AX*1), Y0
-	LEAQ (DX)(AX*1), R9
-	XORQ R11, R11
-
-rows8:
-	CMPQ R11, CX
-	JAE  store8
-	VBROADCASTSS (SI)(R11*4), Y8
-	VFMADD231PS (R9), Y8, Y0
-	ADDQ R10, R9
-	INCQ R11
-	JMP  rows8
-
-store8:
-	VMOVUPS Y0, (DI)(AX*1)
-	ADDQ $32, AX
-	JMP  chunk8
-
-accumdone:
-	VZEROUPPER
-	RET
+// func accumHalfAVX(acc *float32, w *float32, v *uint16, ldv int, rows int, d8 int)
+// is accumAVX on v of halves, each made float32 as it is loaded (F16C):
+// accumAVX's additions in accumAVX's order, on the values an F16 cache
+// holds, without converting them into a buffer first.
+TEXT ·accumHalfAVX(SB), NOSPLIT, $0-48
+	ACCUM(1, VCOLF16, FMAF16)
 
 // Constants for EXPPS: log2(e), ln(2) split in a high part exact in a
 // few bits and a low correction, the Cephes expf polynomial c5..c0, 1, the
