@@ -96,21 +96,42 @@
 	HSUM16; \
 	VMOVSS  X0, addr
 
-// X4NEXT stores the four activation rows' sums in a0 ... a3 for the
-// weight row just done at outp, the rows stridearg floats apart, moves
-// outp on to the next weight row's and counts the row off rows (the
-// flags say whether any are left). Clobbers R11-R13.
-#define X4NEXT(a0, a1, a2, a3, stridearg) \
-	MOVQ     outp-16(SP), R13; \
-	MOVQ     stridearg, R12; \
-	SHLQ     $2, R12; \
-	LEAQ     (R12)(R12*2), R11; \
+// X4OUT loads outp into R13, the output rows' stride (stridearg floats)
+// in bytes into R12 and three times it into R11.
+#define X4OUT(stridearg) \
+	MOVQ outp-16(SP), R13; \
+	MOVQ stridearg, R12; \
+	SHLQ $2, R12; \
+	LEAQ (R12)(R12*2), R11
+
+// X4STORES stores a0 ... a3 for the four output rows from R13 on.
+#define X4STORES(a0, a1, a2, a3) \
 	X4STORE(a0, (R13)); \
 	X4STORE(a1, (R13)(R12*1)); \
 	X4STORE(a2, (R13)(R12*2)); \
-	X4STORE(a3, (R13)(R11*1)); \
-	ADDQ     $4, outp-16(SP); \
-	DECQ     rows-8(SP)
+	X4STORE(a3, (R13)(R11*1))
+
+// X4ROWDONE moves outp on to the next weight row's and counts the row
+// off rows (the flags say whether any are left).
+#define X4ROWDONE \
+	ADDQ $4, outp-16(SP); \
+	DECQ rows-8(SP)
+
+// X4NEXT stores the four activation rows' sums in a0 ... a3 for the
+// weight row just done at outp, the rows stridearg floats apart, and
+// moves on (X4ROWDONE). Clobbers R11-R13.
+#define X4NEXT(a0, a1, a2, a3, stridearg) \
+	X4OUT(stridearg); \
+	X4STORES(a0, a1, a2, a3); \
+	X4ROWDONE
+
+// X8NEXT is X4NEXT for eight activation rows.
+#define X8NEXT(a0, a1, a2, a3, a4, a5, a6, a7, stridearg) \
+	X4OUT(stridearg); \
+	X4STORES(a0, a1, a2, a3); \
+	LEAQ (R13)(R12*4), R13; \
+	X4STORES(a4, a5, a6, a7); \
+	X4ROWDONE
 
 // X4BLOCKS is the loop of the four-row Q8_0 and Q4_0 kernels over
 // weight rows and their blocks of bsize bytes: PAIR(base) unpacks two
@@ -144,41 +165,56 @@ done: \
 	JNZ row; \
 	VZEROUPPER
 
+// KXROWSETUP starts a weight row of the four- and eight-row K-quant
+// kernels, func(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst
+// *float32, dstStride int): the first activation row's quants in DI,
+// scales DX, 16-value sums BX, the blocks to go in CX. The activation
+// rows' quants are R8 = 256·nb bytes apart, their scales R10 = 4·nb and
+// their sums AX = 32·nb; R9, R11 and R13 hold three of each, R12 zero.
+#define KXROWSETUP \
+	MOVQ a+8(FP), DI; \
+	MOVQ ad+16(FP), DX; \
+	MOVQ bs+24(FP), BX; \
+	MOVQ nb+32(FP), CX; \
+	MOVQ CX, R8; \
+	SHLQ $8, R8; \
+	MOVQ CX, R10; \
+	SHLQ $2, R10; \
+	MOVQ CX, AX; \
+	SHLQ $5, AX; \
+	LEAQ (R8)(R8*2), R9; \
+	LEAQ (R10)(R10*2), R11; \
+	LEAQ (AX)(AX*2), R13; \
+	XORQ R12, R12
+
+// KXZERO zeroes four accumulators.
+#define KXZERO(a0, a1, a2, a3) \
+	VXORPS a0, a0, a0; \
+	VXORPS a1, a1, a1; \
+	VXORPS a2, a2, a2; \
+	VXORPS a3, a3, a3
+
+// KXQUAD multiplies the unpacked block by the four activation rows from
+// DI, DX, BX on (ROW, as KX4ROWS takes it) into a0 ... a3.
+#define KXQUAD(ROW, a0, a1, a2, a3) \
+	ROW(R12*1, R12*1, R12*1, a0); \
+	ROW(R8*1, AX*1, R10*1, a1); \
+	ROW(R8*2, AX*2, R10*2, a2); \
+	ROW(R9*1, R13*1, R11*1, a3)
+
 // KX4ROWS is the loop of the four-row K-quant kernels over weight rows
-// and their blocks, func(w *byte, a *int8, ad *float32, bs *int16, nb,
-// nr int, dst *float32, dstStride int): UNPACK(SI) unpacks a block of
-// bsize bytes and ROW(aidx, bidx, didx, acc) multiplies it by an
-// activation row into Z9, Z10, Z12 or Z13. The activation rows' quants
-// are R8 = 256·nb bytes apart, their scales R10 = 4·nb and their sums AX
-// = 32·nb; R9, R11 and R13 hold three of each, R12 zero.
+// and their blocks: UNPACK(SI) unpacks a block of bsize bytes and
+// ROW(aidx, bidx, didx, acc) multiplies it by an activation row into Z9,
+// Z10, Z12 or Z13.
 #define KX4ROWS(UNPACK, ROW, bsize) \
-	MOVQ   w+0(FP), SI; \
+	MOVQ w+0(FP), SI; \
 	X4ROWSTART(nr+40(FP), dst+48(FP)); \
 row: \
-	MOVQ   a+8(FP), DI; \
-	MOVQ   ad+16(FP), DX; \
-	MOVQ   bs+24(FP), BX; \
-	MOVQ   nb+32(FP), CX; \
-	MOVQ   CX, R8; \
-	SHLQ   $8, R8; \
-	MOVQ   CX, R10; \
-	SHLQ   $2, R10; \
-	MOVQ   CX, AX; \
-	SHLQ   $5, AX; \
-	LEAQ   (R8)(R8*2), R9; \
-	LEAQ   (R10)(R10*2), R11; \
-	LEAQ   (AX)(AX*2), R13; \
-	XORQ   R12, R12; \
-	VXORPS Z9, Z9, Z9; \
-	VXORPS Z10, Z10, Z10; \
-	VXORPS Z12, Z12, Z12; \
-	VXORPS Z13, Z13, Z13; \
+	KXROWSETUP; \
+	KXZERO(Z9, Z10, Z12, Z13); \
 block: \
 	UNPACK(SI); \
-	ROW(R12*1, R12*1, R12*1, Z9); \
-	ROW(R8*1, AX*1, R10*1, Z10); \
-	ROW(R8*2, AX*2, R10*2, Z12); \
-	ROW(R9*1, R13*1, R11*1, Z13); \
+	KXQUAD(ROW, Z9, Z10, Z12, Z13); \
 	ADDQ $bsize, SI; \
 	ADDQ $256, DI; \
 	ADDQ $4, DX; \
@@ -186,6 +222,47 @@ block: \
 	DECQ CX; \
 	JNZ  block; \
 	X4NEXT(Z9, Z10, Z12, Z13, dstStride+56(FP)); \
+	JNZ  row; \
+	VZEROUPPER
+
+// KX8ROWS is KX4ROWS for eight activation rows, into Z9, Z10, Z12, Z13
+// (rows 0-3) and Z16-Z19 (4-7): after the first four rows DI, DX and BX
+// move on four rows, and after the last four they go back to the first
+// row's next block, by the amounts kept in the locals qback, dback and
+// bback (the general registers are all taken).
+#define KX8ROWS(UNPACK, ROW, bsize) \
+	MOVQ w+0(FP), SI; \
+	X4ROWSTART(nr+40(FP), dst+48(FP)); \
+	MOVQ nb+32(FP), AX; \
+	SHLQ $10, AX; \
+	SUBQ $256, AX; \
+	MOVQ AX, qback-24(SP); \
+	MOVQ nb+32(FP), AX; \
+	SHLQ $4, AX; \
+	SUBQ $4, AX; \
+	MOVQ AX, dback-32(SP); \
+	MOVQ nb+32(FP), AX; \
+	SHLQ $7, AX; \
+	SUBQ $32, AX; \
+	MOVQ AX, bback-40(SP); \
+row: \
+	KXROWSETUP; \
+	KXZERO(Z9, Z10, Z12, Z13); \
+	KXZERO(Z16, Z17, Z18, Z19); \
+block: \
+	UNPACK(SI); \
+	KXQUAD(ROW, Z9, Z10, Z12, Z13); \
+	LEAQ (DI)(R8*4), DI; \
+	LEAQ (DX)(R10*4), DX; \
+	LEAQ (BX)(AX*4), BX; \
+	KXQUAD(ROW, Z16, Z17, Z18, Z19); \
+	SUBQ qback-24(SP), DI; \
+	SUBQ dback-32(SP), DX; \
+	SUBQ bback-40(SP), BX; \
+	ADDQ $bsize, SI; \
+	DECQ CX; \
+	JNZ  block; \
+	X8NEXT(Z9, Z10, Z12, Z13, Z16, Z17, Z18, Z19, dstStride+56(FP)); \
 	JNZ  row; \
 	VZEROUPPER
 
@@ -1120,6 +1197,20 @@ TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 	KMAC(128(DI)(aidx), Z27, Z31, Z2, Z0); \
 	KMAC(192(DI)(aidx), Z28, Z11, Z3, Z0)
 
+// KXSCALES sets Z29-Z31 and Z11 to the scales (words of zs) that KXDOTS
+// applies to chunks 0-3, by the four VPERMW index vectors at perm, each
+// loaded into the register it turns into: the eight-row kernels have no
+// registers to keep them in.
+#define KXSCALES(perm, zs) \
+	VMOVDQU64 perm+0(SB), Z29; \
+	VMOVDQU64 perm+64(SB), Z30; \
+	VMOVDQU64 perm+128(SB), Z31; \
+	VMOVDQU64 perm+192(SB), Z11; \
+	VPERMW    zs, Z29, Z29; \
+	VPERMW    zs, Z30, Z30; \
+	VPERMW    zs, Z31, Z31; \
+	VPERMW    zs, Z11, Z11
+
 // K45XUNPACK unpacks the Q4_K or Q5_K block at (base) for K4XROW: PREP
 // (the Q5_K fifth bits, or nothing), its quants (QUANTS(base, j, zq) for
 // chunk j) and scales as KXDOTS takes them, the minimums' words in Y6
@@ -1133,10 +1224,7 @@ TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 	VBROADCASTSS X5, Z8; \
 	VMOVSHDUP    X5, X7; \
 	VBROADCASTSS X7, Z7; \
-	VPERMW       Z4, Z16, Z29; \
-	VPERMW       Z4, Z17, Z30; \
-	VPERMW       Z4, Z18, Z31; \
-	VPERMW       Z4, Z19, Z11; \
+	KXSCALES(k4Perm<>, Z4); \
 	QUANTS(base, 0, Z25); \
 	QUANTS(base, 1, Z26); \
 	QUANTS(base, 2, Z27); \
@@ -1194,10 +1282,7 @@ TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $16-64
 	VPMOVSXBW    192(base), Y21; \
 	VPBROADCASTW 208(base), Y8; \
 	VCVTPH2PS    Y8, Z8; \
-	VPERMW       Z21, Z16, Z29; \
-	VPERMW       Z21, Z17, Z30; \
-	VPERMW       Z21, Z18, Z31; \
-	VPERMW       Z21, Z19, Z11; \
+	KXSCALES(q6kPerm<>, Z21); \
 	Q6BITS(base, 0, Z25, Z26); \
 	Q6BITS(base, 1, Z27, Z28)
 
@@ -1218,11 +1303,37 @@ TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $16-64
 TEXT ·dotQ6Kx4AVX512(SB), NOSPLIT, $16-64
 	BCASTD(0x0f0f0f0f, Z15)
 	BCASTD(0x30303030, Z14)
-	VMOVDQU64 q6kPerm<>+0(SB), Z16
-	VMOVDQU64 q6kPerm<>+64(SB), Z17
-	VMOVDQU64 q6kPerm<>+128(SB), Z18
-	VMOVDQU64 q6kPerm<>+192(SB), Z19
 	KX4ROWS(Q6XUNPACK, Q6XROW, 210)
+	RET
+
+// The eight-row K-quant kernels, func(w *byte, a *int8, ad *float32, bs
+// *int16, nb, nr int, dst *float32, dstStride int), are the four-row ones
+// for eight consecutive activation rows, out[r][o] for r < 8: each block
+// unpacked once for the eight, the unpacking taking 30 to 40 of the 150
+// to 160 instructions a block costs them against 30 to 40 of 90 to 100
+// for four. Their sums are the four-row kernels' to the bit, the same
+// ROW macros computing each one.
+
+// func dotQ4Kx8AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+// is dotQ4Kx4AVX512 for eight activation rows.
+TEXT ·dotQ4Kx8AVX512(SB), NOSPLIT, $40-64
+	K45CONSTS
+	KX8ROWS(K4XUNPACK, K4XROW, 144)
+	RET
+
+// func dotQ5Kx8AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+// is dotQ5Kx4AVX512 for eight activation rows.
+TEXT ·dotQ5Kx8AVX512(SB), NOSPLIT, $40-64
+	K45CONSTS
+	KX8ROWS(Q5XUNPACK, K4XROW, 176)
+	RET
+
+// func dotQ6Kx8AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+// is dotQ6Kx4AVX512 for eight activation rows.
+TEXT ·dotQ6Kx8AVX512(SB), NOSPLIT, $40-64
+	BCASTD(0x0f0f0f0f, Z15)
+	BCASTD(0x30303030, Z14)
+	KX8ROWS(Q6XUNPACK, Q6XROW, 210)
 	RET
 
 // The dequantizers below decode whole blocks into float32, bit for bit as
