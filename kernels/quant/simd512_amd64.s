@@ -133,21 +133,23 @@
 	X4STORES(a4, a5, a6, a7); \
 	X4ROWDONE
 
-// X4BLOCKS is the loop of the four-row Q8_0 and Q4_0 kernels over
-// weight rows and their blocks of bsize bytes: PAIR(base) unpacks two
-// blocks into Z11 (their 64 quants, signed) and Z13 (d_A in lanes 0-7,
-// d_B in 8-15) and ONE(base) a single last one (its quants in Y11, the
-// upper lanes zero), for X4ROWS.
-#define X4BLOCKS(PAIR, ONE, bsize) \
+// XBLOCKS is the loop of the four- and eight-row Q8_0 and Q4_0 kernels
+// over weight rows and their blocks of bsize bytes: PAIR(base) unpacks
+// two blocks into Z11 (their 64 quants, signed) and Z13 (d_A in lanes
+// 0-7, d_B in 8-15) and ONE(base) a single last one (its quants in Y11,
+// the upper lanes zero), for ROWS to multiply by the activation rows;
+// START begins a weight row after X4ROWSETUP, NEXT stores its sums.
+#define XBLOCKS(PAIR, ONE, bsize, START, ROWS, NEXT) \
 	MOVQ w+0(FP), SI; \
 	X4ROWSTART(nr+32(FP), dst+40(FP)); \
 row: \
 	X4ROWSETUP; \
+	START; \
 pair: \
 	CMPQ CX, $2; \
 	JLT  one; \
 	PAIR(SI); \
-	X4ROWS; \
+	ROWS; \
 	ADDQ $(2*bsize), SI; \
 	ADDQ $64, DI; \
 	ADDQ $8, DX; \
@@ -158,12 +160,33 @@ one: \
 	JZ    done; \
 	X4LAST; \
 	ONE(SI); \
-	X4ROWS; \
+	ROWS; \
 	ADDQ $bsize, SI; \
 done: \
-	X4NEXT(Z16, Z17, Z18, Z19, dstStride+48(FP)); \
+	NEXT; \
 	JNZ row; \
 	VZEROUPPER
+
+#define X4BLOCKS(PAIR, ONE, bsize) XBLOCKS(PAIR, ONE, bsize, X4START, X4ROWS, X4DONE)
+#define X8BLOCKS(PAIR, ONE, bsize) XBLOCKS(PAIR, ONE, bsize, X8START, X8ROWS, X8DONE)
+
+#define X4START
+#define X4DONE X4NEXT(Z16, Z17, Z18, Z19, dstStride+48(FP))
+
+// X8START zeroes the eight-row kernels' sums of rows 4-7 and keeps in
+// the locals qback and dback the four rows' strides that X8ROWS goes
+// back by.
+#define X8START \
+	VXORPS Z20, Z20, Z20; \
+	VXORPS Z21, Z21, Z21; \
+	VXORPS Z22, Z22, Z22; \
+	VXORPS Z23, Z23, Z23; \
+	LEAQ   (R12)(R8*4), AX; \
+	MOVQ   AX, qback-24(SP); \
+	LEAQ   (R12)(R10*4), AX; \
+	MOVQ   AX, dback-32(SP)
+
+#define X8DONE X8NEXT(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, dstStride+48(FP))
 
 // KXROWSETUP starts a weight row of the four- and eight-row K-quant
 // kernels, func(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst
@@ -709,15 +732,35 @@ TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
 	VMULPS       Z12, Z13, Z12; \
 	VFMADD231PS  Z9, Z12, acc
 
-// X4ROWS adds the unpacked blocks times the four rows to Z16-Z19.
-#define X4ROWS \
+// X4WSUM sets Z10 to −128·Σw of the unpacked blocks.
+#define X4WSUM \
 	VPXORD   Z10, Z10, Z10; \
 	VPDPBUSD Z11, Z30, Z10; \
-	VPSUBD   Z10, Z31, Z10; \
-	X4ROW(R12*1, R12*1, Z16); \
-	X4ROW(R8*1, R10*1, Z17); \
-	X4ROW(R8*2, R10*2, Z18); \
-	X4ROW(R9*1, R11*1, Z19)
+	VPSUBD   Z10, Z31, Z10
+
+// X4QUAD adds the unpacked blocks times the four rows from DI and DX on
+// to a0 ... a3.
+#define X4QUAD(a0, a1, a2, a3) \
+	X4ROW(R12*1, R12*1, a0); \
+	X4ROW(R8*1, R10*1, a1); \
+	X4ROW(R8*2, R10*2, a2); \
+	X4ROW(R9*1, R11*1, a3)
+
+// X4ROWS adds the unpacked blocks times the four rows to Z16-Z19.
+#define X4ROWS \
+	X4WSUM; \
+	X4QUAD(Z16, Z17, Z18, Z19)
+
+// X8ROWS adds them times the eight rows to Z16-Z19 and Z20-Z23, DI and
+// DX moved on four rows for the last four and back.
+#define X8ROWS \
+	X4WSUM; \
+	X4QUAD(Z16, Z17, Z18, Z19); \
+	LEAQ (DI)(R8*4), DI; \
+	LEAQ (DX)(R10*4), DX; \
+	X4QUAD(Z20, Z21, Z22, Z23); \
+	SUBQ qback-24(SP), DI; \
+	SUBQ dback-32(SP), DX
 
 // Q8X4PAIR and Q8X4ONE unpack Q8_0 blocks for X4BLOCKS.
 #define Q8X4PAIR(base) \
@@ -736,6 +779,17 @@ TEXT ·dotQ8_0x4AVX512(SB), NOSPLIT, $16-56
 	VMOVDQU64 q8Quants<>(SB), Z28
 	VMOVDQU64 q8Halves<>(SB), Z29
 	X4BLOCKS(Q8X4PAIR, Q8X4ONE, 34)
+	RET
+
+// func dotQ8_0x8AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
+// is dotQ8_0x4AVX512 for eight activation rows, r < 8, each pair of
+// blocks unpacked once for the eight; the sums are the four-row
+// kernel's to the bit.
+TEXT ·dotQ8_0x8AVX512(SB), NOSPLIT, $32-56
+	X4SETUP
+	VMOVDQU64 q8Quants<>(SB), Z28
+	VMOVDQU64 q8Halves<>(SB), Z29
+	X8BLOCKS(Q8X4PAIR, Q8X4ONE, 34)
 	RET
 
 // q4Quants is the VPERMB index that lays the 16 qs bytes of two Q4_0
@@ -857,6 +911,18 @@ TEXT ·dotQ4_0x4AVX512(SB), NOSPLIT, $16-56
 	VMOVDQU64 q4Halves<>(SB), Z29
 	VMOVDQU64 q4Shift<>(SB), Z26
 	X4BLOCKS(Q4X4PAIR, Q4X4ONE, 18)
+	RET
+
+// func dotQ4_0x8AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
+// is dotQ4_0x4AVX512 for eight activation rows, as dotQ8_0x8AVX512.
+TEXT ·dotQ4_0x8AVX512(SB), NOSPLIT, $32-56
+	X4SETUP
+	BCASTD(0x0f0f0f0f, Z15)
+	BCASTD(0x08080808, Z14)
+	VMOVDQU64 q4Quants<>(SB), Z28
+	VMOVDQU64 q4Halves<>(SB), Z29
+	VMOVDQU64 q4Shift<>(SB), Z26
+	X8BLOCKS(Q4X4PAIR, Q4X4ONE, 18)
 	RET
 
 // q6kPerm holds four VPERMW index vectors: vector g (0..3: the low then

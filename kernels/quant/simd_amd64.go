@@ -141,6 +141,12 @@ func dotQ4_0x4AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, ds
 func dotQ5Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
+func dotQ8_0x8AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
+
+//go:noescape
+func dotQ4_0x8AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
+
+//go:noescape
 func dotQ4Kx8AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
@@ -295,11 +301,7 @@ func dot2SIMD(t Type, w []byte, a0, a1 *actRow) (r0, r1 float32, ok bool) {
 // such a kernel, or on a CPU without AVX-512, leaving dst alone.
 func dotNSIMD(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
 	switch t {
-	case Q8_0, Q4_0:
-		if n != 4 {
-			return false
-		}
-	case Q4_K, Q5_K, Q6_K:
+	case Q8_0, Q4_0, Q4_K, Q5_K, Q6_K:
 	default:
 		return false
 	}
@@ -316,9 +318,14 @@ func dotNSIMD(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride
 	_ = a.qs[(r+n)*in-1]
 	if t == Q8_0 || t == Q4_0 {
 		q, d := &a.qs[r*in], &a.d[r*nb]
-		if t == Q8_0 {
+		switch {
+		case t == Q8_0 && n == 8:
+			dotQ8_0x8AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
+		case t == Q8_0:
 			dotQ8_0x4AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
-		} else {
+		case n == 8:
+			dotQ4_0x8AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
+		default:
 			dotQ4_0x4AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
 		}
 		return true
