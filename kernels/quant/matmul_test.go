@@ -93,11 +93,11 @@ func TestMatMul(t *testing.T) {
 }
 
 // TestMatMulBatchRows runs MatMul on every row count from 2 to 20, so
-// the four-row and two-row kernels and the single-row one each take the
-// remainders, against the pure-Go dot product of each quantized row and
-// the float64 product of the dequantized weights; 9 weight rows leave the
-// tiles a remainder, and 5 blocks per row the Q8_0 family a single last
-// block.
+// the eight-, four- and two-row kernels and the single-row one each take
+// the remainders, against the pure-Go dot product of each quantized row
+// and the float64 product of the dequantized weights; 9 weight rows leave
+// the tiles a remainder, and 5 blocks per row the Q8_0 family a single
+// last block.
 func TestMatMulBatchRows(t *testing.T) { forEachLevel(t, testMatMulBatchRows) }
 
 func testMatMulBatchRows(t *testing.T) {
@@ -287,8 +287,8 @@ func TestMatMulAllocs(t *testing.T) {
 	for i, typ := range types {
 		ws[i] = randWeights(t, rng, typ, out, in)
 	}
-	// 6 rows: four at a time, then two.
-	const rows = 6
+	// 2 rows, 6 (four at a time, then two) and 10 (eight, then two).
+	const rows = 10
 	x, dst := randRow(rng, rows*in), make([]float32, rows*out)
 	all := func() {
 		for i, typ := range types {
