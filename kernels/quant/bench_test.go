@@ -148,7 +148,7 @@ func BenchmarkMatVecSmall(b *testing.B) {
 }
 
 // BenchmarkMatMulBatchSmall is BenchmarkMatVecSmall for a decode batch
-// of 16 sequences, whose rows go four at a time through the four-row
+// of 16 sequences, whose rows go eight at a time through the eight-row
 // kernels: each of the model's weight rows is only 3 or 8 blocks, so the
 // Go around each kernel call counts here as the kernels do.
 func BenchmarkMatMulBatchSmall(b *testing.B) {

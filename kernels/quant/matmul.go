@@ -210,9 +210,9 @@ func (m *Multiplier) tileRange(_, lo, hi int) {
 }
 
 // productRange computes tiles [lo, hi) of one product: up to batchRows
-// weight rows at a time against every activation row, four or two
-// activation rows per call where a kernel shares the weights' unpacking
-// between them.
+// weight rows at a time against every activation row, eight, four or
+// two activation rows per call where a kernel shares the weights'
+// unpacking between them.
 func (m *Multiplier) productRange(p *product, lo, hi int) {
 	in, out := m.in, p.Out
 	if m.rows == 1 { // decode: one kernel call streams the whole range
@@ -224,7 +224,7 @@ func (m *Multiplier) productRange(p *product, lo, hi int) {
 	end := min(hi*tileRows, out)
 	for o0 := lo * tileRows; o0 < end; o0 += batchRows {
 		o1 := min(o0+batchRows, end)
-		r := m.quadRows(p, o0, o1)
+		r := m.groupRows(p, o0, o1)
 		for ; r+2 <= m.rows; r += 2 {
 			a0, a1 := p.a.row(r, in), p.a.row(r+1, in)
 			for o := o0; o < o1; o++ {
@@ -243,26 +243,31 @@ func (m *Multiplier) productRange(p *product, lo, hi int) {
 	}
 }
 
-// quadRows computes weight rows [o0, o1) of p against the activation rows
-// four at a time while a kernel takes four, one call for all the weight
-// rows and each four activation rows, and returns how many activation
-// rows it did: a multiple of 4, 0 without such a kernel, or all of them
-// where three are left over, which one more call takes as the last four
-// (the first of them computed again, to the same bits) in less time than
-// a pair and a single row (one thread, the 110M model's step: 7 rows
-// 0.65 -> 0.53 ms for Q4_K, 0.78 -> 0.68 for Q8_0; with two left over it
-// about evens out).
-func (m *Multiplier) quadRows(p *product, o0, o1 int) int {
+// groupRows computes weight rows [o0, o1) of p against the activation
+// rows eight at a time while a kernel takes eight, then four at a time
+// while one takes four, one call for all the weight rows and each group,
+// and returns how many activation rows it did: a multiple of 4, 0
+// without such a kernel, or all of them where three are left over, which
+// one more call takes as the last four (the first of them computed
+// again, to the same bits) in less time than a pair and a single row
+// (one thread, the 110M model's step: 7 rows 0.65 -> 0.53 ms for Q4_K,
+// 0.78 -> 0.68 for Q8_0; with two left over it about evens out).
+func (m *Multiplier) groupRows(p *product, o0, o1 int) int {
 	in, out := m.in, p.Out
 	w := p.W[o0*p.rowBytes : o1*p.rowBytes]
 	r := 0
+	for ; r+8 <= m.rows; r += 8 {
+		if !dotNSIMD(8, p.Type, w, p.a, r, in, p.Dst[r*out+o0:], out) {
+			break
+		}
+	}
 	for ; r+4 <= m.rows; r += 4 {
-		if !dot4SIMD(p.Type, w, p.a, r, in, p.Dst[r*out+o0:], out) {
+		if !dotNSIMD(4, p.Type, w, p.a, r, in, p.Dst[r*out+o0:], out) {
 			return r
 		}
 	}
 	if r > 0 && m.rows-r == 3 {
-		dot4SIMD(p.Type, w, p.a, m.rows-4, in, p.Dst[(m.rows-4)*out+o0:], out)
+		dotNSIMD(4, p.Type, w, p.a, m.rows-4, in, p.Dst[(m.rows-4)*out+o0:], out)
 		return m.rows
 	}
 	return r

@@ -93,11 +93,11 @@ func TestMatMul(t *testing.T) {
 }
 
 // TestMatMulBatchRows runs MatMul on every row count from 2 to 20, so
-// the four-row and two-row kernels and the single-row one each take the
-// remainders, against the pure-Go dot product of each quantized row and
-// the float64 product of the dequantized weights; 9 weight rows leave the
-// tiles a remainder, and 5 blocks per row the Q8_0 family a single last
-// block.
+// the eight-, four- and two-row kernels and the single-row one each take
+// the remainders, against the pure-Go dot product of each quantized row
+// and the float64 product of the dequantized weights; 9 weight rows leave
+// the tiles a remainder, and 5 blocks per row the Q8_0 family a single
+// last block.
 func TestMatMulBatchRows(t *testing.T) { forEachLevel(t, testMatMulBatchRows) }
 
 func testMatMulBatchRows(t *testing.T) {
@@ -132,14 +132,15 @@ func testMatMulBatchRows(t *testing.T) {
 	}
 }
 
-// TestMatMulQuadRowsRagged: the four-row kernels take up to batchRows
-// weight rows per call. Over weight-row counts that are not multiples of
-// it or of tileRows, one run and several, split over goroutines too, and
-// activation rows that leave none to three over, every output of a
+// TestMatMulQuadRowsRagged: the four- and eight-row kernels take up to
+// batchRows weight rows per call. Over weight-row counts that are not
+// multiples of it or of tileRows, one run and several, split over
+// goroutines too, and activation rows that leave none to seven over an
+// eight and none to three over a four, every output of an eight- or
 // four-row call (three left over take one more, as the last four rows)
-// equals bit for bit that kernel's result for its weight row alone, and
-// the rows left over the Go dot product. One block per row is the Q8_0
-// family's single last block alone; three, a pair and one.
+// equals bit for bit the four-row kernel's result for its weight row
+// alone, and the rows left over the Go dot product. One block per row is
+// the Q8_0 family's single last block alone; three, a pair and one.
 func TestMatMulQuadRowsRagged(t *testing.T) {
 	if !have512 {
 		t.Skip("no four-row kernels in this build or on this CPU")
@@ -151,38 +152,33 @@ func TestMatMulQuadRowsRagged(t *testing.T) {
 			rs := rowBytes(typ, in)
 			for _, out := range []int{1, tileRows - 1, batchRows - 1, batchRows + 5, 2*batchRows + tileRows + 3} {
 				w := randWeights(t, rng, typ, out, in)
-				for _, rows := range []int{4, 5, 6, 7, 11, 12} {
+				for _, rows := range []int{4, 5, 6, 7, 8, 9, 11, 12, 15, 16, 17} {
 					x := randRow(rng, rows*in)
 					a := acts{blk: actBlock(typ)}
 					a.prepare(x, rows*in)
 					a.quantizeBlocks(x, 0, len(a.d))
+					grouped := rows &^ 3 // the rows eight- and four-row calls cover
+					if rows-grouped == 3 {
+						grouped = rows // the last four rows, in one more call
+					}
 					for _, m := range []*Multiplier{NewMultiplier(nil), NewMultiplier(goroutineFor)} {
 						dst := make([]float32, rows*out)
 						if err := m.MatMul(dst, x, w, typ, rows, out, in); err != nil {
 							t.Fatal(err)
 						}
-						quads := rows &^ 3 // the rows four-row calls cover
-						starts := []int{}
-						for r0 := 0; r0 < quads; r0 += 4 {
-							starts = append(starts, r0)
-						}
-						if rows-quads == 3 { // the last four rows, in one more call
-							starts, quads = append(starts, rows-4), rows
-						}
 						for o := range out {
 							row := w[o*rs : (o+1)*rs]
-							var one [4]float32
-							for _, r0 := range starts {
-								if !dot4SIMD(typ, row, &a, r0, in, one[:], 1) {
+							for r := range grouped {
+								var one [4]float32
+								r0 := min(r&^3, rows-4)
+								if !dotNSIMD(4, typ, row, &a, r0, in, one[:], 1) {
 									t.Fatalf("%s: no four-row kernel", typ)
 								}
-								for i, v := range one {
-									if got := dst[(r0+i)*out+o]; math.Float32bits(got) != math.Float32bits(v) {
-										t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, one weight row alone %v", typ, rows, in, out, r0+i, o, got, v)
-									}
+								if got, v := dst[r*out+o], one[r-r0]; math.Float32bits(got) != math.Float32bits(v) {
+									t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, four-row kernel on one weight row %v", typ, rows, in, out, r, o, got, v)
 								}
 							}
-							for r := quads; r < rows; r++ {
+							for r := grouped; r < rows; r++ {
 								ar := a.row(r, in)
 								if got, want := dst[r*out+o], dotGo(typ, row, &ar); math.Abs(float64(got-want)) > 1e-5*absDot(typ, row, x[r*in:(r+1)*in]) {
 									t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, Go %v", typ, rows, in, out, r, o, got, want)
@@ -291,8 +287,8 @@ func TestMatMulAllocs(t *testing.T) {
 	for i, typ := range types {
 		ws[i] = randWeights(t, rng, typ, out, in)
 	}
-	// 6 rows: four at a time, then two.
-	const rows = 6
+	// 2 rows, 6 (four at a time, then two) and 10 (eight, then two).
+	const rows = 10
 	x, dst := randRow(rng, rows*in), make([]float32, rows*out)
 	all := func() {
 		for i, typ := range types {

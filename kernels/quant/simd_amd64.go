@@ -141,6 +141,21 @@ func dotQ4_0x4AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, ds
 func dotQ5Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
+func dotQ8_0x8AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
+
+//go:noescape
+func dotQ4_0x8AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
+
+//go:noescape
+func dotQ4Kx8AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+
+//go:noescape
+func dotQ5Kx8AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+
+//go:noescape
+func dotQ6Kx8AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+
+//go:noescape
 func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 
 //go:noescape
@@ -277,45 +292,57 @@ func dot2SIMD(t Type, w []byte, a0, a1 *actRow) (r0, r1 float32, ok bool) {
 	return out[0], out[1], true
 }
 
-// dot4SIMD sets dst[i*stride+o] to the dot product of weight row o of w
+// dotNSIMD sets dst[i*stride+o] to the dot product of weight row o of w
 // (one or more whole rows, consecutive) with activation row r+i of a
-// (rows of in values), for i < 4, in one assembly call that unpacks each
-// weight block once for the four activation rows; stride must be at
-// least the number of weight rows. It returns false for a type without
+// (rows of in values), for i < n, in one assembly call that unpacks each
+// weight block once for the n activation rows; n is 4 or 8, stride at
+// least the number of weight rows. An eight-row kernel's results equal
+// the four-row one's bit for bit. It returns false for a type without
 // such a kernel, or on a CPU without AVX-512, leaving dst alone.
-func dot4SIMD(t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
+func dotNSIMD(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
 	switch t {
 	case Q8_0, Q4_0, Q4_K, Q5_K, Q6_K:
 	default:
 		return false
 	}
 	nb := in / a.blk
-	if !have512 || nb == 0 {
+	if !have512 || nb == 0 || (n != 4 && n != 8) {
 		return false
 	}
 	nr := len(w) / (nb * t.BlockBytes())
 	if stride < nr {
-		panic("quant: dot4SIMD's output rows overlap")
+		panic("quant: dotNSIMD's output rows overlap")
 	}
 	// The bounds of the last rows checked, the assembly reads inside them.
-	_, _, _ = w[nr*nb*t.BlockBytes()-1], dst[3*stride+nr-1], a.d[(r+4)*nb-1]
-	_ = a.qs[(r+4)*in-1]
+	_, _, _ = w[nr*nb*t.BlockBytes()-1], dst[(n-1)*stride+nr-1], a.d[(r+n)*nb-1]
+	_ = a.qs[(r+n)*in-1]
 	if t == Q8_0 || t == Q4_0 {
 		q, d := &a.qs[r*in], &a.d[r*nb]
-		if t == Q8_0 {
+		switch {
+		case t == Q8_0 && n == 8:
+			dotQ8_0x8AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
+		case t == Q8_0:
 			dotQ8_0x4AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
-		} else {
+		case n == 8:
+			dotQ4_0x8AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
+		default:
 			dotQ4_0x4AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
 		}
 		return true
 	}
-	_ = a.bs[(r+4)*in/16-1]
+	_ = a.bs[(r+n)*in/16-1]
 	q, d, bs := &a.qs[r*in], &a.d[r*nb], &a.bs[r*in/16]
-	switch t {
-	case Q4_K:
+	switch {
+	case t == Q4_K && n == 8:
+		dotQ4Kx8AVX512(&w[0], q, d, bs, nb, nr, &dst[0], stride)
+	case t == Q4_K:
 		dotQ4Kx4AVX512(&w[0], q, d, bs, nb, nr, &dst[0], stride)
-	case Q5_K:
+	case t == Q5_K && n == 8:
+		dotQ5Kx8AVX512(&w[0], q, d, bs, nb, nr, &dst[0], stride)
+	case t == Q5_K:
 		dotQ5Kx4AVX512(&w[0], q, d, bs, nb, nr, &dst[0], stride)
+	case n == 8:
+		dotQ6Kx8AVX512(&w[0], q, d, bs, nb, nr, &dst[0], stride)
 	default:
 		dotQ6Kx4AVX512(&w[0], q, d, bs, nb, nr, &dst[0], stride)
 	}

@@ -20,5 +20,5 @@ var have512 = false
 // every value in Go.
 func dequantSIMD(Type, []float32, []byte) int { return 0 }
 
-// dot4SIMD has no four-row kernels to offer in this build.
-func dot4SIMD(Type, []byte, *acts, int, int, []float32, int) bool { return false }
+// dotNSIMD has no four- or eight-row kernels to offer in this build.
+func dotNSIMD(int, Type, []byte, *acts, int, int, []float32, int) bool { return false }

@@ -147,32 +147,34 @@ func TestDot2MatchesGo(t *testing.T) {
 	}
 }
 
-// TestDot4MatchesGo checks the four-row kernels against the pure-Go dot
-// product of each row, for block counts with and without a single last
-// block, on random weight bytes and quantized rows.
+// TestDot4MatchesGo checks the four- and eight-row kernels against the
+// pure-Go dot product of each row, for block counts with and without a
+// single last block, on random weight bytes and quantized rows.
 func TestDot4MatchesGo(t *testing.T) { forEachLevel(t, testDot4MatchesGo) }
 
 func testDot4MatchesGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
-	for _, typ := range weightTypes {
-		for _, blocks := range []int{1, 2, 3, 4, 5, 8, 16, 17} {
-			in := blocks * max(actBlock(typ), 8)
-			for trial := range 4 {
-				w := trialWeights(t, rng, typ, in, trial)
-				x := randRow(rng, 4*in)
-				a := acts{blk: actBlock(typ)}
-				a.prepare(x, 4*in)
-				if a.blk != 0 {
-					a.quantizeBlocks(x, 0, len(a.d))
-				}
-				var got [4]float32
-				if !dot4SIMD(typ, w, &a, 0, in, got[:], 1) {
-					break
-				}
-				for r, g := range got {
-					ar := a.row(r, in)
-					if want := dotGo(typ, w, &ar); math.Abs(float64(g-want)) > 1e-5*absDot(typ, w, x[r*in:(r+1)*in]) {
-						t.Fatalf("%s, %d values, trial %d, row %d: assembly %v, Go %v", typ, in, trial, r, g, want)
+	for _, n := range []int{4, 8} {
+		for _, typ := range weightTypes {
+			for _, blocks := range []int{1, 2, 3, 4, 5, 8, 16, 17} {
+				in := blocks * max(actBlock(typ), 8)
+				for trial := range 4 {
+					w := trialWeights(t, rng, typ, in, trial)
+					x := randRow(rng, n*in)
+					a := acts{blk: actBlock(typ)}
+					a.prepare(x, n*in)
+					if a.blk != 0 {
+						a.quantizeBlocks(x, 0, len(a.d))
+					}
+					got := make([]float32, n)
+					if !dotNSIMD(n, typ, w, &a, 0, in, got, 1) {
+						break
+					}
+					for r, g := range got {
+						ar := a.row(r, in)
+						if want := dotGo(typ, w, &ar); math.Abs(float64(g-want)) > 1e-5*absDot(typ, w, x[r*in:(r+1)*in]) {
+							t.Fatalf("%s ×%d, %d values, trial %d, row %d: assembly %v, Go %v", typ, n, in, trial, r, g, want)
+						}
 					}
 				}
 			}
