@@ -13,11 +13,11 @@ import (
 // are where its kernels convert t as they load it (directGemm: F16,
 // BF16 and Q8_0 with AVX-512, Q8_0 below deqGemmRows), else on float32
 // groups of their rows dequantized for it. Below it, kernels/quant's
-// integer products stream the quantized bytes (with AVX-512, four
-// activation rows per weight row). The crossover depends on how fast t converts or
-// dequantizes (quant.FastDequantize) and on kernels/quant's kernel for t.
-// Measured on a 2-core Zen 5, 2 workers, GFLOP/s of the GEMM path against
-// kernels/quant's:
+// integer products stream the quantized bytes (with AVX-512, eight or
+// four activation rows per weight block unpacked). The crossover depends
+// on how fast t converts or dequantizes (quant.FastDequantize) and on
+// kernels/quant's kernel for t. Measured on a 2-core Zen 5, 2 workers,
+// GFLOP/s of the GEMM path against kernels/quant's:
 //   - F16 and BF16, read directly: 4 rows. With the weights streaming
 //     from memory (BenchmarkDecodeGemm, 85M weights, medians of 3): at 4
 //     rows 131-133 vs 69-72, at 3 rows 56-59 vs 82-88, at 2 43-44 vs
@@ -25,28 +25,22 @@ import (
 //     in L3 (BenchmarkQuantizedMatMul, 2048×768) the GEMM wins from 2
 //     rows (F16 168 vs 100, BF16 179 vs 100), and at 16 runs 390 vs 113
 //     (dequantizing first: 268).
-//   - the other types as measured with BenchmarkQuantizedMatMul under a
-//     load of 2, two runs. Q4_1, Q5_0, Q5_1 with AVX-512 dequantizers,
-//     whose several-row products pair rows: 4 rows (Q5_0 78 vs 47; at 3
-//     rows the GEMM loses, 41-46 vs 39-72; at 16 it is 1.6-2.9x
-//     kernels/quant);
-//   - Q8_0, read directly (up to deqGemmRows), whose AVX-512 VNNI
-//     kernels take four rows per weight row: 8 rows. With the weights
-//     streaming from memory (BenchmarkDecodeGemm, medians of 5): at 4
-//     rows 195 vs 207, at 6 177 vs 164, at 8 216 vs 191 (dequantizing
-//     first: 118), at 16 256 (191); in L3 (BenchmarkQuantizedMatMul,
-//     medians of 5) at 6 141 vs 176, at 8 195 vs 212, at 16 274 vs 230:
-//     8 rows for decode batches, whose weights stream from memory.
-//   - Q4_0, whose VNNI kernels are Q8_0's too: 8 rows (at 6: 146-160 vs
-//     166-198; at 8: 237-239 vs 214-223; at 12: 275-281 vs 183-245);
-//   - the K-quants with AVX-512: never. Their four-row VNNI kernels,
-//     which take a run of 32 weight rows per call in assembly, beat
-//     dequantizing for the GEMM at every row count measured (one
-//     worker's CPU time, 2048×768, GFLOP/s: Q4_K 210 vs 143 at 16 rows,
-//     207 vs 173 at 32; Q5_K and Q6_K alike), up to a 512-token prompt:
-//     the Q4_K_M file's Prefill512 1645-1714 -> 1873 tok/s and
-//     DecodeBatch32 846-922 -> 1126-1182 (2 workers, 3 interleaved
-//     rounds);
+//   - Q4_1, Q5_0, Q5_1, with AVX-512 dequantizers and no several-row
+//     integer kernels: 4 rows (Q5_0 at 8 rows 204 vs 79, at 16 290 vs
+//     81, BenchmarkQuantizedMatMul).
+//   - with AVX-512, the types with eight-row VNNI kernels, which beat
+//     dequantizing for the GEMM (BenchmarkQuantizedMatMul, GFLOP/s; the
+//     110M model files' tok/s, 2 workers, 3 interleaved rounds):
+//   - the K-quants: never. Q4_K 431 vs 279 at 16 rows, 519 vs 394 at
+//     128, 511 vs 382 at 256 (Q6_K alike); the Q4_K_M file's
+//     Prefill512 1645-1714 -> 1873 tok/s with the four-row kernels.
+//   - Q8_0: never. In L3 the GEMM is even at 128 rows and ahead at 256
+//     (404 vs 359), but on the model, whose weights stream from memory,
+//     the integer kernels are as fast at 16 rows (DecodeBatch16 900-990
+//     vs 890-929), faster at 32 (1107-1129 vs 918-942) and on a prompt
+//     (Prefill512 1761-1769 vs 1603-1714).
+//   - Q4_0: 32 rows (at 16, 303 vs 278; at 32, 310 vs 339; at 128, 330
+//     vs 392).
 //   - without AVX-512, dequantized by scalar loops at about 1 Gvalue/s:
 //     64 rows (Q4_K 91 vs 87 at 64, 122 vs 86 at 128), Q6_K 128 (64
 //     rows 46 vs 86, 128 about even, 256 96 vs 76).
@@ -56,10 +50,10 @@ func gemmRows(t kernels.DType) int {
 		return 128
 	case !quant.FastDequantize(t):
 		return 64
-	case t == kernels.Q4_K || t == kernels.Q5_K || t == kernels.Q6_K:
+	case t == kernels.Q4_K || t == kernels.Q5_K || t == kernels.Q6_K || t == kernels.Q8_0:
 		return math.MaxInt
-	case t == kernels.Q8_0 || t == kernels.Q4_0:
-		return 8
+	case t == kernels.Q4_0:
+		return 32
 	}
 	return 4
 }
