@@ -189,14 +189,14 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Weight) {
 // types through kernels/quant on the weights as uploaded, or, for
 // gemmRows(type) rows and more (a prefill chunk, or a decode batch where
 // the type dequantizes fast), through the GEMM: on the weights as they
-// are where it converts their type as it loads them (directGemm), below
-// deqGemmRows(type) rows, else on float32 groups of their rows.
+// are where it converts their type as it loads them (directGemm), else
+// on float32 groups of their rows.
 func (b *Backend) matMul(dst, x []float32, m *weight, rows int) {
 	switch {
 	case m.t.Type == kernels.F32:
 		MatMul(b.w, dst, x, m.f, rows, m.rows, m.cols)
 		return
-	case rows >= gemmRows(m.t.Type) && rows < deqGemmRows(m.t.Type) && directGemm(m.t.Type, m.rows):
+	case rows >= gemmRows(m.t.Type) && directGemm(m.t.Type, m.rows):
 		matMulDirect(b.w, dst, x, m.t.Data, m.t.Type, rows, m.rows, m.cols)
 		return
 	case rows >= gemmRows(m.t.Type):

@@ -207,11 +207,11 @@ func TestBackendQuantizedWeights(t *testing.T) {
 			checkProduct(t, "Logits", logits, wantNorm, matF, 1, out, in, float)
 
 			// A prefill chunk (gemmRows(typ) rows or more) runs the GEMM on
-			// the weights as they are (directGemm), or from
-			// deqGemmRows(typ) rows on float32 groups of the dequantized
-			// rows: float32 rounding only either way. A type whose
-			// integer kernels always win (gemmRows MaxInt) stays on them.
-			for _, n := range []int{min(gemmRows(typ), 200) + 5, min(deqGemmRows(typ), 200) + 5} {
+			// the weights as they are (directGemm) or on float32 groups of
+			// the dequantized rows: float32 rounding only either way. A
+			// type whose integer kernels always win (gemmRows MaxInt)
+			// stays on them, also for a long chunk.
+			for _, n := range []int{min(gemmRows(typ), 200) + 5, 205} {
 				long := make([]int32, n)
 				for i := range long {
 					long[i] = int32(i % vocab)

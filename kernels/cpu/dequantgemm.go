@@ -10,37 +10,36 @@ import (
 
 // gemmRows is the least activation rows for which a product on weights
 // of type t (not F32) runs this package's GEMM: on the weights as they
-// are where its kernels convert t as they load it (directGemm: F16,
-// BF16 and Q8_0 with AVX-512, Q8_0 below deqGemmRows), else on float32
-// groups of their rows dequantized for it. Below it, kernels/quant's
-// integer products stream the quantized bytes (with AVX-512, eight or
-// four activation rows per weight block unpacked). The crossover depends
-// on how fast t converts or dequantizes (quant.FastDequantize) and on
-// kernels/quant's kernel for t. Measured on a 2-core Zen 5, 2 workers,
-// GFLOP/s of the GEMM path against kernels/quant's:
+// are where its kernels convert t as they load it (directGemm: F16 and
+// BF16 with AVX-512), else on float32 groups of their rows dequantized
+// for it. Below it, kernels/quant's integer products stream the
+// quantized bytes (with AVX-512, eight or four activation rows per
+// weight block unpacked). The crossover depends on how fast t converts
+// or dequantizes (quant.FastDequantize) and on kernels/quant's kernel
+// for t. Measured on a 2-core Zen 5, 2 workers, GFLOP/s of the GEMM path
+// against kernels/quant's (BenchmarkQuantizedMatMul, 2048×768, unless
+// named), and the 110M model files' tok/s (3 interleaved rounds):
 //   - F16 and BF16, read directly: 4 rows. With the weights streaming
 //     from memory (BenchmarkDecodeGemm, 85M weights, medians of 3): at 4
 //     rows 131-133 vs 69-72, at 3 rows 56-59 vs 82-88, at 2 43-44 vs
 //     72-77, at 1 20-22 vs 45-46 (the one-row tiles do not prefetch);
-//     in L3 (BenchmarkQuantizedMatMul, 2048×768) the GEMM wins from 2
-//     rows (F16 168 vs 100, BF16 179 vs 100), and at 16 runs 390 vs 113
-//     (dequantizing first: 268).
-//   - Q4_1, Q5_0, Q5_1, with AVX-512 dequantizers and no several-row
-//     integer kernels: 4 rows (Q5_0 at 8 rows 204 vs 79, at 16 290 vs
-//     81, BenchmarkQuantizedMatMul).
-//   - with AVX-512, the types with eight-row VNNI kernels, which beat
-//     dequantizing for the GEMM (BenchmarkQuantizedMatMul, GFLOP/s; the
-//     110M model files' tok/s, 2 workers, 3 interleaved rounds):
-//   - the K-quants: never. Q4_K 431 vs 279 at 16 rows, 519 vs 394 at
-//     128, 511 vs 382 at 256 (Q6_K alike); the Q4_K_M file's
-//     Prefill512 1645-1714 -> 1873 tok/s with the four-row kernels.
-//   - Q8_0: never. In L3 the GEMM is even at 128 rows and ahead at 256
-//     (404 vs 359), but on the model, whose weights stream from memory,
-//     the integer kernels are as fast at 16 rows (DecodeBatch16 900-990
-//     vs 890-929), faster at 32 (1107-1129 vs 918-942) and on a prompt
-//     (Prefill512 1761-1769 vs 1603-1714).
-//   - Q4_0: 32 rows (at 16, 303 vs 278; at 32, 310 vs 339; at 128, 330
-//     vs 392).
+//     in L3 the GEMM wins from 2 rows (F16 168 vs 100, BF16 179 vs 100),
+//     and at 16 runs 390 vs 113 (dequantizing first: 268).
+//   - Q4_1, Q5_0 and Q5_1, which have AVX-512 dequantizers and no
+//     several-row integer kernels: 4 rows (Q5_0 at 8 rows 204 vs 79, at
+//     16 290 vs 81).
+//   - the K-quants with AVX-512: never, their eight-row VNNI kernels
+//     winning at every row count (Q4_K 431 vs 279 at 16 rows, 519 vs 394
+//     at 128, 511 vs 382 at 256; Q6_K alike); the Q4_K_M file's
+//     Prefill512 went from 1645-1714 to 1873 tok/s with the four-row
+//     ones.
+//   - Q8_0 with AVX-512: never. In L3 the GEMM is even at 128 rows and
+//     ahead at 256 (404 vs 359), but on the model, whose weights stream
+//     from memory, the integer kernels are as fast at 16 rows
+//     (DecodeBatch16 900-990 vs 890-929 tok/s), faster at 32 (1107-1129
+//     vs 918-942) and on a prompt (Prefill512 1761-1769 vs 1603-1714).
+//   - Q4_0 with AVX-512: 32 rows (at 16, 303 vs 278; at 32, 310 vs 339;
+//     at 128, 330 vs 392).
 //   - without AVX-512, dequantized by scalar loops at about 1 Gvalue/s:
 //     64 rows (Q4_K 91 vs 87 at 64, 122 vs 86 at 128), Q6_K 128 (64
 //     rows 46 vs 86, 128 about even, 256 96 vs 76).
@@ -56,26 +55,6 @@ func gemmRows(t kernels.DType) int {
 		return 32
 	}
 	return 4
-}
-
-// deqGemmRows is the least activation rows from which a product on
-// weights of type t that directGemm reads runs on float32 groups of
-// their rows dequantized first after all: Q8_0's load (a multiply by the
-// block's scale per value, on the pipes of the multiply-adds) slows every
-// 4-row panel of a tile, where dequantizing slows a group of rows once
-// for all of them. Measured on a 2-core Zen 5, 2 workers, GFLOP/s of the
-// direct GEMM against the dequantizing one, medians of 5: with the
-// weights streaming from memory (BenchmarkDecodeGemm, as in a decode
-// batch or a prefill chunk of a model larger than the caches) at 16 rows
-// 256 vs 191, 24 rows 263 vs 226, 32 rows 275 vs 260, 48 rows 284 vs 283,
-// 64 rows 283 vs 316; in L3 (BenchmarkQuantizedMatMul) the crossover is
-// lower: 16 rows 274 vs 267, 32 rows 247 vs 315. F16 and BF16 convert
-// in one instruction and stay direct.
-func deqGemmRows(t kernels.DType) int {
-	if t == kernels.Q8_0 {
-		return 48
-	}
-	return math.MaxInt
 }
 
 // deqGroup is how many weight rows a worker dequantizes at a time: 96

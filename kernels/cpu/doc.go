@@ -6,17 +6,18 @@
 // On amd64 CPUs with AVX2 and FMA (detected at start-up with CPUID) the
 // inner loops run in assembly: a 3x4 register tile for MatMul, dot
 // products, the weighted sum of V rows, the softmax exponentials and
-// SwiGLU, and an F16 KVCache converts with F16C (rounding on Put, a
-// block at a time back to float32 in Attention). With AVX-512F as well,
-// MatMul and the products on F16, BF16 and dequantized weights run 4x6
-// tiles of 16-lane registers that prefetch the weight rows ahead of them;
-// the tiles read F16 and BF16 weights as they are, converting as they
-// load, and Q8_0 weights too for batches of under 48 rows (deqGemmRows),
-// and kernels/quant dequantizes the other types' rows in assembly, fast
-// enough that batches of a few rows go through the GEMM too (gemmRows
-// says from how many, per type). On other CPUs and architectures, and
-// when built with -tags purego, the same drivers run plain-Go inner
-// loops; the tests check every path the machine has.
+// SwiGLU, and an F16 KVCache converts with F16C (rounding on Put;
+// Attention reads it as float32 through converting loads, or 64
+// positions at a time in scratch). With AVX-512F as well, MatMul and the
+// products on F16, BF16 and dequantized weights run 4x6 tiles of 16-lane
+// registers that prefetch the weight rows ahead of them; the tiles read
+// F16 and BF16 weights as they are, converting as they load, and
+// kernels/quant dequantizes the rows of the types without eight-row
+// integer kernels in assembly, fast enough that batches of a few rows go
+// through the GEMM too (gemmRows says from how many, per type). On other
+// CPUs and architectures, and when built with -tags purego, the same
+// drivers run plain-Go inner loops; the tests check every path the
+// machine has.
 //
 // Notes for callers:
 //   - Weights stay as loaded, out×in row-major (llama2.c, GGUF): MatMul

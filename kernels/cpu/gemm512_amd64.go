@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// The kernels, in gemm512_amd64.s, read b as float32, F16, BF16 or Q8_0
-// values by their names; lda and ldc count values, ldb bytes.
+// The kernels, in gemm512_amd64.s, read b as float32, F16 or BF16 values
+// by their names; lda and ldc count values, ldb bytes.
 
 //go:noescape
 func gemm4x6AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16, pfdist, pfevery, pfphase int)
@@ -22,9 +22,6 @@ func gemm4x6F16AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *
 func gemm4x6BF16AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16, pfdist, pfevery, pfphase int)
 
 //go:noescape
-func gemm4x6Q8_0AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16, pfdist, pfevery, pfphase int)
-
-//go:noescape
 func gemm1x16AVX512(a *float32, b unsafe.Pointer, ldb int, k int, c *float32, kmask, amask uint16)
 
 //go:noescape
@@ -34,9 +31,6 @@ func gemm1x16F16AVX512(a *float32, b unsafe.Pointer, ldb int, k int, c *float32,
 func gemm1x16BF16AVX512(a *float32, b unsafe.Pointer, ldb int, k int, c *float32, kmask, amask uint16)
 
 //go:noescape
-func gemm1x16Q8_0AVX512(a *float32, b unsafe.Pointer, ldb int, k int, c *float32, kmask, amask uint16)
-
-//go:noescape
 func gemm1x6AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
 
 //go:noescape
@@ -44,9 +38,6 @@ func gemm1x6F16AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *
 
 //go:noescape
 func gemm1x6BF16AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
-
-//go:noescape
-func gemm1x6Q8_0AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
 
 // useAVX512 selects the AVX-512 GEMM kernels. It is true when the CPU has
 // AVX-512F (and AVX2 and FMA) and the OS saves the ZMM and opmask
@@ -84,21 +75,11 @@ func simdGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, 
 	return true
 }
 
-// haveAVX512BW reports whether the CPU has AVX-512 BW and VL, which the
-// Q8_0 kernels need besides AVX-512F (to broadcast a block's scale).
-var haveAVX512BW = cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
-
 // directGemm reports whether products on n weight rows of type t run the
 // GEMM on the weights as they are, converting each value as it loads it:
-// F16, BF16 and Q8_0 with the AVX-512 kernels, n >= 6 (one tile).
+// F16 and BF16 with the AVX-512 kernels, n >= 6 (one tile).
 func directGemm(t kernels.DType, n int) bool {
-	switch {
-	case !useAVX512 || n < 6:
-		return false
-	case t == kernels.Q8_0:
-		return haveAVX512BW
-	}
-	return t == kernels.F16 || t == kernels.BF16
+	return useAVX512 && n >= 6 && (t == kernels.F16 || t == kernels.BF16)
 }
 
 // directGemmCols sets columns [j0, j1) of c[m×n] = a[m×k]·bᵀ, b being
@@ -111,22 +92,17 @@ func directGemmCols(c, a []float32, b []byte, t kernels.DType, m, j0, j1, n, k i
 }
 
 // gemmB is the b operand of the AVX-512 kernels: the bytes of rows of
-// values of type t (F32, F16, BF16 or Q8_0), ld values apart.
+// values of type t (F32, F16 or BF16), ld values apart.
 type gemmB struct {
 	data []byte
 	t    kernels.DType
 	ld   int
 }
 
-// bytes is the bytes of n of b's values along a row: for Q8_0, n/32
-// blocks of 34 bytes (an F16 scale and 32 int8 quants), n being a
-// multiple of 32.
+// bytes is the bytes of n of b's values along a row.
 func (b gemmB) bytes(n int) int {
-	switch b.t {
-	case kernels.F32:
+	if b.t == kernels.F32 {
 		return 4 * n
-	case kernels.Q8_0:
-		return n / 32 * 34
 	}
 	return 2 * n
 }
@@ -142,16 +118,15 @@ func (b gemmB) base(n, k int) unsafe.Pointer {
 }
 
 // gemmCols computes columns [j0, j1) of gemm's product (n columns in all,
-// n >= 6) with the AVX-512 kernels for b's type: k is a multiple of 32
-// for Q8_0.
+// n >= 6) with the AVX-512 kernels for b's type.
 func gemmCols(c []float32, ldc int, a []float32, lda int, b gemmB, m, j0, j1, n, k int) {
 	parts := 1
 	if m >= 4 { // fewer rows have no a panel to keep in L1
 		parts = (k + gemmKBlock - 1) / gemmKBlock
 	}
-	// k of every block but the last: whole groups of 32 (Q8_0's blocks,
-	// which its kernels take whole), so that every type of b splits k
-	// alike and computes bit for bit what F32 computes on its values.
+	// k of every block but the last: whole groups of 32, the kernels'
+	// loop, and the same for every type of b, which so computes bit for
+	// bit what F32 computes on its values.
 	kc := ((k+parts-1)/parts + 31) &^ 31
 	nb := max(6, gemmBlockBytes/(4*kc)/6*6)
 	base := b.base(n, k)
@@ -270,8 +245,6 @@ func tile4x6(a *float32, lda int, t kernels.DType, b unsafe.Pointer, ldb, k int,
 		gemm4x6F16AVX512(a, lda, b, ldb, k, c, ldc, kmask, cmask, amask, pfdist, pfevery, pfphase)
 	case kernels.BF16:
 		gemm4x6BF16AVX512(a, lda, b, ldb, k, c, ldc, kmask, cmask, amask, pfdist, pfevery, pfphase)
-	case kernels.Q8_0:
-		gemm4x6Q8_0AVX512(a, lda, b, ldb, k, c, ldc, kmask, cmask, amask, pfdist, pfevery, pfphase)
 	default:
 		gemm4x6AVX512(a, lda, b, ldb, k, c, ldc, kmask, cmask, amask, pfdist, pfevery, pfphase)
 	}
@@ -283,8 +256,6 @@ func tile1x6(a *float32, t kernels.DType, b unsafe.Pointer, ldb, k int, c *float
 		gemm1x6F16AVX512(a, 0, b, ldb, k, c, 0, kmask, cmask, amask)
 	case kernels.BF16:
 		gemm1x6BF16AVX512(a, 0, b, ldb, k, c, 0, kmask, cmask, amask)
-	case kernels.Q8_0:
-		gemm1x6Q8_0AVX512(a, 0, b, ldb, k, c, 0, kmask, cmask, amask)
 	default:
 		gemm1x6AVX512(a, 0, b, ldb, k, c, 0, kmask, cmask, amask)
 	}
@@ -296,8 +267,6 @@ func tile1x16(a *float32, t kernels.DType, b unsafe.Pointer, ldb, k int, c *floa
 		gemm1x16F16AVX512(a, b, ldb, k, c, kmask, amask)
 	case kernels.BF16:
 		gemm1x16BF16AVX512(a, b, ldb, k, c, kmask, amask)
-	case kernels.Q8_0:
-		gemm1x16Q8_0AVX512(a, b, ldb, k, c, kmask, amask)
 	default:
 		gemm1x16AVX512(a, b, ldb, k, c, kmask, amask)
 	}

@@ -14,26 +14,12 @@ import (
 	"github.com/prefixd/prefixd/kernels/quant"
 )
 
-// directWeights returns n random F16, BF16 or Q8_0 values (n a multiple
-// of 32 for Q8_0) as bytes and as the float32 values kernels/quant's
-// scalar converters give for them. F16 values, and Q8_0's block scales,
-// range over every finite bit pattern (subnormals included); BF16 values
-// over subnormals and exponents within 2^±30, so that sums stay finite.
-// A Q8_0 value is its block's scale times its int8 quant, any of them.
+// directWeights returns n random F16 or BF16 values as bytes and as the
+// float32 values kernels/quant's scalar converters give for them. F16
+// values range over every finite bit pattern (subnormals included); BF16
+// values over subnormals and exponents within 2^±30, so that sums stay
+// finite.
 func directWeights(r *rand.Rand, t kernels.DType, n int) ([]byte, []float32) {
-	if t == kernels.Q8_0 {
-		h, f := make([]byte, n/32*34), make([]float32, n)
-		for i := range f {
-			blk := h[i/32*34:]
-			if i%32 == 0 {
-				binary.LittleEndian.PutUint16(blk, randF16(r))
-			}
-			q := int8(r.Uint32())
-			blk[2+i%32] = byte(q)
-			f[i] = quant.F16ToF32(binary.LittleEndian.Uint16(blk)) * float32(q)
-		}
-		return h, f
-	}
 	h, f := make([]byte, 2*n), make([]float32, n)
 	for i := range f {
 		var v uint16
@@ -60,7 +46,7 @@ func directWeights(r *rand.Rand, t kernels.DType, n int) ([]byte, []float32) {
 // deqMatMul computes.
 func TestDirectWeightsAreDequantized(t *testing.T) {
 	r := rand.New(rand.NewPCG(19, 20))
-	for _, typ := range []kernels.DType{kernels.F16, kernels.BF16, kernels.Q8_0} {
+	for _, typ := range directTypes {
 		h, want := directWeights(r, typ, 4096)
 		got := make([]float32, len(want))
 		if err := quant.Dequantize(typ, got, h); err != nil {
@@ -83,14 +69,12 @@ func randF16(r *rand.Rand) uint16 {
 	return v
 }
 
-// TestDirectGemmMatchesFloat32Gemm checks that the kernels reading F16,
-// BF16 and Q8_0 b compute bit for bit what the float32 kernels compute
-// on b's values converted by kernels/quant (Q8_0: d·q, as dequantizing
-// computes them): the conversions are exact and the multiply-adds run in
-// the same order. The shapes cover every remainder of the 4-row panels
-// (m 1 to 20), tiles that move left (n % 6), masked tails of k and a
-// last half group of 16 (not for Q8_0, whose k is whole blocks of 32),
-// k in several blocks (k > gemmKBlock), the 1x16 kernel, the prefetching
+// TestDirectGemmMatchesFloat32Gemm checks that the kernels reading F16
+// and BF16 b compute bit for bit what the float32 kernels compute on b's
+// values converted by kernels/quant: the conversions are exact and the
+// multiply-adds run in the same order. The shapes cover every remainder
+// of the 4-row panels (m 1 to 20), tiles that move left (n % 6), masked
+// tails of k and a last half group of 16, k in several blocks (k > gemmKBlock), the 1x16 kernel, the prefetching
 // loop of the 4×6 kernels, tile by tile and panel by panel, and column
 // ranges [j0, j1) as the workers split them, outside which nothing may
 // be written.
@@ -114,12 +98,9 @@ func TestDirectGemmMatchesFloat32Gemm(t *testing.T) {
 	// by panel.
 	shapes = append(shapes, shape{4, 100, 800}, shape{13, 100, 800}, shape{340, 100, 800})
 	r := rand.New(rand.NewPCG(13, 14))
-	for _, typ := range directTypes(t) {
+	for _, typ := range directTypes {
 		for _, s := range shapes {
 			m, n, k := s.m, s.n, s.k
-			if typ == kernels.Q8_0 {
-				k = (k + 31) &^ 31
-			}
 			h, f := directWeights(r, typ, n*k)
 			a := randVec(r, m*k)
 			for _, cols := range [][2]int{{0, n}, {0, n / 2 &^ 3}, {n / 2 &^ 3, n}, {4, n - 1}} {
@@ -162,7 +143,7 @@ func TestDirectGemmWholeProduct(t *testing.T) {
 	defer w.Close()
 	r := rand.New(rand.NewPCG(15, 16))
 	const m, n, k = 10, 301, 800
-	for _, typ := range directTypes(t) {
+	for _, typ := range directTypes {
 		h, f := directWeights(r, typ, n*k)
 		a := randVec(r, m*k)
 		got, want := make([]float32, m*n), make([]float32, m*n)
@@ -186,17 +167,8 @@ func TestDirectGemmWholeProduct(t *testing.T) {
 	}
 }
 
-// directTypes returns the types of b that the AVX-512 kernels read
-// directly on this CPU: F16 and BF16, and Q8_0 where it has AVX-512 BW
-// and VL (logged if not).
-func directTypes(t testing.TB) []kernels.DType {
-	types := []kernels.DType{kernels.F16, kernels.BF16}
-	if directGemm(kernels.Q8_0, 6) {
-		return append(types, kernels.Q8_0)
-	}
-	t.Log("this CPU has no AVX-512 BW and VL: Q8_0 not checked")
-	return types
-}
+// directTypes are the types of b that the AVX-512 kernels read directly.
+var directTypes = []kernels.DType{kernels.F16, kernels.BF16}
 
 func nanVec(n int) []float32 {
 	v := make([]float32, n)

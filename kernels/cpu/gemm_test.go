@@ -164,7 +164,7 @@ func BenchmarkDecodeGemm(b *testing.B) {
 		}
 	}
 	src := randVec(r, 2048*768)
-	for _, typ := range []kernels.DType{kernels.F32, kernels.F16, kernels.BF16, kernels.Q8_0} {
+	for _, typ := range []kernels.DType{kernels.F32, kernels.F16, kernels.BF16} {
 		if typ != kernels.F32 && !directGemm(typ, 6) {
 			continue
 		}

@@ -24,7 +24,7 @@ func MatMul(w *Workers, c, a, b []float32, m, n, k int) {
 	w.matMul(matmulTask{c: c, a: a, b: b, m: m, n: n, k: k})
 }
 
-// matMulDirect is MatMul for b of F16, BF16 or Q8_0 values, the bytes h
+// matMulDirect is MatMul for b of F16 or BF16 values, the bytes h
 // of type t, which the AVX-512 kernels convert as they load them: no
 // float32 copy of b is made. It requires directGemm(t, n).
 func matMulDirect(w *Workers, c, a []float32, h []byte, t kernels.DType, m, n, k int) {

@@ -36,8 +36,7 @@ func simdGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, 
 	return false
 }
 
-// directGemm is always false in this build: no kernel reads F16, BF16 or
-// Q8_0.
+// directGemm is always false in this build: no kernel reads F16 or BF16.
 func directGemm(t kernels.DType, n int) bool { return false }
 
 // directGemmCols is never called in this build, where directGemm is false.
