@@ -246,9 +246,18 @@ func TestStories260KMatchesReference(t *testing.T) {
 	for step := range 256 {
 		want := ref.step(tok)
 		got := h.prefill(t, tb, []int32{tok}) // a decode step: one token
-		worst = math.Max(worst, maxAbsDiff(got, want))
-		if d := maxAbsDiff(got, want); d > 1e-4 {
-			t.Fatalf("step %d: logits differ by %g", step, d)
+		// float32 through five layers: within 2e-5 of the largest logit
+		// (about 1e-5 seen, at worst, by the pure-Go kernels, whose
+		// attention sums a 64-position span in another order than the
+		// assembly's; a wrong position or head is off by whole units).
+		var top float64
+		for _, w := range want {
+			top = math.Max(top, math.Abs(w))
+		}
+		d := maxAbsDiff(got, want)
+		worst = math.Max(worst, d/top)
+		if d > 2e-5*top {
+			t.Fatalf("step %d: logits differ by %g, %.2g of the largest", step, d, d/top)
 		}
 		next := argmax32(got)
 		if r := argmax64(want); r != next {
@@ -256,7 +265,7 @@ func TestStories260KMatchesReference(t *testing.T) {
 		}
 		tok = next
 	}
-	t.Logf("256 greedy tokens agree; worst logit difference %.2g", worst)
+	t.Logf("256 greedy tokens agree; worst logit difference %.2g of the largest", worst)
 }
 
 // TestF16KVGreedyMatchesF32 decodes greedily from a short prompt with an
