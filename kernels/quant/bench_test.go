@@ -102,15 +102,16 @@ func BenchmarkMemBandwidth(b *testing.B) {
 	}
 }
 
-// BenchmarkMatMulBatch multiplies 1, 4 and 16 activation rows (batched
-// decode) by one benchOut×benchIn matrix: rows/s at 16 against 1 is how
-// batched decode scales.
+// BenchmarkMatMulBatch multiplies 1, 2, 4, 8 and 16 activation rows
+// (batched decode) by one benchOut×benchIn matrix: rows/s at 16 against 1
+// is how batched decode scales. name/avx2 runs the rows in pairs through
+// the AVX2 two-row kernels, name/avx512 eight and four at a time.
 func BenchmarkMatMulBatch(b *testing.B) {
 	pool := newTestPool(benchThreads)
 	defer pool.Close()
 	rng := rand.New(rand.NewPCG(2, 2))
 	for _, typ := range []Type{F16, Q8_0, Q4_K, Q6_K} {
-		for _, rows := range []int{1, 4, 16} {
+		for _, rows := range []int{1, 2, 4, 8, 16} {
 			rs, _ := typ.RowSize(benchIn)
 			w := make([]byte, benchOut*rs)
 			row := make([]byte, rs)
@@ -122,7 +123,7 @@ func BenchmarkMatMulBatch(b *testing.B) {
 			}
 			x, dst := randRow(rng, rows*benchIn), make([]float32, rows*benchOut)
 			m := NewMultiplier(pool.For)
-			b.Run(fmt.Sprintf("%s/rows=%d", typ, rows), func(b *testing.B) {
+			benchLevels(b, fmt.Sprintf("%s/rows=%d", typ, rows), func(b *testing.B) {
 				for b.Loop() {
 					if err := m.MatMul(dst, x, w, typ, rows, benchOut, benchIn); err != nil {
 						b.Fatal(err)
@@ -149,13 +150,14 @@ func BenchmarkMatVecSmall(b *testing.B) {
 
 // BenchmarkMatMulBatchSmall is BenchmarkMatVecSmall for a decode batch
 // of 16 sequences, whose rows go eight at a time through the eight-row
-// kernels: each of the model's weight rows is only 3 or 8 blocks, so the
-// Go around each kernel call counts here as the kernels do.
+// kernels (name/avx512) or two at a time through the two-row ones
+// (name/avx2): each of the model's weight rows is only 3 or 8 blocks, so
+// the Go around each kernel call counts here as the kernels do.
 func BenchmarkMatMulBatchSmall(b *testing.B) {
 	rng := rand.New(rand.NewPCG(6, 6))
 	for _, typ := range []Type{Q8_0, Q4_K, Q6_K} {
 		s := newSmallStep(b, rng, typ, 16)
-		b.Run(typ.String(), s.run)
+		benchLevels(b, typ.String(), s.run)
 	}
 }
 

@@ -5,23 +5,6 @@ import (
 	"math"
 )
 
-// dotRow returns the dot product of the weight row w (in values of type t)
-// with the activation row a, using the assembly kernel when there is one.
-func dotRow(t Type, w []byte, a *actRow) float32 {
-	if v, ok := dotSIMD(t, w, a); ok {
-		return v
-	}
-	return dotGo(t, w, a)
-}
-
-// dotSIMD is the assembly dot product of one weight row and one
-// activation row, and false where there is no kernel.
-func dotSIMD(t Type, w []byte, a *actRow) (float32, bool) {
-	var out [1]float32
-	ok := dotRowsSIMD(t, w, a, out[:])
-	return out[0], ok
-}
-
 // dotRows sets dst[i] to the dot product of weight row i of w (rows of
 // rowBytes bytes) with the activation row a.
 func dotRows(t Type, w []byte, rowBytes int, a *actRow, dst []float32) {

@@ -212,7 +212,7 @@ func (m *Multiplier) tileRange(_, lo, hi int) {
 // productRange computes tiles [lo, hi) of one product: up to batchRows
 // weight rows at a time against every activation row, eight, four or
 // two activation rows per call where a kernel shares the weights'
-// unpacking between them.
+// unpacking between them, each call taking all the weight rows.
 func (m *Multiplier) productRange(p *product, lo, hi int) {
 	in, out := m.in, p.Out
 	if m.rows == 1 { // decode: one kernel call streams the whole range
@@ -224,21 +224,16 @@ func (m *Multiplier) productRange(p *product, lo, hi int) {
 	end := min(hi*tileRows, out)
 	for o0 := lo * tileRows; o0 < end; o0 += batchRows {
 		o1 := min(o0+batchRows, end)
+		w := p.W[o0*p.rowBytes : o1*p.rowBytes]
 		r := m.groupRows(p, o0, o1)
 		for ; r+2 <= m.rows; r += 2 {
-			a0, a1 := p.a.row(r, in), p.a.row(r+1, in)
-			for o := o0; o < o1; o++ {
-				w := p.W[o*p.rowBytes : (o+1)*p.rowBytes]
-				v0, v1, ok := dot2SIMD(p.Type, w, &a0, &a1)
-				if !ok {
-					v0, v1 = dotRow(p.Type, w, &a0), dotRow(p.Type, w, &a1)
-				}
-				p.Dst[r*out+o], p.Dst[(r+1)*out+o] = v0, v1
+			if !dot2SIMD(p.Type, w, p.a, r, in, p.Dst[r*out+o0:], out) {
+				break
 			}
 		}
-		if r < m.rows {
+		for ; r < m.rows; r++ { // one left over, or rows without a two-row kernel
 			ar := p.a.row(r, in)
-			dotRows(p.Type, p.W[o0*p.rowBytes:o1*p.rowBytes], p.rowBytes, &ar, p.Dst[r*out+o0:r*out+o1])
+			dotRows(p.Type, w, p.rowBytes, &ar, p.Dst[r*out+o0:r*out+o1])
 		}
 	}
 }

@@ -192,6 +192,58 @@ func TestMatMulQuadRowsRagged(t *testing.T) {
 	}
 }
 
+// TestMatMulPairRowsRagged: without the AVX-512 kernels, activation rows
+// go two at a time through the two-row kernels, each call taking up to
+// batchRows weight rows. Over weight-row counts that are not multiples of
+// it or of tileRows, one run and several, split over goroutines too (16
+// blocks a row make the products big enough), and 2, 3 and 5 activation
+// rows, every output of a pair equals bit for bit the two-row kernel's
+// result for its weight row alone, and the row left over the single-row
+// kernel's; so do all rows of Q4_0, which has no two-row kernel, and of
+// every type in a build without assembly.
+func TestMatMulPairRowsRagged(t *testing.T) {
+	saved := have512
+	defer func() { have512 = saved }()
+	have512 = false
+	rng := rand.New(rand.NewPCG(29, 30))
+	for _, typ := range []Type{F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, Q4_0} {
+		for _, blocks := range []int{1, 3, 16} {
+			in := blocks * max(actBlock(typ), 16)
+			rs := rowBytes(typ, in)
+			for _, out := range []int{1, tileRows - 1, batchRows - 1, batchRows + 5, 2*batchRows + tileRows + 3} {
+				w := randWeights(t, rng, typ, out, in)
+				for _, rows := range []int{2, 3, 5} {
+					x := randRow(rng, rows*in)
+					a := acts{blk: actBlock(typ)}
+					a.prepare(x, rows*in)
+					if a.blk != 0 {
+						a.quantizeBlocks(x, 0, len(a.d))
+					}
+					for _, m := range []*Multiplier{NewMultiplier(nil), NewMultiplier(goroutineFor)} {
+						dst := make([]float32, rows*out)
+						if err := m.MatMul(dst, x, w, typ, rows, out, in); err != nil {
+							t.Fatal(err)
+						}
+						for o := range out {
+							row := w[o*rs : (o+1)*rs]
+							for r := range rows {
+								var one [2]float32
+								if r >= rows&^1 || !dot2SIMD(typ, row, &a, r&^1, in, one[:], 1) {
+									ar := a.row(r, in)
+									dotRows(typ, row, rs, &ar, one[r&1:r&1+1])
+								}
+								if got, v := dst[r*out+o], one[r&1]; math.Float32bits(got) != math.Float32bits(v) {
+									t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, kernel on one weight row %v", typ, rows, in, out, r, o, got, v)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestMatMulFloatOddLength: float rows of a length the assembly's 8-wide
 // loops do not take fall back to Go, for one row and for pairs.
 func TestMatMulFloatOddLength(t *testing.T) {

@@ -104,26 +104,32 @@ func dequantQ5_0AVX512(src *byte, dst *float32, nb int)
 //go:noescape
 func dequantQ5_1AVX512(src *byte, dst *float32, nb int)
 
-//go:noescape
-func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+// The two-row kernels multiply nr consecutive weight rows (at least 1)
+// by two activation rows, the second's values (x), quants (a) astride
+// bytes and scales (ad) adstride bytes after the first's (its 16-value
+// sums bs 8·adstride bytes after), setting dst[o] and dst[dstStride+o]
+// for weight row o.
 
 //go:noescape
-func dotF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+func dotF32x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStride int)
 
 //go:noescape
-func dotBF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
+func dotF16x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStride int)
 
 //go:noescape
-func dotQ8_0x2AVX(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[2]float32)
+func dotBF16x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStride int)
 
 //go:noescape
-func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+func dotQ8_0x2AVX(w *byte, a *int8, ad *float32, astride, adstride, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
-func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
-func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
+
+//go:noescape
+func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
 func dotQ8_0x4AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
@@ -246,50 +252,61 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 	return true
 }
 
-// dot2SIMD returns the dot products of the weight row w with the
-// activation rows a0 and a1, which must be consecutive rows of one acts
-// (a1's data at the same stride after a0's), sharing the unpacking of the
-// weights between them; it returns false for a type without such a
-// kernel.
-func dot2SIMD(t Type, w []byte, a0, a1 *actRow) (r0, r1 float32, ok bool) {
-	if !haveSIMD {
-		return 0, 0, false
-	}
-	var out [2]float32
+// dot2SIMD sets dst[o] and dst[stride+o] to the dot products of weight
+// row o of w (one or more whole rows, consecutive) with activation rows r
+// and r+1 of a (rows of in values), in one assembly call that unpacks
+// each weight row once for both; stride is at least the number of weight
+// rows. Its results equal the single-row kernels' bit for bit. It returns
+// false for a type or row length without such a kernel, or on a CPU
+// without AVX2, leaving dst alone.
+func dot2SIMD(t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
 	switch t {
-	case F32, F16, BF16:
-		n := len(a0.x)
-		if n%8 != 0 {
-			return 0, 0, false
-		}
-		_, _ = w[n*t.BlockBytes()-1], a1.x[n-1]
+	case F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K:
+	default:
+		return false
+	}
+	bs := t.BlockSize()
+	if !haveSIMD || in == 0 || in%max(bs, 8) != 0 {
+		return false
+	}
+	rowBytes := in / bs * t.BlockBytes()
+	nr := len(w) / rowBytes
+	if stride < nr {
+		panic("quant: dot2SIMD's output rows overlap")
+	}
+	// The bounds of the last rows checked, the assembly reads inside them.
+	_, _ = w[nr*rowBytes-1], dst[stride+nr-1]
+	if bs == 1 {
+		_ = a.x[(r+2)*in-1]
+		x := &a.x[r*in]
 		switch t {
 		case F32:
-			dotF32x2AVX(&w[0], &a0.x[0], 4*n, n, &out)
+			dotF32x2AVX(&w[0], x, 4*in, in, nr, &dst[0], stride)
 		case F16:
-			dotF16x2AVX(&w[0], &a0.x[0], 4*n, n, &out)
+			dotF16x2AVX(&w[0], x, 4*in, in, nr, &dst[0], stride)
 		default:
-			dotBF16x2AVX(&w[0], &a0.x[0], 4*n, n, &out)
+			dotBF16x2AVX(&w[0], x, 4*in, in, nr, &dst[0], stride)
 		}
-	case Q8_0:
-		nb := len(a0.d)
-		_, _, _ = w[nb*34-1], a1.qs[nb*QK-1], a1.d[nb-1]
-		dotQ8_0x2AVX(&w[0], &a0.qs[0], &a0.d[0], len(a0.qs), 4*nb, nb, &out)
-	case Q4_K, Q5_K, Q6_K:
-		nb := len(a0.d)
-		_, _, _, _ = w[nb*t.BlockBytes()-1], a1.qs[nb*QKK-1], a1.d[nb-1], a1.bs[nb*16-1]
-		switch t {
-		case Q4_K:
-			dotQ4Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
-		case Q5_K:
-			dotQ5Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
-		default:
-			dotQ6Kx2AVX(&w[0], &a0.qs[0], &a0.d[0], &a0.bs[0], len(a0.qs), 4*nb, nb, &out)
-		}
-	default:
-		return 0, 0, false
+		return true
 	}
-	return out[0], out[1], true
+	nb := in / bs
+	_, _ = a.qs[(r+2)*in-1], a.d[(r+2)*nb-1]
+	q, d := &a.qs[r*in], &a.d[r*nb]
+	if t == Q8_0 {
+		dotQ8_0x2AVX(&w[0], q, d, in, 4*nb, nb, nr, &dst[0], stride)
+		return true
+	}
+	_ = a.bs[(r+2)*in/16-1]
+	sums := &a.bs[r*in/16]
+	switch t {
+	case Q4_K:
+		dotQ4Kx2AVX(&w[0], q, d, sums, in, 4*nb, nb, nr, &dst[0], stride)
+	case Q5_K:
+		dotQ5Kx2AVX(&w[0], q, d, sums, in, 4*nb, nb, nr, &dst[0], stride)
+	default:
+		dotQ6Kx2AVX(&w[0], q, d, sums, in, 4*nb, nb, nr, &dst[0], stride)
+	}
+	return true
 }
 
 // dotNSIMD sets dst[i*stride+o] to the dot product of weight row o of w

@@ -23,6 +23,27 @@
 	JNZ    label; \
 	VZEROUPPER
 
+// X2ROWSTART keeps the two-row kernels' count of weight rows (nrarg) and
+// their output pointer (dstarg) in the frame's locals rows and outp: the
+// K-quant block loops take every free general register.
+#define X2ROWSTART(nrarg, dstarg) \
+	MOVQ nrarg, AX; \
+	MOVQ AX, rows-8(SP); \
+	MOVQ dstarg, AX; \
+	MOVQ AX, outp-16(SP)
+
+// X2NEXT stores the two activation rows' sums for the weight row just
+// done, the floats r0 at outp and r1 stridearg floats after it, moves outp
+// on to the next weight row's and counts the row off (the flags say
+// whether any are left). Clobbers AX and R8.
+#define X2NEXT(r0, r1, stridearg) \
+	MOVQ   outp-16(SP), AX; \
+	MOVQ   stridearg, R8; \
+	VMOVSS r0, (AX); \
+	VMOVSS r1, (AX)(R8*4); \
+	ADDQ   $4, outp-16(SP); \
+	DECQ   rows-8(SP)
+
 // FLOATDOT is the loop of the float dots: LOAD8(off, reg) loads eight
 // weights from off(SI) as float32s into reg; 32 values per iteration into
 // four accumulators, then 8 at a time. SI: weights, DI: x, CX: n, BX: the
@@ -144,18 +165,21 @@ done: \
 	VHADDPS      X2, X2, X2
 
 // FLOATROWS2 is the body of a float type's two-row kernel, func(w *byte,
-// x *float32, xstride, n int, out *[2]float32): one weight row of
-// size-byte values, loaded by LOAD8, dotted with two rows of x.
+// x *float32, xstride, n, nr int, dst *float32, dstStride int): nr
+// consecutive weight rows of n size-byte values, loaded by LOAD8, each
+// dotted with two rows of x (the second xstride bytes after the first)
+// into dst[o] and dst[dstStride+o] for weight row o.
 #define FLOATROWS2(size, LOAD8) \
 	MOVQ w+0(FP), SI; \
-	MOVQ x+8(FP), DI; \
 	MOVQ xstride+16(FP), R12; \
-	MOVQ n+24(FP), CX; \
 	MOVQ $size, BX; \
+	X2ROWSTART(nr+32(FP), dst+40(FP)); \
+row: \
+	MOVQ x+8(FP), DI; \
+	MOVQ n+24(FP), CX; \
 	FLOATDOT2(LOAD8); \
-	MOVQ out+32(FP), AX; \
-	VMOVSS X0, (AX); \
-	VMOVSS X2, 4(AX); \
+	X2NEXT(X0, X2, dstStride+48(FP)); \
+	JNZ row; \
 	VZEROUPPER; \
 	RET
 
@@ -171,16 +195,16 @@ TEXT ·dotF16AVX(SB), NOSPLIT, $0-40
 TEXT ·dotBF16AVX(SB), NOSPLIT, $0-40
 	FLOATROWS(2, LOADBF16)
 
-// func dotF32x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
-TEXT ·dotF32x2AVX(SB), NOSPLIT, $0-40
+// func dotF32x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStride int)
+TEXT ·dotF32x2AVX(SB), NOSPLIT, $16-56
 	FLOATROWS2(4, LOADF32)
 
-// func dotF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
-TEXT ·dotF16x2AVX(SB), NOSPLIT, $0-40
+// func dotF16x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStride int)
+TEXT ·dotF16x2AVX(SB), NOSPLIT, $16-56
 	FLOATROWS2(2, LOADF16)
 
-// func dotBF16x2AVX(w *byte, x *float32, xstride, n int, out *[2]float32)
-TEXT ·dotBF16x2AVX(SB), NOSPLIT, $0-40
+// func dotBF16x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStride int)
+TEXT ·dotBF16x2AVX(SB), NOSPLIT, $16-56
 	FLOATROWS2(2, LOADBF16)
 
 // BLOCKSCALE sets Y1 to the weight block's d (the half at doff(SI))
@@ -272,20 +296,23 @@ q8done:
 	VBROADCASTSS X5, Y5; \
 	VFMADD231PS  Y3, Y5, acc
 
-// func dotQ8_0x2AVX(w *byte, a *int8, ad *float32, astride, adstride, nb int, out *[2]float32)
+// func dotQ8_0x2AVX(w *byte, a *int8, ad *float32, astride, adstride, nb, nr int, dst *float32, dstStride int)
 // is dotQ8_0AVX for two activation rows, the second's quants astride and
 // its scales adstride bytes after the first's, each weight block loaded
-// once for both.
-TEXT ·dotQ8_0x2AVX(SB), NOSPLIT, $0-56
+// once for both: weight row o's sums go to dst[o] and dst[dstStride+o].
+TEXT ·dotQ8_0x2AVX(SB), NOSPLIT, $16-72
 	MOVQ w+0(FP), SI
-	MOVQ a+8(FP), DI
-	MOVQ ad+16(FP), DX
 	MOVQ astride+24(FP), R12
 	MOVQ adstride+32(FP), R13
-	MOVQ nb+40(FP), CX
+	X2ROWSTART(nr+48(FP), dst+56(FP))
+	ONES16
+
+q8x2row:
+	MOVQ   a+8(FP), DI
+	MOVQ   ad+16(FP), DX
+	MOVQ   nb+40(FP), CX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y6, Y6, Y6
-	ONES16
 
 q8x2loop:
 	VCVTPH2PS (SI), X1
@@ -299,12 +326,12 @@ q8x2loop:
 	DECQ CX
 	JNZ  q8x2loop
 
-	MOVQ out+48(FP), AX
 	HSUM8
-	VMOVSS X0, (AX)
+	VMOVAPS X0, X7
 	VMOVAPS Y6, Y0
 	HSUM8
-	VMOVSS X0, 4(AX)
+	X2NEXT(X7, X0, dstStride+64(FP))
+	JNZ q8x2row
 	VZEROUPPER
 	RET
 
@@ -541,11 +568,10 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 	VXORPS Y0, Y0, Y0; \
 	VXORPS X14, X14, X14
 
-// KSETUP loads the K-quant kernels' pointers and constants.
+// KSETUP loads the K-quant kernels' weight pointer and constants.
 #define KSETUP \
 	MOVQ    w+0(FP), SI; \
-	VMOVDQU nibbleMask<>(SB), Y15; \
-	KROW
+	VMOVDQU nibbleMask<>(SB), Y15
 
 // KUNPACK unpacks the 6-bit scales and minimums of a Q4_K/Q5_K block as
 // ggml's AVX2 kernel does: with u0..u2 the 12 scale bytes as uint32s,
@@ -713,15 +739,32 @@ GLOBL fifthBit<>(SB), RODATA|NOPTR, $32
 	KFOLD((DX), Y9, Y0); \
 	KFOLD((DX)(R13*1), Y5, Y6)
 
-// KSETUP2 is KSETUP for the two-row kernels: strides in R12 and R13, the
-// second row's sums in Y6 and X7.
-#define KSETUP2 \
+// KX2ROWS is the body of the two-row Q4_K and Q5_K kernels (see
+// dotQ4Kx2AVX): nr weight rows of blocks of bsize bytes, PREP unpacking
+// their chunks, each block multiplied by the two activation rows (KBODY2),
+// the second row's sums in Y6 and X7.
+#define KX2ROWS(PREP, bsize) \
 	KSETUP; \
 	MOVQ astride+32(FP), R12; \
 	MOVQ adstride+40(FP), R13; \
-	MOVQ nb+48(FP), CX; \
+	X2ROWSTART(nr+56(FP), dst+64(FP)); \
+row: \
+	KROW; \
+	MOVQ   nb+48(FP), CX; \
 	VXORPS Y6, Y6, Y6; \
-	VXORPS X7, X7, X7
+	VXORPS X7, X7, X7; \
+block: \
+	KBODY2(PREP); \
+	KSTEP(bsize, block); \
+	KSUM; \
+	VMOVAPS X0, X8; \
+	VMOVAPS Y6, Y0; \
+	VMOVAPS X7, X14; \
+	KSUM; \
+	X2NEXT(X8, X0, dstStride+72(FP)); \
+	JNZ row; \
+	VZEROUPPER; \
+	RET
 
 // KSTEP steps to the next block of bsize bytes and loops to label.
 #define KSTEP(bsize, label) \
@@ -770,44 +813,19 @@ q5kloop:
 	ROWOUT(q5krow)
 	RET
 
-// func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
-// sets out[0] and out[1] to dotQ4KAVX of the weight row with two
-// activation rows: the second's quants astride bytes after the first's,
-// its scales adstride bytes after, its 16-value sums 8·adstride bytes
-// after (a Q8_K row's d and bsums are 4 and 32 bytes per block).
-TEXT ·dotQ4Kx2AVX(SB), NOSPLIT, $0-64
-	KSETUP2
+// func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
+// sets dst[o] and dst[dstStride+o] to dotQ4KAVX of weight row o (of nr
+// consecutive rows) with two activation rows: the second's quants astride
+// bytes after the first's, its scales adstride bytes after, its 16-value
+// sums 8·adstride bytes after (a Q8_K row's d and bsums are 4 and 32
+// bytes per block).
+TEXT ·dotQ4Kx2AVX(SB), NOSPLIT, $16-80
+	KX2ROWS(Q4PREP, 144)
 
-q4kx2loop:
-	KBODY2(Q4PREP)
-	KSTEP(144, q4kx2loop)
-	MOVQ out+56(FP), AX
-	KSUM
-	VMOVSS X0, (AX)
-	VMOVAPS Y6, Y0
-	VMOVAPS X7, X14
-	KSUM
-	VMOVSS X0, 4(AX)
-	VZEROUPPER
-	RET
-
-// func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+// func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
 // is dotQ4Kx2AVX for Q5_K blocks.
-TEXT ·dotQ5Kx2AVX(SB), NOSPLIT, $0-64
-	KSETUP2
-
-q5kx2loop:
-	KBODY2(Q5PREP)
-	KSTEP(176, q5kx2loop)
-	MOVQ out+56(FP), AX
-	KSUM
-	VMOVSS X0, (AX)
-	VMOVAPS Y6, Y0
-	VMOVAPS X7, X14
-	KSUM
-	VMOVSS X0, 4(AX)
-	VZEROUPPER
-	RET
+TEXT ·dotQ5Kx2AVX(SB), NOSPLIT, $16-80
+	KX2ROWS(Q5PREP, 176)
 
 // Q6_K scale shuffles: mask k (16 bytes) spreads int8 scale 2k over the
 // first eight bytes and 2k+1 over the last eight.
@@ -907,12 +925,11 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	MOVQ   bs+24(FP), BX; \
 	VXORPS Y0, Y0, Y0
 
-// Q6KSETUP loads the Q6_K kernels' pointers and masks.
+// Q6KSETUP loads the Q6_K kernels' weight pointer and masks.
 #define Q6KSETUP \
 	MOVQ    w+0(FP), SI; \
 	VMOVDQU nibbleMask<>(SB), Y15; \
-	VMOVDQU highMask<>(SB), Y7; \
-	Q6KROW
+	VMOVDQU highMask<>(SB), Y7
 
 // Q6KSTART sets X8 to the block's d, X1 to its 16 int8 scales, and sum
 // to −32·Σ_k sc_k·bsum_k for the activation row whose 16-value sums are
@@ -972,14 +989,19 @@ q6kloop:
 	ROWOUT(q6krow)
 	RET
 
-// func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb int, out *[2]float32)
+// func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
 // is dotQ6KAVX for two activation rows laid out as dotQ4Kx2AVX's, each
-// weight block unpacked once for both.
-TEXT ·dotQ6Kx2AVX(SB), NOSPLIT, $0-64
+// weight block unpacked once for both, over nr weight rows into dst as
+// dotQ4Kx2AVX's.
+TEXT ·dotQ6Kx2AVX(SB), NOSPLIT, $16-80
 	Q6KSETUP
 	MOVQ astride+32(FP), R12
 	MOVQ adstride+40(FP), R13
-	MOVQ nb+48(FP), CX
+	X2ROWSTART(nr+56(FP), dst+64(FP))
+
+q6kx2row:
+	Q6KROW
+	MOVQ   nb+48(FP), CX
 	VXORPS Y14, Y14, Y14
 
 q6kx2loop:
@@ -991,12 +1013,12 @@ q6kx2loop:
 	Q6KFOLD((DX)(R13*1), Y13, Y14)
 	Q6KNEXT(q6kx2loop)
 
-	MOVQ out+56(FP), AX
 	HSUM8
-	VMOVSS X0, (AX)
+	VMOVAPS X0, X8
 	VMOVAPS Y14, Y0
 	HSUM8
-	VMOVSS X0, 4(AX)
+	X2NEXT(X8, X0, dstStride+72(FP))
+	JNZ q6kx2row
 	VZEROUPPER
 	RET
 

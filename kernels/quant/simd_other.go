@@ -6,7 +6,7 @@ package quant
 // build: the pure-Go ones do all the work.
 func dotRowsSIMD(Type, []byte, *actRow, []float32) bool { return false }
 
-func dot2SIMD(Type, []byte, *actRow, *actRow) (r0, r1 float32, ok bool) { return 0, 0, false }
+func dot2SIMD(Type, []byte, *acts, int, int, []float32, int) bool { return false }
 
 // q8Blocks quantizes activation blocks; see q8BlocksGo.
 func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
