@@ -212,11 +212,7 @@ func BenchmarkDotRows(b *testing.B) {
 	dst := make([]float32, rows)
 	for _, typ := range weightTypes {
 		w, rs := randWeights(b, rng, typ, rows, benchIn), rowBytes(typ, benchIn)
-		a := acts{blk: actBlock(typ)}
-		a.prepare(x, benchIn)
-		if a.blk != 0 {
-			a.quantizeBlocks(x, 0, len(a.d))
-		}
+		a := testActs(typ, x, benchIn)
 		ar := a.row(0, benchIn)
 		benchLevels(b, typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(w)))

@@ -113,11 +113,7 @@ func testMatMulBatchRows(t *testing.T) {
 			if err := NewMultiplier(nil).MatMul(dst, x, w, typ, rows, out, in); err != nil {
 				t.Fatal(err)
 			}
-			a := acts{blk: actBlock(typ)}
-			a.prepare(x, rows*in)
-			if a.blk != 0 {
-				a.quantizeBlocks(x, 0, len(a.d))
-			}
+			a := testActs(typ, x, rows*in)
 			for r := range rows {
 				ar := a.row(r, in)
 				for o := range out {
@@ -132,10 +128,41 @@ func testMatMulBatchRows(t *testing.T) {
 	}
 }
 
+// testActs returns the first n values of x as weights of type t take
+// them: float32, or quantized to Q8_0 or Q8_K blocks.
+func testActs(t Type, x []float32, n int) acts {
+	a := acts{blk: actBlock(t)}
+	a.prepare(x, n)
+	if a.blk != 0 {
+		a.quantizeBlocks(x, 0, len(a.d))
+	}
+	return a
+}
+
+// raggedMatMuls runs MatMul on random weights of type typ, of rows of in
+// values, and rows random activation rows, for weight-row counts that are
+// not multiples of batchRows or tileRows (under one run, one run and
+// more, several runs), on one goroutine and split over goroutines; check
+// gets each result with the activations as MatMul quantized them.
+func raggedMatMuls(t *testing.T, rng *rand.Rand, typ Type, in, rows int, check func(w []byte, x []float32, a *acts, out int, dst []float32)) {
+	t.Helper()
+	for _, out := range []int{1, tileRows - 1, batchRows - 1, batchRows + 5, 2*batchRows + tileRows + 3} {
+		w := randWeights(t, rng, typ, out, in)
+		x := randRow(rng, rows*in)
+		a := testActs(typ, x, rows*in)
+		for _, m := range []*Multiplier{NewMultiplier(nil), NewMultiplier(goroutineFor)} {
+			dst := make([]float32, rows*out)
+			if err := m.MatMul(dst, x, w, typ, rows, out, in); err != nil {
+				t.Fatal(err)
+			}
+			check(w, x, &a, out, dst)
+		}
+	}
+}
+
 // TestMatMulQuadRowsRagged: the four- and eight-row kernels take up to
-// batchRows weight rows per call. Over weight-row counts that are not
-// multiples of it or of tileRows, one run and several, split over
-// goroutines too, and activation rows that leave none to seven over an
+// batchRows weight rows per call. Over ragged weight-row counts
+// (raggedMatMuls) and activation rows that leave none to seven over an
 // eight and none to three over a four, every output of an eight- or
 // four-row call (three left over take one more, as the last four rows)
 // equals bit for bit the four-row kernel's result for its weight row
@@ -150,43 +177,32 @@ func TestMatMulQuadRowsRagged(t *testing.T) {
 		for _, blocks := range []int{1, 3} {
 			in := blocks * actBlock(typ)
 			rs := rowBytes(typ, in)
-			for _, out := range []int{1, tileRows - 1, batchRows - 1, batchRows + 5, 2*batchRows + tileRows + 3} {
-				w := randWeights(t, rng, typ, out, in)
-				for _, rows := range []int{4, 5, 6, 7, 8, 9, 11, 12, 15, 16, 17} {
-					x := randRow(rng, rows*in)
-					a := acts{blk: actBlock(typ)}
-					a.prepare(x, rows*in)
-					a.quantizeBlocks(x, 0, len(a.d))
-					grouped := rows &^ 3 // the rows eight- and four-row calls cover
-					if rows-grouped == 3 {
-						grouped = rows // the last four rows, in one more call
-					}
-					for _, m := range []*Multiplier{NewMultiplier(nil), NewMultiplier(goroutineFor)} {
-						dst := make([]float32, rows*out)
-						if err := m.MatMul(dst, x, w, typ, rows, out, in); err != nil {
-							t.Fatal(err)
-						}
-						for o := range out {
-							row := w[o*rs : (o+1)*rs]
-							for r := range grouped {
-								var one [4]float32
-								r0 := min(r&^3, rows-4)
-								if !dotNSIMD(4, typ, row, &a, r0, in, one[:], 1) {
-									t.Fatalf("%s: no four-row kernel", typ)
-								}
-								if got, v := dst[r*out+o], one[r-r0]; math.Float32bits(got) != math.Float32bits(v) {
-									t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, four-row kernel on one weight row %v", typ, rows, in, out, r, o, got, v)
-								}
-							}
-							for r := grouped; r < rows; r++ {
-								ar := a.row(r, in)
-								if got, want := dst[r*out+o], dotGo(typ, row, &ar); math.Abs(float64(got-want)) > 1e-5*absDot(typ, row, x[r*in:(r+1)*in]) {
-									t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, Go %v", typ, rows, in, out, r, o, got, want)
-								}
-							}
-						}
-					}
+			for _, rows := range []int{4, 5, 6, 7, 8, 9, 11, 12, 15, 16, 17} {
+				grouped := rows &^ 3 // the rows eight- and four-row calls cover
+				if rows-grouped == 3 {
+					grouped = rows // the last four rows, in one more call
 				}
+				raggedMatMuls(t, rng, typ, in, rows, func(w []byte, x []float32, a *acts, out int, dst []float32) {
+					for o := range out {
+						row := w[o*rs : (o+1)*rs]
+						for r := range grouped {
+							var one [4]float32
+							r0 := min(r&^3, rows-4)
+							if !dotNSIMD(4, typ, row, a, r0, in, one[:], 1) {
+								t.Fatalf("%s: no four-row kernel", typ)
+							}
+							if got, v := dst[r*out+o], one[r-r0]; math.Float32bits(got) != math.Float32bits(v) {
+								t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, four-row kernel on one weight row %v", typ, rows, in, out, r, o, got, v)
+							}
+						}
+						for r := grouped; r < rows; r++ {
+							ar := a.row(r, in)
+							if got, want := dst[r*out+o], dotGo(typ, row, &ar); math.Abs(float64(got-want)) > 1e-5*absDot(typ, row, x[r*in:(r+1)*in]) {
+								t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, Go %v", typ, rows, in, out, r, o, got, want)
+							}
+						}
+					}
+				})
 			}
 		}
 	}
@@ -194,13 +210,12 @@ func TestMatMulQuadRowsRagged(t *testing.T) {
 
 // TestMatMulPairRowsRagged: without the AVX-512 kernels, activation rows
 // go two at a time through the two-row kernels, each call taking up to
-// batchRows weight rows. Over weight-row counts that are not multiples of
-// it or of tileRows, one run and several, split over goroutines too (16
-// blocks a row make the products big enough), and 2, 3 and 5 activation
-// rows, every output of a pair equals bit for bit the two-row kernel's
-// result for its weight row alone, and the row left over the single-row
-// kernel's; so do all rows of Q4_0, which has no two-row kernel, and of
-// every type in a build without assembly.
+// batchRows weight rows. Over ragged weight-row counts (raggedMatMuls; 16
+// blocks a row make the products big enough to split) and 2, 3 and 5
+// activation rows, every output of a pair equals bit for bit the two-row
+// kernel's result for its weight row alone, and the row left over the
+// single-row kernel's; so do all rows of Q4_0, which has no two-row
+// kernel, and of every type in a build without assembly.
 func TestMatMulPairRowsRagged(t *testing.T) {
 	saved := have512
 	defer func() { have512 = saved }()
@@ -210,35 +225,22 @@ func TestMatMulPairRowsRagged(t *testing.T) {
 		for _, blocks := range []int{1, 3, 16} {
 			in := blocks * max(actBlock(typ), 16)
 			rs := rowBytes(typ, in)
-			for _, out := range []int{1, tileRows - 1, batchRows - 1, batchRows + 5, 2*batchRows + tileRows + 3} {
-				w := randWeights(t, rng, typ, out, in)
-				for _, rows := range []int{2, 3, 5} {
-					x := randRow(rng, rows*in)
-					a := acts{blk: actBlock(typ)}
-					a.prepare(x, rows*in)
-					if a.blk != 0 {
-						a.quantizeBlocks(x, 0, len(a.d))
-					}
-					for _, m := range []*Multiplier{NewMultiplier(nil), NewMultiplier(goroutineFor)} {
-						dst := make([]float32, rows*out)
-						if err := m.MatMul(dst, x, w, typ, rows, out, in); err != nil {
-							t.Fatal(err)
-						}
-						for o := range out {
-							row := w[o*rs : (o+1)*rs]
-							for r := range rows {
-								var one [2]float32
-								if r >= rows&^1 || !dot2SIMD(typ, row, &a, r&^1, in, one[:], 1) {
-									ar := a.row(r, in)
-									dotRows(typ, row, rs, &ar, one[r&1:r&1+1])
-								}
-								if got, v := dst[r*out+o], one[r&1]; math.Float32bits(got) != math.Float32bits(v) {
-									t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, kernel on one weight row %v", typ, rows, in, out, r, o, got, v)
-								}
+			for _, rows := range []int{2, 3, 5} {
+				raggedMatMuls(t, rng, typ, in, rows, func(w []byte, _ []float32, a *acts, out int, dst []float32) {
+					for o := range out {
+						row := w[o*rs : (o+1)*rs]
+						for r := range rows {
+							var one [2]float32
+							if r >= rows&^1 || !dot2SIMD(typ, row, a, r&^1, in, one[:], 1) {
+								ar := a.row(r, in)
+								dotRows(typ, row, rs, &ar, one[r&1:r&1+1])
+							}
+							if got, v := dst[r*out+o], one[r&1]; math.Float32bits(got) != math.Float32bits(v) {
+								t.Fatalf("%s %d×%d·%d: dst[%d][%d] = %v, kernel on one weight row %v", typ, rows, in, out, r, o, got, v)
 							}
 						}
 					}
-				}
+				})
 			}
 		}
 	}
