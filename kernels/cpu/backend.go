@@ -312,9 +312,11 @@ func (b *Backend) Narrow(bufs ...kernels.Buf) {
 		if !r.Logits {
 			continue
 		}
-		for _, h := range bufs {
-			f, c := b.bufs[h].f, b.bufs[h].cols
-			copy(f[n*c:(n+1)*c], f[(t-1)*c:t*c]) // n <= t-1: rows move only down
+		if n < t-1 { // else the row is in place, as in a step of decodes
+			for _, h := range bufs {
+				f, c := b.bufs[h].f, b.bufs[h].cols
+				copy(f[n*c:(n+1)*c], f[(t-1)*c:t*c]) // rows move only down
+			}
 		}
 		n++
 	}

@@ -397,8 +397,13 @@ func (b *Backend) Add(dst, x kernels.Buf) {
 // buffer's, its old area the spare: a gather in place would race between
 // the rows' threads. It copies only the form the buffer's last writer
 // wrote, as 32-bit words (every width the model declares is even), and
-// the ops after it cover just those rows.
+// the ops after it cover just those rows. A step whose rows are all one
+// token that wants logits (decodes) has nothing to move.
 func (b *Backend) Narrow(bufs ...kernels.Buf) {
+	b.narrowed = true
+	if b.nLogits == b.tokens {
+		return
+	}
 	for len(b.spares) < len(bufs) {
 		b.spares = append(b.spares, area{})
 	}
@@ -422,13 +427,13 @@ func (b *Backend) Narrow(bufs ...kernels.Buf) {
 			u.e = u.f // one area on an f32 device
 		}
 	}
-	b.tokens, b.narrowed = n, true
+	b.tokens = n
 }
 
 // Logits queues the final RMSNorm and the classifier for the last token
-// row of each row that wants logits (after Narrow, each row left), runs the step's ops on the device in
-// one Do and copies those logits back. It returns the step's first error;
-// the slice is reused by the next call.
+// row of each row that wants logits (after Narrow, each row left), runs
+// the step's ops on the device in one Do and copies those logits back. It
+// returns the step's first error; the slice is reused by the next call.
 func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps float32) ([]float32, error) {
 	nw, cw := b.vector("Logits", norm), b.matrix("Logits", classifier)
 	d := b.bufs[x].cols
