@@ -17,9 +17,9 @@ func (wideBackend) Narrow(...kernels.Buf) {}
 // TestNarrowingKeepsLogits runs one batch (a prompt that wants logits, one
 // that does not, and a decode) through a runner that narrows the last
 // layer to the rows wanting logits and one that does not. The logits must
-// agree, on float32 weights and on Q4_K, whose integer products at these
-// few rows compute each output as at one row; only the GEMM's summation
-// order, which depends on the row count, may differ.
+// agree, on float32 weights and on Q4_K, within float32 rounding: the
+// kernels a product takes, and so its summation order, depend on its row
+// count.
 func TestNarrowingKeepsLogits(t *testing.T) {
 	q4k, err := Load(writeGGUF(t, Random(quantConfig, 81), ggufFile{arch: "llama", types: func(string) kernels.DType { return kernels.Q4_K }}))
 	if err != nil {

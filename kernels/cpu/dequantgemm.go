@@ -29,10 +29,10 @@ import (
 //     several-row integer kernels: 4 rows (Q5_0 at 8 rows 204 vs 79, at
 //     16 290 vs 81).
 //   - the K-quants with AVX-512: never, their eight-row VNNI kernels
-//     winning at every row count (Q4_K 431 vs 279 at 16 rows, 519 vs 394
-//     at 128, 511 vs 382 at 256; Q6_K alike); the Q4_K_M file's
-//     Prefill512 went from 1645-1714 to 1873 tok/s with the four-row
-//     ones.
+//     winning at every row count measured, 16 to 512 (Q4_K 431 vs 279 at
+//     16 rows, 519 vs 394 at 128, 511 vs 382 at 256; Q6_K alike); the
+//     Q4_K_M file's Prefill512 went from 1645-1714 to 1873 tok/s with
+//     the four-row ones.
 //   - Q8_0 with AVX-512: never. In L3 the GEMM is even at 128 rows and
 //     ahead at 256 (404 vs 359), but on the model, whose weights stream
 //     from memory, the integer kernels are as fast at 16 rows

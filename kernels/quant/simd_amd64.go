@@ -256,7 +256,8 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 // row o of w (one or more whole rows, consecutive) with activation rows r
 // and r+1 of a (rows of in values), in one assembly call that unpacks
 // each weight row once for both; stride is at least the number of weight
-// rows. Its results equal the single-row kernels' bit for bit. It returns
+// rows. Its results equal the single-row kernels' bit for bit but for
+// Q8_0's, whose single-row kernel sums alternate blocks apart. It returns
 // false for a type or row length without such a kernel, or on a CPU
 // without AVX2, leaving dst alone.
 func dot2SIMD(t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
