@@ -689,9 +689,13 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 // bits 2j and 2j+1 of the qh bytes (at 16) as the fifth bits of the low
 // and high 32 values: qh shifted right by 2j puts them at bits 0 and 1,
 // moved to bit 4 and kept by the 0x10 mask. Clobbers Y2 and Y8.
+// qh is loaded before the shift: an immediate shift of a memory source has
+// no VEX encoding, so the assembler would emit the AVX-512 (EVEX) form,
+// which faults on an AVX2-only CPU.
 #define Q5PREP(j) \
 	Q4NIBBLES(48+32*j); \
-	VPSRLW $(2*j), 16(SI), Y8; \
+	VMOVDQU 16(SI), Y8; \
+	VPSRLW $(2*j), Y8, Y8; \
 	VPSLLW $4, Y8, Y2; \
 	VPAND  fifthBit<>(SB), Y2, Y2; \
 	VPOR   Y2, Y10, Y10; \
