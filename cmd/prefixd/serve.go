@@ -169,10 +169,24 @@ func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveO
 			continue
 		}
 		if err := fs.Set(k, settings[k]); err != nil {
-			return nil, usagef("%s: %s=%q: %v", source[k], k, settings[k], err)
+			return nil, usagef("%s: %s=%s: %v", source[k], k, shownValue(k, strconv.Quote(settings[k])), err)
 		}
 	}
 	return o, o.check()
+}
+
+// secretFlags are the flags whose values are credentials: no message
+// quotes them, whichever source (config file, environment, command line)
+// gave them.
+var secretFlags = map[string]bool{"admin-token": true, "api-keys": true}
+
+// shownValue returns value, as a message may quote it for flag name, or
+// a placeholder for a secret flag's.
+func shownValue(name, value string) string {
+	if secretFlags[name] {
+		return "(a value not shown: it is a secret)"
+	}
+	return value
 }
 
 // readConfigFile reads a JSON object of flag names to values.
@@ -199,7 +213,7 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 		case t == "true" || t == "false" || (t != "" && (t[0] == '-' || t[0] >= '0' && t[0] <= '9')):
 			s = t
 		default:
-			return nil, usagef("config file %s: %s must be a string, number or boolean, got %s", path, k, t)
+			return nil, usagef("config file %s: %s must be a string, number or boolean, got %s", path, k, shownValue(k, t))
 		}
 		out[k] = s
 	}

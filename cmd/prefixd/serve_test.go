@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -466,5 +467,32 @@ func TestServeDefaultPool(t *testing.T) {
 		if !strings.Contains(log.String(), w) {
 			t.Errorf("start-up log lacks %q:\n%s", w, log.String())
 		}
+	}
+}
+
+// TestServeSecretsNotQuoted: a secret flag (--admin-token, --api-keys)
+// given a value of the wrong JSON type in the config file is refused
+// without quoting the value, which is likely the secret itself.
+func TestServeSecretsNotQuoted(t *testing.T) {
+	dir := t.TempDir()
+	for i, cfg := range []string{
+		`{"admin-token": ["ADMINSECRET7"]}`,
+		`{"api-keys": {"ADMINSECRET7": "tenant"}}`,
+		`{"api-keys": ["ADMINSECRET7=tenant"]}`,
+	} {
+		path := filepath.Join(dir, fmt.Sprintf("c%d.json", i))
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, stderr := serveRefused(t, []string{"--config", path}, nil)
+		if code != 2 || !strings.Contains(stderr, "must be a string") || strings.Contains(stderr, "ADMINSECRET7") {
+			t.Errorf("%s: exit %d, stderr %q: want a refusal that does not quote the secret", cfg, code, stderr)
+		}
+	}
+	// A non-secret setting's bad value is still quoted, which helps.
+	path := filepath.Join(dir, "blocks.json")
+	os.WriteFile(path, []byte(`{"blocks": ["x7"]}`), 0o600)
+	if _, stderr := serveRefused(t, []string{"--config", path}, nil); !strings.Contains(stderr, `["x7"]`) {
+		t.Errorf("stderr %q does not quote the non-secret value", stderr)
 	}
 }
