@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/prefixd/prefixd/internal/minheap"
+	"github.com/prefixd/prefixd/internal/sidefile"
 )
 
 // SentencePiece is Llama's BPE vocabulary in the form llama2.c and GGUF
@@ -228,6 +228,10 @@ func ggufTokenizer(meta map[string]any) (*SentencePiece, error) {
 	return newSentencePiece(pieces, scores, control, id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id"))
 }
 
+// MaxTokenizerBinBytes bounds the llama2.c tokenizer file read: Llama 2's
+// 32,000 tokens take about 0.5 MB.
+const MaxTokenizerBinBytes = 64 * sidefile.MiB
+
 // LoadLlama2CTokenizer reads llama2.c's tokenizer.bin: an int32 maximum
 // piece length, then for each of vocab tokens a float32 score, an int32
 // length and the piece's bytes. Tokens 0, 1, 2 are unknown, BOS and EOS.
@@ -236,7 +240,7 @@ func ggufTokenizer(meta map[string]any) (*SentencePiece, error) {
 // one read for the 512-token stories260K turns its token IDs into the
 // wrong words), and is refused.
 func LoadLlama2CTokenizer(path string, vocab int) (*SentencePiece, error) {
-	data, err := os.ReadFile(path)
+	data, err := sidefile.Read(path, MaxTokenizerBinBytes)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}

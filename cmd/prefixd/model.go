@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/prefixd/prefixd/chat"
+	"github.com/prefixd/prefixd/internal/sidefile"
 	"github.com/prefixd/prefixd/model"
 )
 
@@ -44,12 +45,16 @@ func loadTokenizer(path string, vocab int) (*model.SentencePiece, error) {
 	return tk, nil
 }
 
+// maxChatTemplateBytes bounds the --chat-template file; real templates
+// are a few KB.
+const maxChatTemplateBytes = 1 * sidefile.MiB
+
 // loadChatTemplate parses the --chat-template file, if given (nil if not).
 func loadChatTemplate(path string) (*chat.Template, error) {
 	if path == "" {
 		return nil, nil
 	}
-	src, err := os.ReadFile(path)
+	src, err := sidefile.Read(path, maxChatTemplateBytes)
 	if err != nil {
 		return nil, usagef("--chat-template: %v", err)
 	}
@@ -90,15 +95,19 @@ func modelFile(path string) (format string, size int64, err error) {
 		}
 		return "hugging face", size, nil
 	}
+	st, err := os.Stat(path)
+	if err == nil {
+		// Checked before opening: opening a named pipe would block.
+		err = sidefile.CheckRegular(path, st)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("model: %w", err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", 0, fmt.Errorf("model: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", 0, fmt.Errorf("model: %w", err)
-	}
 	magic := make([]byte, 4)
 	if _, err := io.ReadFull(f, magic); err == nil && bytes.Equal(magic, []byte("GGUF")) {
 		return "gguf", st.Size(), nil
