@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/internal/sidefile"
 	"github.com/prefixd/prefixd/model"
 	"github.com/prefixd/prefixd/server"
 	"github.com/prefixd/prefixd/trace"
@@ -189,9 +191,13 @@ func shownValue(name, value string) string {
 	return value
 }
 
+// maxConfigBytes bounds the --config file; one of every flag is a few KB.
+const maxConfigBytes = 1 * sidefile.MiB
+
 // readConfigFile reads a JSON object of flag names to values.
+// A file over maxConfigBytes is refused.
 func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := sidefile.Read(path, maxConfigBytes)
 	if err != nil {
 		return nil, usagef("--config: %w", err)
 	}
@@ -346,7 +352,11 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 		// The value is not logged: it may be a misspelt secret.
 		log.Warn("ignoring an environment variable that names no flag", "name", name)
 	}
-	m, mapped, err := loadServeModel(o, log)
+	m, mapped, err := loadServeModel(ctx, o, log)
+	if errors.Is(err, errStoppedLoading) {
+		log.Info("stopped", "during", "model load")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -392,13 +402,24 @@ func newLogger(level string, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
+// errStoppedLoading is loadServeModel's answer to a signal (ctx ending)
+// before the model is loaded.
+var errStoppedLoading = errors.New("stopped while loading the model")
+
+// loadModelFile loads the model and tokenizer files for loadServeModel;
+// it is loadModel, which a test replaces with a slow load.
+var loadModelFile = loadModel
+
 // loadServeModel loads the model and its tokenizer, logging where from
 // before (a large file takes a while) and what it is after, and settles
 // o.servedModelName when the command line left it to the model. mapped is
 // the bytes of a file the tensors view through a mapping (GGUF,
 // safetensors), which become resident only as they are read; a llama2.c
 // checkpoint is copied to the heap, and the built-in model built there.
-func loadServeModel(o *serveOptions, log *slog.Logger) (m *model.Model, mapped int64, err error) {
+// When ctx ends first (SIGTERM during a slow load) it returns
+// errStoppedLoading at once, and the abandoned load's model, if it ever
+// comes, is closed: the process is about to exit.
+func loadServeModel(ctx context.Context, o *serveOptions, log *slog.Logger) (m *model.Model, mapped int64, err error) {
 	started := time.Now()
 	if o.modelPath == "" {
 		log.Info("loading model", "path", "built-in", "format", "built-in")
@@ -412,8 +433,28 @@ func loadServeModel(o *serveOptions, log *slog.Logger) (m *model.Model, mapped i
 		}
 		log.Info("loading model", "path", o.modelPath, "format", format, "bytes", size, "tokenizer", o.tokenizerPath)
 	}
-	if m, err = loadModel(o.modelPath, o.tokenizerPath); err != nil {
-		return nil, 0, err
+	type loaded struct {
+		m   *model.Model
+		err error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		m, err := loadModelFile(o.modelPath, o.tokenizerPath)
+		done <- loaded{m, err}
+	}()
+	select {
+	case <-ctx.Done():
+		go func() {
+			if l := <-done; l.err == nil {
+				l.m.Close()
+			}
+		}()
+		return nil, 0, errStoppedLoading
+	case l := <-done:
+		if l.err != nil {
+			return nil, 0, l.err
+		}
+		m = l.m
 	}
 	if o.servedModelName == "" {
 		o.servedModelName = modelID(o.modelPath, m)
