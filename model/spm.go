@@ -187,35 +187,30 @@ func (t *SentencePiece) EOS() int32 { return t.eos }
 // ggufTokenizer builds the vocabulary from GGUF metadata, or returns nil if
 // the file has none.
 func ggufTokenizer(meta map[string]any) (*SentencePiece, error) {
-	raw, ok := meta["tokenizer.ggml.tokens"].([]any)
-	if !ok {
+	if _, ok := meta["tokenizer.ggml.tokens"]; !ok {
 		return nil, nil
 	}
 	if m, _ := meta["tokenizer.ggml.model"].(string); m != "" && m != "llama" {
 		return nil, fmt.Errorf("model: GGUF tokenizer %q, only llama (SentencePiece) is supported", m)
 	}
-	pieces := make([]string, len(raw))
-	for i, v := range raw {
-		s, ok := v.(string)
-		if !ok {
-			return nil, fmt.Errorf("model: GGUF token %d is not a string", i)
-		}
-		pieces[i] = s
+	pieces, err := ggufStrings(meta, "tokenizer.ggml.tokens")
+	if err != nil {
+		return nil, err
 	}
 	scores := make([]float32, len(pieces))
-	if rs, ok := meta["tokenizer.ggml.scores"].([]any); ok {
-		if len(rs) != len(pieces) {
-			return nil, fmt.Errorf("model: GGUF has %d scores for %d tokens", len(rs), len(pieces))
+	if rs, ok := arrayMeta(meta, "tokenizer.ggml.scores"); ok {
+		if rs.Len() != len(pieces) {
+			return nil, fmt.Errorf("model: GGUF has %d scores for %d tokens", rs.Len(), len(pieces))
 		}
-		for i, v := range rs {
-			f, _ := v.(float64)
+		for i := range scores {
+			f, _ := rs.Float(i)
 			scores[i] = float32(f)
 		}
 	}
 	control := make([]bool, len(pieces))
-	if ts, ok := meta["tokenizer.ggml.token_type"].([]any); ok && len(ts) == len(pieces) {
-		for i, v := range ts {
-			typ, _ := v.(int64)
+	if ts, ok := arrayMeta(meta, "tokenizer.ggml.token_type"); ok && ts.Len() == len(pieces) {
+		for i := range control {
+			typ, _ := ts.Int(i)
 			control[i] = typ == 2 || typ == 3 // unknown, control
 		}
 	}
