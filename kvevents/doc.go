@@ -43,6 +43,20 @@
 // one per replica, so replayed messages (which carry no topic) lose
 // nothing.
 //
+// # What events reveal
+//
+// Neither socket authenticates its subscribers (vLLM's do not either). A
+// BlockStored's token_ids are the cached prompt itself to anyone holding
+// the model's tokenizer, and its lora_name names the tenant. A Policy
+// chooses per namespace what goes out: Full (the above, which routers
+// that rebuild block keys from token_ids, such as llm-d's precise
+// prefix-cache scorer, need), Hashes (block hashes, parent and medium;
+// token_ids an empty array and lora_name nil, so such routers match none
+// of the namespace's blocks) or None (no event of the namespace). A hash
+// is a salted fingerprint no router can recompute from a request's
+// tokens, since the salt is prefixd's; only the occupancy and churn of
+// the cache show.
+//
 // # Threading
 //
 // The engine's scheduler goroutine feeds a Collector through the
