@@ -52,10 +52,11 @@
 // that rebuild block keys from token_ids, such as llm-d's precise
 // prefix-cache scorer, need), Hashes (block hashes, parent and medium;
 // token_ids an empty array and lora_name nil, so such routers match none
-// of the namespace's blocks) or None (no event of the namespace). A hash
-// is a salted fingerprint no router can recompute from a request's
-// tokens, since the salt is prefixd's; only the occupancy and churn of
-// the cache show.
+// of the namespace's blocks) or None (no event of the namespace). Hashes
+// still show the cache's occupancy and churn, and they are not secret:
+// the chain (eviction.Chain, salted with a hash of the namespace name) is
+// deterministic, so whoever guesses a prompt and the tenant's name can
+// check whether a replica caches it. Only None hides a namespace.
 //
 // # Threading
 //

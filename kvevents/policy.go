@@ -22,7 +22,8 @@ const (
 	// token_ids an empty array and lora_name nil (lora_id stays, a
 	// 31-bit hash of the namespace, so chains of two tenants stay
 	// apart): what the replica caches and evicts shows, the text and the
-	// tenant's name do not.
+	// tenant's name do not. The hashes are deterministic (see the
+	// package documentation): a guessed prompt can be confirmed.
 	Hashes
 	// None publishes nothing of the namespace.
 	None
