@@ -281,7 +281,7 @@ func (o *serveOptions) check() error {
 		return usagef("--api-keys: %w", err)
 	}
 	o.keys = keys
-	return nil
+	return o.kvEvents.checkNamespaces(keys)
 }
 
 // parseAPIKeys parses key=namespace,key2=namespace2.
