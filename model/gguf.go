@@ -200,6 +200,7 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 			errs = append(errs, fmt.Errorf("model: GGUF tensor %q has shape %v, want %v", name, t.Shape, shape))
 		default:
 			*dst = ggufMatrix(t)
+			m.named = append(m.named, namedTensor{name, *dst})
 		}
 	}
 	load(&m.Embedding, "token_embd.weight", d, c.Vocab)

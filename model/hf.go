@@ -236,6 +236,7 @@ func fromSafetensors(st *safetensors.Model, c Config, factors []float32) (*Model
 			return
 		}
 		*dst = kernels.Tensor{Type: typ, Rows: rows, Cols: cols, Data: t.Data}
+		m.named = append(m.named, namedTensor{name, *dst})
 	}
 	load(&m.Embedding, "model.embed_tokens.weight")
 	load(&m.FinalNorm, "model.norm.weight")
