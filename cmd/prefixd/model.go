@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prefixd/prefixd/chat"
 	"github.com/prefixd/prefixd/internal/sidefile"
@@ -32,6 +35,22 @@ func loadModel(path, tokenizer string) (*model.Model, error) {
 		m.Tokenizer = tk
 	}
 	return m, nil
+}
+
+// checkTensorsUsage describes --check-tensors, a flag of serve and
+// generate.
+const checkTensorsUsage = "scan every weight for NaN and infinite values (every type; quantized blocks' scales through their values) after loading, and refuse a model that holds one, naming the tensor and the first bad index; reads all the weights once (seconds for a 7B model)"
+
+// checkTensors runs m.CheckTensors for --check-tensors, closing m when it
+// fails. The scan stops when ctx ends (a signal during start-up).
+func checkTensors(ctx context.Context, m *model.Model, log *slog.Logger) error {
+	started := time.Now()
+	if err := m.CheckTensors(ctx); err != nil {
+		m.Close()
+		return err
+	}
+	log.Info("checked tensors", "finite", true, "took", time.Since(started).Round(time.Millisecond))
+	return nil
 }
 
 // loadTokenizer reads a llama2.c tokenizer file of the model's vocab

@@ -60,7 +60,7 @@ type serveOptions struct {
 	defaultTTL, maxTTL, drainTimeout         time.Duration
 	hostTierBytes, kvBytes                   byteSize
 	batching, kvAlloc, prefixCache           string
-	cachedFirst, traceTokens                 bool
+	cachedFirst, traceTokens, checkTensors   bool
 	traceOut, chatTemplate                   string
 	adminToken, apiKeys                      string
 	publicStats                              bool
@@ -85,6 +85,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	config = fs.String("config", "", "JSON file of settings: an object of flag names to values (env PREFIXD_CONFIG)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address; port 0 picks a free port (logged)")
 	fs.StringVar(&o.modelPath, "model", "", "model file (GGUF or llama2.c checkpoint); default: the built-in model")
+	fs.BoolVar(&o.checkTensors, "check-tensors", false, checkTensorsUsage)
 	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary, so text prompts work; refused if it holds more tokens than the model")
 	fs.StringVar(&o.chatTemplate, "chat-template", "", "Jinja chat template file for /v1/chat/completions; default: the model's own (GGUF tokenizer.chat_template), else a built-in one (chatml, llama3, mistral) its vocabulary calls for")
 	fs.StringVar(&o.servedModelName, "served-model-name", "", "model id that /v1/models and completions report; default: the model file's base name (stories260K), or prefixd-builtin-byte-3m")
@@ -440,6 +441,9 @@ func loadServeModel(ctx context.Context, o *serveOptions, log *slog.Logger) (m *
 	done := make(chan loaded, 1)
 	go func() {
 		m, err := loadModelFile(o.modelPath, o.tokenizerPath)
+		if err == nil && o.checkTensors {
+			err = checkTensors(ctx, m, log)
+		}
 		done <- loaded{m, err}
 	}()
 	select {
