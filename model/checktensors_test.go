@@ -12,13 +12,9 @@ import (
 	"github.com/prefixd/prefixd/kernels"
 )
 
-// checkConfig is a small model whose matrices are whole blocks of every
-// quantized type (256 columns).
-var checkConfig = Config{Dim: 256, Hidden: 256, Layers: 1, Heads: 4, KVHeads: 2, Vocab: 64, MaxSeqLen: 64,
-	RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
-
 // TestCheckTensors plants one bad value in layer 0's w2 (row 3) of a
-// model in each weight type, as NaN or infinity in a value (F32, F16,
+// model in each weight type (quantConfig: rows of whole blocks of every
+// quantized type), as NaN or infinity in a value (F32, F16,
 // BF16) or in a quantized block's scale (d, and dmin where the format has
 // one): the check names the tensor and the first bad index, and passes
 // the clean model.
@@ -44,7 +40,7 @@ func TestCheckTensors(t *testing.T) {
 		{kernels.Q6_K, 208, f16Inf, 0},       // d, at the block's end
 	} {
 		t.Run(fmt.Sprintf("%v at %d", c.typ, c.off), func(t *testing.T) {
-			m := Random(checkConfig, 7)
+			m := Random(quantConfig, 7)
 			w2, err := m.Layers[0].W2.Convert(c.typ)
 			if err != nil {
 				t.Fatal(err)
@@ -65,11 +61,11 @@ func TestCheckTensors(t *testing.T) {
 		})
 	}
 	t.Run("F32", func(t *testing.T) {
-		m := Random(checkConfig, 8)
+		m := Random(quantConfig, 8)
 		f, _ := m.Layers[0].W2.F32()
-		f[row*checkConfig.Hidden+5] = float32(math.Inf(-1))
+		f[row*quantConfig.Hidden+5] = float32(math.Inf(-1))
 		err := m.CheckTensors(context.Background())
-		if want := fmt.Sprintf(`tensor "layer 0 w2": value %d (row 3, column 5) is -Inf`, row*checkConfig.Hidden+5); err == nil || !strings.Contains(err.Error(), want) {
+		if want := fmt.Sprintf(`tensor "layer 0 w2": value %d (row 3, column 5) is -Inf`, row*quantConfig.Hidden+5); err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("CheckTensors = %v, want %q", err, want)
 		}
 	})

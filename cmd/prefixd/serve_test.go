@@ -95,6 +95,22 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("/generate: %d %s (%v)", resp.StatusCode, body, err)
 	}
 
+	sigterm(t, code, &stderr)
+	for _, want := range []string{"msg=draining", "msg=stopped"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if strings.Contains(stderr.String(), "level=WARN") || strings.Contains(stderr.String(), "level=ERROR") {
+		t.Errorf("warnings in a clean run:\n%s", stderr.String())
+	}
+}
+
+// sigterm sends the test process SIGTERM, which a serve running in it
+// catches, and expects that serve to exit 0 (its status comes on code)
+// within a hang guard.
+func sigterm(t *testing.T, code <-chan int, stderr *syncBuffer) {
+	t.Helper()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -105,14 +121,6 @@ func TestServeEndToEnd(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("serve did not exit after SIGTERM:\n%s", stderr.String())
-	}
-	for _, want := range []string{"msg=draining", "msg=stopped"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("log lacks %q:\n%s", want, stderr.String())
-		}
-	}
-	if strings.Contains(stderr.String(), "level=WARN") || strings.Contains(stderr.String(), "level=ERROR") {
-		t.Errorf("warnings in a clean run:\n%s", stderr.String())
 	}
 }
 
@@ -541,17 +549,7 @@ func TestServeSignalDuringLoad(t *testing.T) {
 	<-loading
 	// runServe's handler is installed before the load: the signal goes
 	// to it, not to the test process's default action.
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Fatalf("exit status %d:\n%s", c, stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("serve did not stop on SIGTERM during the model load:\n%s", stderr.String())
-	}
+	sigterm(t, code, &stderr)
 	if log := stderr.String(); !strings.Contains(log, `msg=stopped during="model load"`) || strings.Contains(log, "msg=listening") {
 		t.Errorf("log:\n%s", log)
 	}
