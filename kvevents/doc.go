@@ -36,7 +36,8 @@
 //
 // A namespace's blocks are never published as another's: blocks of the
 // default namespace "" carry no LoRA fields, and blocks of namespace ns
-// carry lora_name TenantModel(model, ns) and a lora_id derived from ns,
+// carry a lora_id derived from ns and (under the Full detail, below)
+// lora_name TenantModel(model, ns),
 // as vLLM marks blocks computed under a LoRA adapter. Routers key blocks
 // on model (or LoRA) name plus tokens, so the same prompt of two tenants
 // is two different prefixes to them, as it is to prefixd. The topic stays
