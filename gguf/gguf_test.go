@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -133,6 +134,8 @@ func TestRoundTrip(t *testing.T) {
 		{"u8", uint8(1)}, {"i8", int8(-1)}, {"u16", uint16(2)}, {"i16", int16(-2)}, {"i32", int32(-3)},
 		{"f32", float32(0.25)}, {"b", true}, {"u64", uint64(1 << 40)}, {"i64", int64(-1 << 40)}, {"f64", 1e-300},
 		{"strs", []string{"a", "", "ccc"}}, {"ints", []int32{1, -2}}, {"bytes", []uint8{9, 8}}, {"bools", []bool{true, false}},
+		{"i8s", []int8{-128, 127}}, {"u16s", []uint16{65535, 1}}, {"i16s", []int16{-32768, 3}}, {"u32s", []uint32{1 << 31, 5}},
+		{"f32s", []float32{-0.5, 3e38}}, {"u64s", []uint64{1 << 63, 7}}, {"i64s", []int64{-1 << 62, 9}}, {"f64s", []float64{1e300, -2}},
 	}
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	if err := gguftest.WriteFile(path, meta, tensors); err != nil {
@@ -323,5 +326,43 @@ func TestMatMulOnMappedTensors(t *testing.T) {
 				t.Errorf("%s row %d: %v, want %v", name, o, got[o], want)
 			}
 		}
+	}
+}
+
+// TestArrayHeap: a metadata array costs its elements' size on the heap.
+// Each element used to be decoded through an interface value (an array of
+// float32 allocated a box per element); a 100 MB array must not cost GBs.
+// The bound is on bytes allocated while parsing, which bounds the peak.
+func TestArrayHeap(t *testing.T) {
+	const n = 10 << 20
+	big := make([]uint8, n)
+	for i := range big {
+		big[i] = uint8(i*7 + i>>9)
+	}
+	floats := make([]float32, n/4)
+	for i := range floats {
+		floats[i] = float32(i) + 0.5
+	}
+	var buf bytes.Buffer
+	meta := []gguf.KV{{"general.architecture", "llama"}, {"junk.bytes", big}, {"junk.floats", floats}}
+	if err := gguf.Write(&buf, meta, nil); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f, err := gguf.Parse(data)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elements := uint64(len(big) + len(floats))
+	payload := uint64(len(big) + 4*len(floats))
+	if got := after.TotalAlloc - before.TotalAlloc; got > payload+payload/4 {
+		t.Errorf("parsing %d array elements (%d bytes) allocated %d bytes, %.2f per element", elements, payload, got, float64(got)/float64(elements))
+	}
+	if !reflect.DeepEqual(f.Metadata["junk.bytes"], big) || !reflect.DeepEqual(f.Metadata["junk.floats"], floats) {
+		t.Error("arrays do not round-trip")
 	}
 }

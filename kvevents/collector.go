@@ -64,16 +64,20 @@ type CollectorConfig struct {
 	// Emit receives each step's batch from EndStep, on the scheduler
 	// goroutine; it must not block and owns the batch. Required.
 	Emit func(Batch)
+	// Policy chooses what each namespace's events reveal; the zero
+	// Policy publishes everything, as vLLM does.
+	Policy Policy
 }
 
 // Collector turns the cache's observer calls into vLLM KV events, one
 // batch per engine step. It implements engine.CacheEvents and is safe for
 // concurrent use (the host tier reports removals from its own goroutines).
 type Collector struct {
-	model string
-	bs    int
-	clk   clock.Clock
-	emit  func(Batch)
+	model  string
+	bs     int
+	clk    clock.Clock
+	emit   func(Batch)
+	policy Policy
 
 	mu      sync.Mutex
 	device  map[blockstore.BlockID]deviceBlock
@@ -97,7 +101,7 @@ func NewCollector(cfg CollectorConfig) (*Collector, error) {
 		cfg.Clock = clock.Real{}
 	}
 	return &Collector{
-		model: cfg.Model, bs: cfg.BlockSize, clk: cfg.Clock, emit: cfg.Emit,
+		model: cfg.Model, bs: cfg.BlockSize, clk: cfg.Clock, emit: cfg.Emit, policy: cfg.Policy,
 		device: map[blockstore.BlockID]deviceBlock{}, devHash: map[uint64]int{}, host: map[uint64]hostBlock{},
 	}, nil
 }
@@ -106,23 +110,32 @@ func NewCollector(cfg CollectorConfig) (*Collector, error) {
 func (c *Collector) published(h uint64) bool { return c.devHash[h] > 0 || c.host[h].published }
 
 // stored appends a BlockStored of one chain, merging it into the previous
-// event when that one ends where this one starts.
+// event when that one ends where this one starts. Under the Hashes
+// detail the event carries no tokens and no lora_name.
 func (c *Collector) stored(ns, medium string, parent uint64, hashes []uint64, tokens []int32) {
+	full := c.policy.For(ns) == Full
+	var loraID int64
+	var loraName string
+	if ns != "" {
+		loraID = tenantLoraID(ns)
+		if full {
+			loraName = TenantModel(c.model, ns)
+		}
+	}
+	if !full {
+		tokens = nil
+	}
 	if n := len(c.pending); n > 0 {
 		last := &c.pending[n-1]
 		if last.Kind == BlockStored && last.Medium == medium && parent != 0 &&
-			last.Hashes[len(last.Hashes)-1] == parent && last.LoraName == TenantModel(c.model, ns) {
+			last.Hashes[len(last.Hashes)-1] == parent && last.LoraID == loraID && last.LoraName == loraName {
 			last.Hashes = append(last.Hashes, hashes...)
 			last.Tokens = append(last.Tokens, tokens...)
 			return
 		}
 	}
-	ev := Event{Kind: BlockStored, Hashes: hashes, Parent: parent, Tokens: slices.Clone(tokens),
-		BlockSize: c.bs, Medium: medium}
-	if ns != "" {
-		ev.LoraID, ev.LoraName = tenantLoraID(ns), TenantModel(c.model, ns)
-	}
-	c.pending = append(c.pending, ev)
+	c.pending = append(c.pending, Event{Kind: BlockStored, Hashes: hashes, Parent: parent, Tokens: slices.Clone(tokens),
+		BlockSize: c.bs, Medium: medium, LoraID: loraID, LoraName: loraName})
 }
 
 // removed appends a BlockRemoved, merging it into the previous event when
@@ -140,7 +153,12 @@ func (c *Collector) removed(medium string, hashes ...uint64) {
 // Stored implements radix.Observer: the blocks are published on the GPU
 // medium if their parent is known (always, for a Collector attached
 // before the engine cached anything).
+// A namespace whose detail is None is not remembered, so its removals
+// are not published either.
 func (c *Collector) Stored(ns string, parent blockstore.BlockID, tokens []int32, blocks []blockstore.BlockID) {
+	if c.policy.For(ns) == None {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var fp eviction.Fingerprint
@@ -188,7 +206,11 @@ func (c *Collector) Removed(ns string, blocks []blockstore.BlockID) {
 // HostStored implements eviction.Observer: the block is published on the
 // CPU medium unless the host tier already holds it or its parent is
 // unknown to subscribers.
+// A namespace whose detail is None is left out, as in Stored.
 func (c *Collector) HostStored(ns string, parent, fp eviction.Fingerprint, tokens []int32) {
+	if c.policy.For(ns) == None {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := hashOf(fp)

@@ -36,12 +36,28 @@
 //
 // A namespace's blocks are never published as another's: blocks of the
 // default namespace "" carry no LoRA fields, and blocks of namespace ns
-// carry lora_name TenantModel(model, ns) and a lora_id derived from ns,
+// carry a lora_id derived from ns and (under the Full detail, below)
+// lora_name TenantModel(model, ns),
 // as vLLM marks blocks computed under a LoRA adapter. Routers key blocks
 // on model (or LoRA) name plus tokens, so the same prompt of two tenants
 // is two different prefixes to them, as it is to prefixd. The topic stays
 // one per replica, so replayed messages (which carry no topic) lose
 // nothing.
+//
+// # What events reveal
+//
+// Neither socket authenticates its subscribers (vLLM's do not either). A
+// BlockStored's token_ids are the cached prompt itself to anyone holding
+// the model's tokenizer, and its lora_name names the tenant. A Policy
+// chooses per namespace what goes out: Full (the above, which routers
+// that rebuild block keys from token_ids, such as llm-d's precise
+// prefix-cache scorer, need), Hashes (block hashes, parent and medium;
+// token_ids an empty array and lora_name nil, so such routers match none
+// of the namespace's blocks) or None (no event of the namespace). Hashes
+// still show the cache's occupancy and churn, and they are not secret:
+// the chain (eviction.Chain, salted with a hash of the namespace name) is
+// deterministic, so whoever guesses a prompt and the tenant's name can
+// check whether a replica caches it. Only None hides a namespace.
 //
 // # Threading
 //

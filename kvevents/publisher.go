@@ -43,6 +43,9 @@ type Config struct {
 	Queue int
 	// Clock stamps batches; default the system clock.
 	Clock clock.Clock
+	// Policy chooses what each namespace's events reveal (see Detail);
+	// the zero Policy publishes everything, as vLLM does.
+	Policy Policy
 }
 
 func (c *Config) fill() error {
@@ -122,7 +125,7 @@ func New(cfg Config) (*Publisher, error) {
 		ring:   make([]message, 0, cfg.Buffer),
 	}
 	var err error
-	p.Collector, err = NewCollector(CollectorConfig{Model: cfg.Model, BlockSize: cfg.BlockSize, Clock: cfg.Clock, Emit: p.enqueue})
+	p.Collector, err = NewCollector(CollectorConfig{Model: cfg.Model, BlockSize: cfg.BlockSize, Clock: cfg.Clock, Emit: p.enqueue, Policy: cfg.Policy})
 	if err != nil {
 		cancel()
 		return nil, err

@@ -40,16 +40,25 @@ func parseGGUF(data []byte) (*Model, error) {
 
 // ggufMetadata returns f's metadata in the form the metadata readers here
 // and the tokenizer loaders take: every integer and bool as int64, every
-// float as float64, strings as they are, arrays as []any of those.
+// float as float64, strings as they are. Arrays stay the typed slices
+// package gguf reads ([]uint8, []int32, []float32, []string, ...; []any
+// of those for arrays of arrays), shared with f rather than boxed value by
+// value: a 100 MB uint8 array in a hostile file costs 100 MB, not the
+// 1.7 GB an []any of int64 took. metaArray reads their elements.
 func ggufMetadata(f *gguf.File) map[string]any {
 	out := make(map[string]any, len(f.Metadata))
 	for k, v := range f.Metadata {
-		out[k] = metaValue(reflect.ValueOf(v))
+		if reflect.ValueOf(v).Kind() == reflect.Slice {
+			out[k] = v
+		} else {
+			out[k] = metaValue(reflect.ValueOf(v))
+		}
 	}
 	return out
 }
 
-// metaValue converts one value as ggufMetadata says.
+// metaValue converts one value as ggufMetadata converts scalars, and an
+// array into an []any of converted values (ReadGGUFMetadata's form).
 func metaValue(v reflect.Value) any {
 	switch v.Kind() {
 	case reflect.Interface:
@@ -73,6 +82,62 @@ func metaValue(v reflect.Value) any {
 		return out
 	}
 	return v.String()
+}
+
+// metaArray is a metadata array in either form: a typed slice, as
+// ggufMetadata keeps them, or an []any, as ReadGGUFMetadata returns them
+// and tests write them. Its methods read one element without converting
+// the rest.
+type metaArray struct{ v reflect.Value }
+
+// arrayMeta returns meta[key] as an array, and whether it is one.
+func arrayMeta(meta map[string]any, key string) (metaArray, bool) {
+	v := reflect.ValueOf(meta[key])
+	return metaArray{v}, v.Kind() == reflect.Slice
+}
+
+// Len is the number of elements.
+func (a metaArray) Len() int { return a.v.Len() }
+
+// elem returns element i, out of its interface in an []any.
+func (a metaArray) elem(i int) reflect.Value {
+	e := a.v.Index(i)
+	if e.Kind() == reflect.Interface {
+		e = e.Elem()
+	}
+	return e
+}
+
+// String returns element i if it is a string.
+func (a metaArray) String(i int) (string, bool) {
+	if e := a.elem(i); e.Kind() == reflect.String {
+		return e.String(), true
+	}
+	return "", false
+}
+
+// Int returns element i if it is an integer or a bool (1 or 0).
+func (a metaArray) Int(i int) (int64, bool) {
+	switch e := a.elem(i); e.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return e.Int(), true
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return int64(e.Uint()), true
+	case reflect.Bool:
+		if e.Bool() {
+			return 1, true
+		}
+		return 0, true
+	}
+	return 0, false
+}
+
+// Float returns element i if it is a float.
+func (a metaArray) Float(i int) (float64, bool) {
+	if e := a.elem(i); e.Kind() == reflect.Float32 || e.Kind() == reflect.Float64 {
+		return e.Float(), true
+	}
+	return 0, false
 }
 
 // ggufMatrix and ggufVector turn a GGUF tensor (ggml's shape, innermost
@@ -135,6 +200,7 @@ func fromGGUF(f *gguf.File) (*Model, error) {
 			errs = append(errs, fmt.Errorf("model: GGUF tensor %q has shape %v, want %v", name, t.Shape, shape))
 		default:
 			*dst = ggufMatrix(t)
+			m.named = append(m.named, namedTensor{name, *dst})
 		}
 	}
 	load(&m.Embedding, "token_embd.weight", d, c.Vocab)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/prefixd/prefixd/gguf"
 	"github.com/prefixd/prefixd/tokenizer/bpe"
 )
 
@@ -13,15 +14,17 @@ var _ Tokenizer = (*bpe.Tokenizer)(nil)
 // vocabulary-only file: SentencePiece for tokenizer.ggml.model "llama",
 // byte-level BPE for "gpt2".
 func LoadGGUFTokenizer(path string) (Tokenizer, error) {
-	meta, err := ReadGGUFMetadata(path)
+	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	return GGUFTokenizer(meta)
+	defer f.Close()
+	return GGUFTokenizer(ggufMetadata(f))
 }
 
 // GGUFTokenizer builds the tokenizer that GGUF metadata (as
-// ReadGGUFMetadata returns it) describes, or an error naming what is
+// ReadGGUFMetadata returns it, or with arrays as package gguf's typed
+// slices) describes, or an error naming what is
 // missing or unsupported.
 func GGUFTokenizer(meta map[string]any) (Tokenizer, error) {
 	if _, ok := meta["tokenizer.ggml.tokens"]; !ok {
@@ -41,13 +44,13 @@ func GGUFTokenizer(meta map[string]any) (Tokenizer, error) {
 
 // ggufStrings reads a GGUF array of strings.
 func ggufStrings(meta map[string]any, key string) ([]string, error) {
-	raw, ok := meta[key].([]any)
+	raw, ok := arrayMeta(meta, key)
 	if !ok {
 		return nil, fmt.Errorf("model: GGUF metadata %q missing or not an array", key)
 	}
-	out := make([]string, len(raw))
-	for i, v := range raw {
-		if out[i], ok = v.(string); !ok {
+	out := make([]string, raw.Len())
+	for i := range out {
+		if out[i], ok = raw.String(i); !ok {
 			return nil, fmt.Errorf("model: GGUF %s[%d] is not a string", key, i)
 		}
 	}
@@ -75,13 +78,13 @@ func ggufBPE(meta map[string]any) (*bpe.Tokenizer, error) {
 	}
 	// Unknown stays -1: llama.cpp drops a byte that has no token.
 	cfg := bpe.Config{Tokens: tokens, Merges: merges, Unknown: -1, BOS: -1, EOS: -1}
-	if ts, ok := meta["tokenizer.ggml.token_type"].([]any); ok {
-		if len(ts) != len(tokens) {
-			return nil, fmt.Errorf("model: GGUF has %d token types for %d tokens", len(ts), len(tokens))
+	if ts, ok := arrayMeta(meta, "tokenizer.ggml.token_type"); ok {
+		if ts.Len() != len(tokens) {
+			return nil, fmt.Errorf("model: GGUF has %d token types for %d tokens", ts.Len(), len(tokens))
 		}
-		cfg.Types = make([]bpe.TokenType, len(ts))
-		for i, v := range ts {
-			typ, _ := v.(int64)
+		cfg.Types = make([]bpe.TokenType, ts.Len())
+		for i := range cfg.Types {
+			typ, _ := ts.Int(i)
 			cfg.Types[i] = bpe.TokenType(typ)
 		}
 	}

@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/prefixd/prefixd/internal/sidefile"
 	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/safetensors"
 	"github.com/prefixd/prefixd/tokenizer/bpe"
@@ -129,9 +130,12 @@ func (h *hfConfig) config() (Config, []float32, error) {
 // (F32, F16 or BF16, kept in their type in the files' mappings until
 // Model.Close), and tokenizer.json when present.
 func loadHF(dir string) (*Model, error) {
-	js, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
+	js, err := sidefile.Read(filepath.Join(dir, "config.json"), MaxConfigJSONBytes)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("model: a model folder needs config.json: %w", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
 	}
 	var h hfConfig
 	if err := json.Unmarshal(js, &h); err != nil {
@@ -141,11 +145,11 @@ func loadHF(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tok *bpe.Tokenizer
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
-		if tok, err = bpe.LoadHF(dir); err != nil {
-			return nil, err
-		}
+	tok, err := loadHFTokenizer(dir)
+	if err != nil {
+		return nil, err
+	}
+	if tok != nil {
 		if tok.VocabSize() > c.Vocab {
 			return nil, fmt.Errorf("model: tokenizer.json has %d tokens, the model %d", tok.VocabSize(), c.Vocab)
 		}
@@ -170,6 +174,34 @@ func loadHF(dir string) (*Model, error) {
 		m.Tokenizer = tok
 	}
 	return m, nil
+}
+
+// The most bytes read of a model folder's JSON side files: real ones are a
+// few KB (config.json, tokenizer_config.json, which may carry a chat
+// template) and some MB (tokenizer.json of a 256K-token vocabulary is
+// under 20 MB). A larger file is refused with an error naming it.
+const (
+	MaxConfigJSONBytes          = 1 * sidefile.MiB
+	MaxTokenizerJSONBytes       = 64 * sidefile.MiB
+	MaxTokenizerConfigJSONBytes = 16 * sidefile.MiB
+)
+
+// loadHFTokenizer reads the folder's tokenizer.json and, if present,
+// tokenizer_config.json, each bounded by its limit; nil when the folder
+// has no tokenizer.json.
+func loadHFTokenizer(dir string) (*bpe.Tokenizer, error) {
+	tj, err := sidefile.Read(filepath.Join(dir, "tokenizer.json"), MaxTokenizerJSONBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	cj, err := sidefile.Read(filepath.Join(dir, "tokenizer_config.json"), MaxTokenizerConfigJSONBytes)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	return bpe.FromHF(tj, cj)
 }
 
 // fromSafetensors builds the Model of config c from st's tensors under
@@ -204,6 +236,7 @@ func fromSafetensors(st *safetensors.Model, c Config, factors []float32) (*Model
 			return
 		}
 		*dst = kernels.Tensor{Type: typ, Rows: rows, Cols: cols, Data: t.Data}
+		m.named = append(m.named, namedTensor{name, *dst})
 	}
 	load(&m.Embedding, "model.embed_tokens.weight")
 	load(&m.FinalNorm, "model.norm.weight")

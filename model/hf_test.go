@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/prefixd/prefixd/internal/vocabtest"
@@ -390,6 +392,89 @@ func FuzzHFConfig(f *testing.F) {
 		}
 		if factors != nil && len(factors) != c.HeadDim()/2 {
 			t.Fatalf("%d rope factors for a head of %d", len(factors), c.HeadDim())
+		}
+	})
+}
+
+// TestHFHostileSideFiles: a model folder's JSON files are read with a
+// bound, and only when they are regular files: config.json or
+// tokenizer.json linked to /dev/zero used to be read until memory ran out,
+// and a named pipe blocked the load for ever. Each refusal names the file.
+func TestHFHostileSideFiles(t *testing.T) {
+	c := Config{Dim: 16, Hidden: 16, Layers: 1, Heads: 2, KVHeads: 1, Vocab: 32, MaxSeqLen: 64,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1, Arch: Arch{Rope: kernels.RopeHalves}, SharedClassifier: true}
+	m := Random(c, 91)
+	devZero := func(t *testing.T, path string) {
+		if _, err := os.Stat("/dev/zero"); err != nil {
+			t.Skip("no /dev/zero")
+		}
+		os.Remove(path)
+		if err := os.Symlink("/dev/zero", path); err != nil {
+			t.Skip(err)
+		}
+	}
+	pipe := func(t *testing.T, path string) {
+		os.Remove(path)
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
+			t.Skip(err)
+		}
+	}
+	padded := func(limit int) func(*testing.T, string) {
+		return func(t *testing.T, path string) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				b = []byte("{}")
+			}
+			b = append(b, bytes.Repeat([]byte(" "), limit+1-len(b))...) // valid JSON, one byte too long
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name, file string
+		spoil      func(*testing.T, string)
+		want       string
+	}{
+		{"config.json on /dev/zero", "config.json", devZero, "not a regular file"},
+		{"tokenizer.json on /dev/zero", "tokenizer.json", devZero, "not a regular file"},
+		{"tokenizer_config.json on /dev/zero", "tokenizer_config.json", func(t *testing.T, path string) {
+			// tokenizer_config.json is read only beside a tokenizer.json.
+			os.WriteFile(filepath.Join(filepath.Dir(path), "tokenizer.json"), []byte("{}"), 0o644)
+			devZero(t, path)
+		}, "not a regular file"},
+		{"config.json a pipe", "config.json", pipe, "not a regular file"},
+		{"tokenizer.json a pipe", "tokenizer.json", pipe, "not a regular file"},
+		{"model.safetensors on /dev/zero", "model.safetensors", devZero, "not a regular file"},
+		{"config.json too long", "config.json", padded(MaxConfigJSONBytes), "larger than 1 MiB"},
+		{"tokenizer.json too long", "tokenizer.json", padded(MaxTokenizerJSONBytes), "larger than 64 MiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeHF(t, m, "LlamaForCausalLM", "F32", false, nil)
+			path := filepath.Join(dir, tc.file)
+			tc.spoil(t, path)
+			got, err := Load(dir)
+			if err == nil {
+				got.Close()
+				t.Fatalf("Load accepted a folder with %s", tc.name)
+			}
+			if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Load = %v, want an error naming %s and saying %q", err, path, tc.want)
+			}
+		})
+	}
+	t.Run("model file on /dev/zero", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "model.gguf")
+		devZero(t, path)
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("Load = %v", err)
+		}
+	})
+	t.Run("model file a pipe", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "model.gguf")
+		pipe(t, path)
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("Load = %v", err)
 		}
 	})
 }

@@ -7,19 +7,28 @@ import (
 
 	"github.com/prefixd/prefixd/gguf"
 	"github.com/prefixd/prefixd/internal/mmap"
+	"github.com/prefixd/prefixd/internal/sidefile"
 )
 
 // Load reads a model: a Hugging Face folder (config.json and safetensors)
 // or a GGUF file (told by its magic), whose tensors stay in the files'
 // types in their read-only mappings until Model.Close; or a llama2.c
 // checkpoint, converted into float32 slices the Model owns.
+// Anything but a folder or a regular file (a device, a pipe) is refused.
 func Load(path string) (*Model, error) {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if st.IsDir() {
 		m, err := loadHF(path)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		return m, nil
+	}
+	if err := sidefile.CheckRegular(path, st); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
 	}
 	if isGGUF(path) {
 		m, err := loadGGUF(path)

@@ -118,6 +118,9 @@ type Model struct {
 	RopeFactors kernels.Tensor
 
 	closers []io.Closer // the mapped files the tensors view
+	// named lists the weights under their file's names, in file order,
+	// for CheckTensors; nil for a file without names.
+	named []namedTensor
 }
 
 // Close releases the files the model's tensors view (a GGUF or

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/prefixd/prefixd/internal/minheap"
+	"github.com/prefixd/prefixd/internal/sidefile"
 )
 
 // SentencePiece is Llama's BPE vocabulary in the form llama2.c and GGUF
@@ -187,35 +187,30 @@ func (t *SentencePiece) EOS() int32 { return t.eos }
 // ggufTokenizer builds the vocabulary from GGUF metadata, or returns nil if
 // the file has none.
 func ggufTokenizer(meta map[string]any) (*SentencePiece, error) {
-	raw, ok := meta["tokenizer.ggml.tokens"].([]any)
-	if !ok {
+	if _, ok := meta["tokenizer.ggml.tokens"]; !ok {
 		return nil, nil
 	}
 	if m, _ := meta["tokenizer.ggml.model"].(string); m != "" && m != "llama" {
 		return nil, fmt.Errorf("model: GGUF tokenizer %q, only llama (SentencePiece) is supported", m)
 	}
-	pieces := make([]string, len(raw))
-	for i, v := range raw {
-		s, ok := v.(string)
-		if !ok {
-			return nil, fmt.Errorf("model: GGUF token %d is not a string", i)
-		}
-		pieces[i] = s
+	pieces, err := ggufStrings(meta, "tokenizer.ggml.tokens")
+	if err != nil {
+		return nil, err
 	}
 	scores := make([]float32, len(pieces))
-	if rs, ok := meta["tokenizer.ggml.scores"].([]any); ok {
-		if len(rs) != len(pieces) {
-			return nil, fmt.Errorf("model: GGUF has %d scores for %d tokens", len(rs), len(pieces))
+	if rs, ok := arrayMeta(meta, "tokenizer.ggml.scores"); ok {
+		if rs.Len() != len(pieces) {
+			return nil, fmt.Errorf("model: GGUF has %d scores for %d tokens", rs.Len(), len(pieces))
 		}
-		for i, v := range rs {
-			f, _ := v.(float64)
+		for i := range scores {
+			f, _ := rs.Float(i)
 			scores[i] = float32(f)
 		}
 	}
 	control := make([]bool, len(pieces))
-	if ts, ok := meta["tokenizer.ggml.token_type"].([]any); ok && len(ts) == len(pieces) {
-		for i, v := range ts {
-			typ, _ := v.(int64)
+	if ts, ok := arrayMeta(meta, "tokenizer.ggml.token_type"); ok && ts.Len() == len(pieces) {
+		for i := range control {
+			typ, _ := ts.Int(i)
 			control[i] = typ == 2 || typ == 3 // unknown, control
 		}
 	}
@@ -228,6 +223,10 @@ func ggufTokenizer(meta map[string]any) (*SentencePiece, error) {
 	return newSentencePiece(pieces, scores, control, id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id"))
 }
 
+// MaxTokenizerBinBytes bounds the llama2.c tokenizer file read: Llama 2's
+// 32,000 tokens take about 0.5 MB.
+const MaxTokenizerBinBytes = 64 * sidefile.MiB
+
 // LoadLlama2CTokenizer reads llama2.c's tokenizer.bin: an int32 maximum
 // piece length, then for each of vocab tokens a float32 score, an int32
 // length and the piece's bytes. Tokens 0, 1, 2 are unknown, BOS and EOS.
@@ -236,7 +235,7 @@ func ggufTokenizer(meta map[string]any) (*SentencePiece, error) {
 // one read for the 512-token stories260K turns its token IDs into the
 // wrong words), and is refused.
 func LoadLlama2CTokenizer(path string, vocab int) (*SentencePiece, error) {
-	data, err := os.ReadFile(path)
+	data, err := sidefile.Read(path, MaxTokenizerBinBytes)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}

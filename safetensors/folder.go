@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/prefixd/prefixd/internal/sidefile"
 )
 
 // Hugging Face's file names for a model folder's weights.
@@ -18,7 +18,7 @@ const (
 )
 
 // maxIndexBytes bounds the index read: a real one is some tens of KB.
-const maxIndexBytes = 64 << 20
+const maxIndexBytes = 64 * sidefile.MiB
 
 // Model is the weights of a Hugging Face model folder, one file or
 // several shards, seen as one set of tensors. Its methods are safe for
@@ -84,17 +84,9 @@ func OpenDir(dir string) (*Model, error) {
 
 // readIndex returns the weight_map of the index at path.
 func readIndex(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxIndexBytes+1))
+	data, err := sidefile.Read(path, maxIndexBytes)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
-	}
-	if len(data) > maxIndexBytes {
-		return nil, fmt.Errorf("safetensors: %s is over %d bytes", path, maxIndexBytes)
 	}
 	var idx struct {
 		WeightMap map[string]string `json:"weight_map"`

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -215,6 +216,7 @@ func TestKubernetesManifests(t *testing.T) {
 	if f := str(t, scorer, "parameters", "kvEventsConfig", "topicFilter"); !strings.HasPrefix("kv@", f) {
 		t.Errorf("topic filter %q misses prefixd's kv@<pod>@<model> topics", f)
 	}
+	checkKVEventsFenced(t, objs, labels, get(t, epp, "spec", "template", "metadata", "labels").(map[string]any), ports)
 	eppArgs := strings.Join(func() (s []string) {
 		for _, a := range get(t, epp, "spec", "template", "spec", "containers", "0", "args").([]any) {
 			s = append(s, a.(string))
@@ -223,5 +225,93 @@ func TestKubernetesManifests(t *testing.T) {
 	}(), " ")
 	if !strings.Contains(eppArgs, "--pool-name="+str(t, pool, "metadata", "name")) {
 		t.Errorf("the picker's args %q do not name the pool", eppArgs)
+	}
+}
+
+// checkKVEventsFenced checks that a NetworkPolicy selects the prefixd pods
+// (labels) for ingress and admits their KV event ports (kv-events,
+// kv-replay in ports, the container's named ports) from the endpoint
+// picker's pods (eppLabels) alone: the sockets have no authentication and
+// their events carry every tenant's prompt tokens.
+func checkKVEventsFenced(t *testing.T, objs map[string]map[string]any, labels, eppLabels map[string]any, ports map[string]int) {
+	t.Helper()
+	kvPorts := map[int]bool{ports["kv-events"]: true, ports["kv-replay"]: true}
+	// portOf resolves a NetworkPolicy port, a number or a container
+	// port's name.
+	portOf := func(p any) int {
+		switch v := get(t, p, "port").(type) {
+		case float64:
+			return int(v)
+		case string:
+			if ports[v] == 0 {
+				t.Fatalf("NetworkPolicy port %q names no container port", v)
+			}
+			return ports[v]
+		}
+		t.Fatalf("NetworkPolicy port %v", p)
+		return 0
+	}
+	admitted := map[int]bool{}
+	fenced := false
+	for key, obj := range objs {
+		if !strings.HasPrefix(key, "NetworkPolicy/") {
+			continue
+		}
+		sel, _ := get(t, obj, "spec", "podSelector", "matchLabels").(map[string]any)
+		selects := len(sel) > 0
+		for k, v := range sel {
+			selects = selects && labels[k] == v
+		}
+		types := get(t, obj, "spec", "policyTypes").([]any)
+		if !selects || !slices.Contains(types, any("Ingress")) {
+			continue
+		}
+		fenced = true
+		rules, _ := get(t, obj, "spec", "ingress").([]any)
+		for i, rule := range rules {
+			r := rule.(map[string]any)
+			var reach []int // the KV ports this rule opens
+			if rps, ok := r["ports"].([]any); ok {
+				for _, p := range rps {
+					if n := portOf(p); kvPorts[n] {
+						reach = append(reach, n)
+					}
+				}
+			} else {
+				reach = []int{ports["kv-events"], ports["kv-replay"]} // no ports: every port
+			}
+			if len(reach) == 0 {
+				continue
+			}
+			from, _ := r["from"].([]any)
+			if len(from) == 0 {
+				t.Errorf("%s rule %d opens KV event ports %v to every source", key, i, reach)
+			}
+			for _, peer := range from {
+				p := peer.(map[string]any)
+				ps, _ := p["podSelector"].(map[string]any)
+				ml, _ := ps["matchLabels"].(map[string]any)
+				if len(p) != 1 || len(ml) == 0 || len(ml) != len(ps) {
+					t.Errorf("%s rule %d admits %v to KV event ports: want only the picker's pod selector", key, i, p)
+					continue
+				}
+				for k, v := range ml {
+					if eppLabels[k] != v {
+						t.Errorf("%s rule %d admits pods %v to KV event ports, not the picker's (%v)", key, i, ml, eppLabels)
+					}
+				}
+			}
+			for _, n := range reach {
+				admitted[n] = true
+			}
+		}
+	}
+	if !fenced {
+		t.Fatal("no NetworkPolicy fences the prefixd pods' ingress: their KV event ports are open to the cluster")
+	}
+	for n := range kvPorts {
+		if !admitted[n] {
+			t.Errorf("no NetworkPolicy rule admits the picker to port %d", n)
+		}
 	}
 }

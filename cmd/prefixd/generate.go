@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -36,6 +38,7 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	temp := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy")
 	seed := fs.Uint64("seed", 0, "sampling seed")
 	idsOnly := fs.Bool("ids", false, "print only the generated token IDs, space-separated")
+	check := fs.Bool("check-tensors", false, checkTensorsUsage)
 	var dev deviceFlags
 	dev.register(fs)
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -57,6 +60,11 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	m, err := loadModel(*path, *tokenizer)
 	if err != nil {
 		return err
+	}
+	if *check {
+		if err := checkTensors(context.Background(), m, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
+			return err
+		}
 	}
 	c := m.Config
 	var ids []int32

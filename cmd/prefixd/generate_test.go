@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/model"
 )
 
@@ -168,5 +170,45 @@ func TestGenerateWithTokenizerFile(t *testing.T) {
 	}
 	if code, _, stderr := runArgs(append(args, "--tokenizer", gguf)...); code != 2 || !strings.Contains(stderr, "--tokenizer") {
 		t.Fatalf("a GGUF file as tokenizer.bin: exit %d, %q (want a usage error naming --tokenizer)", code, stderr)
+	}
+}
+
+// TestCheckTensorsFlag writes a GGUF model with one NaN weight: generate
+// and serve run it without --check-tensors (nothing looks at the values
+// before a forward pass) and refuse it with the flag, naming the tensor
+// and the index; a clean file passes the check.
+func TestCheckTensorsFlag(t *testing.T) {
+	c := model.Config{Dim: 32, Hidden: 64, Layers: 1, Heads: 2, KVHeads: 1, Vocab: 40, MaxSeqLen: 64,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1, SharedClassifier: true}
+	dir := t.TempDir()
+	write := func(name string, spoil bool) string {
+		m := model.Random(c, 3)
+		if spoil {
+			f, _ := m.Layers[0].W3.F32()
+			f[5*c.Dim+7] = float32(math.NaN())
+		}
+		var buf bytes.Buffer
+		if err := model.WriteGGUF(&buf, m, kernels.F32); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	bad, good := write("bad.gguf", true), write("good.gguf", false)
+	want := `tensor "blk.0.ffn_up.weight": value 167 (row 5, column 7) is NaN`
+	if code, _, stderr := runArgs("generate", "--model", bad, "--prompt-ids", "1 2", "--max-tokens", "1"); code != 0 {
+		t.Fatalf("without --check-tensors: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runArgs("generate", "--model", bad, "--prompt-ids", "1 2", "--max-tokens", "1", "--check-tensors"); code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("generate --check-tensors: exit %d, stderr %q lacks %q", code, stderr, want)
+	}
+	if code, _, stderr := runArgs("generate", "--model", good, "--prompt-ids", "1 2", "--max-tokens", "1", "--check-tensors"); code != 0 || !strings.Contains(stderr, "checked tensors") {
+		t.Errorf("a clean model: exit %d: %s", code, stderr)
+	}
+	if code, stderr := serveRefused(t, []string{"--model", bad, "--check-tensors", "--addr", "127.0.0.1:0", "--blocks", "8"}, nil); code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("serve --check-tensors: exit %d, stderr %q lacks %q", code, stderr, want)
 	}
 }

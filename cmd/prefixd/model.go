@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prefixd/prefixd/chat"
+	"github.com/prefixd/prefixd/internal/sidefile"
 	"github.com/prefixd/prefixd/model"
 )
 
@@ -33,6 +37,22 @@ func loadModel(path, tokenizer string) (*model.Model, error) {
 	return m, nil
 }
 
+// checkTensorsUsage describes --check-tensors, a flag of serve and
+// generate.
+const checkTensorsUsage = "scan every weight for NaN and infinite values (every type; quantized blocks' scales through their values) after loading, and refuse a model that holds one, naming the tensor and the first bad index; reads all the weights once (seconds for a 7B model)"
+
+// checkTensors runs m.CheckTensors for --check-tensors, closing m when it
+// fails. The scan stops when ctx ends (a signal during start-up).
+func checkTensors(ctx context.Context, m *model.Model, log *slog.Logger) error {
+	started := time.Now()
+	if err := m.CheckTensors(ctx); err != nil {
+		m.Close()
+		return err
+	}
+	log.Info("checked tensors", "finite", true, "took", time.Since(started).Round(time.Millisecond))
+	return nil
+}
+
 // loadTokenizer reads a llama2.c tokenizer file of the model's vocab
 // tokens; one that holds more is another model's, refused as a usage
 // error.
@@ -44,12 +64,16 @@ func loadTokenizer(path string, vocab int) (*model.SentencePiece, error) {
 	return tk, nil
 }
 
+// maxChatTemplateBytes bounds the --chat-template file; real templates
+// are a few KB.
+const maxChatTemplateBytes = 1 * sidefile.MiB
+
 // loadChatTemplate parses the --chat-template file, if given (nil if not).
 func loadChatTemplate(path string) (*chat.Template, error) {
 	if path == "" {
 		return nil, nil
 	}
-	src, err := os.ReadFile(path)
+	src, err := sidefile.Read(path, maxChatTemplateBytes)
 	if err != nil {
 		return nil, usagef("--chat-template: %v", err)
 	}
@@ -90,15 +114,19 @@ func modelFile(path string) (format string, size int64, err error) {
 		}
 		return "hugging face", size, nil
 	}
+	st, err := os.Stat(path)
+	if err == nil {
+		// Checked before opening: opening a named pipe would block.
+		err = sidefile.CheckRegular(path, st)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("model: %w", err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", 0, fmt.Errorf("model: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", 0, fmt.Errorf("model: %w", err)
-	}
 	magic := make([]byte, 4)
 	if _, err := io.ReadFull(f, magic); err == nil && bytes.Equal(magic, []byte("GGUF")) {
 		return "gguf", st.Size(), nil

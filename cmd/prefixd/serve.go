@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/internal/sidefile"
 	"github.com/prefixd/prefixd/model"
 	"github.com/prefixd/prefixd/server"
 	"github.com/prefixd/prefixd/trace"
@@ -58,7 +60,7 @@ type serveOptions struct {
 	defaultTTL, maxTTL, drainTimeout         time.Duration
 	hostTierBytes, kvBytes                   byteSize
 	batching, kvAlloc, prefixCache           string
-	cachedFirst, traceTokens                 bool
+	cachedFirst, traceTokens, checkTensors   bool
 	traceOut, chatTemplate                   string
 	adminToken, apiKeys                      string
 	publicStats                              bool
@@ -83,6 +85,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	config = fs.String("config", "", "JSON file of settings: an object of flag names to values (env PREFIXD_CONFIG)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address; port 0 picks a free port (logged)")
 	fs.StringVar(&o.modelPath, "model", "", "model file (GGUF or llama2.c checkpoint); default: the built-in model")
+	fs.BoolVar(&o.checkTensors, "check-tensors", false, checkTensorsUsage)
 	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary, so text prompts work; refused if it holds more tokens than the model")
 	fs.StringVar(&o.chatTemplate, "chat-template", "", "Jinja chat template file for /v1/chat/completions; default: the model's own (GGUF tokenizer.chat_template), else a built-in one (chatml, llama3, mistral) its vocabulary calls for")
 	fs.StringVar(&o.servedModelName, "served-model-name", "", "model id that /v1/models and completions report; default: the model file's base name (stories260K), or prefixd-builtin-byte-3m")
@@ -169,15 +172,33 @@ func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveO
 			continue
 		}
 		if err := fs.Set(k, settings[k]); err != nil {
-			return nil, usagef("%s: %s=%q: %v", source[k], k, settings[k], err)
+			return nil, usagef("%s: %s=%s: %v", source[k], k, shownValue(k, strconv.Quote(settings[k])), err)
 		}
 	}
 	return o, o.check()
 }
 
+// secretFlags are the flags whose values are credentials: no message
+// quotes them, whichever source (config file, environment, command line)
+// gave them.
+var secretFlags = map[string]bool{"admin-token": true, "api-keys": true}
+
+// shownValue returns value, as a message may quote it for flag name, or
+// a placeholder for a secret flag's.
+func shownValue(name, value string) string {
+	if secretFlags[name] {
+		return "(a value not shown: it is a secret)"
+	}
+	return value
+}
+
+// maxConfigBytes bounds the --config file; one of every flag is a few KB.
+const maxConfigBytes = 1 * sidefile.MiB
+
 // readConfigFile reads a JSON object of flag names to values.
+// A file over maxConfigBytes is refused.
 func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := sidefile.Read(path, maxConfigBytes)
 	if err != nil {
 		return nil, usagef("--config: %w", err)
 	}
@@ -199,7 +220,7 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 		case t == "true" || t == "false" || (t != "" && (t[0] == '-' || t[0] >= '0' && t[0] <= '9')):
 			s = t
 		default:
-			return nil, usagef("config file %s: %s must be a string, number or boolean, got %s", path, k, t)
+			return nil, usagef("config file %s: %s must be a string, number or boolean, got %s", path, k, shownValue(k, t))
 		}
 		out[k] = s
 	}
@@ -261,7 +282,7 @@ func (o *serveOptions) check() error {
 		return usagef("--api-keys: %w", err)
 	}
 	o.keys = keys
-	return nil
+	return o.kvEvents.checkNamespaces(keys)
 }
 
 // parseAPIKeys parses key=namespace,key2=namespace2.
@@ -332,7 +353,11 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 		// The value is not logged: it may be a misspelt secret.
 		log.Warn("ignoring an environment variable that names no flag", "name", name)
 	}
-	m, mapped, err := loadServeModel(o, log)
+	m, mapped, err := loadServeModel(ctx, o, log)
+	if errors.Is(err, errStoppedLoading) {
+		log.Info("stopped", "during", "model load")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -378,13 +403,24 @@ func newLogger(level string, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
+// errStoppedLoading is loadServeModel's answer to a signal (ctx ending)
+// before the model is loaded.
+var errStoppedLoading = errors.New("stopped while loading the model")
+
+// loadModelFile loads the model and tokenizer files for loadServeModel;
+// it is loadModel, which a test replaces with a slow load.
+var loadModelFile = loadModel
+
 // loadServeModel loads the model and its tokenizer, logging where from
 // before (a large file takes a while) and what it is after, and settles
 // o.servedModelName when the command line left it to the model. mapped is
 // the bytes of a file the tensors view through a mapping (GGUF,
 // safetensors), which become resident only as they are read; a llama2.c
 // checkpoint is copied to the heap, and the built-in model built there.
-func loadServeModel(o *serveOptions, log *slog.Logger) (m *model.Model, mapped int64, err error) {
+// When ctx ends first (SIGTERM during a slow load) it returns
+// errStoppedLoading at once, and the abandoned load's model, if it ever
+// comes, is closed: the process is about to exit.
+func loadServeModel(ctx context.Context, o *serveOptions, log *slog.Logger) (m *model.Model, mapped int64, err error) {
 	started := time.Now()
 	if o.modelPath == "" {
 		log.Info("loading model", "path", "built-in", "format", "built-in")
@@ -398,8 +434,31 @@ func loadServeModel(o *serveOptions, log *slog.Logger) (m *model.Model, mapped i
 		}
 		log.Info("loading model", "path", o.modelPath, "format", format, "bytes", size, "tokenizer", o.tokenizerPath)
 	}
-	if m, err = loadModel(o.modelPath, o.tokenizerPath); err != nil {
-		return nil, 0, err
+	type loaded struct {
+		m   *model.Model
+		err error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		m, err := loadModelFile(o.modelPath, o.tokenizerPath)
+		if err == nil && o.checkTensors {
+			err = checkTensors(ctx, m, log)
+		}
+		done <- loaded{m, err}
+	}()
+	select {
+	case <-ctx.Done():
+		go func() {
+			if l := <-done; l.err == nil {
+				l.m.Close()
+			}
+		}()
+		return nil, 0, errStoppedLoading
+	case l := <-done:
+		if l.err != nil {
+			return nil, 0, l.err
+		}
+		m = l.m
 	}
 	if o.servedModelName == "" {
 		o.servedModelName = modelID(o.modelPath, m)

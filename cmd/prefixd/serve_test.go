@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prefixd/prefixd/model"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger and the test at once.
@@ -91,6 +95,22 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("/generate: %d %s (%v)", resp.StatusCode, body, err)
 	}
 
+	sigterm(t, code, &stderr)
+	for _, want := range []string{"msg=draining", "msg=stopped"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if strings.Contains(stderr.String(), "level=WARN") || strings.Contains(stderr.String(), "level=ERROR") {
+		t.Errorf("warnings in a clean run:\n%s", stderr.String())
+	}
+}
+
+// sigterm sends the test process SIGTERM, which a serve running in it
+// catches, and expects that serve to exit 0 (its status comes on code)
+// within a hang guard.
+func sigterm(t *testing.T, code <-chan int, stderr *syncBuffer) {
+	t.Helper()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -101,14 +121,6 @@ func TestServeEndToEnd(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("serve did not exit after SIGTERM:\n%s", stderr.String())
-	}
-	for _, want := range []string{"msg=draining", "msg=stopped"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("log lacks %q:\n%s", want, stderr.String())
-		}
-	}
-	if strings.Contains(stderr.String(), "level=WARN") || strings.Contains(stderr.String(), "level=ERROR") {
-		t.Errorf("warnings in a clean run:\n%s", stderr.String())
 	}
 }
 
@@ -148,14 +160,32 @@ func TestServeConfigPrecedence(t *testing.T) {
 
 // serveRefused runs `prefixd serve` with args and env, for a
 // configuration it should refuse, and returns the exit status and stderr.
-// The context is cancelled already: a configuration wrongly accepted
-// serves, drains at once and exits 0, so the test fails instead of hanging.
+// The context is cancelled as the log says the server listens: a
+// configuration wrongly accepted serves, drains at once and exits 0, so
+// the test fails instead of hanging. (Cancelled earlier, serve would stop
+// during the model load, before the checks that follow it.)
 func serveRefused(t *testing.T, args []string, env map[string]string) (int, string) {
 	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	var stderr bytes.Buffer
-	code := exitCode("serve", serve(ctx, func() {}, args, env, io.Discard, &stderr), &stderr)
+	defer cancel()
+	stderr := &cancelOnLog{marker: "msg=listening", cancel: cancel}
+	code := exitCode("serve", serve(ctx, func() {}, args, env, io.Discard, stderr), stderr)
 	return code, stderr.String()
+}
+
+// cancelOnLog is a log writer that calls cancel once a write holds
+// marker: a signal that comes at a chosen point of serve's start-up.
+type cancelOnLog struct {
+	syncBuffer
+	marker string
+	cancel func()
+}
+
+func (c *cancelOnLog) Write(p []byte) (int, error) {
+	n, err := c.syncBuffer.Write(p)
+	if bytes.Contains(p, []byte(c.marker)) {
+		c.cancel()
+	}
+	return n, err
 }
 
 func TestServeUsageErrors(t *testing.T) {
@@ -356,17 +386,18 @@ func FuzzParseAPIKeys(f *testing.F) {
 	})
 }
 
-// TestServeStopAtStartUp: a signal that comes as serve starts (here: before
-// it does) drains and exits 0. The listener used to be left to a Serve that
-// had not registered it when Shutdown ran, which then accepted forever.
+// TestServeStopAtStartUp: a signal that comes as serve starts (here: as
+// it opens its listener, before Serve runs) drains and exits 0. The
+// listener used to be left to a Serve that had not registered it when
+// Shutdown ran, which then accepted forever.
 func TestServeStopAtStartUp(t *testing.T) {
 	for range 5 {
 		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
+		defer cancel()
 		done := make(chan error, 1)
-		var stderr syncBuffer
+		stderr := &cancelOnLog{marker: `msg="kv pool"`, cancel: cancel}
 		go func() {
-			done <- serve(ctx, func() {}, []string{"--addr", "127.0.0.1:0", "--blocks", "64", "--max-model-len", "1024", "--threads", "1"}, nil, io.Discard, &stderr)
+			done <- serve(ctx, func() {}, []string{"--addr", "127.0.0.1:0", "--blocks", "64", "--max-model-len", "1024", "--threads", "1"}, nil, io.Discard, stderr)
 		}()
 		select {
 		case err := <-done:
@@ -465,6 +496,100 @@ func TestServeDefaultPool(t *testing.T) {
 	for _, w := range append(want, `msg="kv pool" blocks=`, "kv_type=f16", "sized_by=") {
 		if !strings.Contains(log.String(), w) {
 			t.Errorf("start-up log lacks %q:\n%s", w, log.String())
+		}
+	}
+}
+
+// TestServeSecretsNotQuoted: a secret flag (--admin-token, --api-keys)
+// given a value of the wrong JSON type in the config file is refused
+// without quoting the value, which is likely the secret itself.
+func TestServeSecretsNotQuoted(t *testing.T) {
+	dir := t.TempDir()
+	for i, cfg := range []string{
+		`{"admin-token": ["ADMINSECRET7"]}`,
+		`{"api-keys": {"ADMINSECRET7": "tenant"}}`,
+		`{"api-keys": ["ADMINSECRET7=tenant"]}`,
+	} {
+		path := filepath.Join(dir, fmt.Sprintf("c%d.json", i))
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, stderr := serveRefused(t, []string{"--config", path}, nil)
+		if code != 2 || !strings.Contains(stderr, "must be a string") || strings.Contains(stderr, "ADMINSECRET7") {
+			t.Errorf("%s: exit %d, stderr %q: want a refusal that does not quote the secret", cfg, code, stderr)
+		}
+	}
+	// A non-secret setting's bad value is still quoted, which helps.
+	path := filepath.Join(dir, "blocks.json")
+	os.WriteFile(path, []byte(`{"blocks": ["x7"]}`), 0o600)
+	if _, stderr := serveRefused(t, []string{"--config", path}, nil); !strings.Contains(stderr, `["x7"]`) {
+		t.Errorf("stderr %q does not quote the non-secret value", stderr)
+	}
+}
+
+// TestServeSignalDuringLoad: SIGTERM while the model loads stops serve at
+// once, with a log line and status 0, instead of being held until the
+// load ends and then serving and draining. The load here never ends by
+// itself: it waits until the test is over.
+func TestServeSignalDuringLoad(t *testing.T) {
+	loading, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	saved := loadModelFile
+	loadModelFile = func(path, tokenizer string) (*model.Model, error) {
+		close(loading)
+		<-release
+		return nil, errors.New("load abandoned by the test")
+	}
+	defer func() { loadModelFile = saved }()
+	var stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- runServe([]string{"--addr", "127.0.0.1:0", "--blocks", "64", "--max-model-len", "1024", "--threads", "1"}, io.Discard, &stderr)
+	}()
+	<-loading
+	// runServe's handler is installed before the load: the signal goes
+	// to it, not to the test process's default action.
+	sigterm(t, code, &stderr)
+	if log := stderr.String(); !strings.Contains(log, `msg=stopped during="model load"`) || strings.Contains(log, "msg=listening") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// TestServeHostileFiles: the files serve reads beside the model (--config,
+// --chat-template, --tokenizer) and the model file itself are refused
+// when they are devices or pipes (a link to /dev/zero used to be read
+// until memory ran out) or larger than their bound, each error naming the
+// file.
+func TestServeHostileFiles(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	dir := t.TempDir()
+	zero := filepath.Join(dir, "zero")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Skip(err)
+	}
+	pipe := filepath.Join(dir, "pipe")
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Skip(err)
+	}
+	big := filepath.Join(dir, "big.json")
+	os.WriteFile(big, append([]byte("{}"), bytes.Repeat([]byte(" "), maxConfigBytes)...), 0o600)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--config", zero}, zero + " is not a regular file"},
+		{[]string{"--config", pipe}, pipe + " is not a regular file"},
+		{[]string{"--config", big}, big + " is larger than 1 MiB"},
+		{[]string{"--model", zero}, zero + " is not a regular file"},
+		{[]string{"--model", pipe}, pipe + " is not a regular file"},
+		{[]string{"--tokenizer", zero}, zero + " is not a regular file"},
+		{[]string{"--chat-template", zero}, zero + " is not a regular file"},
+	} {
+		code, stderr := serveRefused(t, append(c.args, "--addr", "127.0.0.1:0", "--blocks", "64", "--max-model-len", "1024"), nil)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q lacks %q", c.args, code, stderr, c.want)
 		}
 	}
 }

@@ -12,7 +12,16 @@ import (
 // resident memory grows only with what is read, and several processes
 // serving one model share it. The bytes must not be written; unmap
 // releases them, after which they must not be used.
+// Anything but a regular file (a device such as /dev/zero, a pipe) is
+// refused: its size says nothing of what reading it yields.
 func File(path string) ([]byte, func([]byte) error, error) {
+	// Stat before opening: opening a named pipe blocks until a writer
+	// comes.
+	if st, err := os.Stat(path); err != nil {
+		return nil, nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%s is not a regular file (mode %v)", path, st.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
