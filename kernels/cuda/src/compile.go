@@ -5,6 +5,8 @@ package src
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"gorgonia.org/cu/nvrtc"
 )
@@ -31,19 +33,51 @@ func (e *CompileError) Error() string {
 // Unwrap returns NVRTC's error.
 func (e *CompileError) Unwrap() error { return e.Err }
 
+// compiled caches Compile's PTX by element type and architecture for the
+// life of the process: NVRTC takes about 180 ms a translation unit, and a
+// test binary opens a device (compiling its kernels) dozens of times.
+var compiled struct {
+	sync.Mutex
+	ptx map[compileKey]string
+}
+
+type compileKey struct {
+	t    DType
+	arch string
+}
+
+// compiles counts NVRTC compilations, for the cache's test.
+var compiles atomic.Int64
+
 // Compile compiles every kernel for element type t and virtual
-// architecture arch (for example "compute_90") and returns the PTX. A
-// compile error is a *CompileError carrying NVRTC's log.
+// architecture arch (for example "compute_90") and returns the PTX,
+// compiling each pair once per process. A compile error is a
+// *CompileError carrying NVRTC's log; it is not cached. Compile is safe
+// for concurrent use.
 func Compile(t DType, arch string) (string, error) {
+	compiled.Lock()
+	defer compiled.Unlock()
+	key := compileKey{t, arch}
+	if ptx, ok := compiled.ptx[key]; ok {
+		return ptx, nil
+	}
 	ptx, err := compile(Source(t), "prefixd_"+t.String()+".cu", arch)
 	var ce *CompileError
 	if errors.As(err, &ce) {
 		ce.DType = t
 	}
-	return ptx, err
+	if err != nil {
+		return "", err
+	}
+	if compiled.ptx == nil {
+		compiled.ptx = map[compileKey]string{}
+	}
+	compiled.ptx[key] = ptx
+	return ptx, nil
 }
 
 func compile(source, name, arch string) (string, error) {
+	compiles.Add(1)
 	prog, err := nvrtc.CreateProgram(source, name)
 	if err != nil {
 		return "", fmt.Errorf("src: NVRTC create program: %w", err)

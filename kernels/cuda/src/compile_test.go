@@ -40,3 +40,27 @@ func TestCompileErrorLog(t *testing.T) {
 		t.Errorf("log does not name the undefined identifier:\n%s", ce.Log)
 	}
 }
+
+// TestCompileCached checks that a second Compile of the same element type
+// and architecture returns the first's PTX without running NVRTC again,
+// and that another architecture is compiled.
+func TestCompileCached(t *testing.T) {
+	first, err := Compile(BF16, "compute_80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := compiles.Load()
+	again, err := Compile(BF16, "compute_80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != first || compiles.Load() != n {
+		t.Errorf("second Compile: same PTX %v, NVRTC runs %d -> %d", again == first, n, compiles.Load())
+	}
+	if _, err := Compile(BF16, "compute_86"); err != nil {
+		t.Fatal(err)
+	}
+	if compiles.Load() != n+1 {
+		t.Errorf("a new architecture: NVRTC runs %d -> %d, want one more", n, compiles.Load())
+	}
+}
