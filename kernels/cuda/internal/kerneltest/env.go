@@ -49,9 +49,14 @@ var Tests = []Test{
 	{"Attention", Attention}, {"CopyBlocks", CopyBlocks},
 }
 
-// Run runs every test on every target, as subtests named test/target.
-func Run(t *testing.T, targets []Target) {
-	for _, test := range Tests {
+// Large lists the kernel tests at the sizes of real models, which take
+// seconds on the emulator: run them on one of its targets.
+var Large = []Test{{"HeadNormQwen3Step", HeadNormQwen3Step}}
+
+// Run runs each of tests (Tests, Large) on every target, as subtests
+// named test/target.
+func Run(t *testing.T, targets []Target, tests []Test) {
+	for _, test := range tests {
 		t.Run(test.Name, func(t *testing.T) {
 			for i, tg := range targets {
 				t.Run(tg.Name, func(t *testing.T) {
