@@ -5,7 +5,6 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -163,85 +162,13 @@ func TestLaunchLimits(t *testing.T) {
 // BenchmarkDecodeAttention times one decode step's attention over 64
 // sequences of 1,024 cached tokens (TinyLlama's shape: 32 query heads, 4
 // KV heads of 64, bf16, blocks of 16 in random order) at several splits,
-// and a device-to-device copy in the same run. Both report GB/s of memory
-// traffic: K and V read for attention, read plus write for the copy.
+// and a device-to-device copy in the same run (kerneltest.DecodeAttention;
+// the emulator's runs it at a tiny shape).
 func BenchmarkDecodeAttention(b *testing.B) {
 	d := open(b, src.BF16)
-	const seqs, ctx, nHeads = 64, 1024, 32
-	lay := launch.KVLayout{Layers: 1, KVHeads: 4, HeadDim: 64, BlockSize: 16, NumBlocks: seqs * ctx / 16}
-	kvBytes := seqs * ctx * 2 * lay.KVDim() * 2
-	rng := rand.New(rand.NewPCG(5, 6))
-	perm := rng.Perm(lay.NumBlocks)
-	var sb launch.StepBuilder
-	for s := range seqs {
-		table := make([]blockstore.BlockID, ctx/16)
-		for i := range table {
-			table[i] = blockstore.BlockID(perm[s*ctx/16+i])
-		}
-		if err := sb.Add(table, 16, ctx-1, 1); err != nil {
-			b.Fatal(err)
-		}
-	}
-	var st launch.Step
-	var pool, q, out, part, copyDst launch.Ptr
-	err := d.Do(func(x *Exec) error {
-		var err error
-		alloc := func(n int) launch.Ptr {
-			p, e := x.Alloc(n)
-			err = errors.Join(err, e)
-			return p
-		}
-		pool = alloc(int(lay.BlockElems()) * lay.NumBlocks * 2)
-		copyDst = alloc(kvBytes)
-		q = alloc(4 * seqs * nHeads * lay.HeadDim)
-		out = alloc(2 * seqs * nHeads * lay.HeadDim)
-		part = alloc(4 * launch.AttnWorkspace(launch.Step{Rows: seqs, MaxPos: ctx - 1}, lay, nHeads, 32))
-		packed := alloc(4 * len(sb.Packed()))
-		if err != nil {
-			return err
-		}
-		st = sb.Step(packed)
-		return errors.Join(x.Write(packed, int32Bytes(sb.Packed())), x.Write(q, make([]byte, 4*seqs*nHeads*lay.HeadDim)),
-			x.Write(pool, make([]byte, kvBytes)))
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	run := func(b *testing.B, bytes int, step func(x *Exec) error) {
-		err := d.Do(func(x *Exec) error {
-			if err := step(x); err != nil { // warm up
-				return err
-			}
-			if err := x.Synchronize(); err != nil {
-				return err
-			}
-			b.ResetTimer()
-			for range b.N {
-				if err := step(x); err != nil {
-					return err
-				}
-			}
-			err := x.Synchronize()
-			b.StopTimer()
-			return err
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-	}
-	auto := launch.ChooseSplit(st, lay.KVHeads, d.SMs())
-	for _, split := range []int{auto, 0, 64, 128, 256, 512} {
-		name := fmt.Sprintf("attention/split=%d", split)
-		if split == auto {
-			name = fmt.Sprintf("attention/split=auto(%d)", auto)
-		}
-		b.Run(name, func(b *testing.B) {
-			a := launch.Attn{Q: q, LDQ: nHeads * lay.HeadDim, Out: out, NHeads: nHeads, Split: split, Partial: part}
-			run(b, kvBytes, func(x *Exec) error { return launch.Attention(x, pool, lay, st, a) })
-		})
-	}
-	b.Run("copy", func(b *testing.B) {
-		run(b, 2*kvBytes, func(x *Exec) error { return x.Copy(copyDst, pool, kvBytes) })
+	sh := kerneltest.DecodeShape{Seqs: 64, Ctx: 1024, NHeads: 32, KVHeads: 4, HeadDim: 64, BlockSize: 16, SMs: d.SMs(),
+		Splits: []int{0, 64, 128, 256, 512}}
+	kerneltest.DecodeAttention(b, sh, func(f func(kerneltest.BenchMemory) error) error {
+		return d.Do(func(x *Exec) error { return f(x) })
 	})
 }
