@@ -56,6 +56,7 @@ func TestMatMulT(t *testing.T) {
 			kerneltest.MatMulT(t, d, func(y, a, w launch.Ptr, m, n, k int, beta float32) error {
 				return d.Do(func(x *Exec) error { return x.MatMulT(y, a, w, m, n, k, beta) })
 			})
+			t.Logf("cuBLAS library: %s", CuBLASLibrary()) // gpu-check's report reads this line
 		})
 	}
 }
@@ -149,7 +150,7 @@ func TestLaunchLimits(t *testing.T) {
 		if !ok || k.MaxThreads != src.MaxThreads(name) || k.Registers <= 0 || k.Registers*k.MaxThreads > lim.MaxRegisters {
 			t.Errorf("%s: %+v, want %d threads (its launch bound) and registers that fit them", name, k, src.MaxThreads(name))
 		}
-		t.Logf("%s: %d registers, %d threads", name, k.Registers, k.MaxThreads)
+		t.Logf("kernel %s: %d registers, %d threads", name, k.Registers, k.MaxThreads) // read by gpu-check's report
 	}
 	err := d.Do(func(x *Exec) error {
 		return x.Launch("attn", launch.Dim3{X: 1, Y: 1, Z: 1}, launch.Dim3{X: 26 * 32, Y: 1, Z: 1}, make([]uint64, 15)...)
