@@ -5,6 +5,8 @@ package src
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -88,4 +90,54 @@ func compile(source, name, arch string) (string, error) {
 		return "", &CompileError{Arch: arch, Log: log, Err: err}
 	}
 	return prog.GetPTX()
+}
+
+// Resources is what ptxas allots one kernel on a real architecture.
+type Resources struct {
+	Registers   int // per thread
+	StackFrame  int // bytes of local memory per thread
+	SpillStores int // bytes
+	SpillLoads  int // bytes
+}
+
+// ptxasInfo matches the lines of ptxas -v that Usage reads.
+var ptxasInfo = regexp.MustCompile(`(?m)Compiling entry function '(\w+)'|(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads|Used (\d+) registers`)
+
+// Usage compiles every kernel for element type t to machine code for sm
+// (for example "sm_90"), with ptxas reporting, and returns each kernel's
+// registers and local memory as NVRTC 11.8's ptxas allots them: what the
+// launch bounds must leave room for (a GPU's driver, compiling the PTX
+// itself, may allot a few registers more or less; its counts are the
+// device's kernel attributes). For tests and tooling: the GPU loads PTX.
+func Usage(t DType, sm string) (map[string]Resources, error) {
+	prog, err := nvrtc.CreateProgram(Source(t), "prefixd_"+t.String()+".cu")
+	if err != nil {
+		return nil, fmt.Errorf("src: NVRTC create program: %w", err)
+	}
+	defer prog.Destroy()
+	err = prog.Compile("--gpu-architecture="+sm, "--use_fast_math", "--std=c++14", "--ptxas-options=-v")
+	log, _ := prog.GetLog()
+	if err != nil {
+		return nil, &CompileError{DType: t, Arch: sm, Log: log, Err: err}
+	}
+	res := map[string]Resources{}
+	kernel := ""
+	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n } // digits only
+	for _, m := range ptxasInfo.FindAllStringSubmatch(log, -1) {
+		switch {
+		case m[1] != "":
+			kernel = m[1]
+		case kernel == "":
+		case m[2] != "":
+			r := res[kernel]
+			r.StackFrame, r.SpillStores, r.SpillLoads = atoi(m[2]), atoi(m[3]), atoi(m[4])
+			res[kernel] = r
+		case m[5] != "":
+			r := res[kernel]
+			r.Registers = atoi(m[5])
+			res[kernel] = r
+			kernel = "" // the entry's report ends here; device functions follow
+		}
+	}
+	return res, nil
 }
