@@ -96,7 +96,7 @@ step_command() {
 	memcheck) cmd=(${san[@]+"${san[@]}" memcheck --leak-check full} "${kern[@]}" -test.run "$sel_memcheck") ;;
 	memcheck-cublas) cmd=(${san[@]+"${san[@]}" memcheck} "${kern[@]}" -test.run TestMatMulT) ;;
 	runner-memcheck) cmd=(${san[@]+"${san[@]}" memcheck} "${runner[@]}" -test.run "$sel_runner_memcheck") ;;
-	racecheck) cmd=(${san[@]+"${san[@]}" racecheck} "${kern[@]}" -test.run "$sel_racecheck") ;;
+	racecheck) cmd=(${san[@]+"${san[@]}" racecheck} "${kern[@]}" -test.run "$sel_racecheck" -test.skip "${skip_racecheck:-^$}") ;;
 	*)
 		echo "gpu-check: no step $name" >&2
 		return 1
@@ -133,7 +133,9 @@ run() {
 		# splits at every slash, even across |: one test per pattern.)
 		skip_runner_tests=/emu
 		sel_runner_memcheck=TestForwardMatchesCPU/cuda-bf16
-		sel_racecheck='TestKernels'
+		# The head norm of a whole 2,048-token step is 65,536 blocks, slow
+		# under racecheck and no different in its sharing from RMSNorm's.
+		sel_racecheck=TestKernels skip_racecheck=TestKernels/HeadNormQwen3Step
 	else
 		# The emulator's test binaries, built here: the cuda tag would make
 		# them exit where there is no GPU.
@@ -195,8 +197,10 @@ run() {
 	done
 	report
 	echo "== done in $((SECONDS - start))s of ${budget}s" >&2
-	cat "$out/report.md"
-	python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' "$out/report.json"
+	cat "$out/report.md" 2>/dev/null || cat "$out/steps.tsv"
+	# As report.json's ok: every step selected passed.
+	awk -F '\t' '$2 == "pass" { p++ } $2 != "pass" && $2 != "not selected" { bad++ } END { exit !(p > 0 && !bad) }' \
+		"$out/steps.tsv"
 }
 
 # set_step NAME STATUS RC SECONDS TIMEOUT COMMAND rewrites NAME's line of
@@ -210,9 +214,10 @@ set_step() {
 }
 
 # report writes report.json and report.md from the state file and the
-# steps' logs (whatever they hold so far).
+# steps' logs (whatever they hold so far). A failure to write them stops
+# no step: the logs and steps.tsv are there.
 report() {
-	python3 - "$out" "$commit" "$budget" "$emulate" <<'PY'
+	python3 - "$out" "$commit" "$budget" "$emulate" <<'PY' || echo "gpu-check: could not write the report" >&2
 import datetime, json, os, pathlib, re, sys
 out, commit, budget, emulate = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 def log(name):
