@@ -14,10 +14,12 @@
 // attn_combine merges the splits.
 //
 // Two kernels run the same body: attn for groups of up to 16 query heads
-// (512 threads), whose bound leaves the compiler all the registers it
-// wants (79 on sm_90 with NVRTC 11.8), and attn_wide for groups of 17 to
-// 32 (1,024 threads), whose bound caps a thread at 64 registers, so that
-// 1,024 of them fit a block's 65,536: the compiler spills the rest.
+// (512 threads), whose bound leaves the compiler the registers it wants
+// (80 on sm_90 with NVRTC 11.8; ptxas settles on 64 for sm_80), and
+// attn_wide for groups of 17 to 32 (1,024 threads), whose bound caps a
+// thread at 64 registers, so that 1,024 of them fit a block's 65,536: the
+// compiler spills the rest (16 bytes on sm_90). Without the split, attn
+// at 79 registers could not launch groups of 26 or more.
 
 #define ATTN_UNROLL 8
 
