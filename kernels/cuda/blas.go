@@ -6,44 +6,60 @@ package cuda
 #cgo LDFLAGS: -ldl
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <cublas_v2.h>
 
 // The v2 API's signatures are those of CUDA 11.8's header, which CUDA 12
 // and 13 keep: only the library's file name and symbol versions differ,
 // which is why it is opened at run time rather than linked.
-static void *prefixd_cublas;
-static __typeof__(cublasCreate_v2) *prefixd_create;
-static __typeof__(cublasDestroy_v2) *prefixd_destroy;
-static __typeof__(cublasSetStream_v2) *prefixd_set_stream;
-static __typeof__(cublasGemmEx) *prefixd_gemm_ex;
-static __typeof__(cublasSgemm_v2) *prefixd_sgemm;
+typedef struct {
+	void *lib;
+	__typeof__(cublasCreate_v2) *create;
+	__typeof__(cublasDestroy_v2) *destroy;
+	__typeof__(cublasSetStream_v2) *set_stream;
+	__typeof__(cublasGemmEx) *gemm_ex;
+	__typeof__(cublasSgemm_v2) *sgemm;
+} prefixd_cublas_lib;
 
-// prefixd_cublas_open loads cuBLAS once; it returns NULL or what failed.
-static const char *prefixd_cublas_open(void) {
-	static const char *names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11"};
-	if (prefixd_cublas) return NULL;
-	for (int i = 0; i < 3 && !prefixd_cublas; i++) prefixd_cublas = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-	if (!prefixd_cublas) return "no libcublas.so.13, .12 or .11 on the library path";
-	prefixd_create = (__typeof__(prefixd_create))dlsym(prefixd_cublas, "cublasCreate_v2");
-	prefixd_destroy = (__typeof__(prefixd_destroy))dlsym(prefixd_cublas, "cublasDestroy_v2");
-	prefixd_set_stream = (__typeof__(prefixd_set_stream))dlsym(prefixd_cublas, "cublasSetStream_v2");
-	prefixd_gemm_ex = (__typeof__(prefixd_gemm_ex))dlsym(prefixd_cublas, "cublasGemmEx");
-	prefixd_sgemm = (__typeof__(prefixd_sgemm))dlsym(prefixd_cublas, "cublasSgemm_v2");
-	if (!prefixd_create || !prefixd_destroy || !prefixd_set_stream || !prefixd_gemm_ex || !prefixd_sgemm) {
-		dlclose(prefixd_cublas);
-		prefixd_cublas = NULL;
-		return "libcublas lacks one of cublasCreate_v2, cublasDestroy_v2, cublasSetStream_v2, cublasGemmEx, cublasSgemm_v2";
+// prefixd_lib is the library in use: the first that made a handle.
+static prefixd_cublas_lib prefixd_lib;
+
+// prefixd_cublas_try opens the library at path, resolves the API and
+// makes a handle on the current context with it; on success the library
+// becomes the one in use. It returns NULL, or what failed (with the
+// status of a failing cuBLAS call in *status). A library whose
+// cublasCreate ran stays loaded even when it failed: it may have set up
+// state in the CUDA runtime that unloading would leave dangling.
+static const char *prefixd_cublas_try(const char *path, cublasHandle_t *h, int *status) {
+	prefixd_cublas_lib l;
+	*status = 0;
+	l.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!l.lib) return dlerror();
+	l.create = (__typeof__(l.create))dlsym(l.lib, "cublasCreate_v2");
+	l.destroy = (__typeof__(l.destroy))dlsym(l.lib, "cublasDestroy_v2");
+	l.set_stream = (__typeof__(l.set_stream))dlsym(l.lib, "cublasSetStream_v2");
+	l.gemm_ex = (__typeof__(l.gemm_ex))dlsym(l.lib, "cublasGemmEx");
+	l.sgemm = (__typeof__(l.sgemm))dlsym(l.lib, "cublasSgemm_v2");
+	if (!l.create || !l.destroy || !l.set_stream || !l.gemm_ex || !l.sgemm) {
+		dlclose(l.lib);
+		return "lacks one of cublasCreate_v2, cublasDestroy_v2, cublasSetStream_v2, cublasGemmEx, cublasSgemm_v2";
 	}
+	if ((*status = l.create(h)) != 0) return "cublasCreate failed";
+	if ((*status = l.set_stream(*h, 0)) != 0) {
+		l.destroy(*h);
+		return "cublasSetStream failed";
+	}
+	prefixd_lib = l;
 	return NULL;
 }
 
 static int prefixd_blas_create(cublasHandle_t *h) {
-	int rc = prefixd_create(h);
-	if (rc == 0) rc = prefixd_set_stream(*h, 0);
+	int rc = prefixd_lib.create(h);
+	if (rc == 0 && (rc = prefixd_lib.set_stream(*h, 0)) != 0) prefixd_lib.destroy(*h);
 	return rc;
 }
 
-static int prefixd_blas_destroy(cublasHandle_t h) { return prefixd_destroy(h); }
+static int prefixd_blas_destroy(cublasHandle_t h) { return prefixd_lib.destroy(h); }
 
 // prefixd_matmul_t sets y (float, m x n row-major) = a (m x k) * w^T
 // (w n x k, row-major) + beta*y. Row-major y is column-major y^T = w a^T:
@@ -52,9 +68,9 @@ static int prefixd_matmul_t(cublasHandle_t h, int dtype, float *y, const void *a
 			    int k, float beta) {
 	float alpha = 1.0f;
 	if (dtype < 0)
-		return prefixd_sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, (const float *)w, k, (const float *)a, k,
+		return prefixd_lib.sgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, (const float *)w, k, (const float *)a, k,
 				     &beta, y, n);
-	return prefixd_gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, (cudaDataType)dtype, k, a,
+	return prefixd_lib.gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, (cudaDataType)dtype, k, a,
 			       (cudaDataType)dtype, k, &beta, y, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
@@ -64,9 +80,11 @@ static int prefixd_type_f16(void) { return CUDA_R_16F; }
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"sync"
+	"unsafe"
 
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
 	"github.com/prefixd/prefixd/kernels/cuda/src"
@@ -79,6 +97,21 @@ type blas struct {
 	ok bool
 }
 
+// cublasLib is the cuBLAS file the process uses: the first of
+// cublasLibraries that made a handle. Devices share it; mu guards it.
+var cublasLib struct {
+	sync.Mutex
+	path string
+}
+
+// CuBLASLibrary returns the path or name of the cuBLAS library the
+// process loaded, or "" before the first matrix product.
+func CuBLASLibrary() string {
+	cublasLib.Lock()
+	defer cublasLib.Unlock()
+	return cublasLib.path
+}
+
 func (b *blas) close() {
 	if b.ok {
 		C.prefixd_blas_destroy(b.h)
@@ -86,18 +119,41 @@ func (b *blas) close() {
 	}
 }
 
+// handle makes the device's handle. The first in the process tries each
+// of cublasLibraries in turn until one loads and makes a handle: a
+// cuBLAS 13 that the driver cannot run fails cublasCreate, and the
+// search goes on to cuBLAS 12.
 func (b *blas) handle() error {
 	if b.ok {
 		return nil
 	}
-	if msg := C.prefixd_cublas_open(); msg != nil {
-		return errors.New("cuda: cuBLAS: " + C.GoString(msg))
+	cublasLib.Lock()
+	defer cublasLib.Unlock()
+	if cublasLib.path != "" {
+		if rc := C.prefixd_blas_create(&b.h); rc != 0 {
+			return fmt.Errorf("cuda: cublasCreate (%s): status %d", cublasLib.path, int(rc))
+		}
+		b.ok = true
+		return nil
 	}
-	if rc := C.prefixd_blas_create(&b.h); rc != 0 {
-		return fmt.Errorf("cuda: cublasCreate: status %d", int(rc))
+	var failed []string
+	for _, path := range cublasLibraries() {
+		cpath := C.CString(path)
+		var status C.int
+		msg := C.prefixd_cublas_try(cpath, &b.h, &status)
+		C.free(unsafe.Pointer(cpath))
+		if msg == nil {
+			cublasLib.path, b.ok = path, true
+			return nil
+		}
+		f := path + ": " + C.GoString(msg)
+		if status != 0 {
+			f += fmt.Sprintf(" (status %d)", int(status))
+		}
+		failed = append(failed, f)
 	}
-	b.ok = true
-	return nil
+	return fmt.Errorf("cuda: no usable cuBLAS (set LD_LIBRARY_PATH to a folder with libcublas.so.13, .12 or .11): %s",
+		strings.Join(failed, "; "))
 }
 
 // MatMulT sets y (float32, m×n row-major) to a·wᵀ + beta·y, a being m×k and

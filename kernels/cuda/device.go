@@ -37,15 +37,23 @@ type Device struct {
 	work   chan func()
 	done   chan struct{}
 
-	dtype src.DType
-	arch  string
-	sms   int
+	dtype  src.DType
+	arch   string
+	sms    int
+	limits launch.Limits // from the device's attributes
 	// Owned by the device thread:
 	ctx  cu.CUContext
 	mod  cu.Module
-	fns  map[string]cu.Function
+	fns  map[string]kernel
 	exec Exec
 	blas blas
+	live int // allocations made by Alloc and not yet freed
+}
+
+// kernel is a loaded kernel with what it allows at launch.
+type kernel struct {
+	fn cu.Function
+	k  launch.Kernel
 }
 
 var _ launch.Device = (*Device)(nil)
@@ -57,7 +65,7 @@ func Open(cfg Config) (*Device, error) {
 	if _, err := src.ParseDType(cfg.DType.String()); err != nil {
 		return nil, err
 	}
-	d := &Device{work: make(chan func()), done: make(chan struct{}), dtype: cfg.DType, fns: map[string]cu.Function{}}
+	d := &Device{work: make(chan func()), done: make(chan struct{}), dtype: cfg.DType, fns: map[string]kernel{}}
 	d.exec.d = d
 	started := make(chan error)
 	go d.loop(cfg.Ordinal, started)
@@ -91,12 +99,18 @@ func (d *Device) init(ordinal int) error {
 	if err != nil {
 		return fmt.Errorf("cuda: GPU %d: %w", ordinal, err)
 	}
-	major, err1 := dev.Attribute(cu.ComputeCapabilityMajor)
-	minor, err2 := dev.Attribute(cu.ComputeCapabilityMinor)
-	sms, err3 := dev.Attribute(cu.MultiprocessorCount)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return fmt.Errorf("cuda: GPU %d attributes: %w", ordinal, err)
+	attrs := []cu.DeviceAttribute{cu.ComputeCapabilityMajor, cu.ComputeCapabilityMinor, cu.MultiprocessorCount,
+		cu.MaxThreadsPerBlock, cu.MaxBlockDimX, cu.MaxBlockDimY, cu.MaxBlockDimZ, cu.MaxGridDimX, cu.MaxGridDimY,
+		cu.MaxGridDimZ, cu.MaxRegistersPerBlock}
+	v := make([]int, len(attrs))
+	for i, a := range attrs {
+		if v[i], err = dev.Attribute(a); err != nil {
+			return fmt.Errorf("cuda: GPU %d attribute %d: %w", ordinal, a, err)
+		}
 	}
+	major, minor, sms := v[0], v[1], v[2]
+	d.limits = launch.Limits{MaxThreads: v[3], MaxBlock: launch.Dim3{X: v[4], Y: v[5], Z: v[6]},
+		MaxGrid: launch.Dim3{X: v[7], Y: v[8], Z: v[9]}, MaxRegisters: v[10]}
 	cc := 10*major + minor
 	if cc < 80 {
 		return fmt.Errorf("cuda: GPU %d has compute capability %d.%d; prefixd needs 8.0 or later", ordinal, major, minor)
@@ -119,7 +133,12 @@ func (d *Device) init(ordinal int) error {
 		if err != nil {
 			return fmt.Errorf("cuda: kernel %s: %w", name, err)
 		}
-		d.fns[name] = fn
+		threads, err1 := fn.Attribute(cu.FnMaxThreadsPerBlock)
+		regs, err2 := fn.Attribute(cu.NumRegs)
+		if err := errors.Join(err1, err2); err != nil {
+			return fmt.Errorf("cuda: kernel %s attributes: %w", name, err)
+		}
+		d.fns[name] = kernel{fn, launch.Kernel{MaxThreads: threads, Registers: regs}}
 	}
 	return nil
 }
@@ -174,6 +193,17 @@ func (d *Device) Arch() string { return d.arch }
 // SMs is the GPU's multiprocessor count (for launch.ChooseSplit).
 func (d *Device) SMs() int { return d.sms }
 
+// Limits returns the GPU's launch limits, from its attributes.
+func (d *Device) Limits() launch.Limits { return d.limits }
+
+// Kernel returns what the loaded kernel name allows at launch (its
+// CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK and NUM_REGS), and whether
+// there is such a kernel.
+func (d *Device) Kernel(name string) (launch.Kernel, bool) {
+	k, ok := d.fns[name] // written only before Open returns
+	return k.k, ok
+}
+
 // Launch implements launch.Device on the device thread.
 func (d *Device) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
 	return d.Do(func(x *Exec) error { return x.Launch(kernel, grid, block, args...) })
@@ -218,19 +248,23 @@ var _ launch.Device = (*Exec)(nil)
 // DType implements launch.Device.
 func (x *Exec) DType() src.DType { return x.d.dtype }
 
-// Launch implements launch.Device: it queues the kernel on the default
-// stream and returns; a fault inside it shows at the next synchronising
-// call.
+// Launch implements launch.Device: it checks the launch against the GPU's
+// limits and the kernel's (an error wrapping launch.ErrLimits, which
+// names the limit), queues the kernel on the default stream and returns;
+// a fault inside it shows at the next synchronising call.
 func (x *Exec) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
-	fn, ok := x.d.fns[kernel]
+	k, ok := x.d.fns[kernel]
 	if !ok {
 		return fmt.Errorf("cuda: no kernel %q", kernel)
+	}
+	if err := x.d.limits.Check(kernel, k.k, grid, block); err != nil {
+		return fmt.Errorf("cuda: %w", err)
 	}
 	x.params = x.params[:0]
 	for i := range args {
 		x.params = append(x.params, unsafe.Pointer(&args[i]))
 	}
-	if err := fn.Launch(grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, 0, cu.NoStream, x.params); err != nil {
+	if err := k.fn.Launch(grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, 0, cu.NoStream, x.params); err != nil {
 		return fmt.Errorf("cuda: launch %s grid %v block %v: %w", kernel, grid, block, err)
 	}
 	return nil
@@ -245,11 +279,22 @@ func (x *Exec) Alloc(n int) (launch.Ptr, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cuda: alloc of %d bytes: %w", n, err)
 	}
+	x.d.live++
 	return launch.Ptr(p), nil
 }
 
 // Free releases device memory.
-func (x *Exec) Free(p launch.Ptr) error { return cu.MemFree(cu.DevicePtr(p)) }
+func (x *Exec) Free(p launch.Ptr) error {
+	if err := cu.MemFree(cu.DevicePtr(p)); err != nil {
+		return err
+	}
+	x.d.live--
+	return nil
+}
+
+// Live returns how many allocations made by Alloc are not yet freed: what
+// the Device's own users hold, whatever cuBLAS or the driver keep.
+func (x *Exec) Live() int { return x.d.live }
 
 // Write copies b to device address p.
 func (x *Exec) Write(p launch.Ptr, b []byte) error {

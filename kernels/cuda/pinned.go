@@ -41,12 +41,3 @@ func pinnedFree(b []byte) error {
 // ptr turns a device address into the pointer type C calls take. The
 // address is never dereferenced on the host.
 func ptr(p launch.Ptr) unsafe.Pointer { return C.prefixd_dev_ptr(C.ulonglong(p)) }
-
-// int32Bytes views v's memory as bytes (little-endian on every platform
-// CUDA runs on), for an upload without a copy.
-func int32Bytes(v []int32) []byte {
-	if len(v) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
-}

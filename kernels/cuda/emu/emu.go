@@ -17,7 +17,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"syscall"
 	"unsafe"
@@ -40,11 +39,14 @@ const (
 )
 
 // Device is an emulated GPU: kernels of one element type, memory in host
-// mappings. It implements launch.Device. It is not safe for concurrent use.
+// mappings. It implements launch.Device and refuses, as a GPU would, a
+// launch over launch.GPULimits or over a kernel's launch bounds. It is
+// not safe for concurrent use.
 type Device struct {
 	dtype  src.DType
 	sched  Schedule
 	allocs map[launch.Ptr]mapping
+	regs   map[string]int // AssumeRegisters
 }
 
 // mapping is one allocation: the whole mapping, guard page included, and
@@ -55,8 +57,15 @@ var _ launch.Device = (*Device)(nil)
 
 // New returns a Device running the kernels of element type t under sched.
 func New(t src.DType, sched Schedule) *Device {
-	return &Device{dtype: t, sched: sched, allocs: map[launch.Ptr]mapping{}}
+	return &Device{dtype: t, sched: sched, allocs: map[launch.Ptr]mapping{}, regs: map[string]int{}}
 }
+
+// AssumeRegisters makes the Device check launches of kernel as if each
+// of its threads used n registers (registers × threads must fit
+// launch.GPULimits.MaxRegisters), as a GPU knows from the compiled code;
+// the emulator does not compile for a GPU, so by default it checks only
+// the kernel's launch bounds, which cap its registers on the GPU.
+func (d *Device) AssumeRegisters(kernel string, n int) { d.regs[kernel] = n }
 
 // DType implements launch.Device.
 func (d *Device) DType() src.DType { return d.dtype }
@@ -70,15 +79,18 @@ func Kernels() []string {
 	return names
 }
 
-// Launch implements launch.Device: it runs the kernel to the end on the
-// calling thread.
+// Launch implements launch.Device: it checks the launch against
+// launch.GPULimits and the kernel's launch bounds (an error wrapping
+// launch.ErrLimits), then runs the kernel to the end on the calling
+// thread.
 func (d *Device) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
+	k := launch.Kernel{MaxThreads: src.MaxThreads(kernel), Registers: d.regs[kernel]}
+	if err := launch.GPULimits.Check(kernel, k, grid, block); err != nil {
+		return fmt.Errorf("emu: %w", err)
+	}
 	dims := [6]C.uint{}
 	for i, v := range []int{grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z} {
-		if v < 0 || v > math.MaxInt32 {
-			return fmt.Errorf("emu: %s: launch dimension %d", kernel, v)
-		}
-		dims[i] = C.uint(v)
+		dims[i] = C.uint(v) // in range: Check passed
 	}
 	name := C.CString(kernel)
 	defer C.free(unsafe.Pointer(name))
@@ -144,6 +156,22 @@ func (d *Device) Read(b []byte, p launch.Ptr) error {
 	copy(b, s)
 	return err
 }
+
+// Copy copies n bytes between device addresses, each range inside one
+// allocation, as cuMemcpyDtoD does.
+func (d *Device) Copy(dst, src launch.Ptr, n int) error {
+	to, err1 := d.span(dst, n)
+	from, err2 := d.span(src, n)
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	copy(to, from)
+	return nil
+}
+
+// Synchronize returns nil: every launch and copy has finished when its
+// call returns.
+func (d *Device) Synchronize() error { return nil }
 
 // Free releases an allocation made by Alloc.
 func (d *Device) Free(p launch.Ptr) error {

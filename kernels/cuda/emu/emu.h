@@ -90,6 +90,9 @@ inline unsigned short f_to_f16(float f) {
 #define __global__
 #define __device__
 #define __forceinline__ inline
+// Launch bounds matter to the GPU's register allocation; the launcher
+// enforces them from src.MaxThreads.
+#define __launch_bounds__(...)
 // Shared memory is per thread block. Blocks of one launch run one after
 // another on one OS thread, so a static thread_local is the block's own
 // while it runs (and, as on a GPU, uninitialised when it starts).

@@ -3,6 +3,7 @@
 package emu
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -35,7 +36,21 @@ func TestKernels(t *testing.T) {
 			},
 		})
 	}
-	kerneltest.Run(t, targets)
+	kerneltest.Run(t, targets, kerneltest.Tests)
+}
+
+// TestKernelsLarge runs the kernel tests at real models' sizes once, on
+// a bf16 device (the default), as the GPU runs them.
+func TestKernelsLarge(t *testing.T) {
+	kerneltest.Run(t, []kerneltest.Target{{Name: "bf16", New: func(t *testing.T) kerneltest.Memory {
+		d := New(src.BF16, Forward)
+		t.Cleanup(func() {
+			if err := d.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		return d
+	}}}, kerneltest.Large)
 }
 
 func TestKernelsRegistered(t *testing.T) {
@@ -47,19 +62,32 @@ func TestKernelsRegistered(t *testing.T) {
 	}
 }
 
-// TestLaunchErrors checks the launcher refuses what cuLaunchKernel would.
+// TestLaunchErrors checks the launcher refuses what cuLaunchKernel would:
+// the limits of launch.GPULimits and of each kernel's launch bounds fail
+// with launch.ErrLimits before anything runs.
 func TestLaunchErrors(t *testing.T) {
 	d := New(src.F32, Forward)
 	one, warp := launch.Dim3{X: 1, Y: 1, Z: 1}, launch.Dim3{X: 32, Y: 1, Z: 1}
 	for name, err := range map[string]error{
-		"unknown kernel":     d.Launch("nope", one, warp),
-		"missing parameter":  d.Launch("add", one, warp, 0, 0),
-		"block over 1,024":   d.Launch("add", one, launch.Dim3{X: 1025, Y: 1, Z: 1}, 0, 0, 0),
-		"empty grid":         d.Launch("add", launch.Dim3{X: 0, Y: 1, Z: 1}, warp, 0, 0, 0),
-		"negative dimension": d.Launch("add", launch.Dim3{X: 1, Y: -1, Z: 1}, warp, 0, 0, 0),
+		"unknown kernel":    d.Launch("nope", one, warp),
+		"missing parameter": d.Launch("add", one, warp, 0, 0),
 	} {
 		if err == nil {
 			t.Errorf("%s: launched", name)
+		}
+	}
+	d.AssumeRegisters("attn_wide", 79)
+	for name, err := range map[string]error{
+		"block over 1,024":      d.Launch("add", one, launch.Dim3{X: 1025, Y: 1, Z: 1}, 0, 0, 0),
+		"empty grid":            d.Launch("add", launch.Dim3{X: 0, Y: 1, Z: 1}, warp, 0, 0, 0),
+		"negative dimension":    d.Launch("add", launch.Dim3{X: 1, Y: -1, Z: 1}, warp, 0, 0, 0),
+		"grid y over 65,535":    d.Launch("swiglu", launch.Dim3{X: 1, Y: 65536, Z: 1}, warp, 0, 0, 0, 0, 0),
+		"grid z over 65,535":    d.Launch("attn", launch.Dim3{X: 1, Y: 1, Z: 65536}, warp, make([]uint64, 15)...),
+		"over the launch bound": d.Launch("attn", one, launch.Dim3{X: 26 * 32, Y: 1, Z: 1}, make([]uint64, 15)...),
+		"registers × threads":   d.Launch("attn_wide", one, launch.Dim3{X: 1024, Y: 1, Z: 1}, make([]uint64, 15)...),
+	} {
+		if !errors.Is(err, launch.ErrLimits) {
+			t.Errorf("%s: %v, want launch.ErrLimits", name, err)
 		}
 	}
 }
@@ -118,4 +146,16 @@ func TestMatMulT(t *testing.T) {
 			kerneltest.MatMulT(t, d, d.MatMulT)
 		})
 	}
+}
+
+// BenchmarkDecodeAttention is kernels/cuda's benchmark of the same name
+// at a tiny shape (8 sequences of 64 tokens, 8 query heads over 2 KV
+// heads of 16): scripts/gpu-check.sh's emulated run times it to rehearse
+// the GPU's.
+func BenchmarkDecodeAttention(b *testing.B) {
+	d := New(src.BF16, Forward)
+	b.Cleanup(func() { d.Close() })
+	sh := kerneltest.DecodeShape{Seqs: 8, Ctx: 64, NHeads: 8, KVHeads: 2, HeadDim: 16, BlockSize: 16, SMs: 2,
+		Splits: []int{0, 16, 32}}
+	kerneltest.DecodeAttention(b, sh, func(f func(kerneltest.BenchMemory) error) error { return f(d) })
 }

@@ -24,6 +24,7 @@
 	X(kv_append)                                                                                         \
 	X(copy_blocks)                                                                                       \
 	X(attn)                                                                                              \
+	X(attn_wide)                                                                                         \
 	X(attn_combine)
 
 namespace emu {

@@ -74,15 +74,73 @@ func runE2E(tb testing.TB, m engine.Model, s e2eSizes, each func(w *bench.Worklo
 	}
 }
 
+// tinyModel and tinySizes are the end-to-end benchmark at the emulator's
+// scale: TestEndToEndBenchLogic, and BenchmarkEndToEnd where no GPU is
+// built in.
+var (
+	tinyModel = model.Config{Dim: 32, Hidden: 48, Layers: 1, Heads: 4, KVHeads: 2, Vocab: 300, MaxSeqLen: 512,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
+	tinySizes = e2eSizes{requests: 4, prefix: 32, question: 5, output: 6, skewPrompt: 4, maxBatchTokens: 256}
+)
+
+// e2eTarget is a device BenchmarkEndToEnd runs on, with the model shape
+// and workload sizes it runs there.
+type e2eTarget struct {
+	open  func(b *testing.B) Device // closed when b ends
+	model model.Config
+	sizes e2eSizes
+}
+
+// gpuE2E (cuda_test.go, the GPU at TinyLlama's shape) and emuE2E
+// (emu_test.go, the emulator at tinyModel's) are BenchmarkEndToEnd's
+// targets; it runs on the GPU where the binary has one.
+var gpuE2E, emuE2E *e2eTarget
+
+// BenchmarkEndToEnd runs the engine on a random-weight model, in bf16,
+// through every workload of e2eWorkloads: on GPU 0 at TinyLlama-1.1B's
+// shape with the sizes (64 requests × (1,056 prompt + 128
+// generated)), else on the emulator at a tiny shape, which is how
+// scripts/gpu-check.sh's emulated run rehearses the GPU's. Each workload
+// and mode reports generated tokens per second (gen-tok/s) and its cache
+// hit rate; run it once (-test.benchtime 1x): each run is a whole
+// workload.
+func BenchmarkEndToEnd(b *testing.B) {
+	tg := gpuE2E
+	if tg == nil {
+		tg = emuE2E
+	}
+	if tg == nil {
+		b.Skip("no device: the emulator needs cgo on amd64")
+	}
+	m := model.Random(tg.model, 1)
+	r := runnerOn(b, m, tg.open(b))
+	ws, err := e2eWorkloads(tg.sizes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, w := range ws {
+		for _, mode := range w.Modes {
+			b.Run(w.Name+"/"+mode.Name, func(b *testing.B) {
+				var res bench.Result
+				for range b.N {
+					if res, err = bench.Run(context.Background(), r, -1, w, mode); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(res.TokensPerSec, "gen-tok/s")
+				b.ReportMetric(res.HitRate, "hit-rate")
+			})
+		}
+	}
+}
+
 // TestEndToEndBenchLogic runs the end-to-end benchmark's workloads, tiny,
 // on the emulator: every request finishes with its tokens, nothing leaks,
 // and the shared prefix is served from the cache only when it is on.
 func TestEndToEndBenchLogic(t *testing.T) {
-	m := model.Random(model.Config{Dim: 32, Hidden: 48, Layers: 1, Heads: 4, KVHeads: 2, Vocab: 300, MaxSeqLen: 512,
-		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}, 9)
-	tiny := e2eSizes{requests: 4, prefix: 32, question: 5, output: 6, skewPrompt: 4, maxBatchTokens: 256}
+	m := model.Random(tinyModel, 9)
 	each(t, []src.DType{src.BF16}, func(t *testing.T, dev Device) {
-		runE2E(t, runnerOn(t, m, dev), tiny, func(w *bench.Workload, r bench.Result) {
+		runE2E(t, runnerOn(t, m, dev), tinySizes, func(w *bench.Workload, r bench.Result) {
 			want := 0
 			for _, q := range w.Requests {
 				want += q.MaxTokens

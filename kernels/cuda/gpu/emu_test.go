@@ -24,6 +24,14 @@ func (e emuDevice) NewKV(lay launch.KVLayout) (KVPool, error) {
 }
 
 func init() {
+	emuE2E = &e2eTarget{
+		open: func(b *testing.B) Device {
+			d := emu.New(src.BF16, emu.Forward)
+			b.Cleanup(func() { d.Close() })
+			return emuDevice{d}
+		},
+		model: tinyModel, sizes: tinySizes,
+	}
 	targets = append(targets, target{name: "emu", open: func(t testing.TB, dt src.DType) (Device, func() int64) {
 		d := emu.New(dt, emu.Forward)
 		t.Cleanup(func() {

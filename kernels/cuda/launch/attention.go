@@ -9,8 +9,13 @@ import (
 const MaxHeadDim = 256
 
 // maxGroup is the most query heads per KV head: one warp each in a
-// thread block of at most 1,024 threads.
-const maxGroup = 32
+// thread block of at most 1,024 threads. Groups of more than
+// narrowGroup run attn_wide, whose launch bound (1,024 threads) caps its
+// registers; smaller ones run attn, bounded at 512 threads.
+const (
+	maxGroup    = 32
+	narrowGroup = 16
+)
 
 // Attn describes one layer's attention call over a step.
 type Attn struct {
@@ -47,7 +52,8 @@ func AttnWorkspace(st Step, lay KVLayout, nHeads, split int) int {
 // positions 0..RowPos[r] of its sequence (its cached prefix and the new
 // tokens up to itself), scaled by 1/sqrt(HeadDim), query head h using KV
 // head h/(NHeads/KVHeads). One thread block handles one (split, KV head,
-// row), a warp per query head of the group; with several splits
+// row), a warp per query head of the group (attn, or attn_wide for groups
+// of more than 16); with several splits
 // (decode of long contexts: more blocks in flight) a second kernel merges
 // them.
 func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
@@ -67,8 +73,11 @@ func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
 	if ns > 1 && a.Partial == 0 {
 		return fmt.Errorf("%w: %d splits and no workspace", ErrShape, ns)
 	}
-	group := a.NHeads / lay.KVHeads
-	err := d.Launch("attn", Dim3{ns, lay.KVHeads, st.Rows}, threads(32*group),
+	group, kernel := a.NHeads/lay.KVHeads, "attn"
+	if group > narrowGroup {
+		kernel = "attn_wide"
+	}
+	err := d.Launch(kernel, Dim3{ns, lay.KVHeads, st.Rows}, threads(32*group),
 		P(a.Out), P(a.Partial), P(a.Q), I(a.LDQ), P(kv), L(lay.BlockElems()), L(lay.LayerOffset(a.Layer)),
 		P(st.RowPos), P(st.RowBT), P(st.BT), I(lay.BlockSize), I(a.NHeads), I(lay.KVHeads), I(hd), I(split))
 	if err != nil || ns == 1 {

@@ -88,7 +88,7 @@ func AppendKV(d Device, kv Ptr, lay KVLayout, layer int, k, v Ptr, ld int, st St
 // each block is in the pool, slots ≤ BlockSize, and that no block is both
 // a source and a destination.
 func CopyBlocks(d Device, kv Ptr, lay KVLayout, copies Ptr, n int) error {
-	if err := errors.Join(lay.Check(), rowsOK(n)); err != nil {
+	if err := errors.Join(lay.Check(), positive("copies", n)); err != nil {
 		return err
 	}
 	return d.Launch("copy_blocks", Dim3{n, 2 * lay.Layers, 1}, threads(rowThreads),

@@ -47,8 +47,10 @@ var ErrShape = errors.New("launch: shape out of range")
 // rowThreads is the block size of the one-block-per-row kernels.
 const rowThreads = 256
 
-// maxRows bounds a step's rows: the grid's y and z dimensions and the
-// kernels' int row index.
+// maxRows bounds a step's rows and the rows of a kernel whose grid has
+// them in its y or z dimension (swiglu, attention); a kernel with a block
+// per row has them in x, up to math.MaxInt32. The device checks every
+// launch against its limits too (Limits.Check).
 const maxRows = 65535
 
 func positive(name string, vs ...int) error {
@@ -70,11 +72,16 @@ func rowsOK(rows int) error {
 func row(rows int) Dim3  { return Dim3{rows, 1, 1} }
 func threads(n int) Dim3 { return Dim3{n, 1, 1} }
 
+// reduceThreads is the block of a kernel that reduces a row of n values
+// (block_sum): whole warps, up to rowThreads, so that a short row (a
+// head's q/k norm) does not leave most of the block idle.
+func reduceThreads(n int) Dim3 { return threads(min(rowThreads, (n+31)/32*32)) }
+
 // Embed sets out (float32 [rows][dim]) to the rows of table (element type,
 // [vocab][dim]) named by tokens (int32 [rows], each checked by the caller
 // to be below vocab).
 func Embed(d Device, out, table, tokens Ptr, rows, dim int) error {
-	if err := errors.Join(rowsOK(rows), positive("dim", dim)); err != nil {
+	if err := positive("rows and dim", rows, dim); err != nil {
 		return err
 	}
 	return d.Launch("embed", row(rows), threads(rowThreads), P(out), P(table), P(tokens), I(dim))
@@ -88,16 +95,17 @@ func RMSNorm(d Device, out, x, weight Ptr, rows, dim int, eps float32) error {
 }
 
 // RMSNormF32 is RMSNorm with a float32 out, which may be x: with a row per
-// head, the q/k norm.
+// head, the q/k norm (a step of 2,048 tokens of a model with 32 heads has
+// 65,536 rows: a block each, in the grid's x dimension).
 func RMSNormF32(d Device, out, x, weight Ptr, rows, dim int, eps float32) error {
 	return rmsnorm(d, "rmsnorm_f32", out, x, weight, rows, dim, eps)
 }
 
 func rmsnorm(d Device, kernel string, out, x, weight Ptr, rows, dim int, eps float32) error {
-	if err := errors.Join(rowsOK(rows), positive("dim", dim)); err != nil {
+	if err := positive("rows and dim", rows, dim); err != nil {
 		return err
 	}
-	return d.Launch(kernel, row(rows), threads(rowThreads), P(out), P(x), P(weight), I(dim), F(eps))
+	return d.Launch(kernel, row(rows), reduceThreads(dim), P(out), P(x), P(weight), I(dim), F(eps))
 }
 
 // RoPELayout says which elements of a head RoPE rotates together.
@@ -117,7 +125,7 @@ const (
 // fused QKV row rotates its q and k heads in one call: heads = nHeads +
 // kvHeads.
 func RoPE(d Device, layout RoPELayout, x Ptr, ld int, pos Ptr, rows, heads, headDim int, theta float32, factors Ptr) error {
-	if err := errors.Join(rowsOK(rows), positive("heads", heads), positive("head dim", headDim)); err != nil {
+	if err := errors.Join(positive("rows", rows), positive("heads", heads), positive("head dim", headDim)); err != nil {
 		return err
 	}
 	if headDim%2 != 0 || heads*headDim > ld {
@@ -157,7 +165,7 @@ func Add(d Device, x, y Ptr, n int) error {
 // AddBias adds bias (float32 [dim]) to every row of x (float32
 // [rows][dim]).
 func AddBias(d Device, x, bias Ptr, rows, dim int) error {
-	if err := errors.Join(rowsOK(rows), positive("dim", dim)); err != nil {
+	if err := positive("rows and dim", rows, dim); err != nil {
 		return err
 	}
 	return d.Launch("add_bias", row(rows), threads(rowThreads), P(x), P(bias), I(dim))
@@ -166,7 +174,7 @@ func AddBias(d Device, x, bias Ptr, rows, dim int) error {
 // GatherRows sets out (float32 [rows][dim]) to the rows of x named by idx
 // (int32 [rows]): the rows whose logits the step needs.
 func GatherRows(d Device, out, x, idx Ptr, rows, dim int) error {
-	if err := errors.Join(rowsOK(rows), positive("dim", dim)); err != nil {
+	if err := positive("rows and dim", rows, dim); err != nil {
 		return err
 	}
 	return d.Launch("gather_rows", row(rows), threads(rowThreads), P(out), P(x), P(idx), I(dim))
@@ -176,7 +184,7 @@ func GatherRows(d Device, out, x, idx Ptr, rows, dim int) error {
 // of x (float32 [rows][n]), the lowest on ties and 0 if all are NaN, as
 // sample.Argmax.
 func Argmax(d Device, out, x Ptr, rows, n int) error {
-	if err := errors.Join(rowsOK(rows), positive("n", n)); err != nil {
+	if err := positive("rows and n", rows, n); err != nil {
 		return err
 	}
 	return d.Launch("argmax", row(rows), threads(rowThreads), P(out), P(x), I(n))

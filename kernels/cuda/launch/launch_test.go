@@ -1,18 +1,24 @@
 package launch
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/prefixd/prefixd/kernels/cuda/src"
 )
 
 // recorder is a Device that records launches instead of running them.
-type recorder struct{ launches []string }
+type recorder struct {
+	launches []string
+	blocks   []Dim3
+}
 
 func (r *recorder) DType() src.DType { return src.F32 }
 
 func (r *recorder) Launch(kernel string, grid, block Dim3, args ...uint64) error {
 	r.launches = append(r.launches, kernel)
+	r.blocks = append(r.blocks, block)
 	return nil
 }
 
@@ -34,7 +40,8 @@ func TestShapes(t *testing.T) {
 		"no rows":                          RMSNorm(d, 1, 1, 1, 0, 8, 1e-5),
 		"no head rows":                     RMSNormF32(d, 1, 1, 1, 0, 8, 1e-5),
 		"empty bias":                       AddBias(d, 1, 1, 2, 0),
-		"too many rows":                    Embed(d, 1, 1, 1, 70000, 8),
+		"too many rows in grid y":          SwiGLU(d, 1, 1, 1, 8, 70000, 8),
+		"too many step rows":               AppendKV(d, 1, lay, 0, 1, 2, 100, Step{Rows: 70000}),
 		"odd head dim":                     RoPE(d, Adjacent, 1, 10, 1, 1, 1, 5, 1e4, 0),
 		"heads past the row":               RoPE(d, Halves, 1, 10, 1, 1, 2, 6, 1e4, 0),
 		"hidden over stride":               SwiGLU(d, 1, 1, 1, 4, 1, 5),
@@ -91,6 +98,62 @@ func TestChooseSplit(t *testing.T) {
 		}
 		if got > 0 && Splits(st, got)*st.Rows*c.kvHeads < 8*c.sms*3/4 {
 			t.Errorf("%+v: split %d gives only %d blocks", c, got, Splits(st, got)*st.Rows*c.kvHeads)
+		}
+	}
+}
+
+// TestAttentionKernel checks that groups of up to 16 query heads per KV
+// head launch attn and larger ones attn_wide, with a warp per query head.
+func TestAttentionKernel(t *testing.T) {
+	st := Step{Rows: 2, RowPos: 1, RowBT: 1, BT: 1, MaxPos: 5}
+	for _, c := range []struct {
+		group  int
+		kernel string
+	}{{1, "attn"}, {16, "attn"}, {17, "attn_wide"}, {26, "attn_wide"}, {32, "attn_wide"}} {
+		lay := KVLayout{Layers: 1, KVHeads: 2, HeadDim: 8, BlockSize: 4, NumBlocks: 4}
+		d := &recorder{}
+		a := Attn{Q: 1, LDQ: 2 * c.group * 8, Out: 1, NHeads: 2 * c.group}
+		if err := Attention(d, 1, lay, st, a); err != nil {
+			t.Fatal(err)
+		}
+		if len(d.launches) != 1 || d.launches[0] != c.kernel || d.blocks[0] != (Dim3{32 * c.group, 1, 1}) {
+			t.Errorf("group %d: launched %v with blocks %v, want %s with %d threads", c.group, d.launches, d.blocks, c.kernel, 32*c.group)
+		}
+		if err := GPULimits.Check(c.kernel, Kernel{MaxThreads: src.MaxThreads(c.kernel)}, Dim3{1, 2, 2}, d.blocks[0]); err != nil {
+			t.Errorf("group %d: %v", c.group, err)
+		}
+	}
+}
+
+// TestLimits checks that Check refuses each limit it knows, naming it,
+// and passes a launch at every limit.
+func TestLimits(t *testing.T) {
+	one := Dim3{1, 1, 1}
+	k := Kernel{MaxThreads: 512, Registers: 79}
+	if err := GPULimits.Check("k", Kernel{}, Dim3{1<<31 - 1, 65535, 65535}, Dim3{1024, 1, 1}); err != nil {
+		t.Errorf("launch at the grid limits: %v", err)
+	}
+	if err := GPULimits.Check("k", k, one, Dim3{32, 8, 2}); err != nil {
+		t.Errorf("512 threads × 79 registers: %v", err)
+	}
+	for _, c := range []struct {
+		name        string
+		k           Kernel
+		grid, block Dim3
+		says        string
+	}{
+		{"grid y", Kernel{}, Dim3{1, 65536, 1}, one, "grid y is 65536"},
+		{"grid z", Kernel{}, Dim3{1, 1, 65536}, one, "grid z is 65536"},
+		{"grid x", Kernel{}, Dim3{1 << 31, 1, 1}, one, "grid x"},
+		{"empty grid", Kernel{}, Dim3{0, 1, 1}, one, "grid x is 0"},
+		{"block z", Kernel{}, one, Dim3{1, 1, 65}, "block z is 65"},
+		{"threads", Kernel{}, one, Dim3{32, 33, 1}, "1056 threads per block, the device allows 1024"},
+		{"kernel bound", k, one, Dim3{544, 1, 1}, "the kernel allows 512"},
+		{"registers", Kernel{Registers: 79}, one, Dim3{1024, 1, 1}, "1024 threads × 79 registers need 80896"},
+	} {
+		err := GPULimits.Check("k", c.k, c.grid, c.block)
+		if !errors.Is(err, ErrLimits) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v, want ErrLimits saying %q", c.name, err, c.says)
 		}
 	}
 }

@@ -12,12 +12,20 @@
 // more (FlashDecoding: a batch of long decodes fills the GPU) it writes
 // its running softmax (max, sum, unnormalised output) to part and
 // attn_combine merges the splits.
+//
+// Two kernels run the same body: attn for groups of up to 16 query heads
+// (512 threads), whose bound leaves the compiler the registers it wants
+// (80 on sm_90 with NVRTC 11.8; ptxas settles on 64 for sm_80), and
+// attn_wide for groups of 17 to 32 (1,024 threads), whose bound caps a
+// thread at 64 registers, so that 1,024 of them fit a block's 65,536: the
+// compiler spills the rest (16 bytes on sm_90). Without the split, attn
+// at 79 registers could not launch groups of 26 or more.
 
 #define ATTN_UNROLL 8
 
-KERNEL void attn(elem_t *out, float *part, const float *q, int ldq, const elem_t *kv, long long blockStride,
-		 long long layerOff, const int *row_pos, const int *row_bt, const int *bt, int bs, int nHeads,
-		 int kvHeads, int headDim, int split) {
+DEV void attn_body(elem_t *out, float *part, const float *q, int ldq, const elem_t *kv, long long blockStride,
+		   long long layerOff, const int *row_pos, const int *row_bt, const int *bt, int bs, int nHeads,
+		   int kvHeads, int headDim, int split) {
 	int s = blockIdx.x, g = blockIdx.y, r = blockIdx.z;
 	int group = nHeads / kvHeads, lane = threadIdx.x & 31;
 	int h = g * group + (threadIdx.x >> 5);
@@ -98,11 +106,25 @@ KERNEL void attn(elem_t *out, float *part, const float *q, int ldq, const elem_t
 	}
 }
 
+KERNEL void __launch_bounds__(512) attn(elem_t *out, float *part, const float *q, int ldq, const elem_t *kv,
+					long long blockStride, long long layerOff, const int *row_pos,
+					const int *row_bt, const int *bt, int bs, int nHeads, int kvHeads,
+					int headDim, int split) {
+	attn_body(out, part, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, bs, nHeads, kvHeads, headDim, split);
+}
+
+KERNEL void __launch_bounds__(1024) attn_wide(elem_t *out, float *part, const float *q, int ldq, const elem_t *kv,
+					      long long blockStride, long long layerOff, const int *row_pos,
+					      const int *row_bt, const int *bt, int bs, int nHeads, int kvHeads,
+					      int headDim, int split) {
+	attn_body(out, part, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, bs, nHeads, kvHeads, headDim, split);
+}
+
 // attn_combine merges the nsplit splits of attn's part for (head, row) =
 // (blockIdx.x, blockIdx.y) into out, elem_t [rows][nHeads][headDim]. Only
 // the splits that hold some of the row's context count.
-KERNEL void attn_combine(elem_t *out, const float *part, const int *row_pos, int nHeads, int headDim, int split,
-			 int nsplit) {
+KERNEL void __launch_bounds__(256) attn_combine(elem_t *out, const float *part, const int *row_pos, int nHeads,
+						int headDim, int split, int nsplit) {
 	int h = blockIdx.x, r = blockIdx.y;
 	int ns = row_pos[r] / split + 1;
 	const float *pp = part + ((long long)r * nHeads + h) * nsplit * (headDim + 2);

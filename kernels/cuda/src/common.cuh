@@ -6,6 +6,10 @@
 // element type of K/V blocks, weights and matrix-product inputs; the
 // residual stream and matrix-product outputs are always float.
 
+// Every kernel is defined as `KERNEL void __launch_bounds__(N) name(`,
+// N a literal: the most threads a launch of it may have, which caps its
+// registers so that N threads fit a block, and which src.MaxThreads reads
+// for the emulator's launch checks.
 #ifndef PREFIXD_EMU
 #define KERNEL extern "C" __global__
 #define DEV static __device__ __forceinline__

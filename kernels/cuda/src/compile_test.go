@@ -40,3 +40,61 @@ func TestCompileErrorLog(t *testing.T) {
 		t.Errorf("log does not name the undefined identifier:\n%s", ce.Log)
 	}
 }
+
+// TestCompileCached checks that a second Compile of the same element type
+// and architecture returns the first's PTX without running NVRTC again,
+// and that another architecture is compiled.
+func TestCompileCached(t *testing.T) {
+	first, err := Compile(BF16, "compute_80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := compiles.Load()
+	again, err := Compile(BF16, "compute_80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != first || compiles.Load() != n {
+		t.Errorf("second Compile: same PTX %v, NVRTC runs %d -> %d", again == first, n, compiles.Load())
+	}
+	if _, err := Compile(BF16, "compute_86"); err != nil {
+		t.Fatal(err)
+	}
+	if compiles.Load() != n+1 {
+		t.Errorf("a new architecture: NVRTC runs %d -> %d, want one more", n, compiles.Load())
+	}
+}
+
+// TestRegistersFitBounds compiles every kernel to machine code for Ampere
+// and Hopper and checks that the registers ptxas allots each kernel fit
+// its launch bound's threads in a block's 65,536 (so the GPU can launch
+// every block size launch uses up to the bound), that attn keeps all it
+// wants under its 512-thread bound on Hopper (80 registers, where
+// attn_wide has 64 and spills), and logs each kernel's spills.
+func TestRegistersFitBounds(t *testing.T) {
+	for _, sm := range []string{"sm_80", "sm_90"} {
+		t.Run(sm, func(t *testing.T) {
+			res, err := Usage(BF16, sm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range Kernels {
+				r, ok := res[k]
+				if !ok || r.Registers == 0 {
+					t.Errorf("%s: no register count in ptxas's report", k)
+					continue
+				}
+				if r.Registers*MaxThreads(k) > 65536 {
+					t.Errorf("%s: %d registers × %d threads (its launch bound) > 65,536", k, r.Registers, MaxThreads(k))
+				}
+				t.Logf("%s: %d registers, %d bytes stack frame, %d/%d bytes spilled/reloaded", k, r.Registers, r.StackFrame,
+					r.SpillStores, r.SpillLoads)
+			}
+			// On Hopper, which the headline benchmarks run on (ptxas for
+			// sm_80 settles on 64 registers and spills a few bytes).
+			if r := res["attn"]; sm == "sm_90" && r.SpillStores != 0 {
+				t.Errorf("attn spills %d bytes under its 512-thread bound", r.SpillStores)
+			}
+		})
+	}
+}

@@ -17,8 +17,8 @@ DEV long long kv_slot(const int *bt, int pos, int bs, int kvDim, long long block
 // stride ld each: two buffers, or two column ranges of one fused QKV
 // product), in its slot: the block of its table that holds row_pos[r]. One
 // thread block per row.
-KERNEL void kv_append(elem_t *kv, long long blockStride, long long layerOff, const float *k_in, const float *v_in, int ld,
-		      const int *row_pos, const int *row_bt, const int *bt, int bs, int kvDim) {
+KERNEL void __launch_bounds__(256) kv_append(elem_t *kv, long long blockStride, long long layerOff, const float *k_in,
+					     const float *v_in, int ld, const int *row_pos, const int *row_bt, const int *bt, int bs, int kvDim) {
 	int r = blockIdx.x;
 	long long k = kv_slot(bt + row_bt[r], row_pos[r], bs, kvDim, blockStride, layerOff);
 	long long v = k + (long long)bs * kvDim;
@@ -32,7 +32,7 @@ KERNEL void kv_append(elem_t *kv, long long blockStride, long long layerOff, con
 // copy_blocks performs copies: copies[3c..3c+2] = (src, dst, slots) takes
 // the first slots slots of block src's K and V in every layer to block dst.
 // Grid: (copies, 2*layers); no block may be both a source and a destination.
-KERNEL void copy_blocks(elem_t *kv, const int *copies, int layers, int bs, int kvDim) {
+KERNEL void __launch_bounds__(256) copy_blocks(elem_t *kv, const int *copies, int layers, int bs, int kvDim) {
 	const int *c = copies + 3 * blockIdx.x;
 	long long blockStride = (long long)layers * 2 * bs * kvDim;
 	long long off = (long long)blockIdx.y * bs * kvDim;

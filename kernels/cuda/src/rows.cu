@@ -4,7 +4,7 @@
 
 // embed sets out[r] = table[tok[r]] for each row: out is float [rows][dim],
 // table elem_t [vocab][dim]. Token IDs are checked by the caller.
-KERNEL void embed(float *out, const elem_t *table, const int *tok, int dim) {
+KERNEL void __launch_bounds__(256) embed(float *out, const elem_t *table, const int *tok, int dim) {
 	int r = blockIdx.x;
 	const elem_t *row = table + (long long)tok[r] * dim;
 	for (int d = threadIdx.x; d < dim; d += blockDim.x) out[(long long)r * dim + d] = to_f(row[d]);
@@ -26,13 +26,13 @@ template <typename T> DEV void rmsnorm_row(T *out, const float *x, const float *
 
 // rmsnorm normalises each row into out, elem_t [rows][dim]: the next
 // matrix product's input.
-KERNEL void rmsnorm(elem_t *out, const float *x, const float *w, int dim, float eps) {
+KERNEL void __launch_bounds__(256) rmsnorm(elem_t *out, const float *x, const float *w, int dim, float eps) {
 	rmsnorm_row(out, x, w, dim, eps);
 }
 
 // rmsnorm_f32 normalises each row into out, float [rows][dim]: the q/k
 // norm of each head (a row per head), which RoPE then rotates.
-KERNEL void rmsnorm_f32(float *out, const float *x, const float *w, int dim, float eps) {
+KERNEL void __launch_bounds__(256) rmsnorm_f32(float *out, const float *x, const float *w, int dim, float eps) {
 	rmsnorm_row(out, x, w, dim, eps);
 }
 
@@ -71,13 +71,15 @@ DEV void rope(float *x, int ld, const int *pos, int heads, int headDim, float th
 // rope_gguf rotates in the adjacent-pair layout of llama2.c and GGUF: pair
 // i is (x[2i], x[2i+1]). With q and k side by side in a fused QKV row, one
 // launch over nHeads+kvHeads heads rotates both.
-KERNEL void rope_gguf(float *x, int ld, const int *pos, int heads, int headDim, float theta, const float *factors) {
+KERNEL void __launch_bounds__(256) rope_gguf(float *x, int ld, const int *pos, int heads, int headDim, float theta,
+					     const float *factors) {
 	rope(x, ld, pos, heads, headDim, theta, factors, 2, 1);
 }
 
 // rope_halves rotates in the Hugging Face layout (rotate_half): pair i is
 // (x[i], x[i+headDim/2]).
-KERNEL void rope_halves(float *x, int ld, const int *pos, int heads, int headDim, float theta, const float *factors) {
+KERNEL void __launch_bounds__(256) rope_halves(float *x, int ld, const int *pos, int heads, int headDim, float theta,
+					       const float *factors) {
 	rope(x, ld, pos, heads, headDim, theta, factors, 1, headDim / 2);
 }
 
@@ -85,7 +87,7 @@ KERNEL void rope_halves(float *x, int ld, const int *pos, int heads, int headDim
 // gate and up are float with row stride ld (they may be the two halves of
 // one fused matrix product), out is elem_t [rows][hidden]. Grid: (x blocks
 // covering hidden, rows).
-KERNEL void swiglu(elem_t *out, const float *gate, const float *up, int ld, int hidden) {
+KERNEL void __launch_bounds__(256) swiglu(elem_t *out, const float *gate, const float *up, int ld, int hidden) {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= hidden) return;
 	long long r = blockIdx.y;
@@ -94,20 +96,20 @@ KERNEL void swiglu(elem_t *out, const float *gate, const float *up, int ld, int 
 }
 
 // add sets x[i] += y[i] for i < n (the residual connection). Grid-stride.
-KERNEL void add(float *x, const float *y, long long n) {
+KERNEL void __launch_bounds__(256) add(float *x, const float *y, long long n) {
 	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
 		x[i] += y[i];
 }
 
 // add_bias sets x[r] += bias for each row: x float [rows][dim], bias
 // float [dim] (the q/k/v biases of Qwen2).
-KERNEL void add_bias(float *x, const float *bias, int dim) {
+KERNEL void __launch_bounds__(256) add_bias(float *x, const float *bias, int dim) {
 	float *xr = x + (long long)blockIdx.x * dim;
 	for (int d = threadIdx.x; d < dim; d += blockDim.x) xr[d] += bias[d];
 }
 
 // gather_rows sets out[r] = x[idx[r]]: the rows whose logits are wanted.
-KERNEL void gather_rows(float *out, const float *x, const int *idx, int dim) {
+KERNEL void __launch_bounds__(256) gather_rows(float *out, const float *x, const int *idx, int dim) {
 	const float *src = x + (long long)idx[blockIdx.x] * dim;
 	float *dst = out + (long long)blockIdx.x * dim;
 	for (int d = threadIdx.x; d < dim; d += blockDim.x) dst[d] = src[d];
@@ -119,7 +121,7 @@ DEV bool argmax_better(float v, int i, float bv, int bi) { return v > bv || (v =
 
 // argmax sets out[r] to the index of row r's largest value of n, the
 // lowest on ties, 0 if every value is NaN (sample.Argmax's rule).
-KERNEL void argmax(int *out, const float *x, int n) {
+KERNEL void __launch_bounds__(256) argmax(int *out, const float *x, int n) {
 	__shared__ float sv[32];
 	__shared__ int si[32];
 	const float *xr = x + (long long)blockIdx.x * n;

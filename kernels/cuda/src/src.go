@@ -13,6 +13,8 @@ package src
 import (
 	"embed"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -73,8 +75,36 @@ func ParseDType(s string) (DType, error) {
 // the PTX, so these are its entry names).
 var Kernels = []string{
 	"embed", "rmsnorm", "rmsnorm_f32", "rope_gguf", "rope_halves", "swiglu", "add", "add_bias", "gather_rows", "argmax",
-	"kv_append", "copy_blocks", "attn", "attn_combine",
+	"kv_append", "copy_blocks", "attn", "attn_wide", "attn_combine",
 }
+
+// kernelDef matches a kernel's definition, which must declare its launch
+// bounds (a literal thread count) so that MaxThreads knows them.
+var kernelDef = regexp.MustCompile(`(?m)^KERNEL void __launch_bounds__\((\d+)\) (\w+)\(`)
+
+// maxThreads is each kernel's launch bound, read from the sources once.
+var maxThreads = func() map[string]int {
+	m := map[string]int{}
+	for _, name := range order {
+		data, err := files.ReadFile(name)
+		if err != nil {
+			panic(err) // embedded at build time: cannot happen
+		}
+		for _, d := range kernelDef.FindAllStringSubmatch(string(data), -1) {
+			n, err := strconv.Atoi(d[1])
+			if err != nil {
+				panic(err) // the pattern takes digits only
+			}
+			m[d[2]] = n
+		}
+	}
+	return m
+}()
+
+// MaxThreads returns the most threads per block kernel may launch with:
+// its __launch_bounds__, which the GPU enforces (a launch over it fails)
+// and the emulator with it. It returns 0 for a name that is not a kernel.
+func MaxThreads(kernel string) int { return maxThreads[kernel] }
 
 // Source returns one translation unit of every kernel for element type t.
 func Source(t DType) string {

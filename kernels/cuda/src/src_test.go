@@ -9,9 +9,9 @@ import (
 
 // TestKernelsListed checks that Kernels names exactly the kernels the
 // sources define, so that the NVRTC test, the emulator and the loader
-// cover every one.
+// cover every one, and that each declares launch bounds MaxThreads reads.
 func TestKernelsListed(t *testing.T) {
-	def := regexp.MustCompile(`(?m)^KERNEL void (\w+)\(`)
+	def := regexp.MustCompile(`(?m)^KERNEL void (?:__launch_bounds__\([^)]*\) )?(\w+)\(`)
 	var found []string
 	for _, name := range Files() {
 		data, err := File(name)
@@ -20,6 +20,9 @@ func TestKernelsListed(t *testing.T) {
 		}
 		for _, m := range def.FindAllStringSubmatch(string(data), -1) {
 			found = append(found, m[1])
+			if n := MaxThreads(m[1]); n < 32 || n > 1024 || n%32 != 0 {
+				t.Errorf("%s: launch bound %d, want a literal multiple of 32 up to 1,024 (KERNEL void __launch_bounds__(N) name)", m[1], n)
+			}
 		}
 	}
 	want := slices.Clone(Kernels)

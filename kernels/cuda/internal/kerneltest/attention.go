@@ -33,6 +33,13 @@ var attnCases = []attnCase{
 		starts: []int{0, 15}, rows: []int{11, 1}, share: []int{0, 0}},
 	{name: "split of one", kvHeads: 1, nHeads: 2, hd: 6, bs: 2, split: 1,
 		starts: []int{4, 0}, rows: []int{1, 2}, share: []int{0, 0}},
+	// The largest groups: 26 and 32 query heads per KV head (832 and
+	// 1,024 threads, attn_wide), which the GPU refused before attn_wide's
+	// launch bound capped its registers.
+	{name: "group of 26", kvHeads: 2, nHeads: 52, hd: 24, bs: 4,
+		starts: []int{9, 2}, rows: []int{2, 1}, share: []int{0, 0}},
+	{name: "group of 32 split", kvHeads: 1, nHeads: 32, hd: 64, bs: 8, split: 16,
+		starts: []int{20, 0}, rows: []int{1, 3}, share: []int{0, 0}},
 }
 
 // attnSetup is a case laid out on the CPU (reference) and on the device.

@@ -49,9 +49,14 @@ var Tests = []Test{
 	{"Attention", Attention}, {"CopyBlocks", CopyBlocks},
 }
 
-// Run runs every test on every target, as subtests named test/target.
-func Run(t *testing.T, targets []Target) {
-	for _, test := range Tests {
+// Large lists the kernel tests at the sizes of real models, which take
+// seconds on the emulator: run them on one of its targets.
+var Large = []Test{{"HeadNormQwen3Step", HeadNormQwen3Step}}
+
+// Run runs each of tests (Tests, Large) on every target, as subtests
+// named test/target.
+func Run(t *testing.T, targets []Target, tests []Test) {
+	for _, test := range tests {
 		t.Run(test.Name, func(t *testing.T) {
 			for i, tg := range targets {
 				t.Run(tg.Name, func(t *testing.T) {
@@ -138,13 +143,19 @@ func (e *Env) floats(f []float32) launch.Ptr { return e.upload(src.F32, f) }
 func (e *Env) elems(f []float32) launch.Ptr { return e.upload(e.dt, f) }
 
 func (e *Env) ints(v []int32) launch.Ptr {
+	b := int32Bytes(v)
+	p := e.alloc(len(b))
+	e.write(p, b)
+	return p
+}
+
+// int32Bytes returns v as little-endian bytes.
+func int32Bytes(v []int32) []byte {
 	b := make([]byte, 4*len(v))
 	for i, x := range v {
 		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
 	}
-	p := e.alloc(len(b))
-	e.write(p, b)
-	return p
+	return b
 }
 
 func (e *Env) download(t src.DType, p launch.Ptr, n int) []float32 {

@@ -74,6 +74,25 @@ func RMSNorm(t *testing.T, e *Env) {
 	}
 }
 
+// HeadNormQwen3Step normalises the q heads of one 2,048-token step of a
+// model with 32 heads of 128 (Qwen3-8B's), one row per head: 65,536 rows,
+// one more than a grid's y or z dimension takes (the backend's HeadNorm
+// launch was capped there), and compares them with cpu.RMSNorm.
+func HeadNormQwen3Step(t *testing.T, e *Env) {
+	const tokens, heads, hd = 2048, 32, 128
+	rows := tokens * heads
+	x, w := e.randF32(rows*hd), e.randF32(hd)
+	px := e.floats(x)
+	e.launch(launch.RMSNormF32(e.d, px, px, e.floats(w), rows, hd, 1e-6))
+	want := make([]float32, len(x))
+	for r := range rows {
+		cpu.RMSNorm(want[r*hd:(r+1)*hd], x[r*hd:(r+1)*hd], w, 1e-6)
+	}
+	if err := RelErr(e.readFloats(px, len(x)), want); err > 1e-5 {
+		t.Errorf("rmsnorm_f32 over %d head rows: relative error %.3g", rows, err)
+	}
+}
+
 // RoPEAdjacent compares rope_gguf with cpu.RoPE over q and k heads of
 // a fused row, at positions up to 5,000 (where float32 angles would be
 // off), with and without frequency factors (against cpu.RoPEScaled).
