@@ -1,0 +1,151 @@
+// Package grammar constrains generation to a formal language: JSON Schema,
+// GBNF (llama.cpp's grammar format), regular expressions and fixed choices
+// all compile to one context-free Grammar over bytes. A Matcher walks a
+// Grammar one byte at a time with a set of pushdown stacks (llama.cpp's
+// design, with right recursion compiled as tail calls so loops do not grow
+// the stacks), and a Vocab turns a Matcher state into a mask of the tokens
+// whose bytes the Grammar accepts next, by walking a trie of the
+// vocabulary's byte strings. Masks are cached per Matcher state in the
+// Constraint that pairs a Grammar with a Vocab.
+//
+// Everything that compiles user input is bounded (see Limits): a schema or
+// grammar that is too large, too deep or too costly to compile is an error
+// that names where in the input it went wrong, never a hang.
+package grammar
+
+import "unicode"
+
+// op is the kind of an expr.
+type op uint8
+
+const (
+	opEmpty     op = iota // matches ""
+	opBytes               // a byte string
+	opClass               // one code point from a set of ranges, UTF-8 encoded
+	opByteClass           // one byte from a set
+	opSeq                 // subs in order
+	opAlt                 // any of subs
+	opRef                 // the rule named name
+	opRepeat              // subs[0] between min and max times (max < 0: unbounded)
+)
+
+// expr is a grammar expression, the common form every front end (GBNF,
+// JSON Schema, regex, choice) produces before it is lowered to rules.
+type expr struct {
+	op       op
+	lit      string      // opBytes
+	ranges   []runeRange // opClass: sorted, non-overlapping
+	bytes    byteSet     // opByteClass
+	subs     []*expr     // opSeq, opAlt, opRepeat
+	name     string      // opRef
+	min, max int         // opRepeat
+}
+
+// runeRange is an inclusive range of code points.
+type runeRange struct{ lo, hi rune }
+
+func lit(s string) *expr { return &expr{op: opBytes, lit: s} }
+
+func seq(subs ...*expr) *expr {
+	switch len(subs) {
+	case 0:
+		return &expr{op: opEmpty}
+	case 1:
+		return subs[0]
+	}
+	return &expr{op: opSeq, subs: subs}
+}
+
+func alt(subs ...*expr) *expr {
+	if len(subs) == 1 {
+		return subs[0]
+	}
+	return &expr{op: opAlt, subs: subs}
+}
+
+func ref(name string) *expr { return &expr{op: opRef, name: name} }
+
+func repeat(e *expr, min, max int) *expr {
+	return &expr{op: opRepeat, subs: []*expr{e}, min: min, max: max}
+}
+
+func opt(e *expr) *expr { return repeat(e, 0, 1) }
+
+func star(e *expr) *expr { return repeat(e, 0, -1) }
+
+func class(r ...runeRange) *expr { return &expr{op: opClass, ranges: normRanges(r)} }
+
+// normRanges sorts and merges ranges, dropping surrogates and anything
+// beyond U+10FFFF, which UTF-8 cannot encode.
+func normRanges(in []runeRange) []runeRange {
+	var out []runeRange
+	for _, r := range in {
+		out = addRange(out, r)
+	}
+	return out
+}
+
+// addRange inserts r into the sorted, merged set rs.
+func addRange(rs []runeRange, r runeRange) []runeRange {
+	if r.hi > 0x10FFFF {
+		r.hi = 0x10FFFF
+	}
+	if r.lo < 0 {
+		r.lo = 0
+	}
+	if r.lo > r.hi {
+		return rs
+	}
+	if r.lo <= 0xDFFF && r.hi >= 0xD800 { // split around the surrogates
+		rs = addRange(rs, runeRange{r.lo, 0xD7FF})
+		return addRange(rs, runeRange{0xE000, r.hi})
+	}
+	out := make([]runeRange, 0, len(rs)+1)
+	i := 0
+	for i < len(rs) && rs[i].hi+1 < r.lo {
+		out = append(out, rs[i])
+		i++
+	}
+	for i < len(rs) && rs[i].lo <= r.hi+1 {
+		r.lo = min(r.lo, rs[i].lo)
+		r.hi = max(r.hi, rs[i].hi)
+		i++
+	}
+	out = append(out, r)
+	return append(out, rs[i:]...)
+}
+
+// negate returns the code points not in rs (surrogates excluded).
+func negate(rs []runeRange) []runeRange {
+	var out []runeRange
+	next := rune(0)
+	for _, r := range rs {
+		if r.lo > next {
+			out = addRange(out, runeRange{next, r.lo - 1})
+		}
+		next = r.hi + 1
+	}
+	if next <= 0x10FFFF {
+		out = addRange(out, runeRange{next, 0x10FFFF})
+	}
+	return out
+}
+
+// byteSet is a set of bytes.
+type byteSet [4]uint64
+
+func (s *byteSet) add(b byte)      { s[b>>6] |= 1 << (b & 63) }
+func (s *byteSet) has(b byte) bool { return s[b>>6]>>(b&63)&1 != 0 }
+func (s *byteSet) addRange(lo, hi byte) {
+	for c := int(lo); c <= int(hi); c++ {
+		s.add(byte(c))
+	}
+}
+
+// subsetOf reports whether every byte of s is in t.
+func (s *byteSet) subsetOf(t *byteSet) bool {
+	return s[0]&^t[0] == 0 && s[1]&^t[1] == 0 && s[2]&^t[2] == 0 && s[3]&^t[3] == 0
+}
+
+// foldNext is the next code point in ch's simple case-folding orbit.
+func foldNext(ch rune) rune { return unicode.SimpleFold(ch) }

@@ -1,0 +1,92 @@
+package grammar
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func mustGBNF(t testing.TB, src string) *Grammar {
+	t.Helper()
+	g, err := ParseGBNF(src, Limits{})
+	if err != nil {
+		t.Fatalf("ParseGBNF(%q): %v", src, err)
+	}
+	return g
+}
+
+func TestGBNFMatch(t *testing.T) {
+	cases := []struct {
+		name, src string
+		yes, no   []string
+	}{
+		{"literal", `root ::= "abc"`, []string{"abc"}, []string{"", "ab", "abcd", "abd"}},
+		{"alt", `root ::= "a" | "bc" | ""`, []string{"a", "bc", ""}, []string{"b", "abc"}},
+		{"star", `root ::= "a"* "b"`, []string{"b", "ab", "aaaab"}, []string{"", "a", "ba"}},
+		{"plus", `root ::= [0-9]+`, []string{"0", "0123"}, []string{"", "a", "1a"}},
+		{"opt", `root ::= "-"? [1-9]`, []string{"-1", "9"}, []string{"-", "0", "--1"}},
+		{"counts", `root ::= "x"{2,3}`, []string{"xx", "xxx"}, []string{"x", "xxxx"}},
+		{"exact", `root ::= "x"{2}`, []string{"xx"}, []string{"x", "xxx"}},
+		{"atleast", `root ::= "x"{2,}`, []string{"xx", "xxxxx"}, []string{"x"}},
+		{"negclass", `root ::= [^a-c]`, []string{"d", "é", "日", "\n"}, []string{"a", "b", "", "dd"}},
+		{"unicode", `root ::= [α-ω]+`, []string{"αβγ", "ω"}, []string{"a", "Α"}},
+		{"any", `root ::= .`, []string{"a", "日", "\U0001F600"}, []string{"", "ab", "\xff"}},
+		{"escapes", `root ::= "\x41\u00e9\n\"" [\]\-]`, []string{"Aé\n\"]", "Aé\n\"-"}, []string{"Aé\n\"a"}},
+		{"rules", "root ::= greeting \" \" name\ngreeting ::= \"hi\" | \"hello\"\nname ::= [a-z]+ # a name\n",
+			[]string{"hi bob", "hello x"}, []string{"hi", "hey bob", "hi Bob"}},
+		{"groups", `root ::= ("a" ("b" | "c")*)+`, []string{"a", "abcb", "aab"}, []string{"", "b", "abd"}},
+		{"recursion", "root ::= \"(\" root \")\" | \"\"", []string{"", "()", "((()))"}, []string{"(", "())", ")("}},
+		{"multiline", "root ::=\n  \"a\"\n  | \"b\"\nother ::= \"c\"", []string{"a", "b"}, []string{"c"}},
+		{"nullable", `root ::= x y "z"
+x ::= "a"?
+y ::= "b"*`, []string{"z", "az", "abbz", "bz"}, []string{"", "ba"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := mustGBNF(t, tc.src)
+			for _, s := range tc.yes {
+				if !g.Match([]byte(s)) {
+					t.Errorf("%q rejected", s)
+				}
+			}
+			for _, s := range tc.no {
+				if g.Match([]byte(s)) {
+					t.Errorf("%q accepted", s)
+				}
+			}
+		})
+	}
+}
+
+func TestGBNFErrors(t *testing.T) {
+	cases := []struct{ src, want string }{
+		{`root ::= "a`, "unterminated literal"},
+		{`root ::= [a`, "unterminated class"},
+		{`root ::= x`, `rule "x" is used but not defined`},
+		{`foo ::= "a"`, "no root rule"},
+		{`root ::= ("a"`, "expected )"},
+		{"root ::= root \"a\"", "left recursion"},
+		{"root ::= x \"a\"\nx ::= \"\" | root", "left recursion"},
+		{`root ::= "a"{3,2}`, "max below min"},
+		{`root ::= "a"{99999}`, "repetition count above"},
+		{`root ::= "\q"`, "unknown escape"},
+		{"root ::= \"a\"\nroot ::= \"b\"", "defined twice"},
+		{`root ::= [z-a]`, "backwards"},
+		{`root ::= @`, "unexpected"},
+		{"root ::= " + strings.Repeat("(", 100) + `"a"` + strings.Repeat(")", 100), "nested deeper"},
+	}
+	for _, tc := range cases {
+		_, err := ParseGBNF(tc.src, Limits{})
+		var ge *Error
+		if err == nil || !errors.As(err, &ge) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseGBNF(%q) = %v, want an *Error containing %q", tc.src, err, tc.want)
+		}
+	}
+}
+
+func TestGBNFErrorNamesLine(t *testing.T) {
+	_, err := ParseGBNF("root ::= \"a\"\nb ::= [x", Limits{})
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("error %v does not name line 2", err)
+	}
+}
