@@ -13,7 +13,10 @@
 // that names where in the input it went wrong, never a hang.
 package grammar
 
-import "unicode"
+import (
+	"slices"
+	"unicode"
+)
 
 // op is the kind of an expr.
 type op uint8
@@ -149,3 +152,33 @@ func (s *byteSet) subsetOf(t *byteSet) bool {
 
 // foldNext is the next code point in ch's simple case-folding orbit.
 func foldNext(ch rune) rune { return unicode.SimpleFold(ch) }
+
+// literals matches any of strs, factored as a trie so alternatives that
+// share a prefix share its stack: a Matcher holds one stack per distinct
+// next byte instead of one per string.
+func literals(strs []string) *expr {
+	strs = slices.Clone(strs)
+	slices.Sort(strs)
+	strs = slices.Compact(strs)
+	return literalTrie(strs, 0)
+}
+
+// literalTrie factors strs (sorted, distinct, sharing their first depth
+// bytes) from byte depth on.
+func literalTrie(strs []string, depth int) *expr {
+	var alts []*expr
+	for i := 0; i < len(strs); {
+		if len(strs[i]) == depth {
+			alts = append(alts, seq())
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(strs) && len(strs[j]) > depth && strs[j][depth] == strs[i][depth] {
+			j++
+		}
+		alts = append(alts, seq(lit(strs[i][depth:depth+1]), literalTrie(strs[i:j], depth+1)))
+		i = j
+	}
+	return alt(alts...)
+}

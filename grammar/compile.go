@@ -73,7 +73,20 @@ const (
 	kEnd  uint8 = iota // the end of an alternative
 	kTerm              // one byte from sets[arg]
 	kRef               // rule arg
+	kClass             // one UTF-8 encoded code point from classes[arg]
 )
+
+// maxClassSeqs bounds the byte-range sequences of a kClass, so a leaf's
+// partial-character state fits a frame's sub field.
+const maxClassSeqs = 28
+
+// utf8Class is a set of code points as the byte-range sequences of their
+// UTF-8 encodings. A stack inside a multi-byte character keeps in its
+// leaf which sequences the bytes so far still match, so one leaf stands
+// for the whole class instead of one per sequence.
+type utf8Class struct {
+	seqs [][]byteSet
+}
 
 type elem struct {
 	kind uint8
@@ -85,6 +98,7 @@ type elem struct {
 type Grammar struct {
 	elems  []elem    // alternatives, each ended by a kEnd
 	sets   []byteSet // the byte sets of kTerm elements
+	cls    []utf8Class
 	rules  [][]int32 // each rule's alternatives' first elements
 	names  []string  // each rule's name
 	root   int32
@@ -291,6 +305,9 @@ func (b *builder) lowerRepeat(dst []elem, e *expr, path string, depth int) ([]el
 	if err != nil {
 		return nil, err
 	}
+	if len(x) == 0 { // any number of empty strings is one
+		return dst, nil
+	}
 	if len(x) > 1 && (e.min > 1 || e.max != 1) {
 		r, err := b.anonRule(e.subs[0], path)
 		if err != nil {
@@ -350,6 +367,21 @@ func (b *builder) lowerClass(dst []elem, rs []runeRange, path string) ([]elem, e
 	}
 	if len(multi) == 0 {
 		return append(dst, b.term(ascii)), nil
+	}
+	if len(multi) < maxClassSeqs {
+		var seqs [][]byteSet
+		if ascii != (byteSet{}) {
+			seqs = append(seqs, []byteSet{ascii})
+		}
+		for _, m := range multi {
+			seq := make([]byteSet, len(m))
+			for i, r := range m {
+				seq[i].addRange(r.lo, r.hi)
+			}
+			seqs = append(seqs, seq)
+		}
+		b.g.cls = append(b.g.cls, utf8Class{seqs: seqs})
+		return append(dst, elem{kind: kClass, arg: int32(len(b.g.cls) - 1)}), nil
 	}
 	var alts []*expr
 	if ascii != (byteSet{}) {
@@ -458,7 +490,7 @@ func (g *Grammar) altNullable(p int32, nullable []bool) bool {
 		switch e := g.elems[p]; e.kind {
 		case kEnd:
 			return true
-		case kTerm:
+		case kTerm, kClass:
 			return false
 		case kRef:
 			if !nullable[e.arg] {

@@ -3,7 +3,13 @@ package grammar
 // frame is one level of a pushdown stack: pos is the next element to
 // match in some alternative, parent the frame to return to (-1: the
 // bottom). Frames live in an arena and are shared between stacks.
-type frame struct{ pos, parent int32 }
+type frame struct {
+	pos, parent int32
+	// sub is a kClass leaf's progress through a multi-byte character:
+	// the bytes consumed in the low 3 bits, above them the class's
+	// sequences that still match. 0 at a character's start.
+	sub uint32
+}
 
 // stackSet is a Matcher state's machinery: an arena of frames and the
 // leaves (frames whose element is a byte class) of every live stack.
@@ -30,13 +36,13 @@ func (s *stackSet) expand(out []int32, pos, parent int32) ([]int32, bool) {
 			}
 			f := s.frames[parent]
 			pos, parent = f.pos, f.parent
-		case kTerm:
-			return s.addLeaf(out, pos, parent), false
+		case kTerm, kClass:
+			return s.addLeaf(out, pos, parent, 0), false
 		default: // kRef
 			base := parent
 			if g.elems[pos+1].kind != kEnd { // not a tail call: keep the continuation
 				base = int32(len(s.frames))
-				s.frames = append(s.frames, frame{pos + 1, parent})
+				s.frames = append(s.frames, frame{pos: pos + 1, parent: parent})
 			}
 			end := false
 			for _, a := range g.rules[e.arg] {
@@ -49,11 +55,11 @@ func (s *stackSet) expand(out []int32, pos, parent int32) ([]int32, bool) {
 	}
 }
 
-// addLeaf adds the leaf (pos, parent) unless an equal stack is among
-// those the current step added (out[s.base:]).
-func (s *stackSet) addLeaf(out []int32, pos, parent int32) []int32 {
+// addLeaf adds the leaf (pos, parent, sub) unless an equal stack is
+// among those the current step added (out[s.base:]).
+func (s *stackSet) addLeaf(out []int32, pos, parent int32, sub uint32) []int32 {
 	for _, l := range out[s.base:] {
-		if f := s.frames[l]; f.pos == pos && s.sameStack(f.parent, parent) {
+		if f := s.frames[l]; f.pos == pos && f.sub == sub && s.sameStack(f.parent, parent) {
 			return out
 		}
 	}
@@ -62,7 +68,7 @@ func (s *stackSet) addLeaf(out []int32, pos, parent int32) []int32 {
 		return out
 	}
 	out = append(out, int32(len(s.frames)))
-	s.frames = append(s.frames, frame{pos, parent})
+	s.frames = append(s.frames, frame{pos, parent, sub})
 	return out
 }
 
@@ -73,7 +79,7 @@ func (s *stackSet) sameStack(a, b int32) bool {
 			return false
 		}
 		fa, fb := s.frames[a], s.frames[b]
-		if fa.pos != fb.pos {
+		if fa.pos != fb.pos || fa.sub != fb.sub {
 			return false
 		}
 		a, b = fa.parent, fb.parent
@@ -89,7 +95,16 @@ func (s *stackSet) step(out, leaves []int32, c byte) ([]int32, bool) {
 	s.base = len(out)
 	for _, l := range leaves {
 		f := s.frames[l]
-		if !g.sets[g.elems[f.pos].arg].has(c) {
+		e := g.elems[f.pos]
+		if e.kind == kClass {
+			done, sub := g.cls[e.arg].step(f.sub, c)
+			if sub != 0 {
+				out = s.addLeaf(out, f.pos, f.parent, sub)
+			}
+			if !done {
+				continue
+			}
+		} else if !g.sets[e.arg].has(c) {
 			continue
 		}
 		var acc bool
@@ -97,6 +112,31 @@ func (s *stackSet) step(out, leaves []int32, c byte) ([]int32, bool) {
 		end = end || acc
 	}
 	return out, end
+}
+
+// step consumes byte c at progress sub: done says a character is
+// complete, next is the progress of those still partial (0: none).
+func (u *utf8Class) step(sub uint32, c byte) (done bool, next uint32) {
+	idx := int(sub & 7)
+	live := sub >> 3
+	if idx == 0 {
+		live = 1<<len(u.seqs) - 1
+	}
+	var still uint32
+	for i, seq := range u.seqs {
+		if live>>i&1 == 0 || idx >= len(seq) || !seq[idx].has(c) {
+			continue
+		}
+		if idx+1 == len(seq) {
+			done = true
+		} else {
+			still |= 1 << i
+		}
+	}
+	if still != 0 {
+		next = uint32(idx+1) | still<<3
+	}
+	return done, next
 }
 
 // sameState reports whether the leaf sets a and b hold equal stacks.
@@ -108,7 +148,7 @@ outer:
 	for _, x := range a {
 		fx := s.frames[x]
 		for _, y := range b {
-			if fy := s.frames[y]; fy.pos == fx.pos && s.sameStack(fx.parent, fy.parent) {
+			if fy := s.frames[y]; fy.pos == fx.pos && fy.sub == fx.sub && s.sameStack(fx.parent, fy.parent) {
 				continue outer
 			}
 		}
@@ -169,7 +209,7 @@ func (m *Matcher) Clone() *Matcher {
 // then Err says so).
 func (m *Matcher) AcceptBytes(p []byte) bool {
 	mark := len(m.s.frames)
-	cur, end, ok := m.run(p)
+	cur, end, ok := m.run(p, true)
 	if !ok {
 		m.s.frames = m.s.frames[:mark]
 		return false
@@ -185,15 +225,16 @@ func (m *Matcher) AcceptBytes(p []byte) bool {
 // accepts reports whether p could follow, leaving m unchanged.
 func (m *Matcher) accepts(p []byte) bool {
 	mark := len(m.s.frames)
-	_, _, ok := m.run(p)
+	_, _, ok := m.run(p, false)
 	m.s.frames = m.s.frames[:mark]
 	return ok
 }
 
 // run steps over p from m's state without committing: it returns the
 // leaves (in a scratch buffer) and end flag after p, and whether p is
-// acceptable.
-func (m *Matcher) run(p []byte) ([]int32, bool, bool) {
+// acceptable. A step that needs too many stacks refuses p; when commit
+// is set it also stops the Matcher with ErrAmbiguous.
+func (m *Matcher) run(p []byte, commit bool) ([]int32, bool, bool) {
 	if m.err != nil {
 		return nil, false, false
 	}
@@ -203,7 +244,10 @@ func (m *Matcher) run(p []byte) ([]int32, bool, bool) {
 		a, end = m.s.step(a[:0], cur, c)
 		if m.s.over {
 			m.s.over = false
-			m.err = ErrAmbiguous
+			if commit {
+				m.err = ErrAmbiguous
+			}
+			m.scratch, m.remap = a, b
 			return nil, false, false
 		}
 		if len(a) == 0 && (!end || i < len(p)-1) {
@@ -239,7 +283,7 @@ func (m *Matcher) compact() {
 		}
 		p := cp(old[i].parent)
 		remap[i] = int32(len(frames))
-		frames = append(frames, frame{old[i].pos, p})
+		frames = append(frames, frame{old[i].pos, p, old[i].sub})
 		return remap[i]
 	}
 	for k, l := range m.leaves {

@@ -135,15 +135,15 @@ func (c *regexConv) chars(rs []runeRange) *expr {
 		return class(rs...)
 	}
 	var plain []runeRange
-	var escs []*expr
+	var escs []string
 	for _, r := range rs {
 		for ch := r.lo; ch <= r.hi && ch < 0x20; ch++ {
-			escs = append(escs, lit(jsonEscape(ch)[1:]))
+			escs = append(escs, jsonEscape(ch)[1:])
 		}
 		lo := max(r.lo, 0x20)
 		for _, special := range []rune{'"', '\\'} {
 			if lo <= special && special <= r.hi {
-				escs = append(escs, lit(jsonEscape(special)[1:]))
+				escs = append(escs, jsonEscape(special)[1:])
 				if lo < special {
 					plain = addRange(plain, runeRange{lo, special - 1})
 				}
@@ -159,7 +159,7 @@ func (c *regexConv) chars(rs []runeRange) *expr {
 		alts = append(alts, class(plain...))
 	}
 	if len(escs) > 0 {
-		alts = append(alts, seq(lit(`\`), alt(escs...)))
+		alts = append(alts, seq(lit(`\`), literals(escs)))
 	}
 	if len(alts) == 0 {
 		return class()
@@ -191,15 +191,13 @@ func Choice(options []string, lim Limits) (*Grammar, error) {
 		return nil, errorf("choice", "no options")
 	}
 	b := newBuilder(lim)
-	alts := make([]*expr, len(options))
 	total := 0
 	for i, o := range options {
 		total += len(o)
 		if total > b.lim.MaxElems {
 			return nil, errorf(fmt.Sprintf("choice/%d", i), "options longer than %d bytes in all", b.lim.MaxElems)
 		}
-		alts[i] = lit(o)
 	}
-	b.define("root", alt(alts...), "choice")
+	b.define("root", literals(options), "choice")
 	return b.build("root")
 }

@@ -170,11 +170,11 @@ func (c *schemaComp) object(s map[string]any, path string, depth int) (*expr, er
 		if !ok || len(vs) == 0 {
 			return nil, errorf(ptr(path, "enum"), "enum must be a non-empty array")
 		}
-		alts := make([]*expr, len(vs))
+		texts := make([]string, len(vs))
 		for i, x := range vs {
-			alts[i] = lit(compactJSON(x))
+			texts[i] = compactJSON(x)
 		}
-		return alt(alts...), nil
+		return literals(texts), nil
 	}
 	for _, k := range []string{"anyOf", "oneOf"} {
 		if v, ok := s[k]; ok {
@@ -203,14 +203,25 @@ func (c *schemaComp) object(s map[string]any, path string, depth int) (*expr, er
 	var types []string
 	switch t := s["type"].(type) {
 	case nil:
-		switch {
-		case s["properties"] != nil || s["additionalProperties"] != nil:
-			types = []string{"object"}
-		case s["items"] != nil || s["prefixItems"] != nil:
-			types = []string{"array"}
-		case s["pattern"] != nil || s["format"] != nil || s["minLength"] != nil || s["maxLength"] != nil:
-			types = []string{"string"}
-		default:
+		// Without a type, keep to the types the keywords speak of
+		// (a subset of what validates: each applies its keywords).
+		for _, k := range []struct {
+			typ  string
+			keys []string
+		}{
+			{"object", []string{"properties", "additionalProperties", "required"}},
+			{"array", []string{"items", "prefixItems", "minItems", "maxItems"}},
+			{"string", []string{"pattern", "format", "minLength", "maxLength"}},
+			{"number", []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}},
+		} {
+			for _, key := range k.keys {
+				if _, ok := s[key]; ok {
+					types = append(types, k.typ)
+					break
+				}
+			}
+		}
+		if len(types) == 0 {
 			return c.anyJSON(), nil
 		}
 	case string:
@@ -322,20 +333,30 @@ func intField(s map[string]any, key, path string, def int) (int, error) {
 	return int(i), nil
 }
 
-func (c *schemaComp) str(s map[string]any, path string) (*expr, error) {
-	lo, err := intField(s, "minLength", path, 0)
+// countBounds reads a minimum and maximum count keyword pair (-1: no
+// maximum), checking they are ordered and within Limits.MaxRepeat.
+func (c *schemaComp) countBounds(s map[string]any, path, minKey, maxKey string) (int, int, error) {
+	lo, err := intField(s, minKey, path, 0)
 	if err != nil {
-		return nil, err
+		return 0, 0, err
 	}
-	hi, err := intField(s, "maxLength", path, -1)
+	hi, err := intField(s, maxKey, path, -1)
 	if err != nil {
-		return nil, err
+		return 0, 0, err
 	}
 	if hi >= 0 && hi < lo {
-		return nil, errorf(ptr(path, "maxLength"), "maxLength %d is below minLength %d", hi, lo)
+		return 0, 0, errorf(ptr(path, maxKey), "%s %d is below %s %d", maxKey, hi, minKey, lo)
 	}
 	if lo > c.b.lim.MaxRepeat || hi > c.b.lim.MaxRepeat {
-		return nil, errorf(path, "string lengths above %d are not supported", c.b.lim.MaxRepeat)
+		return 0, 0, errorf(path, "%s or %s above %d is not supported", minKey, maxKey, c.b.lim.MaxRepeat)
+	}
+	return lo, hi, nil
+}
+
+func (c *schemaComp) str(s map[string]any, path string) (*expr, error) {
+	lo, hi, err := c.countBounds(s, path, "minLength", "maxLength")
+	if err != nil {
+		return nil, err
 	}
 	bounded := lo > 0 || hi >= 0
 	if p, ok := s["pattern"]; ok {
@@ -550,19 +571,9 @@ func sameLen(a, b string) *expr {
 }
 
 func (c *schemaComp) array(s map[string]any, path string, depth int) (*expr, error) {
-	lo, err := intField(s, "minItems", path, 0)
+	lo, hi, err := c.countBounds(s, path, "minItems", "maxItems")
 	if err != nil {
 		return nil, err
-	}
-	hi, err := intField(s, "maxItems", path, -1)
-	if err != nil {
-		return nil, err
-	}
-	if hi >= 0 && hi < lo {
-		return nil, errorf(ptr(path, "maxItems"), "maxItems %d is below minItems %d", hi, lo)
-	}
-	if lo > c.b.lim.MaxRepeat || hi > c.b.lim.MaxRepeat {
-		return nil, errorf(path, "item counts above %d are not supported", c.b.lim.MaxRepeat)
 	}
 	var prefix []*expr
 	if p, ok := s["prefixItems"]; ok {

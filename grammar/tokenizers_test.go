@@ -96,6 +96,9 @@ func allowedIDs(mask []uint64) []int32 {
 // Allowed of every token (checked on some steps; it is slow), and every
 // finished walk must decode to JSON that validates.
 func TestRealVocabWalks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: walks 128k-token masks")
+	}
 	g, err := grammar.CompileSchema([]byte(nestedSchema), grammar.Limits{})
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ type Vocab struct {
 	stops   []int32 // tokens that end generation: allowed when the grammar can end
 	edge    []byte  // the byte on the edge into each trie node (root: unused)
 	next    []int32 // preorder index just past each node's subtree
+	height  []uint8 // the longest path below each node, at most maxHeight
 	below   []int32 // index into sets of the bytes on edges strictly below each node
 	sets    []byteSet
 	tokAt   []int32 // tokens ending at node i are toks[tokAt[i]:tokAt[i+1]]
@@ -113,6 +114,12 @@ func NewVocab(src TokenSource, stops []int32) *Vocab {
 			b[w] |= belowSets[i][w]
 		}
 	}
+	v.height = make([]uint8, nodes)
+	for i := nodes - 1; i >= 1; i-- {
+		if p := parentsOf[i]; v.height[i] < maxHeight && v.height[i]+1 > v.height[p] {
+			v.height[p] = v.height[i] + 1
+		}
+	}
 	setIdx := map[byteSet]int32{}
 	v.below = make([]int32, nodes)
 	for i := range nodes {
@@ -130,6 +137,9 @@ func NewVocab(src TokenSource, stops []int32) *Vocab {
 }
 
 func (v *Vocab) piece(id int32) []byte { return v.data[v.off[id]:v.off[id+1]] }
+
+// maxHeight caps the trie heights Vocab records.
+const maxHeight = 255
 
 // Size is the number of token IDs, the length of a mask in bits.
 func (v *Vocab) Size() int { return v.n }
@@ -249,33 +259,110 @@ func (m *Matcher) Mask() []uint64 {
 	return mask
 }
 
-// stateKey serializes m's state canonically: each stack's positions from
-// the top down, the stacks sorted, then the end flag.
-func (m *Matcher) stateKey() []byte {
-	stacks := make([][]byte, len(m.leaves))
-	for i, l := range m.leaves {
-		var b []byte
-		for f := l; f >= 0; f = m.s.frames[f].parent {
-			b = binary.AppendUvarint(b, uint64(m.s.frames[f].pos))
+// stateKey serializes m's state canonically.
+func (m *Matcher) stateKey() []byte { return appendKey(nil, &m.s, m.leaves, m.end) }
+
+// appendKey appends the canonical form of a state: each stack's leaf
+// progress and positions from the top down, the stacks sorted, then the
+// end flag. Equal keys mean equal states whatever arena holds them.
+func appendKey(dst []byte, s *stackSet, leaves []int32, end bool) []byte {
+	start := len(dst)
+	var offs [16]int
+	cuts := offs[:0]
+	for _, l := range leaves {
+		cuts = append(cuts, len(dst))
+		dst = binary.AppendUvarint(dst, uint64(s.frames[l].sub))
+		for f := l; f >= 0; f = s.frames[f].parent {
+			dst = binary.AppendUvarint(dst, uint64(s.frames[f].pos))
 		}
-		stacks[i] = append(b, 0xFF) // a uvarint never ends in 0xFF
+		dst = append(dst, 0xFF) // a uvarint never ends in 0xFF
 	}
-	slices.SortFunc(stacks, bytes.Compare)
-	key := bytes.Join(stacks, nil)
-	if m.end {
-		key = append(key, 1)
+	if len(leaves) > 1 {
+		cuts = append(cuts, len(dst))
+		stacks := make([][]byte, len(leaves))
+		for i := range leaves {
+			stacks[i] = dst[cuts[i]:cuts[i+1]]
+		}
+		slices.SortFunc(stacks, bytes.Compare)
+		sorted := bytes.Join(stacks, nil)
+		dst = append(dst[:start], sorted...)
 	}
-	return key
+	if end {
+		dst = append(dst, 1)
+	}
+	return dst
 }
 
-// walker is the scratch of one mask computation.
+// walker is the scratch of one mask computation. It interns the states
+// it meets and memoizes their transitions, so the trie walk pays for a
+// matcher step only once per distinct (state, byte) and otherwise costs
+// a table lookup per trie node: inside a string, thousands of subtrees
+// reach the same few states.
 type walker struct {
-	mask  []uint64
-	buf   []int32
-	loop  byteSet // bytes after which the root state recurs
-	root  []int32
-	calls int
+	mask   []uint64
+	s      *stackSet
+	states []wstate
+	leaves []int32     // states' leaves
+	trans  [][256]int32 // per state and byte: 0 unknown, -1 dead, else state+1
+	ids    map[string]int32
+	tmp    []int32
+	key    []byte
+	depth  map[uint64]int // uniformDepth's memo
 }
+
+type wstate struct {
+	off, n      int32 // leaves[off:off+n]
+	uniformDone bool  // succ and uni are known (see uniform)
+	succ        int32
+	uni         byteSet
+}
+
+func (w *walker) reset(s *stackSet) {
+	w.s = s
+	w.states = w.states[:0]
+	w.leaves = w.leaves[:0]
+	w.trans = w.trans[:0]
+	if w.ids == nil {
+		w.ids = map[string]int32{}
+		w.depth = map[uint64]int{}
+	}
+	clear(w.ids)
+	clear(w.depth)
+}
+
+// intern returns the state of leaves and end, adding it if new.
+func (w *walker) intern(leaves []int32, end bool) int32 {
+	w.key = appendKey(w.key[:0], w.s, leaves, end)
+	if id, ok := w.ids[string(w.key)]; ok {
+		return id
+	}
+	id := int32(len(w.states))
+	w.ids[string(w.key)] = id
+	w.states = append(w.states, wstate{off: int32(len(w.leaves)), n: int32(len(leaves))})
+	w.leaves = append(w.leaves, leaves...)
+	w.trans = append(w.trans, [256]int32{})
+	return id
+}
+
+// next is the state after byte c from state id, -1 if none.
+func (w *walker) next(id int32, c byte) int32 {
+	if t := w.trans[id][c]; t != 0 {
+		return t - 1
+	}
+	st := w.states[id]
+	out, end := w.s.step(w.tmp[:0], w.leaves[st.off:st.off+st.n], c)
+	w.tmp = out
+	r := int32(-1)
+	if w.s.over { // too ambiguous to follow: allow nothing through it
+		w.s.over = false
+	} else if len(out) > 0 || end {
+		r = w.intern(out, end)
+	}
+	w.trans[id][c] = r + 1
+	return r
+}
+
+func (w *walker) live(id int32) bool { return w.states[id].n > 0 }
 
 // computeMask fills mask (all zero) with the tokens m allows.
 func (m *Matcher) computeMask(mask []uint64) {
@@ -294,51 +381,107 @@ func (m *Matcher) computeMask(mask []uint64) {
 	}
 	w := c.pool.Get().(*walker)
 	defer c.pool.Put(w)
-	w.mask = mask
-	w.root = append(w.root[:0], m.leaves...)
 	mark := len(m.s.frames)
-	// The bytes that lead back to this very state (inside a string, a
-	// run of digits) let whole subtrees through without walking them.
-	w.loop = byteSet{}
-	for b := 0; b < 256; b++ {
-		next, _ := m.s.step(w.buf[:0], w.root, byte(b))
-		w.buf = next
-		if m.s.sameState(next, w.root) {
-			w.loop.add(byte(b))
-		}
-		m.s.frames = m.s.frames[:mark]
-	}
-	m.s.over = false
-	w.buf = w.buf[:0]
-	w.walk(&m.s, v, 0, w.root)
-	m.s.frames = m.s.frames[:mark]
-	m.s.over = false
+	defer func() { m.s.frames = m.s.frames[:mark] }()
+	w.reset(&m.s)
+	w.mask = mask
+	w.walk(v, 0, w.intern(m.leaves, m.end))
 	w.mask = nil
 }
 
-// walk marks the tokens below trie node n reachable from the state
-// leaves.
-func (w *walker) walk(s *stackSet, v *Vocab, n int32, leaves []int32) {
+// walk marks the tokens below trie node n reachable from state id.
+func (w *walker) walk(v *Vocab, n, id int32) {
 	for ch := n + 1; ch < v.next[n]; ch = v.next[ch] {
-		mark := len(s.frames)
-		start := len(w.buf)
-		next, end := s.step(w.buf, leaves, v.edge[ch])
-		w.buf = next
-		nl := next[start:]
-		if len(nl) > 0 || end {
-			w.set(v, v.tokAt[ch], v.tokAt[ch+1])
-			if len(nl) > 0 && v.next[ch] > ch+1 {
-				if v.sets[v.below[ch]].subsetOf(&w.loop) && s.sameState(nl, w.root) {
-					w.set(v, v.tokAt[ch+1], v.tokAt[v.next[ch]])
-				} else {
-					w.walk(s, v, ch, nl)
-				}
+		nid := w.next(id, v.edge[ch])
+		if nid < 0 {
+			continue
+		}
+		w.set(v, v.tokAt[ch], v.tokAt[ch+1])
+		if !w.live(nid) || v.next[ch] == ch+1 {
+			continue
+		}
+		// Inside a string (or a run of digits) every byte below ch
+		// usually leads to one same state, level after level: then the
+		// whole subtree is allowed without walking it.
+		if h := int(v.height[ch]); v.next[ch]-ch > minSkipNodes && w.uniformDepth(v, nid, v.below[ch]) >= h {
+			w.set(v, v.tokAt[ch+1], v.tokAt[v.next[ch]])
+		} else {
+			w.walk(v, ch, nid)
+		}
+	}
+}
+
+// minSkipNodes is the subtree size below which walking is cheaper than
+// proving the whole subtree allowed.
+const minSkipNodes = 16
+
+// uniform returns the live state most bytes lead to from state id and
+// the set of those bytes, computed once per state.
+func (w *walker) uniform(id int32) (int32, *byteSet) {
+	st := &w.states[id]
+	if st.uniformDone {
+		return st.succ, &st.uni
+	}
+	st.uniformDone = true
+	var cand [8]struct {
+		id int32
+		n  int
+	}
+	nc := 0
+	for c := range 256 {
+		n := w.next(id, byte(c))
+		if n < 0 || !w.live(n) {
+			continue
+		}
+		i := 0
+		for i < nc && cand[i].id != n {
+			i++
+		}
+		if i == nc {
+			if nc == len(cand) {
+				continue
+			}
+			cand[i].id = n
+			nc++
+		}
+		cand[i].n++
+	}
+	st = &w.states[id] // next may have grown w.states
+	st.succ = -1
+	best := 0
+	for _, c := range cand[:nc] {
+		if c.n > best {
+			best, st.succ = c.n, c.id
+		}
+	}
+	if st.succ >= 0 {
+		for c := range 256 {
+			if w.trans[id][c]-1 == st.succ {
+				st.uni.add(byte(c))
 			}
 		}
-		s.over = false
-		w.buf = w.buf[:start]
-		s.frames = s.frames[:mark]
 	}
+	return st.succ, &st.uni
+}
+
+// uniformDepth reports for how many bytes in a row state id can take any
+// byte of sets[set], each level's bytes all leading to one same live
+// state (at most maxHeight; a cycle of such states: maxHeight).
+func (w *walker) uniformDepth(v *Vocab, id, set int32) int {
+	key := uint64(id)<<32 | uint64(set)
+	if d, ok := w.depth[key]; ok {
+		if d < 0 { // on the current chain: a cycle
+			return maxHeight
+		}
+		return d
+	}
+	w.depth[key] = -1
+	d := 0
+	if succ, uni := w.uniform(id); succ >= 0 && v.sets[set].subsetOf(uni) {
+		d = min(maxHeight, 1+w.uniformDepth(v, succ, set))
+	}
+	w.depth[key] = d
+	return d
 }
 
 // set marks the tokens toks[from:to].

@@ -243,3 +243,49 @@ func TestUTF8Seqs(t *testing.T) {
 		}
 	}
 }
+
+// TestConstraintConcurrent shares one Constraint between goroutines, as
+// the sequences of a batch do; run it with -race.
+func TestConstraintConcurrent(t *testing.T) {
+	v := syntheticVocab(2000, 5)
+	eos := int32(len(v) - 1)
+	g, err := CompileSchema([]byte(testSchemas[13].schema), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewConstraint(g, NewVocab(v, []int32{eos}))
+	done := make(chan string, 4)
+	for w := range 4 {
+		go func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 0))
+			m := c.NewMatcher()
+			for range 40 {
+				mask := m.Mask()
+				var ids []int32
+				for id := range int32(len(v)) {
+					if mask[id>>6]>>(id&63)&1 != 0 {
+						ids = append(ids, id)
+					}
+				}
+				if len(ids) == 0 {
+					done <- "no token allowed"
+					return
+				}
+				id := ids[rng.IntN(len(ids))]
+				if !m.AcceptToken(id) {
+					done <- "allowed token refused"
+					return
+				}
+				if id == eos {
+					break
+				}
+			}
+			done <- ""
+		}()
+	}
+	for range 4 {
+		if msg := <-done; msg != "" {
+			t.Fatal(msg)
+		}
+	}
+}
