@@ -70,10 +70,10 @@ var ErrAmbiguous = errors.New("grammar: too ambiguous (a state needs more stacks
 
 // elem kinds.
 const (
-	kEnd  uint8 = iota // the end of an alternative
-	kTerm              // one byte from sets[arg]
-	kRef               // rule arg
-	kClass             // one UTF-8 encoded code point from classes[arg]
+	kEnd   uint8 = iota // the end of an alternative
+	kTerm               // one byte from sets[arg]
+	kRef                // rule arg
+	kClass              // one UTF-8 encoded code point from classes[arg]
 )
 
 // maxClassSeqs bounds the byte-range sequences of a kClass, so a leaf's

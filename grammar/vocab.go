@@ -302,7 +302,7 @@ type walker struct {
 	mask   []uint64
 	s      *stackSet
 	states []wstate
-	leaves []int32     // states' leaves
+	leaves []int32      // states' leaves
 	trans  [][256]int32 // per state and byte: 0 unknown, -1 dead, else state+1
 	ids    map[string]int32
 	tmp    []int32
