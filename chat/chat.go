@@ -5,12 +5,31 @@
 // trim_blocks and lstrip_blocks on, the variables messages, bos_token,
 // eos_token and add_generation_prompt, and the function raise_exception.
 //
+// A template is input (a model file, --chat-template), so every rendering
+// runs under Limits: nesting depth, steps, output size, bytes built and
+// time, failing with a *BoundError (ErrBound) at the first it passes. To
+// hold them the package evaluates templates itself: gonja
+// (github.com/nikolalohinski/gonja/v2) only lexes and parses. gonja's
+// evaluator cannot be bounded from outside: a recursive macro overflows
+// the Go stack, which kills the process; range(1000000000), "a"*2000000000
+// or a join of a long separator allocate gigabytes inside one call; and Go
+// cannot stop the goroutine running one. Forking it meant owning some
+// 12,000 lines and auditing every filter for blow-ups; this evaluator
+// (eval.go, value.go, filters.go) is the Jinja subset chat templates use,
+// with Python's semantics for it, each operation charging the budget
+// before it works or allocates. Tags: if, for (not recursive), set,
+// macro, call, break, continue, do; the filters, tests, methods and
+// globals in filters.go. Other tags do not parse; other filters, tests
+// and methods are errors when rendered. Values
+// print and tojson as Python and transformers do ({"a": 1}, with spaces).
+//
 // A rendered conversation holds the model's control tokens as text
 // (<|im_start|>); encode it with the tokenizer's EncodeSpecial, which turns
 // text that spells an added token into that token, as Hugging Face does.
-// The messages' own text passes through the template unchanged, so a user
-// who types <|im_end|> forges a turn boundary exactly as with Hugging Face
-// tokenizers; that is the documented rule, not a defence.
+// That would let a user who types <|im_end|> in a message forge a turn
+// boundary, so RenderPlain reports where the control tokens' texts in the
+// messages' contents landed, for the tokenizer to keep them text
+// (bpe.Tokenizer.EncodeSpecialExcept).
 package chat
 
 import (
@@ -50,6 +69,10 @@ type Template struct {
 // conversation breaks a rule of the template (roles that do not
 // alternate, an unsupported role), so the caller's request is at fault.
 var ErrRaised = errors.New("chat template raised an exception")
+
+// errPanic marks a rendering that panicked: a bug of the evaluator's,
+// reported as an error rather than taking the server down.
+var errPanic = errors.New("rendering failed")
 
 // Parse compiles a Jinja chat template, to be rendered under
 // DefaultLimits.
@@ -105,7 +128,7 @@ func (t *Template) render(in Input, p *protector) (text string, err error) {
 		// A panic is a bug of this package's, not the template's; it
 		// must not take the server down.
 		if r := recover(); r != nil {
-			text, err = "", fmt.Errorf("chat: rendering failed: %v", r)
+			text, err = "", fmt.Errorf("chat: %w: %v", errPanic, r)
 		}
 	}()
 	err = ev.execNodes(w, root, t.root.Nodes)
