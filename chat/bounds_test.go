@@ -112,3 +112,36 @@ func TestRealTemplatesWithinBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestParseNesting: sources nesting deeper than MaxNesting are refused
+// before gonja's parser, which recurses per level, would overflow the
+// stack on them (100,000 brackets killed the test binary); MaxNesting
+// levels parse.
+func TestParseNesting(t *testing.T) {
+	nest := func(open, inner, close string, n int) string {
+		return strings.Repeat(open, n) + inner + strings.Repeat(close, n)
+	}
+	for _, c := range []struct{ open, inner, close string }{
+		{"{{ (", "1", ") }}"}, // built below: {{ once, brackets nested
+		{"{% if true %}", "x", "{% endif %}"},
+		{"{% for x in y %}", "x", "{% endfor %}"},
+		{"{% set x %}", "x", "{% endset %}"},
+		{"{% macro f() %}", "x", "{% endmacro %}"},
+		{"{% if x %}{% elif y %}", "x", "{% endif %}"},
+	} {
+		deep := nest(c.open, c.inner, c.close, 100000)
+		if c.open == "{{ (" {
+			deep = "{{ " + nest("(", "1", ")", 100000) + " }}"
+		}
+		if _, err := Parse(deep); err == nil || !strings.Contains(err.Error(), "nests deeper than") {
+			t.Errorf("%s nested 100000 deep: %v", c.open, err)
+		}
+		ok := nest(c.open, c.inner, c.close, MaxNesting)
+		if c.open == "{{ (" {
+			ok = "{{ " + nest("(", "1", ")", MaxNesting) + " }}"
+		}
+		if _, err := Parse(ok); err != nil {
+			t.Errorf("%s nested %d deep: %v", c.open, MaxNesting, err)
+		}
+	}
+}

@@ -51,6 +51,9 @@ func parseTemplate(source string) (*nodes.Template, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNesting(tokens.LexAll(source, cfg)); err != nil {
+		return nil, err
+	}
 	root, err := parser.NewParser("/chat", tokens.LexAll(source, cfg), cfg, loader, statements).Parse()
 	if err != nil {
 		return nil, err
@@ -59,6 +62,50 @@ func parseTemplate(source string) (*nodes.Template, error) {
 		return nil, err
 	}
 	return root, nil
+}
+
+// MaxNesting bounds the nesting of brackets, and of blocks, in a
+// template's source: gonja's parser recurses per level, and a source of
+// 100,000 nested brackets would overflow the Go stack (fatal) in Parse.
+const MaxNesting = 200
+
+// blockTags open a block that an end tag closes.
+var blockTags = map[string]bool{"if": true, "for": true, "macro": true, "call": true, "filter": true, "with": true, "block": true, "raw": true}
+
+// checkNesting refuses a source that nests deeper than MaxNesting.
+func checkNesting(s *tokens.Stream) error {
+	brackets, blocks := 0, 0
+	for !s.End() {
+		tok := s.Next()
+		switch tok.Type {
+		case tokens.LeftParenthesis, tokens.LeftBracket, tokens.LeftBrace:
+			brackets++
+		case tokens.RightParenthesis, tokens.RightBracket, tokens.RightBrace:
+			brackets--
+		case tokens.BlockBegin:
+			name := s.Current()
+			switch {
+			case name.Type != tokens.Name:
+			case blockTags[name.Val]:
+				blocks++
+			case strings.HasPrefix(name.Val, "end"):
+				blocks--
+			case name.Val == "set":
+				// {% set x %} without '=' opens a block.
+				assign := false
+				for !s.End() && s.Current().Type != tokens.BlockEnd {
+					assign = assign || s.Next().Type == tokens.Assign
+				}
+				if !assign {
+					blocks++
+				}
+			}
+		}
+		if brackets > MaxNesting || blocks > MaxNesting {
+			return fmt.Errorf("line %d: nests deeper than %d levels", tok.Line, MaxNesting)
+		}
+	}
+	return nil
 }
 
 // checkNodes refuses recursive for loops, whose loop() the evaluator
@@ -275,6 +322,9 @@ func (ev *evaluator) exec(w *writer, s *scope, n nodes.Node) error {
 	case *nodes.Comment:
 		return nil
 	case *nodes.Data:
+		if err := ev.b.scan(len(n.Data.Val)); err != nil {
+			return err
+		}
 		return w.write(dataText(n))
 	case *nodes.Output:
 		expr := n.Expression
@@ -840,12 +890,18 @@ func (ev *evaluator) item(obj, k any) (any, error) {
 		}
 	case string:
 		if i, ok := k.(int); ok {
-			r := []rune(x)
-			if i < 0 {
-				i += len(r)
+			if err := ev.b.scan(len(x)); err != nil {
+				return nil, err
 			}
-			if i >= 0 && i < len(r) {
-				return string(r[i]), nil
+			if i < 0 {
+				i += utf8.RuneCountInString(x)
+			}
+			n := 0
+			for _, r := range x {
+				if n == i {
+					return string(r), nil
+				}
+				n++
 			}
 		}
 	case *loop:
@@ -903,6 +959,9 @@ func (ev *evaluator) slice(s *scope, n *nodes.GetSlice) (any, error) {
 	case *list:
 		items = x.items
 	case string:
+		if err := ev.b.items(len(x) / 4); err != nil { // the runes, 4 bytes each
+			return nil, err
+		}
 		str = []rune(x)
 	default:
 		return nil, fmt.Errorf("cannot slice a %s", typeName(obj))
@@ -986,6 +1045,9 @@ func (ev *evaluator) operate(op tokens.Type, a, b any) (any, error) {
 		eq, err := ev.equal(a, b)
 		return !eq, err
 	case tokens.LowerThan, tokens.LowerThanOrEqual, tokens.GreaterThan, tokens.GreaterThanOrEqual:
+		if err := ev.scanStrs(a, b); err != nil {
+			return nil, err
+		}
 		c, err := compare(a, b)
 		switch op {
 		case tokens.LowerThan:
@@ -1193,8 +1255,22 @@ func abs(i int) int {
 	return i
 }
 
+// scanStrs charges scanning the strings among vs.
+func (ev *evaluator) scanStrs(vs ...any) error {
+	n := 0
+	for _, v := range vs {
+		if s, ok := v.(string); ok {
+			n += len(s)
+		}
+	}
+	return ev.b.scan(n)
+}
+
 // contains is Python's needle in haystack.
 func (ev *evaluator) contains(haystack, needle any) (bool, error) {
+	if err := ev.scanStrs(haystack); err != nil {
+		return false, err
+	}
 	switch h := haystack.(type) {
 	case string:
 		n, ok := needle.(string)

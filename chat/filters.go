@@ -90,8 +90,11 @@ var filters map[string]filterFunc
 
 func init() {
 	filters = map[string]filterFunc{
-		"trim": func(_ *evaluator, in any, args []any, kw map[string]any) (any, error) {
+		"trim": func(ev *evaluator, in any, args []any, kw map[string]any) (any, error) {
 			s, err := needStr(in)
+			if err == nil {
+				err = ev.b.scan(len(s))
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -364,8 +367,8 @@ func init() {
 			}
 			pad := arg(args, kw, 0, "width", 4)
 			if w, ok := pad.(int); ok {
-				if w < 0 || w > ev.b.lim.MaxOutput {
-					return nil, ev.b.fail("output size", fmt.Sprintf("%d bytes", ev.b.lim.MaxOutput))
+				if err := ev.b.str(w); err != nil {
+					return nil, err
 				}
 				pad = strings.Repeat(" ", w)
 			}
@@ -390,9 +393,15 @@ func init() {
 			}
 			return b.String(), nil
 		},
-		"wordcount": func(_ *evaluator, in any, _ []any, _ map[string]any) (any, error) {
+		"wordcount": func(ev *evaluator, in any, _ []any, _ map[string]any) (any, error) {
 			s, err := needStr(in)
-			return len(strings.Fields(s)), err
+			if err == nil {
+				err = ev.b.items(len(s) / 2) // the fields
+			}
+			if err != nil {
+				return nil, err
+			}
+			return len(strings.Fields(s)), nil
 		},
 		"attr": func(ev *evaluator, in any, args []any, kw map[string]any) (any, error) {
 			name, err := strArg(args, kw, 0, "name", "")
@@ -407,7 +416,7 @@ func init() {
 func length(ev *evaluator, in any, _ []any, _ map[string]any) (any, error) {
 	switch x := in.(type) {
 	case string:
-		return utf8.RuneCountInString(x), nil
+		return utf8.RuneCountInString(x), ev.b.scan(len(x))
 	case *list:
 		return len(x.items), nil
 	case *dict:
@@ -657,6 +666,14 @@ func (ev *evaluator) sortIndex(keys []any, reverse, caseSensitive bool) ([]int, 
 	if err := ev.b.step(n * (1 + bitsLen(n))); err != nil {
 		return nil, err
 	}
+	for _, k := range keys {
+		if s, ok := k.(string); ok {
+			// Each key is compared about log n times.
+			if err := ev.b.scan(len(s) * bitsLen(n)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if !caseSensitive {
 		keys = slices.Clone(keys)
 		for i, k := range keys {
@@ -866,7 +883,16 @@ type methodFunc func(ev *evaluator, self any, args []any, kwargs map[string]any)
 func methodOf(obj any, name string) methodFunc {
 	switch obj.(type) {
 	case string:
-		return strMethods[name]
+		if m := strMethods[name]; m != nil {
+			// A string method scans the string, and maybe its arguments.
+			return func(ev *evaluator, self any, args []any, kw map[string]any) (any, error) {
+				if err := ev.scanStrs(append([]any{self}, args...)...); err != nil {
+					return nil, err
+				}
+				return m(ev, self, args, kw)
+			}
+		}
+		return nil
 	case *dict:
 		if d := obj.(*dict); d.namespace {
 			return nil

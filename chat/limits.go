@@ -20,8 +20,8 @@ type Limits struct {
 	// of a list or dict being printed, compared or converted to JSON.
 	MaxDepth int
 	// MaxSteps bounds the work of a rendering: expressions evaluated,
-	// statements run, loop iterations, and items visited by filters,
-	// methods and comparisons.
+	// statements run, loop iterations, items visited by filters, methods
+	// and comparisons, and each 4 KiB of text scanned or built.
 	MaxSteps int
 	// MaxOutput bounds the rendered text and any one string the
 	// template builds, in bytes.
@@ -123,6 +123,10 @@ func (b *budget) step(n int) error {
 	return nil
 }
 
+// scan charges the work of scanning n bytes of text: a step, and one
+// more per 4 KiB, so that long texts reach the step and time checks.
+func (b *budget) scan(n int) error { return b.step(1 + n>>12) }
+
 // enter takes a level of depth; leave gives it back.
 func (b *budget) enter() error {
 	if b.err != nil {
@@ -172,7 +176,8 @@ func (b *budget) charge(n int) error {
 	if b.bytes < 0 {
 		return b.fail("bytes built", fmt.Sprintf("%d bytes beyond 16 times the input", b.lim.MaxBytes))
 	}
-	return nil
+	// Building takes time too: a step per 4 KiB.
+	return b.step(n >> 12)
 }
 
 // writer is the rendering's output (or a macro's, or a block set's),

@@ -357,7 +357,13 @@ func (ev *evaluator) equal(a, b any) (bool, error) {
 		return ok, nil
 	case string:
 		y, ok := b.(string)
-		return ok && x == y, nil
+		if !ok {
+			return false, nil
+		}
+		if err := ev.b.scan(len(x)); err != nil {
+			return false, err
+		}
+		return x == y, nil
 	case *list:
 		y, ok := b.(*list)
 		if !ok || len(x.items) != len(y.items) {
