@@ -94,7 +94,9 @@ func checkNesting(s *tokens.Stream) error {
 				// {% set x %} without '=' opens a block.
 				assign := false
 				for !s.End() && s.Current().Type != tokens.BlockEnd {
-					assign = assign || s.Next().Type == tokens.Assign
+					if s.Next().Type == tokens.Assign {
+						assign = true
+					}
 				}
 				if !assign {
 					blocks++
