@@ -342,19 +342,24 @@ func (ev *evaluator) exec(w *writer, s *scope, n nodes.Node) error {
 				expr = n.Alternative
 			}
 		}
-		v, err := ev.eval(s, expr)
-		if err != nil {
-			return err
-		}
-		text, err := ev.toStr(v)
-		if err != nil {
-			return err
-		}
-		return w.write(text)
+		return ev.print(w, s, expr)
 	case *nodes.ControlStructureBlock:
 		return ev.statement(w, s, n.ControlStructure)
 	}
 	return fmt.Errorf("unsupported template node %T", n)
+}
+
+// print writes the value of expr.
+func (ev *evaluator) print(w *writer, s *scope, expr nodes.Expression) error {
+	v, err := ev.eval(s, expr)
+	if err != nil {
+		return err
+	}
+	text, err := ev.toStr(v)
+	if err != nil {
+		return err
+	}
+	return w.write(text)
 }
 
 // dataText is a text node's output, trimmed as gonja's renderer trims it.
@@ -408,16 +413,8 @@ func (ev *evaluator) statement(w *writer, s *scope, cs nodes.ControlStructure) e
 			err := ev.execNodes(bw, s.child(), body.Nodes)
 			return bw.buf.String(), err
 		}}
-		v, err := ev.eval(s, cs.Call)
-		ev.caller = nil
-		if err != nil {
-			return err
-		}
-		text, err := ev.toStr(v)
-		if err != nil {
-			return err
-		}
-		return w.write(text)
+		defer func() { ev.caller = nil }()
+		return ev.print(w, s, cs.Call)
 	case *controlStructures.DoControlStructure:
 		_, err := ev.eval(s, cs.Expression)
 		return err
@@ -705,6 +702,9 @@ func (ev *evaluator) eval(s *scope, n nodes.Node) (any, error) {
 		}
 		if f, ok := globals[n.Name.Val]; ok {
 			return f, nil
+		}
+		if n.Name.Val == "none" { // gonja parses only None as a literal
+			return nil, nil
 		}
 		return undefined{}, nil
 	case *nodes.GetAttribute:

@@ -262,65 +262,23 @@ func (ev *evaluator) repr(b *strings.Builder, v any, quote bool) error {
 		if strings.Contains(x, "'") && !strings.Contains(x, `"`) {
 			q = `"`
 		}
-		b.WriteString(q)
-		for _, r := range x {
-			switch {
-			case r == '\\' || string(r) == q:
-				b.WriteByte('\\')
-				b.WriteRune(r)
-			case r == '\n':
-				b.WriteString(`\n`)
-			case r == '\r':
-				b.WriteString(`\r`)
-			case r == '\t':
-				b.WriteString(`\t`)
-			case r < 0x20 || r == 0x7f:
-				fmt.Fprintf(b, `\x%02x`, r)
-			default:
-				b.WriteRune(r)
-			}
-		}
-		b.WriteString(q)
+		writeQuoted(b, x, q, reprEscapes, `\x%02x`, true)
 	case *list:
-		if err := ev.b.enter(); err != nil {
-			return err
-		}
-		defer ev.b.leave()
-		b.WriteByte('[')
-		for i, e := range x.items {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if err := ev.repr(b, e, true); err != nil {
-				return err
-			}
-		}
-		b.WriteByte(']')
+		return ev.seq(b, "[", "]", len(x.items), ", ", -1, 0, func(i int) error {
+			return ev.repr(b, x.items[i], true)
+		})
 	case *dict:
-		if err := ev.b.enter(); err != nil {
-			return err
-		}
-		defer ev.b.leave()
+		open, close := "{", "}"
 		if x.namespace {
-			b.WriteString("<Namespace ")
+			open, close = "<Namespace {", "}>"
 		}
-		b.WriteByte('{')
-		for i, k := range x.keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if err := ev.repr(b, k, true); err != nil {
+		return ev.seq(b, open, close, len(x.keys), ", ", -1, 0, func(i int) error {
+			if err := ev.repr(b, x.keys[i], true); err != nil {
 				return err
 			}
 			b.WriteString(": ")
-			if err := ev.repr(b, x.vals[k], true); err != nil {
-				return err
-			}
-		}
-		b.WriteByte('}')
-		if x.namespace {
-			b.WriteByte('>')
-		}
+			return ev.repr(b, x.vals[x.keys[i]], true)
+		})
 	case *loop:
 		b.WriteString("<LoopContext>")
 	case *macro:
@@ -331,6 +289,33 @@ func (ev *evaluator) repr(b *strings.Builder, v any, quote bool) error {
 		return fmt.Errorf("cannot print a %T", v)
 	}
 	return nil
+}
+
+// The escapes of Python's repr and of JSON.
+var (
+	reprEscapes = map[rune]string{'\\': `\\`, '\n': `\n`, '\r': `\r`, '\t': `\t`}
+	jsonEscapes = map[rune]string{'"': `\"`, '\\': `\\`, '\n': `\n`, '\r': `\r`, '\t': `\t`, '\b': `\b`, '\f': `\f`}
+)
+
+// writeQuoted writes s between quotes q, with the escapes esc, q escaped
+// by a backslash, and other control characters (and DEL if del) in
+// the format ctrl.
+func writeQuoted(b *strings.Builder, s, q string, esc map[rune]string, ctrl string, del bool) {
+	b.WriteString(q)
+	for _, r := range s {
+		switch e, ok := esc[r]; {
+		case ok:
+			b.WriteString(e)
+		case string(r) == q:
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || del && r == 0x7f:
+			fmt.Fprintf(b, ctrl, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteString(q)
 }
 
 // equal is Python's ==, bounded by the budget.
@@ -369,37 +354,37 @@ func (ev *evaluator) equal(a, b any) (bool, error) {
 		if !ok || len(x.items) != len(y.items) {
 			return false, nil
 		}
-		if err := ev.b.enter(); err != nil {
-			return false, err
-		}
-		defer ev.b.leave()
-		for i := range x.items {
-			if eq, err := ev.equal(x.items[i], y.items[i]); err != nil || !eq {
-				return false, err
-			}
-		}
-		return true, nil
+		return ev.allEqual(len(x.items), func(i int) (any, any, bool) { return x.items[i], y.items[i], true })
 	case *dict:
 		y, ok := b.(*dict)
 		if !ok || len(x.keys) != len(y.keys) {
 			return false, nil
 		}
-		if err := ev.b.enter(); err != nil {
-			return false, err
-		}
-		defer ev.b.leave()
-		for _, k := range x.keys {
-			yv, ok := y.vals[k]
-			if !ok {
-				return false, nil
-			}
-			if eq, err := ev.equal(x.vals[k], yv); err != nil || !eq {
-				return false, err
-			}
-		}
-		return true, nil
+		return ev.allEqual(len(x.keys), func(i int) (any, any, bool) {
+			yv, ok := y.vals[x.keys[i]]
+			return x.vals[x.keys[i]], yv, ok
+		})
 	}
 	return a == b, nil
+}
+
+// allEqual reports whether each of n pairs (pair(i); false if b lacks
+// it) is equal, a level deeper in the budget.
+func (ev *evaluator) allEqual(n int, pair func(i int) (a, b any, ok bool)) (bool, error) {
+	if err := ev.b.enter(); err != nil {
+		return false, err
+	}
+	defer ev.b.leave()
+	for i := range n {
+		a, b, ok := pair(i)
+		if !ok {
+			return false, nil
+		}
+		if eq, err := ev.equal(a, b); err != nil || !eq {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // number returns a number's value (bools count, as in Python).
@@ -438,6 +423,44 @@ func compare(a, b any) (int, error) {
 	return 0, fmt.Errorf("cannot compare %s with %s", typeName(a), typeName(b))
 }
 
+// seq writes n items (item(i) writes each) between open and close, sep
+// between them, each on a line of its own indented to level+1 if
+// indent >= 0; a container nests a level deeper in the budget.
+func (ev *evaluator) seq(b *strings.Builder, open, close string, n int, sep string, indent, level int, item func(i int) error) error {
+	if err := ev.b.enter(); err != nil {
+		return err
+	}
+	defer ev.b.leave()
+	newline := func(level int) error {
+		if indent < 0 || n == 0 {
+			return nil
+		}
+		if err := ev.b.fits(b.Len() + 1 + indent*level); err != nil {
+			return err
+		}
+		b.WriteByte('\n')
+		b.WriteString(strings.Repeat(" ", indent*level))
+		return nil
+	}
+	b.WriteString(open)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		if err := newline(level + 1); err != nil {
+			return err
+		}
+		if err := item(i); err != nil {
+			return err
+		}
+	}
+	if err := newline(level); err != nil {
+		return err
+	}
+	b.WriteString(close)
+	return nil
+}
+
 // toJSON writes v as Python's json.dumps does with ensure_ascii=False
 // (transformers' tojson filter): ", " and ": " separators, or newlines and
 // indent spaces per level if indent >= 0.
@@ -447,17 +470,6 @@ func (ev *evaluator) toJSON(b *strings.Builder, v any, indent, level int) error 
 	}
 	if err := ev.b.fits(b.Len()); err != nil {
 		return err
-	}
-	newline := func(level int) error {
-		if indent < 0 {
-			return nil
-		}
-		if err := ev.b.fits(b.Len() + 1 + indent*level); err != nil {
-			return err
-		}
-		b.WriteByte('\n')
-		b.WriteString(strings.Repeat(" ", indent*level))
-		return nil
 	}
 	sep := ", "
 	if indent >= 0 {
@@ -485,96 +497,34 @@ func (ev *evaluator) toJSON(b *strings.Builder, v any, indent, level int) error 
 		if err := ev.b.fits(b.Len() + 6*len(x) + 2); err != nil {
 			return err
 		}
-		b.WriteByte('"')
-		for _, r := range x {
-			switch {
-			case r == '"':
-				b.WriteString(`\"`)
-			case r == '\\':
-				b.WriteString(`\\`)
-			case r == '\n':
-				b.WriteString(`\n`)
-			case r == '\r':
-				b.WriteString(`\r`)
-			case r == '\t':
-				b.WriteString(`\t`)
-			case r == '\b':
-				b.WriteString(`\b`)
-			case r == '\f':
-				b.WriteString(`\f`)
-			case r < 0x20:
-				fmt.Fprintf(b, `\u%04x`, r)
-			default:
-				b.WriteRune(r)
-			}
-		}
-		b.WriteByte('"')
+		writeQuoted(b, x, `"`, jsonEscapes, `\u%04x`, false)
 	case *list:
-		if err := ev.b.enter(); err != nil {
-			return err
-		}
-		defer ev.b.leave()
-		if len(x.items) == 0 {
-			b.WriteString("[]")
-			break
-		}
-		b.WriteByte('[')
-		for i, e := range x.items {
-			if i > 0 {
-				b.WriteString(sep)
-			}
-			if err := newline(level + 1); err != nil {
-				return err
-			}
-			if err := ev.toJSON(b, e, indent, level+1); err != nil {
-				return err
-			}
-		}
-		if err := newline(level); err != nil {
-			return err
-		}
-		b.WriteByte(']')
+		return ev.seq(b, "[", "]", len(x.items), sep, indent, level, func(i int) error {
+			return ev.toJSON(b, x.items[i], indent, level+1)
+		})
 	case *dict:
-		if err := ev.b.enter(); err != nil {
-			return err
-		}
-		defer ev.b.leave()
-		if len(x.keys) == 0 {
-			b.WriteString("{}")
-			break
-		}
-		b.WriteByte('{')
-		for i, k := range x.keys {
-			if i > 0 {
-				b.WriteString(sep)
-			}
-			if err := newline(level + 1); err != nil {
-				return err
-			}
-			ks, ok := k.(string)
-			if !ok {
+		return ev.seq(b, "{", "}", len(x.keys), sep, indent, level, func(i int) error {
+			k := x.keys[i]
+			var ks string
+			switch k := k.(type) {
+			case string:
+				ks = k
+			case nil:
+				ks = "null"
+			case bool:
+				ks = strconv.FormatBool(k)
+			default:
 				var err error
 				if ks, err = ev.toStr(k); err != nil {
 					return err
-				}
-				if k == nil {
-					ks = "null"
-				} else if bk, ok := k.(bool); ok {
-					ks = strconv.FormatBool(bk)
 				}
 			}
 			if err := ev.toJSON(b, ks, indent, level+1); err != nil {
 				return err
 			}
 			b.WriteString(": ")
-			if err := ev.toJSON(b, x.vals[k], indent, level+1); err != nil {
-				return err
-			}
-		}
-		if err := newline(level); err != nil {
-			return err
-		}
-		b.WriteByte('}')
+			return ev.toJSON(b, x.vals[k], indent, level+1)
+		})
 	default:
 		return fmt.Errorf("tojson: a %s is not JSON serializable", typeName(v))
 	}
