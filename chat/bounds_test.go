@@ -76,6 +76,11 @@ func TestBounds(t *testing.T) {
 			Limits{MaxTime: time.Millisecond, MaxSteps: 1 << 62}, "time"},
 		{"sorting", "{{ range(100000) | sort }}", Limits{MaxSteps: 100000}, "steps"},
 		{"list repetition", "{{ [1, 2] * 1000000000 }}", Limits{}, "steps"},
+		{"splitting into many pieces", "{{ ('a,' * 100000).split(',') | length }}", Limits{MaxSteps: 50000}, "steps"},
+		// 640 KB of list items, and 20,000 loop scopes each kept alive by
+		// the macro defined in it.
+		{"scopes kept by macros", "{% set l = [] %}{% for i in range(20000) %}{% macro m() %}{% endmacro %}{% do l.append(m) %}{% endfor %}",
+			Limits{MaxBytes: 1 << 20}, "bytes built"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -166,7 +166,14 @@ type scope struct {
 	parent *scope
 }
 
-func (s *scope) child() *scope { return &scope{vars: map[string]any{}, parent: s} }
+// scope returns a new scope under parent, charging what one costs
+// (a macro defined in it keeps it).
+func (ev *evaluator) scope(parent *scope) (*scope, error) {
+	if err := ev.b.charge(256); err != nil {
+		return nil, err
+	}
+	return &scope{vars: map[string]any{}, parent: parent}, nil
+}
 
 func (s *scope) get(name string) (any, bool) {
 	for ; s != nil; s = s.parent {
@@ -188,7 +195,10 @@ func (m *macro) call(ev *evaluator, args []any, kwargs map[string]any) (any, err
 		return nil, err
 	}
 	defer ev.b.leave()
-	sc := m.scope.child()
+	sc, err := ev.scope(m.scope)
+	if err != nil {
+		return nil, err
+	}
 	params := make([]string, len(m.def.Kwargs))
 	for i, p := range m.def.Kwargs {
 		params[i] = p.Key.(*nodes.String).Val
@@ -410,7 +420,10 @@ func (ev *evaluator) statement(w *writer, s *scope, cs nodes.ControlStructure) e
 		body := cs.Body
 		ev.caller = &function{name: "caller", fn: func(ev *evaluator, _ []any, _ map[string]any) (any, error) {
 			bw := &writer{b: ev.b}
-			err := ev.execNodes(bw, s.child(), body.Nodes)
+			sc, err := ev.scope(s)
+			if err == nil {
+				err = ev.execNodes(bw, sc, body.Nodes)
+			}
 			return bw.buf.String(), err
 		}}
 		defer func() { ev.caller = nil }()
@@ -484,7 +497,10 @@ func (ev *evaluator) forLoop(w *writer, s *scope, cs *controlStructures.ForContr
 			if err := ev.b.step(1); err != nil {
 				return err
 			}
-			sc := s.child()
+			sc, err := ev.scope(s)
+			if err != nil {
+				return err
+			}
 			if err := bind(sc, item); err != nil {
 				return err
 			}
@@ -510,12 +526,15 @@ func (ev *evaluator) forLoop(w *writer, s *scope, cs *controlStructures.ForContr
 			return err
 		}
 		l.i = i
-		sc := s.child()
+		sc, err := ev.scope(s)
+		if err != nil {
+			return err
+		}
 		sc.vars["loop"] = l
 		if err := bind(sc, item); err != nil {
 			return err
 		}
-		err := ev.execNodes(w, sc, cs.BodyWrapper.Nodes)
+		err = ev.execNodes(w, sc, cs.BodyWrapper.Nodes)
 		if err == errBreak {
 			break
 		}

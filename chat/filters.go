@@ -396,12 +396,9 @@ func init() {
 		"wordcount": func(ev *evaluator, in any, _ []any, _ map[string]any) (any, error) {
 			s, err := needStr(in)
 			if err == nil {
-				err = ev.b.items(len(s) / 2) // the fields
+				err = ev.b.scan(len(s))
 			}
-			if err != nil {
-				return nil, err
-			}
-			return len(strings.Fields(s)), nil
+			return countFields(s), err
 		},
 		"attr": func(ev *evaluator, in any, args []any, kw map[string]any) (any, error) {
 			name, err := strArg(args, kw, 0, "name", "")
@@ -946,11 +943,14 @@ var strMethods = map[string]methodFunc{
 		return ev.join(items, self.(string))
 	},
 	"splitlines": func(ev *evaluator, self any, _ []any, _ map[string]any) (any, error) {
+		if err := ev.b.items(strings.Count(self.(string), "\n") + 1); err != nil {
+			return nil, err
+		}
 		lines := strings.Split(strings.ReplaceAll(self.(string), "\r\n", "\n"), "\n")
 		if len(lines) > 0 && lines[len(lines)-1] == "" {
 			lines = lines[:len(lines)-1]
 		}
-		return ev.strList(lines)
+		return strList(lines), nil
 	},
 	"isdigit": func(_ *evaluator, self any, _ []any, _ map[string]any) (any, error) {
 		s := self.(string)
@@ -997,6 +997,9 @@ func (ev *evaluator) split(s string, args []any, kw map[string]any) (any, error)
 	}
 	sep := arg(args, kw, 0, "sep", nil)
 	if sep == nil {
+		if err := ev.b.items(countFields(s)); err != nil {
+			return nil, err
+		}
 		fields := strings.Fields(s)
 		if maxsplit >= 0 && len(fields) > maxsplit {
 			// Python keeps the rest, from the start of field maxsplit.
@@ -1007,7 +1010,7 @@ func (ev *evaluator) split(s string, args []any, kw map[string]any) (any, error)
 			}
 			fields = append(fields[:maxsplit], strings.TrimRightFunc(rest, unicode.IsSpace))
 		}
-		return ev.strList(fields)
+		return strList(fields), nil
 	}
 	sp, ok := sep.(string)
 	if !ok || sp == "" {
@@ -1017,18 +1020,34 @@ func (ev *evaluator) split(s string, args []any, kw map[string]any) (any, error)
 	if maxsplit >= 0 {
 		n = maxsplit + 1
 	}
-	return ev.strList(strings.SplitN(s, sp, n))
-}
-
-func (ev *evaluator) strList(strs []string) (any, error) {
-	if err := ev.b.items(len(strs)); err != nil {
+	if err := ev.b.items(strings.Count(s, sp) + 1); err != nil {
 		return nil, err
 	}
+	return strList(strings.SplitN(s, sp, n)), nil
+}
+
+// countFields counts what strings.Fields(s) would return, building
+// nothing.
+func countFields(s string) int {
+	n, in := 0, false
+	for _, r := range s {
+		space := unicode.IsSpace(r)
+		if !space && !in {
+			n++
+		}
+		in = !space
+	}
+	return n
+}
+
+// strList makes a list of strs, already charged as items by its caller
+// before it built them.
+func strList(strs []string) *list {
 	l := &list{items: make([]any, len(strs))}
 	for i, s := range strs {
 		l.items[i] = s
 	}
-	return l, nil
+	return l
 }
 
 var dictMethods = map[string]methodFunc{
