@@ -20,8 +20,9 @@
 // before it works or allocates. Tags: if, for (not recursive), set,
 // macro, call, break, continue, do; the filters, tests, methods and
 // globals in filters.go. Other tags do not parse; other filters, tests
-// and methods are errors when rendered. Values
-// print and tojson as Python and transformers do ({"a": 1}, with spaces).
+// and methods are errors when rendered. Values print and tojson as Python
+// and transformers do ({"a": 1}, with spaces). Sources nesting deeper
+// than MaxNesting do not parse: gonja's parser recurses per level.
 //
 // A rendered conversation holds the model's control tokens as text
 // (<|im_start|>); encode it with the tokenizer's EncodeSpecial, which turns

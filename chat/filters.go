@@ -48,14 +48,6 @@ func intArg(args []any, kwargs map[string]any, i int, name string, def int) (int
 	return n, nil
 }
 
-func needStr(v any) (string, error) {
-	s, ok := v.(string)
-	if !ok {
-		return "", fmt.Errorf("expected a string, got a %s", typeName(v))
-	}
-	return s, nil
-}
-
 // built charges a string a Go function built from bounded inputs.
 func (ev *evaluator) built(s string) (any, error) {
 	if err := ev.b.str(len(s)); err != nil {
@@ -91,7 +83,7 @@ var filters map[string]filterFunc
 func init() {
 	filters = map[string]filterFunc{
 		"trim": func(ev *evaluator, in any, args []any, kw map[string]any) (any, error) {
-			s, err := needStr(in)
+			s, err := ev.toStr(in)
 			if err == nil {
 				err = ev.b.scan(len(s))
 			}
@@ -394,7 +386,7 @@ func init() {
 			return b.String(), nil
 		},
 		"wordcount": func(ev *evaluator, in any, _ []any, _ map[string]any) (any, error) {
-			s, err := needStr(in)
+			s, err := ev.toStr(in)
 			if err == nil {
 				err = ev.b.scan(len(s))
 			}
