@@ -112,7 +112,7 @@ func newChatSetup(tk Tokenizer, tpl *chat.Template, specialInContent bool) (*cha
 		if c.source == "the model's" {
 			hint = " (override it with --chat-template FILE)"
 		}
-		return nil, fmt.Errorf("server: %s chat template does not render: %w%s", c.source, err, hint)
+		return nil, fmt.Errorf("server: the chat template (%s) does not render sample conversations: %w%s", c.source, err, hint)
 	}
 	return c, nil
 }
@@ -278,10 +278,10 @@ func (c *chatSetup) renderError(err error, param string) *apiError {
 		return badRequest(param, "the chat template refused the conversation: %s", msg)
 	case errors.As(err, &be):
 		return &apiError{Status: 422, Type: typeInvalid, Param: param,
-			Message: fmt.Sprintf("rendering the conversation with %s chat template passed its bound on %s (%s)", c.source, be.Bound, be.Limit)}
+			Message: fmt.Sprintf("the chat template (%s) passed its bound on %s (%s) rendering the conversation", c.source, be.Bound, be.Limit)}
 	}
 	return &apiError{Status: 422, Type: typeInvalid, Param: param,
-		Message: fmt.Sprintf("%s chat template failed on the conversation: %s", c.source, msg)}
+		Message: fmt.Sprintf("the chat template (%s) failed on the conversation: %s", c.source, msg)}
 }
 
 // toEngine validates a chat request.

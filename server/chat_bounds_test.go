@@ -47,7 +47,7 @@ func TestHostileChatTemplatesAtRequest(t *testing.T) {
 					t.Fatalf("%s: %d %s", path, code, b)
 				}
 				if code != 422 || e.Error.Type != typeInvalid || e.Error.Param != "messages" ||
-					!strings.Contains(e.Error.Message, "--chat-template") || !strings.Contains(e.Error.Message, c.want) {
+					!strings.Contains(e.Error.Message, "the chat template (--chat-template)") || !strings.Contains(e.Error.Message, c.want) {
 					t.Fatalf("%s: %d %s, want 422 naming --chat-template and %q", path, code, b, c.want)
 				}
 			}
@@ -70,7 +70,7 @@ func TestHostileChatTemplatesAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = newChatSetup(model.ByteTokenizer{}, tpl, false)
-		if err == nil || !strings.Contains(err.Error(), "--chat-template chat template does not render") || !strings.Contains(err.Error(), strings.TrimPrefix(c.want, "bound on ")) {
+		if err == nil || !strings.Contains(err.Error(), "the chat template (--chat-template) does not render") || !strings.Contains(err.Error(), strings.TrimPrefix(c.want, "bound on ")) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}
