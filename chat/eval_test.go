@@ -25,6 +25,7 @@ func TestSemantics(t *testing.T) {
 		{`{% set l = [] %}{% do l.append(1) %}{% do l.extend([2, 3]) %}{{ l }} {{ l.pop() }} {{ {'a': 1}.get('b', 'd') }} {{ {'a': 1}.items() | list }}`, `[1, 2, 3] 3 d [['a', 1]]`},
 		{`{{ 'a\nb' | indent(2) }}|{{ 'a\nb' | indent(2, true) }}`, "a\n  b|  a\n  b"},
 		{`{{ messages | map(attribute='role') | join(',') }} {{ messages | selectattr('role', 'equalto', 'user') | list | length }} {{ messages | rejectattr('role', 'in', ['user']) | map(attribute='role') | first }}`, `system,user,assistant,user 2 system`},
+		{`{{ 'ab1' is lower }} {{ 'aB' is lower }} {{ '1' is lower }} {{ 'AB1' is upper }}`, `True False False True`},
 		{`[{{ x | trim }}] [{{ none | trim }}] {{ x | wordcount }}`, `[] [None] 0`},
 		{`{{ '7' | int + 1 }} {{ '2.5' | float }} {{ 2.567 | round(1) }} {{ -3 | abs }} {{ 'ab' | length }} {{ x | default('d') }} {{ '' | default('e', true) }}`, `8 2.5 2.6 3 2 d e`},
 	}

@@ -174,7 +174,10 @@ func init() {
 		},
 		"escape": escape,
 		"e":      escape,
-		"int": func(_ *evaluator, in any, args []any, kw map[string]any) (any, error) {
+		"int": func(ev *evaluator, in any, args []any, kw map[string]any) (any, error) {
+			if err := ev.scanStrs(in); err != nil {
+				return nil, err
+			}
 			def := arg(args, kw, 0, "default", 0)
 			switch x := in.(type) {
 			case int:
@@ -196,7 +199,10 @@ func init() {
 			}
 			return def, nil
 		},
-		"float": func(_ *evaluator, in any, args []any, kw map[string]any) (any, error) {
+		"float": func(ev *evaluator, in any, args []any, kw map[string]any) (any, error) {
+			if err := ev.scanStrs(in); err != nil {
+				return nil, err
+			}
 			if f, ok := number(in); ok {
 				return f, nil
 			}
@@ -369,6 +375,9 @@ func init() {
 				return nil, fmt.Errorf("indent width must be an integer or a string, not %s", typeName(pad))
 			}
 			first, blank := truthy(arg(args, kw, 1, "first", false)), truthy(arg(args, kw, 2, "blank", false))
+			if err := ev.b.items(strings.Count(s, "\n") + 1); err != nil {
+				return nil, err
+			}
 			lines := strings.Split(s, "\n")
 			if err := ev.b.str(len(s) + len(p)*len(lines)); err != nil {
 				return nil, err
@@ -733,6 +742,9 @@ func (ev *evaluator) replace(s string, args []any, kw map[string]any) (any, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := ev.b.scan(len(s)); err != nil {
+		return nil, err
+	}
 	n := strings.Count(s, old) // for old == "", runes + 1, as Python inserts
 	if count >= 0 {
 		n = min(n, count)
@@ -816,8 +828,8 @@ func init() {
 		"sequence": typeTest(iterable),
 		"iterable": typeTest(iterable),
 		"callable": typeTest(func(v any) bool { _, ok := v.(callable); return ok }),
-		"lower":    typeTest(func(v any) bool { s, ok := v.(string); return ok && strings.ToLower(s) == s }),
-		"upper":    typeTest(func(v any) bool { s, ok := v.(string); return ok && strings.ToUpper(s) == s }),
+		"lower":    caseTest(unicode.IsLower, unicode.IsUpper),
+		"upper":    caseTest(unicode.IsUpper, unicode.IsLower),
 		"odd":      typeTest(func(v any) bool { return isInt(v) && v.(int)%2 != 0 }),
 		"even":     typeTest(func(v any) bool { return isInt(v) && v.(int)%2 == 0 }),
 		"divisibleby": func(_ *evaluator, v any, args []any) (bool, error) {
@@ -853,6 +865,21 @@ func init() {
 		for _, n := range names {
 			tests[n] = compareTest(op)
 		}
+	}
+}
+
+// caseTest is Python's str.islower (is: unicode.IsLower, isNot:
+// unicode.IsUpper) or isupper: a cased letter, none of the other case.
+func caseTest(is, isNot func(rune) bool) testFunc {
+	return func(ev *evaluator, v any, _ []any) (bool, error) {
+		s, ok := v.(string)
+		if !ok {
+			return false, nil
+		}
+		if err := ev.b.scan(len(s)); err != nil {
+			return false, err
+		}
+		return strings.IndexFunc(s, is) >= 0 && strings.IndexFunc(s, isNot) < 0, nil
 	}
 }
 
@@ -938,6 +965,9 @@ var strMethods = map[string]methodFunc{
 		if err := ev.b.items(strings.Count(self.(string), "\n") + 1); err != nil {
 			return nil, err
 		}
+		if err := ev.b.str(len(self.(string))); err != nil { // the copy without \r
+			return nil, err
+		}
 		lines := strings.Split(strings.ReplaceAll(self.(string), "\r\n", "\n"), "\n")
 		if len(lines) > 0 && lines[len(lines)-1] == "" {
 			lines = lines[:len(lines)-1]
@@ -964,11 +994,14 @@ func strMethod(f func(string) string) methodFunc {
 
 // affixMethod is startswith or endswith: a string or a tuple of them.
 func affixMethod(has func(s, affix string) bool) methodFunc {
-	return func(_ *evaluator, self any, args []any, kw map[string]any) (any, error) {
+	return func(ev *evaluator, self any, args []any, kw map[string]any) (any, error) {
 		switch a := arg(args, kw, 0, "prefix", nil).(type) {
 		case string:
 			return has(self.(string), a), nil
 		case *list:
+			if err := ev.b.step(len(a.items)); err != nil {
+				return nil, err
+			}
 			for _, e := range a.items {
 				if s, ok := e.(string); ok && has(self.(string), s) {
 					return true, nil
@@ -1094,7 +1127,7 @@ var listMethods = map[string]methodFunc{
 		l.items = append(l.items, items...)
 		return nil, nil
 	},
-	"pop": func(_ *evaluator, self any, args []any, kw map[string]any) (any, error) {
+	"pop": func(ev *evaluator, self any, args []any, kw map[string]any) (any, error) {
 		l := self.(*list)
 		i, err := intArg(args, kw, 0, "index", -1)
 		if err != nil {
@@ -1105,6 +1138,9 @@ var listMethods = map[string]methodFunc{
 		}
 		if i < 0 || i >= len(l.items) {
 			return nil, errors.New("pop index out of range")
+		}
+		if err := ev.b.scan(16 * (len(l.items) - i)); err != nil { // the items moved
+			return nil, err
 		}
 		v := l.items[i]
 		l.items = slices.Delete(l.items, i, i+1)

@@ -6,6 +6,8 @@ import (
 	"time"
 )
 
+var fuzzPlain = NewPlain([]string{"<|im_end|>", "<", "<|im"})
+
 // FuzzRender parses fuzzed template sources and renders fuzzed messages
 // through them, under small limits, and through a built-in template:
 // errors are fine, panics, hangs and unbounded growth are not.
@@ -44,7 +46,7 @@ func FuzzRender(f *testing.F) {
 		if len(text) > lim.MaxOutput {
 			t.Fatalf("%d bytes rendered, above the limit of %d", len(text), lim.MaxOutput)
 		}
-		plainText, spans, perr := tpl.RenderPlain(in, []string{"<|im_end|>", "<"})
+		plainText, spans, perr := tpl.RenderPlain(in, fuzzPlain)
 		if errors.Is(perr, errPanic) {
 			t.Fatal(perr)
 		}

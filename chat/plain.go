@@ -9,18 +9,72 @@ import (
 // Span is a byte range [Start, End) of a rendered text.
 type Span struct{ Start, End int }
 
+// Plain is a set of texts (a tokenizer's control tokens) that RenderPlain
+// keeps plain in messages' contents, compiled once: a trie, so that
+// finding them costs a content at most its length times the longest
+// text's. It is safe for concurrent use.
+type Plain struct {
+	nodes []plainNode // nodes[0] is the root
+}
+
+type plainNode struct {
+	next map[byte]int32
+	end  bool // a text ends here
+}
+
+// NewPlain compiles texts; empty ones are ignored.
+func NewPlain(texts []string) *Plain {
+	p := &Plain{nodes: []plainNode{{}}}
+	for _, t := range texts {
+		if t == "" {
+			continue
+		}
+		n := int32(0)
+		for i := 0; i < len(t); i++ {
+			next, ok := p.nodes[n].next[t[i]]
+			if !ok {
+				next = int32(len(p.nodes))
+				p.nodes = append(p.nodes, plainNode{})
+				if p.nodes[n].next == nil {
+					p.nodes[n].next = map[byte]int32{}
+				}
+				p.nodes[n].next[t[i]] = next
+			}
+			n = next
+		}
+		p.nodes[n].end = true
+	}
+	return p
+}
+
+// match returns the length of the longest text s starts with, 0 if none,
+// as the tokenizer matches the longest token at a position.
+func (p *Plain) match(s string) int {
+	n, longest := int32(0), 0
+	for i := 0; i < len(s); i++ {
+		next, ok := p.nodes[n].next[s[i]]
+		if !ok {
+			break
+		}
+		if n = next; p.nodes[n].end {
+			longest = i + 1
+		}
+	}
+	return longest
+}
+
 // RenderPlain renders a conversation as Render does, and reports where the
-// text holds, from a message's content, one of the strings of plain (a
-// tokenizer's control tokens): encode the text with those spans taken as
-// plain text and a user cannot forge a turn boundary by typing one.
+// text holds, from a message's content, one of the texts of plain:
+// encode the text with those spans taken as plain text and a user cannot
+// forge a turn boundary by typing a control token.
 //
-// The template sees each such string in a content as a mark of its own
-// (a few of Unicode's noncharacters, U+FDD0 to U+FDE9), which the output
-// spells back; a content without them renders exactly as with Render,
-// and gets no spans. A template that cuts a content inside a mark leaves
-// the mark's pieces in the text.
-func (t *Template) RenderPlain(in Input, plain []string) (string, []Span, error) {
-	p := newProtector(plain)
+// The template sees each such text in a content as a mark of its own (a
+// few of Unicode's noncharacters, U+FDD0 to U+FDE9), which the output
+// spells back; a content without them renders exactly as with Render, and
+// gets no spans. A template that cuts a content inside a mark leaves the
+// mark's pieces in the text.
+func (t *Template) RenderPlain(in Input, plain *Plain) (string, []Span, error) {
+	p := &protector{plain: plain}
 	text, err := t.render(in, p)
 	if err != nil || len(p.table) == 0 {
 		return text, nil, err
@@ -36,44 +90,19 @@ const (
 	markLast   = '\uFDEF' // noncharacters up to here are marked themselves
 )
 
-// protector swaps the plain strings in contents for marks, and back.
+// protector swaps the plain texts in contents for marks, and back.
 type protector struct {
-	byFirst [256][]string // plain strings by first byte, longest first
-	table   []string      // what each mark stands for
+	plain *Plain
+	table []string // what each mark stands for
 }
 
-func newProtector(plain []string) *protector {
-	p := &protector{}
-	for _, s := range plain {
-		if s != "" {
-			p.byFirst[s[0]] = append(p.byFirst[s[0]], s)
-		}
-	}
-	for _, l := range p.byFirst {
-		// Longest first, so that the longest match at a position wins,
-		// as it does in the tokenizer.
-		for i := 1; i < len(l); i++ {
-			for j := i; j > 0 && len(l[j]) > len(l[j-1]); j-- {
-				l[j], l[j-1] = l[j-1], l[j]
-			}
-		}
-	}
-	return p
-}
-
-// protect returns s with each plain string, and each noncharacter the
+// protect returns s with each plain text, and each noncharacter the
 // marks use, swapped for a mark.
 func (p *protector) protect(s string) string {
 	var b strings.Builder
 	done := 0 // s[:done] is in b
 	for i := 0; i < len(s); {
-		match := ""
-		for _, c := range p.byFirst[s[i]] {
-			if strings.HasPrefix(s[i:], c) {
-				match = c
-				break
-			}
-		}
+		match := s[i : i+p.plain.match(s[i:])]
 		if match == "" {
 			if r, n := utf8.DecodeRuneInString(s[i:]); r >= markOpen && r <= markLast {
 				match = s[i : i+n]

@@ -9,7 +9,9 @@ import (
 )
 
 // controlTexts lists a tokenizer's control tokens, as the server does.
-func controlTexts(tk *bpe.Tokenizer) []string {
+func controlTexts(tk *bpe.Tokenizer) *Plain { return NewPlain(controlList(tk)) }
+
+func controlList(tk *bpe.Tokenizer) []string {
 	var out []string
 	for id := range int32(tk.VocabSize()) {
 		if typ := tk.Type(id); typ == bpe.Control || typ == bpe.Unknown {
@@ -47,7 +49,7 @@ func TestForgedTurns(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tk, tpl := loadTokenizer(t, c.name), modelTemplate(t, c.name)
 			control := map[int32]bool{}
-			for _, s := range controlTexts(tk) {
+			for _, s := range controlList(tk) {
 				id, _ := tk.TokenID(s)
 				control[id] = true
 			}
@@ -146,7 +148,7 @@ func TestMarksRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := Input{Messages: []Message{{"user", " <x>a\uFDD0\uFDE1\uFDD1b "}}}
-	text, spans, err := tpl.RenderPlain(in, []string{"<x>"})
+	text, spans, err := tpl.RenderPlain(in, NewPlain([]string{"<x>"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,5 +163,19 @@ func TestMarksRoundTrip(t *testing.T) {
 	}
 	if want := []string{"<x>", "\uFDD0", "\uFDE1", "\uFDD1"}; !slices.Equal(got, want) {
 		t.Fatalf("spans hold %q, want %q", got, want)
+	}
+}
+
+// TestPlainMatch: the longest text at a position wins, as in the
+// tokenizer; a prefix of a text is no match.
+func TestPlainMatch(t *testing.T) {
+	p := NewPlain([]string{"<a", "<abc", "", "x"})
+	for _, c := range []struct {
+		s    string
+		want int
+	}{{"<abcd", 4}, {"<ab", 2}, {"<a", 2}, {"<", 0}, {"x<a", 1}, {"", 0}, {"a", 0}} {
+		if got := p.match(c.s); got != c.want {
+			t.Errorf("match(%q) = %d, want %d", c.s, got, c.want)
+		}
 	}
 }

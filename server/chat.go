@@ -45,7 +45,7 @@ type chatSetup struct {
 	// text in messages' contents; nil with Config.ChatSpecialInContent or
 	// a tokenizer that cannot encode so (the whole rendered text is then
 	// encoded with EncodeSpecial).
-	control []string
+	control *chat.Plain
 }
 
 // plainEncoder encodes a rendered conversation with its messages' control
@@ -78,14 +78,13 @@ func newChatSetup(tk Tokenizer, tpl *chat.Template, specialInContent bool) (*cha
 		c.eot = te.EOT()
 	}
 	if pe, ok := tk.(plainEncoder); ok && !specialInContent {
+		var texts []string
 		for id := range int32(pe.VocabSize()) {
 			if typ := pe.Type(id); typ == bpe.Control || typ == bpe.Unknown {
-				c.control = append(c.control, pe.TokenText(id))
+				texts = append(texts, pe.TokenText(id))
 			}
 		}
-		if c.control == nil {
-			c.control = []string{}
-		}
+		c.control = chat.NewPlain(texts)
 	}
 	var err error
 	if tpl == nil {
