@@ -36,6 +36,7 @@ func gonjaStatement(name string) parser.ControlStructureParser {
 
 type statementSet map[string]parser.ControlStructureParser
 
+// Get implements parser.ControlStructureGetter.
 func (s statementSet) Get(name string) (parser.ControlStructureParser, bool) {
 	p, ok := s[name]
 	return p, ok && p != nil
@@ -554,6 +555,7 @@ type setStatement struct {
 	body                         *nodes.Wrapper
 }
 
+// Position and String implement nodes.ControlStructure.
 func (s *setStatement) Position() *tokens.Token { return s.location }
 func (s *setStatement) String() string          { return fmt.Sprintf("set(line %d)", s.location.Line) }
 

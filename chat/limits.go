@@ -57,6 +57,7 @@ type BoundError struct {
 	Limit string // the limit, as configured
 }
 
+// Error names the bound and its limit.
 func (e *BoundError) Error() string {
 	return fmt.Sprintf("chat template exceeded its bound on %s (%s)", e.Bound, e.Limit)
 }
