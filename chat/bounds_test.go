@@ -73,7 +73,7 @@ func TestBounds(t *testing.T) {
 		{"call block recursion", "{% macro f() %}{{ caller() }}{% endmacro %}{% macro g() %}{% call f() %}{{ g() }}{% endcall %}{% endmacro %}{{ g() }}",
 			Limits{}, "recursion depth"},
 		{"time", "{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}",
-			Limits{MaxTime: time.Millisecond, MaxSteps: 1 << 62}, "time"},
+			Limits{MaxTime: time.Millisecond, MaxSteps: 1 << 62, MaxBytes: 1 << 50}, "time"},
 		{"sorting", "{{ range(100000) | sort }}", Limits{MaxSteps: 100000}, "steps"},
 		{"list repetition", "{{ [1, 2] * 1000000000 }}", Limits{}, "steps"},
 		{"splitting into many pieces", "{{ ('a,' * 100000).split(',') | length }}", Limits{MaxSteps: 50000}, "steps"},
