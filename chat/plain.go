@@ -47,9 +47,12 @@ func NewPlain(texts []string) *Plain {
 	return p
 }
 
-// match returns the length of the longest text s starts with, 0 if none,
-// as the tokenizer matches the longest token at a position.
+// match returns the length of the longest text s starts with, 0 if none
+// (or p is nil), as the tokenizer matches the longest token at a position.
 func (p *Plain) match(s string) int {
+	if p == nil {
+		return 0
+	}
 	n, longest := int32(0), 0
 	for i := 0; i < len(s); i++ {
 		next, ok := p.nodes[n].next[s[i]]

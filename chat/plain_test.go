@@ -178,4 +178,7 @@ func TestPlainMatch(t *testing.T) {
 			t.Errorf("match(%q) = %d, want %d", c.s, got, c.want)
 		}
 	}
+	if got := (*Plain)(nil).match("<a"); got != 0 {
+		t.Errorf("a nil Plain matched %d bytes", got)
+	}
 }
