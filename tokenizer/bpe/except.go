@@ -1,5 +1,7 @@
 package bpe
 
+import "strings"
+
 // EncodeSpecialExcept tokenizes text as EncodeSpecial does, except that
 // no control token matches over a byte of the plain ranges ([start, end)
 // byte offsets, ascending): the text there is tokenized as Encode would,
@@ -26,8 +28,8 @@ func (t *Tokenizer) EncodeSpecialExcept(text string, plain [][2]int) []int32 {
 		if len(plain) > 0 && plain[0][0] < end && t.Type(id) != UserDefined {
 			// A control token over plain text: only a user-defined token
 			// may match at start, as in Encode.
-			s, e, uid := t.added.find(text[start:], false)
-			if uid < 0 || s != 0 {
+			e, uid := t.added.userAt(text[start:])
+			if uid < 0 {
 				pos = start + 1
 				continue
 			}
@@ -38,4 +40,16 @@ func (t *Tokenizer) EncodeSpecialExcept(text string, plain [][2]int) []int32 {
 		run, pos = end, end
 	}
 	return t.encodeText(dst, w, text[run:])
+}
+
+// userAt returns the end and ID of the longest user-defined token that
+// text starts with, or (0, -1). Unlike find it looks at no other position,
+// so a text of many control tokens in plain ranges stays linear.
+func (s *addedSet) userAt(text string) (end int, id int32) {
+	for _, a := range s.byFirst[text[0]] {
+		if !a.control && strings.HasPrefix(text, a.text) {
+			return len(a.text), a.id
+		}
+	}
+	return 0, -1
 }
