@@ -1,6 +1,7 @@
 package bpe
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -196,6 +197,9 @@ var hfErrorCases = []struct {
 	{"normalizer", `{` + hfModel + `, "normalizer": {"type": "Lowercase"}, "pre_tokenizer": {"type": "ByteLevel"}}`, `"Lowercase"`},
 	{"lstrip", `{"added_tokens": [{"id": 1, "content": "<x>", "lstrip": true}], ` + hfModel + `, "pre_tokenizer": {"type": "ByteLevel"}}`, "lstrip"},
 	{"huge ID", `{"added_tokens": [{"id": 2000000000, "content": "<x>"}], ` + hfModel + `}`, "2000000000"},
+	{"largest int32 ID", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 2147483647}, "merges": []}}`, "2147483647"},
+	{"largest int32 added ID", `{"added_tokens": [{"id": 2147483647, "content": "<x>"}], ` + hfModel + `}`, "2147483647"},
+	{"negative ID", `{"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}}`, "-1"},
 	{"merge", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}, "pre_tokenizer": {"type": "ByteLevel"}}`, `"ab"`},
 }
 
@@ -315,6 +319,29 @@ func FuzzFromHF(f *testing.F) {
 		if tk, err := FromHF([]byte(tokenizerJSON), []byte(configJSON)); err == nil {
 			tk.EncodeSpecial("a <x> b")
 		}
+	})
+}
+
+// FuzzFromHFIDs builds tokenizer.json files around fuzzed token IDs, so
+// that the fuzzer reaches the extremes of the ID range (which mutating
+// JSON text finds only by luck): FromHF must refuse or accept, never
+// panic, and an accepted tokenizer has a token at each ID it was given.
+func FuzzFromHFIDs(f *testing.F) {
+	f.Add(int32(0), int32(1), false)
+	f.Add(int32(1<<31-1), int32(3), true)
+	f.Add(int32(-1), int32(1<<31-1), false)
+	f.Add(int32(maxHFTokens), int32(maxHFTokens-1), true)
+	f.Fuzz(func(t *testing.T, vocabID, addedID int32, special bool) {
+		js := fmt.Sprintf(`{"added_tokens": [{"id": %d, "content": "<x>", "special": %v}], "model": {"type": "BPE", "vocab": {"a": %d}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}}`,
+			addedID, special, vocabID)
+		tk, err := FromHF([]byte(js), nil)
+		if err != nil {
+			return
+		}
+		if tk.TokenText(addedID) != "<x>" || vocabID != addedID && tk.TokenText(vocabID) != "a" {
+			t.Fatalf("IDs %d, %d: tokens %q, %q", vocabID, addedID, tk.TokenText(vocabID), tk.TokenText(addedID))
+		}
+		tk.EncodeSpecial("a <x> b")
 	})
 }
 

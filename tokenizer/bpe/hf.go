@@ -108,32 +108,37 @@ func FromHF(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
 	var cfg Config
 	cfg.BOS, cfg.EOS, cfg.Unknown = -1, -1, -1
 	cfg.IgnoreMerges = m.IgnoreMerges
-	n := int32(0)
-	for _, id := range m.Vocab {
-		n = max(n, id+1)
+	// Each ID is checked against the bounds before it sizes anything: the
+	// size is the largest ID plus one, which for an ID near 2^31 does not
+	// fit an int32.
+	n := 0
+	checkID := func(what, text string, id int32) error {
+		if id < 0 || id >= maxHFTokens {
+			return fmt.Errorf("bpe: tokenizer.json %s %q has ID %d, outside 0..%d", what, text, id, maxHFTokens-1)
+		}
+		n = max(n, int(id)+1)
+		return nil
+	}
+	for text, id := range m.Vocab {
+		if err := checkID("token", text, id); err != nil {
+			return nil, err
+		}
 	}
 	for _, a := range f.AddedTokens {
-		n = max(n, a.ID+1)
-	}
-	if n > maxHFTokens {
-		return nil, fmt.Errorf("bpe: tokenizer.json has token ID %d, over the limit of %d", n-1, maxHFTokens-1)
+		if err := checkID("added token", a.Content, a.ID); err != nil {
+			return nil, err
+		}
 	}
 	cfg.Tokens, cfg.Types = make([]string, n), make([]TokenType, n)
 	filled := make([]bool, n)
 	for text, id := range m.Vocab {
-		if id < 0 {
-			return nil, fmt.Errorf("bpe: tokenizer.json token %q has ID %d", text, id)
-		}
 		cfg.Tokens[id], cfg.Types[id], filled[id] = text, Normal, true
 		if _, ok := byteToken(text); ok && m.ByteFallback {
 			cfg.Types[id] = Byte
 		}
 	}
 	for _, a := range f.AddedTokens {
-		switch {
-		case a.ID < 0:
-			return nil, fmt.Errorf("bpe: tokenizer.json added token %q has ID %d", a.Content, a.ID)
-		case a.SingleWord || a.LStrip || a.RStrip:
+		if a.SingleWord || a.LStrip || a.RStrip {
 			return nil, fmt.Errorf("bpe: tokenizer.json added token %q: single_word, lstrip and rstrip are not supported", a.Content)
 		}
 		cfg.Tokens[a.ID], cfg.Types[a.ID], filled[a.ID] = a.Content, UserDefined, true
