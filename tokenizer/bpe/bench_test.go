@@ -58,20 +58,37 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
-// BenchmarkSplit measures the pre-tokenizers alone.
+// BenchmarkSplit measures the pre-tokenizers alone: llama.cpp's, with
+// their fast paths, and the same expressions on the general engine
+// (general/...), on mixed text cut into 4 KiB prompts.
 func BenchmarkSplit(b *testing.B) {
 	text := mixedText(1 << 20)
+	var prompts []string
+	for i := 0; i < len(text); i += 4096 {
+		prompts = append(prompts, text[i:min(i+4096, len(text))])
+	}
 	for _, name := range []string{"llama-bpe", "qwen2", "gpt-2", "deepseek-llm"} {
-		sp, err := PreTokenizer(name)
+		fast, err := PreTokenizer(name)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
-			b.SetBytes(int64(len(text)))
-			var dst []string
-			for b.Loop() {
-				dst = sp.Split(dst[:0], text)
-			}
-		})
+		general, err := patternSequence(preTokenizers[name], Compile)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			sp   Splitter
+		}{{name, fast}, {"general/" + name, general}} {
+			b.Run(c.name, func(b *testing.B) {
+				b.SetBytes(int64(len(text)))
+				var dst []string
+				for b.Loop() {
+					for _, p := range prompts {
+						dst = c.sp.Split(dst[:0], p)
+					}
+				}
+			})
+		}
 	}
 }

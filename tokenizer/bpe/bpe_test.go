@@ -191,7 +191,7 @@ var hfErrorCases = []struct {
 	{"not json", `{`, "tokenizer.json"},
 	{"wordpiece", `{"model": {"type": "WordPiece"}}`, `"WordPiece"`},
 	{"no byte level", `{` + hfModel + `}`, "ByteLevel"},
-	{"unknown pattern", `{` + hfModel + `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated"}}`, `\\w+`},
+	{"bad pattern", `{` + hfModel + `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[[:alpha:]]"}, "behavior": "Isolated"}}`, `[[:alpha:]]`},
 	{"behavior", `{` + hfModel + `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\p{N}"}, "behavior": "Removed"}}`, "Removed"},
 	{"pre type", `{` + hfModel + `, "pre_tokenizer": {"type": "Whitespace"}}`, `"Whitespace"`},
 	{"normalizer", `{` + hfModel + `, "normalizer": {"type": "Lowercase"}, "pre_tokenizer": {"type": "ByteLevel"}}`, `"Lowercase"`},

@@ -1,0 +1,351 @@
+package bpe
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/dlclark/regexp2"
+)
+
+// regexSplitter is the general pre-tokenizer: any regular expression, run
+// by a backtracking engine (regexp2, .NET's syntax and semantics) after
+// translate has rewritten the constructs whose meaning differs from Rust's
+// regex crate, which Hugging Face tokenizers and llama.cpp's expressions
+// are written against. Text between matches is a pre-token of its own; a
+// match of no characters cuts the text where it matches.
+type regexSplitter struct {
+	expr string
+	re   *regexp2.Regexp
+}
+
+// Compile returns the general Splitter of a pre-tokenizer regular
+// expression, never a hand-written fast path (Pattern prefers those). It
+// reads the syntax of Rust's regex crate and Oniguruma as tokenizer.json
+// uses it: lookahead and lookbehind, (?i:…) and (?i) flags, \p{…} general
+// categories, scripts and binary properties, atomic groups (?>…) and
+// possessive quantifiers (*+ ++ ?+; {n,m}+ repeats the repetition, as
+// in Oniguruma's Ruby syntax), and class intersection with a
+// negated class ([A&&[^B]]). The meaning follows Rust's regex crate:
+//
+//   - \s is Unicode White_Space (U+0085 and U+00A0 are spaces, U+FEFF and
+//     U+180E are not), as in .NET and Go's unicode.IsSpace;
+//   - \w is Alphabetic, marks, decimal digits, connector punctuation and
+//     the joiners (.NET's omits spacing and enclosing marks and letter
+//     numbers), and \b and \B are rewritten to it;
+//   - (?i) matches every rune of a literal's simple case folding orbit, so
+//     (?i:'s) matches 'ſ (U+017F) and (?i:k) matches K (U+212A);
+//   - ^ and $ are the start and end of the text (Rust without the m flag,
+//     and llama.cpp's std::regex): .NET's $ would also match before a final
+//     newline. Oniguruma's, in Hugging Face's Rust build, match at line
+//     ends; a tokenizer.json whose Split pattern has them can split
+//     differently there.
+//
+// Unicode tables are Go's (unicode.Version), which may be a version apart
+// from Rust's for newly assigned runes.
+func Compile(expr string) (Splitter, error) {
+	tr, err := translate(expr)
+	if err != nil {
+		return nil, fmt.Errorf("bpe: pre-tokenizer pattern %q: %w", expr, err)
+	}
+	re, err := regexp2.Compile(tr, regexp2.None)
+	if err != nil {
+		return nil, fmt.Errorf("bpe: pre-tokenizer pattern %q: %w", expr, err)
+	}
+	return &regexSplitter{expr: expr, re: re}, nil
+}
+
+// Split implements Splitter. Invalid UTF-8 bytes are one rune each
+// (U+FFFD to the expression) and stay as they are in the pieces.
+func (r *regexSplitter) Split(dst []string, s string) []string {
+	if s == "" {
+		return dst
+	}
+	runes := make([]rune, 0, len(s))
+	offs := make([]int, 0, len(s)+1) // byte offset of each rune, then len(s)
+	for i := 0; i < len(s); {
+		c, n := utf8.DecodeRuneInString(s[i:])
+		runes, offs = append(runes, c), append(offs, i)
+		i += n
+	}
+	offs = append(offs, len(s))
+	gap := 0
+	// The match timeout is infinite, so the engine returns no error.
+	m, _ := r.re.FindRunesMatch(runes)
+	for m != nil {
+		start, end := offs[m.Index], offs[m.Index+m.Length]
+		if gap < start {
+			dst = append(dst, s[gap:start])
+		}
+		if start < end {
+			dst = append(dst, s[start:end])
+		}
+		gap = end
+		m, _ = r.re.FindNextMatch(m)
+	}
+	if gap < len(s) {
+		dst = append(dst, s[gap:])
+	}
+	return dst
+}
+
+// rustWord is Rust's \w inside a bracket expression.
+const rustWord = `\p{L}\p{Nl}\p{Other_Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}`
+
+// translate rewrites an expression in Rust/Oniguruma syntax into regexp2's
+// with the same meaning (see Compile).
+func translate(expr string) (string, error) {
+	var out strings.Builder
+	rs := []rune(expr)
+	type group struct {
+		start int  // where the group's text starts in out
+		fold  bool // the enclosing group's case-insensitivity, restored at )
+	}
+	var groups []group
+	fold := false
+	atom := -1 // where the last quantifiable atom starts in out, -1 if none
+	for i := 0; i < len(rs); i++ {
+		c := rs[i]
+		switch {
+		case c == '\\':
+			if i+1 >= len(rs) {
+				return "", fmt.Errorf("trailing backslash")
+			}
+			atom = out.Len()
+			j, err := escapeEnd(rs, i)
+			if err != nil {
+				return "", err
+			}
+			switch rs[i+1] {
+			case 'w':
+				out.WriteString("[" + rustWord + "]")
+			case 'W':
+				out.WriteString("[^" + rustWord + "]")
+			case 'b':
+				out.WriteString(`(?:(?<=[` + rustWord + `])(?![` + rustWord + `])|(?<![` + rustWord + `])(?=[` + rustWord + `]))`)
+				atom = -1
+			case 'B':
+				out.WriteString(`(?:(?<=[` + rustWord + `])(?=[` + rustWord + `])|(?<![` + rustWord + `])(?![` + rustWord + `]))`)
+				atom = -1
+			default:
+				out.WriteString(string(rs[i:j]))
+			}
+			i = j - 1
+		case c == '[':
+			atom = out.Len()
+			j, cls, err := translateClass(rs, i)
+			if err != nil {
+				return "", err
+			}
+			out.WriteString(cls)
+			i = j - 1
+		case c == '(':
+			g := group{start: out.Len(), fold: fold}
+			if strings.HasPrefix(string(rs[i:min(i+4, len(rs))]), "(?P<") {
+				out.WriteString("(?<")
+				i += 3
+				groups = append(groups, g)
+				atom = -1
+				continue
+			}
+			if i+1 < len(rs) && rs[i+1] == '?' {
+				// Flags: (?i) for the rest of the group, (?i:…) for its own.
+				j := i + 2
+				on := true
+				setFold := fold
+				for j < len(rs) && strings.ContainsRune("imsxU-", rs[j]) {
+					if rs[j] == '-' {
+						on = false
+					} else if rs[j] == 'i' {
+						setFold = on
+					}
+					j++
+				}
+				if j > i+2 && j < len(rs) && (rs[j] == ')' || rs[j] == ':') {
+					if rs[j] == ')' {
+						fold = setFold
+						out.WriteString(string(rs[i : j+1]))
+						i = j
+						atom = -1
+						continue
+					}
+					groups = append(groups, g)
+					fold = setFold
+					out.WriteString(string(rs[i : j+1]))
+					i = j
+					atom = -1
+					continue
+				}
+			}
+			groups = append(groups, g)
+			out.WriteRune(c)
+			atom = -1
+		case c == ')':
+			if len(groups) == 0 {
+				return "", fmt.Errorf("unbalanced )")
+			}
+			g := groups[len(groups)-1]
+			groups = groups[:len(groups)-1]
+			fold = g.fold
+			out.WriteRune(c)
+			atom = g.start
+		case c == '*' || c == '+' || c == '?' || c == '{' && isCounted(rs, i):
+			j := i + 1
+			if c == '{' {
+				for rs[j] != '}' {
+					j++
+				}
+				j++
+			}
+			q := string(rs[i:j])
+			switch {
+			case j < len(rs) && rs[j] == '?': // lazy
+				out.WriteString(q + "?")
+				j++
+			case j < len(rs) && rs[j] == '+':
+				// Possessive *+ ++ ?+: the atom and its quantifier as an
+				// atomic group. After {n,m}, Oniguruma's Ruby syntax
+				// (Hugging Face's) reads + as repeating the repetition.
+				if atom < 0 {
+					return "", fmt.Errorf("possessive quantifier without an atom")
+				}
+				s := out.String()
+				out.Reset()
+				if c == '{' {
+					out.WriteString(s[:atom] + "(?:" + s[atom:] + q + ")+")
+				} else {
+					out.WriteString(s[:atom] + "(?>" + s[atom:] + q + ")")
+				}
+				j++
+			default:
+				out.WriteString(q)
+			}
+			i = j - 1
+			atom = -1
+		case c == '$':
+			out.WriteString(`\z`)
+			atom = -1
+		case c == '^':
+			out.WriteString(`\A`)
+			atom = -1
+		default:
+			atom = out.Len()
+			if fold && unicode.SimpleFold(unicode.SimpleFold(c)) != c {
+				// An orbit of three or more (s S ſ, k K K): list it,
+				// since regexp2 folds by lowercasing alone.
+				out.WriteRune('[')
+				for r := c; ; {
+					out.WriteRune(r)
+					if r = unicode.SimpleFold(r); r == c {
+						break
+					}
+				}
+				out.WriteRune(']')
+				continue
+			}
+			out.WriteRune(c)
+		}
+	}
+	if len(groups) > 0 {
+		return "", fmt.Errorf("unbalanced (")
+	}
+	return out.String(), nil
+}
+
+// isCounted reports whether the { at rs[i] starts a counted repetition
+// {n}, {n,} or {n,m} (elsewhere it is a literal brace).
+func isCounted(rs []rune, i int) bool {
+	j := i + 1
+	digits, comma := 0, false
+	for ; j < len(rs) && rs[j] != '}'; j++ {
+		switch {
+		case rs[j] >= '0' && rs[j] <= '9':
+			digits++
+		case rs[j] == ',' && !comma && digits > 0:
+			comma = true
+		default:
+			return false
+		}
+	}
+	return j < len(rs) && digits > 0
+}
+
+// escapeEnd returns the index after the escape sequence at rs[i] (a
+// backslash): \p{…} and \x{…} whole, else the backslash and one rune.
+func escapeEnd(rs []rune, i int) (int, error) {
+	if i+2 < len(rs) && strings.ContainsRune("pPx", rs[i+1]) && rs[i+2] == '{' {
+		for j := i + 3; j < len(rs); j++ {
+			if rs[j] == '}' {
+				return j + 1, nil
+			}
+		}
+		return 0, fmt.Errorf("unclosed \\%c{", rs[i+1])
+	}
+	if i+1 >= len(rs) {
+		return 0, fmt.Errorf("trailing backslash")
+	}
+	return i + 2, nil
+}
+
+// translateClass rewrites the bracket expression starting at rs[i] and
+// returns the index after it: \w becomes Rust's word class, and an
+// intersection with a negated class, [A&&[^B]] (the only form
+// tokenizer.json files use), becomes .NET's subtraction [A-[B]].
+func translateClass(rs []rune, i int) (int, string, error) {
+	var b strings.Builder
+	b.WriteRune('[')
+	j := i + 1
+	if j < len(rs) && rs[j] == '^' {
+		b.WriteRune('^')
+		j++
+	}
+	if j < len(rs) && rs[j] == ']' { // a leading ] is a literal
+		b.WriteString(`\]`)
+		j++
+	}
+	for j < len(rs) {
+		switch c := rs[j]; {
+		case c == ']':
+			b.WriteRune(']')
+			return j + 1, b.String(), nil
+		case c == '\\':
+			k, err := escapeEnd(rs, j)
+			if err != nil {
+				return 0, "", err
+			}
+			switch rs[j+1] {
+			case 'w':
+				b.WriteString(rustWord)
+			case 'W', 'b', 'B':
+				return 0, "", fmt.Errorf("\\%c inside a class is not supported", rs[j+1])
+			default:
+				b.WriteString(string(rs[j:k]))
+			}
+			j = k
+		case c == '&' && j+1 < len(rs) && rs[j+1] == '&':
+			if j+3 >= len(rs) || rs[j+2] != '[' || rs[j+3] != '^' {
+				return 0, "", fmt.Errorf("class intersection other than A&&[^B] is not supported")
+			}
+			k, inner, err := translateClass(rs, j+2)
+			if err != nil {
+				return 0, "", err
+			}
+			if k >= len(rs) || rs[k] != ']' {
+				return 0, "", fmt.Errorf("class intersection A&&[^B] must end its class")
+			}
+			b.WriteString("-[" + inner[2:]) // [^B] → -[B]
+			b.WriteRune(']')
+			return k + 1, b.String(), nil
+		case c == '[':
+			if j+1 < len(rs) && rs[j+1] == ':' {
+				return 0, "", fmt.Errorf("POSIX classes [:name:] are not supported")
+			}
+			return 0, "", fmt.Errorf("nested classes are not supported")
+		default:
+			b.WriteRune(c)
+			j++
+		}
+	}
+	return 0, "", fmt.Errorf("unclosed [")
+}

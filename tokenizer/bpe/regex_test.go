@@ -1,0 +1,191 @@
+package bpe
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// hardParts are the texts where pre-tokenizers disagree when one is wrong:
+// contractions in both cases (and 'ſ, which (?i) folds to 's), CJK,
+// emoji with ZWJ and skin tones, combining marks, digits of several
+// scripts, and every kind of whitespace run, U+0085 (whitespace to Rust)
+// and U+FEFF (not) among them.
+var hardParts = []string{
+	"It's", "IT'S", "we'LL", "they'Re", "I'M", "she'D", "'ſ", "'\u212a", "don't", "'", "''",
+	"我想在apple工作", "日本語のテキスト", "한국어 문장", "ｶﾀｶﾅ",
+	"👩\u200d💻", "👍🏽", "🇺🇸", "🦙.cpp",
+	"e\u0301", "a\u0308b", "ก\u0e31", "क्षि", "\u0301x",
+	"0", "12", "123", "1234567", "٣٤٥", "①②", "Ⅻ", "3.14", "1,000,000",
+	" ", "  ", "   ", "\t", "\n", "\r\n", "\n\n\n", " \n ", "\v\f", "\u0085", "\u00a0", "\u3000", "\u2028", "\ufeff", "\u180e", "\u200b",
+	"Hello", " world", "func(x)", "{\n\t}", "a+=b", "<|x|>", "...", "!!!", "$var", "a_b", "—", "«»", "`",
+	"\xff", "\xc3", "Ωmega", "ǅ", "ßẞ", "Ⅰ",
+}
+
+// hardCorpus returns about n bytes of hardParts and mixedText pieces in a
+// deterministic random order, so that every pair of neighbours occurs.
+func hardCorpus(n int) string {
+	r := rand.New(rand.NewPCG(3, 9))
+	mixed := mixedText(1 << 16)
+	var b strings.Builder
+	for b.Len() < n {
+		if r.IntN(4) == 0 {
+			k := r.IntN(len(mixed) - 64)
+			b.WriteString(mixed[k : k+r.IntN(64)])
+			continue
+		}
+		b.WriteString(hardParts[r.IntN(len(hardParts))])
+	}
+	return b.String()
+}
+
+// TestFastPathsMatchEngine proves each hand-written splitter equal to the
+// general engine running its expression, on a large mixed corpus cut into
+// texts of many lengths (so that text ends fall everywhere).
+func TestFastPathsMatchEngine(t *testing.T) {
+	corpus := hardCorpus(1 << 19)
+	r := rand.New(rand.NewPCG(5, 5))
+	var texts []string
+	for i := 0; i < len(corpus); {
+		n := 1 + r.IntN(200)
+		texts = append(texts, corpus[i:min(i+n, len(corpus))])
+		i += n
+	}
+	texts = append(texts, hardParts...)
+	for expr, fast := range fastPaths {
+		general, err := Compile(expr)
+		if err != nil {
+			t.Fatalf("%q: %v", expr, err)
+		}
+		for _, text := range texts {
+			if got, want := fast.Split(nil, text), general.Split(nil, text); !slices.Equal(got, want) {
+				t.Fatalf("%.40q on %q:\nfast    %q\ngeneral %q", expr, text, got, want)
+			}
+		}
+	}
+}
+
+// FuzzFastPathsMatchEngine checks the fast paths against the general
+// engine on any text, valid UTF-8 or not.
+func FuzzFastPathsMatchEngine(f *testing.F) {
+	for _, p := range hardParts {
+		f.Add(p + " " + p)
+	}
+	type pair struct {
+		expr          string
+		fast, general Splitter
+	}
+	var pairs []pair
+	for expr, fast := range fastPaths {
+		general, err := Compile(expr)
+		if err != nil {
+			f.Fatal(err)
+		}
+		pairs = append(pairs, pair{expr, fast, general})
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, p := range pairs {
+			if got, want := p.fast.Split(nil, s), p.general.Split(nil, s); !slices.Equal(got, want) {
+				t.Fatalf("%.40q on %q:\nfast    %q\ngeneral %q", p.expr, s, got, want)
+			}
+		}
+	})
+}
+
+// TestEngineSemantics pins the places where regexp2 alone would differ
+// from Rust's regex crate, and the splitting rules.
+func TestEngineSemantics(t *testing.T) {
+	for _, c := range []struct {
+		expr, in string
+		want     []string
+	}{
+		{`\s+`, "a\u0085b", []string{"a", "\u0085", "b"}},             // NEL is White_Space
+		{`\s+`, "a\ufeffb", []string{"a\ufeffb"}},                     // BOM is not
+		{`\s+`, "a\u00a0\u3000b", []string{"a", "\u00a0\u3000", "b"}}, // nor are these
+		{`\s+(?!\S)|\s+`, "a   b", []string{"a", "  ", " ", "b"}},     // lookahead
+		{`(?i:'s)`, "x'ſ", []string{"x", "'ſ"}},                       // simple case folding orbit
+		{`(?i:k)+`, "kK\u212a!", []string{"kK\u212a", "!"}},
+		{`(?i)'s`, "'S", []string{"'S"}},
+		{`\w+`, "ab\u0903c d", []string{"ab\u0903c", " ", "d"}}, // Mc is a word rune to Rust
+		{`\bx`, "x\u0903x x", []string{"x", "\u0903x ", "x"}},   // so \b is not between x and Mc
+		{`\s+$`, "a \n", []string{"a", " \n"}},                  // $ is the end of the text
+		{`a$`, "a\n", []string{"a\n"}},                          // not before a final newline
+		{`^a`, "aa", []string{"a", "a"}},
+		{`\p{L}++a`, "bba", []string{"bba"}}, // possessive: no match
+		{`[a-z]*+b|x`, "aab x", []string{"aab ", "x"}},
+		{`(?>a+)b`, "aab", []string{"aab"}},
+		{`[\p{L}&&[^\p{Han}]]+`, "ab我c", []string{"ab", "我", "c"}}, // intersection
+		{`\p{Han}+`, "ab我想c", []string{"ab", "我想", "c"}},
+		{`(?=(\d{3})+(?!\d))`, "1234567", []string{"1", "234", "567"}}, // empty matches cut
+		{afmoeDigits, "1234567 12", []string{"1", "234", "567", " ", "12"}},
+		{`(?P<d>\d)`, "a1", []string{"a", "1"}},
+		{`x{2}+`, "xxxxx", []string{"xxxx", "x"}}, // (?:x{2})+ as Oniguruma reads it
+		{`a{,2}`, "a{,2}", []string{"a{,2}"}},     // a literal brace
+		{`.`, "\xffa", []string{"\xff", "a"}},     // invalid UTF-8 is a rune
+	} {
+		sp, err := Compile(c.expr)
+		if err != nil {
+			t.Errorf("%q: %v", c.expr, err)
+			continue
+		}
+		if got := sp.Split(nil, c.in); !slices.Equal(got, c.want) {
+			t.Errorf("%q on %q: got %q, want %q", c.expr, c.in, got, c.want)
+		}
+	}
+	for _, bad := range []string{`(a`, `a)`, `[a`, `\`, `\p{`, `[[:alpha:]]`, `[a&&b]`, `\p{NoSuchClass}`, `*+`} {
+		if _, err := Compile(bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("Compile(%q): error %v does not name it", bad, err)
+		}
+	}
+}
+
+// TestAllPreTokenizersLoad loads every name llama.cpp maps to a
+// pre-tokenizer and splits the corpus with it.
+func TestAllPreTokenizersLoad(t *testing.T) {
+	text := hardCorpus(1 << 12)
+	names := []string{}
+	for n := range preTokenizers {
+		names = append(names, n)
+	}
+	for n := range preAliases {
+		names = append(names, n)
+	}
+	for _, name := range names {
+		sp, err := PreTokenizer(name)
+		if err != nil {
+			t.Errorf("%q: %v", name, err)
+			continue
+		}
+		if got := strings.Join(sp.Split(nil, text), ""); got != text {
+			t.Errorf("%q: pieces do not join to the text", name)
+		}
+	}
+	if _, err := PreTokenizer("klingon"); err == nil || !strings.Contains(err.Error(), `"klingon"`) {
+		t.Errorf("unknown pre-tokenizer: error %v does not name it", err)
+	}
+}
+
+// TestLlamaCppCustomSplitters checks the expressions that stand for
+// llama.cpp's hand-run splitters on cases worked out from its code.
+func TestLlamaCppCustomSplitters(t *testing.T) {
+	for _, c := range []struct {
+		name, in string
+		want     []string
+	}{
+		{"afmoe", "x 12345", []string{"x", " ", "12", "345"}},
+		{"kimi-k2", "Hello我们's", []string{"Hello", "我们", "'s"}},
+		{"kimi-k2", "ABCdef's 1234", []string{"ABCdef's", " ", "123", "4"}},
+		{"superbpe", "x1234567", []string{"x", "1", "234", "567"}},
+		{"gemma4", "a b\n\nc", []string{"a b", "\n\n", "c"}},
+		{"whitespace", "a  b", []string{"a", "  ", "b"}},
+	} {
+		sp, err := PreTokenizer(c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sp.Split(nil, c.in); !slices.Equal(got, c.want) {
+			t.Errorf("%s on %q: got %q, want %q", c.name, c.in, got, c.want)
+		}
+	}
+}
