@@ -444,6 +444,8 @@ func Pattern(expr string) (Splitter, error) {
 var preTokenizers = map[string][]string{
 	"default":      {`[\p{P}\$\+<=>\^~\|]+`, gpt2NoTail, `\p{N}+`, `[0-9][0-9][0-9]`},
 	"llama-bpe":    {llama3CPPPattern},
+	"dbrx":         {llama3CPPPattern},
+	"glm4":         {llama3CPPPattern},
 	"jais-2":       {contractionsCPP + `|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}`},
 	"deepseek-llm": {`[\r\n]`, `\s?[` + deepseekLetters + `]+`, `\s?[` + deepseekPunct + `]+`, `\s+$`, `[` + deepseekCJK + `]+`, `\p{N}+`},
 	"deepseek-v3":  {`\p{N}{1,3}`, cjkKana, deepseek3Main},
@@ -482,7 +484,7 @@ var preAliases = map[string]string{
 	"":       "default",
 	"llama3": "llama-bpe", "llama-v3": "llama-bpe", "falcon3": "llama-bpe", "falcon-h1": "llama-bpe",
 	"pixtral": "llama-bpe", "midm-2.0": "llama-bpe", "lfm2": "llama-bpe", "jina-v5-nano": "llama-bpe",
-	"dbrx": "llama-bpe", "smaug-bpe": "llama-bpe", "glm4": "llama-bpe", "chatglm-bpe": "llama-bpe",
+	"smaug-bpe": "dbrx", "chatglm-bpe": "glm4",
 	"hunyuan-dense": "deepseek-v3", "joyai-llm": "deepseek-v3", "hy_v4": "deepseek-v3",
 	"refact": "starcoder", "command-r": "starcoder", "smollm": "starcoder", "codeshell": "starcoder",
 	"exaone": "starcoder", "minerva-7b": "starcoder", "mellum2": "starcoder",
@@ -506,6 +508,22 @@ func CanonicalPreTokenizer(name string) string {
 		return a
 	}
 	return name
+}
+
+// PreTokenizerDefaults reports what llama.cpp turns on with a GGUF
+// tokenizer.ggml.pre name besides its expressions: ignore_merges (a
+// pre-token that is a token is emitted whole) and add_bos (the GGUF's
+// tokenizer.ggml.add_bos_token overrides it).
+func PreTokenizerDefaults(name string) (ignoreMerges, addBOS bool) {
+	switch CanonicalPreTokenizer(name) {
+	case "llama-bpe", "tekken":
+		return true, true
+	case "minicpm5", "youtu", "granite-embed-multi-97m":
+		return true, false
+	case "chameleon":
+		return false, true
+	}
+	return false, false
 }
 
 // PreTokenizer returns the Splitter llama.cpp uses for a GGUF

@@ -189,3 +189,20 @@ func TestLlamaCppCustomSplitters(t *testing.T) {
 		}
 	}
 }
+
+// TestPreTokenizerDefaults checks llama.cpp's per-name switches: only its
+// Llama 3 names, tekken, minicpm5, youtu and granite-embed-multi-97m
+// ignore merges (not dbrx or glm4, which share Llama 3's expression).
+func TestPreTokenizerDefaults(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		ignore, addBOS bool
+	}{
+		{"llama3", true, true}, {"pixtral", true, true}, {"tekken", true, true}, {"minicpm5", true, false},
+		{"dbrx", false, false}, {"glm4", false, false}, {"chameleon", false, true}, {"qwen2", false, false}, {"", false, false},
+	} {
+		if ignore, addBOS := PreTokenizerDefaults(c.name); ignore != c.ignore || addBOS != c.addBOS {
+			t.Errorf("%q: ignore_merges %v add_bos %v, want %v %v", c.name, ignore, addBOS, c.ignore, c.addBOS)
+		}
+	}
+}
