@@ -11,11 +11,13 @@
 package bpe
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // TokenType is a token's kind, numbered as GGUF's tokenizer.ggml.token_type
@@ -57,6 +59,28 @@ type Config struct {
 	// IgnoreMerges emits a pre-token that is itself a token whole, without
 	// merging (Llama 3's ignore_merges).
 	IgnoreMerges bool
+	// CharLevel says the tokens are text as it is, not GPT-2's byte-level
+	// spelling: SentencePiece-converted BPE (Gemma, older Llama exports),
+	// where ▁ marks a space. A pre-token's symbols start as its
+	// characters; a character that is no token becomes the <0xNN> Byte
+	// tokens of its bytes if the vocabulary has them all (byte_fallback),
+	// else Unknown.
+	CharLevel bool
+	// FuseUnknown makes a run of characters that each become Unknown one
+	// Unknown token (tokenizer.json's fuse_unk; CharLevel only).
+	FuseUnknown bool
+	// Added holds the matching options of added tokens (Control and
+	// UserDefined) that have any; the others match exactly, in the text
+	// as given.
+	Added map[int32]AddedOptions
+	// DecodeToken, if set, gives the decoded text of a Normal token from
+	// its stored text (tokenizer.json's decoders); nil means byte-level
+	// decoding, or the text itself for CharLevel.
+	DecodeToken func(string) string
+	// StripLeading lists runes Decode removes, each if it is there in
+	// turn, from the start of a decoded text (SentencePiece's dummy
+	// space; tokenizer.json's Metaspace and Strip decoders).
+	StripLeading string
 	// Normalize, if set, rewrites each run of text between added tokens
 	// before pre-tokenization (Qwen's NFC).
 	Normalize func(string) string
@@ -87,7 +111,8 @@ type Tokenizer struct {
 	byteTok, fallback [256]int32
 	pieceOff          []uint32 // token i decodes to pieces[pieceOff[i]:pieceOff[i+1]]
 	pieces            []byte
-	added             addedSet
+	added             addedSet // matched in the text as given
+	addedNorm         addedSet // Normalized ones, matched in normalized text
 	cfg               Config
 	scratch           sync.Pool // *work
 	cache             wordCache
@@ -156,7 +181,14 @@ func New(cfg Config) (*Tokenizer, error) {
 	for i, tok := range cfg.Tokens {
 		switch cfg.Types[i] {
 		case Normal, Undefined:
-			t.pieces = append(t.pieces, decodeByteLevel(tok)...)
+			switch {
+			case cfg.DecodeToken != nil:
+				t.pieces = append(t.pieces, cfg.DecodeToken(tok)...)
+			case cfg.CharLevel:
+				t.pieces = append(t.pieces, tok...)
+			default:
+				t.pieces = append(t.pieces, decodeByteLevel(tok)...)
+			}
 		case UserDefined:
 			t.pieces = append(t.pieces, tok...)
 		case Byte:
@@ -186,7 +218,8 @@ func New(cfg Config) (*Tokenizer, error) {
 			t.merges[pairKey(a, b)] = merged{rank: int32(rank), id: id}
 		}
 	}
-	t.added = newAddedSet(cfg.Tokens, cfg.Types)
+	t.added = newAddedSet(cfg.Tokens, cfg.Types, cfg.Added, false, nil)
+	t.addedNorm = newAddedSet(cfg.Tokens, cfg.Types, cfg.Added, true, cfg.Normalize)
 	t.scratch.New = func() any { return new(work) }
 	return t, nil
 }
@@ -264,14 +297,28 @@ func (t *Tokenizer) AppendPiece(dst []byte, id int32) []byte {
 	return append(dst, t.pieces[t.pieceOff[id]:t.pieceOff[id+1]]...)
 }
 
-// Decode returns the text of ids, as AppendPiece spells each. Byte
-// sequences that are not valid UTF-8 are kept as they are.
+// Decode returns the text of ids, as AppendPiece spells each, less the
+// leading runes the decoder strips at the start of a text (see
+// Config.StripLeading). Byte sequences that are not valid UTF-8 are kept
+// as they are.
 func (t *Tokenizer) Decode(ids []int32) string {
 	var b []byte
 	for _, id := range ids {
 		b = t.AppendPiece(b, id)
 	}
-	return string(b)
+	return string(t.stripLeading(b))
+}
+
+// stripLeading removes Config.StripLeading's runes from the start of b.
+func (t *Tokenizer) stripLeading(b []byte) []byte {
+	for _, r := range t.cfg.StripLeading {
+		n := utf8.RuneLen(r)
+		if len(b) < n || !bytes.HasPrefix(b, utf8.AppendRune(nil, r)) {
+			break
+		}
+		b = b[n:]
+	}
+	return b
 }
 
 // Encode tokenizes text, without BOS. User-defined added tokens that appear
@@ -292,34 +339,57 @@ func (t *Tokenizer) encode(dst []int32, text string, special bool) []int32 {
 		clear(w.words) // the pool must not keep the caller's text alive
 		t.scratch.Put(w)
 	}()
+	atStart := true
 	for text != "" {
 		start, end, id := t.added.find(text, special)
-		dst = t.encodeText(dst, w, text[:start])
+		dst = t.encodeRun(dst, w, text[:start], atStart, special)
 		if id < 0 {
 			break
 		}
 		dst = append(dst, id)
-		text = text[end:]
+		text, atStart = text[end:], false
 	}
 	return dst
 }
 
-// encodeText encodes a run of text that holds no added token.
-func (t *Tokenizer) encodeText(dst []int32, w *work, text string) []int32 {
+// encodeRun encodes a run of text between added tokens matched in the
+// text as given: normalized, then cut at the added tokens matched in
+// normalized text. atStart says whether the run starts the input.
+func (t *Tokenizer) encodeRun(dst []int32, w *work, text string, atStart, special bool) []int32 {
 	if text == "" {
 		return dst
 	}
 	if t.cfg.Normalize != nil {
 		text = t.cfg.Normalize(text)
 	}
+	for text != "" {
+		start, end, id := t.addedNorm.find(text, special)
+		dst = t.encodeText(dst, w, text[:start], atStart)
+		if id < 0 {
+			break
+		}
+		dst = append(dst, id)
+		text, atStart = text[end:], false
+	}
+	return dst
+}
+
+// encodeText encodes a normalized run of text that holds no added token.
+func (t *Tokenizer) encodeText(dst []int32, w *work, text string, atStart bool) []int32 {
+	if text == "" {
+		return dst
+	}
 	if t.cfg.AddPrefixSpace && text[0] != ' ' {
 		text = " " + text
 	}
 	w.words = w.words[:0]
-	if t.cfg.Pre != nil {
-		w.words = t.cfg.Pre.Split(w.words, text)
-	} else {
+	switch pre := t.cfg.Pre.(type) {
+	case nil:
 		w.words = append(w.words, text)
+	case hfPipeline:
+		w.words = pre.splitAt(w.words, text, atStart)
+	default:
+		w.words = pre.Split(w.words, text)
 	}
 	for _, word := range w.words {
 		dst = t.encodeWord(dst, w, word)
@@ -341,10 +411,18 @@ func (t *Tokenizer) encodeWord(dst []int32, w *work, word string) []int32 {
 // mergeWord encodes one pre-token by its merges.
 func (t *Tokenizer) mergeWord(dst []int32, w *work, word string) []int32 {
 	if t.cfg.IgnoreMerges {
-		w.buf = appendByteLevel(w.buf[:0], word)
-		if id, ok := t.index[string(w.buf)]; ok {
+		key := word
+		if !t.cfg.CharLevel {
+			w.buf = appendByteLevel(w.buf[:0], word)
+			key = string(w.buf)
+		}
+		if id, ok := t.index[key]; ok {
 			return append(dst, id)
 		}
+	}
+	if t.cfg.CharLevel {
+		w.syms = t.merge(w, t.charSymbols(w.syms[:0], word))
+		return append(dst, w.syms...)
 	}
 	syms := w.syms[:0]
 	for i := range len(word) {
@@ -360,4 +438,36 @@ func (t *Tokenizer) mergeWord(dst []int32, w *work, word string) []int32 {
 	}
 	w.syms = syms
 	return dst
+}
+
+// charSymbols appends a CharLevel pre-token's first symbols to syms: each
+// character's token, or the Byte tokens of its bytes if it has none,
+// else Unknown (one for a run of them with FuseUnknown), else nothing.
+func (t *Tokenizer) charSymbols(syms []int32, word string) []int32 {
+	prevUnknown := false
+	for i := 0; i < len(word); {
+		_, n := utf8.DecodeRuneInString(word[i:])
+		ch := word[i : i+n]
+		i += n
+		if id, ok := t.index[ch]; ok {
+			syms, prevUnknown = append(syms, id), false
+			continue
+		}
+		whole := true
+		for k := range len(ch) {
+			if fb := t.fallback[ch[k]]; fb < 0 || t.types[fb] != Byte {
+				whole = false
+			}
+		}
+		switch {
+		case whole:
+			for k := range len(ch) {
+				syms = append(syms, t.fallback[ch[k]])
+			}
+			prevUnknown = false
+		case t.cfg.Unknown >= 0 && !(t.cfg.FuseUnknown && prevUnknown):
+			syms, prevUnknown = append(syms, t.cfg.Unknown), true
+		}
+	}
+	return syms
 }

@@ -62,6 +62,25 @@ func (r *regexSplitter) Split(dst []string, s string) []string {
 	if s == "" {
 		return dst
 	}
+	gap := 0
+	r.find(s, func(start, end int) {
+		if gap < start {
+			dst = append(dst, s[gap:start])
+		}
+		if start < end {
+			dst = append(dst, s[start:end])
+		}
+		gap = end
+	})
+	if gap < len(s) {
+		dst = append(dst, s[gap:])
+	}
+	return dst
+}
+
+// find calls match with the byte bounds of each match in s, in order,
+// empty matches included.
+func (r *regexSplitter) find(s string, match func(start, end int)) {
 	runes := make([]rune, 0, len(s))
 	offs := make([]int, 0, len(s)+1) // byte offset of each rune, then len(s)
 	for i := 0; i < len(s); {
@@ -70,24 +89,12 @@ func (r *regexSplitter) Split(dst []string, s string) []string {
 		i += n
 	}
 	offs = append(offs, len(s))
-	gap := 0
 	// The match timeout is infinite, so the engine returns no error.
 	m, _ := r.re.FindRunesMatch(runes)
 	for m != nil {
-		start, end := offs[m.Index], offs[m.Index+m.Length]
-		if gap < start {
-			dst = append(dst, s[gap:start])
-		}
-		if start < end {
-			dst = append(dst, s[start:end])
-		}
-		gap = end
+		match(offs[m.Index], offs[m.Index+m.Length])
 		m, _ = r.re.FindNextMatch(m)
 	}
-	if gap < len(s) {
-		dst = append(dst, s[gap:])
-	}
-	return dst
 }
 
 // rustWord is Rust's \w inside a bracket expression.
