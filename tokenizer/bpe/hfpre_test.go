@@ -2,13 +2,13 @@ package bpe
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
-	"strings"
 	"testing"
 )
 
 // hfSteps parses a pre_tokenizer for a test.
-func hfSteps(t *testing.T, js string) hfPipeline {
+func hfSteps(t testing.TB, js string) hfPipeline {
 	t.Helper()
 	var steps hfPipeline
 	var byteLevel bool
@@ -80,35 +80,14 @@ func FuzzHFPreTokenizers(f *testing.F) {
 	for _, b := range []string{"Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"} {
 		for _, pat := range []string{`{"String": "-"}`, `{"String": "ab"}`, `{"Regex": "\\s+|(?=\\d)"}`, `{"Regex": "\\p{L}*"}`} {
 			for _, inv := range []string{"false", "true"} {
-				var steps hfPipeline
-				var bl bool
-				js := `{"type": "Split", "pattern": ` + pat + `, "behavior": "` + b + `", "invert": ` + inv + `}`
-				if err := parseHFPre(json.RawMessage(js), &steps, &bl); err != nil {
-					f.Fatal(err)
-				}
-				pipes = append(pipes, steps)
+				pipes = append(pipes, hfSteps(f, `{"type": "Split", "pattern": `+pat+`, "behavior": "`+b+`", "invert": `+inv+`}`))
 			}
 		}
 	}
-	for _, js := range []string{`{"type": "Digits"}`, `{"type": "Punctuation", "behavior": "MergedWithNext"}`} {
-		var steps hfPipeline
-		var bl bool
-		if err := parseHFPre(json.RawMessage(js), &steps, &bl); err != nil {
-			f.Fatal(err)
-		}
-		pipes = append(pipes, steps)
-	}
+	pipes = append(pipes, hfSteps(f, `{"type": "Digits"}`), hfSteps(f, `{"type": "Punctuation", "behavior": "MergedWithNext"}`))
 	f.Fuzz(func(t *testing.T, s string) {
 		for i, p := range pipes {
-			pieces := p.Split(nil, s)
-			for _, x := range pieces {
-				if x == "" {
-					t.Fatalf("pipeline %d: empty piece in %q", i, pieces)
-				}
-			}
-			if got := strings.Join(pieces, ""); got != s {
-				t.Fatalf("pipeline %d: %q joins to %q, not %q", i, pieces, got, s)
-			}
+			checkPieces(t, fmt.Sprint("pipeline ", i), s, p.Split(nil, s))
 		}
 	})
 }

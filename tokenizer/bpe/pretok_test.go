@@ -91,15 +91,20 @@ func FuzzSplitters(f *testing.F) {
 	sps := allSplitters(f)
 	f.Fuzz(func(t *testing.T, s string) {
 		for name, sp := range sps {
-			pieces := sp.Split(nil, s)
-			for _, p := range pieces {
-				if p == "" {
-					t.Fatalf("%s: empty piece in %q", name, pieces)
-				}
-			}
-			if got := strings.Join(pieces, ""); got != s {
-				t.Fatalf("%s: pieces %q join to %q, not %q", name, pieces, got, s)
-			}
+			checkPieces(t, name, s, sp.Split(nil, s))
 		}
 	})
+}
+
+// checkPieces fails t unless pieces are non-empty and join to s.
+func checkPieces(t *testing.T, name, s string, pieces []string) {
+	t.Helper()
+	for _, p := range pieces {
+		if p == "" {
+			t.Fatalf("%s: empty piece in %q", name, pieces)
+		}
+	}
+	if got := strings.Join(pieces, ""); got != s {
+		t.Fatalf("%s: pieces %q join to %q, not %q", name, pieces, got, s)
+	}
 }

@@ -170,14 +170,9 @@ func translate(expr string) (string, error) {
 					j++
 				}
 				if j > i+2 && j < len(rs) && (rs[j] == ')' || rs[j] == ':') {
-					if rs[j] == ')' {
-						fold = setFold
-						out.WriteString(string(rs[i : j+1]))
-						i = j
-						atom = -1
-						continue
+					if rs[j] == ':' { // a group; (?i) alone is no group
+						groups = append(groups, g)
 					}
-					groups = append(groups, g)
 					fold = setFold
 					out.WriteString(string(rs[i : j+1]))
 					i = j
