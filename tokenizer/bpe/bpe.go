@@ -78,8 +78,11 @@ type Config struct {
 	// decoding, or the text itself for CharLevel.
 	DecodeToken func(string) string
 	// StripLeading lists runes Decode removes, each if it is there in
-	// turn, from the start of a decoded text (SentencePiece's dummy
-	// space; tokenizer.json's Metaspace and Strip decoders).
+	// turn, from the start of the first non-empty token piece of a
+	// decoded text (SentencePiece's dummy space; tokenizer.json's
+	// Metaspace decoder and a Strip after Fuse). With one rune that is
+	// exactly Hugging Face's result; with more, a first piece shorter than
+	// the runes would lose fewer than the fused text would.
 	StripLeading string
 	// Normalize, if set, rewrites each run of text between added tokens
 	// before pre-tokenization (Qwen's NFC).
@@ -297,26 +300,46 @@ func (t *Tokenizer) AppendPiece(dst []byte, id int32) []byte {
 	return append(dst, t.pieces[t.pieceOff[id]:t.pieceOff[id+1]]...)
 }
 
-// Decode returns the text of ids, as AppendPiece spells each, less the
-// leading runes the decoder strips at the start of a text (see
-// Config.StripLeading). Byte sequences that are not valid UTF-8 are kept
-// as they are.
+// Decode returns the text of ids: each token's piece in turn, as
+// AppendTextPiece appends it. Byte sequences that are not valid UTF-8 are
+// kept as they are.
 func (t *Tokenizer) Decode(ids []int32) string {
 	var b []byte
+	started := false
 	for _, id := range ids {
-		b = t.AppendPiece(b, id)
+		b, started = t.AppendTextPiece(b, id, started)
 	}
-	return string(t.stripLeading(b))
+	return string(b)
 }
 
-// stripLeading removes Config.StripLeading's runes from the start of b.
+// AppendTextPiece appends token id's piece to a text that holds the pieces
+// of the sequence's tokens before it, for streaming: started reports
+// whether any of those had a non-empty piece, and is returned updated for
+// the next token. Until one has, the piece loses the runes the decoder
+// strips at the start of a text (Config.StripLeading: SentencePiece's
+// dummy space), so that the pieces concatenate to Decode's text. Control
+// tokens, whose pieces are empty, leave the start where it is, as Hugging
+// Face's decoding with special tokens skipped does.
+func (t *Tokenizer) AppendTextPiece(dst []byte, id int32, started bool) ([]byte, bool) {
+	n := len(dst)
+	dst = t.AppendPiece(dst, id)
+	if started || len(dst) == n {
+		return dst, started || len(dst) > n
+	}
+	rest := t.stripLeading(dst[n:])
+	return append(dst[:n], rest...), true
+}
+
+// stripLeading removes Config.StripLeading's runes from the start of b,
+// each if it is there in turn.
 func (t *Tokenizer) stripLeading(b []byte) []byte {
 	for _, r := range t.cfg.StripLeading {
-		n := utf8.RuneLen(r)
-		if len(b) < n || !bytes.HasPrefix(b, utf8.AppendRune(nil, r)) {
+		var enc [utf8.UTFMax]byte
+		e := enc[:utf8.EncodeRune(enc[:], r)]
+		if !bytes.HasPrefix(b, e) {
 			break
 		}
-		b = b[n:]
+		b = b[len(e):]
 	}
 	return b
 }
