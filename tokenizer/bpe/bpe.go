@@ -77,6 +77,10 @@ type Config struct {
 	// its stored text (tokenizer.json's decoders); nil means byte-level
 	// decoding, or the text itself for CharLevel.
 	DecodeToken func(string) string
+	// DecodeFirstToken, if set, is DecodeToken for a Normal token that
+	// starts a decoded text (tokenizer.json's Metaspace decoder drops
+	// every ▁ of the first token rather than making it a space).
+	DecodeFirstToken func(string) string
 	// StripLeading lists runes Decode removes, each if it is there in
 	// turn, from the start of the first non-empty token piece of a
 	// decoded text (SentencePiece's dummy space; tokenizer.json's
@@ -321,6 +325,9 @@ func (t *Tokenizer) Decode(ids []int32) string {
 // tokens, whose pieces are empty, leave the start where it is, as Hugging
 // Face's decoding with special tokens skipped does.
 func (t *Tokenizer) AppendTextPiece(dst []byte, id int32, started bool) ([]byte, bool) {
+	if !started && t.cfg.DecodeFirstToken != nil && t.Type(id) == Normal {
+		return append(dst, t.stripLeading([]byte(t.cfg.DecodeFirstToken(t.tokens[id])))...), true
+	}
 	n := len(dst)
 	dst = t.AppendPiece(dst, id)
 	if started || len(dst) == n {

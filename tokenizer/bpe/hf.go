@@ -147,15 +147,21 @@ func FromHF(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
 		}
 	}
 	for _, a := range f.AddedTokens {
-		cfg.Tokens[a.ID], cfg.Types[a.ID], filled[a.ID] = a.Content, UserDefined, true
+		// An added token whose text the model's vocabulary holds takes the
+		// vocabulary's ID, as Hugging Face's AddedVocabulary gives it.
+		id := a.ID
+		if vid, ok := m.Vocab[a.Content]; ok {
+			id = vid
+		}
+		cfg.Tokens[id], cfg.Types[id], filled[id] = a.Content, UserDefined, true
 		if a.Special {
-			cfg.Types[a.ID] = Control
+			cfg.Types[id] = Control
 		}
 		if o := (AddedOptions{LStrip: a.LStrip, RStrip: a.RStrip, SingleWord: a.SingleWord, Normalized: a.Normalized}); o != (AddedOptions{}) {
 			if cfg.Added == nil {
 				cfg.Added = map[int32]AddedOptions{}
 			}
-			cfg.Added[a.ID] = o
+			cfg.Added[id] = o
 		}
 	}
 	for id, ok := range filled {
@@ -193,6 +199,12 @@ func FromHF(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
 			dec.token = append([]func(string) string{func(s string) string { return string(decodeByteLevel(s)) }}, dec.token...)
 		}
 		cfg.DecodeToken = chain(dec.token)
+	}
+	if dec.firstDiffers {
+		if byteLevel && !dec.byteLevel {
+			dec.first = append([]func(string) string{func(s string) string { return string(decodeByteLevel(s)) }}, dec.first...)
+		}
+		cfg.DecodeFirstToken = chain(dec.first)
 	}
 	cfg.StripLeading = dec.strip
 	if err := hfSpecials(&cfg, f.PostProcessor, configJSON); err != nil {

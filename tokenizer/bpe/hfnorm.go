@@ -137,10 +137,17 @@ func chain(fs []func(string) string) func(string) string {
 // token's text becomes on its own and what is stripped at the start of
 // a decoded text, so that token pieces can be streamed.
 type hfDecoder struct {
-	token     []func(string) string // applied in turn to a Normal token's text
-	byteLevel bool                  // a ByteLevel decoder comes first
-	fused     bool                  // a Fuse has joined the tokens into one text
-	strip     string                // Config.StripLeading
+	token        []func(string) string // applied in turn to a Normal token's text
+	first        []func(string) string // the same for the first token of a text
+	firstDiffers bool                  // first is not token
+	byteLevel    bool                  // a ByteLevel decoder comes first
+	fused        bool                  // a Fuse has joined the tokens into one text
+	strip        string                // Config.StripLeading
+}
+
+// add appends a step that treats every token alike.
+func (d *hfDecoder) add(f func(string) string) {
+	d.token, d.first = append(d.token, f), append(d.first, f)
 }
 
 // parse reads a decoder: ByteLevel, Metaspace, ByteFallback, Fuse, Strip,
@@ -175,7 +182,7 @@ func (d *hfDecoder) parse(raw json.RawMessage) error {
 			return errors.New("bpe: tokenizer.json ByteLevel decoder after another decoder is not supported")
 		}
 		d.byteLevel = true
-		d.token = append(d.token, func(s string) string { return string(decodeByteLevel(s)) })
+		d.add(func(s string) string { return string(decodeByteLevel(s)) })
 	case "ByteFallback":
 	case "Fuse":
 		d.fused = true
@@ -187,17 +194,22 @@ func (d *hfDecoder) parse(raw json.RawMessage) error {
 		if err != nil {
 			return err
 		}
-		d.token = append(d.token, f)
+		d.add(f)
 	case "Metaspace":
 		repl := "▁"
 		if n.Replacement != nil {
 			repl = *n.Replacement
 		}
-		d.token = append(d.token, func(s string) string { return strings.ReplaceAll(s, repl, " ") })
-		// The first token loses the space its replacement stood for,
+		space := func(s string) string { return strings.ReplaceAll(s, repl, " ") }
+		d.token = append(d.token, space)
+		// The first token loses every replacement, not only the one that
+		// stands for the prepended space (Hugging Face's decode_chain),
 		// unless prepend_scheme is never.
 		if (n.PrependScheme == nil || *n.PrependScheme != "never") && (n.AddPrefixSpace == nil || *n.AddPrefixSpace) {
-			d.strip += " "
+			d.first = append(d.first, func(s string) string { return strings.ReplaceAll(s, repl, "") })
+			d.firstDiffers = true
+		} else {
+			d.first = append(d.first, space)
 		}
 	case "Strip":
 		c := " "
@@ -209,7 +221,7 @@ func (d *hfDecoder) parse(raw json.RawMessage) error {
 		}
 		if !d.fused {
 			start, stop := n.Start, n.Stop
-			d.token = append(d.token, func(s string) string {
+			d.add(func(s string) string {
 				for i := 0; i < start && strings.HasPrefix(s, c); i++ {
 					s = s[len(c):]
 				}

@@ -182,4 +182,9 @@ func TestHFCharLevel(t *testing.T) {
 			t.Errorf("Decode(%v) = %q, want %q", ids, got, c.decode)
 		}
 	}
+	// Hugging Face's Metaspace decoder drops every ▁ of the first token,
+	// and only of that one.
+	if got := tk.Decode([]int32{7, 8}); got != " a" {
+		t.Errorf("Decode(▁, ▁a) = %q, want \" a\"", got)
+	}
 }
