@@ -72,7 +72,7 @@ func BenchmarkSplit(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		general, err := patternSequence(preTokenizers[name], Compile)
+		general, err := patternSequence(preTokenizers[name], func(e string) (Splitter, error) { return Compile(e, Rust) })
 		if err != nil {
 			b.Fatal(err)
 		}

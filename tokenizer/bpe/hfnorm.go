@@ -24,7 +24,7 @@ func (p hfPattern) replacer(what, content string) (func(string) string, error) {
 		}
 		return func(s string) string { return strings.ReplaceAll(s, old, content) }, nil
 	case p.Regex != nil:
-		sp, err := Compile(*p.Regex)
+		sp, err := Compile(*p.Regex, Oniguruma)
 		if err != nil {
 			return nil, fmt.Errorf("%w (tokenizer.json %s Replace)", err, what)
 		}

@@ -260,7 +260,8 @@ func isHFPunct(r rune) bool {
 }
 
 // hfWhitespace is the Whitespace pre-tokenizer's expression; its pieces
-// are the matches.
+// are the matches. Hugging Face runs it on Rust's regex crate, not on
+// Oniguruma as Split patterns, so its \w has Rust's meaning.
 const hfWhitespace = `\w+|[^\w\s]+`
 
 // parseHFPre reads a tokenizer.json pre_tokenizer into steps.
@@ -312,13 +313,13 @@ func parseHFPre(raw json.RawMessage, steps *hfPipeline, byteLevel *bool) error {
 		case n.Pattern.Regex == nil:
 			return fmt.Errorf("bpe: tokenizer.json Split has neither a Regex nor a String pattern")
 		case b == isolated && !n.Invert:
-			sp, err := Pattern(*n.Pattern.Regex)
+			sp, err := patternIn(*n.Pattern.Regex, Oniguruma)
 			if err != nil {
 				return fmt.Errorf("%w (tokenizer.json Split)", err)
 			}
 			*steps = append(*steps, splitterStep{sp})
 		default:
-			sp, err := Compile(*n.Pattern.Regex)
+			sp, err := Compile(*n.Pattern.Regex, Oniguruma)
 			if err != nil {
 				return fmt.Errorf("%w (tokenizer.json Split)", err)
 			}
@@ -343,7 +344,7 @@ func parseHFPre(raw json.RawMessage, steps *hfPipeline, byteLevel *bool) error {
 		}
 		*steps = append(*steps, splitStep{find: runeSpans(isHFPunct), behavior: b})
 	case "Whitespace":
-		sp, err := Compile(hfWhitespace)
+		sp, err := Compile(hfWhitespace, Rust)
 		if err != nil {
 			return err
 		}

@@ -46,6 +46,10 @@ func hfRefVariants(t *testing.T) map[string]map[string]any {
 		return map[string]any{"type": "Split", "pattern": pattern, "behavior": behavior, "invert": invert}
 	}
 	byteDecoder := map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}
+	isolatedSplit := func(regex string) map[string]any {
+		return map[string]any{"model": g, "decoder": byteDecoder,
+			"pre_tokenizer": seq("", "pretokenizers", split(map[string]any{"Regex": regex}, "Isolated", false), bl(false, false))}
+	}
 	const o200k = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	addedTok := func(id int, content string, special, lstrip, rstrip, singleWord, normalized bool) map[string]any {
 		return map[string]any{"id": id, "content": content, "special": special, "lstrip": lstrip, "rstrip": rstrip,
@@ -81,6 +85,13 @@ func hfRefVariants(t *testing.T) map[string]map[string]any {
 			"normalizer":    map[string]any{"type": "Replace", "pattern": map[string]any{"Regex": `\s+`}, "content": " "},
 			"pre_tokenizer": seq("", "pretokenizers", map[string]any{"type": "Whitespace"}, bl(true, false)),
 		},
+		// Where Oniguruma's meaning differs from Rust's or from .NET's.
+		"regex \\s+$":                    isolatedSplit(`\s+$`),
+		"regex \\w":                      isolatedSplit(`\w+`),
+		"regex (?i)":                     isolatedSplit(`(?i:'s|'t|'k)`),
+		"regex \\b \\B":                  isolatedSplit(`\bx|\Bn`),
+		"regex intersection, possessive": isolatedSplit(`[\p{L}&&[^\p{Han}]]+|\p{N}{1,2}+|a*+`),
+		"regex ^ $":                      isolatedSplit(`^.|.$|\s`),
 		"added token options": {
 			"model": g, "decoder": byteDecoder, "added_tokens": added,
 			"normalizer":    map[string]any{"type": "Lowercase"},
@@ -100,7 +111,7 @@ func hfRefTexts(t *testing.T) []string {
 	}
 	return append(texts, "a <mask>  b", "word words sword word_ WORD", " <|endoftext|>x", "1,234.5e-6 !?…", "\u00a0\u3000x\u0085y\ufeffz",
 		"IT'S we'LL 'ſ \u212a", "👩\u200d💻 👍🏽 🇺🇸", "e\u0301 a\u0308b क्षि", "٣٤٥ ①② Ⅻ 1234567", "   \t\n\r\n\v\f x  ",
-		"日本語のテキスト 한국어", "<s> </s> <unk>", "")
+		"日本語のテキスト 한국어", "<s> </s> <unk>", "", "a  \nb  \n", "x\u0903x xx  nn", "'ſ 'S 'K '\u212a", "我们ab12345 aaab", "ab\ncd\n", "e\u0301xx\u0903n", "Ⓐb\u200dc Ⅻd", "a² b³ c¹ d¼ ½ ¾ ① ⑴ ❶ 〇 ᛮ 𐄇 ª º µ")
 }
 
 // TestHFTokenizersReference compares FromHF with Hugging Face's own

@@ -426,14 +426,27 @@ var fastPaths = map[string]Splitter{
 	`[\p{P}\$\+<=>\^~\|]+`:          classRun{class: isDefaultPunct},
 }
 
-// Pattern returns the Splitter of a pre-tokenizer regular expression: its
-// hand-written fast path if it has one, else the general engine (see
-// Compile), or an error naming an expression the engine cannot compile.
-func Pattern(expr string) (Splitter, error) {
+// Pattern returns the Splitter of a pre-tokenizer regular expression as
+// llama.cpp reads it (dialect Rust): its hand-written fast path if it has
+// one, else the general engine (see Compile), or an error naming an
+// expression the engine cannot compile.
+func Pattern(expr string) (Splitter, error) { return patternIn(expr, Rust) }
+
+// patternIn is Pattern in dialect d. The fast paths have Rust's meaning,
+// so in another dialect one serves only an expression that means the
+// same in both.
+func patternIn(expr string, d Dialect) (Splitter, error) {
 	if sp, ok := fastPaths[expr]; ok {
-		return sp, nil
+		if d == Rust {
+			return sp, nil
+		}
+		a, errA := translate(expr, Rust)
+		b, errB := translate(expr, d)
+		if errA == nil && errB == nil && a == b {
+			return sp, nil
+		}
 	}
-	return Compile(expr)
+	return Compile(expr, d)
 }
 
 // preTokenizers lists llama.cpp's BPE pre-tokenizers (one per

@@ -20,32 +20,49 @@ type regexSplitter struct {
 	re   *regexp2.Regexp
 }
 
+// Dialect is whose meaning a regular expression has where Rust's regex
+// crate (and llama.cpp) and Oniguruma (Hugging Face tokenizers' engine,
+// which runs tokenizer.json's Split patterns) differ: \w, and so \b and
+// \B, and the anchors ^ and $.
+type Dialect int
+
+// Dialects.
+const (
+	// Rust is Rust's regex crate, and llama.cpp's std::regex for the
+	// anchors: \w is Alphabetic, marks, decimal digits, connector
+	// punctuation and the joiners; ^ and $ are the start and end of the
+	// text.
+	Rust Dialect = iota
+	// Oniguruma is Hugging Face's: \w is Rust's and the Latin-1 numbers
+	// ² ³ ¹ ¼ ½ ¾; ^ and $ match at the start and end of every line.
+	Oniguruma
+)
+
 // Compile returns the general Splitter of a pre-tokenizer regular
-// expression, never a hand-written fast path (Pattern prefers those). It
-// reads the syntax of Rust's regex crate and Oniguruma as tokenizer.json
-// uses it: lookahead and lookbehind, (?i:…) and (?i) flags, \p{…} general
+// expression in dialect d, never a hand-written fast path (Pattern
+// prefers those). It reads the syntax of Rust's regex crate and
+// Oniguruma as tokenizer.json uses it: lookahead and lookbehind, (?i:…) and (?i) flags, \p{…} general
 // categories, scripts and binary properties, atomic groups (?>…) and
 // possessive quantifiers (*+ ++ ?+; {n,m}+ repeats the repetition, as
 // in Oniguruma's Ruby syntax), and class intersection with a
-// negated class ([A&&[^B]]). The meaning follows Rust's regex crate:
+// negated class ([A&&[^B]]). Where .NET's meaning differs the expression
+// is rewritten:
 //
 //   - \s is Unicode White_Space (U+0085 and U+00A0 are spaces, U+FEFF and
-//     U+180E are not), as in .NET and Go's unicode.IsSpace;
-//   - \w is Alphabetic, marks, decimal digits, connector punctuation and
-//     the joiners (.NET's omits spacing and enclosing marks and letter
-//     numbers), and \b and \B are rewritten to it;
+//     U+180E are not) in .NET, Rust and Oniguruma alike, and in Go's
+//     unicode.IsSpace;
+//   - \w, \b and \B follow the dialect (.NET's \w omits spacing and
+//     enclosing marks and other numbers);
 //   - (?i) matches every rune of a literal's simple case folding orbit, so
-//     (?i:'s) matches 'ſ (U+017F) and (?i:k) matches K (U+212A);
-//   - ^ and $ are the start and end of the text (Rust without the m flag,
-//     and llama.cpp's std::regex): .NET's $ would also match before a final
-//     newline. Oniguruma's, in Hugging Face's Rust build, match at line
-//     ends; a tokenizer.json whose Split pattern has them can split
-//     differently there.
+//     (?i:'s) matches 'ſ (U+017F) and (?i:k) matches K (U+212A), as in Rust
+//     and Oniguruma (.NET lowercases, missing ſ);
+//   - ^ and $ follow the dialect (.NET's $ would also match before a final
+//     newline).
 //
 // Unicode tables are Go's (unicode.Version), which may be a version apart
-// from Rust's for newly assigned runes.
-func Compile(expr string) (Splitter, error) {
-	tr, err := translate(expr)
+// from Rust's and Oniguruma's for newly assigned runes.
+func Compile(expr string, d Dialect) (Splitter, error) {
+	tr, err := translate(expr, d)
 	if err != nil {
 		return nil, fmt.Errorf("bpe: pre-tokenizer pattern %q: %w", expr, err)
 	}
@@ -97,12 +114,28 @@ func (r *regexSplitter) find(s string, match func(start, end int)) {
 	}
 }
 
-// rustWord is Rust's \w inside a bracket expression.
-const rustWord = `\p{L}\p{Nl}\p{Other_Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}`
+// wordClass is the dialect's \w inside a bracket expression.
+func (d Dialect) wordClass() string {
+	const rust = `\p{L}\p{Nl}\p{Other_Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}`
+	if d == Oniguruma {
+		return rust + `²³¹¼-¾` // its Latin-1 table counts these numbers as word runes
+	}
+	return rust
+}
+
+// anchors are the dialect's ^ and $.
+func (d Dialect) anchors() (start, end string) {
+	if d == Oniguruma {
+		return `(?<![^\n])`, `(?![^\n])`
+	}
+	return `\A`, `\z`
+}
 
 // translate rewrites an expression in Rust/Oniguruma syntax into regexp2's
-// with the same meaning (see Compile).
-func translate(expr string) (string, error) {
+// with the same meaning in dialect d (see Compile).
+func translate(expr string, d Dialect) (string, error) {
+	word := d.wordClass()
+	startAnchor, endAnchor := d.anchors()
 	var out strings.Builder
 	rs := []rune(expr)
 	type group struct {
@@ -126,14 +159,14 @@ func translate(expr string) (string, error) {
 			}
 			switch rs[i+1] {
 			case 'w':
-				out.WriteString("[" + rustWord + "]")
+				out.WriteString("[" + word + "]")
 			case 'W':
-				out.WriteString("[^" + rustWord + "]")
+				out.WriteString("[^" + word + "]")
 			case 'b':
-				out.WriteString(`(?:(?<=[` + rustWord + `])(?![` + rustWord + `])|(?<![` + rustWord + `])(?=[` + rustWord + `]))`)
+				out.WriteString(`(?:(?<=[` + word + `])(?![` + word + `])|(?<![` + word + `])(?=[` + word + `]))`)
 				atom = -1
 			case 'B':
-				out.WriteString(`(?:(?<=[` + rustWord + `])(?=[` + rustWord + `])|(?<![` + rustWord + `])(?![` + rustWord + `]))`)
+				out.WriteString(`(?:(?<=[` + word + `])(?=[` + word + `])|(?<![` + word + `])(?![` + word + `]))`)
 				atom = -1
 			default:
 				out.WriteString(string(rs[i:j]))
@@ -141,7 +174,7 @@ func translate(expr string) (string, error) {
 			i = j - 1
 		case c == '[':
 			atom = out.Len()
-			j, cls, err := translateClass(rs, i)
+			j, cls, err := translateClass(rs, i, word)
 			if err != nil {
 				return "", err
 			}
@@ -226,10 +259,10 @@ func translate(expr string) (string, error) {
 			i = j - 1
 			atom = -1
 		case c == '$':
-			out.WriteString(`\z`)
+			out.WriteString(endAnchor)
 			atom = -1
 		case c == '^':
-			out.WriteString(`\A`)
+			out.WriteString(startAnchor)
 			atom = -1
 		default:
 			atom = out.Len()
@@ -294,7 +327,7 @@ func escapeEnd(rs []rune, i int) (int, error) {
 // returns the index after it: \w becomes Rust's word class, and an
 // intersection with a negated class, [A&&[^B]] (the only form
 // tokenizer.json files use), becomes .NET's subtraction [A-[B]].
-func translateClass(rs []rune, i int) (int, string, error) {
+func translateClass(rs []rune, i int, word string) (int, string, error) {
 	var b strings.Builder
 	b.WriteRune('[')
 	j := i + 1
@@ -318,7 +351,7 @@ func translateClass(rs []rune, i int) (int, string, error) {
 			}
 			switch rs[j+1] {
 			case 'w':
-				b.WriteString(rustWord)
+				b.WriteString(word)
 			case 'W', 'b', 'B':
 				return 0, "", fmt.Errorf("\\%c inside a class is not supported", rs[j+1])
 			default:
@@ -329,7 +362,7 @@ func translateClass(rs []rune, i int) (int, string, error) {
 			if j+3 >= len(rs) || rs[j+2] != '[' || rs[j+3] != '^' {
 				return 0, "", fmt.Errorf("class intersection other than A&&[^B] is not supported")
 			}
-			k, inner, err := translateClass(rs, j+2)
+			k, inner, err := translateClass(rs, j+2, word)
 			if err != nil {
 				return 0, "", err
 			}

@@ -54,7 +54,7 @@ func TestFastPathsMatchEngine(t *testing.T) {
 	}
 	texts = append(texts, hardParts...)
 	for expr, fast := range fastPaths {
-		general, err := Compile(expr)
+		general, err := Compile(expr, Rust)
 		if err != nil {
 			t.Fatalf("%q: %v", expr, err)
 		}
@@ -78,7 +78,7 @@ func FuzzFastPathsMatchEngine(f *testing.F) {
 	}
 	var pairs []pair
 	for expr, fast := range fastPaths {
-		general, err := Compile(expr)
+		general, err := Compile(expr, Rust)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -94,49 +94,64 @@ func FuzzFastPathsMatchEngine(f *testing.F) {
 }
 
 // TestEngineSemantics pins the places where regexp2 alone would differ
-// from Rust's regex crate, and the splitting rules.
+// from Rust's regex crate and Oniguruma, the two dialects, and the
+// splitting rules. Oniguruma's column was checked against Hugging Face's
+// tokenizers (TestHFTokenizersReference's probes).
 func TestEngineSemantics(t *testing.T) {
+	both := func(want ...string) [2][]string { return [2][]string{want, want} }
 	for _, c := range []struct {
 		expr, in string
-		want     []string
+		want     [2][]string // Rust, Oniguruma
 	}{
-		{`\s+`, "a\u0085b", []string{"a", "\u0085", "b"}},             // NEL is White_Space
-		{`\s+`, "a\ufeffb", []string{"a\ufeffb"}},                     // BOM is not
-		{`\s+`, "a\u00a0\u3000b", []string{"a", "\u00a0\u3000", "b"}}, // nor are these
-		{`\s+(?!\S)|\s+`, "a   b", []string{"a", "  ", " ", "b"}},     // lookahead
-		{`(?i:'s)`, "x'ſ", []string{"x", "'ſ"}},                       // simple case folding orbit
-		{`(?i:k)+`, "kK\u212a!", []string{"kK\u212a", "!"}},
-		{`(?i)'s`, "'S", []string{"'S"}},
-		{`\w+`, "ab\u0903c d", []string{"ab\u0903c", " ", "d"}}, // Mc is a word rune to Rust
-		{`\bx`, "x\u0903x x", []string{"x", "\u0903x ", "x"}},   // so \b is not between x and Mc
-		{`\s+$`, "a \n", []string{"a", " \n"}},                  // $ is the end of the text
-		{`a$`, "a\n", []string{"a\n"}},                          // not before a final newline
-		{`^a`, "aa", []string{"a", "a"}},
-		{`\p{L}++a`, "bba", []string{"bba"}}, // possessive: no match
-		{`[a-z]*+b|x`, "aab x", []string{"aab ", "x"}},
-		{`(?>a+)b`, "aab", []string{"aab"}},
-		{`[\p{L}&&[^\p{Han}]]+`, "ab我c", []string{"ab", "我", "c"}}, // intersection
-		{`\p{Han}+`, "ab我想c", []string{"ab", "我想", "c"}},
-		{`(?=(\d{3})+(?!\d))`, "1234567", []string{"1", "234", "567"}}, // empty matches cut
-		{afmoeDigits, "1234567 12", []string{"1", "234", "567", " ", "12"}},
-		{`(?P<d>\d)`, "a1", []string{"a", "1"}},
-		{`x{2}+`, "xxxxx", []string{"xxxx", "x"}}, // (?:x{2})+ as Oniguruma reads it
-		{`a{,2}`, "a{,2}", []string{"a{,2}"}},     // a literal brace
-		{`.`, "\xffa", []string{"\xff", "a"}},     // invalid UTF-8 is a rune
+		{`\s+`, "a\u0085b", both("a", "\u0085", "b")},             // NEL is White_Space
+		{`\s+`, "a\ufeffb", both("a\ufeffb")},                     // BOM is not
+		{`\s+`, "a\u00a0\u3000b", both("a", "\u00a0\u3000", "b")}, // nor are these
+		{`\s+(?!\S)|\s+`, "a   b", both("a", "  ", " ", "b")},     // lookahead
+		{`(?i:'s)`, "x'ſ", both("x", "'ſ")},                       // simple case folding orbit
+		{`(?i:k)+`, "kK\u212a!", both("kK\u212a", "!")},
+		{`(?i)'s`, "'S", both("'S")},
+		{`\w+`, "ab\u0903c d", both("ab\u0903c", " ", "d")}, // Mc is a word rune
+		{`\w+`, "4 ½ Ⅻ①", [2][]string{{"4", " ½ ", "Ⅻ", "①"}, {"4", " ", "½", " ", "Ⅻ", "①"}}},
+		{`\w+`, "Ⓐb\u200dc", both("Ⓐb\u200dc")},           // Other_Alphabetic and Join_Control
+		{`\bx`, "x\u0903x x", both("x", "\u0903x ", "x")}, // no boundary between x and Mc
+		{`\s+$`, "a \n", both("a", " \n")},
+		{`\s+$`, "a  \nb", [2][]string{{"a  \nb"}, {"a", "  ", "\nb"}}}, // $ ends the text, or a line
+		{`a$`, "a\n", [2][]string{{"a\n"}, {"a", "\n"}}},
+		{`^a`, "aa\nab", [2][]string{{"a", "a\nab"}, {"a", "a\n", "a", "b"}}},
+		{`\p{L}++a`, "bba", both("bba")}, // possessive: no match
+		{`[a-z]*+b|x`, "aab x", both("aab ", "x")},
+		{`(?>a+)b`, "aab", both("aab")},
+		{`[\p{L}&&[^\p{Han}]]+`, "ab我c", both("ab", "我", "c")}, // intersection
+		{`\p{Han}+`, "ab我想c", both("ab", "我想", "c")},
+		{`(?=(\d{3})+(?!\d))`, "1234567", both("1", "234", "567")}, // empty matches cut
+		{afmoeDigits, "1234567 12", both("1", "234", "567", " ", "12")},
+		{`(?P<d>\d)`, "a1", both("a", "1")},
+		{`x{2}+`, "xxxxx", both("xxxx", "x")}, // (?:x{2})+ as Oniguruma reads it
+		{`a{,2}`, "a{,2}", both("a{,2}")},     // a literal brace
+		{`.`, "\xffa", both("\xff", "a")},     // invalid UTF-8 is a rune
 	} {
-		sp, err := Compile(c.expr)
-		if err != nil {
-			t.Errorf("%q: %v", c.expr, err)
-			continue
-		}
-		if got := sp.Split(nil, c.in); !slices.Equal(got, c.want) {
-			t.Errorf("%q on %q: got %q, want %q", c.expr, c.in, got, c.want)
+		for d, want := range c.want {
+			sp, err := Compile(c.expr, Dialect(d))
+			if err != nil {
+				t.Errorf("%q: %v", c.expr, err)
+				continue
+			}
+			if got := sp.Split(nil, c.in); !slices.Equal(got, want) {
+				t.Errorf("%q on %q in dialect %d: got %q, want %q", c.expr, c.in, d, got, want)
+			}
 		}
 	}
 	for _, bad := range []string{`(a`, `a)`, `[a`, `\`, `\p{`, `[[:alpha:]]`, `[a&&b]`, `\p{NoSuchClass}`, `*+`} {
-		if _, err := Compile(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		if _, err := Compile(bad, Rust); err == nil || !strings.Contains(err.Error(), bad) {
 			t.Errorf("Compile(%q): error %v does not name it", bad, err)
 		}
+	}
+	// The \s+$ fast path has Rust's meaning, so Oniguruma's gets the engine.
+	if sp, _ := patternIn(`\s+$`, Oniguruma); sp == fastPaths[`\s+$`] {
+		t.Error("the fast path of \\s+$ serves Oniguruma's line-end $")
+	}
+	if sp, _ := patternIn(gpt2Pattern, Oniguruma); sp != fastPaths[gpt2Pattern] {
+		t.Error("GPT-2's expression, the same in both dialects, lost its fast path")
 	}
 }
 
