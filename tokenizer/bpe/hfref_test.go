@@ -152,6 +152,18 @@ func TestHFTokenizersReference(t *testing.T) {
 	variants["llama-spm with split Metaspace, NFD, Strip"] = map[string]any{"model": spm["model"], "added_tokens": spm["added_tokens"],
 		"normalizer":    map[string]any{"type": "Sequence", "normalizers": []any{map[string]any{"type": "NFD"}, map[string]any{"type": "Strip", "strip_left": false, "strip_right": true}}},
 		"pre_tokenizer": metaSplit, "decoder": map[string]any{"type": "Sequence", "decoders": []any{metaSplit, map[string]any{"type": "ByteFallback"}, map[string]any{"type": "Fuse"}}}}
+	// And the two tokenizer.json files the other tests read, on these texts.
+	for _, name := range []string{"llama3", "qwen3"} {
+		raw, err := os.ReadFile(filepath.Join(vocabtest.Path(t, "tokenizers/"+name), "tokenizer.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		variants[name] = doc
+	}
 	for name, doc := range variants {
 		js, err := json.Marshal(doc)
 		if err != nil {
