@@ -318,31 +318,35 @@ func spmTokenizerJSON(t *testing.T, path string) []byte {
 	return b
 }
 
-// TestSentencePieceBPEReference encodes llama.cpp's llama-spm test cases
-// with the Llama 2 vocabulary as a SentencePiece-converted tokenizer.json
-// (byte fallback, ▁ word boundaries) and compares token for token; and
-// decodes them back, the leading ▁ dropped.
+// TestSentencePieceBPEReference encodes llama.cpp's llama-spm and phi-3
+// test cases with their SentencePiece vocabularies converted to
+// tokenizer.json (byte fallback, ▁ word boundaries) and compares token for
+// token; and decodes them back, the leading ▁ dropped.
 func TestSentencePieceBPEReference(t *testing.T) {
-	path := vocabtest.Path(t, "vocab/ggml-vocab-llama-spm.gguf")
-	tk, err := bpe.FromHF(spmTokenizerJSON(t, path), []byte(`{"bos_token": "<s>"}`))
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"llama-spm", "phi-3"} {
+		t.Run(name, func(t *testing.T) {
+			path := vocabtest.Path(t, "vocab/ggml-vocab-"+name+".gguf")
+			tk, err := bpe.FromHF(spmTokenizerJSON(t, path), []byte(`{"bos_token": "<s>"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cases := vocabtest.Cases(t, "ggml-vocab-"+name+".gguf")
+			pass := 0
+			for _, c := range cases {
+				got := tk.Encode(c.Text)
+				if !slices.Equal(got, c.IDs) {
+					t.Errorf("%q:\n got %v\nwant %v", c.Text, got, c.IDs)
+					continue
+				}
+				pass++
+				// After BOS too, whose piece is empty, the text loses only
+				// the ▁ the normalizer prepended.
+				withBOS := append([]int32{tk.BOS()}, got...)
+				if dec := tk.Decode(withBOS); dec != c.Text && !strings.ContainsRune(c.Text, '\ufffd') {
+					t.Errorf("Decode(BOS + Encode(%q)) = %q", c.Text, dec)
+				}
+			}
+			t.Logf("%s: %d of %d cases equal", name, pass, len(cases))
+		})
 	}
-	cases := vocabtest.Cases(t, "ggml-vocab-llama-spm.gguf")
-	pass := 0
-	for _, c := range cases {
-		got := tk.Encode(c.Text)
-		if !slices.Equal(got, c.IDs) {
-			t.Errorf("%q:\n got %v\nwant %v", c.Text, got, c.IDs)
-			continue
-		}
-		pass++
-		// After BOS too, whose piece is empty, the text loses only the ▁
-		// the normalizer prepended.
-		withBOS := append([]int32{tk.BOS()}, got...)
-		if dec := tk.Decode(withBOS); dec != c.Text && !strings.ContainsRune(c.Text, '\ufffd') {
-			t.Errorf("Decode(BOS + Encode(%q)) = %q", c.Text, dec)
-		}
-	}
-	t.Logf("llama-spm: %d of %d cases equal", pass, len(cases))
 }
