@@ -1,13 +1,16 @@
-// Package bpe is the byte-level BPE tokenizer of GPT-2, Llama 3, Qwen2 and
-// the models that share their design: text is split into pre-tokens (see
-// Splitter), each pre-token's bytes are spelled as GPT-2's byte-level
-// runes, and the ranked merges join adjacent symbols, the lowest rank
-// first, the leftmost among equals. Added tokens (special or user-defined)
-// are cut out of the text before that and match exactly. It loads from
-// GGUF metadata (through model/) and from a Hugging Face tokenizer.json.
+// Package bpe is the BPE tokenizer of GPT-2, Llama 3, Qwen2 and the models
+// that share their design, and of SentencePiece vocabularies converted to
+// BPE: text is normalized and split into pre-tokens (see Splitter; any
+// regular expression runs, see Compile), each pre-token's bytes are
+// spelled as GPT-2's byte-level runes (or, with Config.CharLevel, its
+// characters are the first symbols), and the ranked merges join adjacent
+// symbols, the lowest rank first, the leftmost among equals. Added tokens
+// (special or user-defined) are cut out of the text before that. It loads
+// from GGUF metadata (through model/) and from a Hugging Face
+// tokenizer.json with its normalizers, pre-tokenizers and decoders.
 //
 // Its output is checked token for token against llama.cpp's reference
-// tokenizations in the tests.
+// tokenizations and against Hugging Face's tokenizers in the tests.
 package bpe
 
 import (
@@ -43,7 +46,8 @@ type Merge [2]string
 // -1 for none.
 type Config struct {
 	// Tokens is each token's text by ID, byte-level encoded for normal
-	// tokens, as tokenizer.json and GGUF store it. Required.
+	// tokens unless CharLevel, as tokenizer.json and GGUF store it.
+	// Required.
 	Tokens []string
 	// Types is each token's type; nil means all Normal.
 	Types []TokenType
@@ -53,8 +57,9 @@ type Config struct {
 	// Pre cuts text into pre-tokens; nil means the whole text is one.
 	Pre Splitter
 	// AddPrefixSpace prepends a space to each run of text between added
-	// tokens that does not start with one (tokenizer.json's ByteLevel
-	// add_prefix_space).
+	// tokens that does not start with one, after normalization (what
+	// tokenizer.json's ByteLevel add_prefix_space does as the first
+	// pre-tokenizer; FromHF builds that into Pre).
 	AddPrefixSpace bool
 	// IgnoreMerges emits a pre-token that is itself a token whole, without
 	// merging (Llama 3's ignore_merges).
