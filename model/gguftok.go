@@ -89,7 +89,7 @@ func ggufBPE(meta map[string]any) (*bpe.Tokenizer, error) {
 	if cfg.Pre, err = bpe.PreTokenizer(pre); err != nil {
 		return nil, fmt.Errorf("model: GGUF tokenizer.ggml.pre: %w", err)
 	}
-	cfg.IgnoreMerges, cfg.AddBOS = bpe.PreTokenizerDefaults(pre)
+	bpe.PreTokenizerOptions(pre).Apply(&cfg)
 	id := func(key string, dst *int32) error {
 		v, ok := meta[key]
 		if !ok {

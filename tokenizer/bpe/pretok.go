@@ -526,20 +526,45 @@ func CanonicalPreTokenizer(name string) string {
 	return name
 }
 
-// PreTokenizerDefaults reports what llama.cpp turns on with a GGUF
-// tokenizer.ggml.pre name besides its expressions: ignore_merges (a
-// pre-token that is a token is emitted whole) and add_bos (the GGUF's
-// tokenizer.ggml.add_bos_token overrides it).
-func PreTokenizerDefaults(name string) (ignoreMerges, addBOS bool) {
+// LlamaCppOptions are what llama.cpp turns on with a GGUF
+// tokenizer.ggml.pre name besides its expressions.
+type LlamaCppOptions struct {
+	// IgnoreMerges emits a pre-token that is a token whole; AddBOS starts
+	// prompts with BOS (the GGUF's tokenizer.ggml.add_bos_token overrides
+	// it).
+	IgnoreMerges, AddBOS bool
+	// CharLevel: the tokens are UTF-8 text, not GPT-2's byte-level
+	// spelling (llama.cpp's byte_encode false); EscapeSpaces: spaces are ▁
+	// in them (its escape_whitespaces).
+	CharLevel, EscapeSpaces bool
+}
+
+// PreTokenizerOptions returns llama.cpp's options for a GGUF
+// tokenizer.ggml.pre name.
+func PreTokenizerOptions(name string) LlamaCppOptions {
 	switch CanonicalPreTokenizer(name) {
 	case "llama-bpe", "tekken":
-		return true, true
+		return LlamaCppOptions{IgnoreMerges: true, AddBOS: true}
 	case "minicpm5", "youtu", "granite-embed-multi-97m":
-		return true, false
+		return LlamaCppOptions{IgnoreMerges: true}
 	case "chameleon":
-		return false, true
+		return LlamaCppOptions{AddBOS: true}
+	case "gemma4":
+		return LlamaCppOptions{CharLevel: true, EscapeSpaces: true}
+	case "whitespace":
+		return LlamaCppOptions{CharLevel: true}
 	}
-	return false, false
+	return LlamaCppOptions{}
+}
+
+// Apply sets the options in cfg: the switches, and for EscapeSpaces a
+// normalizer that spells spaces ▁ and a decoding that turns ▁ back.
+func (o LlamaCppOptions) Apply(cfg *Config) {
+	cfg.IgnoreMerges, cfg.AddBOS, cfg.CharLevel = o.IgnoreMerges, o.AddBOS, o.CharLevel
+	if o.EscapeSpaces {
+		cfg.Normalize = func(s string) string { return strings.ReplaceAll(s, " ", "▁") }
+		cfg.DecodeToken = func(s string) string { return strings.ReplaceAll(s, "▁", " ") }
+	}
 }
 
 // PreTokenizer returns the Splitter llama.cpp uses for a GGUF

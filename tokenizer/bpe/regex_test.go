@@ -205,19 +205,42 @@ func TestLlamaCppCustomSplitters(t *testing.T) {
 	}
 }
 
-// TestPreTokenizerDefaults checks llama.cpp's per-name switches: only its
+// TestPreTokenizerOptions checks llama.cpp's per-name switches: only its
 // Llama 3 names, tekken, minicpm5, youtu and granite-embed-multi-97m
-// ignore merges (not dbrx or glm4, which share Llama 3's expression).
-func TestPreTokenizerDefaults(t *testing.T) {
+// ignore merges (not dbrx or glm4, which share Llama 3's expression);
+// gemma4's kind run BPE on text with spaces as ▁.
+func TestPreTokenizerOptions(t *testing.T) {
 	for _, c := range []struct {
-		name           string
-		ignore, addBOS bool
+		name string
+		want LlamaCppOptions
 	}{
-		{"llama3", true, true}, {"pixtral", true, true}, {"tekken", true, true}, {"minicpm5", true, false},
-		{"dbrx", false, false}, {"glm4", false, false}, {"chameleon", false, true}, {"qwen2", false, false}, {"", false, false},
+		{"llama3", LlamaCppOptions{IgnoreMerges: true, AddBOS: true}}, {"pixtral", LlamaCppOptions{IgnoreMerges: true, AddBOS: true}},
+		{"tekken", LlamaCppOptions{IgnoreMerges: true, AddBOS: true}}, {"minicpm5", LlamaCppOptions{IgnoreMerges: true}},
+		{"dbrx", LlamaCppOptions{}}, {"glm4", LlamaCppOptions{}}, {"chameleon", LlamaCppOptions{AddBOS: true}},
+		{"qwen2", LlamaCppOptions{}}, {"", LlamaCppOptions{}},
+		{"sarvam-moe", LlamaCppOptions{CharLevel: true, EscapeSpaces: true}}, {"whitespace", LlamaCppOptions{CharLevel: true}},
 	} {
-		if ignore, addBOS := PreTokenizerDefaults(c.name); ignore != c.ignore || addBOS != c.addBOS {
-			t.Errorf("%q: ignore_merges %v add_bos %v, want %v %v", c.name, ignore, addBOS, c.ignore, c.addBOS)
+		if got := PreTokenizerOptions(c.name); got != c.want {
+			t.Errorf("%q: %+v, want %+v", c.name, got, c.want)
 		}
+	}
+	// Escaped spaces: a vocabulary of text with ▁, split at newlines.
+	cfg := Config{Tokens: []string{"▁", "a", "▁a", "\n", "<0x62>"}, Types: []TokenType{Normal, Normal, Normal, Normal, Byte},
+		Merges: []Merge{{"▁", "a"}}, Unknown: -1, BOS: -1, EOS: -1}
+	PreTokenizerOptions("gemma4").Apply(&cfg)
+	var err error
+	if cfg.Pre, err = PreTokenizer("gemma4"); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := tk.Encode("a a\nb")
+	if want := []int32{1, 2, 3, 4}; !slices.Equal(ids, want) {
+		t.Errorf("Encode = %v, want %v", ids, want)
+	}
+	if got := tk.Decode(ids); got != "a a\nb" {
+		t.Errorf("Decode = %q", got)
 	}
 }
