@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // hardParts are the texts where pre-tokenizers disagree when one is wrong:
@@ -243,4 +244,33 @@ func TestPreTokenizerOptions(t *testing.T) {
 	if got := tk.Decode(ids); got != "a a\nb" {
 		t.Errorf("Decode = %q", got)
 	}
+}
+
+// FuzzCompile feeds the expression translator any text in both dialects:
+// errors are fine, panics are not, and an expression it accepts splits a
+// text into pieces that join back to it.
+func FuzzCompile(f *testing.F) {
+	for expr := range fastPaths {
+		f.Add(expr, "Hello 'S world 123\n")
+	}
+	for _, exprs := range preTokenizers {
+		for _, e := range exprs {
+			f.Add(e, "x ab我c 1234567")
+		}
+	}
+	for _, e := range []string{`(?i)a(?-i:b)`, `[^]a]`, `\p{L}*+|x{2,}+`, `(?P<n>a)|^$`, `[\w&&[^\d]]`, `a{`, `\x{41}`, `[a-`} {
+		f.Add(e, "aAb]1")
+	}
+	f.Fuzz(func(t *testing.T, expr, s string) {
+		for _, d := range []Dialect{Rust, Oniguruma} {
+			sp, err := Compile(expr, d)
+			if err != nil {
+				continue
+			}
+			if sp.(*regexSplitter).re.MatchTimeout > time.Second {
+				sp.(*regexSplitter).re.MatchTimeout = time.Second // a catastrophic expression is no translator bug
+			}
+			checkPieces(t, expr, s, sp.Split(nil, s))
+		}
+	})
 }
