@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/prefixd/prefixd/internal/vocabtest"
 	"github.com/prefixd/prefixd/model"
@@ -223,7 +224,7 @@ func TestHFTokenizersReference(t *testing.T) {
 // fuse_unk, merges ordered by the merged piece's score, normalizer
 // Prepend ▁ and Replace space with ▁, and decoders Replace, ByteFallback,
 // Fuse, Strip.
-func spmTokenizerJSON(t *testing.T, path string) []byte {
+func spmTokenizerJSON(t testing.TB, path string) []byte {
 	t.Helper()
 	meta, err := model.ReadGGUFMetadata(path)
 	if err != nil {
@@ -349,4 +350,32 @@ func TestSentencePieceBPEReference(t *testing.T) {
 			t.Logf("%s: %d of %d cases equal", name, pass, len(cases))
 		})
 	}
+}
+
+// FuzzEncodeCharLevel checks the SentencePiece-style BPE (llama-spm's
+// vocabulary as tokenizer.json) on any text: Encode never panics, and
+// valid UTF-8 without ▁ (which decodes to a space) decodes back to itself,
+// streamed piece by piece or whole.
+func FuzzEncodeCharLevel(f *testing.F) {
+	for _, s := range []string{"Hello world", "  x\n\n\ty'all 2024!!", "нещо 我想在apple工作 🦙.cpp", "\xff\xfe\x00 ok", " "} {
+		f.Add(s)
+	}
+	tk, err := bpe.FromHF(spmTokenizerJSON(f, vocabtest.Path(f, "vocab/ggml-vocab-llama-spm.gguf")), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ids := tk.Encode(s)
+		if !utf8.ValidString(s) || strings.Contains(s, "▁") {
+			return
+		}
+		var b []byte
+		started := false
+		for _, id := range ids {
+			b, started = tk.AppendTextPiece(b, id, started)
+		}
+		if got := tk.Decode(ids); got != s || string(b) != s {
+			t.Fatalf("Decode(Encode(%q)) = %q, streamed %q", s, got, b)
+		}
+	})
 }
