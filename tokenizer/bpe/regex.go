@@ -11,10 +11,9 @@ import (
 
 // regexSplitter is the general pre-tokenizer: any regular expression, run
 // by a backtracking engine (regexp2, .NET's syntax and semantics) after
-// translate has rewritten the constructs whose meaning differs from Rust's
-// regex crate, which Hugging Face tokenizers and llama.cpp's expressions
-// are written against. Text between matches is a pre-token of its own; a
-// match of no characters cuts the text where it matches.
+// translate has rewritten the constructs whose meaning differs from the
+// expression's dialect (see Dialect). Text between matches is a pre-token
+// of its own; a match of no characters cuts the text where it matches.
 type regexSplitter struct {
 	expr string
 	re   *regexp2.Regexp
@@ -40,13 +39,13 @@ const (
 
 // Compile returns the general Splitter of a pre-tokenizer regular
 // expression in dialect d, never a hand-written fast path (Pattern
-// prefers those). It reads the syntax of Rust's regex crate and
-// Oniguruma as tokenizer.json uses it: lookahead and lookbehind, (?i:…) and (?i) flags, \p{…} general
-// categories, scripts and binary properties, atomic groups (?>…) and
-// possessive quantifiers (*+ ++ ?+; {n,m}+ repeats the repetition, as
-// in Oniguruma's Ruby syntax), and class intersection with a
-// negated class ([A&&[^B]]). Where .NET's meaning differs the expression
-// is rewritten:
+// prefers those). It reads the syntax of Rust's regex crate and of
+// Oniguruma as tokenizer.json uses it: lookahead and lookbehind, (?i:…)
+// and (?i) flags, \p{…} general categories, scripts and binary
+// properties, atomic groups (?>…) and possessive quantifiers (*+ ++ ?+;
+// {n,m}+ repeats the repetition, as in Oniguruma's Ruby syntax), and
+// class intersection with a negated class ([A&&[^B]]). Where .NET's
+// meaning differs the expression is rewritten:
 //
 //   - \s is Unicode White_Space (U+0085 and U+00A0 are spaces, U+FEFF and
 //     U+180E are not) in .NET, Rust and Oniguruma alike, and in Go's
