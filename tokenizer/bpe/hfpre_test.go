@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -186,5 +188,34 @@ func TestHFCharLevel(t *testing.T) {
 	// and only of that one.
 	if got := tk.Decode([]int32{7, 8}); got != " a" {
 		t.Errorf("Decode(▁, ▁a) = %q, want \" a\"", got)
+	}
+}
+
+// TestConcurrentGeneralEngine encodes from several goroutines at once
+// with a tokenizer whose pre-tokenizers run on the general engine (run
+// with -race): compiled expressions and pipelines are shared.
+func TestConcurrentGeneralEngine(t *testing.T) {
+	tk, err := FromHF([]byte(`{`+charVocab+`, "normalizer": {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "},
+		"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?=b)"}, "behavior": "MergedWithNext"}, {"type": "Whitespace"}, {"type": "Metaspace"}]}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("a ab  xa\tb ", 50)
+	want := tk.Encode(text)
+	errs := make(chan string, 8)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 20 {
+				if got := tk.Encode(text); !slices.Equal(got, want) {
+					errs <- "differs"
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
 	}
 }
