@@ -93,6 +93,7 @@ func hfRefVariants(t *testing.T) map[string]map[string]any {
 		"regex \\b \\B":                  isolatedSplit(`\bx|\Bn`),
 		"regex intersection, possessive": isolatedSplit(`[\p{L}&&[^\p{Han}]]+|\p{N}{1,2}+|a*+`),
 		"regex ^ $":                      isolatedSplit(`^.|.$|\s`),
+		"regex property names":           isolatedSplit(`\p{Letter}+|[\p{Alphabetic}\p{Decimal_Number}]|\pN|\p{^L}`),
 		"added token options": {
 			"model": g, "decoder": byteDecoder, "added_tokens": added,
 			"normalizer":    map[string]any{"type": "Lowercase"},

@@ -167,6 +167,16 @@ func translate(expr string, d Dialect) (string, error) {
 			case 'B':
 				out.WriteString(`(?:(?<=[` + word + `])(?=[` + word + `])|(?<![` + word + `])(?![` + word + `]))`)
 				atom = -1
+			case 'p', 'P':
+				body, neg, err := property(rs[i:j])
+				if err != nil {
+					return "", err
+				}
+				if neg {
+					out.WriteString("[^" + body + "]")
+				} else {
+					out.WriteString("[" + body + "]")
+				}
 			default:
 				out.WriteString(string(rs[i:j]))
 			}
@@ -306,8 +316,12 @@ func isCounted(rs []rune, i int) bool {
 }
 
 // escapeEnd returns the index after the escape sequence at rs[i] (a
-// backslash): \p{…} and \x{…} whole, else the backslash and one rune.
+// backslash): \p{…}, \pL and \x{…} whole, else the backslash and one
+// rune.
 func escapeEnd(rs []rune, i int) (int, error) {
+	if i+2 < len(rs) && (rs[i+1] == 'p' || rs[i+1] == 'P') && rs[i+2] != '{' {
+		return i + 3, nil
+	}
 	if i+2 < len(rs) && strings.ContainsRune("pPx", rs[i+1]) && rs[i+2] == '{' {
 		for j := i + 3; j < len(rs); j++ {
 			if rs[j] == '}' {
@@ -349,6 +363,18 @@ func translateClass(rs []rune, i int, word string) (int, string, error) {
 				return 0, "", err
 			}
 			switch rs[j+1] {
+			case 'p', 'P':
+				body, neg, err := property(rs[j:k])
+				switch {
+				case err != nil:
+					return 0, "", err
+				case neg && strings.Count(body, `\p`) > 1:
+					return 0, "", fmt.Errorf("negated property %s inside a class is not supported", string(rs[j:k]))
+				case neg:
+					b.WriteString(strings.Replace(body, `\p`, `\P`, 1))
+				default:
+					b.WriteString(body)
+				}
 			case 'w':
 				b.WriteString(word)
 			case 'W', 'b', 'B':
@@ -382,4 +408,44 @@ func translateClass(rs []rune, i int, word string) (int, string, error) {
 		}
 	}
 	return 0, "", fmt.Errorf("unclosed [")
+}
+
+// propertyNames maps the long Unicode property names Rust and Oniguruma
+// accept to the short ones regexp2 knows (Go's unicode tables: general
+// categories, scripts and binary properties by their short names), and
+// Alphabetic, which Go has no table for, to its parts.
+var propertyNames = map[string]string{
+	"letter": `\p{L}`, "lowercase_letter": `\p{Ll}`, "uppercase_letter": `\p{Lu}`, "titlecase_letter": `\p{Lt}`,
+	"modifier_letter": `\p{Lm}`, "other_letter": `\p{Lo}`, "mark": `\p{M}`, "combining_mark": `\p{M}`,
+	"nonspacing_mark": `\p{Mn}`, "spacing_mark": `\p{Mc}`, "enclosing_mark": `\p{Me}`, "number": `\p{N}`,
+	"decimal_number": `\p{Nd}`, "digit": `\p{Nd}`, "letter_number": `\p{Nl}`, "other_number": `\p{No}`,
+	"punctuation": `\p{P}`, "punct": `\p{P}`, "symbol": `\p{S}`, "separator": `\p{Z}`, "space_separator": `\p{Zs}`,
+	"other": `\p{C}`, "control": `\p{Cc}`, "format": `\p{Cf}`, "white_space": `\p{White_Space}`,
+	"whitespace": `\p{White_Space}`, "space": `\p{White_Space}`,
+	"alphabetic": `\p{L}\p{Nl}\p{Other_Alphabetic}`, "alpha": `\p{L}\p{Nl}\p{Other_Alphabetic}`,
+}
+
+// property reads a \p{…}, \P{…} or \pX escape: the bracket-expression
+// body that matches it and whether it is negated (\P, or Oniguruma's
+// \p{^…}). Name=value forms (sc=Han, gc=L) keep the value; long names are
+// mapped to regexp2's.
+func property(esc []rune) (body string, neg bool, err error) {
+	neg = esc[1] == 'P'
+	name := string(esc[2:])
+	if strings.HasPrefix(name, "{") {
+		name = strings.TrimSuffix(strings.TrimPrefix(name, "{"), "}")
+	}
+	if strings.HasPrefix(name, "^") {
+		neg, name = !neg, name[1:]
+	}
+	if _, v, ok := strings.Cut(name, "="); ok {
+		name = v
+	}
+	if b, ok := propertyNames[strings.ToLower(strings.NewReplacer(" ", "_", "-", "_").Replace(name))]; ok {
+		return b, neg, nil
+	}
+	if name == "" {
+		return "", false, fmt.Errorf("empty property %s", string(esc))
+	}
+	return `\p{` + name + `}`, neg, nil
 }

@@ -3,6 +3,7 @@ package bpe
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -127,9 +128,15 @@ func TestEngineSemantics(t *testing.T) {
 		{`(?=(\d{3})+(?!\d))`, "1234567", both("1", "234", "567")}, // empty matches cut
 		{afmoeDigits, "1234567 12", both("1", "234", "567", " ", "12")},
 		{`(?P<d>\d)`, "a1", both("a", "1")},
-		{`x{2}+`, "xxxxx", both("xxxx", "x")}, // (?:x{2})+ as Oniguruma reads it
-		{`a{,2}`, "a{,2}", both("a{,2}")},     // a literal brace
-		{`.`, "\xffa", both("\xff", "a")},     // invalid UTF-8 is a rune
+		{`x{2}+`, "xxxxx", both("xxxx", "x")},                            // (?:x{2})+ as Oniguruma reads it
+		{`a{,2}`, "a{,2}", both("a{,2}")},                                // a literal brace
+		{`.`, "\xffa", both("\xff", "a")},                                // invalid UTF-8 is a rune
+		{`\pL+`, "ab1", both("ab", "1")},                                 // property names: one letter,
+		{`\p{Letter}+|\p{Decimal_Number}`, "ab12", both("ab", "1", "2")}, // long,
+		{`\p{sc=Han}+|\p{gc=Nd}`, "x我1", both("x", "我", "1")},            // name=value,
+		{`\p{^N}+|\P{L}`, "ab1 2", both("ab", "1", " ", "2")},            // negated,
+		{`[\p{Alphabetic}]+`, "Ⓐb\u0903Ⅻ1", both("Ⓐb\u0903Ⅻ", "1")},      // Alphabetic, which Go has no table for
+		{`[^\P{L}]+`, "ab1c", both("ab", "1", "c")},
 	} {
 		for d, want := range c.want {
 			sp, err := Compile(c.expr, Dialect(d))
@@ -142,8 +149,8 @@ func TestEngineSemantics(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{`(a`, `a)`, `[a`, `\`, `\p{`, `[[:alpha:]]`, `[a&&b]`, `\p{NoSuchClass}`, `*+`} {
-		if _, err := Compile(bad, Rust); err == nil || !strings.Contains(err.Error(), bad) {
+	for _, bad := range []string{`(a`, `a)`, `[a`, `\`, `\p{`, `[[:alpha:]]`, `[a&&b]`, `\p{NoSuchClass}`, `*+`, `[\P{Alphabetic}]`, `\p{}`} {
+		if _, err := Compile(bad, Rust); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
 			t.Errorf("Compile(%q): error %v does not name it", bad, err)
 		}
 	}
