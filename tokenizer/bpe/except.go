@@ -16,6 +16,7 @@ func (t *Tokenizer) EncodeSpecialExcept(text string, plain [][2]int) []int32 {
 	}()
 	var dst []int32
 	run := 0 // text[run:] is not yet encoded
+	atStart := true
 	for pos := 0; pos < len(text); {
 		start, end, id := t.added.find(text[pos:], true)
 		if id < 0 {
@@ -35,11 +36,11 @@ func (t *Tokenizer) EncodeSpecialExcept(text string, plain [][2]int) []int32 {
 			}
 			end, id = start+e, uid
 		}
-		dst = t.encodeText(dst, w, text[run:start])
+		dst = t.encodeRun(dst, w, text[run:start], atStart, false)
 		dst = append(dst, id)
-		run, pos = end, end
+		run, pos, atStart = end, end, false
 	}
-	return t.encodeText(dst, w, text[run:])
+	return t.encodeRun(dst, w, text[run:], atStart, false)
 }
 
 // userAt returns the end and ID of the longest user-defined token that
