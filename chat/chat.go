@@ -5,24 +5,39 @@
 // trim_blocks and lstrip_blocks on, the variables messages, bos_token,
 // eos_token and add_generation_prompt, and the function raise_exception.
 //
+// A template is input (a model file, --chat-template), so every rendering
+// runs under Limits: nesting depth, steps, output size, bytes built and
+// time, failing with a *BoundError (ErrBound) at the first it passes. To
+// hold them the package evaluates templates itself: gonja
+// (github.com/nikolalohinski/gonja/v2) only lexes and parses. gonja's
+// evaluator cannot be bounded from outside: a recursive macro overflows
+// the Go stack, which kills the process; range(1000000000), "a"*2000000000
+// or a join of a long separator allocate gigabytes inside one call; and Go
+// cannot stop the goroutine running one. Forking it meant owning some
+// 12,000 lines and auditing every filter for blow-ups; this evaluator
+// (eval.go, value.go, filters.go) is the Jinja subset chat templates use,
+// with Python's semantics for it, each operation charging the budget
+// before it works or allocates. Tags: if, for (not recursive), set,
+// macro, call, break, continue, do; the filters, tests, methods and
+// globals in filters.go. Other tags do not parse; other filters, tests
+// and methods are errors when rendered. Values print and tojson as Python
+// and transformers do ({"a": 1}, with spaces). Sources nesting deeper
+// than MaxNesting do not parse: gonja's parser recurses per level.
+//
 // A rendered conversation holds the model's control tokens as text
 // (<|im_start|>); encode it with the tokenizer's EncodeSpecial, which turns
 // text that spells an added token into that token, as Hugging Face does.
-// The messages' own text passes through the template unchanged, so a user
-// who types <|im_end|> forges a turn boundary exactly as with Hugging Face
-// tokenizers; that is the documented rule, not a defence.
+// That would let a user who types <|im_end|> in a message forge a turn
+// boundary, so RenderPlain reports where the control tokens' texts in the
+// messages' contents landed, for the tokenizer to keep them text
+// (bpe.Tokenizer.EncodeSpecialExcept).
 package chat
 
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"strings"
 
-	"github.com/nikolalohinski/gonja/v2"
-	"github.com/nikolalohinski/gonja/v2/config"
-	"github.com/nikolalohinski/gonja/v2/exec"
-	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/nikolalohinski/gonja/v2/nodes"
 )
 
 // Message is one turn of a conversation.
@@ -47,7 +62,8 @@ type Input struct {
 
 // Template is a compiled chat template. It is safe for concurrent use.
 type Template struct {
-	tpl *exec.Template
+	root *nodes.Template
+	lim  Limits
 }
 
 // ErrRaised wraps the message of a template's raise_exception call: the
@@ -55,55 +71,78 @@ type Template struct {
 // alternate, an unsupported role), so the caller's request is at fault.
 var ErrRaised = errors.New("chat template raised an exception")
 
-// raiseException is Hugging Face's raise_exception(message).
-func raiseException(_ *exec.Evaluator, params *exec.VarArgs) (*exec.Value, error) {
-	msg := "raise_exception called"
-	if len(params.Args) > 0 {
-		msg = params.Args[0].String()
-	}
-	return nil, fmt.Errorf("%w: %s", ErrRaised, msg)
-}
+// errPanic marks a rendering that panicked: a bug of the evaluator's,
+// reported as an error rather than taking the server down.
+var errPanic = errors.New("rendering failed")
 
-// Parse compiles a Jinja chat template.
+// Parse compiles a Jinja chat template, to be rendered under
+// DefaultLimits.
 func Parse(source string) (*Template, error) {
-	cfg := config.New()
-	cfg.TrimBlocks, cfg.LeftStripBlocks = true, true
-	loader, err := loaders.NewMemoryLoader(map[string]string{"/chat": source})
-	if err != nil {
-		return nil, fmt.Errorf("chat: %w", err)
-	}
-	env := *gonja.DefaultEnvironment
-	env.Context = gonja.DefaultContext.Inherit().Update(exec.NewContext(map[string]any{
-		"raise_exception": raiseException,
-	}))
-	tpl, err := exec.NewTemplate("/chat", cfg, loader, &env)
+	root, err := parseTemplate(source)
 	if err != nil {
 		return nil, fmt.Errorf("chat: template does not parse: %w", err)
 	}
-	return &Template{tpl: tpl}, nil
+	return &Template{root: root, lim: DefaultLimits}, nil
+}
+
+// WithLimits returns the template rendering under lim, its zero fields
+// taken from DefaultLimits.
+func (t *Template) WithLimits(lim Limits) *Template {
+	return &Template{root: t.root, lim: lim.withDefaults()}
 }
 
 // Render renders a conversation. An error wrapping ErrRaised means the
-// template refused the conversation.
+// template refused the conversation, one wrapping ErrBound that it
+// passed one of its Limits; any other is the template failing on it
+// (dividing by zero, calling what is not a function).
 func (t *Template) Render(in Input) (string, error) {
-	msgs := make([]map[string]any, len(in.Messages))
+	return t.render(in, nil)
+}
+
+func (t *Template) render(in Input, p *protector) (text string, err error) {
+	size := len(in.BOS) + len(in.EOS)
+	msgs := &list{items: make([]any, len(in.Messages))}
 	for i, m := range in.Messages {
-		msgs[i] = map[string]any{"role": m.Role, "content": m.Content}
-	}
-	vars := maps.Clone(in.Vars)
-	if vars == nil {
-		vars = map[string]any{}
-	}
-	vars["messages"] = msgs
-	vars["add_generation_prompt"] = in.AddGenerationPrompt
-	vars["bos_token"] = in.BOS
-	vars["eos_token"] = in.EOS
-	out, err := t.tpl.ExecuteToString(exec.NewContext(vars))
-	if err != nil {
-		if i := strings.Index(err.Error(), ErrRaised.Error()); i >= 0 {
-			return "", fmt.Errorf("chat: %w%s", ErrRaised, strings.TrimPrefix(err.Error()[i:], ErrRaised.Error()))
+		d := newDict()
+		content := m.Content
+		if p != nil {
+			content = p.protect(content)
 		}
-		return "", fmt.Errorf("chat: %w", err)
+		d.set("role", m.Role)
+		d.set("content", content)
+		msgs.items[i] = d
+		size += len(m.Role) + len(content) + 48
 	}
-	return out, nil
+	root := &scope{vars: map[string]any{}}
+	for k, v := range in.Vars {
+		if root.vars[k], err = fromGo(v, 0, &size); err != nil {
+			return "", fmt.Errorf("chat: variable %s: %w", k, err)
+		}
+	}
+	root.vars["messages"] = msgs
+	root.vars["add_generation_prompt"] = in.AddGenerationPrompt
+	root.vars["bos_token"] = in.BOS
+	root.vars["eos_token"] = in.EOS
+	ev := &evaluator{b: newBudget(t.lim, size)}
+	w := &writer{b: ev.b}
+	defer func() {
+		// A panic is a bug of this package's, not the template's; it
+		// must not take the server down.
+		if r := recover(); r != nil {
+			text, err = "", fmt.Errorf("chat: %w: %v", errPanic, r)
+		}
+	}()
+	err = ev.execNodes(w, root, t.root.Nodes)
+	var r *raised
+	switch {
+	case ev.b.err != nil:
+		return "", fmt.Errorf("chat: %w", ev.b.err)
+	case errors.As(err, &r):
+		return "", fmt.Errorf("chat: %w: %s", ErrRaised, r.msg)
+	case err == errBreak || err == errContinue:
+		return "", fmt.Errorf("chat: %w", err)
+	case err != nil:
+		return "", fmt.Errorf("chat: template error: %w", err)
+	}
+	return w.buf.String(), nil
 }

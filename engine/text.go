@@ -9,10 +9,11 @@ import (
 // that streaming and stop strings cost O(piece) per token, not a decode of
 // the whole output.
 type outText struct {
-	buf   []byte   // the pieces of the generated tokens, cut at a stop string
-	sent  int      // leading bytes of buf already streamed
-	stops [][]byte // the request's stop strings
-	hold  int      // bytes kept back while a stop string may be forming
+	buf     []byte   // the pieces of the generated tokens, cut at a stop string
+	started bool     // a token has had a non-empty piece (see textPieces)
+	sent    int      // leading bytes of buf already streamed
+	stops   [][]byte // the request's stop strings
+	hold    int      // bytes kept back while a stop string may be forming
 }
 
 func newOutText(stops []string) outText {
@@ -28,7 +29,11 @@ func newOutText(stops []string) outText {
 // stop string; if so the text ends where the earliest one begins.
 func (t *outText) add(tk Tokenizer, id int32) bool {
 	old := len(t.buf)
-	t.buf = tk.AppendPiece(t.buf, id)
+	if tp, ok := tk.(textPieces); ok {
+		t.buf, t.started = tp.AppendTextPiece(t.buf, id, t.started)
+	} else {
+		t.buf = tk.AppendPiece(t.buf, id)
+	}
 	// A stop string not found before must end in the new piece.
 	from := max(0, old-t.hold)
 	cut := -1
@@ -42,6 +47,13 @@ func (t *outText) add(tk Tokenizer, id int32) bool {
 	}
 	t.buf = t.buf[:cut]
 	return true
+}
+
+// textPieces is a Tokenizer whose decoding drops something at the start
+// of a text (SentencePiece's dummy space): the streamed pieces must
+// concatenate to the tokenizer's Decode of the output.
+type textPieces interface {
+	AppendTextPiece(dst []byte, id int32, started bool) ([]byte, bool)
 }
 
 // next returns the text to stream with the newest token: everything not

@@ -130,3 +130,25 @@ func FuzzOutText(f *testing.F) {
 		}
 	})
 }
+
+// TestOutTextDropsDummySpace checks that with a tokenizer that drops a
+// leading space at the start of a text (SentencePiece's dummy space, via
+// AppendTextPiece) the streamed text and the result lose it too, after
+// tokens with empty pieces as well: the pieces concatenate to the
+// tokenizer's decoding of the output.
+func TestOutTextDropsDummySpace(t *testing.T) {
+	tk, err := model.LoadGGUFTokenizer(sharedModelPath(t, "llama-2-tiny-random.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []int32{tk.BOS(), 15043, 3186} // <s> ▁Hello ▁world
+	ot := newOutText(nil)
+	var streamed []string
+	for i, id := range ids {
+		ot.add(tk, id)
+		streamed = append(streamed, ot.next(i == len(ids)-1))
+	}
+	if got := strings.Join(streamed, ""); got != "Hello world" || string(ot.buf) != got || tk.Decode(ids) != got {
+		t.Fatalf("streamed %q, text %q, Decode %q; want all \"Hello world\"", streamed, ot.buf, tk.Decode(ids))
+	}
+}

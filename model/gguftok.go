@@ -92,9 +92,7 @@ func ggufBPE(meta map[string]any) (*bpe.Tokenizer, error) {
 	if cfg.Pre, err = bpe.PreTokenizer(pre); err != nil {
 		return nil, fmt.Errorf("model: GGUF tokenizer.ggml.pre: %w", err)
 	}
-	if bpe.CanonicalPreTokenizer(pre) == "llama-bpe" { // llama.cpp's defaults for Llama 3
-		cfg.IgnoreMerges, cfg.AddBOS = true, true
-	}
+	bpe.PreTokenizerOptions(pre).Apply(&cfg)
 	id := func(key string, dst *int32) error {
 		v, ok := meta[key]
 		if !ok {

@@ -159,10 +159,26 @@ func (t *SentencePiece) merge(ids []int32) []int32 {
 // control tokens nothing, and the dummy space Encode adds is removed.
 func (t *SentencePiece) Decode(ids []int32) string {
 	var b []byte
+	started := false
 	for _, id := range ids {
-		b = t.AppendPiece(b, id)
+		b, started = t.AppendTextPiece(b, id, started)
 	}
-	return strings.TrimPrefix(string(b), " ")
+	return string(b)
+}
+
+// AppendTextPiece implements Tokenizer: the first non-empty piece of a
+// text loses the dummy space Encode adds, as llama.cpp's and Hugging
+// Face's decoding drop it.
+func (t *SentencePiece) AppendTextPiece(dst []byte, id int32, started bool) ([]byte, bool) {
+	n := len(dst)
+	dst = t.AppendPiece(dst, id)
+	if started || len(dst) == n {
+		return dst, started || len(dst) > n
+	}
+	if dst[n] == ' ' {
+		dst = append(dst[:n], dst[n+1:]...)
+	}
+	return dst, true
 }
 
 // AppendPiece implements Tokenizer: a byte-fallback token appends its one

@@ -128,3 +128,35 @@ func llama2cTokenizer(pieces ...string) []byte {
 	}
 	return data
 }
+
+// TestDetokenizeDropsDummySpace checks that the pieces AppendTextPiece
+// streams concatenate to Decode's text, which has no leading dummy space
+// (llama.cpp and Hugging Face decode [15043, 3186] to "Hello world"),
+// also after tokens that decode to nothing and when the first piece is
+// the space alone.
+func TestDetokenizeDropsDummySpace(t *testing.T) {
+	tk, err := LoadGGUFTokenizer(sharedModel(t, "llama-2-tiny-random.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const space = 29871 // ▁ alone
+	for _, c := range []struct {
+		ids  []int32
+		want string
+	}{
+		{[]int32{15043, 3186}, "Hello world"},
+		{[]int32{tk.BOS(), 15043, 3186}, "Hello world"},
+		{[]int32{space, 3186}, " world"},
+		{tk.Encode("  two spaces"), "  two spaces"},
+		{nil, ""},
+	} {
+		var b []byte
+		started := false
+		for _, id := range c.ids {
+			b, started = tk.AppendTextPiece(b, id, started)
+		}
+		if string(b) != c.want || tk.Decode(c.ids) != c.want {
+			t.Errorf("%v: pieces %q, Decode %q, want %q", c.ids, b, tk.Decode(c.ids), c.want)
+		}
+	}
+}

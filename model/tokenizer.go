@@ -7,10 +7,15 @@ type Tokenizer interface {
 	// Decode returns the text of ids (special tokens produce nothing).
 	Decode(ids []int32) string
 	// AppendPiece appends the bytes token id contributes to a decoded
-	// text when it follows other tokens, for streaming: the concatenation
-	// over a sequence's tokens is Decode's text (before Decode drops a
-	// leading dummy space). A single piece may be part of a UTF-8 sequence.
+	// text when it follows other tokens (a token's bytes, for logprobs).
+	// A single piece may be part of a UTF-8 sequence.
 	AppendPiece(dst []byte, id int32) []byte
+	// AppendTextPiece appends token id's piece to the text of the
+	// sequence's tokens before it, for streaming; started says whether
+	// any of them had a non-empty piece and is returned updated. The first
+	// non-empty piece loses a leading dummy space, so the pieces
+	// concatenate to Decode's text.
+	AppendTextPiece(dst []byte, id int32, started bool) ([]byte, bool)
 	// VocabSize is the number of token IDs.
 	VocabSize() int
 	// BOS and EOS are the beginning- and end-of-sequence tokens, -1 if none.
@@ -53,6 +58,14 @@ func (ByteTokenizer) AppendPiece(dst []byte, id int32) []byte {
 		return append(dst, byte(id))
 	}
 	return dst
+}
+
+// AppendTextPiece implements Tokenizer: bytes have no dummy space, so it
+// is AppendPiece.
+func (bt ByteTokenizer) AppendTextPiece(dst []byte, id int32, started bool) ([]byte, bool) {
+	n := len(dst)
+	dst = bt.AppendPiece(dst, id)
+	return dst, started || len(dst) > n
 }
 
 // BOS implements Tokenizer.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prefixd/prefixd/chat"
 	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/tokenizer/bpe"
 )
 
 // The tokenizer capabilities chat and /tokenize use when a Tokenizer has
@@ -37,15 +38,33 @@ type (
 // chatSetup is what chat rendering needs, fixed when the server starts.
 type chatSetup struct {
 	tpl      *chat.Template
-	source   string  // where the template came from, for the log
+	source   string  // where the template came from, for the log and errors
 	bos, eos string  // the BOS and EOS tokens' texts, for templates
 	eot      []int32 // stop tokens of a chat reply besides EOS
+	// control are the texts of the tokenizer's control tokens, which stay
+	// text in messages' contents; nil with Config.ChatSpecialInContent or
+	// a tokenizer that cannot encode so (the whole rendered text is then
+	// encoded with EncodeSpecial).
+	control *chat.Plain
+}
+
+// plainEncoder encodes a rendered conversation with its messages' control
+// token texts kept as text; bpe.Tokenizer is one.
+type plainEncoder interface {
+	EncodeSpecialExcept(text string, plain [][2]int) []int32
+	VocabSize() int
+	Type(id int32) bpe.TokenType
+	TokenText(id int32) string
 }
 
 // newChatSetup resolves the chat template: tpl if given (--chat-template),
 // else the tokenizer's own, else the built-in one its vocabulary's marker
-// tokens call for, else ChatML (its markers then are plain text).
-func newChatSetup(tk Tokenizer, tpl *chat.Template) (*chatSetup, error) {
+// tokens call for, else ChatML (its markers then are plain text). It
+// renders the template on sample conversations, so that one that fails
+// or passes its bounds on them stops the server at start rather than
+// every chat request after. specialInContent lets messages' contents
+// spell control tokens, as Hugging Face tokenizers do.
+func newChatSetup(tk Tokenizer, tpl *chat.Template, specialInContent bool) (*chatSetup, error) {
 	c := &chatSetup{tpl: tpl, source: "--chat-template"}
 	if tt, ok := tk.(tokenTexter); ok {
 		if id := tk.BOS(); id >= 0 {
@@ -58,27 +77,78 @@ func newChatSetup(tk Tokenizer, tpl *chat.Template) (*chatSetup, error) {
 	if te, ok := tk.(turnEnder); ok {
 		c.eot = te.EOT()
 	}
-	if tpl != nil {
-		return c, nil
-	}
-	if t, ok := tk.(templated); ok && t.ChatTemplate() != "" {
-		var err error
-		if c.tpl, err = chat.Parse(t.ChatTemplate()); err != nil {
-			return nil, fmt.Errorf("server: the model's chat template: %w (override it with --chat-template FILE)", err)
+	if pe, ok := tk.(plainEncoder); ok && !specialInContent {
+		var texts []string
+		for id := range int32(pe.VocabSize()) {
+			if typ := pe.Type(id); typ == bpe.Control || typ == bpe.Unknown {
+				texts = append(texts, pe.TokenText(id))
+			}
 		}
-		c.source = "the model's"
-		return c, nil
-	}
-	name := "chatml"
-	if tt, ok := tk.(tokenTexter); ok {
-		if n, ok := chat.BuiltinFor(func(text string) bool { _, ok := tt.TokenID(text); return ok }); ok {
-			name = n
-		}
+		c.control = chat.NewPlain(texts)
 	}
 	var err error
-	c.tpl, err = chat.Builtin(name)
-	c.source = "built-in " + name
-	return c, err
+	if tpl == nil {
+		if t, ok := tk.(templated); ok && t.ChatTemplate() != "" {
+			if c.tpl, err = chat.Parse(t.ChatTemplate()); err != nil {
+				return nil, fmt.Errorf("server: the model's chat template: %w (override it with --chat-template FILE)", err)
+			}
+			c.source = "the model's"
+		} else {
+			name := "chatml"
+			if tt, ok := tk.(tokenTexter); ok {
+				if n, ok := chat.BuiltinFor(func(text string) bool { _, ok := tt.TokenID(text); return ok }); ok {
+					name = n
+				}
+			}
+			if c.tpl, err = chat.Builtin(name); err != nil {
+				return nil, err
+			}
+			c.source = "built-in " + name
+		}
+	}
+	if err := c.check(); err != nil {
+		hint := ""
+		if c.source == "the model's" {
+			hint = " (override it with --chat-template FILE)"
+		}
+		return nil, fmt.Errorf("server: the chat template (%s) does not render sample conversations: %w%s", c.source, err, hint)
+	}
+	return c, nil
+}
+
+// sampleChats are the conversations newChatSetup renders: one with a
+// system message, and two without for templates (Mistral's) that refuse
+// system messages.
+var sampleChats = [][]chat.Message{
+	{{Role: "system", Content: "You are a helpful assistant."}, {Role: "user", Content: "Hello!"},
+		{Role: "assistant", Content: "Hi! How can I help?"}, {Role: "user", Content: "What is 2+2?"}},
+	{{Role: "user", Content: "Hello!"}, {Role: "assistant", Content: "Hi! How can I help?"}, {Role: "user", Content: "What is 2+2?"}},
+	{{Role: "user", Content: "Hello!"}},
+}
+
+// check renders the sample conversations, with and without the
+// generation prompt: each must render or be refused by raise_exception,
+// and one at least must render.
+func (c *chatSetup) check() error {
+	var refusal error
+	rendered := false
+	for _, msgs := range sampleChats {
+		for _, gen := range []bool{true, false} {
+			_, err := c.tpl.Render(chat.Input{Messages: msgs, AddGenerationPrompt: gen, BOS: c.bos, EOS: c.eos})
+			switch {
+			case err == nil:
+				rendered = true
+			case errors.Is(err, chat.ErrRaised):
+				refusal = err
+			default:
+				return err
+			}
+		}
+	}
+	if !rendered {
+		return fmt.Errorf("it refuses every sample conversation: %w", refusal)
+	}
+	return nil
 }
 
 // chatMessage is one message of a chat request.
@@ -160,28 +230,57 @@ func messageText(raw json.RawMessage, param string) (string, *apiError) {
 
 // renderChat renders msgs with the chat template and tokenizes the text
 // as Hugging Face does a rendered template: control tokens' texts become
-// those tokens and no BOS is added, the template writes its own. A
+// those tokens and no BOS is added, the template writes its own; but the
+// messages' contents stay text, unless Config.ChatSpecialInContent. A
 // tokenizer without control tokens gets BOS, if it has one, before.
 func (s *Server) renderChat(msgs []chat.Message, addGenerationPrompt bool, param string) ([]int32, *apiError) {
 	if s.cfg.Tokenizer == nil {
 		return nil, badRequest(param, "this model has no tokenizer: chat needs one")
 	}
 	c := s.chat
-	text, err := c.tpl.Render(chat.Input{Messages: msgs, AddGenerationPrompt: addGenerationPrompt, BOS: c.bos, EOS: c.eos})
-	switch {
-	case errors.Is(err, chat.ErrRaised):
-		return nil, badRequest(param, "the chat template refused the conversation: %s",
-			strings.TrimPrefix(err.Error(), "chat: "))
-	case err != nil:
-		return nil, &apiError{Status: 500, Type: typeServer, Message: "rendering the chat template: " + err.Error()}
+	in := chat.Input{Messages: msgs, AddGenerationPrompt: addGenerationPrompt, BOS: c.bos, EOS: c.eos}
+	var text string
+	var spans []chat.Span
+	var err error
+	if c.control != nil {
+		text, spans, err = c.tpl.RenderPlain(in, c.control)
+	} else {
+		text, err = c.tpl.Render(in)
+	}
+	if err != nil {
+		return nil, c.renderError(err, param)
 	}
 	if len(text) > 8*s.cfg.MaxPromptTokens {
 		return nil, badRequest(param, "the rendered conversation is %d bytes, far above the limit of %d tokens", len(text), s.cfg.MaxPromptTokens)
+	}
+	if pe, ok := s.cfg.Tokenizer.(plainEncoder); ok && c.control != nil {
+		plain := make([][2]int, len(spans))
+		for i, sp := range spans {
+			plain[i] = [2]int{sp.Start, sp.End}
+		}
+		return pe.EncodeSpecialExcept(text, plain), nil
 	}
 	if se, ok := s.cfg.Tokenizer.(specialEncoder); ok {
 		return se.EncodeSpecial(text), nil
 	}
 	return encodePrompt(s.cfg.Tokenizer, text, s.cfg.Tokenizer.BOS()), nil
+}
+
+// renderError is a rendering's failure as the client sees it: the
+// conversation is what made the template raise, pass a bound or fail, so
+// a 4xx naming the template and what went wrong; never the prompt.
+func (c *chatSetup) renderError(err error, param string) *apiError {
+	msg := strings.TrimPrefix(err.Error(), "chat: ")
+	var be *chat.BoundError
+	switch {
+	case errors.Is(err, chat.ErrRaised):
+		return badRequest(param, "the chat template refused the conversation: %s", msg)
+	case errors.As(err, &be):
+		return &apiError{Status: 422, Type: typeInvalid, Param: param,
+			Message: fmt.Sprintf("the chat template (%s) passed its bound on %s (%s) rendering the conversation", c.source, be.Bound, be.Limit)}
+	}
+	return &apiError{Status: 422, Type: typeInvalid, Param: param,
+		Message: fmt.Sprintf("the chat template (%s) failed on the conversation: %s", c.source, msg)}
 }
 
 // toEngine validates a chat request.

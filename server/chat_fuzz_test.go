@@ -20,7 +20,7 @@ var chatFuzzSeeds = []string{
 // FuzzDecodeChat fuzzes /v1/chat/completions' decoding and validation on
 // the built-in byte vocabulary with the built-in ChatML template.
 func FuzzDecodeChat(f *testing.F) {
-	setup, err := newChatSetup(model.ByteTokenizer{}, nil)
+	setup, err := newChatSetup(model.ByteTokenizer{}, nil, false)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -109,6 +109,10 @@ type Config struct {
 	// the built-in one (chat.BuiltinFor) its vocabulary's marker tokens
 	// call for, else ChatML.
 	ChatTemplate *chat.Template
+	// ChatSpecialInContent encodes the texts of control tokens in chat
+	// messages' contents as those tokens, as Hugging Face tokenizers do,
+	// so that a user's <|im_end|> ends a turn. Default: they stay text.
+	ChatSpecialInContent bool
 }
 
 // DeviceMemory returns a GPU's free and total memory in bytes.
@@ -213,7 +217,7 @@ func New(cfg Config) (*Server, error) {
 	s.trace = newTracer(cfg.Trace, cfg.TraceTokens, ecfg.BlockSize, cfg.Logger)
 	if cfg.Tokenizer != nil {
 		var err error
-		if s.chat, err = newChatSetup(cfg.Tokenizer, cfg.ChatTemplate); err != nil {
+		if s.chat, err = newChatSetup(cfg.Tokenizer, cfg.ChatTemplate, cfg.ChatSpecialInContent); err != nil {
 			return nil, err
 		}
 		s.log.Info("chat template", "template", s.chat.source)

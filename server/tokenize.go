@@ -90,12 +90,20 @@ func (s *Server) handleDetokenize(ctx *fasthttp.RequestCtx) {
 	}
 	vocab := s.ecfg.Model.VocabSize()
 	var text []byte
+	started := false // see model.Tokenizer's AppendTextPiece: the text loses a leading dummy space
+	tp, pieces := s.cfg.Tokenizer.(interface {
+		AppendTextPiece(dst []byte, id int32, started bool) ([]byte, bool)
+	})
 	for i, id := range r.Tokens {
 		if id < 0 || int(id) >= vocab {
 			s.writeError(ctx, badRequest("tokens", "token %d at position %d is outside the vocabulary [0, %d)", id, i, vocab))
 			return
 		}
-		text = s.cfg.Tokenizer.AppendPiece(text, id)
+		if pieces {
+			text, started = tp.AppendTextPiece(text, id, started)
+		} else {
+			text = s.cfg.Tokenizer.AppendPiece(text, id)
+		}
 	}
 	s.writeJSON(ctx, 200, detokenizeResponse{Prompt: string(text)})
 }

@@ -61,6 +61,7 @@ type serveOptions struct {
 	hostTierBytes, kvBytes                   byteSize
 	batching, kvAlloc, prefixCache           string
 	cachedFirst, traceTokens, checkTensors   bool
+	chatSpecialInContent                     bool
 	traceOut, chatTemplate                   string
 	adminToken, apiKeys                      string
 	publicStats                              bool
@@ -88,6 +89,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.BoolVar(&o.checkTensors, "check-tensors", false, checkTensorsUsage)
 	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary, so text prompts work; refused if it holds more tokens than the model")
 	fs.StringVar(&o.chatTemplate, "chat-template", "", "Jinja chat template file for /v1/chat/completions; default: the model's own (GGUF tokenizer.chat_template), else a built-in one (chatml, llama3, mistral) its vocabulary calls for")
+	fs.BoolVar(&o.chatSpecialInContent, "chat-special-in-content", false, "encode control-token texts in chat messages' contents (<|im_end|>) as those tokens, as Hugging Face tokenizers do, letting a user forge turns; by default they stay text")
 	fs.StringVar(&o.servedModelName, "served-model-name", "", "model id that /v1/models and completions report; default: the model file's base name (stories260K), or prefixd-builtin-byte-3m")
 	fs.IntVar(&o.blocks, "blocks", 0, "KV pool size in blocks, at least one sequence of the context (--max-model-len or the model's); default on the CPU: a third of the free memory (less mapped weights and the host tier), at most max-running sequences of the context, at least one; on a GPU: what the weights leave of --gpu-memory-fraction")
 	fs.IntVar(&o.blockSize, "block-size", 16, "token positions per KV block")
@@ -538,7 +540,7 @@ func start(o *serveOptions, ecfg engine.Config, pool kvPool, m *model.Model, met
 	}
 	srv, err := server.New(server.Config{
 		Engine: eng, Tokenizer: m.Tokenizer, ModelName: o.servedModelName, AdminToken: o.adminToken, APIKeys: o.keys, PublicStats: o.publicStats,
-		ChatTemplate: tpl,
+		ChatTemplate: tpl, ChatSpecialInContent: o.chatSpecialInContent,
 		MaxBodyBytes: o.maxBodyBytes, MaxPromptTokens: o.maxPromptTokens, MaxTokens: o.maxTokens,
 		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens, DeviceMemory: devMem,
 	})

@@ -1,21 +1,26 @@
-// Package bpe is the byte-level BPE tokenizer of GPT-2, Llama 3, Qwen2 and
-// the models that share their design: text is split into pre-tokens (see
-// Splitter), each pre-token's bytes are spelled as GPT-2's byte-level
-// runes, and the ranked merges join adjacent symbols, the lowest rank
-// first, the leftmost among equals. Added tokens (special or user-defined)
-// are cut out of the text before that and match exactly. It loads from
-// GGUF metadata (through model/) and from a Hugging Face tokenizer.json.
+// Package bpe is the BPE tokenizer of GPT-2, Llama 3, Qwen2 and the models
+// that share their design, and of SentencePiece vocabularies converted to
+// BPE: text is normalized and split into pre-tokens (see Splitter; any
+// regular expression runs, see Compile), each pre-token's bytes are
+// spelled as GPT-2's byte-level runes (or, with Config.CharLevel, its
+// characters are the first symbols), and the ranked merges join adjacent
+// symbols, the lowest rank first, the leftmost among equals. Added tokens
+// (special or user-defined) are cut out of the text before that. It loads
+// from GGUF metadata (through model/) and from a Hugging Face
+// tokenizer.json with its normalizers, pre-tokenizers and decoders.
 //
 // Its output is checked token for token against llama.cpp's reference
-// tokenizations in the tests.
+// tokenizations and against Hugging Face's tokenizers in the tests.
 package bpe
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // TokenType is a token's kind, numbered as GGUF's tokenizer.ggml.token_type
@@ -41,7 +46,8 @@ type Merge [2]string
 // -1 for none.
 type Config struct {
 	// Tokens is each token's text by ID, byte-level encoded for normal
-	// tokens, as tokenizer.json and GGUF store it. Required.
+	// tokens unless CharLevel, as tokenizer.json and GGUF store it.
+	// Required.
 	Tokens []string
 	// Types is each token's type; nil means all Normal.
 	Types []TokenType
@@ -51,12 +57,42 @@ type Config struct {
 	// Pre cuts text into pre-tokens; nil means the whole text is one.
 	Pre Splitter
 	// AddPrefixSpace prepends a space to each run of text between added
-	// tokens that does not start with one (tokenizer.json's ByteLevel
-	// add_prefix_space).
+	// tokens that does not start with one, after normalization (what
+	// tokenizer.json's ByteLevel add_prefix_space does as the first
+	// pre-tokenizer; FromHF builds that into Pre).
 	AddPrefixSpace bool
 	// IgnoreMerges emits a pre-token that is itself a token whole, without
 	// merging (Llama 3's ignore_merges).
 	IgnoreMerges bool
+	// CharLevel says the tokens are text as it is, not GPT-2's byte-level
+	// spelling: SentencePiece-converted BPE (Gemma, older Llama exports),
+	// where ▁ marks a space. A pre-token's symbols start as its
+	// characters; a character that is no token becomes the <0xNN> Byte
+	// tokens of its bytes if the vocabulary has them all (byte_fallback),
+	// else Unknown.
+	CharLevel bool
+	// FuseUnknown makes a run of characters that each become Unknown one
+	// Unknown token (tokenizer.json's fuse_unk; CharLevel only).
+	FuseUnknown bool
+	// Added holds the matching options of added tokens (Control and
+	// UserDefined) that have any; the others match exactly, in the text
+	// as given.
+	Added map[int32]AddedOptions
+	// DecodeToken, if set, gives the decoded text of a Normal token from
+	// its stored text (tokenizer.json's decoders); nil means byte-level
+	// decoding, or the text itself for CharLevel.
+	DecodeToken func(string) string
+	// DecodeFirstToken, if set, is DecodeToken for a Normal token that
+	// starts a decoded text (tokenizer.json's Metaspace decoder drops
+	// every ▁ of the first token rather than making it a space).
+	DecodeFirstToken func(string) string
+	// StripLeading lists runes Decode removes, each if it is there in
+	// turn, from the start of the first non-empty token piece of a
+	// decoded text (SentencePiece's dummy space; tokenizer.json's
+	// Metaspace decoder and a Strip after Fuse). With one rune that is
+	// exactly Hugging Face's result; with more, a first piece shorter than
+	// the runes would lose fewer than the fused text would.
+	StripLeading string
 	// Normalize, if set, rewrites each run of text between added tokens
 	// before pre-tokenization (Qwen's NFC).
 	Normalize func(string) string
@@ -87,7 +123,8 @@ type Tokenizer struct {
 	byteTok, fallback [256]int32
 	pieceOff          []uint32 // token i decodes to pieces[pieceOff[i]:pieceOff[i+1]]
 	pieces            []byte
-	added             addedSet
+	added             addedSet // matched in the text as given
+	addedNorm         addedSet // Normalized ones, matched in normalized text
 	cfg               Config
 	scratch           sync.Pool // *work
 	cache             wordCache
@@ -156,7 +193,14 @@ func New(cfg Config) (*Tokenizer, error) {
 	for i, tok := range cfg.Tokens {
 		switch cfg.Types[i] {
 		case Normal, Undefined:
-			t.pieces = append(t.pieces, decodeByteLevel(tok)...)
+			switch {
+			case cfg.DecodeToken != nil:
+				t.pieces = append(t.pieces, cfg.DecodeToken(tok)...)
+			case cfg.CharLevel:
+				t.pieces = append(t.pieces, tok...)
+			default:
+				t.pieces = append(t.pieces, decodeByteLevel(tok)...)
+			}
 		case UserDefined:
 			t.pieces = append(t.pieces, tok...)
 		case Byte:
@@ -186,7 +230,8 @@ func New(cfg Config) (*Tokenizer, error) {
 			t.merges[pairKey(a, b)] = merged{rank: int32(rank), id: id}
 		}
 	}
-	t.added = newAddedSet(cfg.Tokens, cfg.Types)
+	t.added = newAddedSet(cfg.Tokens, cfg.Types, cfg.Added, false, nil)
+	t.addedNorm = newAddedSet(cfg.Tokens, cfg.Types, cfg.Added, true, cfg.Normalize)
 	t.scratch.New = func() any { return new(work) }
 	return t, nil
 }
@@ -264,14 +309,51 @@ func (t *Tokenizer) AppendPiece(dst []byte, id int32) []byte {
 	return append(dst, t.pieces[t.pieceOff[id]:t.pieceOff[id+1]]...)
 }
 
-// Decode returns the text of ids, as AppendPiece spells each. Byte
-// sequences that are not valid UTF-8 are kept as they are.
+// Decode returns the text of ids: each token's piece in turn, as
+// AppendTextPiece appends it. Byte sequences that are not valid UTF-8 are
+// kept as they are.
 func (t *Tokenizer) Decode(ids []int32) string {
 	var b []byte
+	started := false
 	for _, id := range ids {
-		b = t.AppendPiece(b, id)
+		b, started = t.AppendTextPiece(b, id, started)
 	}
 	return string(b)
+}
+
+// AppendTextPiece appends token id's piece to a text that holds the pieces
+// of the sequence's tokens before it, for streaming: started reports
+// whether any of those had a non-empty piece, and is returned updated for
+// the next token. Until one has, the piece loses the runes the decoder
+// strips at the start of a text (Config.StripLeading: SentencePiece's
+// dummy space), so that the pieces concatenate to Decode's text. Control
+// tokens, whose pieces are empty, leave the start where it is, as Hugging
+// Face's decoding with special tokens skipped does.
+func (t *Tokenizer) AppendTextPiece(dst []byte, id int32, started bool) ([]byte, bool) {
+	if !started && t.cfg.DecodeFirstToken != nil && t.Type(id) == Normal {
+		return append(dst, t.stripLeading([]byte(t.cfg.DecodeFirstToken(t.tokens[id])))...), true
+	}
+	n := len(dst)
+	dst = t.AppendPiece(dst, id)
+	if started || len(dst) == n {
+		return dst, started || len(dst) > n
+	}
+	rest := t.stripLeading(dst[n:])
+	return append(dst[:n], rest...), true
+}
+
+// stripLeading removes Config.StripLeading's runes from the start of b,
+// each if it is there in turn.
+func (t *Tokenizer) stripLeading(b []byte) []byte {
+	for _, r := range t.cfg.StripLeading {
+		var enc [utf8.UTFMax]byte
+		e := enc[:utf8.EncodeRune(enc[:], r)]
+		if !bytes.HasPrefix(b, e) {
+			break
+		}
+		b = b[len(e):]
+	}
+	return b
 }
 
 // Encode tokenizes text, without BOS. User-defined added tokens that appear
@@ -292,34 +374,57 @@ func (t *Tokenizer) encode(dst []int32, text string, special bool) []int32 {
 		clear(w.words) // the pool must not keep the caller's text alive
 		t.scratch.Put(w)
 	}()
+	atStart := true
 	for text != "" {
 		start, end, id := t.added.find(text, special)
-		dst = t.encodeText(dst, w, text[:start])
+		dst = t.encodeRun(dst, w, text[:start], atStart, special)
 		if id < 0 {
 			break
 		}
 		dst = append(dst, id)
-		text = text[end:]
+		text, atStart = text[end:], false
 	}
 	return dst
 }
 
-// encodeText encodes a run of text that holds no added token.
-func (t *Tokenizer) encodeText(dst []int32, w *work, text string) []int32 {
+// encodeRun encodes a run of text between added tokens matched in the
+// text as given: normalized, then cut at the added tokens matched in
+// normalized text. atStart says whether the run starts the input.
+func (t *Tokenizer) encodeRun(dst []int32, w *work, text string, atStart, special bool) []int32 {
 	if text == "" {
 		return dst
 	}
 	if t.cfg.Normalize != nil {
 		text = t.cfg.Normalize(text)
 	}
+	for text != "" {
+		start, end, id := t.addedNorm.find(text, special)
+		dst = t.encodeText(dst, w, text[:start], atStart)
+		if id < 0 {
+			break
+		}
+		dst = append(dst, id)
+		text, atStart = text[end:], false
+	}
+	return dst
+}
+
+// encodeText encodes a normalized run of text that holds no added token.
+func (t *Tokenizer) encodeText(dst []int32, w *work, text string, atStart bool) []int32 {
+	if text == "" {
+		return dst
+	}
 	if t.cfg.AddPrefixSpace && text[0] != ' ' {
 		text = " " + text
 	}
 	w.words = w.words[:0]
-	if t.cfg.Pre != nil {
-		w.words = t.cfg.Pre.Split(w.words, text)
-	} else {
+	switch pre := t.cfg.Pre.(type) {
+	case nil:
 		w.words = append(w.words, text)
+	case hfPipeline:
+		w.words = pre.splitAt(w.words, text, atStart)
+	default:
+		w.words = pre.Split(w.words, text)
 	}
 	for _, word := range w.words {
 		dst = t.encodeWord(dst, w, word)
@@ -341,10 +446,18 @@ func (t *Tokenizer) encodeWord(dst []int32, w *work, word string) []int32 {
 // mergeWord encodes one pre-token by its merges.
 func (t *Tokenizer) mergeWord(dst []int32, w *work, word string) []int32 {
 	if t.cfg.IgnoreMerges {
-		w.buf = appendByteLevel(w.buf[:0], word)
-		if id, ok := t.index[string(w.buf)]; ok {
+		key := word
+		if !t.cfg.CharLevel {
+			w.buf = appendByteLevel(w.buf[:0], word)
+			key = string(w.buf)
+		}
+		if id, ok := t.index[key]; ok {
 			return append(dst, id)
 		}
+	}
+	if t.cfg.CharLevel {
+		w.syms = t.merge(w, t.charSymbols(w.syms[:0], word))
+		return append(dst, w.syms...)
 	}
 	syms := w.syms[:0]
 	for i := range len(word) {
@@ -360,4 +473,36 @@ func (t *Tokenizer) mergeWord(dst []int32, w *work, word string) []int32 {
 	}
 	w.syms = syms
 	return dst
+}
+
+// charSymbols appends a CharLevel pre-token's first symbols to syms: each
+// character's token, or the Byte tokens of its bytes if it has none,
+// else Unknown (one for a run of them with FuseUnknown), else nothing.
+func (t *Tokenizer) charSymbols(syms []int32, word string) []int32 {
+	prevUnknown := false
+	for i := 0; i < len(word); {
+		_, n := utf8.DecodeRuneInString(word[i:])
+		ch := word[i : i+n]
+		i += n
+		if id, ok := t.index[ch]; ok {
+			syms, prevUnknown = append(syms, id), false
+			continue
+		}
+		whole := true
+		for k := range len(ch) {
+			if fb := t.fallback[ch[k]]; fb < 0 || t.types[fb] != Byte {
+				whole = false
+			}
+		}
+		switch {
+		case whole:
+			for k := range len(ch) {
+				syms = append(syms, t.fallback[ch[k]])
+			}
+			prevUnknown = false
+		case t.cfg.Unknown >= 0 && !(t.cfg.FuseUnknown && prevUnknown):
+			syms, prevUnknown = append(syms, t.cfg.Unknown), true
+		}
+	}
+	return syms
 }

@@ -1,6 +1,7 @@
 package bpe
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -189,13 +190,20 @@ var hfErrorCases = []struct {
 }{
 	{"not json", `{`, "tokenizer.json"},
 	{"wordpiece", `{"model": {"type": "WordPiece"}}`, `"WordPiece"`},
-	{"no byte level", `{` + hfModel + `}`, "ByteLevel"},
-	{"unknown pattern", `{` + hfModel + `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"}, "behavior": "Isolated"}}`, `\\w+`},
-	{"behavior", `{` + hfModel + `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\p{N}"}, "behavior": "Removed"}}`, "Removed"},
-	{"pre type", `{` + hfModel + `, "pre_tokenizer": {"type": "Whitespace"}}`, `"Whitespace"`},
-	{"normalizer", `{` + hfModel + `, "normalizer": {"type": "Lowercase"}, "pre_tokenizer": {"type": "ByteLevel"}}`, `"Lowercase"`},
-	{"lstrip", `{"added_tokens": [{"id": 1, "content": "<x>", "lstrip": true}], ` + hfModel + `, "pre_tokenizer": {"type": "ByteLevel"}}`, "lstrip"},
+	{"unigram", `{"model": {"type": "Unigram", "vocab": [["a", 0]]}}`, `"Unigram"`},
+	{"behavior", `{` + hfModel + `, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\p{N}"}, "behavior": "Sideways"}}`, `"Sideways"`},
+	{"pre type", `{` + hfModel + `, "pre_tokenizer": {"type": "BertPreTokenizer"}}`, `"BertPreTokenizer"`},
+	{"normalizer", `{` + hfModel + `, "normalizer": {"type": "BertNormalizer"}, "pre_tokenizer": {"type": "ByteLevel"}}`, `"BertNormalizer"`},
+	{"decoder", `{` + hfModel + `, "decoder": {"type": "WordPiece"}}`, `"WordPiece"`},
+	{"strip stop", `{` + hfModel + `, "decoder": {"type": "Sequence", "decoders": [{"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 0, "stop": 1}]}}`, "stop 1"},
+	{"dropout", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "dropout": 0.1}}`, "dropout 0.1"},
+	{"suffix", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "end_of_word_suffix": "</w>"}}`, `"</w>"`},
+	{"metaspace scheme", `{` + hfModel + `, "pre_tokenizer": {"type": "Metaspace", "prepend_scheme": "sometimes"}}`, `"sometimes"`},
+	{"replace pattern", `{` + hfModel + `, "normalizer": {"type": "Replace", "pattern": {"Regex": "(x"}, "content": ""}}`, `"(x"`},
 	{"huge ID", `{"added_tokens": [{"id": 2000000000, "content": "<x>"}], ` + hfModel + `}`, "2000000000"},
+	{"largest int32 ID", `{"model": {"type": "BPE", "vocab": {"a": 0, "b": 2147483647}, "merges": []}}`, "2147483647"},
+	{"largest int32 added ID", `{"added_tokens": [{"id": 2147483647, "content": "<x>"}], ` + hfModel + `}`, "2147483647"},
+	{"negative ID", `{"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}}`, "-1"},
 	{"merge", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}, "pre_tokenizer": {"type": "ByteLevel"}}`, `"ab"`},
 }
 
@@ -311,10 +319,38 @@ func FuzzFromHF(f *testing.F) {
 	}
 	f.Add(`{"added_tokens": [{"id": 1, "content": "<x>", "special": true}], `+hfModel+`, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "ByteLevel", "add_prefix_space": true}]}}`,
 		`{"bos_token": {"content": "<x>"}, "add_bos_token": true, "chat_template": "x"}`)
+	f.Add(`{"added_tokens": [{"id": 11, "content": "<x>", "lstrip": true, "single_word": true, "normalized": true}], `+charVocab+`, "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}, {"type": "Replace", "pattern": {"Regex": "\\s"}, "content": "▁"}]}, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Metaspace", "prepend_scheme": "first"}, {"type": "Split", "pattern": {"String": "a"}, "behavior": "MergedWithNext", "invert": true}, {"type": "Digits"}]}, "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}}`, "")
 	f.Fuzz(func(t *testing.T, tokenizerJSON, configJSON string) {
 		if tk, err := FromHF([]byte(tokenizerJSON), []byte(configJSON)); err == nil {
 			tk.EncodeSpecial("a <x> b")
 		}
+	})
+}
+
+// FuzzFromHFIDs builds tokenizer.json files around fuzzed token IDs, so
+// that the fuzzer reaches the extremes of the ID range (which mutating
+// JSON text finds only by luck): FromHF must refuse or accept, never
+// panic, and an accepted tokenizer has a token at each ID it was given.
+func FuzzFromHFIDs(f *testing.F) {
+	f.Add(int32(0), int32(1), false)
+	f.Add(int32(1<<31-1), int32(3), true)
+	f.Add(int32(-1), int32(1<<31-1), false)
+	f.Add(int32(maxHFTokens), int32(1<<20-1), true)
+	f.Fuzz(func(t *testing.T, vocabID, addedID int32, special bool) {
+		slow := func(id int32) bool { return id >= 1<<20 && id < maxHFTokens }
+		if slow(vocabID) || slow(addedID) {
+			return // valid, but a vocabulary that large takes seconds to build
+		}
+		js := fmt.Sprintf(`{"added_tokens": [{"id": %d, "content": "<x>", "special": %v}], "model": {"type": "BPE", "vocab": {"a": %d}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}}`,
+			addedID, special, vocabID)
+		tk, err := FromHF([]byte(js), nil)
+		if err != nil {
+			return
+		}
+		if tk.TokenText(addedID) != "<x>" || vocabID != addedID && tk.TokenText(vocabID) != "a" {
+			t.Fatalf("IDs %d, %d: tokens %q, %q", vocabID, addedID, tk.TokenText(vocabID), tk.TokenText(addedID))
+		}
+		tk.EncodeSpecial("a <x> b")
 	})
 }
 

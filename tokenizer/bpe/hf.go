@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/text/unicode/norm"
 )
 
 // maxHFTokens bounds the IDs a tokenizer.json may use (the largest
@@ -28,12 +26,14 @@ type hfTokenizer struct {
 	Normalizer    json.RawMessage `json:"normalizer"`
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
 	Model         struct {
 		Type                    string
 		Vocab                   map[string]int32
 		Merges                  []json.RawMessage
 		IgnoreMerges            bool     `json:"ignore_merges"`
 		ByteFallback            bool     `json:"byte_fallback"`
+		FuseUnk                 bool     `json:"fuse_unk"`
 		Dropout                 *float64 `json:"dropout"`
 		UnkToken                *string  `json:"unk_token"`
 		ContinuingSubwordPrefix *string  `json:"continuing_subword_prefix"`
@@ -85,60 +85,83 @@ func LoadHF(dir string) (*Tokenizer, error) {
 }
 
 // FromHF builds a Tokenizer from the contents of tokenizer.json and
-// tokenizer_config.json (nil if the folder has none). It accepts a BPE
-// model with a byte-level pre-tokenizer: ByteLevel, Split with a pattern
-// this package implements (see Pattern; behavior Isolated), or a Sequence
-// of them; normalizer none or NFC. Anything else is refused with an error
-// naming it, since an approximation would change tokens silently.
+// tokenizer_config.json (nil if the folder has none). It reads a BPE
+// model, byte-level (a ByteLevel pre-tokenizer) or on the text itself
+// (SentencePiece-converted BPE with byte_fallback, ▁ for spaces), with
+// ignore_merges and fuse_unk; the normalizers, pre-tokenizers and decoders
+// hfNormalizer, parseHFPre and hfDecoder.parse list; and added tokens with
+// their lstrip, rstrip, single_word and normalized options. Anything else
+// is refused with an error naming the component and its value, since an
+// approximation would change tokens silently.
 func FromHF(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
+	var kind struct{ Model struct{ Type string } }
+	if err := json.Unmarshal(tokenizerJSON, &kind); err != nil {
+		return nil, fmt.Errorf("bpe: tokenizer.json: %w", err)
+	}
+	if t := kind.Model.Type; t != "BPE" && t != "" { // before the vocabulary, which other models shape differently
+		return nil, fmt.Errorf("bpe: tokenizer.json model type %q, only BPE is supported", t)
+	}
 	var f hfTokenizer
 	if err := json.Unmarshal(tokenizerJSON, &f); err != nil {
 		return nil, fmt.Errorf("bpe: tokenizer.json: %w", err)
 	}
 	m := f.Model
 	switch {
-	case m.Type != "BPE":
-		return nil, fmt.Errorf("bpe: tokenizer.json model type %q, only BPE is supported", m.Type)
 	case m.Dropout != nil && *m.Dropout != 0:
-		return nil, errors.New("bpe: tokenizer.json BPE dropout is not supported")
-	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "",
-		m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
-		return nil, errors.New("bpe: tokenizer.json continuing_subword_prefix and end_of_word_suffix are not supported")
+		return nil, fmt.Errorf("bpe: tokenizer.json BPE dropout %v is not supported", *m.Dropout)
+	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "":
+		return nil, fmt.Errorf("bpe: tokenizer.json BPE continuing_subword_prefix %q is not supported", *m.ContinuingSubwordPrefix)
+	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
+		return nil, fmt.Errorf("bpe: tokenizer.json BPE end_of_word_suffix %q is not supported", *m.EndOfWordSuffix)
 	}
 	var cfg Config
 	cfg.BOS, cfg.EOS, cfg.Unknown = -1, -1, -1
-	cfg.IgnoreMerges = m.IgnoreMerges
-	n := int32(0)
-	for _, id := range m.Vocab {
-		n = max(n, id+1)
+	cfg.IgnoreMerges, cfg.FuseUnknown = m.IgnoreMerges, m.FuseUnk
+	// Each ID is checked against the bounds before it sizes anything: the
+	// size is the largest ID plus one, which for an ID near 2^31 does not
+	// fit an int32.
+	n := 0
+	checkID := func(what, text string, id int32) error {
+		if id < 0 || id >= maxHFTokens {
+			return fmt.Errorf("bpe: tokenizer.json %s %q has ID %d, outside 0..%d", what, text, id, maxHFTokens-1)
+		}
+		n = max(n, int(id)+1)
+		return nil
+	}
+	for text, id := range m.Vocab {
+		if err := checkID("token", text, id); err != nil {
+			return nil, err
+		}
 	}
 	for _, a := range f.AddedTokens {
-		n = max(n, a.ID+1)
-	}
-	if n > maxHFTokens {
-		return nil, fmt.Errorf("bpe: tokenizer.json has token ID %d, over the limit of %d", n-1, maxHFTokens-1)
+		if err := checkID("added token", a.Content, a.ID); err != nil {
+			return nil, err
+		}
 	}
 	cfg.Tokens, cfg.Types = make([]string, n), make([]TokenType, n)
 	filled := make([]bool, n)
 	for text, id := range m.Vocab {
-		if id < 0 {
-			return nil, fmt.Errorf("bpe: tokenizer.json token %q has ID %d", text, id)
-		}
 		cfg.Tokens[id], cfg.Types[id], filled[id] = text, Normal, true
 		if _, ok := byteToken(text); ok && m.ByteFallback {
 			cfg.Types[id] = Byte
 		}
 	}
 	for _, a := range f.AddedTokens {
-		switch {
-		case a.ID < 0:
-			return nil, fmt.Errorf("bpe: tokenizer.json added token %q has ID %d", a.Content, a.ID)
-		case a.SingleWord || a.LStrip || a.RStrip:
-			return nil, fmt.Errorf("bpe: tokenizer.json added token %q: single_word, lstrip and rstrip are not supported", a.Content)
+		// An added token whose text the model's vocabulary holds takes the
+		// vocabulary's ID, as Hugging Face's AddedVocabulary gives it.
+		id := a.ID
+		if vid, ok := m.Vocab[a.Content]; ok {
+			id = vid
 		}
-		cfg.Tokens[a.ID], cfg.Types[a.ID], filled[a.ID] = a.Content, UserDefined, true
+		cfg.Tokens[id], cfg.Types[id], filled[id] = a.Content, UserDefined, true
 		if a.Special {
-			cfg.Types[a.ID] = Control
+			cfg.Types[id] = Control
+		}
+		if o := (AddedOptions{LStrip: a.LStrip, RStrip: a.RStrip, SingleWord: a.SingleWord, Normalized: a.Normalized}); o != (AddedOptions{}) {
+			if cfg.Added == nil {
+				cfg.Added = map[int32]AddedOptions{}
+			}
+			cfg.Added[id] = o
 		}
 	}
 	for id, ok := range filled {
@@ -160,25 +183,64 @@ func FromHF(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
 	if cfg.Normalize, err = hfNormalizer(f.Normalizer); err != nil {
 		return nil, err
 	}
-	var p hfPre
-	if err := p.parse(f.PreTokenizer, true); err != nil {
+	var steps hfPipeline
+	byteLevel := false
+	if err := parseHFPre(f.PreTokenizer, &steps, &byteLevel); err != nil {
 		return nil, err
 	}
-	if !p.byteLevel {
-		return nil, errors.New("bpe: tokenizer.json has no ByteLevel pre-tokenizer: not a byte-level BPE")
+	cfg.CharLevel = !byteLevel
+	cfg.Pre = steps.splitter()
+	var dec hfDecoder
+	if err := dec.parse(f.Decoder); err != nil {
+		return nil, err
 	}
-	cfg.AddPrefixSpace = p.addPrefixSpace
-	switch len(p.seq) {
-	case 0:
-	case 1:
-		cfg.Pre = p.seq[0]
-	default:
-		cfg.Pre = p.seq
+	if !(byteLevel && dec.byteLevel && len(dec.token) == 1) { // else the default, byte-level decoding
+		if byteLevel && !dec.byteLevel {
+			dec.token = append([]func(string) string{func(s string) string { return string(decodeByteLevel(s)) }}, dec.token...)
+		}
+		cfg.DecodeToken = chain(dec.token)
 	}
+	if dec.firstDiffers {
+		if byteLevel && !dec.byteLevel {
+			dec.first = append([]func(string) string{func(s string) string { return string(decodeByteLevel(s)) }}, dec.first...)
+		}
+		cfg.DecodeFirstToken = chain(dec.first)
+	}
+	cfg.StripLeading = dec.strip
 	if err := hfSpecials(&cfg, f.PostProcessor, configJSON); err != nil {
 		return nil, err
 	}
 	return New(cfg)
+}
+
+// splitter returns the pipeline as a Splitter: nil if empty, and a
+// Sequence of its Splitters when every step is a Split with behavior
+// Isolated or a ByteLevel without add_prefix_space (Llama 3's and Qwen's),
+// which keeps their fast paths and allocates less.
+func (h hfPipeline) splitter() Splitter {
+	var seq Sequence
+	for _, st := range h {
+		switch st := st.(type) {
+		case splitterStep:
+			seq = append(seq, st.sp)
+		case byteLevelStep:
+			if st.addPrefixSpace {
+				return h
+			}
+			if st.useRegex {
+				seq = append(seq, gpt2{})
+			}
+		default:
+			return h
+		}
+	}
+	switch len(seq) {
+	case 0:
+		return nil
+	case 1:
+		return seq[0]
+	}
+	return seq
 }
 
 // hfMerges reads merges written as "a b" strings or as ["a", "b"] pairs.
@@ -201,107 +263,6 @@ func hfMerges(raw []json.RawMessage) ([]Merge, error) {
 		out[i] = Merge{pair[0], pair[1]}
 	}
 	return out, nil
-}
-
-// hfNormalizer maps a normalizer: none, NFC, or a Sequence of those.
-func hfNormalizer(raw json.RawMessage) (func(string) string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var n struct {
-		Type        string
-		Normalizers []json.RawMessage
-	}
-	if err := json.Unmarshal(raw, &n); err != nil {
-		return nil, fmt.Errorf("bpe: tokenizer.json normalizer: %w", err)
-	}
-	switch n.Type {
-	case "NFC":
-		return norm.NFC.String, nil
-	case "Sequence":
-		var fs []func(string) string
-		for _, r := range n.Normalizers {
-			f, err := hfNormalizer(r)
-			if err != nil {
-				return nil, err
-			}
-			if f != nil {
-				fs = append(fs, f)
-			}
-		}
-		switch len(fs) {
-		case 0:
-			return nil, nil
-		case 1:
-			return fs[0], nil
-		}
-		return func(s string) string {
-			for _, f := range fs {
-				s = f(s)
-			}
-			return s
-		}, nil
-	}
-	return nil, fmt.Errorf("bpe: tokenizer.json normalizer %q is not supported (none, NFC or a Sequence of NFC)", n.Type)
-}
-
-// hfPre collects a pre_tokenizer tree into a Sequence.
-type hfPre struct {
-	seq                       Sequence
-	byteLevel, addPrefixSpace bool
-}
-
-func (p *hfPre) parse(raw json.RawMessage, first bool) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	var n struct {
-		Type           string
-		Pretokenizers  []json.RawMessage
-		Pattern        struct{ Regex, String *string }
-		Behavior       string
-		Invert         bool
-		AddPrefixSpace bool  `json:"add_prefix_space"`
-		UseRegex       *bool `json:"use_regex"`
-	}
-	if err := json.Unmarshal(raw, &n); err != nil {
-		return fmt.Errorf("bpe: tokenizer.json pre_tokenizer: %w", err)
-	}
-	switch n.Type {
-	case "Sequence":
-		for i, r := range n.Pretokenizers {
-			if err := p.parse(r, first && i == 0); err != nil {
-				return err
-			}
-		}
-		return nil
-	case "Split":
-		if n.Pattern.Regex == nil {
-			return errors.New("bpe: tokenizer.json Split with a String pattern is not supported")
-		}
-		if n.Behavior != "Isolated" || n.Invert {
-			return fmt.Errorf("bpe: tokenizer.json Split behavior %q (invert %v): only Isolated is supported", n.Behavior, n.Invert)
-		}
-		sp, err := Pattern(*n.Pattern.Regex)
-		if err != nil {
-			return fmt.Errorf("%w (tokenizer.json Split)", err)
-		}
-		p.seq = append(p.seq, sp)
-		return nil
-	case "ByteLevel":
-		p.byteLevel = true
-		if n.AddPrefixSpace {
-			if !first {
-				return errors.New("bpe: tokenizer.json ByteLevel add_prefix_space after another pre-tokenizer is not supported")
-			}
-			p.addPrefixSpace = true
-		}
-		if n.UseRegex == nil || *n.UseRegex { // the default is true
-			p.seq = append(p.seq, gpt2{})
-		}
-		return nil
-	}
-	return fmt.Errorf("bpe: tokenizer.json pre_tokenizer %q is not supported (ByteLevel, Split, Sequence)", n.Type)
 }
 
 // hfSpecials sets BOS, EOS, AddBOS and the chat template from

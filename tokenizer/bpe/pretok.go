@@ -10,17 +10,20 @@ import (
 
 // Splitter cuts text into pre-tokens, the words BPE merges within. The
 // byte-level vocabularies define their pre-tokenizers as regular
-// expressions with lookahead (\s+(?!\S)), which Go's regexp lacks; each
-// Splitter here is such an expression written by hand from its meaning
+// expressions with lookahead (\s+(?!\S)), which Go's regexp lacks:
+// Compile runs any of them on a backtracking engine, and for the common
+// ones this file has Splitters written by hand from their meaning
 // (leftmost-first alternation, greedy quantifiers, \p{L} and \p{N} from
-// Go's unicode tables, \s as Unicode White_Space), which is also several
-// times faster than a backtracking engine. Implementations are safe for
-// concurrent use.
+// Go's unicode tables, \s as Unicode White_Space), several times faster
+// and proven equal to the engine by the tests. A tokenizer.json
+// pre_tokenizer is a Splitter too, whose pieces may drop or rewrite text
+// (see hfPipeline). Implementations are safe for concurrent use.
 type Splitter interface {
-	// Split appends the pre-tokens of s to dst and returns it: non-empty
-	// substrings of s (not copies) that concatenate to s. Text between two
-	// matches of the expression is a pre-token of its own, as llama.cpp's
-	// unicode_regex_split and Hugging Face's Split "Isolated" keep it.
+	// Split appends the pre-tokens of s to dst and returns it: for a
+	// regular expression, non-empty substrings of s (not copies) that
+	// concatenate to s. Text between two matches of the expression is a
+	// pre-token of its own, as llama.cpp's unicode_regex_split and Hugging
+	// Face's Split "Isolated" keep it.
 	Split(dst []string, s string) []string
 }
 
@@ -167,7 +170,13 @@ func gpt2Match(s string, i int) int {
 
 // llama3 is Llama 3's expression, and with maxDigits 1 Qwen2's:
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-type llama3 struct{ maxDigits int }
+//
+// foldLongS is (?i:)'s Unicode simple case folding, under which 's also
+// matches 'ſ (U+017F); llama.cpp's spelling '[sS] does not.
+type llama3 struct {
+	maxDigits int
+	foldLongS bool
+}
 
 // Split implements Splitter.
 func (l llama3) Split(dst []string, s string) []string {
@@ -186,6 +195,9 @@ func (l llama3) match(s string, i int) int {
 	if r == '\'' {
 		if k := contraction(s, i, true); k > 0 {
 			return i + k
+		}
+		if l.foldLongS && strings.HasPrefix(s[i+1:], "ſ") {
+			return i + 1 + len("ſ")
 		}
 	}
 	next, _ := at(s, i+n)
@@ -371,18 +383,40 @@ const (
 	falconPunct      = `\p{P}\$\+<=>\^~\|` + "`"
 )
 
+// Parts of llama.cpp's other expressions, which run on the general engine.
+const (
+	contractionsCPP = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])`
+	gpt2NoTail      = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
+	qwen2Pattern    = contractionsCPP + `|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	asciiPunct      = `[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_` + "`" + `{|}~]`
+	cjkKana         = `[一-龥぀-ゟ゠-ヿ]+`
+	deepseek3Main   = asciiPunct + `[A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	upperLower      = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+` + contractionsCPP + `?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*` + contractionsCPP + `?`
+	// llama.cpp's spelling of [\p{Lu}…]-style classes for std::regex.
+	tekkenLetters  = `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*`
+	gpt4oLetters   = `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+` + contractionsCPP + `?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*` + contractionsCPP + `?`
+	graniteLetters = `[^\r\n\p{L}\p{N}]?((?=[\p{L}\p{M}])([^a-z]))*((?=[\p{L}\p{M}])([^A-Z]))+` + contractionsCPP + `?|[^\r\n\p{L}\p{N}]?((?=[\p{L}\p{M}])([^a-z]))+((?=[\p{L}\p{M}])([^A-Z]))*` + contractionsCPP + `?`
+	// Kimi K2's expression, which llama.cpp runs by hand (its \p{Han}+).
+	kimiK2 = `[\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+` + contractionsCPP + `?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*` + contractionsCPP + `?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// AFMoE's digit grouping, which llama.cpp runs by hand (its
+	// \p{AFMoE_digits}): a run of digits splits into its first len%3
+	// digits, then threes.
+	afmoeDigits = `\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N}))`
+	newlineRuns = `[^\n]+|[\n]+`
+)
+
 func isFalconPunct(r rune) bool  { return isDefaultPunct(r) || r == '`' }
 func isDefaultPunct(r rune) bool { return unicode.IsPunct(r) || strings.ContainsRune("$+<=>^~|", r) }
 
-// patterns maps each regular expression this package implements to its
-// Splitter.
-var patterns = map[string]Splitter{
+// fastPaths maps each regular expression with a hand-written Splitter to
+// it; TestFastPathsMatchEngine proves each equal to the general engine.
+var fastPaths = map[string]Splitter{
 	gpt2Pattern:                             gpt2{},
 	strings.TrimSuffix(gpt2Pattern, `|\s+`): gpt2{}, // equal: see spaceRun
-	llama3Pattern:                           llama3{3},
-	llama3CPPPattern:                        llama3{3},
-	strings.Replace(llama3Pattern, "{1,3}", "", 1):    llama3{1},
-	strings.Replace(llama3CPPPattern, "{1,3}", "", 1): llama3{1},
+	llama3Pattern:                           llama3{maxDigits: 3, foldLongS: true},
+	llama3CPPPattern:                        llama3{maxDigits: 3},
+	strings.Replace(llama3Pattern, "{1,3}", "", 1): llama3{maxDigits: 1, foldLongS: true},
+	qwen2Pattern:                    llama3{maxDigits: 1},
 	`\p{N}`:                         classRun{class: isNumber, count: 1},
 	`\p{N}+`:                        classRun{class: isNumber},
 	`[\r\n]`:                        classRun{class: isNewline, count: 1},
@@ -395,34 +429,92 @@ var patterns = map[string]Splitter{
 	`[\p{P}\$\+<=>\^~\|]+`:          classRun{class: isDefaultPunct},
 }
 
-// Pattern returns the Splitter of a pre-tokenizer regular expression, or an
-// error naming it if this package has none: an unknown expression is
-// refused rather than approximated, since any difference changes tokens.
-func Pattern(expr string) (Splitter, error) {
-	if sp, ok := patterns[expr]; ok {
-		return sp, nil
+// Pattern returns the Splitter of a pre-tokenizer regular expression as
+// llama.cpp reads it (dialect Rust): its hand-written fast path if it has
+// one, else the general engine (see Compile), or an error naming an
+// expression the engine cannot compile.
+func Pattern(expr string) (Splitter, error) { return patternIn(expr, Rust) }
+
+// patternIn is Pattern in dialect d. The fast paths have Rust's meaning,
+// so in another dialect one serves only an expression that means the
+// same in both.
+func patternIn(expr string, d Dialect) (Splitter, error) {
+	if sp, ok := fastPaths[expr]; ok {
+		if d == Rust {
+			return sp, nil
+		}
+		a, errA := translate(expr, Rust)
+		b, errB := translate(expr, d)
+		if errA == nil && errB == nil && a == b {
+			return sp, nil
+		}
 	}
-	return nil, fmt.Errorf("bpe: pre-tokenizer pattern %q is not supported", expr)
+	return Compile(expr, d)
 }
 
-// preTokenizers lists llama.cpp's pre-tokenizer names (GGUF
-// tokenizer.ggml.pre) with their expressions, in llama.cpp's order.
+// preTokenizers lists llama.cpp's BPE pre-tokenizers (one per
+// llama_vocab_pre_type, under the first GGUF tokenizer.ggml.pre name that
+// selects it) with their expressions. Where llama.cpp runs an expression
+// by hand (Kimi K2's, AFMoE's digits) the list holds the expression it
+// stands for.
 var preTokenizers = map[string][]string{
-	"default":      {`[\p{P}\$\+<=>\^~\|]+`, gpt2Pattern, `\p{N}+`, `[0-9][0-9][0-9]`},
-	"llama-bpe":    {llama3Pattern},
-	"gpt-2":        {gpt2Pattern},
-	"qwen2":        {strings.Replace(llama3Pattern, "{1,3}", "", 1)},
-	"starcoder":    {`\p{N}`, gpt2Pattern},
+	"default":      {`[\p{P}\$\+<=>\^~\|]+`, gpt2NoTail, `\p{N}+`, `[0-9][0-9][0-9]`},
+	"llama-bpe":    {llama3CPPPattern},
+	"dbrx":         {llama3CPPPattern},
+	"glm4":         {llama3CPPPattern},
+	"jais-2":       {contractionsCPP + `|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}`},
 	"deepseek-llm": {`[\r\n]`, `\s?[` + deepseekLetters + `]+`, `\s?[` + deepseekPunct + `]+`, `\s+$`, `[` + deepseekCJK + `]+`, `\p{N}+`},
-	"falcon":       {`[` + falconPunct + `]+`, gpt2Pattern, `[0-9][0-9][0-9]`},
+	"deepseek-v3":  {`\p{N}{1,3}`, cjkKana, deepseek3Main},
+	"spark2_5":     {`\p{N}{1,3}`, cjkKana, asciiPunct + `[A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+|[\r\n]|\s+(?!\S)|\s+`, `\p{N}`},
+	"youtu": {`[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|` + cjkKana,
+		upperLower + `|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
+	"deepseek-coder":          {`[\r\n]`, `\s?\p{L}+`, `\s?\p{P}+`, `[` + deepseekCJK + `]+`, `\p{N}`},
+	"falcon":                  {`[` + falconPunct + `]+`, gpt2NoTail, `[0-9][0-9][0-9]`},
+	"starcoder":               {`\p{N}`, gpt2NoTail},
+	"gpt-2":                   {gpt2NoTail},
+	"qwen2":                   {qwen2Pattern},
+	"qwen35":                  {contractionsCPP + `|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
+	"poro-chat":               {` ?[^(\s|.,!?…。，、।۔،)]+`},
+	"viking":                  {` ?[^(\s|.,!?…。，、।۔،)]+`, `\p{N}`},
+	"tekken":                  {tekkenLetters + `|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
+	"chameleon":               {`<sentinel:[0-9]+>`, `(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z`, `([\t\n]|    |  )`, `\p{N}`, `[\p{P}!-/:-@\[-` + "`" + `{-~]`, gpt2NoTail},
+	"gpt-4o":                  {gpt4oLetters + `|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
+	"granite-embed-multi-97m": {graniteLetters + `|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
+	"tiny_aya":                {`\d{1,3}(?=(?:\d{3})*\b)`, upperLower + `|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
+	"kimi-k2":                 {kimiK2},
+	"superbpe":                {`\p{N}+`, `(?=(\d{3})+(?!\d))`},
+	"bailingmoe":              {`'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+`},
+	"seed-coder":              {contractionsCPP + `|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+`},
+	"ufakzeka":                {`[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
+	"afmoe":                   {afmoeDigits, `[一-鿿㐀-䶿豈-﫿぀-ゟ゠-ヿ･-ﾟ⼀-⿟เ-๿຀-໿ក-៿က-႟ꩠ-ꩿꧠ-꧿가-힯ᄀ-ᇿ]+`, deepseek3Main},
+	"laguna":                  {newlineRuns, qwen2Pattern},
+	"exaone-moe":              {contractionsCPP + `|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+`},
+	"gemma4":                  {newlineRuns},
+	"minicpm5":                {`\p{N}{1,3}`, contractionsCPP + `|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
+	"whitespace":              {`\S+`},
 }
 
-// preAliases are the names llama.cpp gives the same pre-tokenizers.
+// preAliases are the other tokenizer.ggml.pre names llama.cpp gives the
+// same pre-tokenizers.
 var preAliases = map[string]string{
-	"llama3": "llama-bpe", "llama-v3": "llama-bpe", "dbrx": "llama-bpe", "smaug-bpe": "llama-bpe",
-	"phi-2": "gpt-2", "mpt": "gpt-2", "olmo": "gpt-2",
-	"smollm": "starcoder", "refact": "starcoder", "command-r": "starcoder", "codeshell": "starcoder", "exaone": "starcoder",
-	"": "default",
+	"":       "default",
+	"llama3": "llama-bpe", "llama-v3": "llama-bpe", "falcon3": "llama-bpe", "falcon-h1": "llama-bpe",
+	"pixtral": "llama-bpe", "midm-2.0": "llama-bpe", "lfm2": "llama-bpe", "jina-v5-nano": "llama-bpe",
+	"smaug-bpe": "dbrx", "chatglm-bpe": "glm4",
+	"hunyuan-dense": "deepseek-v3", "joyai-llm": "deepseek-v3", "hy_v4": "deepseek-v3",
+	"refact": "starcoder", "command-r": "starcoder", "smollm": "starcoder", "codeshell": "starcoder",
+	"exaone": "starcoder", "minerva-7b": "starcoder", "mellum2": "starcoder",
+	"phi-2": "gpt-2", "jina-es": "gpt-2", "jina-de": "gpt-2", "gigachat": "gpt-2", "jina-v2-es": "gpt-2",
+	"jina-v2-de": "gpt-2", "a.x-4.0": "gpt-2", "mellum": "gpt-2", "modern-bert": "gpt-2", "mpt": "gpt-2",
+	"olmo": "gpt-2", "jais": "gpt-2", "trillion": "gpt-2", "granite-docling": "gpt-2", "exaone4": "gpt-2",
+	"jina-v1-en": "gpt-2", "jina-v2-code": "gpt-2", "roberta-bpe": "gpt-2",
+	"deepseek-r1-qwen": "qwen2", "kormo": "qwen2", "f2llmv2": "qwen2", "stablelm2": "qwen2", "hunyuan": "qwen2",
+	"solar-open": "qwen2", "megrez": "qwen2", "grok-2": "qwen2",
+	"bloom": "poro-chat", "gpt3-finnish": "poro-chat",
+	"llama4": "gpt-4o", "kanana2": "gpt-4o", "talkie": "gpt-4o", "minimax-m2": "gpt-4o",
+	"cohere2moe":  "tiny_aya",
+	"bailingmoe2": "bailingmoe", "llada-moe": "bailingmoe",
+	"granite-embed-multi-311m": "gemma4", "sarvam-moe": "gemma4",
 }
 
 // CanonicalPreTokenizer returns the name under which this package lists
@@ -434,27 +526,65 @@ func CanonicalPreTokenizer(name string) string {
 	return name
 }
 
+// LlamaCppOptions are what llama.cpp turns on with a GGUF
+// tokenizer.ggml.pre name besides its expressions.
+type LlamaCppOptions struct {
+	// IgnoreMerges emits a pre-token that is a token whole; AddBOS starts
+	// prompts with BOS (the GGUF's tokenizer.ggml.add_bos_token overrides
+	// it).
+	IgnoreMerges, AddBOS bool
+	// CharLevel: the tokens are UTF-8 text, not GPT-2's byte-level
+	// spelling (llama.cpp's byte_encode false); EscapeSpaces: spaces are ▁
+	// in them (its escape_whitespaces).
+	CharLevel, EscapeSpaces bool
+}
+
+// PreTokenizerOptions returns llama.cpp's options for a GGUF
+// tokenizer.ggml.pre name.
+func PreTokenizerOptions(name string) LlamaCppOptions {
+	switch CanonicalPreTokenizer(name) {
+	case "llama-bpe", "tekken":
+		return LlamaCppOptions{IgnoreMerges: true, AddBOS: true}
+	case "minicpm5", "youtu", "granite-embed-multi-97m":
+		return LlamaCppOptions{IgnoreMerges: true}
+	case "chameleon":
+		return LlamaCppOptions{AddBOS: true}
+	case "gemma4":
+		return LlamaCppOptions{CharLevel: true, EscapeSpaces: true}
+	case "whitespace":
+		return LlamaCppOptions{CharLevel: true}
+	}
+	return LlamaCppOptions{}
+}
+
+// Apply sets the options in cfg: the switches, and for EscapeSpaces a
+// normalizer that spells spaces ▁ and a decoding that turns ▁ back.
+func (o LlamaCppOptions) Apply(cfg *Config) {
+	cfg.IgnoreMerges, cfg.AddBOS, cfg.CharLevel = o.IgnoreMerges, o.AddBOS, o.CharLevel
+	if o.EscapeSpaces {
+		cfg.Normalize = func(s string) string { return strings.ReplaceAll(s, " ", "▁") }
+		cfg.DecodeToken = func(s string) string { return strings.ReplaceAll(s, "▁", " ") }
+	}
+}
+
 // PreTokenizer returns the Splitter llama.cpp uses for a GGUF
 // tokenizer.ggml.pre name ("" is llama.cpp's default), or an error naming
-// an unknown one.
+// an unknown one. Expressions with a fast path use it, the others the
+// general engine.
 func PreTokenizer(name string) (Splitter, error) {
 	exprs, ok := preTokenizers[CanonicalPreTokenizer(name)]
 	if !ok {
-		known := make([]string, 0, len(preTokenizers)+len(preAliases))
-		for k := range preTokenizers {
-			known = append(known, k)
-		}
-		for k := range preAliases {
-			if k != "" {
-				known = append(known, k)
-			}
-		}
-		slices.Sort(known)
-		return nil, fmt.Errorf("bpe: pre-tokenizer %q is not supported (known: %s)", name, strings.Join(known, ", "))
+		return nil, fmt.Errorf("bpe: pre-tokenizer %q is not one llama.cpp names", name)
 	}
+	return patternSequence(exprs, Pattern)
+}
+
+// patternSequence compiles a list of expressions with compile, as one
+// Splitter.
+func patternSequence(exprs []string, compile func(string) (Splitter, error)) (Splitter, error) {
 	seq := make(Sequence, len(exprs))
 	for i, e := range exprs {
-		sp, err := Pattern(e)
+		sp, err := compile(e)
 		if err != nil {
 			return nil, err
 		}
