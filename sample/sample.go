@@ -114,6 +114,9 @@ type Sampler struct {
 	logZ      float64
 	kept      []cand
 	last      int32
+
+	con    Constraint // see Constrain
+	masked []float32  // the row restricted to con's mask
 }
 
 // cand is a candidate token and its unnormalised probability.
@@ -204,12 +207,21 @@ func (s *Sampler) process(logits []float32) []float32 {
 // Sample returns the next token ID for logits (one vocabulary row, not
 // modified) and counts it in the output the penalties see. It panics if
 // logits is empty. Top-k runs in expected O(vocab) time (quickselect);
-// top-p sorts only the tokens that can be in the nucleus.
+// top-p sorts only the tokens that can be in the nucleus. Under a
+// Constraint (see Constrain) it returns -1 when the constraint allows no
+// token.
 func (s *Sampler) Sample(logits []float32) int32 {
 	if len(logits) == 0 {
 		panic("sample: empty logits")
 	}
-	tok := s.draw(s.process(logits))
+	row := s.process(logits)
+	tok := s.draw(row)
+	if s.con != nil && !s.con.Allowed(tok) {
+		if tok = s.drawAllowed(row); tok < 0 {
+			s.last = tok
+			return tok
+		}
+	}
 	if s.counts != nil {
 		s.counts[tok]++
 	}
