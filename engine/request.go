@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/prefixd/prefixd/grammar"
 	"github.com/prefixd/prefixd/sample"
 )
 
@@ -102,6 +103,11 @@ type Request struct {
 	TopLogprobs int
 	Beam        Beam
 	Cache       Cache
+	// Constraint, if set, restricts the output to a grammar (structured
+	// outputs): each choice follows it with its own grammar.Matcher, its
+	// sampler draws only tokens the grammar allows, and a stop token is
+	// allowed only where the grammar can end. Beam search cannot take one.
+	Constraint *grammar.Constraint
 }
 
 // FinishReason says why a sequence ended.
@@ -172,6 +178,8 @@ func (r *Request) validate(vocab, maxLen, maxBeam int) error {
 	case r.Beam.Width > 1 && (r.N > 1 || r.Logprobs || r.Sampling.LogitBias != nil ||
 		r.Sampling.FrequencyPenalty != 0 || r.Sampling.PresencePenalty != 0 || r.Sampling.RepetitionPenalty != 0):
 		return invalid("beam_width", "beam search ranks by the model's own log-probabilities: it takes no n, logprobs, logit bias or penalties")
+	case r.Beam.Width > 1 && r.Constraint != nil:
+		return invalid("beam_width", "beam search cannot follow a grammar (structured outputs): use sampling or greedy decoding")
 	case r.N < 0 || r.N > maxBeam:
 		return invalid("n", "n must be in [1, %d], got %d", maxBeam, r.N)
 	case r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs:

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -546,10 +547,23 @@ func (sc *scheduler) shareCached(s *seq, upTo int) {
 	}
 }
 
+// errNoAllowedToken fails a sequence whose grammar allows no token.
+var errNoAllowedToken = errors.New("engine: the output grammar allows no token here")
+
 // emit appends a sampled token to s, streams it, and finishes s if it must
 // stop.
 func (sc *scheduler) emit(s *seq, tok int32, now time.Time) {
 	e := sc.e
+	if s.matcher != nil && (tok < 0 || !s.matcher.AcceptToken(tok)) {
+		// The sampler draws only allowed tokens: this is a grammar with a
+		// dead end, or one too ambiguous to follow (matcher.Err).
+		err := s.matcher.Err()
+		if err == nil {
+			err = errNoAllowedToken
+		}
+		sc.finish(s, FinishError, 0, err)
+		return
+	}
 	s.tokens = append(s.tokens, tok)
 	sc.totals.GeneratedTokens++
 	if len(s.generated()) == 1 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/grammar"
 	"github.com/prefixd/prefixd/radix"
 	"github.com/prefixd/prefixd/sample"
 )
@@ -24,7 +25,8 @@ type seq struct {
 	inserted int               // leading whole blocks offered to the prefix cache
 	pin      radix.Handle      // the cached prefix adopted at admission
 	sampler  *sample.Sampler
-	score    float64 // beam: summed log-probability
+	matcher  *grammar.Matcher // follows req.Constraint; nil without one
+	score    float64          // beam: summed log-probability
 
 	// choices are a request's other choices (Request.N), waiting for this,
 	// its first, to finish the prompt; nil once forked. choiceOf is the
@@ -68,6 +70,10 @@ func newSeq(e *Engine, req *Request, i int, now time.Time) (*seq, error) {
 		sampler:   smp,
 		submitted: now,
 		text:      newOutText(req.StopStrings),
+	}
+	if req.Constraint != nil {
+		s.matcher = req.Constraint.NewMatcher()
+		smp.Constrain(s.matcher)
 	}
 	if req.Logprobs {
 		s.logprobs = make([]TokenLogprobs, 0, req.MaxTokens)
