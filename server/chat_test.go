@@ -249,7 +249,7 @@ func TestChatRefusals(t *testing.T) {
 		body, param, want string
 	}{
 		{`{"messages": [{"role": "user", "content": "a"}], "tools": []}`, "tools", "not supported"},
-		{`{"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}}`, "response_format", "not supported"},
+		{`{"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "xml"}}`, "response_format.type", "must be text, json_object or json_schema"},
 		{`{"messages": [{"role": "user", "content": "a"}], "audio": {}}`, "audio", "not supported"},
 		{`{"messages": [{"role": "user", "content": "a"}], "frobnicate": 1}`, "frobnicate", "unknown field"},
 		{`{"messages": []}`, "messages", "at least one"},

@@ -39,6 +39,7 @@ func (s *Server) limits() limits {
 	}
 	if s.cfg.Tokenizer != nil {
 		lim.haveTokenizer = true
+		lim.grammars = s.grammars
 		lim.bos = s.cfg.Tokenizer.BOS()
 		if a, ok := s.cfg.Tokenizer.(bosAdder); ok && !a.AddBOS() {
 			lim.bos = -1 // GPT-2's BOS is its EOS: prompts do not start with it

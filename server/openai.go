@@ -32,7 +32,6 @@ var unsupportedOpenAI = map[string]string{
 	"parallel_tool_calls": "tool calling",
 	"functions":           "function calling",
 	"function_call":       "function calling",
-	"response_format":     "structured output (response_format)",
 	"audio":               "audio output",
 	"modalities":          "output modalities",
 	"prediction":          "predicted outputs",
@@ -88,6 +87,9 @@ type openAIParams struct {
 	Stream              bool               `json:"stream"`
 	StreamOptions       *streamOptions     `json:"stream_options"`
 	User                string             `json:"user"`
+	// Structured outputs (see constrain): OpenAI's and vLLM's spellings.
+	ResponseFormat    json.RawMessage `json:"response_format"`
+	StructuredOutputs json.RawMessage `json:"structured_outputs"`
 }
 
 // maxLogitBias bounds the entries of logit_bias.
@@ -169,7 +171,7 @@ func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) 
 	if topLogprobs >= 0 {
 		req.Logprobs, req.TopLogprobs = true, topLogprobs
 	}
-	return nil
+	return p.constrain(req, lim)
 }
 
 // tokenBytes is a token's text as AppendPiece gives it: raw bytes, which

@@ -198,6 +198,7 @@ type limits struct {
 	maxTTL        time.Duration
 	bos           int32 // prepended to text prompts when >= 0
 	haveTokenizer bool
+	grammars      *grammarSetup // nil without a tokenizer
 }
 
 // Encoder turns text into token IDs, without BOS.

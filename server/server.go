@@ -120,16 +120,17 @@ type DeviceMemory func() (free, total int64, err error)
 
 // Server serves one engine over HTTP. It is safe for concurrent use.
 type Server struct {
-	cfg     Config
-	eng     *engine.Engine
-	ecfg    engine.Config
-	log     *slog.Logger
-	metrics *Metrics
-	srv     *fasthttp.Server
-	routes  map[string]*route
-	handler fasthttp.RequestHandler
-	trace   *tracer // nil without Config.Trace
-	chat    *chatSetup
+	cfg      Config
+	eng      *engine.Engine
+	ecfg     engine.Config
+	log      *slog.Logger
+	metrics  *Metrics
+	srv      *fasthttp.Server
+	routes   map[string]*route
+	handler  fasthttp.RequestHandler
+	trace    *tracer // nil without Config.Trace
+	chat     *chatSetup
+	grammars *grammarSetup // structured outputs; nil without a tokenizer
 
 	conns *connSet // the client connections, for the drain to wait on and close
 
@@ -221,6 +222,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.log.Info("chat template", "template", s.chat.source)
+		stops := slices.Clone(s.chat.eot)
+		if ecfg.EOS >= 0 && !slices.Contains(stops, ecfg.EOS) {
+			stops = append(stops, ecfg.EOS)
+		}
+		s.grammars = newGrammarSetup(cfg.Tokenizer, ecfg.Model.VocabSize(), stops)
 	}
 	st := cfg.Engine.Stats()
 	s.defaultTTL.Store(int64(st.DefaultTTL))

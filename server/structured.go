@@ -1,0 +1,210 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/grammar"
+)
+
+// Structured outputs: OpenAI's response_format and vLLM's
+// structured_outputs compile to a grammar.Constraint that the engine
+// makes every choice follow.
+
+// responseFormat is OpenAI's response_format.
+type responseFormat struct {
+	Type       string          `json:"type"`
+	JSONSchema *jsonSchemaSpec `json:"json_schema"`
+}
+
+// jsonSchemaSpec is response_format's json_schema.
+type jsonSchemaSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	Strict      *bool           `json:"strict"`
+}
+
+// structuredOutputs is vLLM's structured_outputs: exactly one of its
+// constraints.
+type structuredOutputs struct {
+	JSON       json.RawMessage `json:"json"` // a schema, or a string holding one
+	Regex      *string         `json:"regex"`
+	Choice     []string        `json:"choice"`
+	Grammar    *string         `json:"grammar"`
+	JSONObject *bool           `json:"json_object"`
+}
+
+// maxConstraintCache bounds the compiled constraints the server keeps,
+// so that requests repeating a schema share its grammar and masks.
+const maxConstraintCache = 32
+
+// grammarSetup builds the vocabulary trie once, on the first structured
+// request, and keeps recently compiled constraints.
+type grammarSetup struct {
+	src   grammar.TokenSource
+	stops []int32
+
+	once  sync.Once
+	vocab *grammar.Vocab
+
+	mu    sync.Mutex
+	cache map[string]*grammar.Constraint
+	order []string // cache keys, oldest first
+}
+
+// vocabSource is the tokenizer as a grammar.TokenSource over the model's
+// vocabulary size (IDs past the tokenizer's have no bytes).
+type vocabSource struct {
+	Tokenizer
+	n int
+}
+
+func (v vocabSource) VocabSize() int { return v.n }
+
+func newGrammarSetup(tok Tokenizer, vocab int, stops []int32) *grammarSetup {
+	return &grammarSetup{src: vocabSource{tok, vocab}, stops: stops, cache: map[string]*grammar.Constraint{}}
+}
+
+// constraint returns the Constraint of a grammar of kind (schema, gbnf,
+// regex, choice, object) over spec, compiling it unless it is cached.
+func (gs *grammarSetup) constraint(kind string, spec []byte, compile func() (*grammar.Grammar, error)) (*grammar.Constraint, error) {
+	key := kind + "\x00" + string(spec)
+	gs.mu.Lock()
+	c, ok := gs.cache[key]
+	gs.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	g, err := compile()
+	if err != nil {
+		return nil, err
+	}
+	gs.once.Do(func() { gs.vocab = grammar.NewVocab(gs.src, gs.stops) })
+	c = grammar.NewConstraint(g, gs.vocab)
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if _, ok := gs.cache[key]; !ok {
+		if len(gs.order) >= maxConstraintCache {
+			delete(gs.cache, gs.order[0])
+			gs.order = gs.order[1:]
+		}
+		gs.cache[key] = c
+		gs.order = append(gs.order, key)
+	}
+	return c, nil
+}
+
+// grammarError is the 400 of a grammar that does not compile: the
+// message says where in it (a JSON pointer into a schema, a GBNF line).
+func grammarError(param string, err error) *apiError {
+	var ge *grammar.Error
+	if errors.As(err, &ge) && ge.Path != "" {
+		return badRequest(param, "%s: at %s: %s", param, ge.Path, ge.Msg)
+	}
+	return badRequest(param, "%s: %v", param, err)
+}
+
+// constrain reads response_format and structured_outputs and sets the
+// request's Constraint, and the vocabulary's stop tokens among its stop
+// tokens (the grammar allows them only where it can end).
+func (p *openAIParams) constrain(req *engine.Request, lim limits) *apiError {
+	var kind, param string
+	var spec []byte
+	var compile func() (*grammar.Grammar, error)
+	if len(p.ResponseFormat) > 0 && string(p.ResponseFormat) != "null" {
+		var rf responseFormat
+		if err := decodeStrict(p.ResponseFormat, &rf); err != nil {
+			err.Param = joinParam("response_format", err.Param)
+			return err
+		}
+		switch rf.Type {
+		case "text":
+		case "json_object":
+			kind, param, compile = "object", "response_format", func() (*grammar.Grammar, error) { return grammar.JSONObject(grammar.Limits{}) }
+		case "json_schema":
+			if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 || string(rf.JSONSchema.Schema) == "null" {
+				return badRequest("response_format.json_schema.schema", "response_format of type json_schema needs json_schema.schema")
+			}
+			kind, param, spec = "schema", "response_format.json_schema.schema", rf.JSONSchema.Schema
+			compile = func() (*grammar.Grammar, error) { return grammar.CompileSchema(spec, grammar.Limits{}) }
+		default:
+			return badRequest("response_format.type", "response_format.type must be text, json_object or json_schema, got %q", rf.Type)
+		}
+	}
+	if len(p.StructuredOutputs) > 0 && string(p.StructuredOutputs) != "null" {
+		if compile != nil {
+			return badRequest("structured_outputs", "send response_format or structured_outputs, not both")
+		}
+		var so structuredOutputs
+		if err := decodeStrict(p.StructuredOutputs, &so); err != nil {
+			err.Param = joinParam("structured_outputs", err.Param)
+			return err
+		}
+		n := 0
+		if len(so.JSON) > 0 && string(so.JSON) != "null" {
+			n++
+			var text string
+			spec = so.JSON
+			if json.Unmarshal(so.JSON, &text) == nil {
+				spec = []byte(text) // a schema sent as a JSON string
+			}
+			kind, param = "schema", "structured_outputs.json"
+			compile = func() (*grammar.Grammar, error) { return grammar.CompileSchema(spec, grammar.Limits{}) }
+		}
+		if so.Regex != nil {
+			n++
+			kind, param, spec = "regex", "structured_outputs.regex", []byte(*so.Regex)
+			compile = func() (*grammar.Grammar, error) { return grammar.ParseRegex(string(spec), grammar.Limits{}) }
+		}
+		if so.Choice != nil {
+			n++
+			kind, param = "choice", "structured_outputs.choice"
+			spec, _ = json.Marshal(so.Choice)
+			choices := so.Choice
+			compile = func() (*grammar.Grammar, error) { return grammar.Choice(choices, grammar.Limits{}) }
+		}
+		if so.Grammar != nil {
+			n++
+			kind, param, spec = "gbnf", "structured_outputs.grammar", []byte(*so.Grammar)
+			compile = func() (*grammar.Grammar, error) { return grammar.ParseGBNF(string(spec), grammar.Limits{}) }
+		}
+		if so.JSONObject != nil && *so.JSONObject {
+			n++
+			kind, param, spec = "object", "structured_outputs.json_object", nil
+			compile = func() (*grammar.Grammar, error) { return grammar.JSONObject(grammar.Limits{}) }
+		}
+		if n != 1 {
+			return badRequest("structured_outputs", "structured_outputs must set exactly one of json, regex, choice, grammar and json_object, got %d", n)
+		}
+	}
+	if compile == nil {
+		return nil
+	}
+	if lim.grammars == nil {
+		return badRequest(param, "structured outputs need the model's tokenizer, and this model has none")
+	}
+	c, err := lim.grammars.constraint(kind, bytes.Clone(spec), compile)
+	if err != nil {
+		return grammarError(param, err)
+	}
+	req.Constraint = c
+	for _, s := range lim.grammars.stops {
+		if !slices.Contains(req.StopTokens, s) {
+			req.StopTokens = append(req.StopTokens, s)
+		}
+	}
+	return nil
+}
+
+// joinParam prefixes a nested object's field with its parent's name.
+func joinParam(parent, field string) string {
+	if field == "" {
+		return parent
+	}
+	return parent + "." + field
+}
