@@ -3,13 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/prefixd/prefixd/grammar"
+	"github.com/prefixd/prefixd/internal/schematest"
 	"github.com/prefixd/prefixd/model"
 )
 
@@ -50,7 +49,7 @@ func TestConstrainedOutputValidates(t *testing.T) {
 		if err != nil {
 			t.Fatalf("schema %d: %v", i, err)
 		}
-		vals[i] = mustValidator(t, src)
+		vals[i] = schematest.MustCompile(t, src)
 		c := grammar.NewConstraint(g, voc)
 		for seed := range uint64(10) {
 			st, err := e.SubmitN(context.Background(), Request{Prompt: p, MaxTokens: validityMaxTokens, N: 2,
@@ -72,7 +71,7 @@ func TestConstrainedOutputValidates(t *testing.T) {
 			if res.Finish != FinishStop {
 				t.Fatalf("schema %d seed %d choice %d: finished %q (%v) after %q", r.schema, r.seed, choice, res.Finish, res.Err, text)
 			}
-			if err := validateJSON(vals[r.schema], text); err != nil {
+			if err := schematest.Validate(vals[r.schema], string(text)); err != nil {
 				t.Fatalf("schema %d seed %d choice %d: %s does not validate: %v", r.schema, r.seed, choice, text, err)
 			}
 			outputs++
@@ -112,30 +111,4 @@ func TestConstraintGreedyChoice(t *testing.T) {
 	if res.Finish != FinishStop || (text != "alpha" && text != "beta" && text != "gamma delta") {
 		t.Fatalf("greedy output %q (%s), want one of the choices then EOS", text, res.Finish)
 	}
-}
-
-func mustValidator(t *testing.T, schema string) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("mem://s.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("mem://s.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func validateJSON(s *jsonschema.Schema, text []byte) error {
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(string(text)))
-	if err != nil {
-		return fmt.Errorf("not JSON: %w", err)
-	}
-	return s.Validate(v)
 }

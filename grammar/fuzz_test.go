@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // fuzzLimits keep fuzzed inputs cheap to compile and follow.
@@ -135,7 +137,7 @@ func FuzzMatcher(f *testing.F) {
 
 // tryValidator compiles schema with the reference validator, turning a
 // panic on a strange schema into an error.
-func tryValidator(schema string) (sch interface{ Validate(any) error }, err error) {
+func tryValidator(schema string) (sch *jsonschema.Schema, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = errors.New("the validator panicked")

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/prefixd/prefixd/internal/schematest"
 )
 
 // testSchemas are compiled, walked at random and the results validated
@@ -52,35 +54,11 @@ var testSchemas = []struct {
 		[]string{`{"a\"b":true,"c/d":null}`}},
 }
 
-func validator(t testing.TB, schema string) *jsonschema.Schema {
-	t.Helper()
-	sch, err := compileValidatorErr(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sch
-}
-
 func compileValidatorErr(schema string) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("mem://schema.json", doc); err != nil {
-		return nil, err
-	}
-	return c.Compile("mem://schema.json")
+	return schematest.Compile(schema)
 }
 
-func validates(sch interface{ Validate(any) error }, text string) error {
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-	if err != nil {
-		return err
-	}
-	return sch.Validate(inst)
-}
+func validates(sch *jsonschema.Schema, text string) error { return schematest.Validate(sch, text) }
 
 // randomSentence walks g at random, byte by byte, favouring the bytes
 // that close strings, arrays and objects so walks end. ok is false when
@@ -129,7 +107,7 @@ func TestSchemaRandomWalksValidate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sch := validator(t, tc.schema)
+			sch := schematest.MustCompile(t, tc.schema)
 			for _, v := range tc.valid {
 				if err := validates(sch, v); err != nil {
 					t.Fatalf("test bug: %s does not validate: %v", v, err)
@@ -170,7 +148,7 @@ func TestSchemaMutationsSound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sch := validator(t, tc.schema)
+		sch := schematest.MustCompile(t, tc.schema)
 		for _, v := range tc.valid {
 			for range 300 {
 				b := []byte(v)

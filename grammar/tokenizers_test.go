@@ -3,13 +3,11 @@ package grammar_test
 import (
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/prefixd/prefixd/grammar"
+	"github.com/prefixd/prefixd/internal/schematest"
 	"github.com/prefixd/prefixd/model"
 	"github.com/prefixd/prefixd/tokenizer/bpe"
 )
@@ -57,24 +55,6 @@ const nestedSchema = `{"type":"object","properties":{
  "required":["id","name","kind","owner"],
  "$defs":{"part":{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":99},"ok":{"type":"boolean"}},"required":["n","ok"]}}}`
 
-func compileValidator(t testing.TB, schema string) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("mem://s.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("mem://s.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // allowedIDs lists the set bits of mask.
 func allowedIDs(mask []uint64) []int32 {
 	var ids []int32
@@ -103,7 +83,7 @@ func TestRealVocabWalks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sch := compileValidator(t, nestedSchema)
+	sch := schematest.MustCompile(t, nestedSchema)
 	for name, tk := range testVocabs(t) {
 		t.Run(name, func(t *testing.T) {
 			eos := tk.EOS()
@@ -135,7 +115,7 @@ func TestRealVocabWalks(t *testing.T) {
 					}
 					if id == eos {
 						finished++
-						if err := validateText(sch, text); err != nil {
+						if err := schematest.Validate(sch, string(text)); err != nil {
 							t.Fatalf("walk %d produced %s: %v", walk, text, err)
 						}
 						break
@@ -148,12 +128,4 @@ func TestRealVocabWalks(t *testing.T) {
 			}
 		})
 	}
-}
-
-func validateText(sch *jsonschema.Schema, text []byte) error {
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(string(text)))
-	if err != nil {
-		return err
-	}
-	return sch.Validate(v)
 }

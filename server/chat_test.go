@@ -261,12 +261,7 @@ func TestChatRefusals(t *testing.T) {
 		{`{"messages": [{"role": "user", "content": "a"}], "stream_options": {"include_usage": true}}`, "stream_options", "needs stream"},
 		{`{"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 0}`, "max_tokens", "max_tokens must be in"},
 	} {
-		code, b, _ := h.do("POST", "/v1/chat/completions", c.body)
-		var e struct{ Error apiError }
-		json.Unmarshal(b, &e)
-		if code != 400 || e.Error.Param != c.param || !strings.Contains(e.Error.Message, c.want) {
-			t.Errorf("%s: %d %s, want 400 naming %s (%q)", c.body, code, b, c.param, c.want)
-		}
+		h.expect400("/v1/chat/completions", c.body, c.param, c.want)
 	}
 	h.checkDrained()
 }

@@ -114,6 +114,10 @@ type generateRequest struct {
 	BeamWidth     *int         `json:"beam_width"`
 	LengthPenalty *float32     `json:"length_penalty"`
 	Cache         *cacheParams `json:"cache"`
+	// Structured output, as llama.cpp's native endpoint spells it: a
+	// JSON Schema or a GBNF grammar (see grammarSpec).
+	JSONSchema json.RawMessage `json:"json_schema"`
+	Grammar    *string         `json:"grammar"`
 }
 
 // decodeStrict decodes exactly one JSON object into v, refusing invalid
@@ -290,7 +294,14 @@ func (g *generateRequest) toEngine(tok Encoder, lim limits) (engine.Request, *ap
 			return req, err
 		}
 	}
-	return req, nil
+	spec, err := g.generateSpec()
+	if err != nil {
+		return req, err
+	}
+	if spec != nil && req.Beam.Width > 1 {
+		return req, badRequest(spec.param, "beam search cannot follow a grammar: leave beam_width at 1")
+	}
+	return req, spec.apply(&req, lim)
 }
 
 func checkPrompt(ids []int32, fromIDs bool, lim limits) *apiError {

@@ -109,13 +109,31 @@ func grammarError(param string, err error) *apiError {
 	return badRequest(param, "%s: %v", param, err)
 }
 
+// grammarSpec is a request's structured-output constraint before it is
+// compiled: its kind and text (the cache key), the field it came from
+// and how to compile it.
+type grammarSpec struct {
+	kind, param string
+	spec        []byte
+	compile     func() (*grammar.Grammar, error)
+}
+
+func schemaSpec(param string, schema []byte) *grammarSpec {
+	return &grammarSpec{"schema", param, schema, func() (*grammar.Grammar, error) { return grammar.CompileSchema(schema, grammar.Limits{}) }}
+}
+
+func objectSpec(param string) *grammarSpec {
+	return &grammarSpec{"object", param, nil, func() (*grammar.Grammar, error) { return grammar.JSONObject(grammar.Limits{}) }}
+}
+
+func gbnfSpec(param, src string) *grammarSpec {
+	return &grammarSpec{"gbnf", param, []byte(src), func() (*grammar.Grammar, error) { return grammar.ParseGBNF(src, grammar.Limits{}) }}
+}
+
 // constrain reads response_format and structured_outputs and sets the
-// request's Constraint, and the vocabulary's stop tokens among its stop
-// tokens (the grammar allows them only where it can end).
+// request's Constraint.
 func (p *openAIParams) constrain(req *engine.Request, lim limits) *apiError {
-	var kind, param string
-	var spec []byte
-	var compile func() (*grammar.Grammar, error)
+	var spec *grammarSpec
 	if len(p.ResponseFormat) > 0 && string(p.ResponseFormat) != "null" {
 		var rf responseFormat
 		if err := decodeStrict(p.ResponseFormat, &rf); err != nil {
@@ -125,72 +143,96 @@ func (p *openAIParams) constrain(req *engine.Request, lim limits) *apiError {
 		switch rf.Type {
 		case "text":
 		case "json_object":
-			kind, param, compile = "object", "response_format", func() (*grammar.Grammar, error) { return grammar.JSONObject(grammar.Limits{}) }
+			spec = objectSpec("response_format")
 		case "json_schema":
 			if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 || string(rf.JSONSchema.Schema) == "null" {
 				return badRequest("response_format.json_schema.schema", "response_format of type json_schema needs json_schema.schema")
 			}
-			kind, param, spec = "schema", "response_format.json_schema.schema", rf.JSONSchema.Schema
-			compile = func() (*grammar.Grammar, error) { return grammar.CompileSchema(spec, grammar.Limits{}) }
+			spec = schemaSpec("response_format.json_schema.schema", rf.JSONSchema.Schema)
 		default:
 			return badRequest("response_format.type", "response_format.type must be text, json_object or json_schema, got %q", rf.Type)
 		}
 	}
 	if len(p.StructuredOutputs) > 0 && string(p.StructuredOutputs) != "null" {
-		if compile != nil {
+		if spec != nil {
 			return badRequest("structured_outputs", "send response_format or structured_outputs, not both")
 		}
-		var so structuredOutputs
-		if err := decodeStrict(p.StructuredOutputs, &so); err != nil {
-			err.Param = joinParam("structured_outputs", err.Param)
+		var err *apiError
+		if spec, err = parseStructuredOutputs(p.StructuredOutputs); err != nil {
 			return err
 		}
-		n := 0
-		if len(so.JSON) > 0 && string(so.JSON) != "null" {
-			n++
-			var text string
-			spec = so.JSON
-			if json.Unmarshal(so.JSON, &text) == nil {
-				spec = []byte(text) // a schema sent as a JSON string
-			}
-			kind, param = "schema", "structured_outputs.json"
-			compile = func() (*grammar.Grammar, error) { return grammar.CompileSchema(spec, grammar.Limits{}) }
-		}
-		if so.Regex != nil {
-			n++
-			kind, param, spec = "regex", "structured_outputs.regex", []byte(*so.Regex)
-			compile = func() (*grammar.Grammar, error) { return grammar.ParseRegex(string(spec), grammar.Limits{}) }
-		}
-		if so.Choice != nil {
-			n++
-			kind, param = "choice", "structured_outputs.choice"
-			spec, _ = json.Marshal(so.Choice)
-			choices := so.Choice
-			compile = func() (*grammar.Grammar, error) { return grammar.Choice(choices, grammar.Limits{}) }
-		}
-		if so.Grammar != nil {
-			n++
-			kind, param, spec = "gbnf", "structured_outputs.grammar", []byte(*so.Grammar)
-			compile = func() (*grammar.Grammar, error) { return grammar.ParseGBNF(string(spec), grammar.Limits{}) }
-		}
-		if so.JSONObject != nil && *so.JSONObject {
-			n++
-			kind, param, spec = "object", "structured_outputs.json_object", nil
-			compile = func() (*grammar.Grammar, error) { return grammar.JSONObject(grammar.Limits{}) }
-		}
-		if n != 1 {
-			return badRequest("structured_outputs", "structured_outputs must set exactly one of json, regex, choice, grammar and json_object, got %d", n)
-		}
 	}
-	if compile == nil {
+	return spec.apply(req, lim)
+}
+
+// parseStructuredOutputs reads vLLM's structured_outputs.
+func parseStructuredOutputs(raw json.RawMessage) (*grammarSpec, *apiError) {
+	var so structuredOutputs
+	if err := decodeStrict(raw, &so); err != nil {
+		err.Param = joinParam("structured_outputs", err.Param)
+		return nil, err
+	}
+	var specs []*grammarSpec
+	if len(so.JSON) > 0 && string(so.JSON) != "null" {
+		schema := []byte(so.JSON)
+		var text string
+		if json.Unmarshal(so.JSON, &text) == nil {
+			schema = []byte(text) // a schema sent as a JSON string
+		}
+		specs = append(specs, schemaSpec("structured_outputs.json", schema))
+	}
+	if so.Regex != nil {
+		re := *so.Regex
+		specs = append(specs, &grammarSpec{"regex", "structured_outputs.regex", []byte(re),
+			func() (*grammar.Grammar, error) { return grammar.ParseRegex(re, grammar.Limits{}) }})
+	}
+	if so.Choice != nil {
+		choices := so.Choice
+		key, _ := json.Marshal(choices)
+		specs = append(specs, &grammarSpec{"choice", "structured_outputs.choice", key,
+			func() (*grammar.Grammar, error) { return grammar.Choice(choices, grammar.Limits{}) }})
+	}
+	if so.Grammar != nil {
+		specs = append(specs, gbnfSpec("structured_outputs.grammar", *so.Grammar))
+	}
+	if so.JSONObject != nil && *so.JSONObject {
+		specs = append(specs, objectSpec("structured_outputs.json_object"))
+	}
+	if len(specs) != 1 {
+		return nil, badRequest("structured_outputs", "structured_outputs must set exactly one of json, regex, choice, grammar and json_object, got %d", len(specs))
+	}
+	return specs[0], nil
+}
+
+// generateSpec reads /generate's json_schema and grammar, llama.cpp's
+// spellings on its native endpoint.
+func (g *generateRequest) generateSpec() (*grammarSpec, *apiError) {
+	hasSchema := len(g.JSONSchema) > 0 && string(g.JSONSchema) != "null"
+	switch {
+	case hasSchema && g.Grammar != nil:
+		return nil, badRequest("grammar", "send json_schema or grammar, not both")
+	case hasSchema:
+		return schemaSpec("json_schema", g.JSONSchema), nil
+	case g.Grammar != nil:
+		return gbnfSpec("grammar", *g.Grammar), nil
+	}
+	return nil, nil
+}
+
+// apply compiles the spec (or takes it from the cache), sets it as the
+// request's Constraint and adds the vocabulary's stop tokens to the
+// request's (the grammar allows them only where it can end). A nil spec
+// changes nothing.
+func (gs *grammarSpec) apply(req *engine.Request, lim limits) *apiError {
+	if gs == nil {
 		return nil
 	}
 	if lim.grammars == nil {
-		return badRequest(param, "structured outputs need the model's tokenizer, and this model has none")
+		return badRequest(gs.param, "structured outputs need the model's tokenizer, and this model has none")
 	}
-	c, err := lim.grammars.constraint(kind, bytes.Clone(spec), compile)
+	c, err := lim.grammars.constraint(gs.kind, bytes.Clone(gs.spec), gs.compile)
 	if err != nil {
-		return grammarError(param, err)
+		return grammarError(gs.param, err)
 	}
 	req.Constraint = c
 	for _, s := range lim.grammars.stops {

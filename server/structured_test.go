@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/prefixd/prefixd/internal/schematest"
 )
 
 type completionResp struct {
@@ -17,32 +19,10 @@ type completionResp struct {
 	} `json:"choices"`
 }
 
-func schemaValidator(t *testing.T, schema string) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("mem://s.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("mem://s.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func mustValidate(t *testing.T, s *jsonschema.Schema, text string) {
 	t.Helper()
-	v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-	if err != nil {
-		t.Fatalf("output %q is not JSON: %v", text, err)
-	}
-	if err := s.Validate(v); err != nil {
-		t.Fatalf("output %s does not validate: %v", text, err)
+	if err := schematest.Validate(s, text); err != nil {
+		t.Fatalf("output %q: %v", text, err)
 	}
 }
 
@@ -53,7 +33,7 @@ const personSchema = `{"type":"object","properties":{"name":{"type":"string","ma
 // structured_outputs kind with text the constraint admits.
 func TestStructuredCompletions(t *testing.T) {
 	h := newHarness(t)
-	val := schemaValidator(t, personSchema)
+	val := schematest.MustCompile(t, personSchema)
 	for seed := range 5 {
 		var r completionResp
 		h.post("/v1/completions", fmt.Sprintf(`{"prompt": "Person:", "max_tokens": 120, "seed": %d, "n": 2,
@@ -98,7 +78,7 @@ func TestStructuredCompletions(t *testing.T) {
 // masks come from a real 50k BPE vocabulary.
 func TestStructuredChat(t *testing.T) {
 	h := newChatHarness(t)
-	val := schemaValidator(t, personSchema)
+	val := schematest.MustCompile(t, personSchema)
 	for seed := range 3 {
 		var r chatResp
 		h.post("/v1/chat/completions", fmt.Sprintf(`{"messages": [{"role": "user", "content": "Who?"}], "max_tokens": 80, "seed": %d,
@@ -127,13 +107,43 @@ func TestStructuredErrors(t *testing.T) {
 		{`"structured_outputs": {"json": {"type": "object"}}, "response_format": {"type": "json_object"}`, "structured_outputs", "not both"},
 		{`"structured_outputs": {"json": {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}}}`, "structured_outputs.json", "left recursion"},
 	} {
-		body := `{"prompt": "x", "max_tokens": 4, ` + c.body + `}`
-		code, b, _ := h.do("POST", "/v1/completions", body)
-		var e struct{ Error apiError }
-		json.Unmarshal(b, &e)
-		if code != 400 || e.Error.Param != c.param || !strings.Contains(e.Error.Message, c.want) {
-			t.Errorf("%s: %d %s, want 400 naming %s (%q)", c.body, code, b, c.param, c.want)
-		}
+		h.expect400("/v1/completions", `{"prompt": "x", "max_tokens": 4, `+c.body+`}`, c.param, c.want)
 	}
 	h.checkDrained()
+}
+
+// TestStructuredGenerate: /generate takes llama.cpp's json_schema and
+// grammar fields.
+func TestStructuredGenerate(t *testing.T) {
+	h := newHarness(t)
+	val := schematest.MustCompile(t, personSchema)
+	for seed := range 3 {
+		r := h.generate(fmt.Sprintf(`{"prompt": "Person:", "max_tokens": 120, "temperature": 1, "seed": %d, "json_schema": %s}`, seed, personSchema))
+		mustValidate(t, val, r.Text)
+	}
+	r := h.generate(`{"prompt": "x", "max_tokens": 10, "temperature": 1, "grammar": "root ::= [ab]{3}"}`)
+	if len(r.Text) != 3 || strings.Trim(r.Text, "ab") != "" {
+		t.Fatalf("grammar [ab]{3} produced %q", r.Text)
+	}
+	for _, c := range []struct{ body, param, want string }{
+		{`"json_schema": {"type": 1}`, "json_schema", "#/type"},
+		{`"grammar": "root ::= ("`, "grammar", "line 1"},
+		{`"grammar": "root ::= \"a\"", "json_schema": {}`, "grammar", "not both"},
+		{`"grammar": "root ::= \"a\"", "beam_width": 2`, "grammar", "beam search"},
+	} {
+		h.expect400("/generate", `{"prompt": "x", "max_tokens": 4, `+c.body+`}`, c.param, c.want)
+	}
+	h.checkDrained()
+}
+
+// expect400 posts body to path and checks the answer is a 400 whose
+// param is param and whose message holds want.
+func (h *harness) expect400(path, body, param, want string) {
+	h.t.Helper()
+	code, b, _ := h.do("POST", path, body)
+	var e struct{ Error apiError }
+	json.Unmarshal(b, &e)
+	if code != 400 || e.Error.Param != param || !strings.Contains(e.Error.Message, want) {
+		h.t.Errorf("%s: %d %s, want 400 naming %s (%q)", body, code, b, param, want)
+	}
 }
