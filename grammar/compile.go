@@ -73,7 +73,7 @@ const (
 	kEnd   uint8 = iota // the end of an alternative
 	kTerm               // one byte from sets[arg]
 	kRef                // rule arg
-	kClass              // one UTF-8 encoded code point from classes[arg]
+	kClass              // one UTF-8 encoded code point from cls[arg]
 )
 
 // maxClassSeqs bounds the byte-range sequences of a kClass, so a leaf's
