@@ -3,6 +3,7 @@ package grammar
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"slices"
 	"sort"
 	"sync"
@@ -307,14 +308,13 @@ type walker struct {
 	ids    map[string]int32
 	tmp    []int32
 	key    []byte
-	depth  map[uint64]int // uniformDepth's memo
 }
 
 type wstate struct {
 	off, n      int32 // leaves[off:off+n]
-	uniformDone bool  // succ and uni are known (see uniform)
-	succ        int32
-	uni         byteSet
+	uniformDone bool  // succ is elected (see uniformOver)
+	succ        int32 // the uniform successor, -1 if none
+	uni, not    byteSet
 }
 
 func (w *walker) reset(s *stackSet) {
@@ -324,10 +324,8 @@ func (w *walker) reset(s *stackSet) {
 	w.trans = w.trans[:0]
 	if w.ids == nil {
 		w.ids = map[string]int32{}
-		w.depth = map[uint64]int{}
 	}
 	clear(w.ids)
-	clear(w.depth)
 }
 
 // intern returns the state of leaves and end, adding it if new.
@@ -403,7 +401,7 @@ func (w *walker) walk(v *Vocab, n, id int32) {
 		// Inside a string (or a run of digits) every byte below ch
 		// usually leads to one same state, level after level: then the
 		// whole subtree is allowed without walking it.
-		if h := int(v.height[ch]); v.next[ch]-ch > minSkipNodes && w.uniformDepth(v, nid, v.below[ch]) >= h {
+		if v.next[ch]-ch > minSkipNodes && w.uniformFor(nid, &v.sets[v.below[ch]], int(v.height[ch])) {
 			w.set(v, v.tokAt[ch+1], v.tokAt[v.next[ch]])
 		} else {
 			w.walk(v, ch, nid)
@@ -415,73 +413,75 @@ func (w *walker) walk(v *Vocab, n, id int32) {
 // proving the whole subtree allowed.
 const minSkipNodes = 16
 
-// uniform returns the live state most bytes lead to from state id and
-// the set of those bytes, computed once per state.
-func (w *walker) uniform(id int32) (int32, *byteSet) {
-	st := &w.states[id]
-	if st.uniformDone {
-		return st.succ, &st.uni
-	}
-	st.uniformDone = true
-	var cand [8]struct {
-		id int32
-		n  int
-	}
-	nc := 0
-	for c := range 256 {
-		n := w.next(id, byte(c))
-		if n < 0 || !w.live(n) {
-			continue
-		}
-		i := 0
-		for i < nc && cand[i].id != n {
-			i++
-		}
-		if i == nc {
-			if nc == len(cand) {
+// uniformProbes are the bytes whose successors elect a state's uniform
+// successor: a letter, a digit and a space, so inside strings it is the
+// next character's state and inside numbers the next digit's.
+var uniformProbes = [...]byte{'a', 'e', '0', '5', ' '}
+
+// uniformOver reports whether every byte of set leads from state id to
+// its uniform successor, and that successor. Bytes are classified lazily
+// and remembered per state, so a state pays one matcher step only for the
+// bytes the trie actually offers below it.
+func (w *walker) uniformOver(id int32, set *byteSet) (int32, bool) {
+	if !w.states[id].uniformDone {
+		w.states[id].uniformDone = true
+		var cand [len(uniformProbes)]int32
+		best, bestN := int32(-1), 0
+		for i, c := range uniformProbes {
+			cand[i] = w.next(id, c)
+			if cand[i] < 0 || !w.live(cand[i]) {
 				continue
 			}
-			cand[i].id = n
-			nc++
-		}
-		cand[i].n++
-	}
-	st = &w.states[id] // next may have grown w.states
-	st.succ = -1
-	best := 0
-	for _, c := range cand[:nc] {
-		if c.n > best {
-			best, st.succ = c.n, c.id
-		}
-	}
-	if st.succ >= 0 {
-		for c := range 256 {
-			if w.trans[id][c]-1 == st.succ {
-				st.uni.add(byte(c))
+			n := 0
+			for _, x := range cand[:i+1] {
+				if x == cand[i] {
+					n++
+				}
+			}
+			if n > bestN {
+				best, bestN = cand[i], n
 			}
 		}
+		w.states[id].succ = best
 	}
-	return st.succ, &st.uni
+	st := &w.states[id]
+	if st.succ < 0 {
+		return -1, false
+	}
+	for i := range set {
+		unknown := set[i] &^ (st.uni[i] | st.not[i])
+		for ; unknown != 0; unknown &= unknown - 1 {
+			c := byte(i*64 + bits.TrailingZeros64(unknown))
+			n := w.next(id, c)
+			st = &w.states[id] // next may grow w.states
+			if n == st.succ {
+				st.uni.add(c)
+			} else {
+				st.not.add(c)
+			}
+		}
+		if set[i]&st.not[i] != 0 {
+			return st.succ, false
+		}
+	}
+	return st.succ, true
 }
 
-// uniformDepth reports for how many bytes in a row state id can take any
-// byte of sets[set], each level's bytes all leading to one same live
-// state (at most maxHeight; a cycle of such states: maxHeight).
-func (w *walker) uniformDepth(v *Vocab, id, set int32) int {
-	key := uint64(id)<<32 | uint64(set)
-	if d, ok := w.depth[key]; ok {
-		if d < 0 { // on the current chain: a cycle
-			return maxHeight
+// uniformFor reports whether state id can take any h bytes in a row
+// from set, each level's bytes all leading to one same live state (the
+// level's uniform successor).
+func (w *walker) uniformFor(id int32, set *byteSet, h int) bool {
+	for range h {
+		succ, ok := w.uniformOver(id, set)
+		if !ok {
+			return false
 		}
-		return d
+		if succ == id { // a loop: any number of levels
+			return true
+		}
+		id = succ
 	}
-	w.depth[key] = -1
-	d := 0
-	if succ, uni := w.uniform(id); succ >= 0 && v.sets[set].subsetOf(uni) {
-		d = min(maxHeight, 1+w.uniformDepth(v, succ, set))
-	}
-	w.depth[key] = d
-	return d
+	return true
 }
 
 // set marks the tokens toks[from:to].
