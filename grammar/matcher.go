@@ -169,6 +169,9 @@ type Matcher struct {
 
 	scratch []int32
 	remap   []int32
+	spare   []frame // compact's other arena
+	key     []byte  // stateKey's buffers
+	keyTmp  []byte
 }
 
 // NewMatcher returns a Matcher at the start of g.
@@ -261,36 +264,39 @@ func (m *Matcher) run(p []byte, commit bool) ([]int32, bool, bool) {
 	return cur, end, true
 }
 
-// compact copies the live stacks into a fresh arena so frames left by
-// earlier steps do not accumulate.
+// compact copies the live stacks into the spare arena so frames left by
+// earlier steps do not accumulate; the arenas swap, so it allocates only
+// while they grow.
 func (m *Matcher) compact() {
 	old := m.s.frames
-	if len(old) < 64 && len(old) < 4*len(m.leaves)+16 {
+	if len(old) < 4*len(m.leaves)+16 {
 		return
 	}
-	remap := m.remap[:0]
+	m.remap = m.remap[:0]
 	for range old {
-		remap = append(remap, -1)
+		m.remap = append(m.remap, -1)
 	}
-	frames := make([]frame, 0, 2*len(m.leaves)+8)
-	var cp func(i int32) int32
-	cp = func(i int32) int32 {
-		if i < 0 {
-			return -1
-		}
-		if remap[i] >= 0 {
-			return remap[i]
-		}
-		p := cp(old[i].parent)
-		remap[i] = int32(len(frames))
-		frames = append(frames, frame{old[i].pos, p, old[i].sub})
-		return remap[i]
-	}
+	m.spare = m.spare[:0]
 	for k, l := range m.leaves {
-		m.leaves[k] = cp(l)
+		m.leaves[k] = m.copyFrame(old, l)
 	}
-	m.s.frames = frames
-	m.remap = remap[:0]
+	m.s.frames, m.spare = m.spare, old
+	m.remap = m.remap[:0]
+}
+
+// copyFrame copies frame i of old and its parents into m.spare, once
+// each, and returns its new index.
+func (m *Matcher) copyFrame(old []frame, i int32) int32 {
+	if i < 0 {
+		return -1
+	}
+	if m.remap[i] >= 0 {
+		return m.remap[i]
+	}
+	p := m.copyFrame(old, old[i].parent)
+	m.remap[i] = int32(len(m.spare))
+	m.spare = append(m.spare, frame{old[i].pos, p, old[i].sub})
+	return m.remap[i]
 }
 
 // Match reports whether s is a complete sentence of g.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/bits"
-	"slices"
 	"sort"
 	"sync"
 )
@@ -260,38 +259,47 @@ func (m *Matcher) Mask() []uint64 {
 	return mask
 }
 
-// stateKey serializes m's state canonically.
-func (m *Matcher) stateKey() []byte { return appendKey(nil, &m.s, m.leaves, m.end) }
+// stateKey serializes m's state canonically into m's key buffer.
+func (m *Matcher) stateKey() []byte {
+	m.key, m.keyTmp = appendKey(m.key[:0], m.keyTmp, &m.s, m.leaves, m.end)
+	return m.key
+}
 
-// appendKey appends the canonical form of a state: each stack's leaf
-// progress and positions from the top down, the stacks sorted, then the
-// end flag. Equal keys mean equal states whatever arena holds them.
-func appendKey(dst []byte, s *stackSet, leaves []int32, end bool) []byte {
-	start := len(dst)
-	var offs [16]int
-	cuts := offs[:0]
+// appendKey appends the canonical form of a state to dst: each stack's
+// leaf progress and positions from the top down, the stacks sorted, then
+// the end flag. Equal keys mean equal states whatever arena holds them.
+// tmp is scratch, returned for reuse.
+func appendKey(dst, tmp []byte, s *stackSet, leaves []int32, end bool) ([]byte, []byte) {
+	var cutsBuf [17]int
+	cuts := cutsBuf[:0]
+	tmp = tmp[:0]
 	for _, l := range leaves {
-		cuts = append(cuts, len(dst))
-		dst = binary.AppendUvarint(dst, uint64(s.frames[l].sub))
+		cuts = append(cuts, len(tmp))
+		tmp = binary.AppendUvarint(tmp, uint64(s.frames[l].sub))
 		for f := l; f >= 0; f = s.frames[f].parent {
-			dst = binary.AppendUvarint(dst, uint64(s.frames[f].pos))
+			tmp = binary.AppendUvarint(tmp, uint64(s.frames[f].pos))
 		}
-		dst = append(dst, 0xFF) // a uvarint never ends in 0xFF
+		tmp = append(tmp, 0xFF) // a uvarint never ends in 0xFF
 	}
-	if len(leaves) > 1 {
-		cuts = append(cuts, len(dst))
-		stacks := make([][]byte, len(leaves))
-		for i := range leaves {
-			stacks[i] = dst[cuts[i]:cuts[i+1]]
+	cuts = append(cuts, len(tmp))
+	var orderBuf [16]int
+	order := orderBuf[:0]
+	for i := range leaves {
+		order = append(order, i)
+	}
+	stack := func(i int) []byte { return tmp[cuts[i]:cuts[i+1]] }
+	for i := 1; i < len(order); i++ { // insertion sort: states hold few stacks
+		for j := i; j > 0 && bytes.Compare(stack(order[j]), stack(order[j-1])) < 0; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
 		}
-		slices.SortFunc(stacks, bytes.Compare)
-		sorted := bytes.Join(stacks, nil)
-		dst = append(dst[:start], sorted...)
+	}
+	for _, i := range order {
+		dst = append(dst, stack(i)...)
 	}
 	if end {
 		dst = append(dst, 1)
 	}
-	return dst
+	return dst, tmp
 }
 
 // walker is the scratch of one mask computation. It interns the states
@@ -308,6 +316,7 @@ type walker struct {
 	ids    map[string]int32
 	tmp    []int32
 	key    []byte
+	keyTmp []byte
 }
 
 type wstate struct {
@@ -330,7 +339,7 @@ func (w *walker) reset(s *stackSet) {
 
 // intern returns the state of leaves and end, adding it if new.
 func (w *walker) intern(leaves []int32, end bool) int32 {
-	w.key = appendKey(w.key[:0], w.s, leaves, end)
+	w.key, w.keyTmp = appendKey(w.key[:0], w.keyTmp, w.s, leaves, end)
 	if id, ok := w.ids[string(w.key)]; ok {
 		return id
 	}

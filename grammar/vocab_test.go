@@ -289,3 +289,42 @@ func TestConstraintConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestHotPathAllocs pins the per-token path the engine runs on every
+// step, once warm: checking the sampled token, advancing over it, and
+// looking up a cached mask allocate nothing.
+func TestHotPathAllocs(t *testing.T) {
+	v := syntheticVocab(500, 3)
+	g := mustGBNF(t, `root ::= "[" ([a-z]+ ",")* "]"`)
+	c := NewConstraint(g, NewVocab(v, []int32{int32(len(v) - 1)}))
+	m := c.NewMatcher()
+	open, word, comma := int32(-1), int32(-1), int32(-1)
+	for id, p := range v {
+		switch p {
+		case "[":
+			open = int32(id)
+		case "name":
+			word = int32(id)
+		case ",":
+			comma = int32(id)
+		}
+	}
+	if !m.AcceptToken(open) {
+		t.Fatal("[ refused")
+	}
+	step := func() {
+		if !m.Allowed(word) || !m.AcceptToken(word) || !m.AcceptToken(comma) {
+			t.Fatal("refused")
+		}
+	}
+	for range 100 {
+		step() // warm the buffers
+	}
+	if n := testing.AllocsPerRun(1000, step); n != 0 {
+		t.Errorf("checking and advancing: %v allocations per token, want 0", n)
+	}
+	m.Mask()
+	if n := testing.AllocsPerRun(1000, func() { m.Mask() }); n != 0 {
+		t.Errorf("a cached mask: %v allocations, want 0", n)
+	}
+}
