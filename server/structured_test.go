@@ -147,3 +147,47 @@ func (h *harness) expect400(path, body, param, want string) {
 		h.t.Errorf("%s: %d %s, want 400 naming %s (%q)", body, code, b, param, want)
 	}
 }
+
+// TestStructuredStreaming: streamed chat deltas under a schema join into
+// text that validates, on the GPT-2-vocabulary model (tokens that hold
+// part of a character are held back until it completes).
+func TestStructuredStreaming(t *testing.T) {
+	h := newChatHarness(t)
+	val := schematest.MustCompile(t, personSchema)
+	s := h.stream("/v1/chat/completions", `{"messages": [{"role": "user", "content": "Who?"}], "max_tokens": 80, "seed": 5, "stream": true,
+		"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": `+personSchema+`}}}`)
+	defer s.close()
+	var text strings.Builder
+	finish := ""
+	for {
+		data, err := s.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data == "[DONE]" {
+			break
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range chunk.Choices {
+			text.WriteString(c.Delta.Content)
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+	}
+	if finish != "stop" {
+		t.Fatalf("finish %q after %q", finish, text.String())
+	}
+	mustValidate(t, val, text.String())
+	h.checkDrained()
+}
