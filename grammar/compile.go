@@ -53,6 +53,7 @@ type Error struct {
 	Msg  string
 }
 
+// Error implements error: "grammar: PATH: MSG".
 func (e *Error) Error() string {
 	if e.Path == "" {
 		return "grammar: " + e.Msg

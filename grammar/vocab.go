@@ -162,7 +162,8 @@ type Constraint struct {
 	pool       sync.Pool // *walker
 }
 
-// DefaultMaskCacheBytes bounds a Constraint's mask cache.
+// DefaultMaskCacheBytes bounds a Constraint's mask cache, in bytes of
+// masks and keys; a cache that would pass it is emptied and refilled.
 const DefaultMaskCacheBytes = 64 << 20
 
 // NewConstraint returns a Constraint for g over v.
@@ -249,11 +250,14 @@ func (m *Matcher) Mask() []uint64 {
 	mask := make([]uint64, c.v.MaskWords())
 	m.computeMask(mask)
 	c.mu.Lock()
-	if c.cacheBytes+len(mask)*8 <= c.maxBytes {
-		if _, dup := c.cache[string(key)]; !dup {
-			c.cache[string(key)] = mask
-			c.cacheBytes += len(mask)*8 + len(key)
+	if _, dup := c.cache[string(key)]; !dup {
+		if c.cacheBytes+len(mask)*8+len(key) > c.maxBytes {
+			// Full: start over, so the states in use now get cached.
+			clear(c.cache)
+			c.cacheBytes = 0
 		}
+		c.cache[string(key)] = mask
+		c.cacheBytes += len(mask)*8 + len(key)
 	}
 	c.mu.Unlock()
 	return mask

@@ -328,3 +328,22 @@ func TestHotPathAllocs(t *testing.T) {
 		t.Errorf("a cached mask: %v allocations, want 0", n)
 	}
 }
+
+// TestMaskCacheBounded: a cache that would pass its bound is emptied, and
+// the masks stay right.
+func TestMaskCacheBounded(t *testing.T) {
+	v := syntheticVocab(600, 8)
+	g := mustGBNF(t, `root ::= [a-z]{0,40}`)
+	c := NewConstraint(g, NewVocab(v, []int32{int32(len(v) - 1)}))
+	c.maxBytes = 3 * (c.v.MaskWords()*8 + 64)
+	m := c.NewMatcher()
+	for i := range 40 { // every length is a new state
+		checkMask(t, m, v)
+		if c.cacheBytes > c.maxBytes || len(c.cache) > 6 {
+			t.Fatalf("after %d states the cache holds %d bytes in %d masks, bound %d", i, c.cacheBytes, len(c.cache), c.maxBytes)
+		}
+		if !m.AcceptBytes([]byte("q")) {
+			t.Fatal("q refused")
+		}
+	}
+}

@@ -64,6 +64,7 @@ type vocabSource struct {
 	n int
 }
 
+// VocabSize implements grammar.TokenSource: the model's vocabulary size.
 func (v vocabSource) VocabSize() int { return v.n }
 
 func newGrammarSetup(tok Tokenizer, vocab int, stops []int32) *grammarSetup {
