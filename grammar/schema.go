@@ -38,6 +38,12 @@ const (
 // an error naming their path. Numbers have at most 15 integer and 15
 // fraction digits and 2 exponent digits.
 func CompileSchema(schema []byte, lim Limits) (*Grammar, error) {
+	return CompileSchemaWithin(schema, "", "", lim)
+}
+
+// CompileSchemaWithin is CompileSchema for text that wraps the JSON in
+// prefix and suffix, as tool calls do (<tool_call>...</tool_call>).
+func CompileSchemaWithin(schema []byte, prefix, suffix string, lim Limits) (*Grammar, error) {
 	root, err := decodeOrdered(schema)
 	if err != nil {
 		return nil, errorf("#", "schema is not JSON: %v", err)
@@ -47,7 +53,7 @@ func CompileSchema(schema []byte, lim Limits) (*Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.b.define("root", e, "#")
+	c.b.define("root", seq(lit(prefix), e, lit(suffix)), "#")
 	return c.b.build("root")
 }
 

@@ -237,3 +237,15 @@ func TestJSONObject(t *testing.T) {
 		}
 	}
 }
+
+func TestCompileSchemaWithin(t *testing.T) {
+	g, err := CompileSchemaWithin([]byte(`{"type":"integer","minimum":1,"maximum":3}`), "<x>\n", "\n</x>", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, want := range map[string]bool{"<x>\n2\n</x>": true, "2": false, "<x>\n4\n</x>": false, "<x>\n1\n</x>\n": false} {
+		if g.Match([]byte(s)) != want {
+			t.Errorf("Match(%q) = %v", s, !want)
+		}
+	}
+}
