@@ -168,7 +168,14 @@ type chatRequest struct {
 	Messages    []chatMessage `json:"messages"`
 	Logprobs    bool          `json:"logprobs"`
 	TopLogprobs *int          `json:"top_logprobs"`
+	// Tools (see tools.go); one call per reply, whatever
+	// parallel_tool_calls says.
+	Tools             []chatTool      `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 	openAIParams
+
+	tools *toolPlan // set by toEngine
 }
 
 // toChat validates messages and converts them for a template.
@@ -182,7 +189,7 @@ func toChat(msgs []chatMessage) ([]chat.Message, *apiError) {
 		switch m.Role {
 		case "system", "developer", "user", "assistant":
 		case "tool", "function":
-			return nil, badRequest(param+".role", "role %q is not supported: prefixd does not implement tool calling", m.Role)
+			return nil, badRequest(param+".role", "role %q is not supported: prefixd does not render tool results in a conversation yet", m.Role)
 		default:
 			return nil, badRequest(param+".role", "role must be system, developer, user or assistant, got %q", m.Role)
 		}
@@ -190,7 +197,7 @@ func toChat(msgs []chatMessage) ([]chat.Message, *apiError) {
 			return nil, badRequest(param+".name", "%s.name is not supported", param)
 		}
 		if !isNull(m.ToolCalls) {
-			return nil, badRequest(param+".tool_calls", "%s.tool_calls is not supported: prefixd does not implement tool calling", param)
+			return nil, badRequest(param+".tool_calls", "%s.tool_calls is not supported: prefixd does not render earlier tool calls in a conversation yet", param)
 		}
 		text, err := messageText(m.Content, param+".content")
 		if err != nil {
@@ -233,12 +240,12 @@ func messageText(raw json.RawMessage, param string) (string, *apiError) {
 // those tokens and no BOS is added, the template writes its own; but the
 // messages' contents stay text, unless Config.ChatSpecialInContent. A
 // tokenizer without control tokens gets BOS, if it has one, before.
-func (s *Server) renderChat(msgs []chat.Message, addGenerationPrompt bool, param string) ([]int32, *apiError) {
+func (s *Server) renderChat(msgs []chat.Message, addGenerationPrompt bool, param string, vars map[string]any) ([]int32, *apiError) {
 	if s.cfg.Tokenizer == nil {
 		return nil, badRequest(param, "this model has no tokenizer: chat needs one")
 	}
 	c := s.chat
-	in := chat.Input{Messages: msgs, AddGenerationPrompt: addGenerationPrompt, BOS: c.bos, EOS: c.eos}
+	in := chat.Input{Messages: msgs, AddGenerationPrompt: addGenerationPrompt, BOS: c.bos, EOS: c.eos, Vars: vars}
 	var text string
 	var spans []chat.Span
 	var err error
@@ -301,7 +308,18 @@ func (c *chatRequest) toEngine(s *Server, lim limits) (engine.Request, *apiError
 			top = *c.TopLogprobs
 		}
 	}
-	ids, aerr := s.renderChat(msgs, true, "messages")
+	if c.tools, aerr = c.parseTools(s.toolTemplateHint()); aerr != nil {
+		return engine.Request{}, aerr
+	}
+	var vars map[string]any
+	if c.tools != nil {
+		tools, aerr := c.tools.templateTools()
+		if aerr != nil {
+			return engine.Request{}, aerr
+		}
+		vars = map[string]any{"tools": tools}
+	}
+	ids, aerr := s.renderChat(msgs, true, "messages", vars)
 	if aerr != nil {
 		return engine.Request{}, aerr
 	}
@@ -318,14 +336,21 @@ func (c *chatRequest) toEngine(s *Server, lim limits) (engine.Request, *apiError
 	}
 	// A reply ends at the end of its turn.
 	req.StopTokens = append(req.StopTokens, s.chat.eot...)
-	return req, c.finish(&req, lim, top)
+	if aerr := c.finish(&req, lim, top); aerr != nil {
+		return req, aerr
+	}
+	if c.tools != nil {
+		return req, c.tools.constrain(&req, lim)
+	}
+	return req, nil
 }
 
 // Chat completion objects.
 type (
 	chatReply struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
+		Role      string     `json:"role"`
+		Content   *string    `json:"content"` // null for a tool call
+		ToolCalls []toolCall `json:"tool_calls,omitempty"`
 	}
 	chatChoice struct {
 		Index        int       `json:"index"`
@@ -342,8 +367,9 @@ type (
 		Usage   *completionUsage `json:"usage"`
 	}
 	chatDelta struct {
-		Role    string  `json:"role,omitempty"`
-		Content *string `json:"content,omitempty"`
+		Role      string     `json:"role,omitempty"`
+		Content   *string    `json:"content,omitempty"`
+		ToolCalls []toolCall `json:"tool_calls,omitempty"`
 	}
 	chatChunkChoice struct {
 		Index        int       `json:"index"`
@@ -396,8 +422,8 @@ func (s *Server) handleChatCompletions(ctx *fasthttp.RequestCtx) {
 				return chunk(chatChunkChoice{Index: i, Delta: chatDelta{Role: "assistant", Content: &empty}})
 			},
 			token: func(i int, t engine.Token, _ int) any {
-				if t.Text == "" && !req.Logprobs {
-					return nil
+				if t.Text == "" && !req.Logprobs || c.tools.active() {
+					return nil // a reply that may be a tool call comes whole at the end
 				}
 				text := t.Text
 				lp := logprobs([]int32{t.ID}, []engine.TokenLogprobs{{Logprob: t.Logprob, Top: t.Top}})
@@ -406,6 +432,13 @@ func (s *Server) handleChatCompletions(ctx *fasthttp.RequestCtx) {
 			final: func(i int, res *engine.Result, rest string, _ int) any {
 				reason := string(res.Finish)
 				d := chatDelta{}
+				if c.tools.active() {
+					rest = res.Text
+					if call, ok := c.tools.parseCall(res.Text, newID("call_")); ok {
+						call.Index = new(int)
+						d.ToolCalls, rest, reason = []toolCall{call}, "", "tool_calls"
+					}
+				}
 				if rest != "" {
 					d.Content = &rest
 				}
@@ -428,8 +461,14 @@ func (s *Server) handleChatCompletions(ctx *fasthttp.RequestCtx) {
 	r := chatResponse{ID: id, Object: "chat.completion", Created: created, Model: name, Usage: sumUsage(results)}
 	for i := range results {
 		res := &results[i]
-		r.Choices = append(r.Choices, chatChoice{Index: i, Message: chatReply{Role: "assistant", Content: res.Text},
-			Logprobs: logprobs(res.Tokens, res.Logprobs), FinishReason: string(res.Finish)})
+		msg, reason := chatReply{Role: "assistant", Content: &res.Text}, string(res.Finish)
+		if c.tools.active() {
+			if call, ok := c.tools.parseCall(res.Text, newID("call_")); ok {
+				msg.Content, msg.ToolCalls, reason = nil, []toolCall{call}, "tool_calls"
+			}
+		}
+		r.Choices = append(r.Choices, chatChoice{Index: i, Message: msg,
+			Logprobs: logprobs(res.Tokens, res.Logprobs), FinishReason: reason})
 	}
 	ctx.Response.Header.Set("X-Request-Id", id)
 	s.writeJSON(ctx, 200, r)

@@ -248,7 +248,7 @@ func TestChatRefusals(t *testing.T) {
 	for _, c := range []struct {
 		body, param, want string
 	}{
-		{`{"messages": [{"role": "user", "content": "a"}], "tools": []}`, "tools", "not supported"},
+		{`{"messages": [{"role": "user", "content": "a"}], "functions": []}`, "functions", "not supported"},
 		{`{"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "xml"}}`, "response_format.type", "must be text, json_object or json_schema"},
 		{`{"messages": [{"role": "user", "content": "a"}], "audio": {}}`, "audio", "not supported"},
 		{`{"messages": [{"role": "user", "content": "a"}], "frobnicate": 1}`, "frobnicate", "unknown field"},

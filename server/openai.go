@@ -24,22 +24,19 @@ import (
 // field is refused with a 400 naming it as unknown. Nothing is silently
 // ignored, so a client never believes it got what it did not.
 var unsupportedOpenAI = map[string]string{
-	"echo":                "echo",
-	"best_of":             "best_of",
-	"suffix":              "suffix",
-	"tools":               "tool calling",
-	"tool_choice":         "tool calling",
-	"parallel_tool_calls": "tool calling",
-	"functions":           "function calling",
-	"function_call":       "function calling",
-	"audio":               "audio output",
-	"modalities":          "output modalities",
-	"prediction":          "predicted outputs",
-	"reasoning_effort":    "reasoning effort",
-	"web_search_options":  "web search",
-	"store":               "stored completions",
-	"metadata":            "stored completions' metadata",
-	"service_tier":        "service tiers",
+	"echo":               "echo",
+	"best_of":            "best_of",
+	"suffix":             "suffix",
+	"functions":          "function calling",
+	"function_call":      "function calling",
+	"audio":              "audio output",
+	"modalities":         "output modalities",
+	"prediction":         "predicted outputs",
+	"reasoning_effort":   "reasoning effort",
+	"web_search_options": "web search",
+	"store":              "stored completions",
+	"metadata":           "stored completions' metadata",
+	"service_tier":       "service tiers",
 }
 
 // refuseUnsupported answers the first OpenAI field of body prefixd does not

@@ -61,7 +61,7 @@ func (s *Server) handleTokenize(ctx *fasthttp.RequestCtx) {
 			s.writeError(ctx, aerr)
 			return
 		}
-		if ids, aerr = s.renderChat(msgs, r.AddGenerationPrompt == nil || *r.AddGenerationPrompt, "messages"); aerr != nil {
+		if ids, aerr = s.renderChat(msgs, r.AddGenerationPrompt == nil || *r.AddGenerationPrompt, "messages", nil); aerr != nil {
 			s.writeError(ctx, aerr)
 			return
 		}

@@ -1,0 +1,232 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/grammar"
+)
+
+// Tools in chat: the tools are rendered by the model's chat template (its
+// `tools` variable), a call is written as the template's family writes
+// one (Hermes and Qwen: <tool_call>{"name", "arguments"}</tool_call>;
+// otherwise the bare JSON object), forced calls are constrained to that
+// form with each function's parameters as the arguments' schema, and a
+// reply that is a call comes back as tool_calls.
+
+// chatTool is one entry of a chat request's tools.
+type chatTool struct {
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+// toolFunction is a tool's function.
+type toolFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
+}
+
+// toolCall is a call in a reply's tool_calls.
+type toolCall struct {
+	Index    *int         `json:"index,omitempty"` // streamed deltas only
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function toolCallFunc `json:"function"`
+}
+
+// toolCallFunc is a call's function and its arguments as JSON text.
+type toolCallFunc struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// maxTools bounds a request's tools.
+const maxTools = 128
+
+// toolPlan is what a chat request's tools ask for.
+type toolPlan struct {
+	tools          []chatTool
+	mode           string // none, auto, required, or "function" for a named one
+	name           string // the named function
+	prefix, suffix string // around a call's JSON
+}
+
+// active reports whether the reply may be a tool call.
+func (tp *toolPlan) active() bool { return tp != nil && tp.mode != "none" }
+
+// toolFormat picks how the model writes a call: where the vocabulary
+// has a <tool_call> token (Hermes, Qwen) the call is wrapped in those
+// tags, otherwise it is the bare object (Llama 3's JSON calls).
+func toolFormat(hermes bool) (prefix, suffix string) {
+	if hermes {
+		return "<tool_call>\n", "\n</tool_call>"
+	}
+	return "", ""
+}
+
+// toolTemplateHint reports whether the model writes Hermes-style calls:
+// its vocabulary spells <tool_call> as one token.
+func (s *Server) toolTemplateHint() bool {
+	se, ok := s.cfg.Tokenizer.(specialEncoder)
+	return ok && len(se.EncodeSpecial("<tool_call>")) == 1
+}
+
+// parseTools validates tools and tool_choice.
+func (c *chatRequest) parseTools(hermes bool) (*toolPlan, *apiError) {
+	hasChoice := len(c.ToolChoice) > 0 && string(c.ToolChoice) != "null"
+	if len(c.Tools) == 0 {
+		if hasChoice {
+			return nil, badRequest("tool_choice", "tool_choice needs tools")
+		}
+		return nil, nil
+	}
+	if len(c.Tools) > maxTools {
+		return nil, badRequest("tools", "at most %d tools, got %d", maxTools, len(c.Tools))
+	}
+	tp := &toolPlan{tools: c.Tools, mode: "auto"}
+	tp.prefix, tp.suffix = toolFormat(hermes)
+	seen := map[string]bool{}
+	for i, t := range c.Tools {
+		param := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case t.Type != "function":
+			return nil, badRequest(param+".type", "tool type must be function, got %q", t.Type)
+		case t.Function.Name == "" || len(t.Function.Name) > 64 || strings.Trim(t.Function.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "":
+			return nil, badRequest(param+".function.name", "a function name is 1 to 64 letters, digits, _ and -, got %q", t.Function.Name)
+		case seen[t.Function.Name]:
+			return nil, badRequest(param+".function.name", "function %q is defined twice", t.Function.Name)
+		}
+		seen[t.Function.Name] = true
+	}
+	if hasChoice {
+		var mode string
+		if json.Unmarshal(c.ToolChoice, &mode) == nil {
+			switch mode {
+			case "none", "auto", "required":
+				tp.mode = mode
+			default:
+				return nil, badRequest("tool_choice", "tool_choice must be none, auto, required or a function, got %q", mode)
+			}
+		} else {
+			var named struct {
+				Type     string `json:"type"`
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			}
+			if err := decodeStrict(c.ToolChoice, &named); err != nil {
+				err.Param = joinParam("tool_choice", err.Param)
+				return nil, err
+			}
+			if named.Type != "function" || !seen[named.Function.Name] {
+				return nil, badRequest("tool_choice", "tool_choice names function %q, which is not among the tools", named.Function.Name)
+			}
+			tp.mode, tp.name = "function", named.Function.Name
+		}
+	}
+	return tp, nil
+}
+
+// templateTools is the tools as a chat template reads them (OpenAI's
+// shape, parameters decoded).
+func (tp *toolPlan) templateTools() ([]any, *apiError) {
+	out := make([]any, len(tp.tools))
+	for i, t := range tp.tools {
+		fn := map[string]any{"name": t.Function.Name}
+		if t.Function.Description != "" {
+			fn["description"] = t.Function.Description
+		}
+		if len(t.Function.Parameters) > 0 {
+			var p any
+			if err := json.Unmarshal(t.Function.Parameters, &p); err != nil {
+				return nil, badRequest(fmt.Sprintf("tools[%d].function.parameters", i), "parameters must be a JSON Schema: %v", err)
+			}
+			fn["parameters"] = p
+		}
+		out[i] = map[string]any{"type": "function", "function": fn}
+	}
+	return out, nil
+}
+
+// callSchema is the JSON Schema of a call to one of the tools (all, or
+// the named one): {"name": const, "arguments": the parameters}.
+func (tp *toolPlan) callSchema() []byte {
+	var alts []string
+	for _, t := range tp.tools {
+		if tp.mode == "function" && t.Function.Name != tp.name {
+			continue
+		}
+		params := t.Function.Parameters
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage(`{"type":"object","additionalProperties":false}`)
+		}
+		name, _ := json.Marshal(t.Function.Name)
+		alts = append(alts, fmt.Sprintf(`{"type":"object","properties":{"name":{"const":%s},"arguments":%s},"required":["name","arguments"],"additionalProperties":false}`, name, params))
+	}
+	return []byte(`{"anyOf":[` + strings.Join(alts, ",") + `]}`)
+}
+
+// constrain sets a forced call's grammar on req (tool_choice required or
+// a named function). Each function's parameters are checked to compile
+// even when not forced, so a bad schema is a 400 naming it.
+func (tp *toolPlan) constrain(req *engine.Request, lim limits) *apiError {
+	for i, t := range tp.tools {
+		if len(t.Function.Parameters) == 0 || string(t.Function.Parameters) == "null" {
+			continue
+		}
+		if _, err := grammar.CompileSchema(t.Function.Parameters, grammar.Limits{}); err != nil {
+			return grammarError(fmt.Sprintf("tools[%d].function.parameters", i), err)
+		}
+	}
+	if tp.mode != "required" && tp.mode != "function" {
+		return nil
+	}
+	if req.Constraint != nil {
+		return badRequest("tool_choice", "a forced tool call cannot be combined with response_format or structured_outputs")
+	}
+	schema := tp.callSchema()
+	spec := &grammarSpec{"tools", "tools", append([]byte(tp.prefix+"\x00"+tp.suffix+"\x00"), schema...),
+		func() (*grammar.Grammar, error) {
+			return grammar.CompileSchemaWithin(schema, tp.prefix, tp.suffix, grammar.Limits{})
+		}}
+	return spec.apply(req, lim)
+}
+
+// parseCall reads a reply as a tool call: the call format's wrapper (if
+// any) around {"name", "arguments"} naming one of the tools. ok is false
+// for a reply that is not a call.
+func (tp *toolPlan) parseCall(text string, id string) (toolCall, bool) {
+	body := strings.TrimSpace(text)
+	if tp.prefix != "" {
+		p, s := strings.TrimSpace(tp.prefix), strings.TrimSpace(tp.suffix)
+		if !strings.HasPrefix(body, p) || !strings.HasSuffix(body, s) {
+			return toolCall{}, false
+		}
+		body = strings.TrimSpace(body[len(p) : len(body)-len(s)])
+	}
+	var call struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	dec := json.NewDecoder(strings.NewReader(body))
+	if dec.Decode(&call) != nil || dec.More() || len(call.Arguments) == 0 {
+		return toolCall{}, false
+	}
+	known := false
+	for _, t := range tp.tools {
+		known = known || t.Function.Name == call.Name
+	}
+	if !known {
+		return toolCall{}, false
+	}
+	var args bytes.Buffer
+	if json.Compact(&args, call.Arguments) != nil {
+		return toolCall{}, false
+	}
+	return toolCall{ID: id, Type: "function", Function: toolCallFunc{Name: call.Name, Arguments: args.String()}}, true
+}

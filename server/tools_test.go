@@ -1,0 +1,175 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/prefixd/prefixd/chat"
+	"github.com/prefixd/prefixd/internal/schematest"
+)
+
+const weatherTools = `[
+ {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+  "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10}, "unit": {"enum": ["C", "F"]}}, "required": ["city", "unit"], "additionalProperties": false}}},
+ {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"type": "integer", "minimum": -12, "maximum": 14}}, "required": ["zone"]}}}]`
+
+type toolChatResp struct {
+	Choices []struct {
+		Message struct {
+			Content   *string    `json:"content"`
+			ToolCalls []toolCall `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+}
+
+// TestToolCallsForced: with tool_choice required (or naming a function)
+// a random model's reply is always a call of a listed function whose
+// arguments validate against its parameters.
+func TestToolCallsForced(t *testing.T) {
+	h := newChatHarness(t)
+	params := map[string]string{
+		"get_weather": `{"type": "object", "properties": {"city": {"type": "string", "maxLength": 10}, "unit": {"enum": ["C", "F"]}}, "required": ["city", "unit"], "additionalProperties": false}`,
+		"get_time":    `{"type": "object", "properties": {"zone": {"type": "integer", "minimum": -12, "maximum": 14}}, "required": ["zone"]}`,
+	}
+	for _, choice := range []string{`"required"`, `{"type": "function", "function": {"name": "get_time"}}`} {
+		for seed := range 3 {
+			var r toolChatResp
+			h.post("/v1/chat/completions", fmt.Sprintf(`{"messages": [{"role": "user", "content": "Weather?"}], "max_tokens": 80, "seed": %d,
+				"tools": %s, "tool_choice": %s}`, seed, weatherTools, choice), &r)
+			c := r.Choices[0]
+			if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 || c.Message.Content != nil {
+				t.Fatalf("%s seed %d: %+v", choice, seed, c)
+			}
+			call := c.Message.ToolCalls[0]
+			if !strings.HasPrefix(call.ID, "call_") || call.Type != "function" {
+				t.Fatalf("call %+v", call)
+			}
+			if strings.Contains(choice, "get_time") && call.Function.Name != "get_time" {
+				t.Fatalf("tool_choice named get_time, the call is to %s", call.Function.Name)
+			}
+			schema, ok := params[call.Function.Name]
+			if !ok {
+				t.Fatalf("call to unknown function %q", call.Function.Name)
+			}
+			mustValidate(t, schematest.MustCompile(t, schema), call.Function.Arguments)
+		}
+	}
+	h.checkDrained()
+}
+
+// TestToolCallsStreamed: a forced call streams as one tool_calls delta.
+func TestToolCallsStreamed(t *testing.T) {
+	h := newChatHarness(t)
+	s := h.stream("/v1/chat/completions", `{"messages": [{"role": "user", "content": "Time?"}], "max_tokens": 60, "seed": 2, "stream": true,
+		"tools": `+weatherTools+`, "tool_choice": {"type": "function", "function": {"name": "get_time"}}}`)
+	defer s.close()
+	var calls []toolCall
+	finish := ""
+	for {
+		data, err := s.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data == "[DONE]" {
+			break
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta        chatDelta `json:"delta"`
+				FinishReason *string   `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range chunk.Choices {
+			if c.Delta.Content != nil && *c.Delta.Content != "" {
+				t.Fatalf("content %q streamed in a forced call", *c.Delta.Content)
+			}
+			calls = append(calls, c.Delta.ToolCalls...)
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+	}
+	if finish != "tool_calls" || len(calls) != 1 || calls[0].Index == nil || *calls[0].Index != 0 || calls[0].Function.Name != "get_time" {
+		t.Fatalf("finish %q, calls %+v", finish, calls)
+	}
+	h.checkDrained()
+}
+
+// TestToolChoiceNone: tools rendered, the reply is plain content.
+func TestToolChoiceNone(t *testing.T) {
+	h := newChatHarness(t)
+	var r toolChatResp
+	h.post("/v1/chat/completions", `{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5, "tools": `+weatherTools+`, "tool_choice": "none"}`, &r)
+	if c := r.Choices[0]; c.Message.Content == nil || len(c.Message.ToolCalls) != 0 || c.FinishReason == "tool_calls" {
+		t.Fatalf("tool_choice none: %+v", c)
+	}
+	h.checkDrained()
+}
+
+func TestToolErrors(t *testing.T) {
+	h := newChatHarness(t)
+	msg := `"messages": [{"role": "user", "content": "a"}], "max_tokens": 4`
+	for _, c := range []struct{ body, param, want string }{
+		{`"tool_choice": "required"`, "tool_choice", "needs tools"},
+		{`"tools": [{"type": "retrieval", "function": {"name": "x"}}]`, "tools[0].type", "must be function"},
+		{`"tools": [{"type": "function", "function": {"name": "a b"}}]`, "tools[0].function.name", "letters"},
+		{`"tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]`, "tools[1].function.name", "twice"},
+		{`"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"not": {}}}}}}]`,
+			"tools[0].function.parameters", "#/properties/a/not"},
+		{`"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "sometimes"`, "tool_choice", "must be none"},
+		{`"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}`, "tool_choice", "not among the tools"},
+		{`"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required", "response_format": {"type": "json_object"}`, "tool_choice", "cannot be combined"},
+	} {
+		h.expect400("/v1/chat/completions", `{`+msg+`, `+c.body+`}`, c.param, c.want)
+	}
+	h.checkDrained()
+}
+
+func TestToolCallParsing(t *testing.T) {
+	tools := []chatTool{{Type: "function", Function: toolFunction{Name: "f"}}}
+	hermes := &toolPlan{tools: tools, mode: "auto"}
+	hermes.prefix, hermes.suffix = toolFormat(true)
+	bare := &toolPlan{tools: tools, mode: "auto"}
+	for _, c := range []struct {
+		tp   *toolPlan
+		text string
+		ok   bool
+		args string
+	}{
+		{hermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}\n</tool_call>", true, `{"a":[1,2]}`},
+		{hermes, `{"name":"f","arguments":{}}`, false, ""},
+		{bare, ` {"name":"f","arguments":{}} `, true, `{}`},
+		{bare, `{"name":"g","arguments":{}}`, false, ""},
+		{bare, `{"name":"f","arguments":{}} and more`, false, ""},
+		{bare, `{"name":"f"}`, false, ""},
+		{bare, `hello`, false, ""},
+	} {
+		call, ok := c.tp.parseCall(c.text, "call_1")
+		if ok != c.ok || ok && (call.Function.Name != "f" || call.Function.Arguments != c.args || call.ID != "call_1") {
+			t.Errorf("parseCall(%q) = %+v, %v", c.text, call, ok)
+		}
+	}
+}
+
+// TestToolsReachTheTemplate: the template sees tools in OpenAI's shape.
+func TestToolsReachTheTemplate(t *testing.T) {
+	tpl, err := chat.Parse(`{% for t in tools %}[{{ t.function.name }}:{{ t.function.parameters.type }}]{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, withServer(func(c *Config) { c.ChatTemplate = tpl }))
+	var plain, with chatResp
+	h.post("/v1/chat/completions", `{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "temperature": 0}`, &plain)
+	h.post("/v1/chat/completions", `{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "temperature": 0, "tool_choice": "none",
+		"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}`, &with)
+	if got, want := with.Usage.PromptTokens-plain.Usage.PromptTokens, len("[f:object]"); got != want {
+		t.Fatalf("the tools added %d prompt tokens, want %d (the template's [f:object])", got, want)
+	}
+	h.checkDrained()
+}
