@@ -21,12 +21,18 @@ type responseFormat struct {
 	JSONSchema *jsonSchemaSpec `json:"json_schema"`
 }
 
+// schemaLabel is what OpenAI sends beside a schema: response_format's
+// json_schema and a tool's function both carry it.
+type schemaLabel struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Strict      *bool  `json:"strict"` // constrained either way
+}
+
 // jsonSchemaSpec is response_format's json_schema.
 type jsonSchemaSpec struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Schema      json.RawMessage `json:"schema"`
-	Strict      *bool           `json:"strict"`
+	schemaLabel
+	Schema json.RawMessage `json:"schema"`
 }
 
 // structuredOutputs is vLLM's structured_outputs: exactly one of its

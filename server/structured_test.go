@@ -159,27 +159,11 @@ func TestStructuredStreaming(t *testing.T) {
 	defer s.close()
 	var text strings.Builder
 	finish := ""
-	for {
-		data, err := s.next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if data == "[DONE]" {
-			break
-		}
-		var chunk struct {
-			Choices []struct {
-				Delta struct {
-					Content string `json:"content"`
-				} `json:"delta"`
-				FinishReason *string `json:"finish_reason"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range chunk.Choices {
-			text.WriteString(c.Delta.Content)
+	for _, ch := range s.chatChunks(t) {
+		for _, c := range ch.Choices {
+			if c.Delta.Content != nil {
+				text.WriteString(*c.Delta.Content)
+			}
 			if c.FinishReason != nil {
 				finish = *c.FinishReason
 			}
@@ -190,4 +174,24 @@ func TestStructuredStreaming(t *testing.T) {
 	}
 	mustValidate(t, val, text.String())
 	h.checkDrained()
+}
+
+// chatChunks reads a chat stream's chunks up to [DONE].
+func (s *sse) chatChunks(t *testing.T) []chatChunk {
+	t.Helper()
+	var chunks []chatChunk
+	for {
+		data, err := s.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data == "[DONE]" {
+			return chunks
+		}
+		var ch chatChunk
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			t.Fatalf("chunk %s: %v", data, err)
+		}
+		chunks = append(chunks, ch)
+	}
 }

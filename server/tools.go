@@ -25,10 +25,8 @@ type chatTool struct {
 
 // toolFunction is a tool's function.
 type toolFunction struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-	Strict      *bool           `json:"strict"`
+	schemaLabel
+	Parameters json.RawMessage `json:"parameters"`
 }
 
 // toolCall is a call in a reply's tool_calls.

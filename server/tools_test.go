@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -68,24 +67,8 @@ func TestToolCallsStreamed(t *testing.T) {
 	defer s.close()
 	var calls []toolCall
 	finish := ""
-	for {
-		data, err := s.next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if data == "[DONE]" {
-			break
-		}
-		var chunk struct {
-			Choices []struct {
-				Delta        chatDelta `json:"delta"`
-				FinishReason *string   `json:"finish_reason"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range chunk.Choices {
+	for _, ch := range s.chatChunks(t) {
+		for _, c := range ch.Choices {
 			if c.Delta.Content != nil && *c.Delta.Content != "" {
 				t.Fatalf("content %q streamed in a forced call", *c.Delta.Content)
 			}
@@ -132,7 +115,7 @@ func TestToolErrors(t *testing.T) {
 }
 
 func TestToolCallParsing(t *testing.T) {
-	tools := []chatTool{{Type: "function", Function: toolFunction{Name: "f"}}}
+	tools := []chatTool{{Type: "function", Function: toolFunction{schemaLabel: schemaLabel{Name: "f"}}}}
 	hermes := &toolPlan{tools: tools, mode: "auto"}
 	hermes.prefix, hermes.suffix = toolFormat(true)
 	bare := &toolPlan{tools: tools, mode: "auto"}
