@@ -116,18 +116,46 @@ await check('chat logprobs', async () => {
   }
 });
 
+await check('structured output: response_format json_schema', async () => {
+  const r = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'Who?' }], max_tokens: 60, seed: 3,
+    response_format: { type: 'json_schema', json_schema: { name: 'p', strict: true, schema: {
+      type: 'object', properties: { name: { type: 'string', maxLength: 6 }, age: { type: 'integer', minimum: 0, maximum: 99 } },
+      required: ['name', 'age'], additionalProperties: false } } },
+  });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  const v = JSON.parse(r.choices[0].message.content);
+  assert.equal(typeof v.name, 'string');
+  assert.ok(Number.isInteger(v.age) && v.age >= 0 && v.age <= 99);
+});
+
+await check('forced tool call', async () => {
+  const r = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'Weather?' }], max_tokens: 60, seed: 1,
+    tools: [{ type: 'function', function: { name: 'get_weather', parameters: {
+      type: 'object', properties: { city: { type: 'string', maxLength: 8 } }, required: ['city'] } } }],
+    tool_choice: 'required',
+  });
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls');
+  assert.equal(c.message.content, null);
+  assert.equal(c.message.tool_calls.length, 1);
+  assert.equal(c.message.tool_calls[0].function.name, 'get_weather');
+  assert.equal(typeof JSON.parse(c.message.tool_calls[0].function.arguments).city, 'string');
+});
+
 await check('error: unsupported field', async () => {
   await assert.rejects(
     client.chat.completions.create({
       model, messages: [{ role: 'user', content: 'Hi' }],
-      tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+      prediction: { type: 'content', content: 'Hello' },
     }),
     (err) => {
       assert.ok(err instanceof OpenAI.APIError, `an APIError, got ${err}`);
       assert.ok(err instanceof OpenAI.BadRequestError);
       assert.equal(err.status, 400);
-      assert.match(err.message, /"tools" is not supported/);
-      assert.equal(err.param, 'tools');
+      assert.match(err.message, /"prediction" is not supported/);
+      assert.equal(err.param, 'prediction');
       return true;
     },
   );
