@@ -36,6 +36,8 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/nikolalohinski/gonja/v2/nodes"
 )
@@ -58,6 +60,11 @@ type Input struct {
 	// Vars are further variables the template may read (enable_thinking,
 	// tools); they cannot replace the ones above.
 	Vars map[string]any
+	// MessageFields, if set, holds further fields of Messages[i] at index
+	// i that the template may read (an assistant turn's tool_calls, a tool
+	// result's tool_call_id), as JSON decodes them; they cannot replace
+	// role and content.
+	MessageFields []map[string]any
 }
 
 // Template is a compiled chat template. It is safe for concurrent use.
@@ -110,6 +117,18 @@ func (t *Template) render(in Input, p *protector) (text string, err error) {
 		}
 		d.set("role", m.Role)
 		d.set("content", content)
+		if i < len(in.MessageFields) {
+			for _, k := range slices.Sorted(maps.Keys(in.MessageFields[i])) {
+				if k == "role" || k == "content" {
+					continue
+				}
+				v, err := fromGo(in.MessageFields[i][k], 0, &size)
+				if err != nil {
+					return "", fmt.Errorf("chat: message %d field %s: %w", i, k, err)
+				}
+				d.set(k, v)
+			}
+		}
 		msgs.items[i] = d
 		size += len(m.Role) + len(content) + 48
 	}
