@@ -157,9 +157,11 @@ type chatMessage struct {
 	// Content is a string, or an array of content parts of which prefixd
 	// takes the text ones.
 	Content json.RawMessage `json:"content"`
-	// OpenAI fields prefixd refuses by name when set.
-	Name      json.RawMessage `json:"name"`
-	ToolCalls json.RawMessage `json:"tool_calls"`
+	// An assistant turn's calls and a tool result's call ID (tools.go).
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID json.RawMessage `json:"tool_call_id"`
+	// An OpenAI field prefixd refuses by name when set.
+	Name json.RawMessage `json:"name"`
 }
 
 // chatRequest is the body of POST /v1/chat/completions.
@@ -178,34 +180,47 @@ type chatRequest struct {
 	tools *toolPlan // set by toEngine
 }
 
-// toChat validates messages and converts them for a template.
-func toChat(msgs []chatMessage) ([]chat.Message, *apiError) {
+// toChat validates messages and converts them for a template: their
+// roles and texts, and for tool calling an assistant turn's tool_calls
+// (arguments decoded from their JSON text, as templates read them) and a
+// tool result's tool_call_id.
+func toChat(msgs []chatMessage) (chat.Input, *apiError) {
+	var in chat.Input
 	if len(msgs) == 0 {
-		return nil, badRequest("messages", "messages must hold at least one message")
+		return in, badRequest("messages", "messages must hold at least one message")
 	}
-	out := make([]chat.Message, len(msgs))
+	in.Messages = make([]chat.Message, len(msgs))
 	for i, m := range msgs {
 		param := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
-		case "system", "developer", "user", "assistant":
-		case "tool", "function":
-			return nil, badRequest(param+".role", "role %q is not supported: prefixd does not render tool results in a conversation yet", m.Role)
+		case "system", "developer", "user", "assistant", "tool":
+		case "function":
+			return in, badRequest(param+".role", "role %q is not supported: send tool results with role tool", m.Role)
 		default:
-			return nil, badRequest(param+".role", "role must be system, developer, user or assistant, got %q", m.Role)
+			return in, badRequest(param+".role", "role must be system, developer, user, assistant or tool, got %q", m.Role)
 		}
 		if !isNull(m.Name) {
-			return nil, badRequest(param+".name", "%s.name is not supported", param)
+			return in, badRequest(param+".name", "%s.name is not supported", param)
 		}
-		if !isNull(m.ToolCalls) {
-			return nil, badRequest(param+".tool_calls", "%s.tool_calls is not supported: prefixd does not render earlier tool calls in a conversation yet", param)
+		fields, aerr := toolFields(m, param)
+		if aerr != nil {
+			return in, aerr
 		}
-		text, err := messageText(m.Content, param+".content")
-		if err != nil {
-			return nil, err
+		text := ""
+		if !(m.Role == "assistant" && fields != nil && isNull(m.Content)) { // a call may come without content
+			if text, aerr = messageText(m.Content, param+".content"); aerr != nil {
+				return in, aerr
+			}
 		}
-		out[i] = chat.Message{Role: m.Role, Content: text}
+		in.Messages[i] = chat.Message{Role: m.Role, Content: text}
+		if fields != nil {
+			if in.MessageFields == nil {
+				in.MessageFields = make([]map[string]any, len(msgs))
+			}
+			in.MessageFields[i] = fields
+		}
 	}
-	return out, nil
+	return in, nil
 }
 
 // messageText reads a message's content: a string or text parts.
@@ -240,12 +255,12 @@ func messageText(raw json.RawMessage, param string) (string, *apiError) {
 // those tokens and no BOS is added, the template writes its own; but the
 // messages' contents stay text, unless Config.ChatSpecialInContent. A
 // tokenizer without control tokens gets BOS, if it has one, before.
-func (s *Server) renderChat(msgs []chat.Message, addGenerationPrompt bool, param string, vars map[string]any) ([]int32, *apiError) {
+func (s *Server) renderChat(in chat.Input, addGenerationPrompt bool, param string) ([]int32, *apiError) {
 	if s.cfg.Tokenizer == nil {
 		return nil, badRequest(param, "this model has no tokenizer: chat needs one")
 	}
 	c := s.chat
-	in := chat.Input{Messages: msgs, AddGenerationPrompt: addGenerationPrompt, BOS: c.bos, EOS: c.eos, Vars: vars}
+	in.AddGenerationPrompt, in.BOS, in.EOS = addGenerationPrompt, c.bos, c.eos
 	var text string
 	var spans []chat.Span
 	var err error
@@ -292,7 +307,7 @@ func (c *chatSetup) renderError(err error, param string) *apiError {
 
 // toEngine validates a chat request.
 func (c *chatRequest) toEngine(s *Server, lim limits) (engine.Request, *apiError) {
-	msgs, aerr := toChat(c.Messages)
+	in, aerr := toChat(c.Messages)
 	if aerr != nil {
 		return engine.Request{}, aerr
 	}
@@ -311,15 +326,14 @@ func (c *chatRequest) toEngine(s *Server, lim limits) (engine.Request, *apiError
 	if c.tools, aerr = c.parseTools(s.toolTemplateHint()); aerr != nil {
 		return engine.Request{}, aerr
 	}
-	var vars map[string]any
 	if c.tools != nil {
 		tools, aerr := c.tools.templateTools()
 		if aerr != nil {
 			return engine.Request{}, aerr
 		}
-		vars = map[string]any{"tools": tools}
+		in.Vars = map[string]any{"tools": tools}
 	}
-	ids, aerr := s.renderChat(msgs, true, "messages", vars)
+	ids, aerr := s.renderChat(in, true, "messages")
 	if aerr != nil {
 		return engine.Request{}, aerr
 	}

@@ -115,7 +115,8 @@ func TestTokenizeAndDetokenize(t *testing.T) {
 	for _, c := range []struct{ path, body, param string }{
 		{"/tokenize", `{}`, "prompt"},
 		{"/tokenize", `{"prompt": "a", "messages": [{"role": "user", "content": "b"}]}`, "prompt"},
-		{"/tokenize", `{"messages": [{"role": "tool", "content": "b"}]}`, "messages[0].role"},
+		{"/tokenize", `{"messages": [{"role": "function", "content": "b"}]}`, "messages[0].role"},
+		{"/tokenize", `{"messages": [{"role": "tool", "content": "b"}]}`, "messages[0].tool_call_id"},
 		{"/tokenize", `{"prompt": "a", "extra": 1}`, "extra"},
 		{"/detokenize", `{"tokens": [1, 99999999]}`, "tokens"},
 		{"/detokenize", `{}`, "tokens"},

@@ -56,12 +56,12 @@ func (s *Server) handleTokenize(ctx *fasthttp.RequestCtx) {
 	case r.Prompt != nil:
 		ids = s.encoder().Encode(*r.Prompt)
 	case r.Messages != nil:
-		msgs, aerr := toChat(r.Messages)
+		in, aerr := toChat(r.Messages)
 		if aerr != nil {
 			s.writeError(ctx, aerr)
 			return
 		}
-		if ids, aerr = s.renderChat(msgs, r.AddGenerationPrompt == nil || *r.AddGenerationPrompt, "messages", nil); aerr != nil {
+		if ids, aerr = s.renderChat(in, r.AddGenerationPrompt == nil || *r.AddGenerationPrompt, "messages"); aerr != nil {
 			s.writeError(ctx, aerr)
 			return
 		}

@@ -228,3 +228,48 @@ func (tp *toolPlan) parseCall(text string, id string) (toolCall, bool) {
 	}
 	return toolCall{ID: id, Type: "function", Function: toolCallFunc{Name: call.Name, Arguments: args.String()}}, true
 }
+
+// toolFields reads an assistant turn's tool_calls and a tool result's
+// tool_call_id into the fields a chat template reads, nil when the
+// message has neither.
+func toolFields(m chatMessage, param string) (map[string]any, *apiError) {
+	hasCalls, hasID := !isNull(m.ToolCalls), !isNull(m.ToolCallID)
+	switch {
+	case hasCalls && m.Role != "assistant":
+		return nil, badRequest(param+".tool_calls", "only assistant messages carry tool_calls")
+	case hasID && m.Role != "tool":
+		return nil, badRequest(param+".tool_call_id", "only tool messages carry tool_call_id")
+	case m.Role == "tool" && !hasID:
+		return nil, badRequest(param+".tool_call_id", "a tool message needs the tool_call_id it answers")
+	}
+	if hasID {
+		var id string
+		if json.Unmarshal(m.ToolCallID, &id) != nil {
+			return nil, badRequest(param+".tool_call_id", "tool_call_id must be a string")
+		}
+		return map[string]any{"tool_call_id": id}, nil
+	}
+	if !hasCalls {
+		return nil, nil
+	}
+	var calls []toolCall
+	if err := json.Unmarshal(m.ToolCalls, &calls); err != nil {
+		return nil, badRequest(param+".tool_calls", "tool_calls must be an array of calls: %v", err)
+	}
+	out := make([]any, len(calls))
+	for j, c := range calls {
+		if c.Type != "function" || c.Function.Name == "" {
+			return nil, badRequest(fmt.Sprintf("%s.tool_calls[%d]", param, j), "a call needs type function and a function name")
+		}
+		// Templates read the arguments as an object (vLLM decodes them
+		// too); text that is not JSON stays text.
+		var args any = c.Function.Arguments
+		var decoded any
+		if d := json.NewDecoder(strings.NewReader(c.Function.Arguments)); d.Decode(&decoded) == nil && !d.More() {
+			args = decoded
+		}
+		out[j] = map[string]any{"id": c.ID, "type": "function",
+			"function": map[string]any{"name": c.Function.Name, "arguments": args}}
+	}
+	return map[string]any{"tool_calls": out}, nil
+}

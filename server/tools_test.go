@@ -7,6 +7,7 @@ import (
 
 	"github.com/prefixd/prefixd/chat"
 	"github.com/prefixd/prefixd/internal/schematest"
+	"github.com/prefixd/prefixd/model"
 )
 
 const weatherTools = `[
@@ -153,6 +154,35 @@ func TestToolsReachTheTemplate(t *testing.T) {
 		"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}`, &with)
 	if got, want := with.Usage.PromptTokens-plain.Usage.PromptTokens, len("[f:object]"); got != want {
 		t.Fatalf("the tools added %d prompt tokens, want %d (the template's [f:object])", got, want)
+	}
+	h.checkDrained()
+}
+
+// TestToolTurnsReachTheTemplate: an assistant turn's tool_calls (with
+// arguments decoded) and a tool result's tool_call_id reach the template.
+func TestToolTurnsReachTheTemplate(t *testing.T) {
+	tpl, err := chat.Parse(`{% for m in messages %}{{ m.role }}:{% if m.tool_calls %}{{ m.tool_calls[0].function.name }}({{ m.tool_calls[0].function.arguments.city }}){% else %}{{ m.content }}{% endif %}{% if m.tool_call_id %}#{{ m.tool_call_id }}{% endif %};{% endfor %}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, withServer(func(c *Config) { c.ChatTemplate = tpl }))
+	var tr tokenizeResponse
+	h.post("/tokenize", `{"add_generation_prompt": false, "messages": [{"role": "user", "content": "Weather?"},
+		{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+		{"role": "tool", "tool_call_id": "c1", "content": "21C"}]}`, &tr)
+	want := "user:Weather?;assistant:get_weather(Oslo);tool:21C#c1;"
+	if got := (model.ByteTokenizer{}).Decode(tr.Tokens); !strings.HasSuffix(got, want) {
+		t.Fatalf("rendered %q, want it to end %q", got, want)
+	}
+	msg := `{"role": "user", "content": "a"}`
+	for _, c := range []struct{ body, param, want string }{
+		{`{"role": "tool", "content": "x"}`, "messages[1].tool_call_id", "needs the tool_call_id"},
+		{`{"role": "user", "content": "x", "tool_call_id": "c"}`, "messages[1].tool_call_id", "only tool messages"},
+		{`{"role": "user", "content": "x", "tool_calls": []}`, "messages[1].tool_calls", "only assistant"},
+		{`{"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {}}]}`, "messages[1].tool_calls[0]", "function name"},
+		{`{"role": "assistant", "content": null, "tool_calls": 3}`, "messages[1].tool_calls", "array of calls"},
+	} {
+		h.expect400("/v1/chat/completions", `{"max_tokens": 2, "messages": [`+msg+`, `+c.body+`]}`, c.param, c.want)
 	}
 	h.checkDrained()
 }
