@@ -323,7 +323,7 @@ func (c *chatRequest) toEngine(s *Server, lim limits) (engine.Request, *apiError
 			top = *c.TopLogprobs
 		}
 	}
-	if c.tools, aerr = c.parseTools(s.toolTemplateHint()); aerr != nil {
+	if c.tools, aerr = c.parseTools(s.toolStyle()); aerr != nil {
 		return engine.Request{}, aerr
 	}
 	if c.tools != nil {

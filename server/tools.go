@@ -11,11 +11,10 @@ import (
 )
 
 // Tools in chat: the tools are rendered by the model's chat template (its
-// `tools` variable), a call is written as the template's family writes
-// one (Hermes and Qwen: <tool_call>{"name", "arguments"}</tool_call>;
-// otherwise the bare JSON object), forced calls are constrained to that
-// form with each function's parameters as the arguments' schema, and a
-// reply that is a call comes back as tool_calls.
+// `tools` variable), a call is written as the model's family writes one
+// (see callStyle), forced calls are constrained to that form with each
+// function's parameters as the arguments' schema, and a reply that is a
+// call comes back as tool_calls.
 
 // chatTool is one entry of a chat request's tools.
 type chatTool struct {
@@ -48,34 +47,53 @@ const maxTools = 128
 
 // toolPlan is what a chat request's tools ask for.
 type toolPlan struct {
-	tools          []chatTool
-	mode           string // none, auto, required, or "function" for a named one
-	name           string // the named function
-	prefix, suffix string // around a call's JSON
+	tools []chatTool
+	mode  string // none, auto, required, or "function" for a named one
+	name  string // the named function
+	style callStyle
 }
+
+// callStyle is how a model family writes a tool call: the JSON object
+// {"name": ..., argsKey: {...}} between prefix and suffix.
+type callStyle struct {
+	name           string
+	prefix, suffix string
+	argsKey        string
+}
+
+// The call styles of the families whose templates take tools.
+var (
+	hermesStyle  = callStyle{"hermes", "<tool_call>\n", "\n</tool_call>", "arguments"} // Hermes, Qwen 2.5 and 3
+	mistralStyle = callStyle{"mistral", "[TOOL_CALLS][", "]", "arguments"}             // Mistral's v3 tokenizer
+	llama3Style  = callStyle{"llama3", "", "", "parameters"}                           // Llama 3.1+ JSON calls
+	jsonStyle    = callStyle{"json", "", "", "arguments"}                              // anything else
+)
 
 // active reports whether the reply may be a tool call.
 func (tp *toolPlan) active() bool { return tp != nil && tp.mode != "none" }
 
-// toolFormat picks how the model writes a call: where the vocabulary
-// has a <tool_call> token (Hermes, Qwen) the call is wrapped in those
-// tags, otherwise it is the bare object (Llama 3's JSON calls).
-func toolFormat(hermes bool) (prefix, suffix string) {
-	if hermes {
-		return "<tool_call>\n", "\n</tool_call>"
-	}
-	return "", ""
-}
-
-// toolTemplateHint reports whether the model writes Hermes-style calls:
-// its vocabulary spells <tool_call> as one token.
-func (s *Server) toolTemplateHint() bool {
+// toolStyle picks how the model writes a call from the marker tokens its
+// vocabulary holds: <tool_call> (Hermes, Qwen), [TOOL_CALLS] (Mistral),
+// <|python_tag|> (Llama 3.1 and later); else the bare JSON object.
+func (s *Server) toolStyle() callStyle {
 	se, ok := s.cfg.Tokenizer.(specialEncoder)
-	return ok && len(se.EncodeSpecial("<tool_call>")) == 1
+	if !ok {
+		return jsonStyle
+	}
+	one := func(marker string) bool { return len(se.EncodeSpecial(marker)) == 1 }
+	switch {
+	case one("<tool_call>"):
+		return hermesStyle
+	case one("[TOOL_CALLS]"):
+		return mistralStyle
+	case one("<|python_tag|>"):
+		return llama3Style
+	}
+	return jsonStyle
 }
 
 // parseTools validates tools and tool_choice.
-func (c *chatRequest) parseTools(hermes bool) (*toolPlan, *apiError) {
+func (c *chatRequest) parseTools(style callStyle) (*toolPlan, *apiError) {
 	hasChoice := len(c.ToolChoice) > 0 && string(c.ToolChoice) != "null"
 	if len(c.Tools) == 0 {
 		if hasChoice {
@@ -86,8 +104,7 @@ func (c *chatRequest) parseTools(hermes bool) (*toolPlan, *apiError) {
 	if len(c.Tools) > maxTools {
 		return nil, badRequest("tools", "at most %d tools, got %d", maxTools, len(c.Tools))
 	}
-	tp := &toolPlan{tools: c.Tools, mode: "auto"}
-	tp.prefix, tp.suffix = toolFormat(hermes)
+	tp := &toolPlan{tools: c.Tools, mode: "auto", style: style}
 	seen := map[string]bool{}
 	for i, t := range c.Tools {
 		param := fmt.Sprintf("tools[%d]", i)
@@ -152,7 +169,7 @@ func (tp *toolPlan) templateTools() ([]any, *apiError) {
 }
 
 // callSchema is the JSON Schema of a call to one of the tools (all, or
-// the named one): {"name": const, "arguments": the parameters}.
+// the named one): {"name": const, argsKey: the parameters}.
 func (tp *toolPlan) callSchema() []byte {
 	var alts []string
 	for _, t := range tp.tools {
@@ -164,7 +181,8 @@ func (tp *toolPlan) callSchema() []byte {
 			params = json.RawMessage(`{"type":"object","additionalProperties":false}`)
 		}
 		name, _ := json.Marshal(t.Function.Name)
-		alts = append(alts, fmt.Sprintf(`{"type":"object","properties":{"name":{"const":%s},"arguments":%s},"required":["name","arguments"],"additionalProperties":false}`, name, params))
+		alts = append(alts, fmt.Sprintf(`{"type":"object","properties":{"name":{"const":%s},%q:%s},"required":["name",%q],"additionalProperties":false}`,
+			name, tp.style.argsKey, params, tp.style.argsKey))
 	}
 	return []byte(`{"anyOf":[` + strings.Join(alts, ",") + `]}`)
 }
@@ -188,31 +206,39 @@ func (tp *toolPlan) constrain(req *engine.Request, lim limits) *apiError {
 		return badRequest("tool_choice", "a forced tool call cannot be combined with response_format or structured_outputs")
 	}
 	schema := tp.callSchema()
-	spec := &grammarSpec{"tools", "tools", append([]byte(tp.prefix+"\x00"+tp.suffix+"\x00"), schema...),
+	spec := &grammarSpec{"tools", "tools", append([]byte(tp.style.name+"\x00"), schema...),
 		func() (*grammar.Grammar, error) {
-			return grammar.CompileSchemaWithin(schema, tp.prefix, tp.suffix, grammar.Limits{})
+			return grammar.CompileSchemaWithin(schema, tp.style.prefix, tp.style.suffix, grammar.Limits{})
 		}}
 	return spec.apply(req, lim)
 }
 
-// parseCall reads a reply as a tool call: the call format's wrapper (if
-// any) around {"name", "arguments"} naming one of the tools. ok is false
-// for a reply that is not a call.
+// parseCall reads a reply as a tool call: the call style's wrapper (if
+// any) around {"name", argsKey} naming one of the tools ("arguments" and
+// "parameters" are both taken). ok is false for a reply that is not a
+// call.
 func (tp *toolPlan) parseCall(text string, id string) (toolCall, bool) {
 	body := strings.TrimSpace(text)
-	if tp.prefix != "" {
-		p, s := strings.TrimSpace(tp.prefix), strings.TrimSpace(tp.suffix)
+	if tp.style.prefix != "" {
+		p, s := strings.TrimSpace(tp.style.prefix), strings.TrimSpace(tp.style.suffix)
 		if !strings.HasPrefix(body, p) || !strings.HasSuffix(body, s) {
 			return toolCall{}, false
 		}
 		body = strings.TrimSpace(body[len(p) : len(body)-len(s)])
 	}
 	var call struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
+		Name       string          `json:"name"`
+		Arguments  json.RawMessage `json:"arguments"`
+		Parameters json.RawMessage `json:"parameters"`
 	}
 	dec := json.NewDecoder(strings.NewReader(body))
-	if dec.Decode(&call) != nil || dec.More() || len(call.Arguments) == 0 {
+	if dec.Decode(&call) != nil || dec.More() {
+		return toolCall{}, false
+	}
+	if len(call.Arguments) == 0 {
+		call.Arguments = call.Parameters
+	}
+	if len(call.Arguments) == 0 {
 		return toolCall{}, false
 	}
 	known := false

@@ -1,13 +1,17 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/prefixd/prefixd/chat"
+	"github.com/prefixd/prefixd/grammar"
 	"github.com/prefixd/prefixd/internal/schematest"
 	"github.com/prefixd/prefixd/model"
+	"github.com/prefixd/prefixd/tokenizer/bpe"
 )
 
 const weatherTools = `[
@@ -117,9 +121,9 @@ func TestToolErrors(t *testing.T) {
 
 func TestToolCallParsing(t *testing.T) {
 	tools := []chatTool{{Type: "function", Function: toolFunction{schemaLabel: schemaLabel{Name: "f"}}}}
-	hermes := &toolPlan{tools: tools, mode: "auto"}
-	hermes.prefix, hermes.suffix = toolFormat(true)
-	bare := &toolPlan{tools: tools, mode: "auto"}
+	hermes := &toolPlan{tools: tools, mode: "auto", style: hermesStyle}
+	mistral := &toolPlan{tools: tools, mode: "auto", style: mistralStyle}
+	bare := &toolPlan{tools: tools, mode: "auto", style: jsonStyle}
 	for _, c := range []struct {
 		tp   *toolPlan
 		text string
@@ -128,7 +132,9 @@ func TestToolCallParsing(t *testing.T) {
 	}{
 		{hermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}\n</tool_call>", true, `{"a":[1,2]}`},
 		{hermes, `{"name":"f","arguments":{}}`, false, ""},
+		{mistral, `[TOOL_CALLS][{"name":"f","arguments":{"x":1}}]`, true, `{"x":1}`},
 		{bare, ` {"name":"f","arguments":{}} `, true, `{}`},
+		{bare, `{"name":"f","parameters":{"b":true}}`, true, `{"b":true}`},
 		{bare, `{"name":"g","arguments":{}}`, false, ""},
 		{bare, `{"name":"f","arguments":{}} and more`, false, ""},
 		{bare, `{"name":"f"}`, false, ""},
@@ -185,4 +191,38 @@ func TestToolTurnsReachTheTemplate(t *testing.T) {
 		h.expect400("/v1/chat/completions", `{"max_tokens": 2, "messages": [`+msg+`, `+c.body+`]}`, c.param, c.want)
 	}
 	h.checkDrained()
+}
+
+// TestToolStyles: the call style follows the vocabulary's markers, and a
+// forced call's grammar admits that style's calls only.
+func TestToolStyles(t *testing.T) {
+	for _, c := range []struct {
+		dir  string
+		want callStyle
+		call string
+	}{
+		{"qwen3", hermesStyle, "<tool_call>\n{\"name\":\"f\",\"arguments\":{\"n\":1}}\n</tool_call>"},
+		{"llama3", jsonStyle, `{"name":"f","arguments":{"n":1}}`}, // Llama 3.0: no <|python_tag|>
+	} {
+		tk, err := bpe.LoadHF(filepath.Join("..", "..", "shared", "models", "tokenizers", c.dir))
+		if err != nil {
+			t.Skipf("tokenizer %s: %v", c.dir, err)
+		}
+		s := &Server{cfg: Config{Tokenizer: tk}}
+		if got := s.toolStyle(); got != c.want {
+			t.Fatalf("%s: style %+v, want %+v", c.dir, got, c.want)
+		}
+		tp := &toolPlan{mode: "required", style: c.want, tools: []chatTool{{Type: "function", Function: toolFunction{
+			schemaLabel: schemaLabel{Name: "f"}, Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)}}}}
+		g, err := grammar.CompileSchemaWithin(tp.callSchema(), c.want.prefix, c.want.suffix, grammar.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !g.Match([]byte(c.call)) || g.Match([]byte(`{"name":"g","arguments":{"n":1}}`)) {
+			t.Fatalf("%s: the forced-call grammar does not admit exactly %q", c.dir, c.call)
+		}
+		if call, ok := tp.parseCall(c.call, "id"); !ok || call.Function.Arguments != `{"n":1}` {
+			t.Fatalf("%s: parseCall(%q) = %+v, %v", c.dir, c.call, call, ok)
+		}
+	}
 }
