@@ -378,6 +378,13 @@ func (s *Server) buildRoutes() map[string]*route {
 // writes its access-log line.
 func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 	s.conns.busy(ctx.Conn())
+	// A handler that sets a write deadline makes fasthttp flush its answer
+	// before serving the connection's next request, pipelined or not
+	// (otherwise it holds the answer while a pipelined request runs). The
+	// zero deadline is none; fasthttp clears it after the answer. So every
+	// request starts with nothing of the connection's buffered, and await
+	// may write its hang-up probe to the connection of any request.
+	ctx.SetWriteDeadline(time.Time{})
 	a := &access{start: time.Now(), method: string(ctx.Method()), path: string(ctx.Path())}
 	ctx.SetUserValue(accessKey, a)
 	r := s.routes[a.path]
