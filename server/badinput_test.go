@@ -103,8 +103,8 @@ func badInputs() []badCase {
 		{name: "stop wrong type", body: `{"prompt": "a", "stop": [1]}`, status: 400, want: "stop must be a string or an array of strings", param: "stop"},
 		{name: "stop id outside vocabulary", body: `{"prompt": "a", "stop_ids": [999]}`, status: 400, want: "stop id 999 is outside", param: "stop_ids"},
 		{name: "completion with no token IDs", path: "/v1/completions", body: `{"prompt": []}`, status: 400, want: "empty", param: "prompt"},
-		{name: "null token ID", body: `{"prompt_ids": [256, null, 5]}`, status: 400, want: "token ID 1 is null"},
-		{name: "null stop ID", body: `{"prompt": "a", "stop_ids": [null]}`, status: 400, want: "token ID 0 is null"},
+		{name: "null token ID", body: `{"prompt_ids": [256, null, 5]}`, status: 400, want: "got null at index 1", param: "prompt_ids"},
+		{name: "null stop ID", body: `{"prompt": "a", "stop_ids": [null]}`, status: 400, want: "got null at index 0", param: "stop_ids"},
 		{name: "headers too large", body: `{"prompt": "a"}`, header: []string{"X-Padding", strings.Repeat("p", 9000)}, status: 431, want: "headers are too large"},
 		{name: "body too large", body: `{"prompt": "` + strings.Repeat("x", 70000) + `"}`, status: 413, want: "larger than the limit of 65536 bytes"},
 		{name: "stream bad input", path: "/generate_stream", body: `{"prompt": "a", "top_k": -2}`, status: 400, want: "top_k", param: "top_k"},
@@ -120,6 +120,31 @@ func badInputs() []badCase {
 		{name: "completions unknown field", path: "/v1/completions", body: `{"prompt": "a", "logprobz": 2}`, status: 400, want: `unknown field "logprobz"`, param: "logprobz"},
 		{name: "completions five stops", path: "/v1/completions", body: `{"prompt": "a", "stop": ["a","b","c","d","e"]}`, status: 400, want: "at most 4 stop sequences", param: "stop"},
 		{name: "completions temperature", path: "/v1/completions", body: `{"prompt": "a", "temperature": 9}`, status: 400, want: "temperature", param: "temperature"},
+		// Decoding errors name the field as the client sent it, and say
+		// what is wrong with its value.
+		{name: "completions temperature 1e308", path: "/v1/completions", body: `{"prompt": "a", "temperature": 1e308}`, status: 400, want: "temperature must be in [0, 2], got 1e+308", param: "temperature"},
+		{name: "chat temperature 1e308", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "temperature": 1e308}`, status: 400, want: "temperature must be in [0, 2], got 1e+308", param: "temperature"},
+		{name: "generate temperature 1e308", body: `{"prompt": "a", "temperature": 1e308}`, status: 400, want: "temperature must be in [0, 2], got 1e+308", param: "temperature"},
+		{name: "temperature beyond float64", path: "/v1/completions", body: `{"prompt": "a", "temperature": 1e400}`, status: 400, want: `"temperature": 1e400 is out of range for a number`, param: "temperature"},
+		{name: "chat temperature string", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "temperature": "hot"}`, status: 400, want: `field "temperature" must be a number, got string`, param: "temperature"},
+		{name: "completions top_p string", path: "/v1/completions", body: `{"prompt": "a", "top_p": "all"}`, status: 400, want: `field "top_p" must be a number, got string`, param: "top_p"},
+		{name: "completions huge frequency_penalty", path: "/v1/completions", body: `{"prompt": "a", "frequency_penalty": 1e39}`, status: 400, want: "frequency_penalty must be in [-2, 2], got 1e+39", param: "frequency_penalty"},
+		{name: "chat n string", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "n": "2"}`, status: 400, want: `field "n" must be an integer, got string`, param: "n"},
+		{name: "completions max_tokens fractional", path: "/v1/completions", body: `{"prompt": "a", "max_tokens": 1e3}`, status: 400, want: `field "max_tokens" must be an integer, got 1e3`, param: "max_tokens"},
+		{name: "chat max_completion_tokens beyond int", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 99999999999999999999}`, status: 400, want: `field "max_completion_tokens": 99999999999999999999 is out of range for an integer`, param: "max_completion_tokens"},
+		{name: "chat logit_bias value string", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "logit_bias": {"5": "x"}}`, status: 400, want: `must be a number, got string`, param: "logit_bias"},
+		{name: "completions include_usage number", path: "/v1/completions", body: `{"prompt": "a", "stream": true, "stream_options": {"include_usage": 1}}`, status: 400, want: `field "stream_options.include_usage" must be a boolean, got number`, param: "stream_options.include_usage"},
+		{name: "chat user number", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "user": 5}`, status: 400, want: `field "user" must be a string, got number`, param: "user"},
+		{name: "chat seed negative", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "seed": -1}`, status: 400, want: `field "seed" must be a non-negative integer, got -1`, param: "seed"},
+		{name: "chat messages string", path: "/v1/chat/completions", body: `{"messages": "hi"}`, status: 400, want: `field "messages" must be an array of objects, got string`, param: "messages"},
+		{name: "chat top_logprobs fractional", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "logprobs": true, "top_logprobs": 1.5}`, status: 400, want: `field "top_logprobs" must be an integer, got 1.5`, param: "top_logprobs"},
+		{name: "completions logprobs boolean", path: "/v1/completions", body: `{"prompt": "a", "logprobs": true}`, status: 400, want: `field "logprobs" must be an integer, got bool`, param: "logprobs"},
+		{name: "generate stop_ids string", body: `{"prompt": "a", "stop_ids": "x"}`, status: 400, want: `field "stop_ids" must be an array of 32-bit integers, got string`, param: "stop_ids"},
+		{name: "generate priority beyond int32", body: `{"prompt": "a", "cache": {"priority": 3000000000}}`, status: 400, want: `field "cache.priority": 3000000000 is out of range for a 32-bit integer`, param: "cache.priority"},
+		{name: "tokenize prompt number", path: "/tokenize", body: `{"prompt": 5}`, status: 400, want: `field "prompt" must be a string, got number`, param: "prompt"},
+		{name: "tokenize add_special_tokens string", path: "/tokenize", body: `{"prompt": "a", "add_special_tokens": "yes"}`, status: 400, want: `field "add_special_tokens" must be a boolean, got string`, param: "add_special_tokens"},
+		{name: "detokenize tokens string", path: "/detokenize", body: `{"tokens": "abc"}`, status: 400, want: `field "tokens" must be`, param: "tokens"},
+		{name: "admin pin prompt_ids string", path: "/v1/cache/pin", body: `{"prompt_ids": "x"}`, header: admin, status: 400, want: `field "prompt_ids" must be`, param: "prompt_ids"},
 		{name: "admin without token", method: "GET", path: "/v1/cache", status: 401, want: "missing admin token"},
 		{name: "admin wrong token", method: "GET", path: "/v1/cache", header: []string{"Authorization", "Bearer nope"}, status: 401, want: "invalid admin token"},
 		{name: "admin tenant key is no admin token", method: "POST", path: "/v1/cache/flush", body: `{"all": true}`, header: []string{"Authorization", "Bearer key"}, status: 401, want: "invalid admin token"},
@@ -177,6 +202,9 @@ func TestBadInput(t *testing.T) {
 			}
 			if err := json.Unmarshal(b, &e); err != nil {
 				t.Fatalf("error body %s: %v", b, err)
+			}
+			if strings.Contains(string(b), "openAIParams") || strings.HasSuffix(e.Error.Message, "got number number") {
+				t.Errorf("error names Go internals: %s", b)
 			}
 			if !strings.Contains(e.Error.Message, c.want) {
 				t.Errorf("message %q does not say %q", e.Error.Message, c.want)

@@ -74,14 +74,14 @@ type streamOptions struct {
 type openAIParams struct {
 	MaxTokens           *int               `json:"max_tokens"`
 	MaxCompletionTokens *int               `json:"max_completion_tokens"`
-	Temperature         *float32           `json:"temperature"`
-	TopP                *float32           `json:"top_p"`
+	Temperature         *float64           `json:"temperature"`
+	TopP                *float64           `json:"top_p"`
 	TopK                *int               `json:"top_k"`
-	MinP                *float32           `json:"min_p"`
-	FrequencyPenalty    *float32           `json:"frequency_penalty"`
-	PresencePenalty     *float32           `json:"presence_penalty"`
-	RepetitionPenalty   *float32           `json:"repetition_penalty"`
-	LogitBias           map[string]float32 `json:"logit_bias"`
+	MinP                *float64           `json:"min_p"`
+	FrequencyPenalty    *float64           `json:"frequency_penalty"`
+	PresencePenalty     *float64           `json:"presence_penalty"`
+	RepetitionPenalty   *float64           `json:"repetition_penalty"`
+	LogitBias           map[string]float64 `json:"logit_bias"`
 	N                   *int               `json:"n"`
 	Seed                *uint64            `json:"seed"`
 	Stop                stopList           `json:"stop"`
@@ -111,7 +111,7 @@ func (p *openAIParams) toGenerate(g *generateRequest) *apiError {
 	}
 	g.Temperature, g.TopP, g.TopK, g.Seed, g.Stop = p.Temperature, p.TopP, p.TopK, p.Seed, p.Stop
 	if g.Temperature == nil {
-		t := float32(openAITemperature)
+		t := float64(openAITemperature)
 		g.Temperature = &t
 	}
 	return nil
@@ -123,10 +123,10 @@ func (p *openAIParams) toGenerate(g *generateRequest) *apiError {
 func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) *apiError {
 	s := &req.Sampling
 	for _, f := range []struct {
-		v        *float32
+		v        *float64
 		dst      *float32
 		name     string
-		lo, hi   float32
+		lo, hi   float64
 		interval string
 	}{
 		{p.MinP, &s.MinP, "min_p", 0, 1, "[0, 1]"},
@@ -141,7 +141,7 @@ func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) 
 		if !(v >= f.lo && v <= f.hi) || f.name == "repetition_penalty" && v == 0 {
 			return badRequest(f.name, "%s must be in %s, got %v", f.name, f.interval, v)
 		}
-		*f.dst = v
+		*f.dst = float32(v)
 	}
 	if len(p.LogitBias) > maxLogitBias {
 		return badRequest("logit_bias", "at most %d logit_bias entries, got %d", maxLogitBias, len(p.LogitBias))
@@ -157,7 +157,7 @@ func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) 
 		if s.LogitBias == nil {
 			s.LogitBias = make(map[int32]float32, len(p.LogitBias))
 		}
-		s.LogitBias[int32(id)] = v
+		s.LogitBias[int32(id)] = float32(v)
 	}
 	if p.N != nil {
 		// The engine runs a request's choices at once, as it does beams.
