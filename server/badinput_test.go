@@ -145,6 +145,8 @@ func badInputs() []badCase {
 		{name: "tokenize add_special_tokens string", path: "/tokenize", body: `{"prompt": "a", "add_special_tokens": "yes"}`, status: 400, want: `field "add_special_tokens" must be a boolean, got string`, param: "add_special_tokens"},
 		{name: "detokenize tokens string", path: "/detokenize", body: `{"tokens": "abc"}`, status: 400, want: `field "tokens" must be`, param: "tokens"},
 		{name: "admin pin prompt_ids string", path: "/v1/cache/pin", body: `{"prompt_ids": "x"}`, header: admin, status: 400, want: `field "prompt_ids" must be`, param: "prompt_ids"},
+		{name: "denormal repetition_penalty", path: "/v1/completions", body: `{"prompt": "Hi", "max_tokens": 3, "logprobs": 1, "repetition_penalty": 1e-45}`, status: 400, want: "repetition_penalty must be in [0.01, 10], got 1e-45", param: "repetition_penalty"},
+		{name: "zero repetition_penalty", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "repetition_penalty": 0}`, status: 400, want: "repetition_penalty must be in [0.01, 10]", param: "repetition_penalty"},
 		{name: "admin without token", method: "GET", path: "/v1/cache", status: 401, want: "missing admin token"},
 		{name: "admin wrong token", method: "GET", path: "/v1/cache", header: []string{"Authorization", "Bearer nope"}, status: 401, want: "invalid admin token"},
 		{name: "admin tenant key is no admin token", method: "POST", path: "/v1/cache/flush", body: `{"all": true}`, header: []string{"Authorization", "Bearer key"}, status: 401, want: "invalid admin token"},

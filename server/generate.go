@@ -243,6 +243,12 @@ func resultError(res *engine.Result) *apiError {
 			// unpin or an expiry, so the client may retry.
 			return &apiError{Status: 503, Type: typeUnavailable, Message: "the request was accepted but cannot run now: " + res.Err.Error()}
 		}
+		if errors.Is(res.Err, engine.ErrNonFinite) {
+			// The model's fault, not the request's: its weights hold NaN
+			// or Inf, or its activations overflowed.
+			return &apiError{Status: 500, Type: typeServer, Message: "generation failed: the model's output is not a number " +
+				"(NaN or an infinity), so no token could be drawn; the model file may be corrupt: " + res.Err.Error()}
+		}
 		msg := "generation failed"
 		if res.Err != nil {
 			msg += ": " + res.Err.Error()

@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/sample"
 )
 
 // The rule for request fields, for every endpoint: a field prefixd
@@ -132,13 +133,14 @@ func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) 
 		{p.MinP, &s.MinP, "min_p", 0, 1, "[0, 1]"},
 		{p.FrequencyPenalty, &s.FrequencyPenalty, "frequency_penalty", -2, 2, "[-2, 2]"},
 		{p.PresencePenalty, &s.PresencePenalty, "presence_penalty", -2, 2, "[-2, 2]"},
-		{p.RepetitionPenalty, &s.RepetitionPenalty, "repetition_penalty", 0, 10, "(0, 10]"},
+		// Dividing a logit by a smaller penalty could overflow it to +Inf.
+		{p.RepetitionPenalty, &s.RepetitionPenalty, "repetition_penalty", sample.MinRepetitionPenalty, 10, fmt.Sprintf("[%v, 10]", sample.MinRepetitionPenalty)},
 	} {
 		if f.v == nil {
 			continue
 		}
 		v := *f.v
-		if !(v >= f.lo && v <= f.hi) || f.name == "repetition_penalty" && v == 0 {
+		if !(v >= f.lo && v <= f.hi) {
 			return badRequest(f.name, "%s must be in %s, got %v", f.name, f.interval, v)
 		}
 		*f.dst = float32(v)
