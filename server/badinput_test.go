@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,12 @@ func badInputs() []badCase {
 		{name: "admin pin prompt_ids string", path: "/v1/cache/pin", body: `{"prompt_ids": "x"}`, header: admin, status: 400, want: `field "prompt_ids" must be`, param: "prompt_ids"},
 		{name: "denormal repetition_penalty", path: "/v1/completions", body: `{"prompt": "Hi", "max_tokens": 3, "logprobs": 1, "repetition_penalty": 1e-45}`, status: 400, want: "repetition_penalty must be in [0.01, 10], got 1e-45", param: "repetition_penalty"},
 		{name: "zero repetition_penalty", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "repetition_penalty": 0}`, status: 400, want: "repetition_penalty must be in [0.01, 10]", param: "repetition_penalty"},
+		// Per-request memory is bounded by documented limits.
+		{name: "tokenize prompt far too long", path: "/tokenize", body: `{"prompt": "` + strings.Repeat("x", 9000) + `"}`, status: 400, want: "prompt is 9000 bytes, far above the limit of 1023 tokens", param: "prompt"},
+		{name: "tokenize prompt too long", path: "/tokenize", body: `{"prompt": "` + long + `"}`, status: 400, want: "prompt is 1101 tokens, the limit is 1023", param: "prompt"},
+		{name: "tokenize messages far too long", path: "/tokenize", body: `{"messages": [{"role": "user", "content": "` + strings.Repeat("x", 9000) + `"}]}`, status: 400, want: "messages is 9000 bytes, far above the limit of 1023 tokens", param: "messages"},
+		{name: "tokenize messages too long", path: "/tokenize", body: `{"messages": [{"role": "user", "content": "` + long + `"}]}`, status: 400, want: "the limit is 1023", param: "messages"},
+		{name: "detokenize too many tokens", path: "/detokenize", body: `{"tokens": ` + ids(1025) + `}`, status: 400, want: "tokens holds 1025 tokens, the limit is 1024", param: "tokens"},
 		{name: "admin without token", method: "GET", path: "/v1/cache", status: 401, want: "missing admin token"},
 		{name: "admin wrong token", method: "GET", path: "/v1/cache", header: []string{"Authorization", "Bearer nope"}, status: 401, want: "invalid admin token"},
 		{name: "admin tenant key is no admin token", method: "POST", path: "/v1/cache/flush", body: `{"all": true}`, header: []string{"Authorization", "Bearer key"}, status: 401, want: "invalid admin token"},
@@ -262,4 +269,51 @@ func TestHeadOnGetRoutes(t *testing.T) {
 	if code, _, _ := h.do("HEAD", "/generate", ""); code != 405 {
 		t.Errorf("HEAD /generate: %d, want 405", code)
 	}
+}
+
+// TestLogprobEntriesBounded: an answer that is not streamed is built whole
+// in memory, so n × max_tokens × (1 + top_logprobs) is bounded by
+// MaxLogprobEntries, and a 400 names the limit; a streamed request, or one
+// within the limit, runs.
+func TestLogprobEntriesBounded(t *testing.T) {
+	h := newHarness(t, withServer(func(c *Config) { c.MaxLogprobEntries = 1000 }))
+	chat := func(extra string) string {
+		return `{"messages": [{"role": "user", "content": "a"}], "logprobs": true, "top_logprobs": 20, "n": 2` + extra + `}`
+	}
+	for _, c := range []struct {
+		path, body, param string
+	}{
+		{"/v1/chat/completions", chat(`, "max_tokens": 100`), "max_tokens"},
+		{"/v1/chat/completions", chat(`, "max_completion_tokens": 24`), "max_completion_tokens"},
+		{"/v1/completions", `{"prompt": "a", "logprobs": 4, "max_tokens": 201}`, "max_tokens"},
+	} {
+		code, b, _ := h.do("POST", c.path, c.body)
+		var e struct {
+			Error apiError `json:"error"`
+		}
+		if code != 400 || json.Unmarshal(b, &e) != nil || e.Error.Param != c.param ||
+			!strings.Contains(e.Error.Message, "above the limit of 1000") || !strings.Contains(e.Error.Message, "--max-logprob-entries") {
+			t.Errorf("%s %s: %d %s, want a 400 naming %s and the limit", c.path, c.body, code, b, c.param)
+		}
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/completions", `{"prompt": "a", "logprobs": 4, "max_tokens": 200}`}, // 1000: at the limit
+		{"/v1/chat/completions", chat(`, "max_tokens": 23`)},                     // 2 × 23 × 21 = 966
+		{"/v1/completions", `{"prompt": "a", "n": 4, "max_tokens": 300}`},        // no logprobs
+	} {
+		if code, b, _ := h.do("POST", c.path, c.body); code != 200 {
+			t.Errorf("%s %s: %d %s, want 200", c.path, c.body, code, b)
+		}
+	}
+	s := h.stream("/v1/chat/completions", chat(`, "max_tokens": 100, "stream": true`))
+	for {
+		if _, err := s.next(); err != nil {
+			if err != io.EOF {
+				t.Errorf("streamed request above the limit: %v", err)
+			}
+			break
+		}
+	}
+	s.close()
+	h.checkDrained()
 }

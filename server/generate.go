@@ -34,6 +34,7 @@ func (s *Server) limits() limits {
 		maxStops:     maxStopStrings,
 		maxStopBytes: maxStopBytes,
 		maxStopIDs:   maxStopIDs,
+		maxLogprobs:  s.cfg.MaxLogprobEntries,
 		maxTTL:       time.Duration(s.maxTTL.Load()),
 		bos:          -1,
 	}

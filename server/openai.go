@@ -170,8 +170,28 @@ func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) 
 	}
 	if topLogprobs >= 0 {
 		req.Logprobs, req.TopLogprobs = true, topLogprobs
+		if err := p.checkLogprobEntries(req, lim); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// checkLogprobEntries refuses a request, not streamed, whose answer would
+// hold more log-probabilities than lim allows: it is built whole in memory.
+func (p *openAIParams) checkLogprobEntries(req *engine.Request, lim limits) *apiError {
+	n := max(req.N, 1)
+	entries := int64(n) * int64(req.MaxTokens) * int64(1+req.TopLogprobs)
+	if p.Stream || entries <= int64(lim.maxLogprobs) {
+		return nil
+	}
+	param := "max_tokens"
+	if p.MaxCompletionTokens != nil {
+		param = "max_completion_tokens"
+	}
+	return badRequest(param, "n (%d) × %s (%d) × (1 + top_logprobs %d) is %d log-probabilities, above the limit of %d "+
+		"for an answer that is not streamed (--max-logprob-entries): ask for fewer, or stream", n, param, req.MaxTokens,
+		req.TopLogprobs, entries, lim.maxLogprobs)
 }
 
 // tokenBytes is a token's text as AppendPiece gives it: raw bytes, which

@@ -242,6 +242,7 @@ type limits struct {
 	maxStops      int // stop strings per request
 	maxStopBytes  int // bytes per stop string
 	maxStopIDs    int
+	maxLogprobs   int // n × max_tokens × (1 + top_logprobs) of an answer not streamed
 	maxTTL        time.Duration
 	bos           int32 // prepended to text prompts when >= 0
 	haveTokenizer bool
@@ -276,10 +277,8 @@ func (g *generateRequest) toEngine(tok Encoder, lim limits) (engine.Request, *ap
 		if tok == nil || !lim.haveTokenizer {
 			return req, badRequest("prompt", "this model has no tokenizer: send prompt_ids")
 		}
-		// A byte is at least one token, or less than one for merged
-		// vocabularies; refuse hopeless prompts before tokenizing them.
-		if len(*g.Prompt) > 8*lim.maxPrompt {
-			return req, badRequest("prompt", "prompt is %d bytes, far above the limit of %d tokens", len(*g.Prompt), lim.maxPrompt)
+		if err := checkPromptBytes("prompt", len(*g.Prompt), lim); err != nil {
+			return req, err
 		}
 		req.Prompt = encodePrompt(tok, *g.Prompt, lim.bos)
 	case g.PromptIDs != nil:
@@ -337,6 +336,16 @@ func (g *generateRequest) toEngine(tok Encoder, lim limits) (engine.Request, *ap
 		}
 	}
 	return req, nil
+}
+
+// checkPromptBytes refuses a text prompt too long to be worth tokenizing:
+// a byte is at least one token, or less than one for merged vocabularies,
+// so one of more than 8 bytes per token of the limit cannot fit it.
+func checkPromptBytes(param string, n int, lim limits) *apiError {
+	if n > 8*lim.maxPrompt {
+		return badRequest(param, "%s is %d bytes, far above the limit of %d tokens", param, n, lim.maxPrompt)
+	}
+	return nil
 }
 
 func checkPrompt(ids []int32, fromIDs bool, lim limits) *apiError {

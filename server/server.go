@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"runtime/debug"
 	"slices"
@@ -78,6 +79,12 @@ type Config struct {
 	// DefaultMaxTokens applies to /generate requests without max_tokens;
 	// default 64 (OpenAI completions default to 16).
 	DefaultMaxTokens int
+	// MaxLogprobEntries bounds the log-probabilities an OpenAI request
+	// that is not streamed may ask for: n × max_tokens × (1 +
+	// top_logprobs), each a JSON object of its answer, which is built
+	// whole in memory. Default 262144 (at about 60 bytes an entry, an
+	// answer of some 16 MB); a streamed request is not bounded.
+	MaxLogprobEntries int
 	// KeepAlive is the interval of SSE comments sent while a stream waits
 	// for tokens, so a gone client is noticed (and its request cancelled)
 	// even while queued; default 5 s.
@@ -168,6 +175,7 @@ func New(cfg Config) (*Server, error) {
 		{&cfg.MaxPromptTokens, longest, longest, "MaxPromptTokens"},
 		{&cfg.MaxTokens, longest, longest, "MaxTokens"},
 		{&cfg.DefaultMaxTokens, 64, longest, "DefaultMaxTokens"},
+		{&cfg.MaxLogprobEntries, 1 << 18, math.MaxInt32, "MaxLogprobEntries"},
 	} {
 		switch {
 		case *f.v == 0:
