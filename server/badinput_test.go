@@ -276,36 +276,36 @@ func TestHeadOnGetRoutes(t *testing.T) {
 // MaxLogprobEntries, and a 400 names the limit; a streamed request, or one
 // within the limit, runs.
 func TestLogprobEntriesBounded(t *testing.T) {
-	h := newHarness(t, withServer(func(c *Config) { c.MaxLogprobEntries = 1000 }))
+	h := newHarness(t, withServer(func(c *Config) { c.MaxLogprobEntries = 100 }))
 	chat := func(extra string) string {
 		return `{"messages": [{"role": "user", "content": "a"}], "logprobs": true, "top_logprobs": 20, "n": 2` + extra + `}`
 	}
 	for _, c := range []struct {
 		path, body, param string
 	}{
-		{"/v1/chat/completions", chat(`, "max_tokens": 100`), "max_tokens"},
-		{"/v1/chat/completions", chat(`, "max_completion_tokens": 24`), "max_completion_tokens"},
-		{"/v1/completions", `{"prompt": "a", "logprobs": 4, "max_tokens": 201}`, "max_tokens"},
+		{"/v1/chat/completions", chat(`, "max_tokens": 3`), "max_tokens"}, // 2 × 3 × 21 = 126
+		{"/v1/chat/completions", chat(`, "max_completion_tokens": 3`), "max_completion_tokens"},
+		{"/v1/completions", `{"prompt": "a", "logprobs": 4, "max_tokens": 21}`, "max_tokens"},
 	} {
 		code, b, _ := h.do("POST", c.path, c.body)
 		var e struct {
 			Error apiError `json:"error"`
 		}
 		if code != 400 || json.Unmarshal(b, &e) != nil || e.Error.Param != c.param ||
-			!strings.Contains(e.Error.Message, "above the limit of 1000") || !strings.Contains(e.Error.Message, "--max-logprob-entries") {
+			!strings.Contains(e.Error.Message, "above the limit of 100") || !strings.Contains(e.Error.Message, "--max-logprob-entries") {
 			t.Errorf("%s %s: %d %s, want a 400 naming %s and the limit", c.path, c.body, code, b, c.param)
 		}
 	}
 	for _, c := range []struct{ path, body string }{
-		{"/v1/completions", `{"prompt": "a", "logprobs": 4, "max_tokens": 200}`}, // 1000: at the limit
-		{"/v1/chat/completions", chat(`, "max_tokens": 23`)},                     // 2 × 23 × 21 = 966
-		{"/v1/completions", `{"prompt": "a", "n": 4, "max_tokens": 300}`},        // no logprobs
+		{"/v1/completions", `{"prompt": "a", "logprobs": 4, "max_tokens": 20}`}, // 100: at the limit
+		{"/v1/chat/completions", chat(`, "max_tokens": 2`)},                     // 2 × 2 × 21 = 84
+		{"/v1/completions", `{"prompt": "a", "n": 4, "max_tokens": 30}`},        // no logprobs
 	} {
 		if code, b, _ := h.do("POST", c.path, c.body); code != 200 {
 			t.Errorf("%s %s: %d %s, want 200", c.path, c.body, code, b)
 		}
 	}
-	s := h.stream("/v1/chat/completions", chat(`, "max_tokens": 100, "stream": true`))
+	s := h.stream("/v1/chat/completions", chat(`, "max_tokens": 3, "stream": true`))
 	for {
 		if _, err := s.next(); err != nil {
 			if err != io.EOF {
