@@ -142,8 +142,8 @@ func decodeStrict(body []byte, v any) *apiError {
 			if typ.Field == "" {
 				return badRequest("", "the request body must be a JSON object, got %s", typ.Value)
 			}
-			param := clientParam(reflect.TypeOf(v), typ.Field)
-			return badRequest(param, "%s", typeMismatch(param, typ))
+			param, field := clientParam(reflect.TypeOf(v), typ.Field)
+			return badRequest(param, "%s", typeMismatch(param, field, typ))
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			return badRequest(field, "unknown field %q", field)
@@ -162,9 +162,10 @@ func decodeStrict(body []byte, v any) *apiError {
 }
 
 // clientParam is the request field a decoding error's Go path names, as
-// the client spelled it: encoding/json puts the Go name of an embedded
-// struct (openAIParams) in the path, where the client sees its fields.
-func clientParam(t reflect.Type, path string) string {
+// the client spelled it, and the field's type (nil past a map or a custom
+// unmarshaler): encoding/json puts the Go name of an embedded struct
+// (openAIParams) in the path, where the client sees its fields.
+func clientParam(t reflect.Type, path string) (string, reflect.Type) {
 	var out []string
 	for seg := range strings.SplitSeq(path, ".") {
 		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice ||
@@ -178,17 +179,21 @@ func clientParam(t reflect.Type, path string) string {
 			}
 		}
 		out = append(out, seg)
-		t = fieldsOf(t)[seg] // nil past a map or an unmarshaler
+		t = fieldsOf(t)[seg]
 	}
-	return strings.Join(out, ".")
+	return strings.Join(out, "."), t
 }
 
 // typeMismatch says what is wrong with param's JSON value, which could not
 // decode into its Go type: the JSON type the field takes and the one it
 // got, or, for a number, why it does not fit (not a whole number, out of
-// range).
-func typeMismatch(param string, typ *json.UnmarshalTypeError) string {
+// range). field is param's type, if known: when it is an array and the
+// error one element's, the field's type is what the client must send.
+func typeMismatch(param string, field reflect.Type, typ *json.UnmarshalTypeError) string {
 	want := jsonType(typ.Type)
+	if k := typ.Type.Kind(); elemOf(field) != nil && k != reflect.Slice && k != reflect.Array {
+		want = jsonType(field)
+	}
 	num, isNum := strings.CutPrefix(typ.Value, "number ")
 	if !isNum {
 		return fmt.Sprintf("field %q must be %s, got %s", param, want, typ.Value)
