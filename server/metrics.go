@@ -196,6 +196,7 @@ var (
 	descPromoted   = desc("prefixd_cache_promoted_blocks_total", "Blocks copied back from the host tier.")
 	descPreempt    = desc("prefixd_preemptions_total", "Sequences preempted for lack of blocks (recomputed later).")
 	descSteps      = desc("prefixd_scheduler_steps_total", "Forward passes run.")
+	descNonFinite  = desc("prefixd_nonfinite_logits_total", "Requests failed because the model's logits held NaN or an infinity.")
 	descBlocks     = desc("prefixd_blocks", "KV blocks by state: free, cached_idle (held by the prefix cache alone, evictable), in_use (in running sequences' block tables).", "state")
 	descRunning    = desc("prefixd_requests_running", "Requests in the running batch.")
 	descWaiting    = desc("prefixd_requests_waiting", "Requests waiting for admission.")
@@ -210,7 +211,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCacheQuery, descCacheHit, descPrefill, descPrompt, descGenerated,
-		descEvicted, descDemoted, descPromoted, descPreempt, descSteps, descBlocks, descRunning, descWaiting,
+		descEvicted, descDemoted, descPromoted, descPreempt, descSteps, descNonFinite, descBlocks, descRunning, descWaiting,
 		descEfficiency, descPinned, descPinBudget, descNodes, descTTL, descDeviceMem} {
 		ch <- d
 	}
@@ -252,6 +253,7 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descPromoted, st.Cache.Promoted)
 	counter(descPreempt, st.Preemptions)
 	counter(descSteps, st.Steps)
+	counter(descNonFinite, st.NonFiniteLogits)
 	b := st.Blocks
 	gauge(descBlocks, float64(b.Free), "free")
 	gauge(descBlocks, float64(b.CachedOnly), "cached_idle")

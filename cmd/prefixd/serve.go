@@ -56,7 +56,7 @@ type serveOptions struct {
 	blocks, blockSize, maxRunning, maxBatch  int
 	prefillChunk, maxWaiting, maxTokens      int
 	maxPromptTokens, maxModelLen, threads    int
-	maxBodyBytes                             int
+	maxBodyBytes, maxLogprobEntries          int
 	defaultTTL, maxTTL, drainTimeout         time.Duration
 	hostTierBytes, kvBytes                   byteSize
 	batching, kvAlloc, prefixCache           string
@@ -112,6 +112,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.BoolVar(&o.publicStats, "public-stats", false, "with --api-keys, serve /metrics and /v1/stats without a key (by default they need an API key or the admin token)")
 	fs.StringVar(&o.apiKeys, "api-keys", "", "tenant API keys: key=namespace,key2=namespace2, namespaces not empty; none: no auth, one shared namespace")
 	fs.IntVar(&o.maxBodyBytes, "max-body-bytes", 1<<20, "largest request body")
+	fs.IntVar(&o.maxLogprobEntries, "max-logprob-entries", 1<<18, "most log-probabilities, n × max_tokens × (1 + top_logprobs), an OpenAI answer that is not streamed may hold")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may finish before they are cancelled")
 	fs.IntVar(&o.threads, "threads", 0, fmt.Sprintf("compute threads, at most %d (4 per CPU); 0: GOMAXPROCS", maxThreads()))
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -255,7 +256,7 @@ func (o *serveOptions) check() error {
 		{"blocks", o.blocks}, {"block-size", o.blockSize}, {"max-running", o.maxRunning}, {"max-batch-tokens", o.maxBatch},
 		{"prefill-chunk", o.prefillChunk}, {"max-waiting", o.maxWaiting}, {"max-tokens", o.maxTokens},
 		{"max-prompt-tokens", o.maxPromptTokens}, {"max-model-len", o.maxModelLen}, {"threads", o.threads},
-		{"max-body-bytes", o.maxBodyBytes},
+		{"max-body-bytes", o.maxBodyBytes}, {"max-logprob-entries", o.maxLogprobEntries},
 	} {
 		if f.v < 0 {
 			return usagef("--%s %d must not be negative", f.name, f.v)
@@ -541,7 +542,7 @@ func start(o *serveOptions, ecfg engine.Config, pool kvPool, m *model.Model, met
 	srv, err := server.New(server.Config{
 		Engine: eng, Tokenizer: m.Tokenizer, ModelName: o.servedModelName, AdminToken: o.adminToken, APIKeys: o.keys, PublicStats: o.publicStats,
 		ChatTemplate: tpl, ChatSpecialInContent: o.chatSpecialInContent,
-		MaxBodyBytes: o.maxBodyBytes, MaxPromptTokens: o.maxPromptTokens, MaxTokens: o.maxTokens,
+		MaxBodyBytes: o.maxBodyBytes, MaxPromptTokens: o.maxPromptTokens, MaxTokens: o.maxTokens, MaxLogprobEntries: o.maxLogprobEntries,
 		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens, DeviceMemory: devMem,
 	})
 	if err != nil {
