@@ -364,6 +364,7 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 	if err != nil {
 		return err
 	}
+	warnModelLenClamped(log, o.maxModelLen, m.Config.MaxSeqLen)
 	dr, err := o.device.runner(m, o.threads, log)
 	if err != nil {
 		return err
