@@ -462,19 +462,28 @@ func loadServeModel(ctx context.Context, o *serveOptions, log *slog.Logger) (m *
 		}
 		done <- loaded{m, err}
 	}()
-	select {
-	case <-ctx.Done():
-		go func() {
-			if l := <-done; l.err == nil {
-				l.m.Close()
+	// A large file loads for a while: say so now and then.
+	tick := time.NewTicker(loadProgressEvery)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			go func() {
+				if l := <-done; l.err == nil {
+					l.m.Close()
+				}
+			}()
+			return nil, 0, errStoppedLoading
+		case <-tick.C:
+			log.Info("still loading the model", "elapsed", time.Since(started).Round(time.Second))
+		case l := <-done:
+			if l.err != nil {
+				return nil, 0, l.err
 			}
-		}()
-		return nil, 0, errStoppedLoading
-	case l := <-done:
-		if l.err != nil {
-			return nil, 0, l.err
+			m = l.m
+			break wait
 		}
-		m = l.m
 	}
 	if o.servedModelName == "" {
 		o.servedModelName = modelID(o.modelPath, m)
