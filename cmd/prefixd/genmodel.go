@@ -125,7 +125,7 @@ func writeModel(path string, m *model.Model, typ kernels.DType, p *progress, siz
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(&countingWriter{f, byteCount{total: size, p: p, verb: "wrote"}}, 1<<20)
+	w := bufio.NewWriterSize(&countingWriter{w: f, total: size, p: p, verb: "wrote"}, 1<<20)
 	if err = errors.Join(model.WriteGGUF(w, m, typ), w.Flush(), f.Close()); err != nil {
 		os.Remove(path)
 		return fmt.Errorf("gen-model: %w", err)

@@ -62,48 +62,27 @@ func (p *progress) steps(what string) func(done, total int) {
 // mib formats a byte count in MiB.
 func mib(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
 
-// byteCount is bytes moved by a long copy, reported to p as "verb N MiB
-// of TOTAL MiB (P%)", or without the total when it is not above 0.
-type byteCount struct {
+// countingWriter counts the bytes written through it and reports them
+// to p as "verb N MiB of TOTAL MiB (P%)", without the total when it is not
+// above 0. Under an io.TeeReader it counts bytes read.
+type countingWriter struct {
+	w        io.Writer
 	n, total int64
 	p        *progress
 	verb     string // "wrote", "read"
 }
 
-// add counts n more bytes and reports, if a report is due.
-func (c *byteCount) add(n int) {
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
 	c.n += int64(n)
 	c.p.report(c.message)
+	return n, err
 }
 
 // message says how far the bytes have come.
-func (c *byteCount) message() string {
+func (c *countingWriter) message() string {
 	if c.total <= 0 {
 		return c.verb + " " + mib(c.n)
 	}
 	return fmt.Sprintf("%s %s of %s (%.0f%%)", c.verb, mib(c.n), mib(c.total), 100*float64(c.n)/float64(c.total))
-}
-
-// countingWriter counts the bytes written through it.
-type countingWriter struct {
-	w io.Writer
-	byteCount
-}
-
-func (c *countingWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.add(n)
-	return n, err
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	byteCount
-}
-
-func (c *countingReader) Read(b []byte) (int, error) {
-	n, err := c.r.Read(b)
-	c.add(n)
-	return n, err
 }

@@ -115,5 +115,5 @@ func readTrace(path string, stderr io.Writer) ([]trace.Record, error) {
 	if fi, err := f.Stat(); err == nil {
 		size = fi.Size()
 	}
-	return trace.ReadAll(&countingReader{f, byteCount{total: size, p: newProgress(stderr, "reading "+path), verb: "read"}})
+	return trace.ReadAll(io.TeeReader(f, &countingWriter{w: io.Discard, total: size, p: newProgress(stderr, "reading "+path), verb: "read"}))
 }
