@@ -111,6 +111,8 @@ type Config struct {
 	// DeviceMemory, set when the model runs on a GPU, reports its memory
 	// for /v1/stats and /metrics (prefixd_device_memory_bytes).
 	DeviceMemory DeviceMemory
+	// Version is what GET /version reports.
+	Version BuildVersion
 	// ChatTemplate renders /v1/chat/completions conversations and
 	// /tokenize's messages. Default: the tokenizer's own template, else
 	// the built-in one (chat.BuiltinFor) its vocabulary's marker tokens
@@ -377,6 +379,7 @@ func (s *Server) buildRoutes() map[string]*route {
 	add("/healthz", "GET", s.handleHealthz)
 	add("/health", "GET", s.handleHealthz)
 	add("/readyz", "GET", s.handleReadyz)
+	add("/version", "GET", s.handleVersion)
 	add("/v1/cache", "GET", s.admin(s.handleCacheStats))
 	add("/v1/cache/prefixes", "GET", s.admin(s.handleCachePrefixes))
 	add("/v1/cache/flush", "POST", s.admin(s.handleCacheFlush))
