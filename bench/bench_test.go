@@ -165,3 +165,29 @@ func isPNG(t *testing.T, path string) {
 		t.Fatalf("%s is not a PNG (%v)", path, err)
 	}
 }
+
+// TestTargetsNotApplicableWhenTiny: a report run at Tiny sizes marks
+// every goal not applicable, in Targets, its Status and the markdown; the
+// same results in a Default-size report are judged met or MISSED.
+func TestTargetsNotApplicableWhenTiny(t *testing.T) {
+	rep := *tinyReport(t) // a copy: the cached report stays as it is
+	rep.Tiny = false
+	judged := rep.Targets()
+	rep.Tiny = true
+	tiny := rep.Targets()
+	if len(tiny) == 0 || len(tiny) != len(judged) {
+		t.Fatalf("%d targets at tiny sizes, %d judged", len(tiny), len(judged))
+	}
+	for i, tg := range tiny {
+		if !tg.NotApplicable || tg.Status() != "n/a" || tg.Name != judged[i].Name || tg.Got != judged[i].Got {
+			t.Errorf("tiny target %+v: want n/a, as judged %+v", tg, judged[i])
+		}
+		if s := judged[i].Status(); judged[i].NotApplicable || s != map[bool]string{true: "met", false: "MISSED"}[judged[i].Met] {
+			t.Errorf("default-size target %+v: status %q", judged[i], s)
+		}
+	}
+	md := rep.Markdown(nil)
+	if n := strings.Count(md, "| n/a (tiny sizes) |"); n != len(tiny) {
+		t.Errorf("markdown has %d n/a rows, want %d:\n%s", n, len(tiny), md)
+	}
+}

@@ -66,6 +66,7 @@ type Report struct {
 	LoadEnd   string         `json:"loadavg_end,omitempty"` // /proc/loadavg when the run ended
 	Workloads []WorkloadInfo `json:"workloads"`
 	Results   []Result       `json:"results"`
+	Tiny      bool           `json:"tiny,omitempty"` // run at Tiny sizes, where the goals (Targets) do not apply
 }
 
 // Find returns the result of workload under mode, if the report has it.
@@ -149,11 +150,41 @@ type Target struct {
 	Want string `json:"want"`
 	Got  string `json:"got"`
 	Met  bool   `json:"met"`
+	// NotApplicable marks a goal measured at a size it was not set for
+	// (Report.Tiny): Met means nothing then.
+	NotApplicable bool `json:"not_applicable,omitempty"`
+}
+
+// Status is the target's verdict in a word: "met", "MISSED", or "n/a"
+// where the goal does not apply to the run's size.
+func (t Target) Status() string {
+	switch {
+	case t.NotApplicable:
+		return "n/a"
+	case t.Met:
+		return "met"
+	}
+	return "MISSED"
 }
 
 // Targets checks the report against the benchmark goals; goals whose
-// workloads the report lacks are left out.
+// workloads the report lacks are left out. In a Tiny report every goal is
+// NotApplicable: they are set for the Default sizes.
 func (r *Report) Targets() []Target {
+	out := r.targets()
+	for i := range out {
+		out[i].NotApplicable = r.Tiny
+	}
+	return out
+}
+
+// goal is a Target judged at the size its goal was set for.
+func goal(name, want, got string, met bool) Target {
+	return Target{Name: name, Want: want, Got: got, Met: met}
+}
+
+// targets measures the goals, applicable or not.
+func (r *Report) targets() []Target {
 	var out []Target
 	ratio := func(a, b float64) float64 {
 		if b == 0 {
@@ -169,28 +200,28 @@ func (r *Report) Targets() []Target {
 		}
 		x := ratio(cont.TokensPerSec, stat.TokensPerSec)
 		out = append(out,
-			Target{fmt.Sprintf("skew (seed lengths), width %d: continuous vs static tokens/s", width), ">= 1.8x",
-				fmt.Sprintf("%.2fx (%.0f vs %.0f)", x, cont.TokensPerSec, stat.TokensPerSec), x >= 1.8},
-			Target{fmt.Sprintf("skew (seed lengths), width %d: continuous slot utilisation", width), ">= 95%",
+			goal(fmt.Sprintf("skew (seed lengths), width %d: continuous vs static tokens/s", width), ">= 1.8x",
+				fmt.Sprintf("%.2fx (%.0f vs %.0f)", x, cont.TokensPerSec, stat.TokensPerSec), x >= 1.8),
+			goal(fmt.Sprintf("skew (seed lengths), width %d: continuous slot utilisation", width), ">= 95%",
 				fmt.Sprintf("%.1f%% over the run, %.1f%% while requests waited (static %.1f%%, %.1f%%)",
-					100*cont.SlotUtil, 100*cont.SlotUtilLoaded, 100*stat.SlotUtil, 100*stat.SlotUtilLoaded), cont.SlotUtil >= 0.95})
+					100*cont.SlotUtil, 100*cont.SlotUtilLoaded, 100*stat.SlotUtil, 100*stat.SlotUtilLoaded), cont.SlotUtil >= 0.95))
 		break
 	}
 	if pg, ok := r.Find(KVName, ModePaged); ok {
 		if ct, ok := r.Find(KVName, ModeContiguous); ok {
 			x := ratio(float64(pg.PeakRunning), float64(ct.PeakRunning))
 			out = append(out,
-				Target{"kv-alloc: paged KV memory efficiency", ">= 95%",
-					fmt.Sprintf("%.1f%% (contiguous %.1f%%)", 100*pg.KVEfficiency, 100*ct.KVEfficiency), pg.KVEfficiency >= 0.95},
-				Target{"kv-alloc: concurrent sequences, paged vs contiguous, same pool", ">= 3x",
-					fmt.Sprintf("%.2fx (%d vs %d)", x, pg.PeakRunning, ct.PeakRunning), x >= 3})
+				goal("kv-alloc: paged KV memory efficiency", ">= 95%",
+					fmt.Sprintf("%.1f%% (contiguous %.1f%%)", 100*pg.KVEfficiency, 100*ct.KVEfficiency), pg.KVEfficiency >= 0.95),
+				goal("kv-alloc: concurrent sequences, paged vs contiguous, same pool", ">= 3x",
+					fmt.Sprintf("%.2fx (%d vs %d)", x, pg.PeakRunning, ct.PeakRunning), x >= 3))
 		}
 	}
 	if on, ok := r.Find(SharedBurst, ModeCacheOn); ok {
 		if off, ok := r.Find(SharedBurst, ModeCacheOff); ok {
 			x := ratio(on.TokensPerSec, off.TokensPerSec)
-			out = append(out, Target{"shared-prefix-burst (90% shared, at saturation): cache on vs off tokens/s", ">= 4x",
-				fmt.Sprintf("%.2fx (%.0f vs %.0f)", x, on.TokensPerSec, off.TokensPerSec), x >= 4})
+			out = append(out, goal("shared-prefix-burst (90% shared, at saturation): cache on vs off tokens/s", ">= 4x",
+				fmt.Sprintf("%.2fx (%.0f vs %.0f)", x, on.TokensPerSec, off.TokensPerSec), x >= 4))
 		}
 	}
 	if on, ok := r.Find(SharedPref, ModeCacheOn); ok {
@@ -198,10 +229,10 @@ func (r *Report) Targets() []Target {
 			x := ratio(on.TokensPerSec, off.TokensPerSec)
 			y := ratio(off.TTFTp50, on.TTFTp50)
 			out = append(out,
-				Target{"shared-prefix (90% shared, open loop): cache on vs off tokens/s", ">= 4x",
-					fmt.Sprintf("%.2fx (%.0f vs %.0f)", x, on.TokensPerSec, off.TokensPerSec), x >= 4},
-				Target{"shared-prefix (90% shared, open loop): cache off vs on TTFT p50", ">= 8x lower",
-					fmt.Sprintf("%.2fx (%.1f ms vs %.1f ms)", y, on.TTFTp50, off.TTFTp50), y >= 8})
+				goal("shared-prefix (90% shared, open loop): cache on vs off tokens/s", ">= 4x",
+					fmt.Sprintf("%.2fx (%.0f vs %.0f)", x, on.TokensPerSec, off.TokensPerSec), x >= 4),
+				goal("shared-prefix (90% shared, open loop): cache off vs on TTFT p50", ">= 8x lower",
+					fmt.Sprintf("%.2fx (%.1f ms vs %.1f ms)", y, on.TTFTp50, off.TTFTp50), y >= 8))
 		}
 	}
 	return out
@@ -224,10 +255,7 @@ func (r *Report) Markdown(plots []string) string {
 	if ts := r.Targets(); len(ts) > 0 {
 		b.WriteString("### Targets\n\n| goal | target | measured | met |\n|---|---|---|---|\n")
 		for _, t := range ts {
-			met := "no"
-			if t.Met {
-				met = "yes"
-			}
+			met := map[string]string{"met": "yes", "MISSED": "no", "n/a": "n/a (tiny sizes)"}[t.Status()]
 			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, met)
 		}
 		b.WriteString("\n")

@@ -26,6 +26,9 @@ type SimConfig struct {
 	// (output_tokens where the trace has it, else max_tokens); it holds its
 	// blocks that long. Default 20 ms. Prefill takes no time.
 	TokenTime time.Duration
+	// Progress, if not nil, is called after each simulation with how many
+	// of them are done.
+	Progress func(done, total int)
 }
 
 // SimResult is the outcome of one TTL and pool size.
@@ -67,6 +70,9 @@ func SimulateTTL(records []trace.Record, c SimConfig) ([]SimResult, error) {
 				return nil, err
 			}
 			out = append(out, r)
+			if c.Progress != nil {
+				c.Progress(len(out), len(c.PoolBlocks)*len(c.TTLs))
+			}
 		}
 	}
 	return out, nil

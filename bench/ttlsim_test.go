@@ -169,3 +169,17 @@ func TestSimPlots(t *testing.T) {
 		}
 	}
 }
+
+// TestTTLSimProgress: Progress hears of every simulation, in order, with
+// the total.
+func TestTTLSimProgress(t *testing.T) {
+	var calls [][2]int
+	_, err := SimulateTTL(periodic(2, 3, 10*time.Second), SimConfig{TTLs: []time.Duration{time.Second, time.Minute}, PoolBlocks: []int{64, 4096, 8192},
+		Progress: func(done, total int) { calls = append(calls, [2]int{done, total}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 6 || calls[0] != [2]int{1, 6} || calls[5] != [2]int{6, 6} {
+		t.Errorf("progress calls %v, want 1..6 of 6", calls)
+	}
+}

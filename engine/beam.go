@@ -3,6 +3,8 @@ package engine
 import (
 	"math"
 	"slices"
+
+	"github.com/prefixd/prefixd/sample"
 )
 
 // beamGroup is a beam search: width beams advancing in lockstep, each a
@@ -25,6 +27,9 @@ type beamGroup struct {
 
 	cands    []candidate
 	finished []hypothesis
+	// nonFinite is set when a beam's logits this step held NaN or an
+	// infinity: advance then fails the search.
+	nonFinite error
 }
 
 type candidate struct {
@@ -42,6 +47,12 @@ type hypothesis struct {
 
 // collect records beam s's candidates from its next-token logits.
 func (g *beamGroup) collect(s *seq, logits []float32) {
+	if err := sample.CheckFinite(logits); err != nil {
+		if g.nonFinite == nil {
+			g.nonFinite = err
+		}
+		return
+	}
 	rank := slices.Index(g.beams, s)
 	lse := logSumExp(logits)
 	top := topK(logits, 2*g.width)
@@ -56,6 +67,10 @@ func (g *beamGroup) collect(s *seq, logits []float32) {
 // advance chooses the next beams once every live beam has reported.
 func (g *beamGroup) advance(sc *scheduler) {
 	e := sc.e
+	if g.nonFinite != nil {
+		sc.failNonFinite(g.root, len(g.root.generated()), g.nonFinite)
+		return
+	}
 	slices.SortStableFunc(g.cands, func(a, b candidate) int {
 		switch {
 		case a.score > b.score:

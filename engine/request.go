@@ -25,6 +25,11 @@ var (
 	// refused by Submit with ErrInvalid instead.) The error wrapping it
 	// says how many blocks were missing and how many pins hold.
 	ErrNoRoom = errors.New("engine: not enough KV blocks for the request even alone")
+	// ErrNonFinite fails a request whose logits held NaN or an infinity
+	// (the model's weights do, or its activations overflowed): no token
+	// can be drawn from them. The error wrapping it (and
+	// sample.ErrNonFinite) says at which output token and which logit.
+	ErrNonFinite = errors.New("engine: the model produced a non-finite logit")
 )
 
 // InvalidError is the error of a request the engine can never serve as
@@ -220,8 +225,8 @@ func validatePenalties(p *Sampling, vocab int) error {
 		return invalid("frequency_penalty", "frequency_penalty must be in [-2, 2], got %v", p.FrequencyPenalty)
 	case !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2):
 		return invalid("presence_penalty", "presence_penalty must be in [-2, 2], got %v", p.PresencePenalty)
-	case !(p.RepetitionPenalty >= 0 && p.RepetitionPenalty <= 10):
-		return invalid("repetition_penalty", "repetition_penalty must be in [0, 10], got %v", p.RepetitionPenalty)
+	case !(p.RepetitionPenalty == 0 || p.RepetitionPenalty >= sample.MinRepetitionPenalty && p.RepetitionPenalty <= 10):
+		return invalid("repetition_penalty", "repetition_penalty must be in [%v, 10] (0: none), got %v", sample.MinRepetitionPenalty, p.RepetitionPenalty)
 	}
 	for t, b := range p.LogitBias {
 		if t < 0 || int(t) >= vocab {

@@ -3,9 +3,13 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/prefixd/prefixd/sample"
 )
 
 // TestLoweredMaxTTLAppliesToRunningRequests lowers the maximum TTL below
@@ -67,26 +71,46 @@ func TestPinsNeverStrandARequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pinned := make(chan error)
+	pinned := make(chan error, 1)
 	go func() {
 		_, err := e.Pin("", sys)
 		pinned <- err
 	}()
+	// Forward passes are let through only once the pin is queued for the
+	// scheduler, which then runs it after at most one. Let through while
+	// the pinning goroutine still waits for a CPU (a busy machine), they
+	// would let big grow into the cached prefix, evicting it, or even run
+	// to its end before the pin: then there would be nothing to pin.
+	deadline := time.Now().Add(time.Minute) // bounds a hang only
 	for done := false; !done; {
+		if time.Now().After(deadline) {
+			t.Fatal("the pin never ran")
+		}
+		if !e.callQueued() {
+			select {
+			case err := <-pinned:
+				if err != nil {
+					t.Fatal(err)
+				}
+				done = true
+			default:
+				runtime.Gosched()
+			}
+			continue
+		}
 		select {
 		case err := <-pinned:
 			if err != nil {
 				t.Fatal(err)
 			}
-			close(gate)
 			done = true
 		case gate <- struct{}{}:
 		}
 	}
-	if res := st.Result(); res.Finish != FinishError && res.Finish != FinishLength {
-		t.Fatalf("finish %q", res.Finish)
-	} else if res.Finish == FinishError && !errors.Is(res.Err, ErrNoRoom) {
-		t.Fatalf("error %v, want ErrNoRoom", res.Err)
+	close(gate)
+	// Pinned, the prefix leaves big 4 blocks of the 12 it needs.
+	if res := st.Result(); res.Finish != FinishError || !errors.Is(res.Err, ErrNoRoom) {
+		t.Fatalf("finish %q, error %v; want ErrNoRoom", res.Finish, res.Err)
 	}
 	if _, err := e.Submit(context.Background(), big); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a request needing more than the unpinned pool was accepted: %v", err)
@@ -223,4 +247,90 @@ func pushToHost(t *testing.T, e *Engine, n int) {
 	if e.Stats().Cache.Demoted == 0 {
 		t.Fatal("nothing was demoted under pressure")
 	}
+}
+
+// poisonedModel is hashModel whose logits turn non-finite (every row's
+// token 3 becomes bad) from its forward pass number from on, as a model
+// whose weights hold NaN, or whose activations overflow, gives them.
+type poisonedModel struct {
+	*hashModel
+	from int
+	bad  float32
+}
+
+func (m *poisonedModel) Forward(rows []Row) ([]float32, error) {
+	logits, err := m.hashModel.Forward(rows)
+	if m.forwards >= m.from {
+		for i := 3; i < len(logits); i += m.vocab {
+			logits[i] = m.bad
+		}
+	}
+	return logits, err
+}
+
+// TestNonFiniteLogitsFailTheRequest: a request whose logits hold NaN or an
+// infinity fails with ErrNonFinite (what it generated before stands),
+// whatever samples it (greedy with logprobs, n choices, a penalty, beam
+// search), instead of drawing a token whose log-probability is NaN; each
+// is counted once, and every block is freed.
+func TestNonFiniteLogitsFailTheRequest(t *testing.T) {
+	inf := float32(math.Inf(1))
+	for _, bad := range []float32{float32(math.NaN()), inf, -inf} {
+		m := &poisonedModel{hashModel: newHashModel(testVocab, 4096), from: 3, bad: bad}
+		e := newTestEngine(t, m, func(c *Config) { c.MaxRunning = 3 })
+		reqs := []Request{
+			{Prompt: prompt(1, 9), MaxTokens: 20, IgnoreEOS: true, Logprobs: true, TopLogprobs: 2},
+			{Prompt: prompt(2, 9), MaxTokens: 20, IgnoreEOS: true, N: 3, Sampling: Sampling{Temperature: 0.8, Seed: 1}},
+			{Prompt: prompt(3, 9), MaxTokens: 20, IgnoreEOS: true, Sampling: Sampling{RepetitionPenalty: 1.3}},
+			{Prompt: prompt(4, 9), MaxTokens: 20, IgnoreEOS: true, Beam: Beam{Width: 2, LengthPenalty: 1}},
+		}
+		for i, req := range reqs {
+			m.from = m.forwards + 2 // the first token is fine, the second is not
+			streams, err := e.SubmitN(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range streams {
+				for range st.Tokens {
+				}
+				res := st.Result()
+				if res.Finish != FinishError || !errors.Is(res.Err, ErrNonFinite) || !errors.Is(res.Err, sample.ErrNonFinite) {
+					t.Fatalf("logit %v, request %d: finish %q, error %v; want an error wrapping ErrNonFinite", bad, i, res.Finish, res.Err)
+				}
+				if req.Beam.Width <= 1 && len(res.Tokens) != 1 {
+					t.Errorf("logit %v, request %d: %d tokens before the bad logits, want 1", bad, i, len(res.Tokens))
+				}
+				for _, lp := range res.Logprobs {
+					if lp.Logprob != lp.Logprob {
+						t.Errorf("logit %v, request %d: a NaN log-probability was reported", bad, i)
+					}
+				}
+			}
+		}
+		var n uint64
+		e.do(func() { n = e.sched.totals.NonFiniteLogits })
+		if n != 6 {
+			t.Errorf("logit %v: %d requests counted as failed for non-finite logits, want 6 (3 choices, 3 others)", bad, n)
+		}
+		checkDrained(t, e)
+	}
+}
+
+// TestTinyRepetitionPenaltyRefused: a repetition penalty small enough to
+// overflow a logit to +Inf is refused at submission, naming the field.
+func TestTinyRepetitionPenaltyRefused(t *testing.T) {
+	e := newTestEngine(t, newHashModel(testVocab, 4096), nil)
+	_, err := e.Submit(context.Background(), Request{Prompt: prompt(1, 4), MaxTokens: 3, Sampling: Sampling{RepetitionPenalty: 1e-45}})
+	var inv *InvalidError
+	if !errors.As(err, &inv) || inv.Param != "repetition_penalty" {
+		t.Fatalf("Submit: %v, want an InvalidError for repetition_penalty", err)
+	}
+}
+
+// callQueued reports whether a call (Pin, Flush, ...) waits for the
+// scheduler to run it.
+func (e *Engine) callQueued() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.calls) > 0
 }

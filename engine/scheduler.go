@@ -469,7 +469,7 @@ func (sc *scheduler) advance(logits []float32) {
 		if s.choices != nil {
 			sc.forkChoices(s, row, now)
 		}
-		sc.emit(s, s.sampler.Sample(row), now)
+		sc.sampleNext(s, row, now)
 	}
 	for _, g := range sc.groups {
 		g.advance(sc)
@@ -488,9 +488,27 @@ func (sc *scheduler) forkChoices(s *seq, logits []float32, now time.Time) {
 		c.everAdmitted, c.admitted, c.admitSeq = true, s.admitted, s.admitSeq
 		c.usage.CachedTokens, c.usage.HostCachedTokens = s.usage.CachedTokens, s.usage.HostCachedTokens
 		sc.running = append(sc.running, c)
-		sc.emit(c, c.sampler.Sample(logits), now)
+		sc.sampleNext(c, logits, now)
 	}
 	s.choices = nil
+}
+
+// sampleNext samples s's next token from logits and emits it, or fails s
+// if they are not finite.
+func (sc *scheduler) sampleNext(s *seq, logits []float32, now time.Time) {
+	tok, err := s.sampler.Next(logits)
+	if err != nil {
+		sc.failNonFinite(s, len(s.generated()), err)
+		return
+	}
+	sc.emit(s, tok, now)
+}
+
+// failNonFinite fails s (a beam: its search), whose logits for output
+// token n held NaN or an infinity (err says which), and counts it.
+func (sc *scheduler) failNonFinite(s *seq, n int, err error) {
+	sc.totals.NonFiniteLogits++
+	sc.finish(s, FinishError, 0, fmt.Errorf("%w: output token %d: %w", ErrNonFinite, n, err))
 }
 
 // offerBlocks inserts s's newly full blocks into the prefix cache, moving

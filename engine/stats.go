@@ -28,6 +28,7 @@ type Stats struct {
 	Preemptions      uint64 // sequences preempted (recomputed later)
 	Steps            uint64 // forward passes
 	Requests         uint64 // finished requests
+	NonFiniteLogits  uint64 // requests failed for a NaN or infinite logit (ErrNonFinite)
 }
 
 // Stats returns the latest snapshot. It is safe for concurrent use.

@@ -79,6 +79,9 @@ type Config struct {
 	TokenTime time.Duration
 	// TTL is the replicas' default cache TTL; default 10 minutes.
 	TTL time.Duration
+	// Progress, if not nil, is called by Sweep after each simulation with
+	// how many of them are done.
+	Progress func(done, total int)
 }
 
 // Result is one simulation's outcome.
@@ -413,6 +416,12 @@ const referenceName = "one replica, all blocks"
 // reference: one replica with the blocks of all of them together.
 func Sweep(records []trace.Record, prompts [][]int32, replicas []int, policies []Policy, base Config) ([]Result, error) {
 	var out []Result
+	total := len(replicas) * (1 + len(policies))
+	done := func() {
+		if base.Progress != nil {
+			base.Progress(len(out), total)
+		}
+	}
 	for _, n := range replicas {
 		ref := base
 		ref.Replicas, ref.BlocksPerReplica, ref.Policy = 1, n*base.BlocksPerReplica, RoundRobin
@@ -422,6 +431,7 @@ func Sweep(records []trace.Record, prompts [][]int32, replicas []int, policies [
 		}
 		r.Policy = referenceName
 		out = append(out, r)
+		done()
 		for _, p := range policies {
 			c := base
 			c.Replicas, c.Policy = n, p
@@ -429,6 +439,7 @@ func Sweep(records []trace.Record, prompts [][]int32, replicas []int, policies [
 				return nil, err
 			}
 			out = append(out, r)
+			done()
 		}
 	}
 	return out, nil

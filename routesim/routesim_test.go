@@ -116,3 +116,18 @@ func TestConfigErrors(t *testing.T) {
 		t.Error("ParsePolicy(random) accepted")
 	}
 }
+
+// TestSweepProgress: Progress hears of every simulation of a sweep, the
+// references included, with the total.
+func TestSweepProgress(t *testing.T) {
+	recs, prompts := synthTrace(t, 8)
+	var calls [][2]int
+	results, err := Sweep(recs, prompts, []int{1, 2}, []Policy{RoundRobin, PrefixAware}, Config{BlocksPerReplica: 64, BlockSize: 8,
+		Progress: func(done, total int) { calls = append(calls, [2]int{done, total}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != len(results) || len(calls) != 6 || calls[0] != [2]int{1, 6} || calls[5] != [2]int{6, 6} {
+		t.Errorf("progress calls %v for %d results, want 1..6 of 6", calls, len(results))
+	}
+}

@@ -20,6 +20,16 @@ import (
 // ErrParams is wrapped by every parameter validation error.
 var ErrParams = errors.New("sample: invalid parameters")
 
+// ErrNonFinite is wrapped by the error of Next, and of CheckFinite, for a
+// row of logits holding NaN or an infinity, from which no token can be
+// drawn and no log-probability computed.
+var ErrNonFinite = errors.New("sample: non-finite logit")
+
+// MinRepetitionPenalty is the smallest repetition penalty other than 0
+// (none): dividing a logit by less could overflow it to +Inf, and the
+// softmax of a row holding +Inf is NaN.
+const MinRepetitionPenalty = 0.01
+
 // Params configures a Sampler. The zero value is greedy decoding.
 type Params struct {
 	// Temperature divides the logits before the softmax; 0 means greedy
@@ -41,7 +51,7 @@ type Params struct {
 	// RepetitionPenalty divides the positive logits, and multiplies the
 	// negative ones, of every token in the prompt or the output so far
 	// (CTRL's penalty, as in vLLM and Hugging Face); 0 or 1 is none. Must
-	// be in [0, 10].
+	// be 0 or in [MinRepetitionPenalty, 10].
 	RepetitionPenalty float32
 	// LogitBias is added to the logits of the tokens it names before any
 	// other step. Each bias must be in [-100, 100] and each token >= 0; a
@@ -78,8 +88,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("%w: frequency penalty %v must be in [-2, 2]", ErrParams, p.FrequencyPenalty)
 	case !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2):
 		return fmt.Errorf("%w: presence penalty %v must be in [-2, 2]", ErrParams, p.PresencePenalty)
-	case !(p.RepetitionPenalty >= 0 && p.RepetitionPenalty <= 10):
-		return fmt.Errorf("%w: repetition penalty %v must be in [0, 10]", ErrParams, p.RepetitionPenalty)
+	case !(p.RepetitionPenalty == 0 || p.RepetitionPenalty >= MinRepetitionPenalty && p.RepetitionPenalty <= 10):
+		return fmt.Errorf("%w: repetition penalty %v must be 0 (none) or in [%v, 10]", ErrParams, p.RepetitionPenalty, MinRepetitionPenalty)
 	}
 	for id, b := range p.LogitBias {
 		if id < 0 {
@@ -214,7 +224,28 @@ func (s *Sampler) Sample(logits []float32) int32 {
 	if len(logits) == 0 {
 		panic("sample: empty logits")
 	}
+	return s.pick(s.process(logits))
+}
+
+// Next is Sample for logits that may not be finite: if the row it would
+// draw from (the logits after biases and penalties) holds NaN or an
+// infinity, it draws nothing and returns an error wrapping ErrNonFinite.
+// Under a Constraint it returns -1 when the constraint allows no token.
+func (s *Sampler) Next(logits []float32) (int32, error) {
+	if len(logits) == 0 {
+		panic("sample: empty logits")
+	}
 	row := s.process(logits)
+	if err := CheckFinite(row); err != nil {
+		return 0, err
+	}
+	return s.pick(row), nil
+}
+
+// pick draws from row, redrawing from the allowed tokens when a
+// Constraint refuses the first draw, and counts the token (-1 when the
+// constraint allows none, which is not counted).
+func (s *Sampler) pick(row []float32) int32 {
 	tok := s.draw(row)
 	if s.con != nil && !s.con.Allowed(tok) {
 		if tok = s.drawAllowed(row); tok < 0 {
@@ -222,11 +253,28 @@ func (s *Sampler) Sample(logits []float32) int32 {
 			return tok
 		}
 	}
+	return s.accept(tok)
+}
+
+// accept counts tok in the output the penalties see and returns it.
+func (s *Sampler) accept(tok int32) int32 {
 	if s.counts != nil {
 		s.counts[tok]++
 	}
 	s.last = tok
 	return tok
+}
+
+// CheckFinite returns an error wrapping ErrNonFinite that names the first
+// token of row whose logit is NaN or infinite, or nil if there is none.
+func CheckFinite(row []float32) error {
+	for i, l := range row {
+		// l-l is 0 for a finite l, NaN for NaN and the infinities.
+		if l-l != 0 {
+			return fmt.Errorf("%w: token %d's logit is %v", ErrNonFinite, i, l)
+		}
+	}
+	return nil
 }
 
 // draw samples from the processed row and records its distribution.

@@ -30,6 +30,9 @@ func TestValidate(t *testing.T) {
 		{"frequency penalty above two", Params{FrequencyPenalty: 2.5}, false},
 		{"NaN presence penalty", Params{PresencePenalty: nan}, false},
 		{"negative repetition penalty", Params{RepetitionPenalty: -1}, false},
+		{"denormal repetition penalty", Params{RepetitionPenalty: 1e-45}, false},
+		{"repetition penalty below the minimum", Params{RepetitionPenalty: 0.009}, false},
+		{"smallest repetition penalty", Params{RepetitionPenalty: MinRepetitionPenalty}, true},
 		{"bias out of range", Params{LogitBias: map[int32]float32{3: 101}}, false},
 		{"bias of a negative token", Params{LogitBias: map[int32]float32{-1: 1}}, false},
 	}
@@ -325,4 +328,43 @@ func FuzzSample(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestNextRefusesNonFiniteLogits: a row holding NaN or an infinity, from
+// the model or made by a penalty, is an error wrapping ErrNonFinite, not a
+// token and a NaN log-probability; finite rows sample as Sample does.
+func TestNextRefusesNonFiniteLogits(t *testing.T) {
+	inf := float32(math.Inf(1))
+	nan := float32(math.NaN())
+	cases := []struct {
+		name   string
+		p      Params
+		prompt []int32
+		logits []float32
+	}{
+		{"NaN, greedy", Params{}, nil, []float32{1, nan, 0}},
+		{"NaN, sampled", Params{Temperature: 0.7, Seed: 1}, nil, []float32{1, 2, nan}},
+		{"+Inf", Params{Temperature: 1}, nil, []float32{inf, 1, 0}},
+		{"-Inf everywhere", Params{}, nil, []float32{-inf, -inf}},
+		// Dividing by the smallest penalty overflows the largest logit.
+		{"penalty overflow", Params{RepetitionPenalty: MinRepetitionPenalty}, []int32{0}, []float32{math.MaxFloat32 / 2, 0}},
+	}
+	for _, c := range cases {
+		s, err := NewFor(c.p, len(c.logits), c.prompt, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok, err := s.Next(c.logits); !errors.Is(err, ErrNonFinite) {
+			t.Errorf("%s: Next = %d, %v; want an error wrapping ErrNonFinite", c.name, tok, err)
+		}
+	}
+	a, _ := New(Params{Temperature: 0.9, Seed: 5})
+	b, _ := New(Params{Temperature: 0.9, Seed: 5})
+	logits := []float32{0.1, 1, -2, 0.7}
+	for range 50 {
+		tok, err := a.Next(logits)
+		if want := b.Sample(logits); err != nil || tok != want {
+			t.Fatalf("Next = %d, %v; Sample = %d", tok, err, want)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -103,8 +104,8 @@ func badInputs() []badCase {
 		{name: "stop wrong type", body: `{"prompt": "a", "stop": [1]}`, status: 400, want: "stop must be a string or an array of strings", param: "stop"},
 		{name: "stop id outside vocabulary", body: `{"prompt": "a", "stop_ids": [999]}`, status: 400, want: "stop id 999 is outside", param: "stop_ids"},
 		{name: "completion with no token IDs", path: "/v1/completions", body: `{"prompt": []}`, status: 400, want: "empty", param: "prompt"},
-		{name: "null token ID", body: `{"prompt_ids": [256, null, 5]}`, status: 400, want: "token ID 1 is null"},
-		{name: "null stop ID", body: `{"prompt": "a", "stop_ids": [null]}`, status: 400, want: "token ID 0 is null"},
+		{name: "null token ID", body: `{"prompt_ids": [256, null, 5]}`, status: 400, want: "got null at index 1", param: "prompt_ids"},
+		{name: "null stop ID", body: `{"prompt": "a", "stop_ids": [null]}`, status: 400, want: "got null at index 0", param: "stop_ids"},
 		{name: "headers too large", body: `{"prompt": "a"}`, header: []string{"X-Padding", strings.Repeat("p", 9000)}, status: 431, want: "headers are too large"},
 		{name: "body too large", body: `{"prompt": "` + strings.Repeat("x", 70000) + `"}`, status: 413, want: "larger than the limit of 65536 bytes"},
 		{name: "stream bad input", path: "/generate_stream", body: `{"prompt": "a", "top_k": -2}`, status: 400, want: "top_k", param: "top_k"},
@@ -120,6 +121,40 @@ func badInputs() []badCase {
 		{name: "completions unknown field", path: "/v1/completions", body: `{"prompt": "a", "logprobz": 2}`, status: 400, want: `unknown field "logprobz"`, param: "logprobz"},
 		{name: "completions five stops", path: "/v1/completions", body: `{"prompt": "a", "stop": ["a","b","c","d","e"]}`, status: 400, want: "at most 4 stop sequences", param: "stop"},
 		{name: "completions temperature", path: "/v1/completions", body: `{"prompt": "a", "temperature": 9}`, status: 400, want: "temperature", param: "temperature"},
+		// Decoding errors name the field as the client sent it, and say
+		// what is wrong with its value.
+		{name: "completions temperature 1e308", path: "/v1/completions", body: `{"prompt": "a", "temperature": 1e308}`, status: 400, want: "temperature must be in [0, 2], got 1e+308", param: "temperature"},
+		{name: "chat temperature 1e308", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "temperature": 1e308}`, status: 400, want: "temperature must be in [0, 2], got 1e+308", param: "temperature"},
+		{name: "generate temperature 1e308", body: `{"prompt": "a", "temperature": 1e308}`, status: 400, want: "temperature must be in [0, 2], got 1e+308", param: "temperature"},
+		{name: "temperature beyond float64", path: "/v1/completions", body: `{"prompt": "a", "temperature": 1e400}`, status: 400, want: `"temperature": 1e400 is out of range for a number`, param: "temperature"},
+		{name: "chat temperature string", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "temperature": "hot"}`, status: 400, want: `field "temperature" must be a number, got string`, param: "temperature"},
+		{name: "completions top_p string", path: "/v1/completions", body: `{"prompt": "a", "top_p": "all"}`, status: 400, want: `field "top_p" must be a number, got string`, param: "top_p"},
+		{name: "completions huge frequency_penalty", path: "/v1/completions", body: `{"prompt": "a", "frequency_penalty": 1e39}`, status: 400, want: "frequency_penalty must be in [-2, 2], got 1e+39", param: "frequency_penalty"},
+		{name: "chat n string", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "n": "2"}`, status: 400, want: `field "n" must be an integer, got string`, param: "n"},
+		{name: "completions max_tokens fractional", path: "/v1/completions", body: `{"prompt": "a", "max_tokens": 1e3}`, status: 400, want: `field "max_tokens" must be an integer, got 1e3`, param: "max_tokens"},
+		{name: "chat max_completion_tokens beyond int", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 99999999999999999999}`, status: 400, want: `field "max_completion_tokens": 99999999999999999999 is out of range for an integer`, param: "max_completion_tokens"},
+		{name: "chat logit_bias value string", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "logit_bias": {"5": "x"}}`, status: 400, want: `must be a number, got string`, param: "logit_bias"},
+		{name: "completions include_usage number", path: "/v1/completions", body: `{"prompt": "a", "stream": true, "stream_options": {"include_usage": 1}}`, status: 400, want: `field "stream_options.include_usage" must be a boolean, got number`, param: "stream_options.include_usage"},
+		{name: "chat user number", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "user": 5}`, status: 400, want: `field "user" must be a string, got number`, param: "user"},
+		{name: "chat seed negative", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "seed": -1}`, status: 400, want: `field "seed" must be a non-negative integer, got -1`, param: "seed"},
+		{name: "chat message a number", path: "/v1/chat/completions", body: `{"messages": [5]}`, status: 400, want: `field "messages" must be an array of objects, got number`, param: "messages"},
+		{name: "chat messages string", path: "/v1/chat/completions", body: `{"messages": "hi"}`, status: 400, want: `field "messages" must be an array of objects, got string`, param: "messages"},
+		{name: "chat top_logprobs fractional", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "logprobs": true, "top_logprobs": 1.5}`, status: 400, want: `field "top_logprobs" must be an integer, got 1.5`, param: "top_logprobs"},
+		{name: "completions logprobs boolean", path: "/v1/completions", body: `{"prompt": "a", "logprobs": true}`, status: 400, want: `field "logprobs" must be an integer, got bool`, param: "logprobs"},
+		{name: "generate stop_ids string", body: `{"prompt": "a", "stop_ids": "x"}`, status: 400, want: `field "stop_ids" must be an array of 32-bit integers, got string`, param: "stop_ids"},
+		{name: "generate priority beyond int32", body: `{"prompt": "a", "cache": {"priority": 3000000000}}`, status: 400, want: `field "cache.priority": 3000000000 is out of range for a 32-bit integer`, param: "cache.priority"},
+		{name: "tokenize prompt number", path: "/tokenize", body: `{"prompt": 5}`, status: 400, want: `field "prompt" must be a string, got number`, param: "prompt"},
+		{name: "tokenize add_special_tokens string", path: "/tokenize", body: `{"prompt": "a", "add_special_tokens": "yes"}`, status: 400, want: `field "add_special_tokens" must be a boolean, got string`, param: "add_special_tokens"},
+		{name: "detokenize tokens string", path: "/detokenize", body: `{"tokens": "abc"}`, status: 400, want: `field "tokens" must be`, param: "tokens"},
+		{name: "admin pin prompt_ids string", path: "/v1/cache/pin", body: `{"prompt_ids": "x"}`, header: admin, status: 400, want: `field "prompt_ids" must be`, param: "prompt_ids"},
+		{name: "denormal repetition_penalty", path: "/v1/completions", body: `{"prompt": "Hi", "max_tokens": 3, "logprobs": 1, "repetition_penalty": 1e-45}`, status: 400, want: "repetition_penalty must be in [0.01, 10], got 1e-45", param: "repetition_penalty"},
+		{name: "zero repetition_penalty", path: "/v1/chat/completions", body: `{"messages": [{"role": "user", "content": "a"}], "repetition_penalty": 0}`, status: 400, want: "repetition_penalty must be in [0.01, 10]", param: "repetition_penalty"},
+		// Per-request memory is bounded by documented limits.
+		{name: "tokenize prompt far too long", path: "/tokenize", body: `{"prompt": "` + strings.Repeat("x", 9000) + `"}`, status: 400, want: "prompt is 9000 bytes, far above the limit of 1023 tokens", param: "prompt"},
+		{name: "tokenize prompt too long", path: "/tokenize", body: `{"prompt": "` + long + `"}`, status: 400, want: "prompt is 1101 tokens, the limit is 1023", param: "prompt"},
+		{name: "tokenize messages far too long", path: "/tokenize", body: `{"messages": [{"role": "user", "content": "` + strings.Repeat("x", 9000) + `"}]}`, status: 400, want: "messages is 9000 bytes, far above the limit of 1023 tokens", param: "messages"},
+		{name: "tokenize messages too long", path: "/tokenize", body: `{"messages": [{"role": "user", "content": "` + long + `"}]}`, status: 400, want: "the limit is 1023", param: "messages"},
+		{name: "detokenize too many tokens", path: "/detokenize", body: `{"tokens": ` + ids(1025) + `}`, status: 400, want: "tokens holds 1025 tokens, the limit is 1024", param: "tokens"},
 		{name: "admin without token", method: "GET", path: "/v1/cache", status: 401, want: "missing admin token"},
 		{name: "admin wrong token", method: "GET", path: "/v1/cache", header: []string{"Authorization", "Bearer nope"}, status: 401, want: "invalid admin token"},
 		{name: "admin tenant key is no admin token", method: "POST", path: "/v1/cache/flush", body: `{"all": true}`, header: []string{"Authorization", "Bearer key"}, status: 401, want: "invalid admin token"},
@@ -178,6 +213,9 @@ func TestBadInput(t *testing.T) {
 			if err := json.Unmarshal(b, &e); err != nil {
 				t.Fatalf("error body %s: %v", b, err)
 			}
+			if strings.Contains(string(b), "openAIParams") || strings.HasSuffix(e.Error.Message, "got number number") {
+				t.Errorf("error names Go internals: %s", b)
+			}
 			if !strings.Contains(e.Error.Message, c.want) {
 				t.Errorf("message %q does not say %q", e.Error.Message, c.want)
 			}
@@ -232,4 +270,51 @@ func TestHeadOnGetRoutes(t *testing.T) {
 	if code, _, _ := h.do("HEAD", "/generate", ""); code != 405 {
 		t.Errorf("HEAD /generate: %d, want 405", code)
 	}
+}
+
+// TestLogprobEntriesBounded: an answer that is not streamed is built whole
+// in memory, so n × max_tokens × (1 + top_logprobs) is bounded by
+// MaxLogprobEntries, and a 400 names the limit; a streamed request, or one
+// within the limit, runs.
+func TestLogprobEntriesBounded(t *testing.T) {
+	h := newHarness(t, withServer(func(c *Config) { c.MaxLogprobEntries = 100 }))
+	chat := func(extra string) string {
+		return `{"messages": [{"role": "user", "content": "a"}], "logprobs": true, "top_logprobs": 20, "n": 2` + extra + `}`
+	}
+	for _, c := range []struct {
+		path, body, param string
+	}{
+		{"/v1/chat/completions", chat(`, "max_tokens": 3`), "max_tokens"}, // 2 × 3 × 21 = 126
+		{"/v1/chat/completions", chat(`, "max_completion_tokens": 3`), "max_completion_tokens"},
+		{"/v1/completions", `{"prompt": "a", "logprobs": 4, "max_tokens": 21}`, "max_tokens"},
+	} {
+		code, b, _ := h.do("POST", c.path, c.body)
+		var e struct {
+			Error apiError `json:"error"`
+		}
+		if code != 400 || json.Unmarshal(b, &e) != nil || e.Error.Param != c.param ||
+			!strings.Contains(e.Error.Message, "above the limit of 100") || !strings.Contains(e.Error.Message, "--max-logprob-entries") {
+			t.Errorf("%s %s: %d %s, want a 400 naming %s and the limit", c.path, c.body, code, b, c.param)
+		}
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/completions", `{"prompt": "a", "logprobs": 4, "max_tokens": 20}`}, // 100: at the limit
+		{"/v1/chat/completions", chat(`, "max_tokens": 2`)},                     // 2 × 2 × 21 = 84
+		{"/v1/completions", `{"prompt": "a", "n": 4, "max_tokens": 30}`},        // no logprobs
+	} {
+		if code, b, _ := h.do("POST", c.path, c.body); code != 200 {
+			t.Errorf("%s %s: %d %s, want 200", c.path, c.body, code, b)
+		}
+	}
+	s := h.stream("/v1/chat/completions", chat(`, "max_tokens": 3, "stream": true`))
+	for {
+		if _, err := s.next(); err != nil {
+			if err != io.EOF {
+				t.Errorf("streamed request above the limit: %v", err)
+			}
+			break
+		}
+	}
+	s.close()
+	h.checkDrained()
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/prefixd/prefixd/engine"
 )
 
@@ -176,4 +178,53 @@ func TestSurrogatePairAccepted(t *testing.T) {
 			t.Errorf("%s: %d prompt tokens, want %d", body, r.Usage.PromptTokens, tokens)
 		}
 	}
+}
+
+// TestKeepAliveHangupCancels closes connections whose long request is not
+// the connection's first HTTP/1.1 one: the second request of a keep-alive
+// connection (sent after reading the first answer, and pipelined behind
+// it) and an HTTP/1.0 request. The engine is paused throughout, so each
+// request is still running when its client leaves: the server must see
+// every hang-up and cancel every request.
+func TestKeepAliveHangupCancels(t *testing.T) {
+	h := newHarness(t)
+	const long = `{"prompt": "A long story, please.", "max_tokens": 900, "ignore_eos": true}`
+	first := "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+	second := fmt.Sprintf("POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(long), long)
+	readAnswer := func(c net.Conn) {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(30 * time.Second)) // bounds a hang only
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("reading the first answer: %v", err)
+		}
+		io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("first answer: %d", resp.StatusCode)
+		}
+	}
+	resume := h.pause()
+	// In turn: the second request is sent once the first is answered.
+	seq := h.dialRaw(first)
+	readAnswer(seq)
+	io.WriteString(seq, second)
+	// Pipelined: both at once; the first answer must still come before
+	// the second request ends.
+	piped := h.dialRaw(first + second)
+	readAnswer(piped)
+	old := h.rawRequest("HTTP/1.0", "POST", "/generate", long)
+	for _, c := range []net.Conn{seq, piped, old} {
+		c.Close()
+	}
+	h.scrapeWhen("three hang-ups to be seen", func(f map[string]*dto.MetricFamily) bool {
+		return metric(f, "prefixd_client_hangups_total") == 3
+	})
+	resume()
+	fams := h.scrapeWhen("the requests to be cancelled", func(f map[string]*dto.MetricFamily) bool {
+		return metric(f, "prefixd_requests_total", "finish_reason", "cancelled") == 3
+	})
+	if g := metric(fams, "prefixd_generated_tokens_total"); g >= 900 {
+		t.Errorf("%v tokens generated: a hung-up request ran to the end", g)
+	}
+	h.checkDrained()
 }

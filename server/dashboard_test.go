@@ -245,10 +245,9 @@ func exportedAs(fams map[string]*dto.MetricFamily, name string) error {
 	return fmt.Errorf("%s is not exported", name)
 }
 
-// TestDashboardMetricsExported checks that every metric the Grafana
-// dashboard queries is one the daemon exports, so a renamed metric breaks
-// this test instead of a panel.
-func TestDashboardMetricsExported(t *testing.T) {
+// loadDashboard reads the Grafana dashboard as JSON.
+func loadDashboard(t *testing.T) map[string]any {
+	t.Helper()
 	raw, err := os.ReadFile(dashboardPath)
 	if err != nil {
 		t.Fatal(err)
@@ -257,6 +256,14 @@ func TestDashboardMetricsExported(t *testing.T) {
 	if err := json.Unmarshal(raw, &dash); err != nil {
 		t.Fatalf("%s: %v", dashboardPath, err)
 	}
+	return dash
+}
+
+// TestDashboardMetricsExported checks that every metric the Grafana
+// dashboard queries is one the daemon exports, so a renamed metric breaks
+// this test instead of a panel.
+func TestDashboardMetricsExported(t *testing.T) {
+	dash := loadDashboard(t)
 	if v, _ := dash["schemaVersion"].(float64); v < 36 {
 		t.Errorf("schemaVersion %v, want at least 36", dash["schemaVersion"])
 	}

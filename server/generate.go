@@ -34,6 +34,7 @@ func (s *Server) limits() limits {
 		maxStops:     maxStopStrings,
 		maxStopBytes: maxStopBytes,
 		maxStopIDs:   maxStopIDs,
+		maxLogprobs:  s.cfg.MaxLogprobEntries,
 		maxTTL:       time.Duration(s.maxTTL.Load()),
 		bos:          -1,
 	}
@@ -182,22 +183,23 @@ const continueProbe = "HTTP/1.1 100 Continue\r\n\r\n"
 // handler nothing when its client disconnects, so await peeks at the
 // connection every hangupPoll and cancels the request once the client has
 // hung up (gone); the engine then frees its blocks at its next iteration.
-// Only a reset or a failed write is a hang-up: a client may shut down its
-// sending side once its request is out (curl scripts, some proxies) and
-// still read the answer. On FIN, await writes continueProbe once, which a
-// closed socket resets. It probes only a connection's first request:
-// behind a pipelined one, fasthttp may still hold part of the previous
-// response in its write buffer, and the probe would land inside it.
+// For HTTP/1.1, only a reset or a failed write is a hang-up: a client may
+// shut down its sending side once its request is out (curl scripts, some
+// proxies) and still read the answer. On FIN, await writes continueProbe
+// once, which a closed socket resets; the connection's earlier answers
+// have all been flushed (serveHTTP sees to it), so the probe never lands
+// inside one. An HTTP/1.0 client may not be sent a 1xx response (RFC 9110,
+// section 15.2), so for it a FIN is the hang-up.
 func (s *Server) await(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel context.CancelFunc) (res engine.Result, gone bool) {
 	tick := time.NewTicker(hangupPoll)
 	defer tick.Stop()
-	probed := !ctx.Request.Header.IsHTTP11() || ctx.ConnRequestNum() > 1
+	w := hangupWatch{conn: ctx.Conn(), finIsHangup: !ctx.Request.Header.IsHTTP11()}
 	for {
 		select {
 		case <-st.Done():
 			return st.Result(), false
 		case <-tick.C:
-			if hungUp(ctx.Conn(), &probed) {
+			if w.hungUp() {
 				cancel()
 				s.metrics.hangups.Inc()
 				s.log.Debug("client hung up; request cancelled", "path", string(ctx.Path()))
@@ -207,19 +209,28 @@ func (s *Server) await(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel conte
 	}
 }
 
-// hungUp reports whether conn's client has closed its connection. On the
-// first FIN it sees (unless probed says that is done) it writes
-// continueProbe and looks again at once: a client on the same host has
-// usually reset before the write returns, any other is seen at the next
-// look.
-func hungUp(conn net.Conn, probed *bool) bool {
-	reset, eof := peek(conn)
-	if eof && !*probed {
-		*probed = true
-		if _, err := io.WriteString(conn, continueProbe); err != nil {
+// hangupWatch looks for one request's client hanging up.
+type hangupWatch struct {
+	conn        net.Conn
+	finIsHangup bool // a FIN alone is a hang-up (HTTP/1.0)
+	probed      bool // continueProbe has been written
+}
+
+// hungUp reports whether the client has closed its connection. On the
+// first FIN it sees it writes continueProbe and looks again at once: a
+// client on the same host has usually reset before the write returns, any
+// other is seen at the next look.
+func (w *hangupWatch) hungUp() bool {
+	reset, eof := peek(w.conn)
+	if eof && w.finIsHangup {
+		return true
+	}
+	if eof && !w.probed {
+		w.probed = true
+		if _, err := io.WriteString(w.conn, continueProbe); err != nil {
 			return true
 		}
-		reset, _ = peek(conn)
+		reset, _ = peek(w.conn)
 	}
 	return reset
 }
@@ -233,6 +244,12 @@ func resultError(res *engine.Result) *apiError {
 			// the server's state, not the request, and it passes with an
 			// unpin or an expiry, so the client may retry.
 			return &apiError{Status: 503, Type: typeUnavailable, Message: "the request was accepted but cannot run now: " + res.Err.Error()}
+		}
+		if errors.Is(res.Err, engine.ErrNonFinite) {
+			// The model's fault, not the request's: its weights hold NaN
+			// or Inf, or its activations overflowed.
+			return &apiError{Status: 500, Type: typeServer, Message: "generation failed: the model's output is not a number " +
+				"(NaN or an infinity), so no token could be drawn; the model file may be corrupt: " + res.Err.Error()}
 		}
 		msg := "generation failed"
 		if res.Err != nil {

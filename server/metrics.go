@@ -37,6 +37,9 @@ type Metrics struct {
 	eng    atomic.Pointer[engine.Engine]
 	device atomic.Pointer[DeviceMemory] // nil unless the model runs on a GPU
 	model  atomic.Pointer[string]       // the served model's name, for vLLM's series
+
+	vllmVecs vllmRequestMetrics
+	vllm     atomic.Pointer[vllmObservers] // vllmVecs' series of the bound model
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -96,6 +99,7 @@ func NewMetrics() *Metrics {
 	m.hangups = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "prefixd_client_hangups_total", Help: "Non-streaming requests cancelled because their client closed its connection.",
 	})
+	m.vllmVecs = newVLLMRequestMetrics(m.reg)
 	m.reg.MustRegister(m.httpReqs, m.hangups, statsCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -120,22 +124,33 @@ func (m *Metrics) Step(rows, tokens int, d time.Duration) {
 
 // Finished implements engine.Observer.
 func (m *Metrics) Finished(res *engine.Result) {
-	c, ok := m.finishedBy[res.Finish]
+	reason := res.Finish
+	c, ok := m.finishedBy[reason]
 	if !ok {
-		c = m.finishedBy[engine.FinishError]
+		reason = engine.FinishError
+		c = m.finishedBy[reason]
 	}
 	c.Inc()
+	observeTiming(res, m.ttft, m.itl, m.e2e, m.queue)
+	if v := m.vllm.Load(); v != nil {
+		v.success[reason].Inc()
+		observeTiming(res, v.ttft, v.itl, v.e2e, v.queue)
+	}
+}
+
+// observeTiming observes res's latencies in one set of histograms.
+func observeTiming(res *engine.Result, ttft, itl, e2e, queue prometheus.Observer) {
 	t := res.Timing
-	m.e2e.Observe(t.Total.Seconds())
+	e2e.Observe(t.Total.Seconds())
 	if res.Finish == engine.FinishCancelled && len(res.Tokens) == 0 {
 		return // no first token, maybe never admitted
 	}
-	m.queue.Observe(t.Queue.Seconds())
+	queue.Observe(t.Queue.Seconds())
 	if len(res.Tokens) > 0 {
-		m.ttft.Observe(t.FirstToken.Seconds())
+		ttft.Observe(t.FirstToken.Seconds())
 	}
 	for _, d := range t.InterTokens {
-		m.itl.Observe(d.Seconds())
+		itl.Observe(d.Seconds())
 	}
 }
 
@@ -162,6 +177,7 @@ func (m *Metrics) bind(s *Server) error {
 		return errors.New("server: Config.Metrics already serves another engine")
 	}
 	m.model.Store(&s.cfg.ModelName)
+	m.vllm.Store(m.vllmVecs.forModel(s.cfg.ModelName))
 	if s.cfg.DeviceMemory != nil {
 		m.device.Store(&s.cfg.DeviceMemory)
 	}
@@ -196,6 +212,7 @@ var (
 	descPromoted   = desc("prefixd_cache_promoted_blocks_total", "Blocks copied back from the host tier.")
 	descPreempt    = desc("prefixd_preemptions_total", "Sequences preempted for lack of blocks (recomputed later).")
 	descSteps      = desc("prefixd_scheduler_steps_total", "Forward passes run.")
+	descNonFinite  = desc("prefixd_nonfinite_logits_total", "Requests failed because the model's logits held NaN or an infinity.")
 	descBlocks     = desc("prefixd_blocks", "KV blocks by state: free, cached_idle (held by the prefix cache alone, evictable), in_use (in running sequences' block tables).", "state")
 	descRunning    = desc("prefixd_requests_running", "Requests in the running batch.")
 	descWaiting    = desc("prefixd_requests_waiting", "Requests waiting for admission.")
@@ -210,7 +227,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCacheQuery, descCacheHit, descPrefill, descPrompt, descGenerated,
-		descEvicted, descDemoted, descPromoted, descPreempt, descSteps, descBlocks, descRunning, descWaiting,
+		descEvicted, descDemoted, descPromoted, descPreempt, descSteps, descNonFinite, descBlocks, descRunning, descWaiting,
 		descEfficiency, descPinned, descPinBudget, descNodes, descTTL, descDeviceMem} {
 		ch <- d
 	}
@@ -252,6 +269,7 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descPromoted, st.Cache.Promoted)
 	counter(descPreempt, st.Preemptions)
 	counter(descSteps, st.Steps)
+	counter(descNonFinite, st.NonFiniteLogits)
 	b := st.Blocks
 	gauge(descBlocks, float64(b.Free), "free")
 	gauge(descBlocks, float64(b.CachedOnly), "cached_idle")

@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/sample"
 )
 
 // The rule for request fields, for every endpoint: a field prefixd
@@ -70,14 +71,14 @@ type streamOptions struct {
 type openAIParams struct {
 	MaxTokens           *int               `json:"max_tokens"`
 	MaxCompletionTokens *int               `json:"max_completion_tokens"`
-	Temperature         *float32           `json:"temperature"`
-	TopP                *float32           `json:"top_p"`
+	Temperature         *float64           `json:"temperature"`
+	TopP                *float64           `json:"top_p"`
 	TopK                *int               `json:"top_k"`
-	MinP                *float32           `json:"min_p"`
-	FrequencyPenalty    *float32           `json:"frequency_penalty"`
-	PresencePenalty     *float32           `json:"presence_penalty"`
-	RepetitionPenalty   *float32           `json:"repetition_penalty"`
-	LogitBias           map[string]float32 `json:"logit_bias"`
+	MinP                *float64           `json:"min_p"`
+	FrequencyPenalty    *float64           `json:"frequency_penalty"`
+	PresencePenalty     *float64           `json:"presence_penalty"`
+	RepetitionPenalty   *float64           `json:"repetition_penalty"`
+	LogitBias           map[string]float64 `json:"logit_bias"`
 	N                   *int               `json:"n"`
 	Seed                *uint64            `json:"seed"`
 	Stop                stopList           `json:"stop"`
@@ -110,7 +111,7 @@ func (p *openAIParams) toGenerate(g *generateRequest) *apiError {
 	}
 	g.Temperature, g.TopP, g.TopK, g.Seed, g.Stop = p.Temperature, p.TopP, p.TopK, p.Seed, p.Stop
 	if g.Temperature == nil {
-		t := float32(openAITemperature)
+		t := float64(openAITemperature)
 		g.Temperature = &t
 	}
 	return nil
@@ -122,25 +123,26 @@ func (p *openAIParams) toGenerate(g *generateRequest) *apiError {
 func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) *apiError {
 	s := &req.Sampling
 	for _, f := range []struct {
-		v        *float32
+		v        *float64
 		dst      *float32
 		name     string
-		lo, hi   float32
+		lo, hi   float64
 		interval string
 	}{
 		{p.MinP, &s.MinP, "min_p", 0, 1, "[0, 1]"},
 		{p.FrequencyPenalty, &s.FrequencyPenalty, "frequency_penalty", -2, 2, "[-2, 2]"},
 		{p.PresencePenalty, &s.PresencePenalty, "presence_penalty", -2, 2, "[-2, 2]"},
-		{p.RepetitionPenalty, &s.RepetitionPenalty, "repetition_penalty", 0, 10, "(0, 10]"},
+		// Dividing a logit by a smaller penalty could overflow it to +Inf.
+		{p.RepetitionPenalty, &s.RepetitionPenalty, "repetition_penalty", sample.MinRepetitionPenalty, 10, fmt.Sprintf("[%v, 10]", sample.MinRepetitionPenalty)},
 	} {
 		if f.v == nil {
 			continue
 		}
 		v := *f.v
-		if !(v >= f.lo && v <= f.hi) || f.name == "repetition_penalty" && v == 0 {
+		if !(v >= f.lo && v <= f.hi) {
 			return badRequest(f.name, "%s must be in %s, got %v", f.name, f.interval, v)
 		}
-		*f.dst = v
+		*f.dst = float32(v)
 	}
 	if len(p.LogitBias) > maxLogitBias {
 		return badRequest("logit_bias", "at most %d logit_bias entries, got %d", maxLogitBias, len(p.LogitBias))
@@ -156,7 +158,7 @@ func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) 
 		if s.LogitBias == nil {
 			s.LogitBias = make(map[int32]float32, len(p.LogitBias))
 		}
-		s.LogitBias[int32(id)] = v
+		s.LogitBias[int32(id)] = float32(v)
 	}
 	if p.N != nil {
 		// The engine runs a request's choices at once, as it does beams.
@@ -167,8 +169,28 @@ func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) 
 	}
 	if topLogprobs >= 0 {
 		req.Logprobs, req.TopLogprobs = true, topLogprobs
+		if err := p.checkLogprobEntries(req, lim); err != nil {
+			return err
+		}
 	}
 	return p.constrain(req, lim)
+}
+
+// checkLogprobEntries refuses a request, not streamed, whose answer would
+// hold more log-probabilities than lim allows: it is built whole in memory.
+func (p *openAIParams) checkLogprobEntries(req *engine.Request, lim limits) *apiError {
+	n := max(req.N, 1)
+	entries := int64(n) * int64(req.MaxTokens) * int64(1+req.TopLogprobs)
+	if p.Stream || entries <= int64(lim.maxLogprobs) {
+		return nil
+	}
+	param := "max_tokens"
+	if p.MaxCompletionTokens != nil {
+		param = "max_completion_tokens"
+	}
+	return badRequest(param, "n (%d) × %s (%d) × (1 + top_logprobs %d) is %d log-probabilities, above the limit of %d "+
+		"for an answer that is not streamed (--max-logprob-entries): ask for fewer, or stream", n, param, req.MaxTokens,
+		req.TopLogprobs, entries, lim.maxLogprobs)
 }
 
 // tokenBytes is a token's text as AppendPiece gives it: raw bytes, which

@@ -91,7 +91,8 @@ func (t *tokenIDs) UnmarshalJSON(b []byte) error {
 	out := make(tokenIDs, len(raw))
 	for i, p := range raw {
 		if p == nil {
-			return fmt.Errorf("token ID %d is null", i)
+			// A type error, so the decoder names the field.
+			return &json.UnmarshalTypeError{Value: fmt.Sprintf("null at index %d", i), Type: reflect.TypeFor[int32]()}
 		}
 		out[i] = *p
 	}
@@ -104,15 +105,15 @@ type generateRequest struct {
 	Prompt        *string      `json:"prompt"`
 	PromptIDs     tokenIDs     `json:"prompt_ids"`
 	MaxTokens     *int         `json:"max_tokens"`
-	Temperature   *float32     `json:"temperature"`
-	TopP          *float32     `json:"top_p"`
+	Temperature   *float64     `json:"temperature"`
+	TopP          *float64     `json:"top_p"`
 	TopK          *int         `json:"top_k"`
 	Seed          *uint64      `json:"seed"`
 	Stop          stopList     `json:"stop"`
 	StopIDs       tokenIDs     `json:"stop_ids"`
 	IgnoreEOS     bool         `json:"ignore_eos"`
 	BeamWidth     *int         `json:"beam_width"`
-	LengthPenalty *float32     `json:"length_penalty"`
+	LengthPenalty *float64     `json:"length_penalty"`
 	Cache         *cacheParams `json:"cache"`
 	// Structured output, as llama.cpp's native endpoint spells it: a
 	// JSON Schema or a GBNF grammar (see grammarSpec).
@@ -145,7 +146,8 @@ func decodeStrict(body []byte, v any) *apiError {
 			if typ.Field == "" {
 				return badRequest("", "the request body must be a JSON object, got %s", typ.Value)
 			}
-			return badRequest(typ.Field, "field %q must be %s, got %s", typ.Field, jsonType(typ.Type.String()), typ.Value)
+			param, field := clientParam(reflect.TypeOf(v), typ.Field)
+			return badRequest(param, "%s", typeMismatch(param, field, typ))
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			return badRequest(field, "unknown field %q", field)
@@ -163,24 +165,74 @@ func decodeStrict(body []byte, v any) *apiError {
 	return checkKeys(body, reflect.TypeOf(v))
 }
 
+// clientParam is the request field a decoding error's Go path names, as
+// the client spelled it, and the field's type (nil past a map or a custom
+// unmarshaler): encoding/json puts the Go name of an embedded struct
+// (openAIParams) in the path, where the client sees its fields.
+func clientParam(t reflect.Type, path string) (string, reflect.Type) {
+	var out []string
+	for seg := range strings.SplitSeq(path, ".") {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice ||
+			t.Kind() == reflect.Array || t.Kind() == reflect.Map) {
+			t = t.Elem()
+		}
+		if t != nil && t.Kind() == reflect.Struct {
+			if f, ok := t.FieldByName(seg); ok && f.Anonymous {
+				t = f.Type
+				continue
+			}
+		}
+		out = append(out, seg)
+		t = fieldsOf(t)[seg]
+	}
+	return strings.Join(out, "."), t
+}
+
+// typeMismatch says what is wrong with param's JSON value, which could not
+// decode into its Go type: the JSON type the field takes and the one it
+// got, or, for a number, why it does not fit (not a whole number, out of
+// range). field is param's type, if known: when it is an array and the
+// error one element's, the field's type is what the client must send.
+func typeMismatch(param string, field reflect.Type, typ *json.UnmarshalTypeError) string {
+	want := jsonType(typ.Type)
+	if k := typ.Type.Kind(); elemOf(field) != nil && k != reflect.Slice && k != reflect.Array {
+		want = jsonType(field)
+	}
+	num, isNum := strings.CutPrefix(typ.Value, "number ")
+	if !isNum {
+		return fmt.Sprintf("field %q must be %s, got %s", param, want, typ.Value)
+	}
+	switch k := typ.Type.Kind(); {
+	case k == reflect.Float32 || k == reflect.Float64:
+		return fmt.Sprintf("field %q: %s is out of range for a number", param, num)
+	case strings.ContainsAny(num, ".eE"),
+		strings.HasPrefix(num, "-") && k >= reflect.Uint && k <= reflect.Uintptr:
+		return fmt.Sprintf("field %q must be %s, got %s", param, want, num)
+	}
+	return fmt.Sprintf("field %q: %s is out of range for %s", param, num, want)
+}
+
 // jsonType names a Go type the way an API user thinks of it.
-func jsonType(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "[]"):
-		return "an array of " + jsonType(goType[2:])
-	case strings.HasPrefix(goType, "*"):
-		return jsonType(goType[1:])
-	case goType == "string":
+func jsonType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonType(t.Elem())
+	case reflect.Slice, reflect.Array:
+		elem := jsonType(t.Elem())
+		_, noun, _ := strings.Cut(elem, " ") // "a string": "string"
+		return "an array of " + noun + "s"
+	case reflect.String:
 		return "a string"
-	case goType == "bool":
+	case reflect.Bool:
 		return "a boolean"
-	case goType == "int32":
+	case reflect.Int32:
 		return "a 32-bit integer"
-	case goType == "uint64":
+	case reflect.Uint64:
 		return "a non-negative integer"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uintptr:
 		return "an integer"
-	case strings.HasPrefix(goType, "float"):
+	case reflect.Float32, reflect.Float64:
 		return "a number"
 	}
 	return "an object"
@@ -199,6 +251,7 @@ type limits struct {
 	maxStops      int // stop strings per request
 	maxStopBytes  int // bytes per stop string
 	maxStopIDs    int
+	maxLogprobs   int // n × max_tokens × (1 + top_logprobs) of an answer not streamed
 	maxTTL        time.Duration
 	bos           int32 // prepended to text prompts when >= 0
 	haveTokenizer bool
@@ -234,10 +287,8 @@ func (g *generateRequest) toEngine(tok Encoder, lim limits) (engine.Request, *ap
 		if tok == nil || !lim.haveTokenizer {
 			return req, badRequest("prompt", "this model has no tokenizer: send prompt_ids")
 		}
-		// A byte is at least one token, or less than one for merged
-		// vocabularies; refuse hopeless prompts before tokenizing them.
-		if len(*g.Prompt) > 8*lim.maxPrompt {
-			return req, badRequest("prompt", "prompt is %d bytes, far above the limit of %d tokens", len(*g.Prompt), lim.maxPrompt)
+		if err := checkPromptBytes("prompt", len(*g.Prompt), lim); err != nil {
+			return req, err
 		}
 		req.Prompt = encodePrompt(tok, *g.Prompt, lim.bos)
 	case g.PromptIDs != nil:
@@ -287,7 +338,7 @@ func (g *generateRequest) toEngine(tok Encoder, lim limits) (engine.Request, *ap
 		if lp := *g.LengthPenalty; !(lp >= 0 && lp <= 10) {
 			return req, badRequest("length_penalty", "length_penalty must be in [0, 10], got %v", lp)
 		}
-		req.Beam.LengthPenalty = *g.LengthPenalty
+		req.Beam.LengthPenalty = float32(*g.LengthPenalty)
 	}
 	if g.Cache != nil {
 		if req.Cache, err = cacheControl(g.Cache, lim); err != nil {
@@ -302,6 +353,16 @@ func (g *generateRequest) toEngine(tok Encoder, lim limits) (engine.Request, *ap
 		return req, badRequest(spec.param, "beam search cannot follow a grammar: leave beam_width at 1")
 	}
 	return req, spec.apply(&req, lim)
+}
+
+// checkPromptBytes refuses a text prompt too long to be worth tokenizing:
+// a byte is at least one token, or less than one for merged vocabularies,
+// so one of more than 8 bytes per token of the limit cannot fit it.
+func checkPromptBytes(param string, n int, lim limits) *apiError {
+	if n > 8*lim.maxPrompt {
+		return badRequest(param, "%s is %d bytes, far above the limit of %d tokens", param, n, lim.maxPrompt)
+	}
+	return nil
 }
 
 func checkPrompt(ids []int32, fromIDs bool, lim limits) *apiError {
@@ -344,19 +405,21 @@ func maxTokens(v *int, promptLen int, lim limits) (int, *apiError) {
 	return n, nil
 }
 
-func sampling(temp, topP *float32, topK *int, seed *uint64) (engine.Sampling, *apiError) {
+func sampling(temp, topP *float64, topK *int, seed *uint64) (engine.Sampling, *apiError) {
 	var s engine.Sampling
 	if temp != nil {
 		if t := *temp; !(t >= 0 && t <= 2) {
 			return s, badRequest("temperature", "temperature must be in [0, 2], got %v", t)
 		}
-		s.Temperature = *temp
+		s.Temperature = float32(*temp)
 	}
 	if topP != nil {
-		if p := *topP; !(p > 0 && p <= 1) {
-			return s, badRequest("top_p", "top_p must be in (0, 1], got %v", p)
+		// Checked as the engine will see it: a positive top_p that rounds
+		// to float32 0 would mean no cut at all.
+		if p := float32(*topP); !(p > 0 && p <= 1) {
+			return s, badRequest("top_p", "top_p must be in (0, 1], got %v", *topP)
 		}
-		s.TopP = *topP
+		s.TopP = float32(*topP)
 	}
 	if topK != nil {
 		if *topK < 0 {

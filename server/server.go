@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"runtime/debug"
 	"slices"
@@ -78,6 +79,12 @@ type Config struct {
 	// DefaultMaxTokens applies to /generate requests without max_tokens;
 	// default 64 (OpenAI completions default to 16).
 	DefaultMaxTokens int
+	// MaxLogprobEntries bounds the log-probabilities an OpenAI request
+	// that is not streamed may ask for: n × max_tokens × (1 +
+	// top_logprobs), each a JSON object of its answer, which is built
+	// whole in memory. Default 262144 (at about 60 bytes an entry, an
+	// answer of some 16 MB); a streamed request is not bounded.
+	MaxLogprobEntries int
 	// KeepAlive is the interval of SSE comments sent while a stream waits
 	// for tokens, so a gone client is noticed (and its request cancelled)
 	// even while queued; default 5 s.
@@ -104,6 +111,8 @@ type Config struct {
 	// DeviceMemory, set when the model runs on a GPU, reports its memory
 	// for /v1/stats and /metrics (prefixd_device_memory_bytes).
 	DeviceMemory DeviceMemory
+	// Version is what GET /version reports.
+	Version BuildVersion
 	// ChatTemplate renders /v1/chat/completions conversations and
 	// /tokenize's messages. Default: the tokenizer's own template, else
 	// the built-in one (chat.BuiltinFor) its vocabulary's marker tokens
@@ -173,6 +182,7 @@ func New(cfg Config) (*Server, error) {
 		{&cfg.MaxPromptTokens, longest, longest, "MaxPromptTokens"},
 		{&cfg.MaxTokens, longest, longest, "MaxTokens"},
 		{&cfg.DefaultMaxTokens, 64, longest, "DefaultMaxTokens"},
+		{&cfg.MaxLogprobEntries, 1 << 18, math.MaxInt32, "MaxLogprobEntries"},
 	} {
 		switch {
 		case *f.v == 0:
@@ -375,6 +385,7 @@ func (s *Server) buildRoutes() map[string]*route {
 	add("/healthz", "GET", s.handleHealthz)
 	add("/health", "GET", s.handleHealthz)
 	add("/readyz", "GET", s.handleReadyz)
+	add("/version", "GET", s.handleVersion)
 	add("/v1/cache", "GET", s.admin(s.handleCacheStats))
 	add("/v1/cache/prefixes", "GET", s.admin(s.handleCachePrefixes))
 	add("/v1/cache/flush", "POST", s.admin(s.handleCacheFlush))
@@ -388,6 +399,13 @@ func (s *Server) buildRoutes() map[string]*route {
 // writes its access-log line.
 func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 	s.conns.busy(ctx.Conn())
+	// A handler that sets a write deadline makes fasthttp flush its answer
+	// before serving the connection's next request, pipelined or not
+	// (otherwise it holds the answer while a pipelined request runs). The
+	// zero deadline is none; fasthttp clears it after the answer. So every
+	// request starts with nothing of the connection's buffered, and await
+	// may write its hang-up probe to the connection of any request.
+	ctx.SetWriteDeadline(time.Time{})
 	a := &access{start: time.Now(), method: string(ctx.Method()), path: string(ctx.Path())}
 	ctx.SetUserValue(accessKey, a)
 	r := s.routes[a.path]

@@ -44,6 +44,7 @@ func (s *Server) handleTokenize(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, badRequest("", "this model has no tokenizer"))
 		return
 	}
+	lim := s.limits()
 	var ids []int32
 	addSpecial := r.Messages == nil
 	if r.AddSpecialTokens != nil {
@@ -54,9 +55,20 @@ func (s *Server) handleTokenize(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, badRequest("prompt", "send either prompt or messages, not both"))
 		return
 	case r.Prompt != nil:
+		if aerr := checkPromptBytes("prompt", len(*r.Prompt), lim); aerr != nil {
+			s.writeError(ctx, aerr)
+			return
+		}
 		ids = s.encoder().Encode(*r.Prompt)
 	case r.Messages != nil:
 		in, aerr := toChat(r.Messages)
+		if aerr == nil {
+			n := 0
+			for _, m := range in.Messages {
+				n += len(m.Content)
+			}
+			aerr = checkPromptBytes("messages", n, lim)
+		}
 		if aerr != nil {
 			s.writeError(ctx, aerr)
 			return
@@ -69,8 +81,16 @@ func (s *Server) handleTokenize(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, badRequest("prompt", "prompt or messages is required"))
 		return
 	}
-	if bos := s.limits().bos; addSpecial && bos >= 0 && (len(ids) == 0 || ids[0] != bos) {
+	if bos := lim.bos; addSpecial && bos >= 0 && (len(ids) == 0 || ids[0] != bos) {
 		ids = append([]int32{bos}, ids...)
+	}
+	if len(ids) > lim.maxPrompt {
+		param := "prompt"
+		if r.Messages != nil {
+			param = "messages"
+		}
+		s.writeError(ctx, badRequest(param, "%s is %d tokens, the limit is %d", param, len(ids), lim.maxPrompt))
+		return
 	}
 	s.writeJSON(ctx, 200, tokenizeResponse{Count: len(ids), MaxModelLen: s.ecfg.MaxModelLen, Tokens: nonNil(ids)})
 }
@@ -86,6 +106,10 @@ func (s *Server) handleDetokenize(ctx *fasthttp.RequestCtx) {
 	}
 	if r.Tokens == nil {
 		s.writeError(ctx, badRequest("tokens", "tokens is required"))
+		return
+	}
+	if n, most := len(r.Tokens), s.ecfg.MaxModelLen; n > most {
+		s.writeError(ctx, badRequest("tokens", "tokens holds %d tokens, the limit is %d (the model's maximum length)", n, most))
 		return
 	}
 	vocab := s.ecfg.Model.VocabSize()

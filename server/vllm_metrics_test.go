@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -103,5 +104,57 @@ func TestVLLMMetricsOneSnapshot(t *testing.T) {
 		default:
 		}
 		f = h.scrape()
+	}
+}
+
+// TestVLLMRequestMetrics checks vLLM's per-request series: after requests
+// finished by length and by stop, each vLLM histogram counts what its
+// prefixd_* twin counts, the finished_reason counters match
+// prefixd_requests_total, and the token and preemption counters match
+// theirs, all under the served model's model_name.
+func TestVLLMRequestMetrics(t *testing.T) {
+	h := newHarness(t)
+	model := h.srv.cfg.ModelName
+	idle := h.scrape()
+	for _, reason := range []string{"stop", "length", "abort", "error"} {
+		if v := metric(idle, "vllm:request_success_total", "model_name", model, "finished_reason", reason); v != 0 {
+			t.Errorf("idle vllm:request_success_total{finished_reason=%q} = %v, want 0", reason, v)
+		}
+	}
+	first := h.generate(`{"prompt": "Four tokens and out.", "max_tokens": 4, "ignore_eos": true, "temperature": 0}`)
+	if first.FinishReason != "length" || len(first.IDs) != 4 {
+		t.Fatalf("first request: finish %q with %d tokens, want length with 4", first.FinishReason, len(first.IDs))
+	}
+	// The same greedy generation, stopped at its first token.
+	stopped := h.generate(fmt.Sprintf(`{"prompt": "Four tokens and out.", "max_tokens": 4, "ignore_eos": true, "temperature": 0, "stop_ids": [%d]}`, first.IDs[0]))
+	if stopped.FinishReason != "stop" {
+		t.Fatalf("second request: finish %q, want stop", stopped.FinishReason)
+	}
+	after := h.scrapeWhen("both requests counted", func(f map[string]*dto.MetricFamily) bool {
+		return metric(f, "vllm:e2e_request_latency_seconds", "model_name", model) == 2
+	})
+	for reason, prefixd := range map[string]string{"stop": "stop", "length": "length"} {
+		v := metric(after, "vllm:request_success_total", "model_name", model, "finished_reason", reason)
+		if want := metric(after, "prefixd_requests_total", "finish_reason", prefixd); v != want || v != 1 {
+			t.Errorf("vllm:request_success_total{finished_reason=%q} = %v, want prefixd_requests_total's %v, 1", reason, v, want)
+		}
+	}
+	for vllm, prefixd := range map[string]string{
+		"vllm:time_to_first_token_seconds": "prefixd_time_to_first_token_seconds",
+		"vllm:inter_token_latency_seconds": "prefixd_inter_token_latency_seconds",
+		"vllm:e2e_request_latency_seconds": "prefixd_request_duration_seconds",
+		"vllm:request_queue_time_seconds":  "prefixd_queue_time_seconds",
+		"vllm:prompt_tokens_total":         "prefixd_prompt_tokens_total",
+		"vllm:generation_tokens_total":     "prefixd_generated_tokens_total",
+		"vllm:num_preemptions_total":       "prefixd_preemptions_total",
+	} {
+		v, want := metric(after, vllm, "model_name", model), metric(after, prefixd)
+		if v != want || v < 0 {
+			t.Errorf("%s{model_name=%q} = %v, want %s's %v", vllm, model, v, prefixd, want)
+		}
+	}
+	// Four tokens: at least three gaps.
+	if v := metric(after, "vllm:inter_token_latency_seconds", "model_name", model); v < 3 {
+		t.Errorf("vllm:inter_token_latency_seconds count %v, want at least 3", v)
 	}
 }

@@ -23,6 +23,11 @@ func TestBenchCommand(t *testing.T) {
 	if !strings.Contains(stdout, "continuous/w8") || !strings.Contains(stdout, "target") {
 		t.Fatalf("stdout:\n%s", stdout)
 	}
+	// The goals are set for the default sizes: at --tiny none is missed.
+	if strings.Contains(stdout, "MISSED") || strings.Count(stdout, "target n/a ") != strings.Count(stdout, "not applicable at --tiny") ||
+		!strings.Contains(stdout, "not applicable at --tiny") {
+		t.Errorf("--tiny's targets are not all marked not applicable:\n%s", stdout)
+	}
 	f, err := os.Open(filepath.Join(out, "report.json"))
 	if err != nil {
 		t.Fatal(err)

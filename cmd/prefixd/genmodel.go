@@ -91,9 +91,14 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	if need, total := (4+int64(perValue))*params, physicalMemory(); total > 0 && need > total {
 		return usagef("a model of %d parameters needs %d bytes of memory to generate as %s; this machine has %d", params, need, *typName, total)
 	}
+	// A large shape takes a minute: say what happens before the silence.
+	fmt.Fprintf(stderr, "gen-model: drawing %d random weights, then writing them to %s as %s\n", params, *out, typ)
 	m := model.Random(c, *seed)
 	m.Name = fmt.Sprintf("prefixd-random-%s-seed%d", nameOf(*preset, c), *seed)
-	if err := writeModel(*out, m, typ); err != nil {
+	// About: vectors are f32, and the metadata and vocabulary add a little.
+	rowBytes, _ := typ.RowSize(c.Dim)
+	size := params * int64(rowBytes) / int64(c.Dim)
+	if err := writeModel(*out, m, typ, newProgress(stderr, "gen-model: writing "+*out), size); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "wrote %s: %s, %d parameters, matrices %s\n", *out, m.Name, params, typ)
@@ -113,13 +118,14 @@ func nameOf(preset string, c model.Config) string {
 	return fmt.Sprintf("d%d-l%d-h%d-kv%d-f%d-v%d", c.Dim, c.Layers, c.Heads, c.KVHeads, c.Hidden, c.Vocab)
 }
 
-// writeModel writes m to path as GGUF, removing the file if writing fails.
-func writeModel(path string, m *model.Model, typ kernels.DType) error {
+// writeModel writes m to path as GGUF, removing the file if writing
+// fails, and reports the bytes written to p (of about size).
+func writeModel(path string, m *model.Model, typ kernels.DType, p *progress, size int64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
+	w := bufio.NewWriterSize(&countingWriter{w: f, total: size, p: p, verb: "wrote"}, 1<<20)
 	if err = errors.Join(model.WriteGGUF(w, m, typ), w.Flush(), f.Close()); err != nil {
 		os.Remove(path)
 		return fmt.Errorf("gen-model: %w", err)

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/prefixd/prefixd/server"
 )
 
 // command is one subcommand: run gets the arguments after its name and
@@ -95,37 +97,56 @@ func usage(w io.Writer) {
 	io.WriteString(w, b.String())
 }
 
-// versionLine describes the build: the module version ("(devel)" for a
-// build from a source tree), then the VCS revision, commit time and
-// whether the tree had local changes when the go command recorded them,
-// and the Go version.
-func versionLine(info *debug.BuildInfo, ok bool) string {
+// buildVersion reads the build's version from info (ok: whether the
+// binary carries it): the module version ("(devel)" for a build from a
+// source tree), the VCS revision and whether the tree had local changes
+// when the go command recorded them, and the Go version; commitTime is the
+// revision's commit time, if recorded.
+func buildVersion(info *debug.BuildInfo, ok bool) (v server.BuildVersion, commitTime string) {
 	if !ok {
-		return "prefixd (no build information) " + runtime.Version()
+		return server.BuildVersion{Version: "(no build information)", GoVersion: runtime.Version()}, ""
 	}
-	version := info.Main.Version
-	if version == "" {
-		version = "(devel)"
+	v = server.BuildVersion{Version: info.Main.Version, GoVersion: info.GoVersion}
+	if v.Version == "" {
+		v.Version = "(devel)"
 	}
-	var vcs []string
-	for _, key := range []string{"vcs.revision", "vcs.time", "vcs.modified"} {
-		for _, s := range info.Settings {
-			switch {
-			case s.Key != key:
-			case key == "vcs.modified":
-				if s.Value == "true" {
-					vcs = append(vcs, "modified")
-				}
-			default:
-				vcs = append(vcs, s.Value)
-			}
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Revision = s.Value
+		case "vcs.time":
+			commitTime = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
 		}
 	}
-	line := "prefixd " + version
+	return v, commitTime
+}
+
+// runningVersion is buildVersion of this binary, for GET /version.
+func runningVersion() server.BuildVersion {
+	v, _ := buildVersion(debug.ReadBuildInfo())
+	return v
+}
+
+// versionLine describes the build on one line: buildVersion's fields, the
+// VCS ones in parentheses.
+func versionLine(info *debug.BuildInfo, ok bool) string {
+	v, commitTime := buildVersion(info, ok)
+	var vcs []string
+	for _, f := range []string{v.Revision, commitTime} {
+		if f != "" {
+			vcs = append(vcs, f)
+		}
+	}
+	if v.Modified {
+		vcs = append(vcs, "modified")
+	}
+	line := "prefixd " + v.Version
 	if len(vcs) > 0 {
 		line += " (" + strings.Join(vcs, ", ") + ")"
 	}
-	return line + " " + info.GoVersion
+	return line + " " + v.GoVersion
 }
 
 // errHelp is returned by parseFlags after printing a subcommand's help:
@@ -151,7 +172,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	case err != nil:
 		return usagef("%v (%s -h lists the flags)", err, fs.Name())
 	case fs.NArg() > 0:
-		return usagef("unexpected argument %q", fs.Arg(0))
+		return usagef("unexpected argument %q%s", fs.Arg(0), flagHint(fs, fs.Arg(0)))
 	}
 	return nil
 }
@@ -179,8 +200,12 @@ func explainValues(fs *flag.FlagSet) (restore func()) {
 type explained struct{ flag.Value }
 
 // IsBoolFlag keeps a boolean flag usable without a value (--cached-first).
-func (e explained) IsBoolFlag() bool {
-	b, ok := e.Value.(interface{ IsBoolFlag() bool })
+func (e explained) IsBoolFlag() bool { return takesNoValue(e.Value) }
+
+// takesNoValue reports whether a flag of value v is given without one
+// (--cached-first), as the flag package decides.
+func takesNoValue(v flag.Value) bool {
+	b, ok := v.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
 }
 

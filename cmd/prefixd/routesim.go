@@ -66,7 +66,7 @@ func routeSim(args []string, stdout, stderr io.Writer) error {
 	if *synth {
 		recs, err = bench.Synth(bench.SynthConfig{Seed: *seed, Prefixes: *prefixes, Namespaces: *tenants, Duration: *duration})
 	} else {
-		recs, err = readTrace(*tracePath)
+		recs, err = readTrace(*tracePath, stderr)
 	}
 	if err != nil {
 		return err
@@ -79,7 +79,8 @@ func routeSim(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	results, err := routesim.Sweep(recs, prompts, counts, pols, routesim.Config{BlocksPerReplica: *blocks,
-		BlockSize: *blockSize, EventDelay: *delay, TokenTime: *tokenTime, TTL: *ttl})
+		BlockSize: *blockSize, EventDelay: *delay, TokenTime: *tokenTime, TTL: *ttl,
+		Progress: newProgress(stderr, "route-sim").steps("simulations")})
 	if err != nil {
 		return err
 	}
@@ -102,11 +103,17 @@ func routeSim(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func readTrace(path string) ([]trace.Record, error) {
+// readTrace reads a trace file, reporting its progress to stderr: a
+// production trace may be gigabytes.
+func readTrace(path string, stderr io.Writer) ([]trace.Record, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return trace.ReadAll(f)
+	var size int64
+	if fi, err := f.Stat(); err == nil {
+		size = fi.Size()
+	}
+	return trace.ReadAll(io.TeeReader(f, &countingWriter{w: io.Discard, total: size, p: newProgress(stderr, "reading "+path), verb: "read"}))
 }

@@ -56,7 +56,7 @@ type serveOptions struct {
 	blocks, blockSize, maxRunning, maxBatch  int
 	prefillChunk, maxWaiting, maxTokens      int
 	maxPromptTokens, maxModelLen, threads    int
-	maxBodyBytes                             int
+	maxBodyBytes, maxLogprobEntries          int
 	defaultTTL, maxTTL, drainTimeout         time.Duration
 	hostTierBytes, kvBytes                   byteSize
 	batching, kvAlloc, prefixCache           string
@@ -69,6 +69,7 @@ type serveOptions struct {
 	unknownEnv                               []string // PREFIXD_* variables that name no flag
 	kvEvents                                 kvEventsOptions
 	device                                   deviceFlags
+	listen                                   listenFlags // --host, --port
 }
 
 // envPrefix starts the name of every environment variable prefixd reads.
@@ -112,6 +113,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.BoolVar(&o.publicStats, "public-stats", false, "with --api-keys, serve /metrics and /v1/stats without a key (by default they need an API key or the admin token)")
 	fs.StringVar(&o.apiKeys, "api-keys", "", "tenant API keys: key=namespace,key2=namespace2, namespaces not empty; none: no auth, one shared namespace")
 	fs.IntVar(&o.maxBodyBytes, "max-body-bytes", 1<<20, "largest request body")
+	fs.IntVar(&o.maxLogprobEntries, "max-logprob-entries", 1<<18, "most log-probabilities, n × max_tokens × (1 + top_logprobs), an OpenAI answer that is not streamed may hold")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may finish before they are cancelled")
 	fs.IntVar(&o.threads, "threads", 0, fmt.Sprintf("compute threads, at most %d (4 per CPU); 0: GOMAXPROCS", maxThreads()))
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -119,6 +121,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.BoolVar(&o.traceTokens, "trace-tokens", false, "with --trace-out: record prompts' token IDs instead of their block hashes")
 	o.kvEvents.register(fs)
 	o.device.register(fs)
+	o.listen.register(fs, &o.modelPath)
 	return fs, config
 }
 
@@ -128,6 +131,10 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveOptions, error) {
 	o := &serveOptions{}
 	fs, config := serveFlags(o)
+	args, err := modelArgument(fs, args)
+	if err != nil {
+		return nil, err
+	}
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return nil, err
 	}
@@ -151,6 +158,9 @@ func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveO
 	}
 	known := map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) {
+		if commandLineOnly[f.Name] {
+			return
+		}
 		known[envName(f.Name)] = true
 		if v, ok := env[envName(f.Name)]; ok && f.Name != "config" {
 			settings[f.Name], source[f.Name] = v, envName(f.Name)
@@ -176,6 +186,9 @@ func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveO
 		if err := fs.Set(k, settings[k]); err != nil {
 			return nil, usagef("%s: %s=%s: %v", source[k], k, shownValue(k, strconv.Quote(settings[k])), err)
 		}
+	}
+	if o.addr, err = o.listen.addr(o.addr); err != nil {
+		return nil, err
 	}
 	return o, o.check()
 }
@@ -210,7 +223,7 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for k, v := range raw {
-		if fs.Lookup(k) == nil || k == "config" {
+		if fs.Lookup(k) == nil || k == "config" || commandLineOnly[k] {
 			return nil, usagef("config file %s: unknown setting %q", path, k)
 		}
 		var s string
@@ -255,7 +268,7 @@ func (o *serveOptions) check() error {
 		{"blocks", o.blocks}, {"block-size", o.blockSize}, {"max-running", o.maxRunning}, {"max-batch-tokens", o.maxBatch},
 		{"prefill-chunk", o.prefillChunk}, {"max-waiting", o.maxWaiting}, {"max-tokens", o.maxTokens},
 		{"max-prompt-tokens", o.maxPromptTokens}, {"max-model-len", o.maxModelLen}, {"threads", o.threads},
-		{"max-body-bytes", o.maxBodyBytes},
+		{"max-body-bytes", o.maxBodyBytes}, {"max-logprob-entries", o.maxLogprobEntries},
 	} {
 		if f.v < 0 {
 			return usagef("--%s %d must not be negative", f.name, f.v)
@@ -363,6 +376,7 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 	if err != nil {
 		return err
 	}
+	warnModelLenClamped(log, o.maxModelLen, m.Config.MaxSeqLen)
 	dr, err := o.device.runner(m, o.threads, log)
 	if err != nil {
 		return err
@@ -448,19 +462,28 @@ func loadServeModel(ctx context.Context, o *serveOptions, log *slog.Logger) (m *
 		}
 		done <- loaded{m, err}
 	}()
-	select {
-	case <-ctx.Done():
-		go func() {
-			if l := <-done; l.err == nil {
-				l.m.Close()
+	// A large file loads for a while: say so now and then.
+	tick := time.NewTicker(loadProgressEvery)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			go func() {
+				if l := <-done; l.err == nil {
+					l.m.Close()
+				}
+			}()
+			return nil, 0, errStoppedLoading
+		case <-tick.C:
+			log.Info("still loading the model", "elapsed", time.Since(started).Round(time.Second))
+		case l := <-done:
+			if l.err != nil {
+				return nil, 0, l.err
 			}
-		}()
-		return nil, 0, errStoppedLoading
-	case l := <-done:
-		if l.err != nil {
-			return nil, 0, l.err
+			m = l.m
+			break wait
 		}
-		m = l.m
 	}
 	if o.servedModelName == "" {
 		o.servedModelName = modelID(o.modelPath, m)
@@ -541,8 +564,9 @@ func start(o *serveOptions, ecfg engine.Config, pool kvPool, m *model.Model, met
 	srv, err := server.New(server.Config{
 		Engine: eng, Tokenizer: m.Tokenizer, ModelName: o.servedModelName, AdminToken: o.adminToken, APIKeys: o.keys, PublicStats: o.publicStats,
 		ChatTemplate: tpl, ChatSpecialInContent: o.chatSpecialInContent,
-		MaxBodyBytes: o.maxBodyBytes, MaxPromptTokens: o.maxPromptTokens, MaxTokens: o.maxTokens,
+		MaxBodyBytes: o.maxBodyBytes, MaxPromptTokens: o.maxPromptTokens, MaxTokens: o.maxTokens, MaxLogprobEntries: o.maxLogprobEntries,
 		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens, DeviceMemory: devMem,
+		Version: runningVersion(),
 	})
 	if err != nil {
 		eng.Close(context.Background())

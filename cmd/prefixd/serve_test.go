@@ -202,7 +202,7 @@ func TestServeUsageErrors(t *testing.T) {
 		msg  string
 	}{
 		{"unknown flag", []string{"--nope"}, nil, 2, "not defined"},
-		{"stray argument", []string{"extra"}, nil, 2, "unexpected argument"},
+		{"stray argument", []string{"model.gguf", "extra"}, nil, 2, "unexpected argument"},
 		{"bad batching", []string{"--batching", "eager"}, nil, 2, "continuous or static"},
 		{"bad kv-alloc", []string{"--kv-alloc", "x"}, nil, 2, "paged or contiguous"},
 		{"bad prefix-cache", []string{"--prefix-cache", "maybe"}, nil, 2, "on or off"},

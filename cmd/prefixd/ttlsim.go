@@ -74,7 +74,7 @@ func ttlSim(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stderr, "wrote the synthetic trace (%d requests) to %s\n", len(recs), path)
-	} else if recs, err = readTrace(*tracePath); err != nil {
+	} else if recs, err = readTrace(*tracePath, stderr); err != nil {
 		return err
 	}
 	if len(recs) == 0 {
@@ -83,7 +83,8 @@ func ttlSim(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	results, err := bench.SimulateTTL(recs, bench.SimConfig{TTLs: ttlList, PoolBlocks: poolList, BlockSize: *blockSize, TokenTime: *tokenTime})
+	results, err := bench.SimulateTTL(recs, bench.SimConfig{TTLs: ttlList, PoolBlocks: poolList, BlockSize: *blockSize, TokenTime: *tokenTime,
+		Progress: newProgress(stderr, "ttl-sim").steps("simulations")})
 	if err != nil {
 		return err
 	}
