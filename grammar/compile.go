@@ -28,6 +28,11 @@ type Limits struct {
 	// MaxSchemaNodes bounds the schema objects a JSON Schema may hold,
 	// counted as the compiler visits them. Default 10,000.
 	MaxSchemaNodes int
+	// MaxMaskWork bounds the work of computing one mask, in stack
+	// operations (a leaf stepped or compared); a grammar whose mask would
+	// cost more stops its Matcher with ErrTooCostly instead of stalling
+	// decoding. Default 50,000,000 (well under a second).
+	MaxMaskWork int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -42,6 +47,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxRepeat, 10_000)
 	def(&l.MaxStacks, 512)
 	def(&l.MaxSchemaNodes, 10_000)
+	def(&l.MaxMaskWork, 50_000_000)
 	return l
 }
 
@@ -68,6 +74,10 @@ func errorf(path, format string, args ...any) *Error {
 // ErrAmbiguous is returned when a Matcher state would need more stacks
 // than Limits.MaxStacks: the grammar is too ambiguous to follow.
 var ErrAmbiguous = errors.New("grammar: too ambiguous (a state needs more stacks than the limit)")
+
+// ErrTooCostly is returned when a mask would cost more than
+// Limits.MaxMaskWork: the grammar is too ambiguous to mask a vocabulary.
+var ErrTooCostly = errors.New("grammar: a token mask would cost more than the limit (the grammar is too ambiguous)")
 
 // elem kinds.
 const (

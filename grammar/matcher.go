@@ -20,6 +20,7 @@ type stackSet struct {
 	frames []frame
 	over   bool // a state needed more than MaxStacks leaves
 	base   int  // where the leaves of the state being built start in out
+	work   int  // stack operations so far, for Limits.MaxMaskWork
 }
 
 // expand adds to out the leaves reached from position pos in a frame
@@ -58,6 +59,7 @@ func (s *stackSet) expand(out []int32, pos, parent int32) ([]int32, bool) {
 // addLeaf adds the leaf (pos, parent, sub) unless an equal stack is
 // among those the current step added (out[s.base:]).
 func (s *stackSet) addLeaf(out []int32, pos, parent int32, sub uint32) []int32 {
+	s.work += len(out) - s.base + 1
 	for _, l := range out[s.base:] {
 		if f := s.frames[l]; f.pos == pos && f.sub == sub && s.sameStack(f.parent, parent) {
 			return out

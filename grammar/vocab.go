@@ -234,10 +234,15 @@ func (v *Vocab) MaskWords() int { return (v.n + 63) / 64 }
 
 // Mask returns the tokens that may come next as a bitset (bit id%64 of
 // word id/64), from the Constraint's cache when this state was seen
-// before. The result is shared and must not be modified. REQUIRES: m was
-// made by a Constraint.
+// before. The result is shared and must not be modified. A Matcher that
+// has failed (Err: ErrAmbiguous, or ErrTooCostly when computing this very
+// mask passed Limits.MaxMaskWork) allows nothing. REQUIRES: m was made by
+// a Constraint.
 func (m *Matcher) Mask() []uint64 {
 	c := m.c
+	if m.err != nil {
+		return make([]uint64, c.v.MaskWords())
+	}
 	key := m.stateKey()
 	c.mu.Lock()
 	if mask, ok := c.cache[string(key)]; ok {
@@ -248,7 +253,9 @@ func (m *Matcher) Mask() []uint64 {
 	c.miss++
 	c.mu.Unlock()
 	mask := make([]uint64, c.v.MaskWords())
-	m.computeMask(mask)
+	if !m.computeMask(mask) {
+		return mask // m failed: nothing is allowed, and nothing is cached
+	}
 	c.mu.Lock()
 	if _, dup := c.cache[string(key)]; !dup {
 		if c.cacheBytes+len(mask)*8+len(key) > c.maxBytes {
@@ -312,15 +319,16 @@ func appendKey(dst, tmp []byte, s *stackSet, leaves []int32, end bool) ([]byte, 
 // a table lookup per trie node: inside a string, thousands of subtrees
 // reach the same few states.
 type walker struct {
-	mask   []uint64
-	s      *stackSet
-	states []wstate
-	leaves []int32      // states' leaves
-	trans  [][256]int32 // per state and byte: 0 unknown, -1 dead, else state+1
-	ids    map[string]int32
-	tmp    []int32
-	key    []byte
-	keyTmp []byte
+	mask    []uint64
+	s       *stackSet
+	states  []wstate
+	leaves  []int32      // states' leaves
+	trans   [][256]int32 // per state and byte: 0 unknown, -1 dead, else state+1
+	ids     map[string]int32
+	aborted bool // the work passed Limits.MaxMaskWork
+	tmp     []int32
+	key     []byte
+	keyTmp  []byte
 }
 
 type wstate struct {
@@ -332,6 +340,8 @@ type wstate struct {
 
 func (w *walker) reset(s *stackSet) {
 	w.s = s
+	w.aborted = false
+	s.work = 0
 	w.states = w.states[:0]
 	w.leaves = w.leaves[:0]
 	w.trans = w.trans[:0]
@@ -364,6 +374,10 @@ func (w *walker) next(id int32, c byte) int32 {
 	out, end := w.s.step(w.tmp[:0], w.leaves[st.off:st.off+st.n], c)
 	w.tmp = out
 	r := int32(-1)
+	if w.s.work > w.s.g.limits.MaxMaskWork {
+		w.aborted = true
+		return -1
+	}
 	if w.s.over { // too ambiguous to follow: allow nothing through it
 		w.s.over = false
 	} else if len(out) > 0 || end {
@@ -375,12 +389,14 @@ func (w *walker) next(id int32, c byte) int32 {
 
 func (w *walker) live(id int32) bool { return w.states[id].n > 0 }
 
-// computeMask fills mask (all zero) with the tokens m allows.
-func (m *Matcher) computeMask(mask []uint64) {
+// computeMask fills mask (all zero) with the tokens m allows, and
+// reports whether the mask is m's state's for good: false when m has
+// failed (Err), then the mask allows nothing.
+func (m *Matcher) computeMask(mask []uint64) bool {
 	c := m.c
 	v := c.v
 	if m.err != nil {
-		return
+		return false
 	}
 	if m.end {
 		for _, s := range v.stops {
@@ -388,7 +404,7 @@ func (m *Matcher) computeMask(mask []uint64) {
 		}
 	}
 	if len(m.leaves) == 0 {
-		return
+		return true
 	}
 	w := c.pool.Get().(*walker)
 	defer c.pool.Put(w)
@@ -398,11 +414,17 @@ func (m *Matcher) computeMask(mask []uint64) {
 	w.mask = mask
 	w.walk(v, 0, w.intern(m.leaves, m.end))
 	w.mask = nil
+	if w.aborted {
+		clear(mask)
+		m.err = ErrTooCostly
+		return false
+	}
+	return true
 }
 
 // walk marks the tokens below trie node n reachable from state id.
 func (w *walker) walk(v *Vocab, n, id int32) {
-	for ch := n + 1; ch < v.next[n]; ch = v.next[ch] {
+	for ch := n + 1; ch < v.next[n] && !w.aborted; ch = v.next[ch] {
 		nid := w.next(id, v.edge[ch])
 		if nid < 0 {
 			continue

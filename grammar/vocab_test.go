@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 )
@@ -344,6 +345,34 @@ func TestMaskCacheBounded(t *testing.T) {
 		}
 		if !m.AcceptBytes([]byte("q")) {
 			t.Fatal("q refused")
+		}
+	}
+}
+
+// TestMaskWorkBounded: a grammar too costly to mask stops its matcher
+// with ErrTooCostly rather than stalling, and its mask allows nothing.
+func TestMaskWorkBounded(t *testing.T) {
+	v := syntheticVocab(3000, 4)
+	src := `root ::= x x x x x x
+x ::= [a-z]* | [a-m]* [a-z]* | [e-z]* [a-z]*`
+	for _, lim := range []Limits{{MaxMaskWork: 2000}, {}} {
+		g, err := ParseGBNF(src, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := NewConstraint(g, NewVocab(v, []int32{int32(len(v) - 1)})).NewMatcher()
+		m.AcceptBytes([]byte("abc"))
+		mask := m.Mask()
+		n := 0
+		for _, w := range mask {
+			n += bits.OnesCount64(w)
+		}
+		if lim.MaxMaskWork != 0 {
+			if m.Err() != ErrTooCostly || n != 0 || m.Allowed(int32(1+'a')) {
+				t.Fatalf("work bound 2000: Err %v, %d tokens allowed; want ErrTooCostly and none", m.Err(), n)
+			}
+		} else if m.Err() != nil || n == 0 {
+			t.Fatalf("default bound: Err %v, %d tokens allowed", m.Err(), n)
 		}
 	}
 }
