@@ -129,16 +129,17 @@ type DeviceMemory func() (free, total int64, err error)
 
 // Server serves one engine over HTTP. It is safe for concurrent use.
 type Server struct {
-	cfg      Config
-	eng      *engine.Engine
-	ecfg     engine.Config
-	log      *slog.Logger
-	metrics  *Metrics
-	srv      *fasthttp.Server
-	routes   map[string]*route
-	handler  fasthttp.RequestHandler
-	trace    *tracer // nil without Config.Trace
-	chat     *chatSetup
+	cfg     Config
+	eng     *engine.Engine
+	ecfg    engine.Config
+	log     *slog.Logger
+	metrics *Metrics
+	srv     *fasthttp.Server
+	routes  map[string]*route
+	handler fasthttp.RequestHandler
+	trace   *tracer // nil without Config.Trace
+	chat    *chatSetup
+
 	grammars *grammarSetup // structured outputs; nil without a tokenizer
 
 	conns *connSet // the client connections, for the drain to wait on and close
