@@ -31,35 +31,45 @@ type toolChatResp struct {
 
 // TestToolCallsForced: with tool_choice required (or naming a function)
 // a random model's reply is always a call of a listed function whose
-// arguments validate against its parameters.
+// arguments validate against its parameters: 200 of 200 seeded replies.
 func TestToolCallsForced(t *testing.T) {
 	h := newChatHarness(t)
 	params := map[string]string{
 		"get_weather": `{"type": "object", "properties": {"city": {"type": "string", "maxLength": 10}, "unit": {"enum": ["C", "F"]}}, "required": ["city", "unit"], "additionalProperties": false}`,
 		"get_time":    `{"type": "object", "properties": {"zone": {"type": "integer", "minimum": -12, "maximum": 14}}, "required": ["zone"]}`,
 	}
+	seeds := 25 // 2 choices x 25 seeds x n = 4: 200 replies
+	if testing.Short() {
+		seeds = 3
+	}
+	calls := 0
 	for _, choice := range []string{`"required"`, `{"type": "function", "function": {"name": "get_time"}}`} {
-		for seed := range 3 {
+		for seed := range seeds {
 			var r toolChatResp
-			h.post("/v1/chat/completions", fmt.Sprintf(`{"messages": [{"role": "user", "content": "Weather?"}], "max_tokens": 80, "seed": %d,
+			h.post("/v1/chat/completions", fmt.Sprintf(`{"messages": [{"role": "user", "content": "Weather?"}], "max_tokens": 80, "seed": %d, "n": 4,
 				"tools": %s, "tool_choice": %s}`, seed, weatherTools, choice), &r)
-			c := r.Choices[0]
-			if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 || c.Message.Content != nil {
-				t.Fatalf("%s seed %d: %+v", choice, seed, c)
+			for _, c := range r.Choices {
+				calls++
+				if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 1 || c.Message.Content != nil {
+					t.Fatalf("%s seed %d: %+v", choice, seed, c)
+				}
+				call := c.Message.ToolCalls[0]
+				if !strings.HasPrefix(call.ID, "call_") || call.Type != "function" {
+					t.Fatalf("call %+v", call)
+				}
+				if strings.Contains(choice, "get_time") && call.Function.Name != "get_time" {
+					t.Fatalf("tool_choice named get_time, the call is to %s", call.Function.Name)
+				}
+				schema, ok := params[call.Function.Name]
+				if !ok {
+					t.Fatalf("call to unknown function %q", call.Function.Name)
+				}
+				mustValidate(t, schematest.MustCompile(t, schema), call.Function.Arguments)
 			}
-			call := c.Message.ToolCalls[0]
-			if !strings.HasPrefix(call.ID, "call_") || call.Type != "function" {
-				t.Fatalf("call %+v", call)
-			}
-			if strings.Contains(choice, "get_time") && call.Function.Name != "get_time" {
-				t.Fatalf("tool_choice named get_time, the call is to %s", call.Function.Name)
-			}
-			schema, ok := params[call.Function.Name]
-			if !ok {
-				t.Fatalf("call to unknown function %q", call.Function.Name)
-			}
-			mustValidate(t, schematest.MustCompile(t, schema), call.Function.Arguments)
 		}
+	}
+	if calls != 2*seeds*4 {
+		t.Fatalf("%d calls checked, want %d", calls, 2*seeds*4)
 	}
 	h.checkDrained()
 }
