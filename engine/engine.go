@@ -19,6 +19,7 @@ import (
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/clock"
 	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/radix"
 )
 
@@ -106,7 +107,7 @@ type Config struct {
 
 	Clock    clock.Clock // default: the system clock
 	Observer Observer    // optional
-	Samples  eviction.Samples
+	Samples  kvcache.Samples
 	// CacheEvents, if set, observes every change of the cached blocks
 	// (KV events for routers); nil costs nothing.
 	CacheEvents CacheEvents
@@ -250,7 +251,7 @@ func build(cfg Config) (*Engine, error) {
 	e.cache, err = eviction.New(eviction.Config{
 		Tree: tree, Pool: pool, Clock: cfg.Clock,
 		DefaultTTL: cfg.DefaultTTL, MaxTTL: cfg.MaxTTL, MaxPinnedFraction: cfg.MaxPinnedFraction,
-		HostTier: e.host, Samples: cfg.Samples, Observer: cfg.CacheEvents,
+		Tiers: e.tiers(), Samples: cfg.Samples, Observer: cfg.CacheEvents,
 	})
 	if err != nil {
 		return nil, err
@@ -260,6 +261,15 @@ func build(cfg Config) (*Engine, error) {
 	e.sched.init(e)
 	e.publish()
 	return e, nil
+}
+
+// tiers returns the cache tiers below the device pool, fastest first.
+func (e *Engine) tiers() []eviction.Tier {
+	var out []eviction.Tier
+	if e.host != nil {
+		out = append(out, e.host)
+	}
+	return out
 }
 
 // Token is one generated token on a Stream.

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/blockstore"
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // Stats is a snapshot of the engine, taken after its latest iteration.
@@ -12,7 +12,7 @@ type Stats struct {
 	Running, Waiting int
 	Blocks           blockstore.Stats
 	CachedNodes      int // radix tree nodes, all namespaces
-	Cache            eviction.Counters
+	Cache            kvcache.Counters
 	PinnedBlocks     int
 	PinBudget        int
 	DefaultTTL       time.Duration

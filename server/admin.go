@@ -8,17 +8,17 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prefixd/prefixd/engine"
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // adminError maps an engine admin error to a response.
 func adminError(err error) *apiError {
 	switch {
-	case errors.Is(err, eviction.ErrNotCached):
+	case errors.Is(err, kvcache.ErrNotCached):
 		return &apiError{Status: 404, Type: typeNotFound, Param: "prompt", Message: err.Error()}
-	case errors.Is(err, eviction.ErrPinBudget):
+	case errors.Is(err, kvcache.ErrPinBudget):
 		return &apiError{Status: 409, Type: typeConflict, Message: err.Error()}
-	case errors.Is(err, eviction.ErrBadTTL):
+	case errors.Is(err, kvcache.ErrBadTTL):
 		return &apiError{Status: 400, Type: typeInvalid, Message: err.Error()}
 	case errors.Is(err, engine.ErrClosed):
 		return &apiError{Status: 503, Type: typeUnavailable, Message: "the server is shutting down"}
@@ -77,7 +77,7 @@ func (s *Server) handleCacheStats(ctx *fasthttp.RequestCtx) {
 		out.HitRate = float64(st.CacheHitDevice+st.CacheHitHost) / float64(st.CacheQueryTokens)
 	}
 	out.Evicted = map[string]uint64{}
-	for _, r := range eviction.Reasons() {
+	for _, r := range kvcache.Reasons() {
 		out.Evicted[r.String()] = st.Cache.Evicted[r]
 	}
 	out.Demoted, out.Promoted = st.Cache.Demoted, st.Cache.Promoted

@@ -13,7 +13,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/prefixd/prefixd/engine"
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // Metrics holds prefixd's Prometheus metrics in one registry. Counters and
@@ -26,7 +26,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	ttft, itl, e2e, queue prometheus.Histogram
-	hitAge                [2]prometheus.Observer // by eviction.Tier
+	hitAge                [2]prometheus.Observer // by kvcache.Tier
 	blockLife             prometheus.Histogram
 	batchRows, stepTime   prometheus.Histogram
 	finished              *prometheus.CounterVec
@@ -77,8 +77,8 @@ func NewMetrics() *Metrics {
 		Buckets: ageBuckets,
 	}, []string{"tier"})
 	m.reg.MustRegister(hitAge)
-	m.hitAge[eviction.TierDevice] = hitAge.WithLabelValues(eviction.TierDevice.String())
-	m.hitAge[eviction.TierHost] = hitAge.WithLabelValues(eviction.TierHost.String())
+	m.hitAge[kvcache.TierDevice] = hitAge.WithLabelValues(kvcache.TierDevice.String())
+	m.hitAge[kvcache.TierHost] = hitAge.WithLabelValues(kvcache.TierHost.String())
 	m.blockLife = f.histogram("prefixd_cache_block_lifetime_seconds", "Time a block spent in the device prefix cache, from insertion to leaving it, one observation per block.", ageBuckets)
 	m.batchRows = f.histogram("prefixd_batch_rows", "Sequences (decode rows and prefill chunks) in one forward pass.", batchRowBuckets)
 	m.stepTime = f.histogram("prefixd_scheduler_step_seconds", "Wall time of one forward pass.", stepBuckets)
@@ -140,9 +140,9 @@ func (m *Metrics) Finished(res *engine.Result) {
 }
 
 // Samples returns the hooks for the engine's Config.Samples.
-func (m *Metrics) Samples() eviction.Samples {
-	return eviction.Samples{
-		HitAge: func(tier eviction.Tier, age time.Duration, tokens int) {
+func (m *Metrics) Samples() kvcache.Samples {
+	return kvcache.Samples{
+		HitAge: func(tier kvcache.Tier, age time.Duration, tokens int) {
 			if int(tier) < len(m.hitAge) {
 				m.hitAge[tier].Observe(age.Seconds())
 			}
@@ -240,12 +240,12 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	counter(descCacheQuery, st.CacheQueryTokens)
-	counter(descCacheHit, st.CacheHitDevice, eviction.TierDevice.String())
-	counter(descCacheHit, st.CacheHitHost, eviction.TierHost.String())
+	counter(descCacheHit, st.CacheHitDevice, kvcache.TierDevice.String())
+	counter(descCacheHit, st.CacheHitHost, kvcache.TierHost.String())
 	counter(descPrefill, st.PrefillTokens)
 	counter(descPrompt, st.PromptTokens)
 	counter(descGenerated, st.GeneratedTokens)
-	for _, r := range eviction.Reasons() {
+	for _, r := range kvcache.Reasons() {
 		counter(descEvicted, st.Cache.Evicted[r], r.String())
 	}
 	counter(descDemoted, st.Cache.Demoted)

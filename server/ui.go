@@ -10,7 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prefixd/prefixd/engine"
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // indexHTML is the status page at GET /: self-contained (no external
@@ -51,7 +51,7 @@ const (
 )
 
 // histNames are the histograms' keys in the /v1/stats body.
-var histNames = [numHists]string{"ttft", "itl", "e2e", "queue", eviction.TierDevice.String(), eviction.TierHost.String()}
+var histNames = [numHists]string{"ttft", "itl", "e2e", "queue", kvcache.TierDevice.String(), kvcache.TierHost.String()}
 
 // histSnap is a histogram's state: cumulative counts per finite upper
 // bound, and the total count.
@@ -87,7 +87,7 @@ func (w *statsWindowed) take(now time.Time) statsSnap {
 	m := w.s.metrics
 	snap := statsSnap{at: now, st: w.s.eng.Stats()}
 	obs := [numHists]prometheus.Observer{m.ttft, m.itl, m.e2e, m.queue,
-		m.hitAge[eviction.TierDevice], m.hitAge[eviction.TierHost]}
+		m.hitAge[kvcache.TierDevice], m.hitAge[kvcache.TierHost]}
 	for i, o := range obs {
 		snap.hists[i] = readHistogram(o)
 	}
@@ -282,7 +282,7 @@ func (w *statsWindowed) serve(ctx *fasthttp.RequestCtx) {
 	out.RecentHitRate = hitRates(sub(st.CacheHitDevice, bst.CacheHitDevice), sub(st.CacheHitHost, bst.CacheHitHost),
 		sub(st.CacheQueryTokens, bst.CacheQueryTokens))
 	out.Evicted, out.RecentEvicted = map[string]uint64{}, map[string]uint64{}
-	for _, r := range eviction.Reasons() {
+	for _, r := range kvcache.Reasons() {
 		out.Evicted[r.String()] = st.Cache.Evicted[r]
 		out.RecentEvicted[r.String()] = sub(st.Cache.Evicted[r], bst.Cache.Evicted[r])
 	}
