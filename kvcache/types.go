@@ -99,3 +99,17 @@ type Prefix struct {
 	Pinned    bool          // an operator pin holds (at least the start of) it
 	InUse     bool          // running sequences' tables hold (the start of) it
 }
+
+// TierStats is a lower cache tier's state and running totals, for metrics
+// and /v1/stats.
+type TierStats struct {
+	Blocks    int    // blocks held
+	Bytes     int64  // bytes held, as the tier counts them (records on disk)
+	Writes    uint64 // blocks written
+	Dropped   uint64 // writes dropped because the write queue was full
+	Evicted   uint64 // blocks removed to keep the byte budget or their TTL
+	Corrupt   uint64 // records that failed a check: each a miss
+	Hits      uint64 // blocks read back for a request
+	ReadBytes uint64 // bytes read back for those hits
+	Scanning  bool   // the start-up scan that rebuilds the index still runs
+}
