@@ -20,7 +20,8 @@ type HostTierConfig struct {
 	// counters (ten per block that fits). Required.
 	BlockBytes int
 	// Next, if set, receives the blocks the tier drops to stay within its
-	// capacity (a disk tier), with what is left of their TTL.
+	// capacity or refuses to admit (a disk tier), with what is left of
+	// their TTL.
 	Next Tier
 }
 
@@ -65,12 +66,12 @@ func NewHostTier(cfg HostTierConfig) (*HostTier, error) {
 		OnEvict: func(it *ristretto.Item[*hostEntry]) {
 			if it.Expiration.IsZero() || time.Now().Before(it.Expiration) {
 				h.capacityEvicted.Add(1)
-				if h.next != nil && it.Value != nil {
-					e := it.Value
-					h.next.Put(e.ns, e.fp, e.tokens, e.StoredBlock, time.Until(it.Expiration))
-				}
+				h.spill(it)
 			}
 		},
+		// A block the admission policy refuses never entered, but it left
+		// the device for good: it goes on down too.
+		OnReject: h.spill,
 		// Every entry that was stored or refused leaves through OnExit
 		// exactly once (Del, replacement, eviction, expiry, refusal).
 		OnExit: h.removed,
@@ -80,6 +81,20 @@ func NewHostTier(cfg HostTierConfig) (*HostTier, error) {
 	}
 	h.cache = c
 	return h, nil
+}
+
+// spill hands a block leaving the tier (or refused by it) to the next
+// tier, if any, with what is left of its TTL.
+func (h *HostTier) spill(it *ristretto.Item[*hostEntry]) {
+	if h.next == nil || it.Value == nil {
+		return
+	}
+	ttl := time.Duration(0)
+	if !it.Expiration.IsZero() {
+		ttl = time.Until(it.Expiration)
+	}
+	e := it.Value
+	h.next.Put(e.ns, e.fp, e.tokens, e.StoredBlock, ttl)
 }
 
 // Medium implements Tier.
