@@ -104,6 +104,11 @@ type Config struct {
 	DefaultTTL, MaxTTL time.Duration
 	MaxPinnedFraction  float64
 	HostTierBytes      int64 // 0 disables the host tier
+	// DiskTier, if set, is the tier below the host tier (or below the
+	// device pool, without one): it receives what they drop, Close saves
+	// the whole cache into it, and requests' prefixes are promoted from
+	// it. The caller closes it, after the engine.
+	DiskTier DiskTier
 
 	Clock    clock.Clock // default: the system clock
 	Observer Observer    // optional
@@ -183,6 +188,8 @@ type Engine struct {
 	tree  *radix.Tree
 	cache *eviction.Manager
 	host  *eviction.HostTier
+	disk  DiskTier
+	reads chan struct{} // a slot per prefetch running; see prefetch
 
 	mu     sync.Mutex
 	inbox  []*seq
@@ -239,12 +246,17 @@ func build(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	tree.SetObserver(cfg.CacheEvents)
-	e := &Engine{cfg: cfg, pool: pool, tree: tree, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	e := &Engine{cfg: cfg, pool: pool, tree: tree, disk: cfg.DiskTier, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		reads: make(chan struct{}, maxPrefetches)}
+	if (cfg.HostTierBytes > 0 || cfg.DiskTier != nil) && st == nil {
+		return nil, errors.New("engine: a host or disk tier needs a model with K/V storage")
+	}
 	if cfg.HostTierBytes > 0 {
-		if st == nil {
-			return nil, errors.New("engine: a host tier needs a model with K/V storage")
+		hc := eviction.HostTierConfig{CapacityBytes: cfg.HostTierBytes, BlockBytes: st.BlockBytes()}
+		if cfg.DiskTier != nil {
+			hc.Next = cfg.DiskTier
 		}
-		if e.host, err = eviction.NewHostTier(eviction.HostTierConfig{CapacityBytes: cfg.HostTierBytes, BlockBytes: st.BlockBytes()}); err != nil {
+		if e.host, err = eviction.NewHostTier(hc); err != nil {
 			return nil, err
 		}
 	}
@@ -268,6 +280,9 @@ func (e *Engine) tiers() []eviction.Tier {
 	var out []eviction.Tier
 	if e.host != nil {
 		out = append(out, e.host)
+	}
+	if e.disk != nil {
+		out = append(out, e.disk)
 	}
 	return out
 }
@@ -341,6 +356,7 @@ func (e *Engine) SubmitN(ctx context.Context, req Request) ([]*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
+	prompt := s.tokens[:len(s.tokens)-1] // taken before the scheduler sees s
 	streams := []*Stream{s.stream}
 	for i := 1; i < req.N; i++ {
 		c, err := newSeq(e, &req, i, now)
@@ -371,6 +387,7 @@ func (e *Engine) SubmitN(ctx context.Context, req Request) ([]*Stream, error) {
 	e.queued++
 	e.inbox = append(e.inbox, s)
 	e.mu.Unlock()
+	e.prefetch(&req, prompt)
 	e.poke()
 	return streams, nil
 }
@@ -455,6 +472,10 @@ func (e *Engine) Close(ctx context.Context) error {
 	defer stop()
 	e.do(func() { e.sched.draining = true })
 	<-e.done
+	if e.disk != nil && !e.cfg.DisablePrefixCache {
+		// The scheduler has stopped: the cache is this goroutine's now.
+		e.cache.SaveAll(e.disk.Save)
+	}
 	if e.host != nil {
 		e.host.Close()
 	}

@@ -327,6 +327,7 @@ func (sc *scheduler) tryAdmit(s *seq) (short int) {
 	sc.totals.CacheQueryTokens += uint64(len(s.tokens) - 1)
 	sc.totals.CacheHitDevice += uint64(hit.Tokens[kvcache.TierDevice])
 	sc.totals.CacheHitHost += uint64(hit.Tokens[kvcache.TierHost])
+	sc.totals.CacheHitDisk += uint64(hit.Tokens[kvcache.TierDisk])
 	if !s.everAdmitted {
 		s.everAdmitted = true
 		s.usage.CachedTokens = hit.Cached()

@@ -13,6 +13,7 @@ type Stats struct {
 	Blocks           blockstore.Stats
 	CachedNodes      int // radix tree nodes, all namespaces
 	Cache            kvcache.Counters
+	Disk             kvcache.TierStats // zero without a disk tier
 	PinnedBlocks     int
 	PinBudget        int
 	DefaultTTL       time.Duration
@@ -25,6 +26,7 @@ type Stats struct {
 	CacheQueryTokens uint64 // prompt tokens looked up in the prefix cache
 	CacheHitDevice   uint64 // of those, served from device blocks
 	CacheHitHost     uint64 // of those, promoted from the host tier
+	CacheHitDisk     uint64 // of those, promoted from the disk tier
 	Preemptions      uint64 // sequences preempted (recomputed later)
 	Steps            uint64 // forward passes
 	Requests         uint64 // finished requests
@@ -50,6 +52,9 @@ func (e *Engine) publish() {
 	s.PinnedBlocks, s.PinBudget = e.cache.PinnedBlocks()
 	e.pinned.Store(int64(s.PinnedBlocks))
 	s.DefaultTTL, s.MaxTTL = e.cache.TTLs()
+	if e.disk != nil {
+		s.Disk = e.disk.Stats()
+	}
 	e.statsMu.Lock()
 	e.stats = s
 	e.statsMu.Unlock()

@@ -41,14 +41,7 @@ func TestPolicyDetail(t *testing.T) {
 	if len(batches) != 1 {
 		t.Fatalf("%d batches", len(batches))
 	}
-	payload, err := batches[0].AppendMsgpack(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b eventBatch
-	if err := msgpack.Unmarshal(payload, &b); err != nil {
-		t.Fatal(err)
-	}
+	payload, b := decodeBatch(t, batches[0])
 	stored := map[string]int{} // lora_name ("" for nil) -> BlockStored events
 	tokens := map[string]int{} // lora_name -> token ids published
 	removed := 0
