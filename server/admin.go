@@ -50,6 +50,7 @@ type cacheStatsJSON struct {
 	CacheQueryTokens   uint64            `json:"cache_query_tokens"`
 	CacheHitDevice     uint64            `json:"cache_hit_device_tokens"`
 	CacheHitHost       uint64            `json:"cache_hit_host_tokens"`
+	CacheHitDisk       uint64            `json:"cache_hit_disk_tokens"`
 	HitRate            float64           `json:"hit_rate"`
 	Evicted            map[string]uint64 `json:"evicted_blocks"`
 	Demoted            uint64            `json:"demoted_blocks"`
@@ -57,6 +58,7 @@ type cacheStatsJSON struct {
 	Preemptions        uint64            `json:"preemptions"`
 	Steps              uint64            `json:"steps"`
 	Requests           uint64            `json:"requests"`
+	DiskTier           *diskTierJSON     `json:"disk_tier,omitempty"`
 }
 
 func (s *Server) handleCacheStats(ctx *fasthttp.RequestCtx) {
@@ -73,8 +75,12 @@ func (s *Server) handleCacheStats(ctx *fasthttp.RequestCtx) {
 	out.Running, out.Waiting = st.Running, st.Waiting
 	out.PromptTokens, out.GeneratedTokens, out.PrefillTokens = st.PromptTokens, st.GeneratedTokens, st.PrefillTokens
 	out.CacheQueryTokens, out.CacheHitDevice, out.CacheHitHost = st.CacheQueryTokens, st.CacheHitDevice, st.CacheHitHost
+	out.CacheHitDisk = st.CacheHitDisk
 	if st.CacheQueryTokens > 0 {
-		out.HitRate = float64(st.CacheHitDevice+st.CacheHitHost) / float64(st.CacheQueryTokens)
+		out.HitRate = float64(st.CacheHitDevice+st.CacheHitHost+st.CacheHitDisk) / float64(st.CacheQueryTokens)
+	}
+	if s.ecfg.DiskTier != nil {
+		out.DiskTier = diskTierOf(st.Disk)
 	}
 	out.Evicted = map[string]uint64{}
 	for _, r := range kvcache.Reasons() {

@@ -26,7 +26,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	ttft, itl, e2e, queue prometheus.Histogram
-	hitAge                [2]prometheus.Observer // by kvcache.Tier
+	hitAge                [kvcache.NumTiers]prometheus.Observer // by kvcache.Tier
 	blockLife             prometheus.Histogram
 	batchRows, stepTime   prometheus.Histogram
 	finished              *prometheus.CounterVec
@@ -77,8 +77,9 @@ func NewMetrics() *Metrics {
 		Buckets: ageBuckets,
 	}, []string{"tier"})
 	m.reg.MustRegister(hitAge)
-	m.hitAge[kvcache.TierDevice] = hitAge.WithLabelValues(kvcache.TierDevice.String())
-	m.hitAge[kvcache.TierHost] = hitAge.WithLabelValues(kvcache.TierHost.String())
+	for tier := range kvcache.NumTiers {
+		m.hitAge[tier] = hitAge.WithLabelValues(tier.String())
+	}
 	m.blockLife = f.histogram("prefixd_cache_block_lifetime_seconds", "Time a block spent in the device prefix cache, from insertion to leaving it, one observation per block.", ageBuckets)
 	m.batchRows = f.histogram("prefixd_batch_rows", "Sequences (decode rows and prefill chunks) in one forward pass.", batchRowBuckets)
 	m.stepTime = f.histogram("prefixd_scheduler_step_seconds", "Wall time of one forward pass.", stepBuckets)
@@ -217,6 +218,9 @@ func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range vllmDescs {
 		ch <- d
 	}
+	for _, d := range diskDescs {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -242,6 +246,7 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCacheQuery, st.CacheQueryTokens)
 	counter(descCacheHit, st.CacheHitDevice, kvcache.TierDevice.String())
 	counter(descCacheHit, st.CacheHitHost, kvcache.TierHost.String())
+	counter(descCacheHit, st.CacheHitDisk, kvcache.TierDisk.String())
 	counter(descPrefill, st.PrefillTokens)
 	counter(descPrompt, st.PromptTokens)
 	counter(descGenerated, st.GeneratedTokens)
@@ -264,6 +269,9 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descNodes, float64(st.CachedNodes))
 	gauge(descTTL, st.DefaultTTL.Seconds(), "default")
 	gauge(descTTL, st.MaxTTL.Seconds(), "max")
+	if e.Config().DiskTier != nil {
+		collectDisk(ch, &st)
+	}
 	if model := c.m.model.Load(); model != nil {
 		collectVLLM(ch, &st, e.Config(), *model)
 	}
