@@ -67,6 +67,7 @@ type serveOptions struct {
 	keys                                     map[string]string
 	unknownEnv                               []string // PREFIXD_* variables that name no flag
 	kvEvents                                 kvEventsOptions
+	diskTier                                 diskTierOptions
 	device                                   deviceFlags
 }
 
@@ -116,6 +117,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.StringVar(&o.traceOut, "trace-out", "", "write a trace of the generation requests to this file (JSON lines, see trace/README.md; for prefixd ttl-sim --trace)")
 	fs.BoolVar(&o.traceTokens, "trace-tokens", false, "with --trace-out: record prompts' token IDs instead of their block hashes")
 	o.kvEvents.register(fs)
+	o.diskTier.register(fs)
 	o.device.register(fs)
 	return fs, config
 }
@@ -277,6 +279,9 @@ func (o *serveOptions) check() error {
 	if err := o.kvEvents.check(); err != nil {
 		return err
 	}
+	if err := o.diskTier.check(); err != nil {
+		return err
+	}
 	keys, err := parseAPIKeys(o.apiKeys)
 	if err != nil {
 		return usagef("--api-keys: %w", err)
@@ -387,6 +392,14 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 	if events != nil {
 		ecfg.CacheEvents = events
 		defer events.Close() // after the engine, which feeds it
+	}
+	disk, err := o.diskTier.start(o, m, pool.blockBytes, events, log)
+	if err != nil {
+		return err
+	}
+	if disk != nil {
+		ecfg.DiskTier = disk
+		defer disk.Close() // after the engine, whose Close saves the cache into it
 	}
 	eng, srv, ln, err := start(o, ecfg, pool, m, metrics, tw, dr.memInfo, log)
 	if err != nil {
