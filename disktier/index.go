@@ -66,12 +66,15 @@ func (x *index) refresh(fp kvcache.Fingerprint, expiry int64) {
 }
 
 // insert indexes e as the most recently used record and reports whether
-// it is new; an entry already there for e.fp (the same file) is kept.
+// it is new; an entry already there for e.fp (the same file, rewritten
+// after it expired) is kept and made the most recently used.
 func (x *index) insert(e *entry) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if old := x.m[e.fp]; old != nil {
 		old.expiry = max(old.expiry, e.expiry)
+		x.unlink(old)
+		x.pushFront(old)
 		return false
 	}
 	x.m[e.fp] = e
