@@ -104,6 +104,10 @@ type Config struct {
 	DefaultTTL, MaxTTL time.Duration
 	MaxPinnedFraction  float64
 	HostTierBytes      int64 // 0 disables the host tier
+	// NamespaceCacheShare, in (0, 1], is each namespace's share of the
+	// pool: under pressure a namespace beyond it loses its own blocks
+	// first (see eviction.Config.NamespaceShare); 0 disables shares.
+	NamespaceCacheShare float64
 	// DiskTier, if set, is the tier below the host tier (or below the
 	// device pool, without one): it receives what they drop, Close saves
 	// the whole cache into it, and requests' prefixes are promoted from
@@ -263,7 +267,7 @@ func build(cfg Config) (*Engine, error) {
 	e.cache, err = eviction.New(eviction.Config{
 		Tree: tree, Pool: pool, Clock: cfg.Clock,
 		DefaultTTL: cfg.DefaultTTL, MaxTTL: cfg.MaxTTL, MaxPinnedFraction: cfg.MaxPinnedFraction,
-		Tiers: e.tiers(), Samples: cfg.Samples, Observer: cfg.CacheEvents,
+		Tiers: e.tiers(), Samples: cfg.Samples, Observer: cfg.CacheEvents, NamespaceShare: cfg.NamespaceCacheShare,
 	})
 	if err != nil {
 		return nil, err
