@@ -360,7 +360,6 @@ func (e *Engine) SubmitN(ctx context.Context, req Request) ([]*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	prompt := s.tokens[:len(s.tokens)-1] // taken before the scheduler sees s
 	streams := []*Stream{s.stream}
 	for i := 1; i < req.N; i++ {
 		c, err := newSeq(e, &req, i, now)
@@ -391,7 +390,6 @@ func (e *Engine) SubmitN(ctx context.Context, req Request) ([]*Stream, error) {
 	e.queued++
 	e.inbox = append(e.inbox, s)
 	e.mu.Unlock()
-	e.prefetch(&req, prompt)
 	e.poke()
 	return streams, nil
 }
