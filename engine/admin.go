@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/blockstore"
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/radix"
 )
 
@@ -37,10 +37,10 @@ func (e *Engine) Flush(namespace string, all bool) (blocks int, err error) {
 
 // Pin keeps the cached prefix tokens of namespace (whole blocks) through
 // TTL expiry and memory pressure until Unpin or a flush. Errors wrap
-// eviction.ErrNotCached or eviction.ErrPinBudget.
-func (e *Engine) Pin(namespace string, tokens []int32) (info eviction.PinInfo, err error) {
+// kvcache.ErrNotCached or kvcache.ErrPinBudget.
+func (e *Engine) Pin(namespace string, tokens []int32) (info kvcache.PinInfo, err error) {
 	if e.cfg.DisablePrefixCache {
-		return info, fmt.Errorf("%w: the prefix cache is off", eviction.ErrNotCached)
+		return info, fmt.Errorf("%w: the prefix cache is off", kvcache.ErrNotCached)
 	}
 	if derr := e.do(func() { info, err = e.cache.Pin(namespace, tokens) }); derr != nil {
 		return info, derr
@@ -56,7 +56,7 @@ func (e *Engine) Unpin(namespace string, tokens []int32) (found bool, err error)
 }
 
 // SetTTLs changes the default and maximum cache TTL for requests from now
-// on. Errors wrap eviction.ErrBadTTL.
+// on. Errors wrap kvcache.ErrBadTTL.
 func (e *Engine) SetTTLs(def, maxTTL time.Duration) (err error) {
 	if derr := e.do(func() {
 		if err = e.cache.SetTTLs(def, maxTTL); err == nil {
@@ -69,7 +69,7 @@ func (e *Engine) SetTTLs(def, maxTTL time.Duration) (err error) {
 }
 
 // Prefixes returns up to limit cached prefixes, the most used first.
-func (e *Engine) Prefixes(limit int) (out []eviction.Prefix, err error) {
+func (e *Engine) Prefixes(limit int) (out []kvcache.Prefix, err error) {
 	err = e.do(func() { out = e.cache.TopPrefixes(limit) })
 	return out, err
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 func TestAdmin(t *testing.T) {
@@ -36,10 +36,10 @@ func TestAdmin(t *testing.T) {
 		}
 	}
 
-	if _, err := e.Pin("a", prompt(9, 12)); !errors.Is(err, eviction.ErrNotCached) {
+	if _, err := e.Pin("a", prompt(9, 12)); !errors.Is(err, kvcache.ErrNotCached) {
 		t.Fatalf("pin of an uncached prefix: %v", err)
 	}
-	if _, err := e.Pin("a", a[:12]); !errors.Is(err, eviction.ErrPinBudget) {
+	if _, err := e.Pin("a", a[:12]); !errors.Is(err, kvcache.ErrPinBudget) {
 		t.Fatalf("pin of 3 blocks over a budget of 2: %v", err)
 	}
 	info, err := e.Pin("a", a[:8])
@@ -59,7 +59,7 @@ func TestAdmin(t *testing.T) {
 		t.Fatal("second unpin found a pin")
 	}
 
-	if err := e.SetTTLs(time.Minute, time.Second); !errors.Is(err, eviction.ErrBadTTL) {
+	if err := e.SetTTLs(time.Minute, time.Second); !errors.Is(err, kvcache.ErrBadTTL) {
 		t.Fatalf("default above max: %v", err)
 	}
 	if err := e.SetTTLs(time.Second, 2*time.Second); err != nil {
@@ -81,7 +81,7 @@ func TestAdmin(t *testing.T) {
 	if after := e.Stats().Blocks.CachedOnly; after != before-n {
 		t.Fatalf("cached blocks %d -> %d after flushing %d", before, after, n)
 	}
-	if top, _ := e.Prefixes(100); slices.ContainsFunc(top, func(p eviction.Prefix) bool { return p.Namespace == "b" }) {
+	if top, _ := e.Prefixes(100); slices.ContainsFunc(top, func(p kvcache.Prefix) bool { return p.Namespace == "b" }) {
 		t.Fatal("namespace b still cached after its flush")
 	}
 	if err := e.Check(); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/clock"
 	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/radix"
 )
 
@@ -103,10 +104,19 @@ type Config struct {
 	DefaultTTL, MaxTTL time.Duration
 	MaxPinnedFraction  float64
 	HostTierBytes      int64 // 0 disables the host tier
+	// NamespaceCacheShare, in (0, 1], is each namespace's share of the
+	// pool: under pressure a namespace beyond it loses its own blocks
+	// first (see eviction.Config.NamespaceShare); 0 disables shares.
+	NamespaceCacheShare float64
+	// DiskTier, if set, is the tier below the host tier (or below the
+	// device pool, without one): it receives what they drop, Close saves
+	// the whole cache into it, and requests' prefixes are promoted from
+	// it. The caller closes it, after the engine.
+	DiskTier DiskTier
 
 	Clock    clock.Clock // default: the system clock
 	Observer Observer    // optional
-	Samples  eviction.Samples
+	Samples  kvcache.Samples
 	// CacheEvents, if set, observes every change of the cached blocks
 	// (KV events for routers); nil costs nothing.
 	CacheEvents CacheEvents
@@ -182,6 +192,8 @@ type Engine struct {
 	tree  *radix.Tree
 	cache *eviction.Manager
 	host  *eviction.HostTier
+	disk  DiskTier
+	reads chan struct{} // a slot per prefetch running; see prefetch
 
 	mu     sync.Mutex
 	inbox  []*seq
@@ -238,19 +250,24 @@ func build(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	tree.SetObserver(cfg.CacheEvents)
-	e := &Engine{cfg: cfg, pool: pool, tree: tree, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	e := &Engine{cfg: cfg, pool: pool, tree: tree, disk: cfg.DiskTier, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		reads: make(chan struct{}, maxPrefetches)}
+	if (cfg.HostTierBytes > 0 || cfg.DiskTier != nil) && st == nil {
+		return nil, errors.New("engine: a host or disk tier needs a model with K/V storage")
+	}
 	if cfg.HostTierBytes > 0 {
-		if st == nil {
-			return nil, errors.New("engine: a host tier needs a model with K/V storage")
+		hc := eviction.HostTierConfig{CapacityBytes: cfg.HostTierBytes, BlockBytes: st.BlockBytes()}
+		if cfg.DiskTier != nil {
+			hc.Next = cfg.DiskTier
 		}
-		if e.host, err = eviction.NewHostTier(eviction.HostTierConfig{CapacityBytes: cfg.HostTierBytes, BlockBytes: st.BlockBytes()}); err != nil {
+		if e.host, err = eviction.NewHostTier(hc); err != nil {
 			return nil, err
 		}
 	}
 	e.cache, err = eviction.New(eviction.Config{
 		Tree: tree, Pool: pool, Clock: cfg.Clock,
 		DefaultTTL: cfg.DefaultTTL, MaxTTL: cfg.MaxTTL, MaxPinnedFraction: cfg.MaxPinnedFraction,
-		HostTier: e.host, Samples: cfg.Samples, Observer: cfg.CacheEvents,
+		Tiers: e.tiers(), Samples: cfg.Samples, Observer: cfg.CacheEvents, NamespaceShare: cfg.NamespaceCacheShare,
 	})
 	if err != nil {
 		return nil, err
@@ -260,6 +277,18 @@ func build(cfg Config) (*Engine, error) {
 	e.sched.init(e)
 	e.publish()
 	return e, nil
+}
+
+// tiers returns the cache tiers below the device pool, fastest first.
+func (e *Engine) tiers() []eviction.Tier {
+	var out []eviction.Tier
+	if e.host != nil {
+		out = append(out, e.host)
+	}
+	if e.disk != nil {
+		out = append(out, e.disk)
+	}
+	return out
 }
 
 // Token is one generated token on a Stream.
@@ -445,6 +474,10 @@ func (e *Engine) Close(ctx context.Context) error {
 	defer stop()
 	e.do(func() { e.sched.draining = true })
 	<-e.done
+	if e.disk != nil && !e.cfg.DisablePrefixCache {
+		// The scheduler has stopped: the cache is this goroutine's now.
+		e.cache.SaveAll(e.disk.Save)
+	}
 	if e.host != nil {
 		e.host.Close()
 	}

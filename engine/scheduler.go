@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/blockstore"
-	"github.com/prefixd/prefixd/radix"
+	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // scheduler is the state the scheduler goroutine owns.
@@ -52,6 +53,9 @@ func (e *Engine) loop() {
 		calls, e.calls = e.calls, calls[:0]
 		e.mu.Unlock()
 		sc.waiting = append(sc.waiting, inbox...)
+		for _, s := range inbox {
+			e.prefetch(s)
+		}
 		clear(inbox)
 		for _, fn := range calls {
 			fn()
@@ -267,7 +271,7 @@ func (sc *scheduler) pickNext() int {
 		if !sc.cacheOn(s) {
 			continue
 		}
-		if c := e.cache.Cached(s.req.Namespace, s.tokens); c > bestLen {
+		if c := e.cache.Peek(s.req.Namespace, s.tokens).Cached(); c > bestLen {
 			best, bestLen = i, c
 		}
 	}
@@ -283,35 +287,35 @@ func (sc *scheduler) tryAdmit(s *seq) (short int) {
 	b := e.cfg.BlockSize
 	t := e.pool.NewTable()
 	t.Grow(blockstore.BlocksFor(s.nPrompt+s.req.MaxTokens, b)) // no reallocation as it fills
-	var hit hitInfo
-	if sc.cacheOn(s) {
-		// The last token is never looked up: the model must compute at
-		// least it, for the logits of the next token, even when the whole
-		// prompt is cached.
-		h := e.cache.Lookup(s.req.Namespace, s.tokens[:len(s.tokens)-1], s.cacheUse(), sc.blockBuf[:0])
-		sc.blockBuf = h.Blocks
-		if err := t.Adopt(h.Blocks); err != nil {
-			panic("engine: adopting a cached prefix: " + err.Error())
-		}
-		s.pin = h.Handle
-		hit = hitInfo{device: h.DeviceTokens, host: h.HostTokens}
-	}
 	// A contiguous table reserves the request's whole length now. A paged
 	// one needs the blocks of every token it has yet to compute (a
 	// preempted sequence's output included) and of the first position it
 	// decodes next, so it is not preempted at its first step; but never
 	// more than its last position: the final token is sampled, never fed.
-	need := blockstore.BlocksFor(min(len(s.tokens)+1, s.nPrompt+s.req.MaxTokens-1), b)
+	a := eviction.Admission{Namespace: s.req.Namespace, Use: s.cacheUse(),
+		Blocks: blockstore.BlocksFor(min(len(s.tokens)+1, s.nPrompt+s.req.MaxTokens-1), b)}
 	if e.cfg.KVAlloc == Contiguous {
-		need = blockstore.BlocksFor(s.nPrompt+s.req.MaxTokens, b)
+		a.Blocks = blockstore.BlocksFor(s.nPrompt+s.req.MaxTokens, b)
 	}
-	need -= len(t.Blocks())
-	if e.pool.NumFree() < need && (!sc.cacheOnAny() || e.cache.Reclaim(need) != nil) {
+	if sc.cacheOn(s) {
+		// The last token is never looked up: the model must compute at
+		// least it, for the logits of the next token, even when the whole
+		// prompt is cached.
+		a.Tokens = s.tokens[:len(s.tokens)-1]
+	}
+	// Admit records the use (hits, hit ages, the prefix's refresh) only
+	// when the room is there: a request that waits here for many steps
+	// counts once, when it is admitted.
+	hit, short := e.cache.Admit(a, sc.blockBuf[:0])
+	sc.blockBuf = hit.Blocks
+	if short > 0 {
 		t.Release()
-		e.cache.Release(s.pin)
-		s.pin = radix.Handle{}
-		return need - e.pool.NumFree()
+		return short
 	}
+	if err := t.Adopt(hit.Blocks); err != nil {
+		panic("engine: adopting a cached prefix: " + err.Error())
+	}
+	s.pin = hit.Handle
 	if e.cfg.KVAlloc == Contiguous {
 		if err := t.Reserve(s.nPrompt + s.req.MaxTokens); err != nil {
 			panic("engine: reserving blocks found free: " + err.Error())
@@ -324,14 +328,14 @@ func (sc *scheduler) tryAdmit(s *seq) (short int) {
 	sc.admits++
 	s.admitSeq = sc.admits
 	s.admitted = now
-	cached := uint64(hit.device + hit.host)
 	sc.totals.CacheQueryTokens += uint64(len(s.tokens) - 1)
-	sc.totals.CacheHitDevice += uint64(hit.device)
-	sc.totals.CacheHitHost += uint64(hit.host)
+	sc.totals.CacheHitDevice += uint64(hit.Tokens[kvcache.TierDevice])
+	sc.totals.CacheHitHost += uint64(hit.Tokens[kvcache.TierHost])
+	sc.totals.CacheHitDisk += uint64(hit.Tokens[kvcache.TierDisk])
 	if !s.everAdmitted {
 		s.everAdmitted = true
-		s.usage.CachedTokens = int(cached)
-		s.usage.HostCachedTokens = hit.host
+		s.usage.CachedTokens = hit.Cached()
+		s.usage.HostCachedTokens = hit.Tokens[kvcache.TierHost]
 		s.usage.PromptTokens = s.nPrompt
 		sc.totals.PromptTokens += uint64(s.nPrompt)
 		e.mu.Lock()
@@ -353,8 +357,6 @@ func (sc *scheduler) noRoom(short int) error {
 	return fmt.Errorf("%w: it lacks %d of the pool's %d blocks; operator pins hold %d",
 		ErrNoRoom, short, sc.e.cfg.NumBlocks, pinned)
 }
-
-type hitInfo struct{ device, host int }
 
 // cacheOnAny reports whether the prefix cache exists at all (so Reclaim can
 // free anything).

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/blockstore"
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // Stats is a snapshot of the engine, taken after its latest iteration.
@@ -12,7 +12,8 @@ type Stats struct {
 	Running, Waiting int
 	Blocks           blockstore.Stats
 	CachedNodes      int // radix tree nodes, all namespaces
-	Cache            eviction.Counters
+	Cache            kvcache.Counters
+	Disk             kvcache.TierStats // now, not at the iteration; zero without a disk tier
 	PinnedBlocks     int
 	PinBudget        int
 	DefaultTTL       time.Duration
@@ -25,17 +26,24 @@ type Stats struct {
 	CacheQueryTokens uint64 // prompt tokens looked up in the prefix cache
 	CacheHitDevice   uint64 // of those, served from device blocks
 	CacheHitHost     uint64 // of those, promoted from the host tier
+	CacheHitDisk     uint64 // of those, promoted from the disk tier
 	Preemptions      uint64 // sequences preempted (recomputed later)
 	Steps            uint64 // forward passes
 	Requests         uint64 // finished requests
 	NonFiniteLogits  uint64 // requests failed for a NaN or infinite logit (ErrNonFinite)
 }
 
-// Stats returns the latest snapshot. It is safe for concurrent use.
+// Stats returns the latest snapshot, with the disk tier's state as of
+// now: its start-up scan and writer change it while the scheduler idles.
+// It is safe for concurrent use.
 func (e *Engine) Stats() Stats {
 	e.statsMu.Lock()
-	defer e.statsMu.Unlock()
-	return e.stats
+	s := e.stats
+	e.statsMu.Unlock()
+	if e.disk != nil {
+		s.Disk = e.disk.Stats()
+	}
+	return s
 }
 
 // publish copies the scheduler's state into the snapshot. It runs on the

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/clock"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/radix"
 )
 
@@ -29,7 +30,7 @@ func benchRig(b *testing.B, n, slotBytes int, host bool) (*Manager, *blockstore.
 			b.Fatal(err)
 		}
 		b.Cleanup(h.Close)
-		cfg.HostTier = h
+		cfg.Tiers = []Tier{h}
 	}
 	m, err := New(cfg)
 	if err != nil {
@@ -108,10 +109,10 @@ func BenchmarkDemotePromote(b *testing.B) {
 		if err := m.Reclaim(4); err != nil { // demote
 			b.Fatal(err)
 		}
-		m.host.Wait()
-		hit := m.Lookup("t", toks, Use{}, dst) // promote
-		if hit.HostTokens != 16 {
-			b.Fatalf("promotion hit %d tokens", hit.HostTokens)
+		m.tiers[0].Wait()
+		hit, _ := m.Admit(Admission{Namespace: "t", Tokens: toks, Use: Use{}}, dst) // promote
+		if hit.Tokens[kvcache.TierHost] != 16 {
+			b.Fatalf("promotion hit %d tokens", hit.Tokens[kvcache.TierHost])
 		}
 		m.Release(hit.Handle)
 	}

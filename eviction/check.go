@@ -7,16 +7,31 @@ import (
 	"github.com/prefixd/prefixd/radix"
 )
 
-// Check verifies the Manager's invariants on top of the tree's and the
-// pool's own: every block the tree holds carries the pool's cache
+// Checker is a Tier with an invariant checker of its own, which
+// Manager.Check runs.
+type Checker interface {
+	Check() error
+}
+
+// Check verifies the Manager's invariants on top of the tree's (which
+// include every block's fingerprint), the pool's and each lower tier's
+// that is a Checker: every block the tree holds carries the pool's cache
 // reference and no other block does, and the operator-pin accounting
-// matches the pins. It is O(tree + pool); tests call it after every step.
+// matches the pins. It is O(tree + pool + tiers); tests call it after
+// every step.
 func (m *Manager) Check() error {
 	if err := m.tree.Check(); err != nil {
 		return fmt.Errorf("tree: %w", err)
 	}
 	if err := m.pool.Check(); err != nil {
 		return fmt.Errorf("pool: %w", err)
+	}
+	for _, t := range m.tiers {
+		if c, ok := t.(Checker); ok {
+			if err := c.Check(); err != nil {
+				return fmt.Errorf("%s tier: %w", t.Medium(), err)
+			}
+		}
 	}
 	inTree := make(map[blockstore.BlockID]bool)
 	var err error
@@ -66,7 +81,7 @@ func (m *Manager) Check() error {
 }
 
 // CheckPins verifies that every node's pin count is the number of the given
-// handles (the caller's: a running sequence's Lookup or Extend handle each)
+// handles (the caller's: a running sequence's Admit or Extend handle each)
 // and operator pins whose path runs through it, so that no handle leaked
 // and none was released twice. It is O(tree + handles x depth).
 func (m *Manager) CheckPins(handles []radix.Handle) error {

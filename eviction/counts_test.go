@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/radix"
 )
 
@@ -15,7 +16,7 @@ func TestHitsCountEachRequestOnce(t *testing.T) {
 	r := newRig(t, 16, false, nil)
 	prompt := seqOf(1, 13) // 3 whole blocks
 	for want := uint64(1); want <= 3; want++ {
-		hit := r.m.Lookup("a", prompt[:len(prompt)-1], Use{}, nil)
+		hit, _ := r.m.Admit(Admission{Namespace: "a", Tokens: prompt[:len(prompt)-1], Use: Use{}}, nil)
 		tb := r.pool.NewTable()
 		if err := tb.Adopt(hit.Blocks); err != nil {
 			t.Fatal(err)
@@ -33,7 +34,7 @@ func TestHitsCountEachRequestOnce(t *testing.T) {
 		r.m.Done(h, Use{})
 		tb.Release()
 		// A preempted request admitted again counts no second hit.
-		again := r.m.Lookup("a", prompt[:len(prompt)-1], Use{Readmit: true}, nil)
+		again, _ := r.m.Admit(Admission{Namespace: "a", Tokens: prompt[:len(prompt)-1], Use: Use{Readmit: true}}, nil)
 		r.m.Done(again.Handle, Use{Readmit: true})
 		r.check()
 		for _, p := range r.m.TopPrefixes(10) {
@@ -58,8 +59,8 @@ func TestFlushCountsExpiredPinnedBlocks(t *testing.T) {
 	if got := r.m.Flush("a", false); got != 2 {
 		t.Fatalf("Flush removed %d blocks by its count, want 2", got)
 	}
-	if c := r.m.Counters(); c.Evicted[ReasonFlush] != 2 || c.Evicted[ReasonTTL] != 0 {
-		t.Fatalf("evictions flush %d ttl %d, want 2 and 0", c.Evicted[ReasonFlush], c.Evicted[ReasonTTL])
+	if c := r.m.Counters(); c.Evicted[kvcache.ReasonFlush] != 2 || c.Evicted[kvcache.ReasonTTL] != 0 {
+		t.Fatalf("evictions flush %d ttl %d, want 2 and 0", c.Evicted[kvcache.ReasonFlush], c.Evicted[kvcache.ReasonTTL])
 	}
 	if r.pool.NumFree() != 8 {
 		t.Fatalf("%d of 8 blocks free after the flush", r.pool.NumFree())
@@ -122,8 +123,8 @@ func TestPriorityLastsForItsTTL(t *testing.T) {
 		t.Fatalf("after the high-priority TTL: vip %d plain %d cached, want vip evicted (least recent, priority 0)",
 			r.cached("a", vip), r.cached("a", plain))
 	}
-	if c := r.m.Counters(); c.Evicted[ReasonPriority] != 1 || c.Evicted[ReasonLRU] != 1 {
-		t.Fatalf("evictions priority %d lru %d, want 1 and 1", c.Evicted[ReasonPriority], c.Evicted[ReasonLRU])
+	if c := r.m.Counters(); c.Evicted[kvcache.ReasonPriority] != 1 || c.Evicted[kvcache.ReasonLRU] != 1 {
+		t.Fatalf("evictions priority %d lru %d, want 1 and 1", c.Evicted[kvcache.ReasonPriority], c.Evicted[kvcache.ReasonLRU])
 	}
 	r.check()
 }
@@ -137,7 +138,7 @@ func TestCheckPinsRecountsHandles(t *testing.T) {
 	if _, err := r.m.Pin("a", sys[:4]); err != nil {
 		t.Fatal(err)
 	}
-	hit := r.m.Lookup("a", sys[:8], Use{}, nil)
+	hit, _ := r.m.Admit(Admission{Namespace: "a", Tokens: sys[:8], Use: Use{}}, nil)
 	defer r.m.Release(hit.Handle)
 	if err := r.m.CheckPins([]radix.Handle{hit.Handle}); err != nil {
 		t.Fatal(err)
@@ -154,13 +155,13 @@ func TestCheckPinsRecountsHandles(t *testing.T) {
 // each with its own label.
 func TestReasonsCoverEveryReason(t *testing.T) {
 	seen := map[string]bool{}
-	for i, r := range Reasons() {
+	for i, r := range kvcache.Reasons() {
 		if int(r) != i || r.String() == "" || seen[r.String()] {
-			t.Fatalf("Reasons()[%d] = %d %q", i, r, r.String())
+			t.Fatalf("kvcache.Reasons()[%d] = %d %q", i, r, r.String())
 		}
 		seen[r.String()] = true
 	}
-	if len(seen) != int(numReasons) {
-		t.Fatalf("Reasons lists %d of %d", len(seen), numReasons)
+	if len(seen) != int(kvcache.NumReasons) {
+		t.Fatalf("kvcache.Reasons lists %d of %d", len(seen), kvcache.NumReasons)
 	}
 }

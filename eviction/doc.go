@@ -14,7 +14,7 @@
 //   - Pressure: Reclaim evicts unpinned leaves whose blocks no running
 //     sequence holds, lowest priority first, then least recently used,
 //     until enough blocks are free; with a host tier, their K/V is demoted
-//     to host memory first, and a later Lookup promotes it back.
+//     to host memory first, and a later Admit promotes it back.
 //   - Flush: everything, or one namespace, on an operator's request.
 //
 // Operator pins keep a prefix through TTL and pressure, within a budget.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/radix"
 )
 
@@ -35,7 +36,7 @@ func FuzzManager(f *testing.F) {
 			}
 			switch ops[i] % 8 {
 			case 0, 1: // a request; some keep their prefix pinned
-				hit := r.m.Lookup(ns, p, Use{TTL: time.Duration(1+seed%20) * time.Second, Priority: int32(seed % 3)}, nil)
+				hit, _ := r.m.Admit(Admission{Namespace: ns, Tokens: p, Use: Use{TTL: time.Duration(1+seed%20) * time.Second, Priority: int32(seed % 3)}}, nil)
 				tb := r.pool.NewTable()
 				if err := tb.Adopt(hit.Blocks); err != nil {
 					t.Fatal(err)
@@ -77,7 +78,7 @@ func FuzzManager(f *testing.F) {
 				if err := r.m.Reclaim(seed % 25); err != nil && !errors.Is(err, ErrNothingEvictable) {
 					t.Fatal(err)
 				}
-				r.m.host.Wait()
+				r.m.tiers[0].Wait()
 			case 5: // flush
 				r.m.Flush(ns, seed%4 == 0)
 				for j := 0; j < len(pins); j++ {
@@ -92,7 +93,7 @@ func FuzzManager(f *testing.F) {
 					if !slices.ContainsFunc(pins, func(q pin) bool { return q.ns == np.ns && slices.Equal(q.tokens, np.tokens) }) {
 						pins = append(pins, np) // pinning a pinned prefix again is a no-op
 					}
-				} else if !errors.Is(err, ErrNotCached) && !errors.Is(err, ErrPinBudget) {
+				} else if !errors.Is(err, kvcache.ErrNotCached) && !errors.Is(err, kvcache.ErrPinBudget) {
 					t.Fatal(err)
 				}
 			case 7: // operator unpin

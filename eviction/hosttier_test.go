@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 func newTier(t *testing.T) *HostTier {
@@ -17,34 +19,34 @@ func newTier(t *testing.T) *HostTier {
 }
 
 func TestChainDependsOnEverything(t *testing.T) {
-	a, b := NamespaceSalt("a"), NamespaceSalt("b")
-	base := Chain(Fingerprint{}, a, []int32{1, 2, 3, 4})
-	for name, fp := range map[string]Fingerprint{
-		"other namespace": Chain(Fingerprint{}, b, []int32{1, 2, 3, 4}),
-		"other tokens":    Chain(Fingerprint{}, a, []int32{1, 2, 3, 5}),
-		"other parent":    Chain(Fingerprint{Lo: 1, Hi: 1}, a, []int32{1, 2, 3, 4}),
-		"other order":     Chain(Fingerprint{}, a, []int32{2, 1, 3, 4}),
+	a, b := kvcache.NamespaceSalt("a"), kvcache.NamespaceSalt("b")
+	base := kvcache.Chain(kvcache.Fingerprint{}, a, []int32{1, 2, 3, 4})
+	for name, fp := range map[string]kvcache.Fingerprint{
+		"other namespace": kvcache.Chain(kvcache.Fingerprint{}, b, []int32{1, 2, 3, 4}),
+		"other tokens":    kvcache.Chain(kvcache.Fingerprint{}, a, []int32{1, 2, 3, 5}),
+		"other parent":    kvcache.Chain(kvcache.Fingerprint{Lo: 1, Hi: 1}, a, []int32{1, 2, 3, 4}),
+		"other order":     kvcache.Chain(kvcache.Fingerprint{}, a, []int32{2, 1, 3, 4}),
 	} {
 		if fp == base || fp.Lo == base.Lo || fp.Hi == base.Hi {
 			t.Errorf("%s: fingerprint %x equals base %x in a half", name, fp, base)
 		}
 	}
-	if Chain(Fingerprint{}, a, []int32{1, 2, 3, 4}) != base {
-		t.Error("Chain is not deterministic")
+	if kvcache.Chain(kvcache.Fingerprint{}, a, []int32{1, 2, 3, 4}) != base {
+		t.Error("kvcache.Chain is not deterministic")
 	}
 	toks := []int32{1, 2, 3, 4, 5, 6, 7, 8}
-	if got, want := ChainPrefix(a, toks, 4, 2), Chain(base, a, toks[4:]); got != want {
-		t.Errorf("ChainPrefix = %x, want %x", got, want)
+	if got, want := kvcache.ChainPrefix(a, toks, 4, 2), kvcache.Chain(base, a, toks[4:]); got != want {
+		t.Errorf("kvcache.ChainPrefix = %x, want %x", got, want)
 	}
 }
 
 func TestHostTierRoundTrip(t *testing.T) {
 	h := newTier(t)
-	salt := NamespaceSalt("t1")
+	salt := kvcache.NamespaceSalt("t1")
 	toks := []int32{7, 8, 9, 10}
-	fp := Chain(Fingerprint{}, salt, toks)
+	fp := kvcache.Chain(kvcache.Fingerprint{}, salt, toks)
 	data := []byte("k/v bytes of one block")
-	if !h.Put("t1", fp, toks, HostBlock{Data: data, Expires: 1000, LastUsed: 5}, time.Hour) {
+	if !h.Put("t1", fp, toks, StoredBlock{Data: data, Expires: 1000, LastUsed: 5}, time.Hour) {
 		t.Fatal("Put dropped on an empty tier")
 	}
 	h.Wait()
@@ -60,7 +62,7 @@ func TestHostTierRoundTrip(t *testing.T) {
 		"expired":         func() bool { _, ok := h.Get("t1", fp, toks, 1000); return ok },
 		"other namespace": func() bool { _, ok := h.Get("t2", fp, toks, 10); return ok },
 		"other tokens":    func() bool { _, ok := h.Get("t1", fp, []int32{7, 8, 9, 11}, 10); return ok },
-		"other fp":        func() bool { _, ok := h.Get("t1", Fingerprint{Lo: fp.Lo}, toks, 10); return ok },
+		"other fp":        func() bool { _, ok := h.Get("t1", kvcache.Fingerprint{Lo: fp.Lo}, toks, 10); return ok },
 	} {
 		if lookup() {
 			t.Errorf("%s: Get hit", name)
@@ -82,13 +84,13 @@ func TestHostTierRoundTrip(t *testing.T) {
 // lookup must then miss rather than return another block's bytes.
 func TestHostTierKeyCollision(t *testing.T) {
 	h := newTier(t)
-	h.key = func(Fingerprint) uint64 { return 42 }
-	salt := NamespaceSalt("ns")
+	h.key = func(kvcache.Fingerprint) uint64 { return 42 }
+	salt := kvcache.NamespaceSalt("ns")
 	a, b := []int32{1, 1, 1, 1}, []int32{2, 2, 2, 2}
-	fa, fb := Chain(Fingerprint{}, salt, a), Chain(Fingerprint{}, salt, b)
-	h.Put("ns", fa, a, HostBlock{Data: []byte("AAAA"), Expires: 100}, time.Hour)
+	fa, fb := kvcache.Chain(kvcache.Fingerprint{}, salt, a), kvcache.Chain(kvcache.Fingerprint{}, salt, b)
+	h.Put("ns", fa, a, StoredBlock{Data: []byte("AAAA"), Expires: 100}, time.Hour)
 	h.Wait()
-	h.Put("ns", fb, b, HostBlock{Data: []byte("BBBB"), Expires: 100}, time.Hour) // replaces a under key 42
+	h.Put("ns", fb, b, StoredBlock{Data: []byte("BBBB"), Expires: 100}, time.Hour) // replaces a under key 42
 	h.Wait()
 	if got, ok := h.Get("ns", fa, a, 0); ok {
 		t.Fatalf("lookup of a under a colliding key returned %q", got.Data)
@@ -97,7 +99,7 @@ func TestHostTierKeyCollision(t *testing.T) {
 		t.Fatalf("lookup of b = %q, %v", got.Data, ok)
 	}
 	// Same own tokens, different prefix: the fingerprint tells them apart.
-	deep := Chain(fa, salt, b)
+	deep := kvcache.Chain(fa, salt, b)
 	if got, ok := h.Get("ns", deep, b, 0); ok {
 		t.Fatalf("block b after prefix a served b-at-root's bytes %q", got.Data)
 	}

@@ -5,59 +5,160 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/radix"
 )
 
-// Hit is the result of Lookup: the cached prefix of a prompt, pinned until
+// Hit is the result of Admit: the cached prefix of a prompt, pinned until
 // Release.
 type Hit struct {
 	// Blocks holds the prefix's K/V in logical order: device hits first,
-	// then blocks promoted from the host tier. The caller's block table
+	// then blocks promoted from lower tiers. The caller's block table
 	// adopts them (taking its own references).
 	Blocks []blockstore.BlockID
-	// DeviceTokens and HostTokens count the prompt tokens served by each
-	// tier; their sum is len(Blocks) * block size.
-	DeviceTokens, HostTokens int
+	// Tokens counts the prompt tokens served by each tier; their sum is
+	// len(Blocks) * block size.
+	Tokens [kvcache.NumTiers]int
 	// Handle pins the prefix in the tree; pass it to Release.
 	Handle radix.Handle
 }
 
-// Lookup finds the longest cached prefix of tokens in namespace ns, in
-// whole blocks: first in the device tree, then, block by block along the
-// fingerprint chain, in the host tier, promoting each host hit into a fresh
-// device block. The prefix is refreshed for use (its TTL deadline, last use
-// and priority) and pinned: the caller must Release the returned Handle
-// when it no longer needs the blocks. dst is reused for Hit.Blocks. A use's
-// TTL is cut to the current maximum (callers check requests against it with
-// ResolveTTL when they accept them; the maximum may be lowered later).
-func (m *Manager) Lookup(ns string, tokens []int32, use Use, dst []blockstore.BlockID) Hit {
-	ttl := m.ttlFor(use.TTL)
-	now := m.now()
-	blocks, h := m.tree.Match(ns, tokens, dst[:0])
-	hit := Hit{Blocks: blocks, DeviceTokens: len(blocks) * m.bsize, Handle: h}
-	if m.samp.HitAge != nil {
-		for n := h.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
-			m.samp.HitAge(TierDevice, time.Duration(now-n.Meta.LastAccess), len(n.Tokens()))
-		}
+// Cached returns the sum of Tokens.
+func (h Hit) Cached() int {
+	n := 0
+	for _, t := range h.Tokens {
+		n += t
 	}
-	if m.host != nil {
-		hit = m.promote(ns, tokens, hit, now)
-	}
-	m.touch(hit.Handle.Node(), nil, now, ttl, use.Priority, !use.Readmit)
-	return hit
+	return n
 }
 
-// promote extends hit with blocks found in the host tier, re-inserting them
-// into the tree and re-pinning the longer path.
-func (m *Manager) promote(ns string, tokens []int32, hit Hit, now int64) Hit {
-	salt := NamespaceSalt(ns)
+// Peeked is Peek's answer: how many leading tokens of a prompt each tier
+// holds, in whole blocks, the lower tiers counted from where the device's
+// run ends.
+type Peeked struct {
+	Tokens [kvcache.NumTiers]int
+}
+
+// Cached returns the sum of Tokens.
+func (p Peeked) Cached() int { return Hit{Tokens: p.Tokens}.Cached() }
+
+// Peek reports how many leading tokens of tokens namespace ns holds in
+// each tier, in whole blocks, for admission decisions (which request to
+// admit first, whether to wait for a leader's prefill). It changes nothing
+// the cache reports: no pin outlives it, no use is recorded, no hit is
+// counted, no hit age is sampled, nothing is promoted.
+func (m *Manager) Peek(ns string, tokens []int32) Peeked {
+	var p Peeked
+	var h radix.Handle
+	m.blockBuf, h = m.tree.Match(ns, tokens, m.blockBuf[:0])
+	dev := len(m.blockBuf)
+	p.Tokens[kvcache.TierDevice] = dev * m.bsize
+	if len(m.tiers) > 0 {
+		fp := lastFingerprint(h.Node())
+		salt := kvcache.NamespaceSalt(ns)
+		now := m.now()
+		for i := dev; (i+1)*m.bsize <= len(tokens); i++ {
+			blk := tokens[i*m.bsize : (i+1)*m.bsize]
+			fp = kvcache.Chain(fp, salt, blk)
+			t := m.holder(ns, fp, blk, now)
+			if t == nil {
+				break
+			}
+			p.Tokens[t.Medium()] += m.bsize
+		}
+	}
+	m.tree.Release(h)
+	return p
+}
+
+// Cached returns how many leading tokens of tokens namespace ns holds on
+// the device, in whole blocks: Peek's device count.
+func (m *Manager) Cached(ns string, tokens []int32) int {
+	var h radix.Handle
+	m.blockBuf, h = m.tree.Match(ns, tokens, m.blockBuf[:0])
+	m.tree.Release(h)
+	return len(m.blockBuf) * m.bsize
+}
+
+// holder returns the first lower tier that holds the block, or nil.
+func (m *Manager) holder(ns string, fp kvcache.Fingerprint, tokens []int32, now int64) Tier {
+	for _, t := range m.tiers {
+		if t.Has(ns, fp, tokens, now) {
+			return t
+		}
+	}
+	return nil
+}
+
+// lastFingerprint is the fingerprint of the last block on n's path, the
+// zero Fingerprint for none.
+func lastFingerprint(n *radix.Node) kvcache.Fingerprint {
+	if n == nil || n.IsRoot() {
+		return kvcache.Fingerprint{}
+	}
+	fps := n.Fingerprints()
+	return fps[len(fps)-1]
+}
+
+// Admission is what a request asks of the cache when the scheduler tries
+// to admit it.
+type Admission struct {
+	Namespace string
+	// Tokens are looked up in whole blocks; nil for a request that does
+	// not read the cache (it still needs room).
+	Tokens []int32
+	Use    Use
+	// Blocks is the number of blocks the request's table needs in all,
+	// its cached prefix included.
+	Blocks int
+}
+
+// Admit is the one admission step the engine and the simulators share. It
+// finds the longest cached prefix of a.Tokens and makes sure the pool has
+// the blocks the request needs beyond it, evicting (Reclaim) if it must,
+// with the prefix pinned so that the eviction cannot take it. If the room
+// is not there it returns how many blocks it lacked, holding nothing and
+// recording nothing of the request: a request that waits and is looked up
+// again at every scheduler step adds no hit, no use and no hit-age sample
+// until it is admitted. Otherwise it commits the use: it promotes the
+// blocks lower tiers hold that continue the prefix, refreshes the prefix
+// for use (its TTL deadline, last use and priority), counts one hit unless
+// a.Use.Readmit, samples each hit's age, and returns the Hit with its
+// prefix pinned: the caller must Release (or Done) its Handle. dst is
+// reused for Hit.Blocks. A use's TTL is cut to the current maximum.
+func (m *Manager) Admit(a Admission, dst []blockstore.BlockID) (hit Hit, short int) {
+	blocks, h := m.tree.Match(a.Namespace, a.Tokens, dst[:0])
+	if need := a.Blocks - len(blocks); m.pool.NumFree() < need && m.Reclaim(need) != nil {
+		m.Release(h)
+		return Hit{Blocks: blocks[:0]}, need - m.pool.NumFree()
+	}
+	now := m.now()
+	hit = Hit{Blocks: blocks, Handle: h}
+	hit.Tokens[kvcache.TierDevice] = len(blocks) * m.bsize
+	if m.samp.HitAge != nil && !a.Use.Readmit {
+		for n := h.Node(); n != nil && !n.IsRoot(); n = n.Parent() {
+			m.samp.HitAge(kvcache.TierDevice, time.Duration(now-n.Meta.LastAccess), len(n.Tokens()))
+		}
+	}
+	if len(m.tiers) > 0 {
+		hit = m.promote(a.Namespace, a.Tokens, hit, now, !a.Use.Readmit)
+	}
+	m.touch(hit.Handle.Node(), nil, now, m.ttlFor(a.Use.TTL), a.Use.Priority, !a.Use.Readmit)
+	return hit, 0
+}
+
+// promote extends hit with blocks found in the lower tiers, re-inserting
+// them into the tree and re-pinning the longer path. sample says whether
+// to sample the hits' ages (not for a readmitted request).
+func (m *Manager) promote(ns string, tokens []int32, hit Hit, now int64, sample bool) Hit {
+	salt := kvcache.NamespaceSalt(ns)
 	dev := len(hit.Blocks)
-	fp := ChainPrefix(salt, tokens, m.bsize, dev)
+	fp := lastFingerprint(hit.Handle.Node())
 	var expires int64
 	for i := dev; (i+1)*m.bsize <= len(tokens); i++ {
 		blk := tokens[i*m.bsize : (i+1)*m.bsize]
-		fp = Chain(fp, salt, blk)
-		hb, ok := m.host.Get(ns, fp, blk, now)
+		fp = kvcache.Chain(fp, salt, blk)
+		t, sb, ok := m.get(ns, fp, blk, now)
 		if !ok {
 			break
 		}
@@ -65,15 +166,16 @@ func (m *Manager) promote(ns string, tokens []int32, hit Hit, now int64) Hit {
 		if err != nil {
 			break // no room to promote into; what is promoted stays useful
 		}
-		if err := m.pool.WriteFull(id, hb.Data); err != nil {
+		if err := m.pool.WriteFull(id, sb.Data); err != nil {
 			m.pool.Release(id)
 			break
 		}
-		m.host.Delete(ns, fp, blk)
+		t.Delete(ns, fp, blk)
 		hit.Blocks = append(hit.Blocks, id)
-		expires = max(expires, hb.Expires)
-		if m.samp.HitAge != nil {
-			m.samp.HitAge(TierHost, time.Duration(now-hb.LastUsed), m.bsize)
+		hit.Tokens[t.Medium()] += m.bsize
+		expires = max(expires, sb.Expires)
+		if sample && m.samp.HitAge != nil {
+			m.samp.HitAge(t.Medium(), time.Duration(now-sb.LastUsed), m.bsize)
 		}
 	}
 	promoted := len(hit.Blocks) - dev
@@ -81,7 +183,6 @@ func (m *Manager) promote(ns string, tokens []int32, hit Hit, now int64) Hit {
 		return hit
 	}
 	m.promoted.Add(uint64(promoted))
-	hit.HostTokens = promoted * m.bsize
 	n := dev + promoted
 	existing, err := m.tree.Insert(ns, tokens[:n*m.bsize], hit.Blocks)
 	if err != nil {
@@ -102,6 +203,16 @@ func (m *Manager) promote(ns string, tokens []int32, hit Hit, now int64) Hit {
 	return hit
 }
 
+// get returns the block from the first lower tier that has it.
+func (m *Manager) get(ns string, fp kvcache.Fingerprint, tokens []int32, now int64) (Tier, StoredBlock, bool) {
+	for _, t := range m.tiers {
+		if b, ok := t.Get(ns, fp, tokens, now); ok {
+			return t, b, true
+		}
+	}
+	return nil, StoredBlock{}, false
+}
+
 // Insert adds the whole blocks of tokens to the cache and refreshes their
 // path for use. The tree takes a cache reference to each block it did not
 // already hold; for the leading blocks it already held (existing of them)
@@ -114,7 +225,7 @@ func (m *Manager) Insert(ns string, tokens []int32, blocks []blockstore.BlockID,
 
 // Extend is Insert for a running sequence that offers its blocks as they
 // fill, so prompts still being prefilled are shareable at once: it walks
-// from the sequence's Handle h (a Lookup's, or the previous Extend's) and
+// from the sequence's Handle h (an Admit's, or the previous Extend's) and
 // refreshes only the nodes below it. It releases h and returns a Handle
 // pinning all of tokens; pass the last one to Done.
 // REQUIRES: tokens[:h.Tokens()] is the path h pins in namespace ns.
@@ -140,14 +251,14 @@ func (m *Manager) Reserve(h radix.Handle, tokens int) { m.tree.Reserve(h, tokens
 // Done ends a request's use of its cached path: it refreshes the whole
 // path (the TTL counts from the last use), gives back the room Reserve
 // made that the request did not fill, and releases h. The use was counted
-// in the path's hits by Lookup and Extend already.
+// in the path's hits by Admit and Extend already.
 func (m *Manager) Done(h radix.Handle, use Use) {
 	m.touch(h.Node(), nil, m.now(), m.ttlFor(use.TTL), use.Priority, false)
 	m.tree.Trim(h)
 	m.Release(h)
 }
 
-// Release unpins a Lookup's prefix. Nodes of it that expired while pinned
+// Release unpins an Admit's prefix. Nodes of it that expired while pinned
 // and are now unpinned leaves leave at once.
 func (m *Manager) Release(h radix.Handle) {
 	n := h.Node()
@@ -159,7 +270,7 @@ func (m *Manager) Release(h radix.Handle) {
 
 // touch records a use at now by a request with ttl and priority on n and
 // its ancestors up to, not including, stop (nil: the root), and counts it
-// in their hits if hit is set. A request's Lookup counts the path it
+// in their hits if hit is set. A request's Admit counts the path it
 // matched and each Extend the nodes below its previous handle, so every
 // request that used a node counts once.
 func (m *Manager) touch(n, stop *radix.Node, now int64, ttl time.Duration, prio int32, hit bool) {
@@ -215,13 +326,4 @@ func priority(n *radix.Node, now int64) int32 {
 		return n.Meta.Priority
 	}
 	return n.Meta.LastPriority
-}
-
-// Cached returns how many leading tokens of tokens namespace ns holds on
-// the device, in whole blocks, without refreshing or pinning anything.
-func (m *Manager) Cached(ns string, tokens []int32) int {
-	var h radix.Handle
-	m.blockBuf, h = m.tree.Match(ns, tokens, m.blockBuf[:0])
-	m.tree.Release(h)
-	return len(m.blockBuf) * m.bsize
 }

@@ -9,86 +9,13 @@ import (
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/clock"
 	"github.com/prefixd/prefixd/internal/minheap"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/radix"
 )
 
-var (
-	// ErrNothingEvictable means Reclaim freed what it could and the pool is
-	// still short: the caller must preempt a sequence or reject the request.
-	ErrNothingEvictable = errors.New("eviction: not enough evictable blocks")
-	// ErrNotCached means an operator pin named a prefix the cache does not
-	// hold in full.
-	ErrNotCached = errors.New("eviction: prefix not cached")
-	// ErrPinBudget means an operator pin would exceed the pinned budget.
-	ErrPinBudget = errors.New("eviction: pin budget exceeded")
-	// ErrBadTTL means a requested TTL is negative or above the maximum.
-	ErrBadTTL = errors.New("eviction: TTL out of range")
-)
-
-// Reason says why blocks left the cache.
-type Reason int
-
-// Eviction reasons. Under memory pressure a victim counts as Priority when
-// a higher-priority leaf was spared for it and as LRU otherwise; Pressure
-// counts blocks the host tier dropped to stay within its capacity.
-const (
-	ReasonTTL Reason = iota
-	ReasonLRU
-	ReasonPriority
-	ReasonFlush
-	ReasonPressure
-	numReasons
-)
-
-var reasonNames = [numReasons]string{"ttl", "lru", "priority", "flush", "pressure"}
-
-// String returns the reason's metric label.
-func (r Reason) String() string { return reasonNames[r] }
-
-// Reasons lists every Reason in order, for exporting counters.
-func Reasons() []Reason {
-	out := make([]Reason, numReasons)
-	for r := range out {
-		out[r] = Reason(r)
-	}
-	return out
-}
-
-// Tier is where a cache hit was served from.
-type Tier int
-
-// Cache tiers.
-const (
-	TierDevice Tier = iota
-	TierHost
-)
-
-// String returns the tier's metric label.
-func (t Tier) String() string {
-	if t == TierHost {
-		return "host"
-	}
-	return "device"
-}
-
-// Counters is a snapshot of the Manager's running totals.
-type Counters struct {
-	Evicted  [numReasons]uint64 // blocks that left a cache tier, by Reason
-	Demoted  uint64             // blocks copied to the host tier
-	Promoted uint64             // blocks copied back from the host tier
-}
-
-// Samples receives per-event measurements, for histograms. Any field may be
-// nil. Callbacks run on the Manager's goroutine and must not call back into
-// it.
-type Samples struct {
-	// HitAge is called for each cached node a lookup hits, with the time
-	// since that prefix was last used: the data for choosing a TTL.
-	HitAge func(tier Tier, age time.Duration, tokens int)
-	// BlockLifetime is called when cached blocks leave the device tree,
-	// with the time since they were inserted.
-	BlockLifetime func(life time.Duration, blocks int)
-}
+// ErrNothingEvictable means Reclaim freed what it could and the pool is
+// still short: the caller must preempt a sequence or reject the request.
+var ErrNothingEvictable = errors.New("eviction: not enough evictable blocks")
 
 // Config configures a Manager.
 type Config struct {
@@ -106,12 +33,22 @@ type Config struct {
 	// MaxPinnedFraction caps operator-pinned blocks at this fraction of the
 	// pool, in (0, 1]; default 0.5.
 	MaxPinnedFraction float64
-	// HostTier, if set, receives blocks evicted under pressure. Its blocks
-	// are read and written through Pool.Storage(), which must then be set.
-	HostTier *HostTier
+	// NamespaceShare, in (0, 1], is each namespace's share of the pool:
+	// under pressure, the blocks of namespaces that hold more than their
+	// share in the tree are evicted first (lowest priority, then least
+	// recently used, among them), down to their share, before any other
+	// namespace's. 0 (the default) gives namespaces no share: one order
+	// for all.
+	NamespaceShare float64
+	// Tiers, fastest first, are the tiers below the device pool: the first
+	// receives blocks evicted under pressure, and Admit promotes from each
+	// in turn. Their blocks are read and written through Pool.Storage(),
+	// which must then be set. The Manager does not close them.
+	Tiers []Tier
 	// Samples receives per-event measurements; optional.
-	Samples Samples
-	// Observer is told of the host tier's entries and of full flushes;
+	Samples kvcache.Samples
+	// Observer is told of full flushes, and of the HostTier's entries
+	// (other tiers take their observer in their own configuration);
 	// optional. The tree's own changes go to its radix.Observer.
 	Observer Observer
 }
@@ -121,7 +58,7 @@ type Config struct {
 type Use struct {
 	TTL      time.Duration // 0 means the default TTL
 	Priority int32         // higher is kept longer under pressure, for TTL (see notePriority)
-	// Readmit marks the Lookup of a request admitted again after it was
+	// Readmit marks the Admit of a request admitted again after it was
 	// preempted: it refreshes the prefix but adds no hit, the request's
 	// first admission having counted it.
 	Readmit bool
@@ -134,13 +71,14 @@ type Manager struct {
 	tree  *radix.Tree
 	pool  *blockstore.Pool
 	clk   clock.Clock
-	host  *HostTier
-	samp  Samples
+	tiers []Tier
+	samp  kvcache.Samples
 	obs   Observer
 	bsize int
 
 	defaultTTL, maxTTL time.Duration
 	pinBudget          int
+	nsShare            int // blocks; 0: no per-namespace share
 
 	expiry    minheap.Heap[expiryEntry] // at most one entry per node; see Sweep
 	victims   minheap.Heap[*radix.Node] // scratch for Reclaim
@@ -148,7 +86,7 @@ type Manager struct {
 	pins      map[string]*operatorPin
 	pinned    map[blockstore.BlockID]int // operator pins holding each block
 
-	evicted  [numReasons]atomic.Uint64
+	evicted  [kvcache.NumReasons]atomic.Uint64
 	demoted  atomic.Uint64
 	promoted atomic.Uint64
 
@@ -189,23 +127,29 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxPinnedFraction < 0 || cfg.MaxPinnedFraction > 1 {
 		return nil, fmt.Errorf("eviction: Config.MaxPinnedFraction must be in (0, 1], got %v", cfg.MaxPinnedFraction)
 	}
-	if cfg.HostTier != nil && cfg.Pool.Storage() == nil {
-		return nil, errors.New("eviction: a host tier needs a pool with Storage")
+	if cfg.NamespaceShare < 0 || cfg.NamespaceShare > 1 {
+		return nil, fmt.Errorf("eviction: Config.NamespaceShare must be in [0, 1], got %v", cfg.NamespaceShare)
+	}
+	if len(cfg.Tiers) > 0 && cfg.Pool.Storage() == nil {
+		return nil, errors.New("eviction: a cache tier needs a pool with Storage")
 	}
 	m := &Manager{
 		tree:      cfg.Tree,
 		pool:      cfg.Pool,
 		clk:       cfg.Clock,
-		host:      cfg.HostTier,
+		tiers:     cfg.Tiers,
 		samp:      cfg.Samples,
 		obs:       cfg.Observer,
 		bsize:     cfg.Pool.BlockSize(),
 		pinBudget: int(cfg.MaxPinnedFraction * float64(cfg.Pool.NumBlocks())),
+		nsShare:   int(cfg.NamespaceShare * float64(cfg.Pool.NumBlocks())),
 		pins:      map[string]*operatorPin{},
 		pinned:    map[blockstore.BlockID]int{},
 	}
-	if cfg.HostTier != nil && cfg.Observer != nil {
-		cfg.HostTier.setObserver(cfg.Observer)
+	for _, t := range cfg.Tiers {
+		if h, ok := t.(*HostTier); ok && cfg.Observer != nil {
+			h.setObserver(cfg.Observer)
+		}
 	}
 	m.expiry.Less = func(a, b expiryEntry) bool { return a.deadline < b.deadline }
 	m.victims.Less = func(a, b *radix.Node) bool {
@@ -222,13 +166,13 @@ func New(cfg Config) (*Manager, error) {
 
 // Counters returns the Manager's running totals. It is safe to call from
 // any goroutine.
-func (m *Manager) Counters() Counters {
-	var c Counters
+func (m *Manager) Counters() kvcache.Counters {
+	var c kvcache.Counters
 	for r := range c.Evicted {
 		c.Evicted[r] = m.evicted[r].Load()
 	}
-	if m.host != nil {
-		c.Evicted[ReasonPressure] = m.host.capacityEvicted.Load()
+	for _, t := range m.tiers {
+		c.Evicted[kvcache.ReasonPressure] += t.Dropped()
 	}
 	c.Demoted = m.demoted.Load()
 	c.Promoted = m.promoted.Load()
@@ -241,7 +185,7 @@ func (m *Manager) TTLs() (def, maxTTL time.Duration) { return m.defaultTTL, m.ma
 // SetTTLs changes the default and maximum TTL for requests from now on.
 func (m *Manager) SetTTLs(def, maxTTL time.Duration) error {
 	if def <= 0 || maxTTL <= 0 || def > maxTTL {
-		return fmt.Errorf("%w: need 0 < default (%v) <= max (%v)", ErrBadTTL, def, maxTTL)
+		return fmt.Errorf("%w: need 0 < default (%v) <= max (%v)", kvcache.ErrBadTTL, def, maxTTL)
 	}
 	m.defaultTTL, m.maxTTL = def, maxTTL
 	return nil
@@ -252,9 +196,9 @@ func (m *Manager) SetTTLs(def, maxTTL time.Duration) error {
 func (m *Manager) ResolveTTL(d time.Duration) (time.Duration, error) {
 	switch {
 	case d < 0:
-		return 0, fmt.Errorf("%w: %v is negative", ErrBadTTL, d)
+		return 0, fmt.Errorf("%w: %v is negative", kvcache.ErrBadTTL, d)
 	case d > m.maxTTL:
-		return 0, fmt.Errorf("%w: %v is above the maximum %v", ErrBadTTL, d, m.maxTTL)
+		return 0, fmt.Errorf("%w: %v is above the maximum %v", kvcache.ErrBadTTL, d, m.maxTTL)
 	}
 	return m.ttlFor(d), nil
 }

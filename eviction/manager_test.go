@@ -8,6 +8,7 @@ import (
 
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/clock"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/radix"
 )
 
@@ -44,7 +45,7 @@ func newRig(t testing.TB, blocks int, host bool, mod func(*Config)) *rig {
 			t.Fatal(err)
 		}
 		t.Cleanup(h.Close)
-		cfg.HostTier = h
+		cfg.Tiers = []Tier{h}
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -70,7 +71,7 @@ func (r *rig) check() {
 // handle is returned for the caller to Release.
 func (r *rig) serve(ns string, prompt []int32, use Use, keep bool) (Hit, []blockstore.BlockID) {
 	r.t.Helper()
-	hit := r.m.Lookup(ns, prompt, use, nil)
+	hit, _ := r.m.Admit(Admission{Namespace: ns, Tokens: prompt, Use: use}, nil)
 	tb := r.pool.NewTable()
 	if err := tb.Adopt(hit.Blocks); err != nil {
 		r.t.Fatal(err)
@@ -121,8 +122,8 @@ func TestTTLRefreshedOnHit(t *testing.T) {
 	p := seqOf(1, 8)
 	r.serve("a", p, Use{TTL: 10 * time.Second}, false)
 	r.clk.Advance(8 * time.Second)
-	if hit, _ := r.serve("a", p, Use{TTL: 10 * time.Second}, false); hit.DeviceTokens != 8 {
-		t.Fatalf("second request hit %d tokens, want 8", hit.DeviceTokens)
+	if hit, _ := r.serve("a", p, Use{TTL: 10 * time.Second}, false); hit.Tokens[kvcache.TierDevice] != 8 {
+		t.Fatalf("second request hit %d tokens, want 8", hit.Tokens[kvcache.TierDevice])
 	}
 	r.clk.Advance(9500 * time.Millisecond) // 17.5s after the first use, 9.5s after the second
 	if n := r.m.Sweep(); n != 0 || r.cached("a", p) != 8 {
@@ -133,7 +134,7 @@ func TestTTLRefreshedOnHit(t *testing.T) {
 		t.Fatalf("expired prefix: removed %d, cached %d; want 2 blocks gone", n, r.cached("a", p))
 	}
 	r.check()
-	if got := r.m.Counters().Evicted[ReasonTTL]; got != 2 {
+	if got := r.m.Counters().Evicted[kvcache.ReasonTTL]; got != 2 {
 		t.Fatalf("ttl evictions %d, want 2", got)
 	}
 	if r.pool.NumFree() != 16 {
@@ -214,13 +215,13 @@ func TestOperatorPins(t *testing.T) {
 	r := newRig(t, 8, false, func(c *Config) { c.MaxPinnedFraction = 0.5 }) // budget 4 blocks
 	sys := seqOf(1, 12)
 	r.serve("a", sys, Use{}, false)
-	if _, err := r.m.Pin("a", seqOf(1000, 4)); !errors.Is(err, ErrNotCached) {
+	if _, err := r.m.Pin("a", seqOf(1000, 4)); !errors.Is(err, kvcache.ErrNotCached) {
 		t.Fatalf("pin of an uncached prefix: %v", err)
 	}
-	if _, err := r.m.Pin("b", sys); !errors.Is(err, ErrNotCached) {
+	if _, err := r.m.Pin("b", sys); !errors.Is(err, kvcache.ErrNotCached) {
 		t.Fatalf("pin in another namespace: %v", err)
 	}
-	if _, err := r.m.Pin("a", sys[:2]); !errors.Is(err, ErrNotCached) {
+	if _, err := r.m.Pin("a", sys[:2]); !errors.Is(err, kvcache.ErrNotCached) {
 		t.Fatalf("pin shorter than a block: %v", err)
 	}
 	info, err := r.m.Pin("a", sys[:9]) // two whole blocks; the partial one is ignored
@@ -233,7 +234,7 @@ func TestOperatorPins(t *testing.T) {
 	}
 	other := seqOf(50, 12)
 	r.serve("a", other, Use{}, false)
-	if _, err := r.m.Pin("a", other); !errors.Is(err, ErrPinBudget) {
+	if _, err := r.m.Pin("a", other); !errors.Is(err, kvcache.ErrPinBudget) {
 		t.Fatalf("pin over budget: %v", err)
 	}
 	r.check()
@@ -290,8 +291,8 @@ func TestPressureOrder(t *testing.T) {
 		t.Fatalf("Reclaim past what is evictable: %v", err)
 	}
 	c := r.m.Counters()
-	if c.Evicted[ReasonPriority] != 2 || c.Evicted[ReasonLRU] != 1 {
-		t.Fatalf("evictions priority %d lru %d, want 2 and 1", c.Evicted[ReasonPriority], c.Evicted[ReasonLRU])
+	if c.Evicted[kvcache.ReasonPriority] != 2 || c.Evicted[kvcache.ReasonLRU] != 1 {
+		t.Fatalf("evictions priority %d lru %d, want 2 and 1", c.Evicted[kvcache.ReasonPriority], c.Evicted[kvcache.ReasonLRU])
 	}
 	busy.Release()
 	r.check()
@@ -303,7 +304,7 @@ func TestReclaimSparesBlocksInUse(t *testing.T) {
 	hit, _ := r.serve("a", p, Use{}, false)
 	_ = hit
 	tb := r.pool.NewTable()
-	h := r.m.Lookup("a", p, Use{}, nil)
+	h, _ := r.m.Admit(Admission{Namespace: "a", Tokens: p, Use: Use{}}, nil)
 	if err := tb.Adopt(h.Blocks); err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +344,7 @@ func TestFlushNamespace(t *testing.T) {
 	if r.pool.NumFree() != 16 {
 		t.Fatalf("flush all left %d of 16 free", r.pool.NumFree())
 	}
-	if got := r.m.Counters().Evicted[ReasonFlush]; got != 4 {
+	if got := r.m.Counters().Evicted[kvcache.ReasonFlush]; got != 4 {
 		t.Fatalf("flush evictions %d, want 4", got)
 	}
 	r.check()
@@ -356,8 +357,8 @@ func TestNamespacesNeverShare(t *testing.T) {
 	if err := r.m.Reclaim(16); err != nil { // demote a's blocks to the host tier
 		t.Fatal(err)
 	}
-	r.m.host.Wait()
-	if hit, _ := r.serve("b", p, Use{}, false); hit.DeviceTokens+hit.HostTokens != 0 {
+	r.m.tiers[0].Wait()
+	if hit, _ := r.serve("b", p, Use{}, false); hit.Tokens[kvcache.TierDevice]+hit.Tokens[kvcache.TierHost] != 0 {
 		t.Fatalf("tenant b hit tenant a's prefix: %+v", hit)
 	}
 }
@@ -376,7 +377,7 @@ func TestDemotePromoteRoundTrip(t *testing.T) {
 	if err := r.m.Reclaim(8); err != nil {
 		t.Fatal(err)
 	}
-	r.m.host.Wait()
+	r.m.tiers[0].Wait()
 	if r.cached("a", p) != 0 || r.m.Counters().Demoted != 3 {
 		t.Fatalf("after pressure: cached %d demoted %d, want 0 and 3", r.cached("a", p), r.m.Counters().Demoted)
 	}
@@ -387,8 +388,8 @@ func TestDemotePromoteRoundTrip(t *testing.T) {
 		}
 	}
 	r.clk.Advance(5 * time.Second)
-	hit := r.m.Lookup("a", p, Use{}, nil)
-	if hit.HostTokens != 12 || hit.DeviceTokens != 0 || len(hit.Blocks) != 3 {
+	hit, _ := r.m.Admit(Admission{Namespace: "a", Tokens: p, Use: Use{}}, nil)
+	if hit.Tokens[kvcache.TierHost] != 12 || hit.Tokens[kvcache.TierDevice] != 0 || len(hit.Blocks) != 3 {
 		t.Fatalf("promotion hit %+v, want 12 host tokens in 3 blocks", hit)
 	}
 	for i, id := range hit.Blocks {
@@ -407,22 +408,22 @@ func TestDemotePromoteRoundTrip(t *testing.T) {
 	}
 	// A second lookup is a device hit now.
 	hit, _ = r.serve("a", p, Use{}, false)
-	if hit.DeviceTokens != 12 {
-		t.Fatalf("after promotion, device hit %d, want 12", hit.DeviceTokens)
+	if hit.Tokens[kvcache.TierDevice] != 12 {
+		t.Fatalf("after promotion, device hit %d, want 12", hit.Tokens[kvcache.TierDevice])
 	}
 }
 
 func TestPromotionSurvivesKeyCollisions(t *testing.T) {
 	r := newRig(t, 8, true, nil)
-	r.m.host.key = func(Fingerprint) uint64 { return 7 } // every block on one key
+	r.m.tiers[0].(*HostTier).key = func(kvcache.Fingerprint) uint64 { return 7 } // every block on one key
 	a := toks(1, 2, 3, 4)
 	b := toks(9, 9, 9, 9)
 	r.serve("a", a, Use{}, false)
 	if err := r.m.Reclaim(8); err != nil {
 		t.Fatal(err)
 	}
-	r.m.host.Wait()
-	if hit, _ := r.serve("a", b, Use{}, false); hit.HostTokens != 0 {
+	r.m.tiers[0].Wait()
+	if hit, _ := r.serve("a", b, Use{}, false); hit.Tokens[kvcache.TierHost] != 0 {
 		t.Fatalf("a colliding key served block a for prompt b: %+v", hit)
 	}
 	r.check()
@@ -445,8 +446,8 @@ func TestTTLValidationAndLiveTuning(t *testing.T) {
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("ResolveTTL(%v) = %v, %v", tc.in, got, err)
 		}
-		if err != nil && !errors.Is(err, ErrBadTTL) {
-			t.Errorf("ResolveTTL(%v) error %v is not ErrBadTTL", tc.in, err)
+		if err != nil && !errors.Is(err, kvcache.ErrBadTTL) {
+			t.Errorf("ResolveTTL(%v) error %v is not kvcache.ErrBadTTL", tc.in, err)
 		}
 	}
 	// A use over the maximum (lowered after the request was accepted) is
@@ -471,7 +472,7 @@ func TestSamples(t *testing.T) {
 	var ages []time.Duration
 	var lifetimes []time.Duration
 	r := newRig(t, 8, false, func(c *Config) {
-		c.Samples.HitAge = func(_ Tier, age time.Duration, _ int) { ages = append(ages, age) }
+		c.Samples.HitAge = func(_ kvcache.Tier, age time.Duration, _ int) { ages = append(ages, age) }
 		c.Samples.BlockLifetime = func(d time.Duration, _ int) { lifetimes = append(lifetimes, d) }
 	})
 	p := seqOf(1, 4)

@@ -5,14 +5,9 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/radix"
 )
-
-// PinInfo describes an operator pin.
-type PinInfo struct {
-	Namespace string
-	Tokens    int // pinned prompt tokens (whole blocks)
-}
 
 // pinKey identifies a pin by namespace and whole-block tokens.
 func pinKey(ns string, tokens []int32) string {
@@ -28,20 +23,20 @@ func pinKey(ns string, tokens []int32) string {
 // Unpin or a flush. The prefix must be cached in full (ErrNotCached), and
 // the blocks pinned by operators may not exceed the configured fraction of
 // the pool (ErrPinBudget). Pinning a prefix already pinned is a no-op.
-func (m *Manager) Pin(ns string, tokens []int32) (PinInfo, error) {
+func (m *Manager) Pin(ns string, tokens []int32) (kvcache.PinInfo, error) {
 	tokens = tokens[:len(tokens)/m.bsize*m.bsize]
 	if len(tokens) == 0 {
-		return PinInfo{}, fmt.Errorf("%w: a pin needs at least one whole block (%d tokens)", ErrNotCached, m.bsize)
+		return kvcache.PinInfo{}, fmt.Errorf("%w: a pin needs at least one whole block (%d tokens)", kvcache.ErrNotCached, m.bsize)
 	}
 	key := pinKey(ns, tokens)
 	if _, ok := m.pins[key]; ok {
-		return PinInfo{Namespace: ns, Tokens: len(tokens)}, nil
+		return kvcache.PinInfo{Namespace: ns, Tokens: len(tokens)}, nil
 	}
 	var h radix.Handle
 	m.blockBuf, h = m.tree.Match(ns, tokens, m.blockBuf[:0])
 	if got := len(m.blockBuf) * m.bsize; got < len(tokens) {
 		m.tree.Release(h)
-		return PinInfo{}, fmt.Errorf("%w: %d of %d tokens are cached", ErrNotCached, got, len(tokens))
+		return kvcache.PinInfo{}, fmt.Errorf("%w: %d of %d tokens are cached", kvcache.ErrNotCached, got, len(tokens))
 	}
 	added := 0
 	for _, id := range m.blockBuf {
@@ -51,14 +46,14 @@ func (m *Manager) Pin(ns string, tokens []int32) (PinInfo, error) {
 	}
 	if len(m.pinned)+added > m.pinBudget {
 		m.tree.Release(h)
-		return PinInfo{}, fmt.Errorf("%w: pinning %d more blocks would hold %d, budget %d",
-			ErrPinBudget, added, len(m.pinned)+added, m.pinBudget)
+		return kvcache.PinInfo{}, fmt.Errorf("%w: pinning %d more blocks would hold %d, budget %d",
+			kvcache.ErrPinBudget, added, len(m.pinned)+added, m.pinBudget)
 	}
 	for _, id := range m.blockBuf {
 		m.pinned[id]++
 	}
 	m.pins[key] = &operatorPin{ns: ns, tokens: slices.Clone(tokens), blocks: slices.Clone(m.blockBuf), h: h}
-	return PinInfo{Namespace: ns, Tokens: len(tokens)}, nil
+	return kvcache.PinInfo{Namespace: ns, Tokens: len(tokens)}, nil
 }
 
 // Unpin removes the operator pin of exactly this prefix (whole blocks).
@@ -92,10 +87,10 @@ func (m *Manager) unpin(key string, p *operatorPin) {
 }
 
 // Pins lists the operator pins.
-func (m *Manager) Pins() []PinInfo {
-	out := make([]PinInfo, 0, len(m.pins))
+func (m *Manager) Pins() []kvcache.PinInfo {
+	out := make([]kvcache.PinInfo, 0, len(m.pins))
 	for _, p := range m.pins {
-		out = append(out, PinInfo{Namespace: p.ns, Tokens: len(p.tokens)})
+		out = append(out, kvcache.PinInfo{Namespace: p.ns, Tokens: len(p.tokens)})
 	}
 	return out
 }

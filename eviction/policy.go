@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/radix"
 )
 
@@ -57,7 +58,7 @@ func (m *Manager) expireUpward(n *radix.Node, now int64) int {
 	removed := 0
 	for n != nil && !n.IsRoot() && n.IsLeaf() && n.Pins() == 0 && n.Meta.Deadline <= now {
 		parent := n.Parent()
-		removed += m.remove(n, ReasonTTL, now, false)
+		removed += m.remove(n, kvcache.ReasonTTL, now, false)
 		n = parent
 	}
 	if n != nil && !n.IsRoot() && !n.Removed() && n.IsLeaf() && !n.Meta.Queued && n.Meta.Deadline > now {
@@ -67,11 +68,11 @@ func (m *Manager) expireUpward(n *radix.Node, now int64) int {
 	return removed
 }
 
-// remove takes leaf n out of the tree, demotes its blocks to the host tier
-// if asked (and the tier is on), drops the tree's references and counts the
+// remove takes leaf n out of the tree, demotes its blocks to the first
+// lower tier if asked (and there is one), drops the tree's references and counts the
 // blocks under reason.
-func (m *Manager) remove(n *radix.Node, reason Reason, now int64, demote bool) int {
-	if demote && m.host != nil && n.Meta.Deadline > now {
+func (m *Manager) remove(n *radix.Node, reason kvcache.Reason, now int64, demote bool) int {
+	if demote && len(m.tiers) > 0 && n.Meta.Deadline > now {
 		m.demote(n, now)
 	}
 	life := time.Duration(now - n.Meta.Created)
@@ -91,48 +92,65 @@ func (m *Manager) remove(n *radix.Node, reason Reason, now int64, demote bool) i
 	return k
 }
 
-// demote copies n's blocks into the host tier, keyed by their fingerprints,
-// to live there for the rest of n's TTL.
+// demote copies n's blocks into the first lower tier, keyed by the
+// fingerprints the tree computed when they were inserted, to live there
+// for the rest of n's TTL.
 func (m *Manager) demote(n *radix.Node, now int64) {
 	st := m.pool.Storage()
-	m.tokenBuf = n.Path(m.tokenBuf[:0])
-	salt := NamespaceSalt(n.Namespace())
-	first := len(m.tokenBuf)/m.bsize - len(n.Blocks())
-	fp := ChainPrefix(salt, m.tokenBuf, m.bsize, first)
 	if cap(m.dataBuf) < st.BlockBytes() {
 		m.dataBuf = make([]byte, st.BlockBytes())
 	}
 	data := m.dataBuf[:st.BlockBytes()]
 	ttl := time.Duration(n.Meta.Deadline - now)
+	parent := lastFingerprint(n.Parent())
+	toks := n.Tokens()
 	for i, id := range n.Blocks() {
-		blk := m.tokenBuf[(first+i)*m.bsize : (first+i+1)*m.bsize]
-		parent := fp
-		fp = Chain(fp, salt, blk)
+		fp := n.Fingerprints()[i]
 		if err := st.ReadBlock(id, data); err != nil {
 			return // a block we cannot read is simply not demoted
 		}
-		b := HostBlock{Data: data, Expires: n.Meta.Deadline, LastUsed: n.Meta.LastAccess, Parent: parent}
-		if m.host.Put(n.Namespace(), fp, blk, b, ttl) {
+		b := StoredBlock{Data: data, Expires: n.Meta.Deadline, LastUsed: n.Meta.LastAccess, Parent: parent}
+		if m.tiers[0].Put(n.Namespace(), fp, toks[i*m.bsize:(i+1)*m.bsize], b, ttl) {
 			m.demoted.Add(1)
 		}
+		parent = fp
 	}
 }
 
 // Reclaim evicts until the pool has at least need free blocks: unpinned
 // leaves whose blocks no sequence holds, lowest priority first, then least
-// recently used, each demoted to the host tier first when it has one. It
-// returns ErrNothingEvictable if it ran out of candidates first; what it
-// evicted stays evicted.
+// recently used, each demoted to the first lower tier when there is one.
+// With a NamespaceShare, the namespaces beyond their share give up their
+// blocks first, down to their share. It returns ErrNothingEvictable if it
+// ran out of candidates first; what it evicted stays evicted.
 func (m *Manager) Reclaim(need int) error {
 	if m.pool.NumFree() >= need {
 		return nil
 	}
 	now := m.now()
+	if m.nsShare > 0 {
+		m.evictVictims(need, now, m.overShare)
+	}
+	m.evictVictims(need, now, func(string) bool { return true })
+	if m.pool.NumFree() < need {
+		return fmt.Errorf("%w: %d free of %d needed", ErrNothingEvictable, m.pool.NumFree(), need)
+	}
+	return nil
+}
+
+// overShare reports whether namespace ns holds more blocks in the tree
+// than its share.
+func (m *Manager) overShare(ns string) bool { return m.tree.Stats(ns).Blocks > m.nsShare }
+
+// evictVictims evicts the evictable leaves of the namespaces from selects,
+// in victim order, until need blocks are free or none is left; a
+// namespace stops giving up blocks once from no longer selects it.
+func (m *Manager) evictVictims(need int, now int64, from func(ns string) bool) {
 	m.victimsAt = now
 	m.victims.Reset()
 	top := int32(math.MinInt32)
 	m.tree.Leaves(func(n *radix.Node) bool {
-		if m.evictable(n) {
+		if m.evictable(n) && from(n.Namespace()) {
 			m.victims.Push(n)
 			top = max(top, priority(n, now))
 		}
@@ -140,9 +158,12 @@ func (m *Manager) Reclaim(need int) error {
 	})
 	for m.pool.NumFree() < need && m.victims.Len() > 0 {
 		n := m.victims.Pop()
-		reason := ReasonLRU
+		if !from(n.Namespace()) {
+			continue
+		}
+		reason := kvcache.ReasonLRU
 		if priority(n, now) < top {
-			reason = ReasonPriority
+			reason = kvcache.ReasonPriority
 		}
 		parent := n.Parent()
 		m.remove(n, reason, now, true)
@@ -151,10 +172,6 @@ func (m *Manager) Reclaim(need int) error {
 		}
 	}
 	m.victims.Reset()
-	if m.pool.NumFree() < need {
-		return fmt.Errorf("%w: %d free of %d needed", ErrNothingEvictable, m.pool.NumFree(), need)
-	}
-	return nil
 }
 
 // evictable reports whether removing n would free its blocks: an unpinned
@@ -165,7 +182,7 @@ func (m *Manager) evictable(n *radix.Node) bool {
 }
 
 // Flush removes every unpinned node of namespace ns, or of every namespace
-// if all is set, with the host tier's entries. Operator pins there are
+// if all is set, with the lower tiers' entries. Operator pins there are
 // dropped first; nodes pinned by running requests stay. It returns the
 // number of blocks removed.
 func (m *Manager) Flush(ns string, all bool) int {
@@ -188,16 +205,16 @@ func (m *Manager) Flush(ns string, all bool) int {
 	for _, n := range leaves {
 		for n != nil && !n.IsRoot() && !n.Removed() && n.IsLeaf() && n.Pins() == 0 {
 			parent := n.Parent()
-			removed += m.remove(n, ReasonFlush, now, false)
+			removed += m.remove(n, kvcache.ReasonFlush, now, false)
 			n = parent
 		}
 	}
-	if m.host != nil {
-		m.host.Wait() // Puts still in flight are flushed too
+	for _, t := range m.tiers {
+		t.Wait() // Puts still in flight are flushed too
 		if all {
-			m.host.Clear()
+			t.Clear()
 		} else {
-			m.host.FlushNamespace(ns)
+			t.FlushNamespace(ns)
 		}
 	}
 	if all && m.obs != nil && m.tree.Total().Blocks == 0 {

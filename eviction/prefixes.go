@@ -5,25 +5,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/radix"
 )
-
-// Prefix describes one cached prefix: a node of the tree and the path of
-// tokens that leads to the end of its edge.
-type Prefix struct {
-	Namespace string
-	Tokens    []int32 // every token from the namespace root, whole blocks
-	Hits      uint64  // requests that used the prefix
-	LastUsed  time.Time
-	TTLLeft   time.Duration // until its deadline; 0 when it is past
-	Pinned    bool          // an operator pin holds (at least the start of) it
-	InUse     bool          // running sequences' tables hold (the start of) it
-}
 
 // TopPrefixes returns up to limit cached prefixes with the most hits, the
 // longest first among equals. It walks the whole tree (O(nodes log nodes)):
 // an admin query, not a hot path.
-func (m *Manager) TopPrefixes(limit int) []Prefix {
+func (m *Manager) TopPrefixes(limit int) []kvcache.Prefix {
 	if limit <= 0 {
 		return nil
 	}
@@ -40,10 +29,10 @@ func (m *Manager) TopPrefixes(limit int) []Prefix {
 	})
 	nodes = nodes[:min(limit, len(nodes))]
 	now := m.now()
-	out := make([]Prefix, len(nodes))
+	out := make([]kvcache.Prefix, len(nodes))
 	for i, n := range nodes {
 		first := n.Blocks()[0]
-		out[i] = Prefix{
+		out[i] = kvcache.Prefix{
 			Namespace: n.Namespace(),
 			Tokens:    n.Path(nil),
 			Hits:      n.Meta.Hits,

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/kvevents"
-	"github.com/prefixd/prefixd/radix"
 )
 
 // BenchmarkCollectorBlock measures what the scheduler goroutine pays per
@@ -21,14 +21,17 @@ func BenchmarkCollectorBlock(b *testing.B) {
 	}
 	tokens := make([]int32, bs)
 	root := []blockstore.BlockID{0}
-	col.Stored("", radix.NoParent, tokens, root)
+	rootFP := chain("", tokens, bs)
+	col.Stored("", kvcache.Fingerprint{}, tokens, root, rootFP)
 	blocks := make([]blockstore.BlockID, 1)
+	fps := make([]kvcache.Fingerprint, 1)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		blocks[0] = blockstore.BlockID(1 + i%1024)
 		tokens[0] = int32(i)
-		col.Stored("", 0, tokens, blocks)
-		col.Removed("", blocks)
+		fps[0] = kvcache.Chain(rootFP[0], 0, tokens)
+		col.Stored("", rootFP[0], tokens, blocks, fps)
+		col.Removed("", blocks, fps)
 		col.EndStep()
 	}
 }

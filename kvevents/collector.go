@@ -8,8 +8,7 @@ import (
 
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/clock"
-	"github.com/prefixd/prefixd/eviction"
-	"github.com/prefixd/prefixd/radix"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // TenantModel returns the lora_name under which namespace ns's blocks are
@@ -31,26 +30,38 @@ func tenantLoraID(ns string) int64 {
 	return int64(xxhash.Sum64String(ns)%(1<<31-1)) + 1
 }
 
-// hashOf is a block's published hash: the low word of its fingerprint,
-// never 0 (0 means "no parent" on the wire).
-func hashOf(fp eviction.Fingerprint) uint64 {
+// hashOf is a block's published hash: the low word of the fingerprint the
+// radix tree computed when the block was inserted, never 0 (0 means "no
+// parent" on the wire).
+func hashOf(fp kvcache.Fingerprint) uint64 {
 	if fp.Lo != 0 {
 		return fp.Lo
 	}
 	return fp.Hi | 1
 }
 
-// deviceBlock is what the Collector remembers of a block the tree holds.
-type deviceBlock struct {
-	fp   eviction.Fingerprint
+// tierBlock counts a lower tier's entries with one hash (a replaced entry
+// leaves after its successor arrived) and whether subscribers were told.
+type tierBlock struct {
+	entries   int
+	published bool
+}
+
+// tierKey is a block's hash in one lower tier.
+type tierKey struct {
+	tier kvcache.Tier
 	hash uint64
 }
 
-// hostBlock counts the host tier's entries with one hash (a replaced entry
-// leaves after its successor arrived) and whether subscribers were told.
-type hostBlock struct {
-	entries   int
-	published bool
+// mediumOf is the medium a tier's blocks are published on.
+func mediumOf(t kvcache.Tier) string {
+	switch t {
+	case kvcache.TierHost:
+		return MediumCPU
+	case kvcache.TierDisk:
+		return MediumDisk
+	}
+	return MediumGPU
 }
 
 // CollectorConfig configures a Collector.
@@ -80,9 +91,8 @@ type Collector struct {
 	policy Policy
 
 	mu      sync.Mutex
-	device  map[blockstore.BlockID]deviceBlock
 	devHash map[uint64]int // published device hashes, with multiplicity
-	host    map[uint64]hostBlock
+	tiers   map[tierKey]tierBlock
 	pending []Event
 }
 
@@ -102,12 +112,14 @@ func NewCollector(cfg CollectorConfig) (*Collector, error) {
 	}
 	return &Collector{
 		model: cfg.Model, bs: cfg.BlockSize, clk: cfg.Clock, emit: cfg.Emit, policy: cfg.Policy,
-		device: map[blockstore.BlockID]deviceBlock{}, devHash: map[uint64]int{}, host: map[uint64]hostBlock{},
+		devHash: map[uint64]int{}, tiers: map[tierKey]tierBlock{},
 	}, nil
 }
 
 // published reports whether h is a block subscribers know of now.
-func (c *Collector) published(h uint64) bool { return c.devHash[h] > 0 || c.host[h].published }
+func (c *Collector) published(h uint64) bool {
+	return c.devHash[h] > 0 || c.tiers[tierKey{kvcache.TierHost, h}].published || c.tiers[tierKey{kvcache.TierDisk, h}].published
+}
 
 // stored appends a BlockStored of one chain, merging it into the previous
 // event when that one ends where this one starts. Under the Hashes
@@ -151,97 +163,94 @@ func (c *Collector) removed(medium string, hashes ...uint64) {
 }
 
 // Stored implements radix.Observer: the blocks are published on the GPU
-// medium if their parent is known (always, for a Collector attached
-// before the engine cached anything).
-// A namespace whose detail is None is not remembered, so its removals
-// are not published either.
-func (c *Collector) Stored(ns string, parent blockstore.BlockID, tokens []int32, blocks []blockstore.BlockID) {
+// medium, under the hashes of the fingerprints the tree computed, if their
+// parent is known (always, for a Collector attached before the engine
+// cached anything). A namespace whose detail is None is not remembered, so
+// its removals are not published either.
+func (c *Collector) Stored(ns string, parent kvcache.Fingerprint, tokens []int32, blocks []blockstore.BlockID, fps []kvcache.Fingerprint) {
 	if c.policy.For(ns) == None {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var fp eviction.Fingerprint
 	var parentHash uint64
-	if parent != radix.NoParent {
-		p, ok := c.device[parent]
-		if !ok {
+	if parent != (kvcache.Fingerprint{}) {
+		if parentHash = hashOf(parent); c.devHash[parentHash] == 0 {
 			return
 		}
-		fp, parentHash = p.fp, p.hash
 	}
-	salt := eviction.NamespaceSalt(ns)
-	hashes := make([]uint64, len(blocks))
-	for i, id := range blocks {
-		fp = eviction.Chain(fp, salt, tokens[i*c.bs:(i+1)*c.bs])
-		h := hashOf(fp)
-		c.device[id] = deviceBlock{fp: fp, hash: h}
-		c.devHash[h]++
-		hashes[i] = h
+	hashes := make([]uint64, len(fps))
+	for i, fp := range fps {
+		hashes[i] = hashOf(fp)
+		c.devHash[hashes[i]]++
 	}
 	c.stored(ns, MediumGPU, parentHash, hashes, tokens)
 }
 
 // Removed implements radix.Observer.
-func (c *Collector) Removed(ns string, blocks []blockstore.BlockID) {
+func (c *Collector) Removed(ns string, blocks []blockstore.BlockID, fps []kvcache.Fingerprint) {
+	if c.policy.For(ns) == None {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	hashes := make([]uint64, 0, len(blocks))
-	for _, id := range blocks {
-		b, ok := c.device[id]
-		if !ok {
+	hashes := make([]uint64, 0, len(fps))
+	for _, fp := range fps {
+		h := hashOf(fp)
+		switch c.devHash[h] {
+		case 0: // never published: its parent was unknown
 			continue
+		case 1:
+			delete(c.devHash, h)
+		default:
+			c.devHash[h]--
 		}
-		delete(c.device, id)
-		if c.devHash[b.hash]--; c.devHash[b.hash] == 0 {
-			delete(c.devHash, b.hash)
-		}
-		hashes = append(hashes, b.hash)
+		hashes = append(hashes, h)
 	}
 	if len(hashes) > 0 {
 		c.removed(MediumGPU, hashes...)
 	}
 }
 
-// HostStored implements eviction.Observer: the block is published on the
-// CPU medium unless the host tier already holds it or its parent is
-// unknown to subscribers.
+// TierStored implements eviction.Observer: the block is published on the
+// tier's medium (CPU for the host tier, DISK for the disk tier) unless
+// that tier already holds it or its parent is unknown to subscribers.
 // A namespace whose detail is None is left out, as in Stored.
-func (c *Collector) HostStored(ns string, parent, fp eviction.Fingerprint, tokens []int32) {
+func (c *Collector) TierStored(t kvcache.Tier, ns string, parent, fp kvcache.Fingerprint, tokens []int32) {
 	if c.policy.For(ns) == None {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := hashOf(fp)
-	hb := c.host[h]
-	hb.entries++
+	k := tierKey{t, hashOf(fp)}
+	tb := c.tiers[k]
+	tb.entries++
 	var ph uint64
-	if parent != (eviction.Fingerprint{}) {
+	if parent != (kvcache.Fingerprint{}) {
 		ph = hashOf(parent)
 	}
-	if !hb.published && (ph == 0 || c.published(ph)) {
-		hb.published = true
-		c.stored(ns, MediumCPU, ph, []uint64{h}, tokens)
+	if !tb.published && (ph == 0 || c.published(ph)) {
+		tb.published = true
+		c.stored(ns, mediumOf(t), ph, []uint64{k.hash}, tokens)
 	}
-	c.host[h] = hb
+	c.tiers[k] = tb
 }
 
-// HostRemoved implements eviction.Observer.
-func (c *Collector) HostRemoved(ns string, fp eviction.Fingerprint) {
+// TierRemoved implements eviction.Observer.
+func (c *Collector) TierRemoved(t kvcache.Tier, ns string, fp kvcache.Fingerprint) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := hashOf(fp)
-	hb, ok := c.host[h]
+	k := tierKey{t, hashOf(fp)}
+	tb, ok := c.tiers[k]
 	switch {
 	case !ok: // stored before a Cleared
-	case hb.entries > 1:
-		hb.entries--
-		c.host[h] = hb
+	case tb.entries > 1:
+		tb.entries--
+		c.tiers[k] = tb
 	default:
-		delete(c.host, h)
-		if hb.published {
-			c.removed(MediumCPU, h)
+		delete(c.tiers, k)
+		if tb.published {
+			c.removed(mediumOf(t), k.hash)
 		}
 	}
 }
@@ -250,9 +259,8 @@ func (c *Collector) HostRemoved(ns string, fp eviction.Fingerprint) {
 func (c *Collector) Cleared() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	clear(c.device)
 	clear(c.devHash)
-	clear(c.host)
+	clear(c.tiers)
 	c.pending = append(c.pending, Event{Kind: AllBlocksCleared})
 }
 

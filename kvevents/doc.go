@@ -18,10 +18,12 @@
 //	["BlockRemoved", block_hashes []uint64, medium string]
 //	["AllBlocksCleared"]
 //
-// as vllm/distributed/kv_events.py writes them. Media are "GPU" (the
-// device pool) and "CPU" (the host tier). A block's hash is its chained
-// fingerprint (eviction.Chain over the namespace salt, every token before
-// it and its own tokens), never 0; 0 would mean "no parent". A
+// as vllm/distributed/kv_events.py writes them. Each stored block carries
+// the medium it is stored on: "GPU" (the device pool), "CPU" (the host
+// tier) or "DISK" (the disk tier). A block's hash is the low word of its
+// chained fingerprint (kvcache.Chain over the namespace salt, every token
+// before it and its own tokens, computed once by the radix tree when the
+// block is inserted and carried with it through every tier), never 0; 0 would mean "no parent". A
 // BlockStored names a parent only when the parent is published and not
 // removed since, and a block whose parent is unknown to subscribers is
 // not published at all: a router that chained it from the root would

@@ -18,8 +18,9 @@ const (
 
 // Media a block is stored on, as vLLM names them.
 const (
-	MediumGPU = "GPU" // the device block pool
-	MediumCPU = "CPU" // the host tier
+	MediumGPU  = "GPU"  // the device block pool
+	MediumCPU  = "CPU"  // the host tier
+	MediumDisk = "DISK" // the disk tier
 )
 
 var tags = [...]string{BlockStored: "BlockStored", BlockRemoved: "BlockRemoved", AllBlocksCleared: "AllBlocksCleared"}

@@ -7,9 +7,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/prefixd/prefixd/blockstore"
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/kvevents"
-	"github.com/prefixd/prefixd/radix"
 )
 
 // TestPolicyDetail: each namespace's events reveal what the policy says.
@@ -32,23 +31,17 @@ func TestPolicyDetail(t *testing.T) {
 	prompt := []int32{11, 12, 13, 14, 15, 16, 17, 18}
 	id := blockstore.BlockID(0)
 	for _, ns := range []string{"acme", "", "other", "quiet"} {
-		col.Stored(ns, radix.NoParent, prompt, []blockstore.BlockID{id, id + 1})
-		col.HostStored(ns, eviction.Fingerprint{}, eviction.Chain(eviction.Fingerprint{}, eviction.NamespaceSalt(ns), prompt[:bs]), prompt[:bs])
-		col.Removed(ns, []blockstore.BlockID{id + 1})
+		fps := chain(ns, prompt, bs)
+		col.Stored(ns, kvcache.Fingerprint{}, prompt, []blockstore.BlockID{id, id + 1}, fps)
+		col.TierStored(kvcache.TierHost, ns, kvcache.Fingerprint{}, fps[0], prompt[:bs])
+		col.Removed(ns, []blockstore.BlockID{id + 1}, fps[1:])
 		id += 2
 	}
 	col.EndStep()
 	if len(batches) != 1 {
 		t.Fatalf("%d batches", len(batches))
 	}
-	payload, err := batches[0].AppendMsgpack(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b eventBatch
-	if err := msgpack.Unmarshal(payload, &b); err != nil {
-		t.Fatal(err)
-	}
+	payload, b := decodeBatch(t, batches[0])
 	stored := map[string]int{} // lora_name ("" for nil) -> BlockStored events
 	tokens := map[string]int{} // lora_name -> token ids published
 	removed := 0

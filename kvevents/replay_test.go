@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/kvevents"
-	"github.com/prefixd/prefixd/radix"
 )
 
 // TestReplayKeepsTheLatest checks that the replay socket resends the
@@ -21,7 +21,7 @@ func TestReplayKeepsTheLatest(t *testing.T) {
 	}
 	defer pub.Close()
 	for i := range 5 {
-		pub.Stored("", radix.NoParent, []int32{int32(i)}, []blockstore.BlockID{blockstore.BlockID(i)})
+		pub.Stored("", kvcache.Fingerprint{}, []int32{int32(i)}, []blockstore.BlockID{blockstore.BlockID(i)}, chain("", []int32{int32(i)}, 1))
 		pub.EndStep()
 		pub.EndStep() // nothing new: no message
 	}
@@ -72,9 +72,9 @@ func TestFullQueueLosesNothing(t *testing.T) {
 		// Each step replaces the previous step's block: a lost or reordered
 		// batch leaves the router holding the wrong block, or fails it.
 		if i > 0 {
-			pub.Removed("", []blockstore.BlockID{blockstore.BlockID(i - 1)})
+			pub.Removed("", []blockstore.BlockID{blockstore.BlockID(i - 1)}, chain("", []int32{int32(i - 1)}, 1))
 		}
-		pub.Stored("", radix.NoParent, []int32{int32(i)}, []blockstore.BlockID{blockstore.BlockID(i)})
+		pub.Stored("", kvcache.Fingerprint{}, []int32{int32(i)}, []blockstore.BlockID{blockstore.BlockID(i)}, chain("", []int32{int32(i)}, 1))
 		pub.EndStep()
 	}
 	last := prefixKey(modelName, []int32{steps - 1})

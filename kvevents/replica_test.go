@@ -9,6 +9,7 @@ import (
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/clock"
 	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/kvevents"
 	"github.com/prefixd/prefixd/radix"
 )
@@ -74,7 +75,7 @@ func newReplica(t *testing.T, blocks int) *replica {
 		}
 	})
 	tree.SetObserver(pub)
-	m, err := eviction.New(eviction.Config{Tree: tree, Pool: pool, Clock: clk, HostTier: host, Observer: pub,
+	m, err := eviction.New(eviction.Config{Tree: tree, Pool: pool, Clock: clk, Tiers: []eviction.Tier{host}, Observer: pub,
 		DefaultTTL: 20 * ttlUnit, MaxTTL: 60 * ttlUnit})
 	if err != nil {
 		t.Fatal(err)
@@ -82,12 +83,16 @@ func newReplica(t *testing.T, blocks int) *replica {
 	return &replica{t: t, clk: clk, pool: pool, tree: tree, host: host, m: m, pub: pub}
 }
 
-// serve runs one request through the cache as the engine does: look up,
-// adopt the hit, allocate the rest (evicting under pressure), insert the
-// full blocks, finish. It reports false when the pool could not make room.
+// serve runs one request through the cache as the engine does: admit it
+// (the cached prefix, and room for the rest, evicting under pressure),
+// adopt the hit, allocate the rest, insert the full blocks, finish. It
+// reports false when the pool could not make room.
 func (r *replica) serve(ns string, prompt []int32, use eviction.Use) bool {
 	r.t.Helper()
-	hit := r.m.Lookup(ns, prompt, use, nil)
+	hit, short := r.m.Admit(eviction.Admission{Namespace: ns, Tokens: prompt, Use: use, Blocks: blockstore.BlocksFor(len(prompt), bs)}, nil)
+	if short > 0 {
+		return false
+	}
 	defer r.m.Release(hit.Handle)
 	tb := r.pool.NewTable()
 	defer tb.Release()
@@ -95,14 +100,6 @@ func (r *replica) serve(ns string, prompt []int32, use eviction.Use) bool {
 		r.t.Fatal(err)
 	}
 	rest := len(prompt) - tb.Len()
-	if need := tb.BlocksNeeded(rest); r.pool.NumFree() < need {
-		if err := r.m.Reclaim(need); err != nil {
-			if errors.Is(err, eviction.ErrNothingEvictable) {
-				return false
-			}
-			r.t.Fatal(err)
-		}
-	}
 	if err := tb.Append(rest); err != nil {
 		r.t.Fatal(err)
 	}
@@ -220,7 +217,7 @@ func TestRouterMirrorsReplica(t *testing.T) {
 				ns = b.lora[len(modelName)+1:]
 			}
 			path := s.r.path(h)
-			fp := eviction.ChainPrefix(eviction.NamespaceSalt(ns), path, bs, len(path)/bs)
+			fp := kvcache.ChainPrefix(kvcache.NamespaceSalt(ns), path, bs, len(path)/bs)
 			if _, ok := r.host.Get(ns, fp, b.tokens, 0); !ok {
 				t.Errorf("%s: the router believes host block %#x (%q), which the tier does not hold", name, h, prefixKey(ns, path))
 			}
@@ -234,7 +231,7 @@ func TestRouterMirrorsReplica(t *testing.T) {
 			t.Errorf("%s: lora names %v, want one per named tenant", name, s.r.loras)
 		}
 	}
-	if c := r.m.Counters(); c.Demoted == 0 || c.Promoted == 0 || c.Evicted[eviction.ReasonTTL] == 0 {
+	if c := r.m.Counters(); c.Demoted == 0 || c.Promoted == 0 || c.Evicted[kvcache.ReasonTTL] == 0 {
 		t.Errorf("the workload missed a move: %+v", c)
 	}
 }

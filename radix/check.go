@@ -1,10 +1,14 @@
 package radix
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Check verifies the tree's invariants: edges of whole blocks, children
 // sorted and distinct by their first block, parent pointers, namespaces and
-// depths, pins non-negative and at least the sum of the children's, each
+// depths, every block's fingerprint equal to its chain from the root,
+// pins non-negative and at least the sum of the children's, each
 // namespace's leaf list equal to its set of leaves, the namespace list
 // equal to the namespace table, and counters equal to a recount. It is
 // O(tree); tests call it after every operation.
@@ -71,6 +75,10 @@ func (t *Tree) checkNode(n *Node, s *Stats, leaves *int) error {
 			return fmt.Errorf("edge of %d tokens with %d blocks", len(n.tokens), len(n.blocks))
 		case n.depth != n.parent.depth+len(n.tokens):
 			return fmt.Errorf("depth %d, parent %d + edge %d", n.depth, n.parent.depth, len(n.tokens))
+		case len(n.fps) != len(n.blocks):
+			return fmt.Errorf("edge of %d blocks with %d fingerprints", len(n.blocks), len(n.fps))
+		case !slices.Equal(n.fps, t.chain(nil, n.parent.lastFingerprint(), n.sp.salt, n.tokens)):
+			return fmt.Errorf("fingerprints at depth %d do not chain from the parent's", n.depth)
 		case n.IsLeaf() != n.listed:
 			return fmt.Errorf("leaf=%v but listed=%v at depth %d", n.IsLeaf(), n.listed, n.depth)
 		}

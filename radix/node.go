@@ -1,6 +1,9 @@
 package radix
 
-import "github.com/prefixd/prefixd/blockstore"
+import (
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kvcache"
+)
 
 // Meta is a node's bookkeeping for the eviction policy. The radix tree
 // never reads a clock and never interprets these fields: their owner (the
@@ -30,10 +33,11 @@ type Node struct {
 	sp       *space
 	tokens   []int32 // the edge label, len = len(blocks) * block size
 	blocks   []blockstore.BlockID
-	children []*Node // sorted by their first block of tokens
-	firsts   []int32 // children[i].tokens[0], for a cache-friendly search
-	pins     int32   // live handles whose matched path contains this node
-	depth    int     // tokens from the root to the end of this edge
+	fps      []kvcache.Fingerprint // blocks[i]'s fingerprint, chained from the root
+	children []*Node               // sorted by their first block of tokens
+	firsts   []int32               // children[i].tokens[0], for a cache-friendly search
+	pins     int32                 // live handles whose matched path contains this node
+	depth    int                   // tokens from the root to the end of this edge
 	removed  bool
 	listed   bool // on its namespace's leaf list
 
@@ -58,6 +62,20 @@ func (n *Node) Tokens() []int32 { return n.tokens }
 
 // Blocks returns the blocks of n's edge. Callers must not modify them.
 func (n *Node) Blocks() []blockstore.BlockID { return n.blocks }
+
+// Fingerprints returns the fingerprints of n's blocks (see
+// kvcache.Fingerprint), computed once when each block entered the tree.
+// Callers must not modify them.
+func (n *Node) Fingerprints() []kvcache.Fingerprint { return n.fps }
+
+// lastFingerprint returns the fingerprint a chain hung under n follows:
+// that of n's last block, or the zero Fingerprint under a root.
+func (n *Node) lastFingerprint() kvcache.Fingerprint {
+	if n.parent == nil {
+		return kvcache.Fingerprint{}
+	}
+	return n.fps[len(n.fps)-1]
+}
 
 // IsLeaf reports whether n is a non-root node without children.
 func (n *Node) IsLeaf() bool { return n.parent != nil && len(n.children) == 0 }

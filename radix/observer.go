@@ -1,10 +1,9 @@
 package radix
 
-import "github.com/prefixd/prefixd/blockstore"
-
-// NoParent is the parent Observer.Stored reports for blocks that start a
-// namespace.
-const NoParent blockstore.BlockID = -1
+import (
+	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kvcache"
+)
 
 // Observer is told of every change of the set of blocks a Tree holds, in
 // the order the changes happen, so that it can mirror the tree (an event
@@ -14,23 +13,16 @@ const NoParent blockstore.BlockID = -1
 // retain the slices it is given.
 type Observer interface {
 	// Stored reports that blocks, holding tokens (len(blocks) * block size
-	// of them), entered namespace ns as one chain: blocks[0] follows block
-	// parent (NoParent when it starts the namespace) and each later block
+	// of them), with fingerprints fps, entered namespace ns as one chain:
+	// blocks[0] follows the block whose fingerprint is parent (the zero
+	// Fingerprint when it starts the namespace) and each later block
 	// follows the one before it.
-	Stored(ns string, parent blockstore.BlockID, tokens []int32, blocks []blockstore.BlockID)
-	// Removed reports that blocks left namespace ns. A node's blocks are
-	// reported after those of the nodes below it.
-	Removed(ns string, blocks []blockstore.BlockID)
+	Stored(ns string, parent kvcache.Fingerprint, tokens []int32, blocks []blockstore.BlockID, fps []kvcache.Fingerprint)
+	// Removed reports that blocks, with fingerprints fps, left namespace
+	// ns. A node's blocks are reported after those of the nodes below it.
+	Removed(ns string, blocks []blockstore.BlockID, fps []kvcache.Fingerprint)
 }
 
 // SetObserver makes o the tree's observer; nil turns observing off, which
 // then costs one comparison per change.
 func (t *Tree) SetObserver(o Observer) { t.obs = o }
-
-// lastBlock returns the block a chain hung under n follows.
-func lastBlock(n *Node) blockstore.BlockID {
-	if n.parent == nil {
-		return NoParent
-	}
-	return n.blocks[len(n.blocks)-1]
-}

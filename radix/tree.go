@@ -23,6 +23,7 @@ import (
 	"unsafe"
 
 	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // Errors callers branch on. Functions wrap them with detail.
@@ -50,6 +51,7 @@ type Stats struct {
 // space is one namespace: its root, its leaves and its counters.
 type space struct {
 	name       string
+	salt       uint64 // kvcache.NamespaceSalt(name)
 	bs         int
 	root       Node
 	leaves     Node // sentinel of the circular list of leaves
@@ -108,7 +110,7 @@ func (t *Tree) space(ns string) *space {
 	if sp := t.spaces[ns]; sp != nil {
 		return sp
 	}
-	sp := &space{name: ns, bs: t.bs}
+	sp := &space{name: ns, salt: kvcache.NamespaceSalt(ns), bs: t.bs}
 	sp.root.sp = sp
 	sp.leaves.prevLeaf, sp.leaves.nextLeaf = &sp.leaves, &sp.leaves
 	sp.prev, sp.next = t.order.prev, &t.order
@@ -282,6 +284,7 @@ func (t *Tree) split(c *Node, k int) *Node {
 		sp:       c.sp,
 		tokens:   c.tokens[:cut:cut],
 		blocks:   c.blocks[:k:k],
+		fps:      c.fps[:k:k],
 		children: []*Node{c},
 		firsts:   []int32{c.tokens[cut]},
 		pins:     c.pins,
@@ -291,6 +294,7 @@ func (t *Tree) split(c *Node, k int) *Node {
 	c.parent = up
 	c.tokens = c.tokens[cut:]
 	c.blocks = c.blocks[k:]
+	c.fps = c.fps[k:]
 	t.count(c.sp, 1, 0, 0)
 	return up
 }
@@ -374,6 +378,7 @@ func (t *Tree) Reserve(h Handle, tokens int) {
 	tokens = tokens / t.bs * t.bs
 	n.tokens = slices.Grow(n.tokens, tokens)
 	n.blocks = slices.Grow(n.blocks, tokens/t.bs)
+	n.fps = slices.Grow(n.fps, tokens/t.bs)
 }
 
 // Trim gives back the room Reserve made in the edge of the node h ends at
@@ -390,12 +395,26 @@ func (t *Tree) Trim(h Handle) {
 	if cap(n.blocks) > len(n.blocks) {
 		n.blocks = slices.Clone(n.blocks)
 	}
+	if cap(n.fps) > len(n.fps) {
+		n.fps = slices.Clone(n.fps)
+	}
+}
+
+// chain appends to fps the fingerprints of the whole blocks of tokens,
+// chained from parent, and returns fps. The tree is where a cached block's
+// fingerprint is computed, once, as it enters; every tier and observer
+// reads it from the node.
+func (t *Tree) chain(fps []kvcache.Fingerprint, parent kvcache.Fingerprint, salt uint64, tokens []int32) []kvcache.Fingerprint {
+	return kvcache.AppendChain(fps, parent, salt, tokens, t.bs)
 }
 
 // growLeaf appends tokens and blocks to leaf n's edge.
 func (t *Tree) growLeaf(n *Node, tokens []int32, blocks []blockstore.BlockID) {
+	parent := n.lastFingerprint()
+	from := len(n.fps)
+	n.fps = t.chain(n.fps, parent, n.sp.salt, tokens)
 	if t.obs != nil {
-		t.obs.Stored(n.sp.name, lastBlock(n), tokens, blocks)
+		t.obs.Stored(n.sp.name, parent, tokens, blocks, n.fps[from:])
 	}
 	n.tokens = append(n.tokens, tokens...)
 	n.blocks = append(n.blocks, blocks...)
@@ -411,6 +430,7 @@ func (t *Tree) addLeaf(n *Node, at int, tokens []int32, blocks []blockstore.Bloc
 		sp:     n.sp,
 		tokens: slices.Clone(tokens),
 		blocks: slices.Clone(blocks),
+		fps:    t.chain(make([]kvcache.Fingerprint, 0, len(blocks)), n.lastFingerprint(), n.sp.salt, tokens),
 		depth:  n.depth + len(tokens),
 	}
 	n.children = slices.Insert(n.children, at, leaf)
@@ -421,7 +441,7 @@ func (t *Tree) addLeaf(n *Node, at int, tokens []int32, blocks []blockstore.Bloc
 	list(leaf)
 	t.count(n.sp, 1, len(leaf.blocks), len(leaf.tokens))
 	if t.obs != nil {
-		t.obs.Stored(n.sp.name, lastBlock(n), leaf.tokens, leaf.blocks)
+		t.obs.Stored(n.sp.name, n.lastFingerprint(), leaf.tokens, leaf.blocks, leaf.fps)
 	}
 	return leaf
 }
@@ -491,7 +511,7 @@ func (t *Tree) forget(n *Node, dst []blockstore.BlockID) []blockstore.BlockID {
 	}
 	t.count(n.sp, -1, -len(n.blocks), -len(n.tokens))
 	if t.obs != nil {
-		t.obs.Removed(n.sp.name, n.blocks)
+		t.obs.Removed(n.sp.name, n.blocks, n.fps)
 	}
 	n.removed = true
 	n.children, n.firsts = nil, nil

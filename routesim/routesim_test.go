@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/bench"
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/kvevents"
 	"github.com/prefixd/prefixd/radix"
 	"github.com/prefixd/prefixd/trace"
@@ -68,7 +68,7 @@ func TestRouterViewIsTheTrees(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := s.replicas[0].m.Counters(); res.Batches == 0 || c.Evicted[eviction.ReasonTTL]+c.Evicted[eviction.ReasonLRU] == 0 {
+		if c := s.replicas[0].m.Counters(); res.Batches == 0 || c.Evicted[kvcache.ReasonTTL]+c.Evicted[kvcache.ReasonLRU] == 0 {
 			t.Errorf("%v: the run evicted nothing or published nothing: %+v, %d batches", p, c, res.Batches)
 		}
 	}

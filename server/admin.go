@@ -8,17 +8,17 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prefixd/prefixd/engine"
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // adminError maps an engine admin error to a response.
 func adminError(err error) *apiError {
 	switch {
-	case errors.Is(err, eviction.ErrNotCached):
+	case errors.Is(err, kvcache.ErrNotCached):
 		return &apiError{Status: 404, Type: typeNotFound, Param: "prompt", Message: err.Error()}
-	case errors.Is(err, eviction.ErrPinBudget):
+	case errors.Is(err, kvcache.ErrPinBudget):
 		return &apiError{Status: 409, Type: typeConflict, Message: err.Error()}
-	case errors.Is(err, eviction.ErrBadTTL):
+	case errors.Is(err, kvcache.ErrBadTTL):
 		return &apiError{Status: 400, Type: typeInvalid, Message: err.Error()}
 	case errors.Is(err, engine.ErrClosed):
 		return &apiError{Status: 503, Type: typeUnavailable, Message: "the server is shutting down"}
@@ -50,6 +50,7 @@ type cacheStatsJSON struct {
 	CacheQueryTokens   uint64            `json:"cache_query_tokens"`
 	CacheHitDevice     uint64            `json:"cache_hit_device_tokens"`
 	CacheHitHost       uint64            `json:"cache_hit_host_tokens"`
+	CacheHitDisk       uint64            `json:"cache_hit_disk_tokens"`
 	HitRate            float64           `json:"hit_rate"`
 	Evicted            map[string]uint64 `json:"evicted_blocks"`
 	Demoted            uint64            `json:"demoted_blocks"`
@@ -57,6 +58,7 @@ type cacheStatsJSON struct {
 	Preemptions        uint64            `json:"preemptions"`
 	Steps              uint64            `json:"steps"`
 	Requests           uint64            `json:"requests"`
+	DiskTier           *diskTierJSON     `json:"disk_tier,omitempty"`
 }
 
 func (s *Server) handleCacheStats(ctx *fasthttp.RequestCtx) {
@@ -73,11 +75,15 @@ func (s *Server) handleCacheStats(ctx *fasthttp.RequestCtx) {
 	out.Running, out.Waiting = st.Running, st.Waiting
 	out.PromptTokens, out.GeneratedTokens, out.PrefillTokens = st.PromptTokens, st.GeneratedTokens, st.PrefillTokens
 	out.CacheQueryTokens, out.CacheHitDevice, out.CacheHitHost = st.CacheQueryTokens, st.CacheHitDevice, st.CacheHitHost
+	out.CacheHitDisk = st.CacheHitDisk
 	if st.CacheQueryTokens > 0 {
-		out.HitRate = float64(st.CacheHitDevice+st.CacheHitHost) / float64(st.CacheQueryTokens)
+		out.HitRate = float64(st.CacheHitDevice+st.CacheHitHost+st.CacheHitDisk) / float64(st.CacheQueryTokens)
+	}
+	if s.ecfg.DiskTier != nil {
+		out.DiskTier = diskTierOf(st.Disk)
 	}
 	out.Evicted = map[string]uint64{}
-	for _, r := range eviction.Reasons() {
+	for _, r := range kvcache.Reasons() {
 		out.Evicted[r.String()] = st.Cache.Evicted[r]
 	}
 	out.Demoted, out.Promoted = st.Cache.Demoted, st.Cache.Promoted

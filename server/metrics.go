@@ -13,7 +13,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/prefixd/prefixd/engine"
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // Metrics holds prefixd's Prometheus metrics in one registry. Counters and
@@ -26,7 +26,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	ttft, itl, e2e, queue prometheus.Histogram
-	hitAge                [2]prometheus.Observer // by eviction.Tier
+	hitAge                [kvcache.NumTiers]prometheus.Observer // by kvcache.Tier
 	blockLife             prometheus.Histogram
 	batchRows, stepTime   prometheus.Histogram
 	finished              *prometheus.CounterVec
@@ -76,12 +76,13 @@ func NewMetrics() *Metrics {
 	m.queue = f.histogram("prefixd_queue_time_seconds", "Time from submission to first admission into the running batch.", latencyBuckets)
 	hitAge := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "prefixd_cache_hit_age_seconds",
-		Help:    "Time since a cached prefix that a lookup hit was last used, one observation per hit node: the data for choosing a TTL.",
+		Help:    "Time since a cached prefix that an admitted request hit was last used, one observation per hit node (or lower-tier block) per request, at its admission: the data for choosing a TTL.",
 		Buckets: ageBuckets,
 	}, []string{"tier"})
 	m.reg.MustRegister(hitAge)
-	m.hitAge[eviction.TierDevice] = hitAge.WithLabelValues(eviction.TierDevice.String())
-	m.hitAge[eviction.TierHost] = hitAge.WithLabelValues(eviction.TierHost.String())
+	for tier := range kvcache.NumTiers {
+		m.hitAge[tier] = hitAge.WithLabelValues(tier.String())
+	}
 	m.blockLife = f.histogram("prefixd_cache_block_lifetime_seconds", "Time a block spent in the device prefix cache, from insertion to leaving it, one observation per block.", ageBuckets)
 	m.batchRows = f.histogram("prefixd_batch_rows", "Sequences (decode rows and prefill chunks) in one forward pass.", batchRowBuckets)
 	m.stepTime = f.histogram("prefixd_scheduler_step_seconds", "Wall time of one forward pass.", stepBuckets)
@@ -155,9 +156,9 @@ func observeTiming(res *engine.Result, ttft, itl, e2e, queue prometheus.Observer
 }
 
 // Samples returns the hooks for the engine's Config.Samples.
-func (m *Metrics) Samples() eviction.Samples {
-	return eviction.Samples{
-		HitAge: func(tier eviction.Tier, age time.Duration, tokens int) {
+func (m *Metrics) Samples() kvcache.Samples {
+	return kvcache.Samples{
+		HitAge: func(tier kvcache.Tier, age time.Duration, tokens int) {
 			if int(tier) < len(m.hitAge) {
 				m.hitAge[tier].Observe(age.Seconds())
 			}
@@ -234,6 +235,9 @@ func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range vllmDescs {
 		ch <- d
 	}
+	for _, d := range diskDescs {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -257,12 +261,13 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	counter(descCacheQuery, st.CacheQueryTokens)
-	counter(descCacheHit, st.CacheHitDevice, eviction.TierDevice.String())
-	counter(descCacheHit, st.CacheHitHost, eviction.TierHost.String())
+	counter(descCacheHit, st.CacheHitDevice, kvcache.TierDevice.String())
+	counter(descCacheHit, st.CacheHitHost, kvcache.TierHost.String())
+	counter(descCacheHit, st.CacheHitDisk, kvcache.TierDisk.String())
 	counter(descPrefill, st.PrefillTokens)
 	counter(descPrompt, st.PromptTokens)
 	counter(descGenerated, st.GeneratedTokens)
-	for _, r := range eviction.Reasons() {
+	for _, r := range kvcache.Reasons() {
 		counter(descEvicted, st.Cache.Evicted[r], r.String())
 	}
 	counter(descDemoted, st.Cache.Demoted)
@@ -282,6 +287,9 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descNodes, float64(st.CachedNodes))
 	gauge(descTTL, st.DefaultTTL.Seconds(), "default")
 	gauge(descTTL, st.MaxTTL.Seconds(), "max")
+	if e.Config().DiskTier != nil {
+		collectDisk(ch, &st)
+	}
 	if model := c.m.model.Load(); model != nil {
 		collectVLLM(ch, &st, e.Config(), *model)
 	}

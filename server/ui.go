@@ -10,7 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prefixd/prefixd/engine"
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // indexHTML is the status page at GET /: self-contained (no external
@@ -47,11 +47,12 @@ const (
 	histQueue
 	histAgeDevice
 	histAgeHost
+	histAgeDisk
 	numHists
 )
 
 // histNames are the histograms' keys in the /v1/stats body.
-var histNames = [numHists]string{"ttft", "itl", "e2e", "queue", eviction.TierDevice.String(), eviction.TierHost.String()}
+var histNames = [numHists]string{"ttft", "itl", "e2e", "queue", kvcache.TierDevice.String(), kvcache.TierHost.String(), kvcache.TierDisk.String()}
 
 // histSnap is a histogram's state: cumulative counts per finite upper
 // bound, and the total count.
@@ -87,7 +88,7 @@ func (w *statsWindowed) take(now time.Time) statsSnap {
 	m := w.s.metrics
 	snap := statsSnap{at: now, st: w.s.eng.Stats()}
 	obs := [numHists]prometheus.Observer{m.ttft, m.itl, m.e2e, m.queue,
-		m.hitAge[eviction.TierDevice], m.hitAge[eviction.TierHost]}
+		m.hitAge[kvcache.TierDevice], m.hitAge[kvcache.TierHost], m.hitAge[kvcache.TierDisk]}
 	for i, o := range obs {
 		snap.hists[i] = readHistogram(o)
 	}
@@ -188,6 +189,7 @@ type statsJSON struct {
 		CacheQuery     uint64 `json:"cache_query"`
 		CacheHitDevice uint64 `json:"cache_hit_device"`
 		CacheHitHost   uint64 `json:"cache_hit_host"`
+		CacheHitDisk   uint64 `json:"cache_hit_disk"`
 	} `json:"tokens"`
 	// RecentRates are per second over the window.
 	RecentRates struct {
@@ -207,6 +209,8 @@ type statsJSON struct {
 	CacheHitAge map[string]quantilesJSON `json:"cache_hit_age_seconds"`
 	// DeviceMemory is the GPU's, when the model runs on one.
 	DeviceMemory *deviceMemoryJSON `json:"device_memory,omitempty"`
+	// DiskTier is the disk tier's state, when there is one.
+	DiskTier *diskTierJSON `json:"disk_tier,omitempty"`
 }
 
 type deviceMemoryJSON struct {
@@ -218,6 +222,7 @@ type hitRateJSON struct {
 	All    *float64 `json:"all"`
 	Device *float64 `json:"device"`
 	Host   *float64 `json:"host"`
+	Disk   *float64 `json:"disk"`
 }
 
 type quantilesJSON struct {
@@ -237,8 +242,9 @@ func quantiles(h histSnap) quantileSet {
 	return quantileSet{Count: h.count, P50: h.quantile(0.5), P90: h.quantile(0.9), P99: h.quantile(0.99)}
 }
 
-func hitRates(hitDevice, hitHost, query uint64) hitRateJSON {
-	return hitRateJSON{All: ratio(hitDevice+hitHost, query), Device: ratio(hitDevice, query), Host: ratio(hitHost, query)}
+func hitRates(hitDevice, hitHost, hitDisk, query uint64) hitRateJSON {
+	return hitRateJSON{All: ratio(hitDevice+hitHost+hitDisk, query), Device: ratio(hitDevice, query), Host: ratio(hitHost, query),
+		Disk: ratio(hitDisk, query)}
 }
 
 // observe takes a snapshot and returns it with the base of the window.
@@ -272,17 +278,20 @@ func (w *statsWindowed) serve(ctx *fasthttp.RequestCtx) {
 	out.Blocks.Total, out.Blocks.Free, out.Blocks.CachedIdle, out.Blocks.InUse = b.Total, b.Free, b.CachedOnly, b.InUse
 	t := &out.Tokens
 	t.Prompt, t.Prefill, t.Generated = st.PromptTokens, st.PrefillTokens, st.GeneratedTokens
-	t.CacheQuery, t.CacheHitDevice, t.CacheHitHost = st.CacheQueryTokens, st.CacheHitDevice, st.CacheHitHost
+	t.CacheQuery, t.CacheHitDevice, t.CacheHitHost, t.CacheHitDisk = st.CacheQueryTokens, st.CacheHitDevice, st.CacheHitHost, st.CacheHitDisk
 	if span > 0 {
 		out.RecentRates.PrefillTokens = float64(sub(st.PrefillTokens, bst.PrefillTokens)) / span
 		out.RecentRates.GeneratedTokens = float64(sub(st.GeneratedTokens, bst.GeneratedTokens)) / span
 		out.RecentRates.Requests = float64(sub(st.Requests, bst.Requests)) / span
 	}
-	out.HitRate = hitRates(st.CacheHitDevice, st.CacheHitHost, st.CacheQueryTokens)
+	out.HitRate = hitRates(st.CacheHitDevice, st.CacheHitHost, st.CacheHitDisk, st.CacheQueryTokens)
 	out.RecentHitRate = hitRates(sub(st.CacheHitDevice, bst.CacheHitDevice), sub(st.CacheHitHost, bst.CacheHitHost),
-		sub(st.CacheQueryTokens, bst.CacheQueryTokens))
+		sub(st.CacheHitDisk, bst.CacheHitDisk), sub(st.CacheQueryTokens, bst.CacheQueryTokens))
+	if w.s.ecfg.DiskTier != nil {
+		out.DiskTier = diskTierOf(st.Disk)
+	}
 	out.Evicted, out.RecentEvicted = map[string]uint64{}, map[string]uint64{}
-	for _, r := range eviction.Reasons() {
+	for _, r := range kvcache.Reasons() {
 		out.Evicted[r.String()] = st.Cache.Evicted[r]
 		out.RecentEvicted[r.String()] = sub(st.Cache.Evicted[r], bst.Cache.Evicted[r])
 	}

@@ -44,7 +44,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // Record is one request of a trace. See the package documentation for the
@@ -119,14 +119,12 @@ func (r *Record) Validate() error {
 
 // BlockHashes returns the hashes of the whole blocks of tokens in namespace
 // ns as the blocks field writes them: the low half of the fingerprint chain
-// that the cache's host tier uses (eviction.Chain), in hex.
+// that the cache keys its blocks by (kvcache.AppendChain), in hex.
 func BlockHashes(ns string, tokens []int32, blockSize int) []string {
-	salt := eviction.NamespaceSalt(ns)
-	var fp eviction.Fingerprint
-	out := make([]string, 0, len(tokens)/blockSize)
-	for i := 0; (i+1)*blockSize <= len(tokens); i++ {
-		fp = eviction.Chain(fp, salt, tokens[i*blockSize:(i+1)*blockSize])
-		out = append(out, fmt.Sprintf("%016x", fp.Lo))
+	fps := kvcache.AppendChain(nil, kvcache.Fingerprint{}, kvcache.NamespaceSalt(ns), tokens, blockSize)
+	out := make([]string, len(fps))
+	for i, fp := range fps {
+		out[i] = fmt.Sprintf("%016x", fp.Lo)
 	}
 	return out
 }

@@ -68,6 +68,8 @@ type serveOptions struct {
 	keys                                     map[string]string
 	unknownEnv                               []string // PREFIXD_* variables that name no flag
 	kvEvents                                 kvEventsOptions
+	diskTier                                 diskTierOptions
+	nsCacheShare                             float64
 	device                                   deviceFlags
 	listen                                   listenFlags // --host, --port
 }
@@ -105,6 +107,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.DurationVar(&o.maxTTL, "max-ttl", time.Hour, "longest prefix cache TTL a request may ask for")
 	fs.Var(&o.kvBytes, "kv-bytes", "KV pool size in bytes instead of --blocks, e.g. 2GiB: as many blocks as fit")
 	fs.Var(&o.hostTierBytes, "host-tier-bytes", "host-memory cache tier for evicted blocks, e.g. 512MiB; 0 disables it")
+	fs.Float64Var(&o.nsCacheShare, "namespace-cache-share", 0, "each namespace's share of the KV pool, in (0, 1]: under pressure a namespace holding more than its share loses its own cached blocks first, so one tenant cannot evict the others' at will; 0: no shares")
 	fs.StringVar(&o.batching, "batching", "continuous", "scheduling: continuous or static")
 	fs.StringVar(&o.kvAlloc, "kv-alloc", "paged", "KV allocation: paged or contiguous")
 	fs.StringVar(&o.prefixCache, "prefix-cache", "on", "prefix cache: on or off")
@@ -120,6 +123,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.StringVar(&o.traceOut, "trace-out", "", "write a trace of the generation requests to this file (JSON lines, see trace/README.md; for prefixd ttl-sim --trace)")
 	fs.BoolVar(&o.traceTokens, "trace-tokens", false, "with --trace-out: record prompts' token IDs instead of their block hashes")
 	o.kvEvents.register(fs)
+	o.diskTier.register(fs)
 	o.device.register(fs)
 	o.listen.register(fs, &o.modelPath)
 	return fs, config
@@ -292,6 +296,12 @@ func (o *serveOptions) check() error {
 	if err := o.kvEvents.check(); err != nil {
 		return err
 	}
+	if err := o.diskTier.check(); err != nil {
+		return err
+	}
+	if o.nsCacheShare < 0 || o.nsCacheShare > 1 {
+		return usagef("--namespace-cache-share %v must be in [0, 1]", o.nsCacheShare)
+	}
 	keys, err := parseAPIKeys(o.apiKeys)
 	if err != nil {
 		return usagef("--api-keys: %w", err)
@@ -403,6 +413,14 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 	if events != nil {
 		ecfg.CacheEvents = events
 		defer events.Close() // after the engine, which feeds it
+	}
+	disk, err := o.diskTier.start(o, m, pool.blockBytes, events, log)
+	if err != nil {
+		return err
+	}
+	if disk != nil {
+		ecfg.DiskTier = disk
+		defer disk.Close() // after the engine, whose Close saves the cache into it
 	}
 	eng, srv, ln, err := start(o, ecfg, pool, m, metrics, tw, dr.memInfo, log)
 	if err != nil {
@@ -518,7 +536,7 @@ func engineConfig(o *serveOptions, m *model.Model, runner *deviceRunner, metrics
 		NumBlocks: pool.blocks, BlockSize: o.blockSize, MaxRunning: o.maxRunning, MaxBatchTokens: o.maxBatch,
 		PrefillChunk: o.prefillChunk, MaxWaiting: o.maxWaiting, MaxModelLen: in.maxLen,
 		DisablePrefixCache: o.prefixCache == "off", CachedFirst: o.cachedFirst,
-		DefaultTTL: o.defaultTTL, MaxTTL: o.maxTTL, HostTierBytes: int64(o.hostTierBytes),
+		DefaultTTL: o.defaultTTL, MaxTTL: o.maxTTL, HostTierBytes: int64(o.hostTierBytes), NamespaceCacheShare: o.nsCacheShare,
 		Observer: metrics, Samples: metrics.Samples(),
 	}
 	if o.batching == "static" {

@@ -1,7 +1,8 @@
 // Package cachesim simulates one prefixd replica's prefix cache for the
 // trace simulators (bench's TTL simulator and routesim): the real prefix
 // tree, block pool and eviction manager on a fake clock, and no model. A
-// request looks its prompt up, takes blocks for the rest of its prompt and
+// request is admitted through eviction.Manager.Admit, the engine's own
+// admission step (its cached prefix and room for the rest), takes blocks for the rest of its prompt and
 // its output, caches its prompt's whole blocks, holds everything for its
 // service time and finishes.
 package cachesim
@@ -173,29 +174,29 @@ func (r *Replica) Finish() {
 // it counts in Counters. An error is a broken cache invariant.
 func (r *Replica) Serve(rec *trace.Record, prompt []int32) error {
 	r.counters.Requests++
-	use := eviction.Use{TTL: rec.TTL(), Priority: rec.Priority}
-	var hit eviction.Hit
-	if !rec.CacheOff {
-		r.counters.QueryTokens += len(prompt) - 1
-		hit = r.m.Lookup(rec.Namespace, prompt[:len(prompt)-1], use, r.buf[:0])
-		r.buf = hit.Blocks
-	}
 	out := rec.OutputTokens
 	if out == 0 {
 		out = rec.MaxTokens
+	}
+	use := eviction.Use{TTL: rec.TTL(), Priority: rec.Priority}
+	a := eviction.Admission{Namespace: rec.Namespace, Use: use, Blocks: blockstore.BlocksFor(len(prompt)+out, r.bs)}
+	if !rec.CacheOff {
+		r.counters.QueryTokens += len(prompt) - 1
+		a.Tokens = prompt[:len(prompt)-1]
+	}
+	// The engine's admission step: the hit is counted only if the room is
+	// there.
+	hit, short := r.m.Admit(a, r.buf[:0])
+	r.buf = hit.Blocks
+	if short > 0 {
+		r.counters.Rejected++
+		return nil
 	}
 	tb := r.pool.NewTable()
 	if err := tb.Adopt(hit.Blocks); err != nil {
 		return fmt.Errorf("cachesim: adopting a hit: %w", err)
 	}
-	need := blockstore.BlocksFor(len(prompt)+out, r.bs) - len(hit.Blocks)
-	if r.pool.NumFree() < need && r.m.Reclaim(need) != nil {
-		tb.Release()
-		r.m.Release(hit.Handle)
-		r.counters.Rejected++
-		return nil
-	}
-	r.counters.HitTokens += hit.DeviceTokens
+	r.counters.HitTokens += hit.Cached()
 	if err := tb.Append(len(prompt) - tb.Len()); err != nil {
 		return fmt.Errorf("cachesim: the prompt's blocks: %w", err)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/clock"
-	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/trace"
 )
 
@@ -118,8 +118,8 @@ func TestPressure(t *testing.T) {
 	}
 	serve(t, r, trace.Record{Tokens: a, MaxTokens: 4})
 	wantCounters(t, r, Counters{Requests: 3, QueryTokens: 21}) // b was evicted for a again: no hit
-	if c := r.Manager().Counters(); c.Evicted[eviction.ReasonLRU] != 4 {
-		t.Errorf("LRU evictions %d blocks, want 4", c.Evicted[eviction.ReasonLRU])
+	if c := r.Manager().Counters(); c.Evicted[kvcache.ReasonLRU] != 4 {
+		t.Errorf("LRU evictions %d blocks, want 4", c.Evicted[kvcache.ReasonLRU])
 	}
 	before := r.Stats()
 	serve(t, r, trace.Record{Tokens: prompt(300, 20), MaxTokens: 4}) // 6 blocks > 4
@@ -173,8 +173,8 @@ func TestTTLExpiry(t *testing.T) {
 	if _, ok := r.NextExpiry(); ok {
 		t.Error("NextExpiry with nothing cached")
 	}
-	if c := r.Manager().Counters(); c.Evicted[eviction.ReasonTTL] != 4 {
-		t.Errorf("TTL evictions %d blocks, want 4", c.Evicted[eviction.ReasonTTL])
+	if c := r.Manager().Counters(); c.Evicted[kvcache.ReasonTTL] != 4 {
+		t.Errorf("TTL evictions %d blocks, want 4", c.Evicted[kvcache.ReasonTTL])
 	}
 }
 

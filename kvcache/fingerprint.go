@@ -1,4 +1,4 @@
-package eviction
+package kvcache
 
 import (
 	"encoding/binary"
@@ -38,9 +38,10 @@ func chainHash(seed, parent, salt uint64, tokens []int32) uint64 {
 	binary.LittleEndian.PutUint64(head[8:], salt)
 	d.Write(head[:])
 	if len(tokens) > 0 {
-		// The fingerprint lives only in this process, so hashing the
-		// tokens' in-memory bytes (host byte order) is enough and copies
-		// nothing.
+		// Hashing the tokens' in-memory bytes (host byte order) copies
+		// nothing; records that outlive the process (the disk tier's)
+		// carry the byte order in their model fingerprint, and every hit
+		// is verified token by token.
 		d.Write(unsafe.Slice((*byte)(unsafe.Pointer(&tokens[0])), 4*len(tokens)))
 	}
 	return d.Sum64()
@@ -49,9 +50,20 @@ func chainHash(seed, parent, salt uint64, tokens []int32) uint64 {
 // ChainPrefix returns the fingerprint after the first n whole blocks of
 // tokens, starting from the zero Fingerprint.
 func ChainPrefix(salt uint64, tokens []int32, blockSize, n int) Fingerprint {
-	var fp Fingerprint
+	fp := Fingerprint{}
 	for i := range n {
 		fp = Chain(fp, salt, tokens[i*blockSize:(i+1)*blockSize])
 	}
 	return fp
+}
+
+// AppendChain appends to dst the fingerprints of the whole blocks of
+// tokens (a trailing partial block has none), the first chained from
+// parent, and returns dst.
+func AppendChain(dst []Fingerprint, parent Fingerprint, salt uint64, tokens []int32, blockSize int) []Fingerprint {
+	for i := 0; i+blockSize <= len(tokens); i += blockSize {
+		parent = Chain(parent, salt, tokens[i:i+blockSize])
+		dst = append(dst, parent)
+	}
+	return dst
 }
