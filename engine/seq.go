@@ -73,7 +73,7 @@ func newSeq(e *Engine, req *Request, i int, now time.Time) (*seq, error) {
 	}
 	if req.Constraint != nil {
 		s.matcher = req.Constraint.NewMatcher()
-		smp.Constrain(s.matcher)
+		smp.Constrain(s.matcher, req.Logprobs) // logprobs of the restricted distribution
 	}
 	if req.Logprobs {
 		s.logprobs = make([]TokenLogprobs, 0, req.MaxTokens)

@@ -16,13 +16,15 @@ type Constraint interface {
 }
 
 // Constrain makes every later Sample return a token c allows, or -1 when
-// c allows none; nil removes the constraint. Sample draws first from the
-// whole distribution and, only when c refuses that token, again from the
-// distribution restricted to c's mask: for plain sampling and greedy
-// decoding this is exactly sampling from the masked distribution, and
-// most steps never build a mask. Logprobs then describe the restricted
-// distribution.
-func (s *Sampler) Constrain(c Constraint) { s.con = c }
+// c allows none; nil removes the constraint. Unless strict, Sample draws
+// first from the whole distribution and, only when c refuses that token,
+// again from the distribution restricted to c's mask: for plain sampling
+// and greedy decoding this is exactly sampling from the masked
+// distribution, and most steps never build a mask. Strict draws from the
+// restricted distribution every time, so that Logprobs describe it (top-k,
+// top-p and min-p then cut the restricted distribution too); ask for it
+// when log-probabilities will be reported.
+func (s *Sampler) Constrain(c Constraint, strict bool) { s.con, s.strict = c, strict }
 
 // drawAllowed redraws from row with the tokens the constraint refuses
 // removed; -1 when it refuses every token.

@@ -25,7 +25,7 @@ func TestConstrainGreedy(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &setConstraint{allowed: map[int32]bool{1: true, 3: true}}
-	s.Constrain(c)
+	s.Constrain(c, false)
 	if got := s.Sample(logits); got != 1 || c.masks != 0 {
 		t.Fatalf("Sample = %d after %d masks, want 1 without a mask (the argmax is allowed)", got, c.masks)
 	}
@@ -37,7 +37,7 @@ func TestConstrainGreedy(t *testing.T) {
 	if got := s.Sample(logits); got != -1 {
 		t.Fatalf("Sample = %d with nothing allowed, want -1", got)
 	}
-	s.Constrain(nil)
+	s.Constrain(nil, false)
 	if got := s.Sample(logits); got != 1 {
 		t.Fatalf("Sample = %d unconstrained, want 1", got)
 	}
@@ -53,7 +53,7 @@ func TestConstrainSampling(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &setConstraint{allowed: map[int32]bool{2: true, 40: true, 99: true}}
-	s.Constrain(c)
+	s.Constrain(c, false)
 	seen := map[int32]int{}
 	for range 300 {
 		tok := s.Sample(logits)
@@ -67,5 +67,32 @@ func TestConstrainSampling(t *testing.T) {
 	}
 	if len(seen) != 3 {
 		t.Fatalf("sampled %v, want every allowed token", seen)
+	}
+}
+
+// TestConstrainStrict: strict sampling masks every draw, so the reported
+// distribution holds only allowed tokens.
+func TestConstrainStrict(t *testing.T) {
+	logits := []float32{0, 9, 1, 5, 2, 4}
+	s, err := New(Params{Temperature: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &setConstraint{allowed: map[int32]bool{3: true, 5: true}}
+	s.Constrain(c, true)
+	for range 20 {
+		tok := s.Sample(logits)
+		if !c.allowed[tok] {
+			t.Fatalf("sampled %d", tok)
+		}
+		_, top := s.Logprobs(6, nil)
+		for _, x := range top {
+			if !c.allowed[x.ID] && x.Logprob > -1e30 {
+				t.Fatalf("top logprobs hold refused token %d (%v)", x.ID, x.Logprob)
+			}
+		}
+	}
+	if c.masks != 20 {
+		t.Fatalf("%d masks for 20 strict draws", c.masks)
 	}
 }

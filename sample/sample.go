@@ -126,6 +126,7 @@ type Sampler struct {
 	last      int32
 
 	con    Constraint // see Constrain
+	strict bool       // mask every draw, not only refused ones
 	masked []float32  // the row restricted to con's mask
 }
 
@@ -246,8 +247,13 @@ func (s *Sampler) Next(logits []float32) (int32, error) {
 // Constraint refuses the first draw, and counts the token (-1 when the
 // constraint allows none, which is not counted).
 func (s *Sampler) pick(row []float32) int32 {
-	tok := s.draw(row)
-	if s.con != nil && !s.con.Allowed(tok) {
+	var tok int32
+	if s.con != nil && s.strict {
+		tok = s.drawAllowed(row)
+	} else {
+		tok = s.draw(row)
+	}
+	if s.con != nil && (tok < 0 || !s.con.Allowed(tok)) {
 		if tok = s.drawAllowed(row); tok < 0 {
 			s.last = tok
 			return tok
