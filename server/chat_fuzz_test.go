@@ -15,6 +15,11 @@ var chatFuzzSeeds = []string{
 	`{"messages": [{"role": "assistant", "content": null}], "tools": []}`,
 	`{"prompt": "x", "logprobs": 3, "max_completion_tokens": 5, "echo": true}`,
 	`{"prompt": "x", "logit_bias": {"300": 1}, "n": 9}`,
+	`{"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"a": {"type": "integer", "minimum": 1, "maximum": 9}}}}}}`,
+	`{"messages": [{"role": "user", "content": "a"}], "structured_outputs": {"regex": "[a-c]+", "choice": ["x"]}}`,
+	`{"messages": [{"role": "user", "content": "a"}], "structured_outputs": {"grammar": "root ::= \"a\" root?"}}`,
+	`{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c", "content": "ok"}],
+	  "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"q": {"type": "string", "maxLength": 4}}}}}], "tool_choice": "required"}`,
 }
 
 // FuzzDecodeChat fuzzes /v1/chat/completions' decoding and validation on
@@ -25,6 +30,7 @@ func FuzzDecodeChat(f *testing.F) {
 		f.Fatal(err)
 	}
 	s := &Server{cfg: Config{Tokenizer: model.ByteTokenizer{}, MaxPromptTokens: 1023}, chat: setup}
+	grammars := newGrammarSetup(model.ByteTokenizer{}, model.ByteTokenizer{}.VocabSize(), []int32{model.ByteEOS})
 	for _, b := range chatFuzzSeeds {
 		f.Add(b)
 	}
@@ -36,6 +42,8 @@ func FuzzDecodeChat(f *testing.F) {
 		if err := decodeStrict(body, &c); err != nil {
 			return engine.Request{}, err
 		}
-		return c.toEngine(s, testLimits())
+		lim := testLimits()
+		lim.grammars = grammars
+		return c.toEngine(s, lim)
 	})
 }
