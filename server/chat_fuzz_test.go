@@ -30,7 +30,6 @@ func FuzzDecodeChat(f *testing.F) {
 		f.Fatal(err)
 	}
 	s := &Server{cfg: Config{Tokenizer: model.ByteTokenizer{}, MaxPromptTokens: 1023}, chat: setup}
-	grammars := newGrammarSetup(model.ByteTokenizer{}, model.ByteTokenizer{}.VocabSize(), []int32{model.ByteEOS})
 	for _, b := range chatFuzzSeeds {
 		f.Add(b)
 	}
@@ -42,8 +41,6 @@ func FuzzDecodeChat(f *testing.F) {
 		if err := decodeStrict(body, &c); err != nil {
 			return engine.Request{}, err
 		}
-		lim := testLimits()
-		lim.grammars = grammars
-		return c.toEngine(s, lim)
+		return c.toEngine(s, fuzzLimits())
 	})
 }

@@ -62,6 +62,8 @@ func fuzzSeeds() []string {
 		`{"prompt": "x", "cache": {"ttl": "30s", "priority": 2, "enabled": false}}`,
 		`{"model": "m", "prompt": ["x"], "max_tokens": 3, "n": 1, "stream": true, "user": "u"}`,
 		`{"prompt": [1, 2, 3], "stop": "\n"}`,
+		`{"prompt": "x", "max_tokens": 8, "json_schema": {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 3}}`,
+		`{"prompt": "x", "grammar": "root ::= [a-z]{2,4} (\",\" root)?", "beam_width": 2}`,
 	}
 	seeds = append(seeds, chatFuzzSeeds...)
 	for _, c := range badInputs() {
@@ -95,7 +97,7 @@ func FuzzDecodeGenerate(f *testing.F) {
 		if err := decodeStrict(body, &g); err != nil {
 			return engine.Request{}, err
 		}
-		return g.toEngine(model.ByteTokenizer{}, testLimits())
+		return g.toEngine(model.ByteTokenizer{}, fuzzLimits())
 	})
 }
 
@@ -108,7 +110,7 @@ func FuzzDecodeCompletion(f *testing.F) {
 		if err := decodeStrict(body, &c); err != nil {
 			return engine.Request{}, err
 		}
-		return c.toEngine(model.ByteTokenizer{}, testLimits())
+		return c.toEngine(model.ByteTokenizer{}, fuzzLimits())
 	})
 }
 
@@ -120,4 +122,15 @@ func checkAPIError(t *testing.T, body string, e *apiError) {
 	if _, err := json.Marshal(e); err != nil {
 		t.Fatalf("%s: refusal does not encode: %v", body, err)
 	}
+}
+
+// fuzzGrammars compiles the fuzzers' structured outputs over the byte
+// vocabulary; one setup, so repeated grammars come from its cache.
+var fuzzGrammars = newGrammarSetup(model.ByteTokenizer{}, model.ByteTokenizer{}.VocabSize(), []int32{model.ByteEOS})
+
+// fuzzLimits is testLimits with structured outputs enabled.
+func fuzzLimits() limits {
+	lim := testLimits()
+	lim.grammars = fuzzGrammars
+	return lim
 }
