@@ -28,6 +28,10 @@ type Limits struct {
 	// MaxSchemaNodes bounds the schema objects a JSON Schema may hold,
 	// counted as the compiler visits them. Default 10,000.
 	MaxSchemaNodes int
+	// MaxStepWork bounds the rule expansions one byte may cause (a
+	// grammar with many ways to match the empty string can need
+	// exponentially many); more is ErrAmbiguous. Default 100,000.
+	MaxStepWork int
 	// MaxMaskWork bounds the work of computing one mask, in stack
 	// operations (a leaf stepped or compared); a grammar whose mask would
 	// cost more stops its Matcher with ErrTooCostly instead of stalling
@@ -48,6 +52,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxStacks, 512)
 	def(&l.MaxSchemaNodes, 10_000)
 	def(&l.MaxMaskWork, 50_000_000)
+	def(&l.MaxStepWork, 100_000)
 	return l
 }
 

@@ -21,6 +21,7 @@ type stackSet struct {
 	over   bool // a state needed more than MaxStacks leaves
 	base   int  // where the leaves of the state being built start in out
 	work   int  // stack operations so far, for Limits.MaxMaskWork
+	budget int  // expansions left to this step, from Limits.MaxStepWork
 }
 
 // expand adds to out the leaves reached from position pos in a frame
@@ -29,6 +30,11 @@ type stackSet struct {
 func (s *stackSet) expand(out []int32, pos, parent int32) ([]int32, bool) {
 	g := s.g
 	for {
+		s.work++
+		if s.budget--; s.budget < 0 {
+			s.over = true // too many ways through nullable rules
+			return out, false
+		}
 		e := g.elems[pos]
 		switch e.kind {
 		case kEnd:
@@ -95,6 +101,7 @@ func (s *stackSet) step(out, leaves []int32, c byte) ([]int32, bool) {
 	g := s.g
 	end := false
 	s.base = len(out)
+	s.budget = g.limits.MaxStepWork
 	for _, l := range leaves {
 		f := s.frames[l]
 		e := g.elems[f.pos]
@@ -178,7 +185,7 @@ type Matcher struct {
 
 // NewMatcher returns a Matcher at the start of g.
 func (g *Grammar) NewMatcher() *Matcher {
-	m := &Matcher{s: stackSet{g: g}}
+	m := &Matcher{s: stackSet{g: g, budget: g.limits.MaxStepWork}}
 	for _, a := range g.rules[g.root] {
 		var acc bool
 		m.leaves, acc = m.s.expand(m.leaves, a, -1)

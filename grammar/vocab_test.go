@@ -376,3 +376,15 @@ x ::= [a-z]* | [a-m]* [a-z]* | [e-z]* [a-z]*`
 		}
 	}
 }
+
+// TestNullableBlowupBounded: a grammar with 2^40 ways to match nothing
+// is refused at once, not expanded forever.
+func TestNullableBlowupBounded(t *testing.T) {
+	g, err := ParseGBNF(`root ::= (("a"?) | ("b"?)){0,40} "c"`, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := g.NewMatcher(); m.Err() != ErrAmbiguous {
+		t.Fatalf("Err() = %v, want ErrAmbiguous", m.Err())
+	}
+}

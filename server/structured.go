@@ -91,6 +91,9 @@ func (gs *grammarSetup) constraint(kind string, spec []byte, compile func() (*gr
 	if err != nil {
 		return nil, err
 	}
+	if err := g.NewMatcher().Err(); err != nil { // too ambiguous to start
+		return nil, err
+	}
 	gs.once.Do(func() { gs.vocab = grammar.NewVocab(gs.src, gs.stops) })
 	c = grammar.NewConstraint(g, gs.vocab)
 	gs.mu.Lock()

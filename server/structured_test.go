@@ -106,6 +106,7 @@ func TestStructuredErrors(t *testing.T) {
 		{`"structured_outputs": {"choice": []}`, "structured_outputs.choice", "no options"},
 		{`"structured_outputs": {"json": {"type": "object"}}, "response_format": {"type": "json_object"}`, "structured_outputs", "not both"},
 		{`"structured_outputs": {"json": {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}}}`, "structured_outputs.json", "left recursion"},
+		{`"structured_outputs": {"grammar": "root ::= ((\"a\"?) | (\"b\"?)){0,40} \"c\""}`, "structured_outputs.grammar", "too ambiguous"},
 	} {
 		h.expect400("/v1/completions", `{"prompt": "x", "max_tokens": 4, `+c.body+`}`, c.param, c.want)
 	}
