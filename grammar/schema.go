@@ -696,6 +696,15 @@ func (c *schemaComp) obj(s map[string]any, path string, depth int) (*expr, error
 			firstReq[i] = i
 		}
 	}
+	// Optional properties multiply the alternatives: bound them before
+	// building any.
+	alts := 0
+	for i := 0; i <= n; i++ {
+		alts += min(firstReq[i], n-1) - i + 1
+	}
+	if alts > c.b.lim.MaxElems/4 {
+		return nil, errorf(ptr(path, "properties"), "%d properties with so many optional ones need %d alternatives, more than the limit allows", n, alts)
+	}
 	// rest(i): the properties from i on, after at least one was written.
 	// Each is a rule so the choices share their tails.
 	base := fmt.Sprintf("%s/properties~rest", path)

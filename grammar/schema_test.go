@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -247,5 +248,25 @@ func TestCompileSchemaWithin(t *testing.T) {
 		if g.Match([]byte(s)) != want {
 			t.Errorf("Match(%q) = %v", s, !want)
 		}
+	}
+}
+
+// TestManyOptionalPropertiesBounded: optional properties cost a number of
+// alternatives quadratic in their count; too many is an error, found
+// before building them.
+func TestManyOptionalPropertiesBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := range 2000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"p%d":{"type":"null"}`, i)
+	}
+	b.WriteString("}}")
+	_, err := CompileSchema([]byte(b.String()), Limits{})
+	var ge *Error
+	if !errors.As(err, &ge) || ge.Path != "#/properties" || !strings.Contains(ge.Msg, "alternatives") {
+		t.Fatalf("got %v, want an error at #/properties about alternatives", err)
 	}
 }
