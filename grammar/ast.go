@@ -79,59 +79,53 @@ func star(e *expr) *expr { return repeat(e, 0, -1) }
 func class(r ...runeRange) *expr { return &expr{op: opClass, ranges: normRanges(r)} }
 
 // normRanges sorts and merges ranges, dropping surrogates and anything
-// beyond U+10FFFF, which UTF-8 cannot encode.
+// beyond U+10FFFF, which UTF-8 cannot encode. It takes O(n log n), so a
+// class of many single characters costs little.
 func normRanges(in []runeRange) []runeRange {
-	var out []runeRange
+	rs := make([]runeRange, 0, len(in)+1)
 	for _, r := range in {
-		out = addRange(out, r)
+		r.lo, r.hi = max(r.lo, 0), min(r.hi, 0x10FFFF)
+		if r.lo > r.hi {
+			continue
+		}
+		if r.lo <= 0xDFFF && r.hi >= 0xD800 { // split around the surrogates
+			if r.lo < 0xD800 {
+				rs = append(rs, runeRange{r.lo, 0xD7FF})
+			}
+			if r.hi > 0xDFFF {
+				rs = append(rs, runeRange{0xE000, r.hi})
+			}
+			continue
+		}
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b runeRange) int { return int(a.lo) - int(b.lo) })
+	out := rs[:0]
+	for _, r := range rs {
+		if n := len(out); n > 0 && r.lo <= out[n-1].hi+1 {
+			out[n-1].hi = max(out[n-1].hi, r.hi)
+			continue
+		}
+		out = append(out, r)
 	}
 	return out
 }
 
-// addRange inserts r into the sorted, merged set rs.
-func addRange(rs []runeRange, r runeRange) []runeRange {
-	if r.hi > 0x10FFFF {
-		r.hi = 0x10FFFF
-	}
-	if r.lo < 0 {
-		r.lo = 0
-	}
-	if r.lo > r.hi {
-		return rs
-	}
-	if r.lo <= 0xDFFF && r.hi >= 0xD800 { // split around the surrogates
-		rs = addRange(rs, runeRange{r.lo, 0xD7FF})
-		return addRange(rs, runeRange{0xE000, r.hi})
-	}
-	out := make([]runeRange, 0, len(rs)+1)
-	i := 0
-	for i < len(rs) && rs[i].hi+1 < r.lo {
-		out = append(out, rs[i])
-		i++
-	}
-	for i < len(rs) && rs[i].lo <= r.hi+1 {
-		r.lo = min(r.lo, rs[i].lo)
-		r.hi = max(r.hi, rs[i].hi)
-		i++
-	}
-	out = append(out, r)
-	return append(out, rs[i:]...)
-}
-
-// negate returns the code points not in rs (surrogates excluded).
+// negate returns the code points not in rs (sorted and merged), without
+// the surrogates.
 func negate(rs []runeRange) []runeRange {
 	var out []runeRange
 	next := rune(0)
 	for _, r := range rs {
 		if r.lo > next {
-			out = addRange(out, runeRange{next, r.lo - 1})
+			out = append(out, runeRange{next, r.lo - 1})
 		}
 		next = r.hi + 1
 	}
 	if next <= 0x10FFFF {
-		out = addRange(out, runeRange{next, 0x10FFFF})
+		out = append(out, runeRange{next, 0x10FFFF})
 	}
-	return out
+	return normRanges(out)
 }
 
 // byteSet is a set of bytes.

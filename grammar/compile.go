@@ -399,19 +399,13 @@ func (b *builder) lowerClass(dst []elem, rs []runeRange, path string) ([]elem, e
 		b.g.cls = append(b.g.cls, utf8Class{seqs: seqs})
 		return append(dst, elem{kind: kClass, arg: int32(len(b.g.cls) - 1)}), nil
 	}
+	// Too many sequences for one leaf: a trie of them, so a state holds a
+	// stack per distinct next byte range rather than per sequence.
 	var alts []*expr
 	if ascii != (byteSet{}) {
 		alts = append(alts, &expr{op: opByteClass, bytes: ascii})
 	}
-	for _, s := range multi {
-		parts := make([]*expr, len(s))
-		for i, br := range s {
-			var set byteSet
-			set.addRange(br.lo, br.hi)
-			parts[i] = &expr{op: opByteClass, bytes: set}
-		}
-		alts = append(alts, seq(parts...))
-	}
+	alts = append(alts, factorSeqs(multi))
 	if len(alts) == 1 {
 		return b.lower(dst, alts[0], path, 0)
 	}
@@ -420,6 +414,33 @@ func (b *builder) lowerClass(dst []elem, rs []runeRange, path string) ([]elem, e
 		return nil, err
 	}
 	return append(dst, r), nil
+}
+
+// factorSeqs is the alternatives of seqs (in code point order, so those
+// that share a first byte range are adjacent) factored on their first
+// byte range, level after level.
+func factorSeqs(seqs [][]byteRange) *expr {
+	var alts []*expr
+	for i := 0; i < len(seqs); {
+		if len(seqs[i]) == 0 {
+			alts = append(alts, seq())
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(seqs) && len(seqs[j]) > 0 && seqs[j][0] == seqs[i][0] {
+			j++
+		}
+		rest := make([][]byteRange, 0, j-i)
+		for _, sq := range seqs[i:j] {
+			rest = append(rest, sq[1:])
+		}
+		var set byteSet
+		set.addRange(seqs[i][0].lo, seqs[i][0].hi)
+		alts = append(alts, seq(&expr{op: opByteClass, bytes: set}, factorSeqs(rest)))
+		i = j
+	}
+	return alt(alts...)
 }
 
 // checkLeftRecursion refuses a rule that can reach itself without

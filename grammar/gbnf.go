@@ -370,8 +370,9 @@ func (p *gbnfParser) class() ([]runeRange, error) {
 				return nil, p.errf("class range %q-%q is backwards", lo, hi)
 			}
 		}
-		rs = addRange(rs, runeRange{lo, hi})
+		rs = append(rs, runeRange{lo, hi})
 	}
+	rs = normRanges(rs)
 	if neg {
 		rs = negate(rs)
 	}

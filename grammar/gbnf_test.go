@@ -90,3 +90,29 @@ func TestGBNFErrorNamesLine(t *testing.T) {
 		t.Fatalf("error %v does not name line 2", err)
 	}
 }
+
+// TestHugeClasses: classes of many single characters are normalized in
+// O(n log n), not inserted one by one; one too large to lower is an
+// error, one that fits matches exactly its characters.
+func TestHugeClasses(t *testing.T) {
+	class := func(n int) string {
+		var b strings.Builder
+		b.WriteString("root ::= [")
+		for r := rune(0x4E00); r < 0x4E00+rune(2*n); r += 2 { // every other code point: no merging
+			b.WriteRune(r)
+		}
+		b.WriteString("]")
+		return b.String()
+	}
+	var ge *Error
+	if _, err := ParseGBNF(class(100_000), Limits{}); !errors.As(err, &ge) || !strings.Contains(ge.Msg, "larger than") {
+		t.Fatalf("100,000 characters: %v, want a too-large error", err)
+	}
+	g, err := ParseGBNF(class(5_000), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Match([]byte("\u4e00")) || g.Match([]byte("\u4e01")) || !g.Match([]byte(string(rune(0x4E00+2*4999)))) {
+		t.Fatal("the class does not match exactly every other code point")
+	}
+}

@@ -55,7 +55,7 @@ func (c *regexConv) conv(r *syntax.Regexp, depth int, first, last bool) (*expr, 
 			rs := []runeRange{{ch, ch}}
 			if r.Flags&syntax.FoldCase != 0 {
 				for f := foldNext(ch); f != ch; f = foldNext(f) {
-					rs = addRange(rs, runeRange{f, f})
+					rs = append(rs, runeRange{f, f})
 				}
 			}
 			items[i] = c.chars(normRanges(rs))
@@ -64,9 +64,9 @@ func (c *regexConv) conv(r *syntax.Regexp, depth int, first, last bool) (*expr, 
 	case syntax.OpCharClass:
 		var rs []runeRange
 		for i := 0; i+1 < len(r.Rune); i += 2 {
-			rs = addRange(rs, runeRange{r.Rune[i], r.Rune[i+1]})
+			rs = append(rs, runeRange{r.Rune[i], r.Rune[i+1]})
 		}
-		return c.chars(rs), nil
+		return c.chars(normRanges(rs)), nil
 	case syntax.OpAnyCharNotNL:
 		return c.chars(normRanges([]runeRange{{0, '\n' - 1}, {'\n' + 1, 0x10FFFF}})), nil
 	case syntax.OpAnyChar:
@@ -145,13 +145,13 @@ func (c *regexConv) chars(rs []runeRange) *expr {
 			if lo <= special && special <= r.hi {
 				escs = append(escs, jsonEscape(special)[1:])
 				if lo < special {
-					plain = addRange(plain, runeRange{lo, special - 1})
+					plain = append(plain, runeRange{lo, special - 1})
 				}
 				lo = special + 1
 			}
 		}
 		if lo <= r.hi {
-			plain = addRange(plain, runeRange{lo, r.hi})
+			plain = append(plain, runeRange{lo, r.hi})
 		}
 	}
 	var alts []*expr
