@@ -176,3 +176,23 @@ func literalTrie(strs []string, depth int) *expr {
 	}
 	return alt(alts...)
 }
+
+// literalsOr is the alternatives alts, factored as a trie (literals)
+// when they are all literal strings, as long word lists are.
+func literalsOr(alts []*expr) *expr {
+	strs := make([]string, 0, len(alts))
+	for _, a := range alts {
+		switch a.op {
+		case opBytes:
+			strs = append(strs, a.lit)
+		case opEmpty:
+			strs = append(strs, "")
+		default:
+			return alt(alts...)
+		}
+	}
+	if len(strs) < 2 {
+		return alt(alts...)
+	}
+	return literals(strs)
+}

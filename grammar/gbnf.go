@@ -132,7 +132,7 @@ func (p *gbnfParser) alts(depth int) (*expr, error) {
 			p.i++
 			continue
 		}
-		return alt(alts...), nil
+		return literalsOr(alts), nil
 	}
 }
 

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -114,5 +115,27 @@ func TestHugeClasses(t *testing.T) {
 	}
 	if !g.Match([]byte("\u4e00")) || g.Match([]byte("\u4e01")) || !g.Match([]byte(string(rune(0x4E00+2*4999)))) {
 		t.Fatal("the class does not match exactly every other code point")
+	}
+}
+
+// TestLongWordList: a rule of thousands of literal alternatives is
+// factored, so its states stay small and the matcher follows it.
+func TestLongWordList(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("root ::= ")
+	for i := range 5000 {
+		if i > 0 {
+			b.WriteString(" | ")
+		}
+		fmt.Fprintf(&b, `"w%d"`, i)
+	}
+	g, err := ParseGBNF(b.String(), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, want := range map[string]bool{"w0": true, "w4999": true, "w5000": false, "w": false} {
+		if g.Match([]byte(s)) != want {
+			t.Errorf("Match(%q) = %v", s, !want)
+		}
 	}
 }
