@@ -13,7 +13,8 @@ type Stats struct {
 	Blocks           blockstore.Stats
 	CachedNodes      int // radix tree nodes, all namespaces
 	Cache            kvcache.Counters
-	Disk             kvcache.TierStats // zero without a disk tier
+	Disk             kvcache.TierStats       // zero without a disk tier
+	Remote           kvcache.RemoteTierStats // zero without a remote tier
 	PinnedBlocks     int
 	PinBudget        int
 	DefaultTTL       time.Duration
@@ -27,6 +28,7 @@ type Stats struct {
 	CacheHitDevice   uint64 // of those, served from device blocks
 	CacheHitHost     uint64 // of those, promoted from the host tier
 	CacheHitDisk     uint64 // of those, promoted from the disk tier
+	CacheHitRemote   uint64 // of those, promoted from the remote tier
 	Preemptions      uint64 // sequences preempted (recomputed later)
 	Steps            uint64 // forward passes
 	Requests         uint64 // finished requests
@@ -54,6 +56,9 @@ func (e *Engine) publish() {
 	s.DefaultTTL, s.MaxTTL = e.cache.TTLs()
 	if e.disk != nil {
 		s.Disk = e.disk.Stats()
+	}
+	if r := e.cfg.RemoteTier; r != nil {
+		s.Remote = r.Stats()
 	}
 	e.statsMu.Lock()
 	e.stats = s

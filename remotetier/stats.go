@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prefixd/prefixd/disktier"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // ErrorKind classifies the tier's errors, for the errors metric.
@@ -65,41 +66,22 @@ func (c *counters) init() {
 	})
 }
 
-// Stats is the remote tier's state and running totals, for metrics and
-// /v1/stats. Tokens are counted in whole blocks.
-type Stats struct {
-	LookupTokens  uint64 // prompt tokens looked up in the store (beyond what was cached locally)
-	HitTokens     uint64 // of those, promoted from fetched blocks
-	MissTokens    uint64 // not in the store (or failing verification)
-	SkippedTokens uint64 // in the store, recomputed because the rule said so
-	BreakerTokens uint64 // not looked up because the breaker was open
-	Fetches       uint64 // fetches made
-	Writes        uint64 // blocks written (SET NX that set)
-	Dropped       uint64 // writes dropped: the queue was full
-	BreakerSkips  uint64 // writes skipped because the breaker was open
-	BytesIn       uint64 // value bytes fetched
-	BytesOut      uint64 // value bytes written
-	StagedBytes   int64  // K/V bytes fetched and not yet promoted
-	Errors        map[string]uint64
-	Breaker       BreakerState
-	BreakerOpened uint64 // times the breaker opened
-	Estimates     Estimates
-}
-
-// Stats returns the tier's state and running totals.
-func (t *Tier) Stats() Stats {
+// Stats returns the tier's state and running totals. It allocates
+// nothing: the engine reads it after every scheduler step.
+func (t *Tier) Stats() kvcache.RemoteTierStats {
 	m := &t.m
-	s := Stats{
+	e := t.est.get()
+	s := kvcache.RemoteTierStats{
 		LookupTokens: m.lookupTokens.Load(), HitTokens: m.hitTokens.Load(), MissTokens: m.missTokens.Load(),
 		SkippedTokens: m.skippedTokens.Load(), BreakerTokens: m.breakerTokens.Load(), Fetches: m.fetches.Load(),
 		Writes: m.writes.Load(), Dropped: m.dropped.Load(), BreakerSkips: m.breakerSkips.Load(),
 		BytesIn: m.bytesIn.Load(), BytesOut: m.bytesOut.Load(), StagedBytes: t.stage.bytes(),
-		Errors: map[string]uint64{}, Estimates: t.est.get(),
+		Errors: kvcache.RemoteErrors{Timeout: m.errors[ErrTimeout].Load(), Connection: m.errors[ErrConn].Load(),
+			Full: m.errors[ErrFull].Load(), Corrupt: m.errors[ErrCorrupt].Load(), Other: m.errors[ErrOther].Load()},
+		RTT: e.RTT, Bandwidth: e.Bandwidth, PrefillRate: e.PrefillRate,
 	}
-	for k := range m.errors {
-		s.Errors[ErrorKind(k).String()] = m.errors[k].Load()
-	}
-	s.Breaker, s.BreakerOpened = t.br.snapshot()
+	st, opened := t.br.snapshot()
+	s.Breaker, s.BreakerOpened = st.String(), opened
 	return s
 }
 
@@ -146,20 +128,20 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descWrites, s.Writes, "written")
 	counter(descWrites, s.Dropped, "dropped")
 	counter(descWrites, s.BreakerSkips, "breaker")
-	for k := range numErrorKinds {
-		counter(descErrors, s.Errors[k.String()], k.String())
+	for k, v := range []uint64{s.Errors.Timeout, s.Errors.Connection, s.Errors.Full, s.Errors.Corrupt, s.Errors.Other} {
+		counter(descErrors, v, ErrorKind(k).String())
 	}
 	for _, st := range []BreakerState{BreakerClosed, BreakerOpen, BreakerHalfOpen} {
 		v := 0.0
-		if st == s.Breaker {
+		if st.String() == s.Breaker {
 			v = 1
 		}
 		gauge(descBreaker, v, st.String())
 	}
 	counter(descOpened, s.BreakerOpened)
-	gauge(descEst, s.Estimates.RTT.Seconds(), "rtt_seconds")
-	gauge(descEst, s.Estimates.Bandwidth, "bandwidth_bytes_per_second")
-	gauge(descEst, s.Estimates.PrefillRate, "prefill_tokens_per_second")
+	gauge(descEst, s.RTT.Seconds(), "rtt_seconds")
+	gauge(descEst, s.Bandwidth, "bandwidth_bytes_per_second")
+	gauge(descEst, s.PrefillRate, "prefill_tokens_per_second")
 	c.t.m.fetchLatency.Collect(ch)
 }
 

@@ -33,8 +33,8 @@ func TestSharedStore(t *testing.T) {
 	if st.LookupTokens != 20 || st.HitTokens != 20 || st.MissTokens != 0 || st.BytesIn == 0 || st.Fetches != 1 {
 		t.Fatalf("reader stats %+v", st)
 	}
-	if st.Estimates.RTT <= 0 || st.Estimates.Bandwidth <= 0 {
-		t.Fatalf("a fetch measured nothing: %+v", st.Estimates)
+	if st.RTT <= 0 || st.Bandwidth <= 0 {
+		t.Fatalf("a fetch measured nothing: %+v", st)
 	}
 	// Blocks cached locally are not looked up again.
 	if n := b.Fetch(bg, ns, tokens, 5); n != 0 {
@@ -138,7 +138,7 @@ func TestCorruptValues(t *testing.T) {
 				t.Fatalf("fetched %d blocks past a corrupt third, want 2", n)
 			}
 			checkStaged(t, b, ns, tokens, fps, 2)
-			if st := b.Stats(); st.Errors["corrupt"] != 1 || st.MissTokens != 8 {
+			if st := b.Stats(); st.Errors.Corrupt != 1 || st.MissTokens != 8 {
 				t.Fatalf("plant %d: stats %+v, want 1 corrupt and 8 missed tokens", i, st)
 			}
 			if n, _ := raw.Exists(bg, key).Result(); n != 0 {
@@ -196,19 +196,19 @@ func TestStoreKilled(t *testing.T) {
 		}
 	}
 	st := a.Stats()
-	if st.Breaker != BreakerOpen || st.BreakerOpened != 1 || st.Errors["connection"]+st.Errors["timeout"] != 3 {
+	if st.Breaker != "open" || st.BreakerOpened != 1 || st.Errors.Connection+st.Errors.Timeout != 3 {
 		t.Fatalf("after 3 failures: %+v", st)
 	}
 	a.Fetch(bg, ns, tokens, 0)
 	a.Clear() // forget what was written, so Put sends again
 	putPrompt(t, a, ns, tokens)
-	if st2 := a.Stats(); st2.BreakerTokens != 12 || st2.BreakerSkips != 3 || st2.Errors["connection"]+st2.Errors["timeout"] != 3 {
+	if st2 := a.Stats(); st2.BreakerTokens != 12 || st2.BreakerSkips != 3 || st2.Errors.Connection+st2.Errors.Timeout != 3 {
 		t.Fatalf("an open breaker let calls through: %+v", st2)
 	}
 	s.Restart()
 	clk.Advance(time.Minute)
 	putPrompt(t, a, ns, tokens) // the probe: the store is back
-	if st := a.Stats(); st.Breaker != BreakerClosed || st.Writes != 6 {
+	if st := a.Stats(); st.Breaker != "closed" || st.Writes != 6 {
 		t.Fatalf("after the probe: %+v", st)
 	}
 	if n := newTier(t, s.URL(0), nil).Fetch(bg, ns, tokens, 0); n != 3 {
@@ -231,7 +231,7 @@ func TestSlowStore(t *testing.T) {
 	if n := a.Fetch(bg, ns, tokens, 0); n != 0 {
 		t.Fatalf("a silent store staged %d blocks", n)
 	}
-	if st := a.Stats(); st.Errors["timeout"] != 1 || st.MissTokens != 40 {
+	if st := a.Stats(); st.Errors.Timeout != 1 || st.MissTokens != 40 {
 		t.Fatalf("stats %+v, want one timeout and 40 missed tokens", st)
 	}
 	fps := kvcache.AppendChain(nil, kvcache.Fingerprint{}, kvcache.NamespaceSalt(ns), tokens, testBlockTokens)
@@ -254,7 +254,7 @@ func TestStoreFull(t *testing.T) {
 	a := newTier(t, s.URL(0), func(c *Config) { c.BreakerFailures = 100 })
 	ns, tokens := "ns", prompt(1, 2)
 	putPrompt(t, a, ns, tokens)
-	if st := a.Stats(); st.Writes != 0 || st.Errors["full"] == 0 {
+	if st := a.Stats(); st.Writes != 0 || st.Errors.Full == 0 {
 		t.Fatalf("a full store: %+v, want no writes and a full error", st)
 	}
 }
