@@ -31,9 +31,9 @@ type RemoteTierStats struct {
 // RemoteErrors counts the remote tier's errors by kind; each meant
 // recompute.
 type RemoteErrors struct {
-	Timeout    uint64 // a deadline passed: the store is slow or unreachable
-	Connection uint64 // the connection failed or was refused
-	Full       uint64 // the store refused a write for memory (OOM)
-	Corrupt    uint64 // a value failed verification
-	Other      uint64 // any other error the store returned
+	Timeout    uint64 `json:"timeout"`    // a deadline passed: the store is slow or unreachable
+	Connection uint64 `json:"connection"` // the connection failed or was refused
+	Full       uint64 `json:"full"`       // the store refused a write for memory (OOM)
+	Corrupt    uint64 `json:"corrupt"`    // a value failed verification
+	Other      uint64 `json:"other"`      // any other error the store returned
 }

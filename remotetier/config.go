@@ -12,7 +12,6 @@ import (
 
 	"github.com/prefixd/prefixd/clock"
 	"github.com/prefixd/prefixd/disktier"
-	"github.com/prefixd/prefixd/eviction"
 )
 
 // PasswordEnv names the environment variable that holds the store's
@@ -60,9 +59,6 @@ type Config struct {
 	// Clock must be the cache's (the times in blocks are on it); default
 	// the system clock. The breaker runs on it too.
 	Clock clock.Clock
-	// Observer is told of blocks written to the store (as
-	// kvcache.TierRemote); optional.
-	Observer eviction.Observer
 	// Log receives the tier's warnings (never a password, a prompt or a
 	// block's tokens); default none.
 	Log *slog.Logger
@@ -136,6 +132,13 @@ func (cfg *Config) clientOptions() (*redis.Options, error) {
 	opt.Protocol = 2 // RESP2: Redis 7 and Valkey both speak it, and no HELLO round trip
 	opt.DisableIdentity = true
 	return opt, nil
+}
+
+// CheckURL reports whether raw is a URL the tier accepts, with an error
+// that never quotes it.
+func CheckURL(raw string) error {
+	_, err := (&Config{URL: raw}).clientOptions()
+	return err
 }
 
 // Redacted returns the URL's scheme, host and path: what a log may show.

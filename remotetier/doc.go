@@ -72,6 +72,10 @@
 // the tier sends nothing for a backoff that doubles with every failed
 // probe, so a dead store costs a request nothing.
 //
+// Blocks in the store are not published as KV events: they are not this
+// replica's, and a router that sent a request here for them would find
+// what any replica finds.
+//
 // The password comes from the URL or from the environment (PasswordEnv);
 // neither it nor a prompt's tokens appear in a log line or an error.
 package remotetier

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -50,9 +49,7 @@ type job struct {
 	value   []byte
 	ttl     time.Duration
 	fp      kvcache.Fingerprint
-	ns      string // for the Observer, and a namespace to delete when flush
-	parent  kvcache.Fingerprint
-	tokens  []int32
+	ns      string // a namespace to delete, when flush
 	flush   bool
 	barrier chan struct{}
 }
@@ -127,10 +124,7 @@ func (t *Tier) Put(ns string, fp kvcache.Fingerprint, tokens []int32, b eviction
 	value := disktier.AppendRecord(make([]byte, 0, disktier.RecordSize(len(nsHash), len(tokens), len(b.Data))),
 		&disktier.Record{Model: t.cfg.Model, Namespace: nsHash, FP: fp, Parent: b.Parent,
 			Expires: b.Expires, LastUsed: b.LastUsed, Tokens: tokens, Data: b.Data})
-	j := job{key: t.key(nsHash, fp), value: value, ttl: ttl, fp: fp, ns: ns, parent: b.Parent}
-	if t.cfg.Observer != nil {
-		j.tokens = slices.Clone(tokens)
-	}
+	j := job{key: t.key(nsHash, fp), value: value, ttl: ttl, fp: fp}
 	select {
 	case t.queue <- j:
 		return true
@@ -295,9 +289,6 @@ func (t *Tier) writeBlocks(blocks []job) {
 		}
 		t.m.writes.Add(1)
 		t.m.bytesOut.Add(uint64(len(j.value)))
-		if t.cfg.Observer != nil {
-			t.cfg.Observer.TierStored(kvcache.TierRemote, j.ns, j.parent, j.fp, j.tokens)
-		}
 	}
 }
 

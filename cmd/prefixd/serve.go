@@ -68,6 +68,7 @@ type serveOptions struct {
 	unknownEnv                               []string // PREFIXD_* variables that name no flag
 	kvEvents                                 kvEventsOptions
 	diskTier                                 diskTierOptions
+	remoteTier                               remoteTierOptions
 	device                                   deviceFlags
 }
 
@@ -118,6 +119,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.BoolVar(&o.traceTokens, "trace-tokens", false, "with --trace-out: record prompts' token IDs instead of their block hashes")
 	o.kvEvents.register(fs)
 	o.diskTier.register(fs)
+	o.remoteTier.register(fs)
 	o.device.register(fs)
 	return fs, config
 }
@@ -279,6 +281,9 @@ func (o *serveOptions) check() error {
 	if err := o.kvEvents.check(); err != nil {
 		return err
 	}
+	if err := o.remoteTier.check(); err != nil {
+		return err
+	}
 	if err := o.diskTier.check(); err != nil {
 		return err
 	}
@@ -400,6 +405,14 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 	if disk != nil {
 		ecfg.DiskTier = disk
 		defer disk.Close() // after the engine, whose Close saves the cache into it
+	}
+	remote, err := o.remoteTier.start(o, m, pool.blockBytes, metrics, log)
+	if err != nil {
+		return err
+	}
+	if remote != nil {
+		ecfg.RemoteTier = remote
+		defer remote.Close() // after the engine, which writes through it
 	}
 	eng, srv, ln, err := start(o, ecfg, pool, m, metrics, tw, dr.memInfo, log)
 	if err != nil {
