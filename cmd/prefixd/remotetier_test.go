@@ -37,3 +37,18 @@ func TestRemoteTierFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteTierSecrets: a bad --remote-tier from the environment is
+// refused without its value (it may hold a password), and the password
+// variable is not warned about as one that names no flag.
+func TestRemoteTierSecrets(t *testing.T) {
+	var out strings.Builder
+	_, err := parseServe(nil, map[string]string{"PREFIXD_REMOTE_TIER": "redis://:s3cret@h:1/x"}, &out)
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("error %v", err)
+	}
+	o, err := parseServe(nil, map[string]string{"PREFIXD_REMOTE_TIER_PASSWORD": "s3cret"}, &out)
+	if err != nil || len(o.unknownEnv) != 0 {
+		t.Fatalf("%v, unknown %v", err, o.unknownEnv)
+	}
+}

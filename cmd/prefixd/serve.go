@@ -21,6 +21,7 @@ import (
 	"github.com/prefixd/prefixd/engine"
 	"github.com/prefixd/prefixd/internal/sidefile"
 	"github.com/prefixd/prefixd/model"
+	"github.com/prefixd/prefixd/remotetier"
 	"github.com/prefixd/prefixd/server"
 	"github.com/prefixd/prefixd/trace"
 )
@@ -158,6 +159,7 @@ func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveO
 			settings[f.Name], source[f.Name] = v, envName(f.Name)
 		}
 	})
+	known[remotetier.PasswordEnv] = true // the remote tier's password: no flag, so never on a command line
 	for k := range env {
 		if strings.HasPrefix(k, envPrefix) && !known[k] {
 			o.unknownEnv = append(o.unknownEnv, k)
@@ -185,7 +187,7 @@ func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveO
 // secretFlags are the flags whose values are credentials: no message
 // quotes them, whichever source (config file, environment, command line)
 // gave them.
-var secretFlags = map[string]bool{"admin-token": true, "api-keys": true}
+var secretFlags = map[string]bool{"admin-token": true, "api-keys": true, "remote-tier": true}
 
 // shownValue returns value, as a message may quote it for flag name, or
 // a placeholder for a secret flag's.
