@@ -157,12 +157,13 @@ func (t *Tier) Delete(ns string, fp kvcache.Fingerprint, tokens []int32) {
 }
 
 // FlushNamespace implements eviction.Tier: the namespace's staged blocks
-// are dropped here and its keys deleted from the store (asynchronously,
-// by the writer; a write already queued may land after).
+// are dropped here and its keys deleted from the store, asynchronously,
+// by the writer (a write queued around it may land after). It never waits
+// for room in the queue: the scheduler calls it.
 func (t *Tier) FlushNamespace(ns string) {
 	t.stage.removeIf(func(e *staged) bool { return e.ns == ns })
 	t.known.clear()
-	t.enqueue(job{ns: ns, flush: true})
+	go t.enqueue(job{ns: ns, flush: true})
 }
 
 // Clear implements eviction.Tier for this process: it drops the staged
