@@ -219,33 +219,32 @@ func TestStoreKilled(t *testing.T) {
 }
 
 // TestSlowStore: a store that accepts connections and never answers costs
-// a fetch at most its deadline and a Put nothing: the queue fills and
-// drops.
+// a fetch at most its deadline and a Put nothing: while the writer waits
+// on its first batch, the queue fills and later Puts are dropped.
 func TestSlowStore(t *testing.T) {
 	url := silentStore(t)
-	a := newTier(t, url, func(c *Config) {
-		c.MaxFetchWait = 50 * time.Millisecond
-		c.WriteTimeout = 50 * time.Millisecond
-		c.QueueBlocks = 2
-		c.BreakerFailures = 100
-	})
-	ns, tokens := "ns", prompt(1, 10)
-	if n := a.Fetch(bg, ns, tokens, 0); n != 0 {
+	a := newTier(t, url, func(c *Config) { c.MaxFetchWait = 50 * time.Millisecond })
+	ns, tokens := "ns", prompt(1, 100)
+	if n := a.Fetch(bg, ns, tokens[:40], 0); n != 0 {
 		t.Fatalf("a silent store staged %d blocks", n)
 	}
 	if st := a.Stats(); st.Errors.Timeout != 1 || st.MissTokens != 40 {
 		t.Fatalf("stats %+v, want one timeout and 40 missed tokens", st)
 	}
+
+	// The writer's first batch waits out a long timeout; its failure then
+	// opens the breaker, so Close does not wait out another.
+	w := newTier(t, url, func(c *Config) { c.WriteTimeout, c.QueueBlocks, c.BreakerFailures = 5*time.Second, 2, 1 })
 	fps := kvcache.AppendChain(nil, kvcache.Fingerprint{}, kvcache.NamespaceSalt(ns), tokens, testBlockTokens)
 	accepted := 0
 	for i, fp := range fps {
-		if a.Put(ns, fp, tokens[i*4:(i+1)*4], eviction.StoredBlock{Data: blockData(ns, i)}, 0) {
+		if w.Put(ns, fp, tokens[i*4:(i+1)*4], eviction.StoredBlock{Data: blockData(ns, i)}, 0) {
 			accepted++
 		}
 	}
-	// The queue holds 2 and the writer at most one batch in flight.
-	if st := a.Stats(); accepted+int(st.Dropped) != 10 || st.Dropped < 10-2-2 {
-		t.Fatalf("accepted %d, dropped %d of 10 with a queue of 2", accepted, st.Dropped)
+	// At most the queue (2) and one batch in flight (at most 32) are taken.
+	if st := w.Stats(); accepted+int(st.Dropped) != 100 || accepted > 2+32 {
+		t.Fatalf("accepted %d, dropped %d of 100 with a queue of 2", accepted, st.Dropped)
 	}
 }
 
