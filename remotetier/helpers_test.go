@@ -35,7 +35,12 @@ func newTier(t testing.TB, url string, mod func(*Config)) *Tier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { tr.Close() })
+	t.Cleanup(func() {
+		if err := tr.Check(); err != nil {
+			t.Error(err)
+		}
+		tr.Close()
+	})
 	return tr
 }
 
@@ -87,6 +92,9 @@ func checkStaged(t testing.TB, tr *Tier, ns string, tokens []int32, fps []kvcach
 		if ok && !slices.Equal(b.Data, blockData(ns, i)) {
 			t.Fatalf("block %d: staged data differs", i)
 		}
+	}
+	if err := tr.Check(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -2,6 +2,7 @@ package remotetier
 
 import (
 	"container/list"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -149,4 +150,27 @@ func (k *known) clear() {
 	defer k.mu.Unlock()
 	clear(k.set)
 	k.fifo, k.head = k.fifo[:0], 0
+}
+
+// check verifies the staging area: the list and the map hold the same
+// entries, each once, under its own fingerprint, and the byte count is
+// the sum of their K/V bytes.
+func (s *stage) check() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.order.Len() != len(s.byFP) {
+		return fmt.Errorf("remotetier: %d staged in order, %d indexed", s.order.Len(), len(s.byFP))
+	}
+	var sum int64
+	for el := s.order.Front(); el != nil; el = el.Next() {
+		e := el.Value.(*staged)
+		if s.byFP[e.fp] != e || e.el != el {
+			return fmt.Errorf("remotetier: staged block %x is not indexed as itself", e.fp.Lo)
+		}
+		sum += int64(len(e.block.Data))
+	}
+	if sum != s.held {
+		return fmt.Errorf("remotetier: %d staged bytes counted, %d held", s.held, sum)
+	}
+	return nil
 }

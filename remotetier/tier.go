@@ -201,6 +201,11 @@ func (t *Tier) Bytes() int64 { return t.stage.bytes() }
 // budget.
 func (t *Tier) Dropped() uint64 { return t.stage.dropped.Load() }
 
+// Check verifies the staging area (see stage.check); eviction.Manager.Check
+// calls it, so engine tests built with -tags invariants run it after every
+// scheduler step.
+func (t *Tier) Check() error { return t.stage.check() }
+
 // Close writes what is queued, stops the writer and closes the client.
 func (t *Tier) Close() error {
 	t.qmu.Lock()

@@ -280,3 +280,34 @@ func TestURLNeverLeaksPassword(t *testing.T) {
 		t.Fatalf("with the password from Config: %+v", st)
 	}
 }
+
+// TestStageBudget: the staging area keeps within its byte budget by
+// dropping the oldest blocks (counted), and its checker holds after every
+// step.
+func TestStageBudget(t *testing.T) {
+	var s stage
+	s.init(3 * testBlockBytes)
+	for i := range 5 {
+		s.put(&staged{ns: "ns", fp: kvcache.Fingerprint{Lo: uint64(i)}, tokens: []int32{int32(i)},
+			block: eviction.StoredBlock{Data: blockData("ns", i)}})
+		if err := s.check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.bytes() != 3*testBlockBytes || s.dropped.Load() != 2 {
+		t.Fatalf("%d bytes staged, %d dropped; want 3 blocks and 2 dropped", s.bytes(), s.dropped.Load())
+	}
+	for i := range 5 {
+		if _, ok := s.get("ns", kvcache.Fingerprint{Lo: uint64(i)}, []int32{int32(i)}); ok != (i >= 2) {
+			t.Fatalf("block %d staged %v", i, ok)
+		}
+	}
+	if _, ok := s.get("other", kvcache.Fingerprint{Lo: 4}, []int32{4}); ok {
+		t.Fatal("another namespace got a staged block")
+	}
+	s.remove("ns", kvcache.Fingerprint{Lo: 3}, []int32{3})
+	s.removeIf(func(e *staged) bool { return e.fp.Lo == 4 })
+	if err := s.check(); err != nil || s.bytes() != testBlockBytes {
+		t.Fatalf("after removals: %v, %d bytes", err, s.bytes())
+	}
+}
