@@ -65,3 +65,16 @@ func TestRemoteTierTwoServers(t *testing.T) {
 		t.Fatalf("/v1/stats without a remote tier: %+v", s.RemoteTier)
 	}
 }
+
+// idleRemoteTier is a remote tier that never dials its store (nothing
+// fetches or writes through it): its collector exports every series, at
+// zero, for tests of what /metrics names.
+func idleRemoteTier(t *testing.T) *remotetier.Tier {
+	t.Helper()
+	r, err := remotetier.New(remotetier.Config{URL: "redis://127.0.0.1:1/0", Model: disktier.ModelFingerprint{1}, BlockTokens: 8, BlockBytes: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
