@@ -32,6 +32,10 @@ type Config struct {
 	// QueueBlocks bounds the blocks waiting to be written; Put drops a
 	// block beyond it. Default 256.
 	QueueBlocks int
+	// ReadAheadBytes bounds the K/V bytes ReadAhead keeps read and checked
+	// for a Get to come; beyond it the oldest blocks are dropped. Default
+	// 64 MiB.
+	ReadAheadBytes int64
 	// Clock must be the cache's (the times in blocks are on it); default
 	// the system clock.
 	Clock clock.Clock
@@ -57,6 +61,7 @@ type Tier struct {
 	buf    []byte     // encoding scratch, under wmu
 	stop   chan struct{}
 	wg     sync.WaitGroup
+	ahead  readAhead
 	scan   atomic.Bool // the start-up scan runs
 
 	writes, dropped, evicted, corrupt, hits, readBytes atomic.Uint64
@@ -78,8 +83,12 @@ func New(cfg Config) (*Tier, error) {
 		return nil, fmt.Errorf("disktier: Config.CapacityBytes must be positive, got %d", cfg.CapacityBytes)
 	case cfg.Model == ModelFingerprint{}:
 		return nil, errors.New("disktier: Config.Model is required")
-	case cfg.TTL < 0 || cfg.QueueBlocks < 0:
-		return nil, fmt.Errorf("disktier: Config.TTL (%v) and QueueBlocks (%d) must not be negative", cfg.TTL, cfg.QueueBlocks)
+	case cfg.TTL < 0 || cfg.QueueBlocks < 0 || cfg.ReadAheadBytes < 0:
+		return nil, fmt.Errorf("disktier: Config.TTL (%v), QueueBlocks (%d) and ReadAheadBytes (%d) must not be negative",
+			cfg.TTL, cfg.QueueBlocks, cfg.ReadAheadBytes)
+	}
+	if cfg.ReadAheadBytes == 0 {
+		cfg.ReadAheadBytes = 64 << 20
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = 24 * time.Hour
@@ -151,14 +160,42 @@ func (t *Tier) Has(ns string, fp kvcache.Fingerprint, tokens []int32, now int64)
 	return t.index.has(ns, fp, tokens, now)
 }
 
-// Get implements eviction.Tier: it reads the record and checks all of it
-// (see the package documentation). A record that fails is removed, counted
-// as corrupt and logged, and the Get is a miss. The returned Data is the
-// caller's.
+// Get implements eviction.Tier: it returns a block ReadAhead has read, or
+// reads the record and checks all of it (see the package documentation).
+// A record that fails is removed, counted as corrupt and logged, and the
+// Get is a miss. The returned Data is the caller's.
 func (t *Tier) Get(ns string, fp kvcache.Fingerprint, tokens []int32, now int64) (eviction.StoredBlock, bool) {
 	if !t.index.has(ns, fp, tokens, now) {
 		return eviction.StoredBlock{}, false
 	}
+	if b, ok := t.ahead.take(ns, fp, tokens); ok {
+		t.index.refresh(fp, t.expiry(b.Expires, now))
+		return b, true
+	}
+	return t.read(ns, fp, tokens, now)
+}
+
+// ReadAhead reads and checks the block's record now, off the caller's
+// critical path, and keeps it (within Config.ReadAheadBlocks) for the Get
+// that will ask for it: the engine calls it when a request is submitted,
+// so that its admission, on the scheduler goroutine, finds the block in
+// memory. It reports whether the block was read.
+func (t *Tier) ReadAhead(ns string, fp kvcache.Fingerprint, tokens []int32, now int64) bool {
+	if !t.index.has(ns, fp, tokens, now) {
+		return false
+	}
+	if t.ahead.has(fp) {
+		return true
+	}
+	b, ok := t.read(ns, fp, tokens, now)
+	if ok {
+		t.ahead.put(ns, fp, tokens, b, t.cfg.ReadAheadBytes)
+	}
+	return ok
+}
+
+// read reads and checks fp's record; see Get.
+func (t *Tier) read(ns string, fp kvcache.Fingerprint, tokens []int32, now int64) (eviction.StoredBlock, bool) {
 	path := t.path(fp)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -214,6 +251,7 @@ func (t *Tier) Clear() { t.flush(func(*entry) bool { return true }) }
 func (t *Tier) flush(drop func(*entry) bool) {
 	t.wmu.Lock() // no write lands in between
 	defer t.wmu.Unlock()
+	t.ahead.clear()
 	for _, e := range t.index.removeIf(drop) {
 		os.Remove(t.path(e.fp))
 		t.notifyRemoved(e)

@@ -278,3 +278,41 @@ func TestFlush(t *testing.T) {
 		t.Fatalf("after Clear: %d indexed, %d files", d.Stats().Blocks, len(files))
 	}
 }
+
+// TestReadAhead: a block read ahead is served from memory (its file may be
+// gone by then), once; the read-ahead keeps within its bytes, dropping the
+// oldest; a flush drops what it holds of the namespace.
+func TestReadAhead(t *testing.T) {
+	r := newRig(t)
+	d, err := New(Config{Dir: r.dir, CapacityBytes: 1 << 20, Model: model, Clock: r.clk, ReadAheadBytes: 2 * 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	d.WaitScan()
+	r.put(d, "a", 0, 4)
+	now := r.clk.Now().UnixNano()
+	for i := range 3 { // block 0 is dropped for 2's room
+		toks, fp, _ := block("a", i)
+		if !d.ReadAhead("a", fp, toks, now) {
+			t.Fatalf("block %d was not read ahead", i)
+		}
+		if err := os.Remove(d.path(fp)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.hits(d, "a", 0, 3); got != 2 {
+		t.Fatalf("%d of 3 blocks whose files are gone hit; want the 2 the read-ahead kept", got)
+	}
+	if got := r.hits(d, "a", 1, 3); got != 0 {
+		t.Fatalf("read-ahead blocks served %d times more", got)
+	}
+	toks, fp, _ := block("a", 3)
+	if !d.ReadAhead("a", fp, toks, now) {
+		t.Fatal("block 3 was not read ahead")
+	}
+	d.FlushNamespace("a")
+	if got := r.hits(d, "a", 3, 4); got != 0 {
+		t.Fatal("a flushed namespace's read-ahead block hit")
+	}
+}

@@ -13,4 +13,7 @@ type DiskTier interface {
 	Save(ns string, fp kvcache.Fingerprint, tokens []int32, b eviction.StoredBlock) error
 	// Stats returns the tier's state and running totals, for Stats.
 	Stats() kvcache.TierStats
+	// ReadAhead reads a block now, off the scheduler goroutine, for a Get
+	// to come, and reports whether it could (see prefetch).
+	ReadAhead(ns string, fp kvcache.Fingerprint, tokens []int32, now int64) bool
 }

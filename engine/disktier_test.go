@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/disktier"
+	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/kvcache"
 )
 
 // TestDiskTierAcrossRestart runs a prompt on an engine with a disk tier,
@@ -61,5 +63,27 @@ func TestDiskTierAcrossRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// TestDiskStatsAreLive: Stats reports the disk tier as it is now, not as
+// of the scheduler's last iteration: an idle engine's scan or writer may
+// change it (a restarted server waiting for its scan saw "scanning" for
+// ever).
+func TestDiskStatsAreLive(t *testing.T) {
+	d, err := disktier.New(disktier.Config{Dir: t.TempDir(), CapacityBytes: 1 << 24, Model: disktier.ModelFingerprint{7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	e := newTestEngine(t, newHashModel(testVocab, 512), func(c *Config) { c.DiskTier = d })
+	d.WaitScan()
+	toks := []int32{1, 2, 3, 4}
+	fp := kvcache.Chain(kvcache.Fingerprint{}, 0, toks)
+	if err := d.Save("", fp, toks, eviction.StoredBlock{Data: make([]byte, e.KVBlockBytes()), LastUsed: time.Now().UnixNano()}); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.Stats().Disk; s.Blocks != 1 || s.Scanning {
+		t.Fatalf("an idle engine's disk stats: %+v", s)
 	}
 }

@@ -104,6 +104,10 @@ type Config struct {
 	DefaultTTL, MaxTTL time.Duration
 	MaxPinnedFraction  float64
 	HostTierBytes      int64 // 0 disables the host tier
+	// NamespaceCacheShare, in (0, 1], is each namespace's share of the
+	// pool: under pressure a namespace beyond it loses its own blocks
+	// first (see eviction.Config.NamespaceShare); 0 disables shares.
+	NamespaceCacheShare float64
 	// DiskTier, if set, is the tier below the host tier (or below the
 	// device pool, without one): it receives what they drop, Close saves
 	// the whole cache into it, and requests' prefixes are promoted from
@@ -269,7 +273,7 @@ func build(cfg Config) (*Engine, error) {
 	e.cache, err = eviction.New(eviction.Config{
 		Tree: tree, Pool: pool, Clock: cfg.Clock,
 		DefaultTTL: cfg.DefaultTTL, MaxTTL: cfg.MaxTTL, MaxPinnedFraction: cfg.MaxPinnedFraction,
-		Tiers: e.tiers(), Samples: cfg.Samples, Observer: cfg.CacheEvents,
+		Tiers: e.tiers(), Samples: cfg.Samples, Observer: cfg.CacheEvents, NamespaceShare: cfg.NamespaceCacheShare,
 	})
 	if err != nil {
 		return nil, err
@@ -365,7 +369,6 @@ func (e *Engine) SubmitN(ctx context.Context, req Request) ([]*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	prompt := s.tokens[:len(s.tokens)-1] // taken before the scheduler sees s
 	streams := []*Stream{s.stream}
 	for i := 1; i < req.N; i++ {
 		c, err := newSeq(e, &req, i, now)
@@ -396,7 +399,6 @@ func (e *Engine) SubmitN(ctx context.Context, req Request) ([]*Stream, error) {
 	e.queued++
 	e.inbox = append(e.inbox, s)
 	e.mu.Unlock()
-	e.prefetch(&req, prompt)
 	e.poke()
 	return streams, nil
 }

@@ -11,16 +11,23 @@ import (
 // needs from the disk tier itself).
 const maxPrefetches = 4
 
-// prefetch starts reading, in the background, the blocks of the prompt
-// of req that the disk tier holds into the host tier, so that its admission
-// promotes them from host memory instead of reading the disk on the
-// scheduler goroutine: the disk tier's reads are asynchronous, as the
-// host tier's promotions already were. It needs both tiers, and reads
-// only the run of blocks that continues from the prompt's start (what
-// admission can use); blocks the host tier holds are skipped.
-// tokens is what admission looks up: the prompt but its last token.
-func (e *Engine) prefetch(req *Request, tokens []int32) {
-	if e.disk == nil || e.host == nil || e.cfg.DisablePrefixCache || req.Cache.Disabled {
+// prefetch starts reading, in the background, the blocks of s's prompt
+// that the disk tier holds past the run the device holds: into the host
+// tier when there is one, else into the disk tier's own read-ahead, so
+// that s's admission, if s waits at all, promotes them from memory instead
+// of reading the disk on the scheduler goroutine. It reads only the run
+// that continues the prompt's cached prefix (what admission can use). It
+// runs on the scheduler goroutine, as s enters the waiting queue: the
+// device's run is looked up there (the disk keeps the records of blocks
+// promoted to the device, which must not be read again).
+func (e *Engine) prefetch(s *seq) {
+	if e.disk == nil || !e.sched.cacheOn(s) {
+		return
+	}
+	bs := e.cfg.BlockSize
+	ns, tokens := s.req.Namespace, s.tokens[:len(s.tokens)-1] // what admission looks up
+	from := e.cache.Cached(ns, tokens) / bs
+	if from == len(tokens)/bs {
 		return
 	}
 	select {
@@ -28,14 +35,19 @@ func (e *Engine) prefetch(req *Request, tokens []int32) {
 	default:
 		return
 	}
-	ns := req.Namespace
+	now := e.cfg.Clock.Now().UnixNano()
+	ttl := time.Duration(e.maxTTL.Load())
 	go func() {
 		defer func() { <-e.reads }()
-		bs := e.cfg.BlockSize
 		fps := kvcache.AppendChain(nil, kvcache.Fingerprint{}, kvcache.NamespaceSalt(ns), tokens, bs)
-		now := e.cfg.Clock.Now().UnixNano()
-		for i, fp := range fps {
-			blk := tokens[i*bs : (i+1)*bs]
+		for i := from; i < len(fps); i++ {
+			fp, blk := fps[i], tokens[i*bs:(i+1)*bs]
+			if e.host == nil {
+				if !e.disk.ReadAhead(ns, fp, blk, now) {
+					return
+				}
+				continue
+			}
 			if e.host.Has(ns, fp, blk, now) {
 				continue
 			}
@@ -45,7 +57,6 @@ func (e *Engine) prefetch(req *Request, tokens []int32) {
 			}
 			// The block's own deadline may have passed (the disk keeps
 			// records longer); in host memory it waits for admission.
-			ttl := time.Duration(e.maxTTL.Load())
 			b.Expires = max(b.Expires, now+int64(ttl))
 			e.host.Put(ns, fp, blk, b, ttl)
 		}

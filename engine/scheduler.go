@@ -52,6 +52,9 @@ func (e *Engine) loop() {
 		calls, e.calls = e.calls, calls[:0]
 		e.mu.Unlock()
 		sc.waiting = append(sc.waiting, inbox...)
+		for _, s := range inbox {
+			e.prefetch(s)
+		}
 		clear(inbox)
 		for _, fn := range calls {
 			fn()

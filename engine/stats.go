@@ -13,8 +13,8 @@ type Stats struct {
 	Blocks           blockstore.Stats
 	CachedNodes      int // radix tree nodes, all namespaces
 	Cache            kvcache.Counters
-	Disk             kvcache.TierStats       // zero without a disk tier
-	Remote           kvcache.RemoteTierStats // zero without a remote tier
+	Disk             kvcache.TierStats       // now, not at the iteration; zero without a disk tier
+	Remote           kvcache.RemoteTierStats // now, not at the iteration; zero without a remote tier
 	PinnedBlocks     int
 	PinBudget        int
 	DefaultTTL       time.Duration
@@ -34,11 +34,20 @@ type Stats struct {
 	Requests         uint64 // finished requests
 }
 
-// Stats returns the latest snapshot. It is safe for concurrent use.
+// Stats returns the latest snapshot, with the disk and remote tiers' state
+// as of now: their start-up scan, writers and fetches change it while the
+// scheduler idles. It is safe for concurrent use.
 func (e *Engine) Stats() Stats {
 	e.statsMu.Lock()
-	defer e.statsMu.Unlock()
-	return e.stats
+	s := e.stats
+	e.statsMu.Unlock()
+	if e.disk != nil {
+		s.Disk = e.disk.Stats()
+	}
+	if r := e.cfg.RemoteTier; r != nil {
+		s.Remote = r.Stats()
+	}
+	return s
 }
 
 // publish copies the scheduler's state into the snapshot. It runs on the
@@ -54,12 +63,6 @@ func (e *Engine) publish() {
 	s.PinnedBlocks, s.PinBudget = e.cache.PinnedBlocks()
 	e.pinned.Store(int64(s.PinnedBlocks))
 	s.DefaultTTL, s.MaxTTL = e.cache.TTLs()
-	if e.disk != nil {
-		s.Disk = e.disk.Stats()
-	}
-	if r := e.cfg.RemoteTier; r != nil {
-		s.Remote = r.Stats()
-	}
 	e.statsMu.Lock()
 	e.stats = s
 	e.statsMu.Unlock()

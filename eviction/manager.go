@@ -33,6 +33,13 @@ type Config struct {
 	// MaxPinnedFraction caps operator-pinned blocks at this fraction of the
 	// pool, in (0, 1]; default 0.5.
 	MaxPinnedFraction float64
+	// NamespaceShare, in (0, 1], is each namespace's share of the pool:
+	// under pressure, the blocks of namespaces that hold more than their
+	// share in the tree are evicted first (lowest priority, then least
+	// recently used, among them), down to their share, before any other
+	// namespace's. 0 (the default) gives namespaces no share: one order
+	// for all.
+	NamespaceShare float64
 	// Tiers, fastest first, are the tiers below the device pool: the first
 	// receives blocks evicted under pressure, and Admit promotes from each
 	// in turn. Their blocks are read and written through Pool.Storage(),
@@ -71,6 +78,7 @@ type Manager struct {
 
 	defaultTTL, maxTTL time.Duration
 	pinBudget          int
+	nsShare            int // blocks; 0: no per-namespace share
 
 	expiry    minheap.Heap[expiryEntry] // at most one entry per node; see Sweep
 	victims   minheap.Heap[*radix.Node] // scratch for Reclaim
@@ -119,6 +127,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxPinnedFraction < 0 || cfg.MaxPinnedFraction > 1 {
 		return nil, fmt.Errorf("eviction: Config.MaxPinnedFraction must be in (0, 1], got %v", cfg.MaxPinnedFraction)
 	}
+	if cfg.NamespaceShare < 0 || cfg.NamespaceShare > 1 {
+		return nil, fmt.Errorf("eviction: Config.NamespaceShare must be in [0, 1], got %v", cfg.NamespaceShare)
+	}
 	if len(cfg.Tiers) > 0 && cfg.Pool.Storage() == nil {
 		return nil, errors.New("eviction: a cache tier needs a pool with Storage")
 	}
@@ -131,6 +142,7 @@ func New(cfg Config) (*Manager, error) {
 		obs:       cfg.Observer,
 		bsize:     cfg.Pool.BlockSize(),
 		pinBudget: int(cfg.MaxPinnedFraction * float64(cfg.Pool.NumBlocks())),
+		nsShare:   int(cfg.NamespaceShare * float64(cfg.Pool.NumBlocks())),
 		pins:      map[string]*operatorPin{},
 		pinned:    map[blockstore.BlockID]int{},
 	}

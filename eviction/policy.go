@@ -119,19 +119,38 @@ func (m *Manager) demote(n *radix.Node, now int64) {
 
 // Reclaim evicts until the pool has at least need free blocks: unpinned
 // leaves whose blocks no sequence holds, lowest priority first, then least
-// recently used, each demoted to the first lower tier when there is one. It
-// returns ErrNothingEvictable if it ran out of candidates first; what it
-// evicted stays evicted.
+// recently used, each demoted to the first lower tier when there is one.
+// With a NamespaceShare, the namespaces beyond their share give up their
+// blocks first, down to their share. It returns ErrNothingEvictable if it
+// ran out of candidates first; what it evicted stays evicted.
 func (m *Manager) Reclaim(need int) error {
 	if m.pool.NumFree() >= need {
 		return nil
 	}
 	now := m.now()
+	if m.nsShare > 0 {
+		m.evictVictims(need, now, m.overShare)
+	}
+	m.evictVictims(need, now, func(string) bool { return true })
+	if m.pool.NumFree() < need {
+		return fmt.Errorf("%w: %d free of %d needed", ErrNothingEvictable, m.pool.NumFree(), need)
+	}
+	return nil
+}
+
+// overShare reports whether namespace ns holds more blocks in the tree
+// than its share.
+func (m *Manager) overShare(ns string) bool { return m.tree.Stats(ns).Blocks > m.nsShare }
+
+// evictVictims evicts the evictable leaves of the namespaces from selects,
+// in victim order, until need blocks are free or none is left; a
+// namespace stops giving up blocks once from no longer selects it.
+func (m *Manager) evictVictims(need int, now int64, from func(ns string) bool) {
 	m.victimsAt = now
 	m.victims.Reset()
 	top := int32(math.MinInt32)
 	m.tree.Leaves(func(n *radix.Node) bool {
-		if m.evictable(n) {
+		if m.evictable(n) && from(n.Namespace()) {
 			m.victims.Push(n)
 			top = max(top, priority(n, now))
 		}
@@ -139,6 +158,9 @@ func (m *Manager) Reclaim(need int) error {
 	})
 	for m.pool.NumFree() < need && m.victims.Len() > 0 {
 		n := m.victims.Pop()
+		if !from(n.Namespace()) {
+			continue
+		}
 		reason := kvcache.ReasonLRU
 		if priority(n, now) < top {
 			reason = kvcache.ReasonPriority
@@ -150,10 +172,6 @@ func (m *Manager) Reclaim(need int) error {
 		}
 	}
 	m.victims.Reset()
-	if m.pool.NumFree() < need {
-		return fmt.Errorf("%w: %d free of %d needed", ErrNothingEvictable, m.pool.NumFree(), need)
-	}
-	return nil
 }
 
 // evictable reports whether removing n would free its blocks: an unpinned

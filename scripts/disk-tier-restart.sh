@@ -4,7 +4,10 @@
 # disk tier after a restart (the same server, another prompt of the same
 # length as the recomputed baseline), and the disk tier's read throughput
 # (BenchmarkGet) beside a sequential read of a file of the same size on
-# the same disk (both from the page cache: the records were just written).
+# the same disk (both from the page cache: the records were just written);
+# then `bench --http`'s chat workload on the built-in model (hit rates do
+# not depend on the model) run, the server restarted, and run again: with
+# the disk tier, and as the baseline without it.
 # Usage: scripts/disk-tier-restart.sh MODEL.gguf [PROMPT_TOKENS]
 set -eu
 model=$1
@@ -14,11 +17,11 @@ go build -o bench-out/prefixd ./cmd/prefixd
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 addr=127.0.0.1:18180
-serve() {
-	bench-out/prefixd serve --model "$model" --addr $addr --threads "${THREADS:-2}" --max-running 2 \
-		--disk-tier-dir "$work/disk" --disk-tier-bytes 4GiB >>"$work/log" 2>&1 &
+serve() { # serve [FLAGS]: the model of the first part unless FLAGS say otherwise
+	bench-out/prefixd serve ${1:---model $model} --addr $addr --threads "${THREADS:-2}" --max-running 2 \
+		--admin-token t ${DISK:---disk-tier-dir $work/disk --disk-tier-bytes 4GiB} >>"$work/log" 2>&1 &
 	pid=$!
-	until grep -q "msg=listening" "$work/log" 2>/dev/null && curl -s http://$addr/v1/stats | grep -q '"scanning":false'; do sleep 0.2; done
+	until grep -q "msg=listening" "$work/log" 2>/dev/null && curl -s http://$addr/v1/stats | grep -qv '"scanning":true'; do sleep 0.2; done
 }
 stop() { kill -TERM $pid; wait $pid || true; : >"$work/log"; }
 prompt() { # prompt SEED: n token ids
@@ -41,3 +44,16 @@ stop
 go test -run '^$' -bench BenchmarkGet -benchtime 2s ./disktier | grep Benchmark
 dd if=/dev/urandom of="$work/seq" bs=1M count=256 2>/dev/null
 dd if="$work/seq" of=/dev/null bs=1M 2>&1 | tail -1
+chat() { bench-out/prefixd bench --http http://$addr --workload chat --admin-token t --out "$work/chat" | grep -E '^(cache|turns)'; }
+rm -rf "$work/disk"
+for mode in disk none; do
+	[ $mode = none ] && export DISK=" "
+	serve " "
+	echo "chat, $mode: before the restart"
+	chat
+	stop
+	serve " "
+	echo "chat, $mode: after the restart"
+	chat
+	stop
+done

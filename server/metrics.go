@@ -73,7 +73,7 @@ func NewMetrics() *Metrics {
 	m.queue = f.histogram("prefixd_queue_time_seconds", "Time from submission to first admission into the running batch.", latencyBuckets)
 	hitAge := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "prefixd_cache_hit_age_seconds",
-		Help:    "Time since a cached prefix that a lookup hit was last used, one observation per hit node: the data for choosing a TTL.",
+		Help:    "Time since a cached prefix that an admitted request hit was last used, one observation per hit node (or lower-tier block) per request, at its admission: the data for choosing a TTL.",
 		Buckets: ageBuckets,
 	}, []string{"tier"})
 	m.reg.MustRegister(hitAge)

@@ -70,6 +70,7 @@ type serveOptions struct {
 	kvEvents                                 kvEventsOptions
 	diskTier                                 diskTierOptions
 	remoteTier                               remoteTierOptions
+	nsCacheShare                             float64
 	device                                   deviceFlags
 }
 
@@ -105,6 +106,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.DurationVar(&o.maxTTL, "max-ttl", time.Hour, "longest prefix cache TTL a request may ask for")
 	fs.Var(&o.kvBytes, "kv-bytes", "KV pool size in bytes instead of --blocks, e.g. 2GiB: as many blocks as fit")
 	fs.Var(&o.hostTierBytes, "host-tier-bytes", "host-memory cache tier for evicted blocks, e.g. 512MiB; 0 disables it")
+	fs.Float64Var(&o.nsCacheShare, "namespace-cache-share", 0, "each namespace's share of the KV pool, in (0, 1]: under pressure a namespace holding more than its share loses its own cached blocks first, so one tenant cannot evict the others' at will; 0: no shares")
 	fs.StringVar(&o.batching, "batching", "continuous", "scheduling: continuous or static")
 	fs.StringVar(&o.kvAlloc, "kv-alloc", "paged", "KV allocation: paged or contiguous")
 	fs.StringVar(&o.prefixCache, "prefix-cache", "on", "prefix cache: on or off")
@@ -288,6 +290,9 @@ func (o *serveOptions) check() error {
 	}
 	if err := o.diskTier.check(); err != nil {
 		return err
+	}
+	if o.nsCacheShare < 0 || o.nsCacheShare > 1 {
+		return usagef("--namespace-cache-share %v must be in [0, 1]", o.nsCacheShare)
 	}
 	keys, err := parseAPIKeys(o.apiKeys)
 	if err != nil {
@@ -521,7 +526,7 @@ func engineConfig(o *serveOptions, m *model.Model, runner *deviceRunner, metrics
 		NumBlocks: pool.blocks, BlockSize: o.blockSize, MaxRunning: o.maxRunning, MaxBatchTokens: o.maxBatch,
 		PrefillChunk: o.prefillChunk, MaxWaiting: o.maxWaiting, MaxModelLen: in.maxLen,
 		DisablePrefixCache: o.prefixCache == "off", CachedFirst: o.cachedFirst,
-		DefaultTTL: o.defaultTTL, MaxTTL: o.maxTTL, HostTierBytes: int64(o.hostTierBytes),
+		DefaultTTL: o.defaultTTL, MaxTTL: o.maxTTL, HostTierBytes: int64(o.hostTierBytes), NamespaceCacheShare: o.nsCacheShare,
 		Observer: metrics, Samples: metrics.Samples(),
 	}
 	if o.batching == "static" {
