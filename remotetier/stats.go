@@ -66,8 +66,8 @@ func (c *counters) init() {
 	})
 }
 
-// Stats returns the tier's state and running totals. It allocates
-// nothing: the engine reads it after every scheduler step.
+// Stats returns the tier's state and running totals, without allocating:
+// engine.Stats reads it on every call (each /metrics scrape and /v1/stats).
 func (t *Tier) Stats() kvcache.RemoteTierStats {
 	m := &t.m
 	e := t.est.get()
