@@ -131,6 +131,7 @@ func (sc *scheduler) iterate() bool {
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Step(len(sc.rows), tokens, time.Since(start))
 	}
+	sc.observePrefill(time.Since(start))
 	sc.totals.Steps++
 	if err != nil {
 		for _, p := range sc.plan {
@@ -192,7 +193,7 @@ func (sc *scheduler) admit() {
 		if len(sc.running)+s.slots() > e.cfg.MaxRunning {
 			break
 		}
-		if sc.followsLeader(s) {
+		if sc.followsLeader(s) || sc.awaitsFetch(s) {
 			sc.held = append(sc.held, s)
 			sc.waiting = slices.Delete(sc.waiting, i, i+1)
 			continue
@@ -331,6 +332,7 @@ func (sc *scheduler) tryAdmit(s *seq) (short int) {
 	sc.totals.CacheHitDevice += uint64(hit.Tokens[kvcache.TierDevice])
 	sc.totals.CacheHitHost += uint64(hit.Tokens[kvcache.TierHost])
 	sc.totals.CacheHitDisk += uint64(hit.Tokens[kvcache.TierDisk])
+	sc.totals.CacheHitRemote += uint64(hit.Tokens[kvcache.TierRemote])
 	if !s.everAdmitted {
 		s.everAdmitted = true
 		s.usage.CachedTokens = hit.Cached()
@@ -536,6 +538,7 @@ func (sc *scheduler) offerBlocks(s *seq) {
 	if existing > s.inserted {
 		sc.shareCached(s, existing)
 	}
+	sc.publishRemote(s, max(existing, s.inserted))
 	s.inserted = full
 	// Room in the tree for the rest of what s can offer (every position it
 	// can compute), so its leaf grows without allocating; a no-op once
