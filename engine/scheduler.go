@@ -28,6 +28,7 @@ type scheduler struct {
 	blockBuf []blockstore.BlockID
 	groups   []*beamGroup
 	held     []*seq // admit: requests waiting for a leader's prefill
+	greedy   []bool // forward: which rows asking for logits came back as ids
 }
 
 type planned struct {
@@ -123,7 +124,7 @@ func (sc *scheduler) iterate() bool {
 		tokens += p.chunk
 	}
 	start := time.Now()
-	logits, err := e.cfg.Model.Forward(sc.rows)
+	logits, ids, err := sc.forward()
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Step(len(sc.rows), tokens, time.Since(start))
 	}
@@ -136,7 +137,7 @@ func (sc *scheduler) iterate() bool {
 		}
 		return true
 	}
-	sc.advance(logits)
+	sc.advance(logits, ids)
 	return true
 }
 
@@ -438,8 +439,9 @@ func (sc *scheduler) dropRunning(s *seq) {
 
 // advance consumes a forward pass: records computed positions, offers
 // newly full blocks to the cache, and samples the next token of every row
-// that asked for logits.
-func (sc *scheduler) advance(logits []float32) {
+// that asked for logits (taking the model's argmax for those forward
+// marked greedy).
+func (sc *scheduler) advance(logits []float32, ids []int32) {
 	e := sc.e
 	vocab := e.cfg.Model.VocabSize()
 	now := e.cfg.Clock.Now()
@@ -468,7 +470,7 @@ func (sc *scheduler) advance(logits []float32) {
 		if s.choices != nil {
 			sc.forkChoices(s, row, now)
 		}
-		sc.emit(s, s.sampler.Sample(row), now)
+		sc.emit(s, sc.next(s, li-1, row, ids), now)
 	}
 	for _, g := range sc.groups {
 		g.advance(sc)

@@ -28,6 +28,7 @@ type Runner struct {
 	// attention output and the residual), which Forward narrows to the
 	// rows that want logits; made once, so passing them allocates nothing.
 	live []kernels.Buf
+	ids  []int32 // ForwardGreedy's on a backend that is not a GreedyBackend
 }
 
 // weights are the backend's handles of a Model's tensors.
@@ -187,8 +188,17 @@ func (r *Runner) validate(seqs []Seq) error {
 // Vocab logits for each sequence with Logits set, in order; the slice is
 // reused by the next call.
 func (r *Runner) Forward(seqs []Seq) ([]float32, error) {
-	if err := r.validate(seqs); err != nil {
+	if err := r.layers(seqs); err != nil {
 		return nil, err
+	}
+	return r.b.Logits(r.x, r.w.finalNorm, r.w.classifier, r.m.Config.NormEps)
+}
+
+// layers validates seqs and queues the step's layers on the backend, up
+// to the final norm and classifier, which Forward and ForwardGreedy add.
+func (r *Runner) layers(seqs []Seq) error {
+	if err := r.validate(seqs); err != nil {
+		return err
 	}
 	c, b, eps := r.m.Config, r.b, r.m.Config.NormEps
 	b.Begin(seqs)
@@ -227,5 +237,5 @@ func (r *Runner) Forward(seqs []Seq) ([]float32, error) {
 		b.MatMul(r.xb, r.hb, l.w2)
 		b.Add(r.x, r.xb)
 	}
-	return b.Logits(r.x, r.w.finalNorm, r.w.classifier, eps)
+	return nil
 }
