@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/prefixd/prefixd/batch"
 	"github.com/prefixd/prefixd/blockstore"
@@ -39,11 +40,13 @@ type Backend struct {
 	rowsCap  int   // token rows every buffer holds
 	err      error // the first error found while queueing the step
 
-	// Device buffers grown to the largest step seen.
+	// Device buffers grown to the largest step seen; lout holds the
+	// logits, then one int32 argmax per row.
 	stepBuf, part, normed, normedE, lout area
 	spares                               []area // Narrow's, one per buffer it narrows
 	logits                               []float32
-	raw                                  []byte
+	ids                                  []int32
+	pinned                               []byte // host memory from Mem.HostAlloc: argmax ids, then logits
 }
 
 // weight is an uploaded tensor: rows×cols of dt at p.
@@ -435,18 +438,35 @@ func (b *Backend) Narrow(bufs ...kernels.Buf) {
 // the step's ops on the device in one Do and copies those logits back. It
 // returns the step's first error; the slice is reused by the next call.
 func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps float32) ([]float32, error) {
+	logits, _, err := b.LogitsGreedy(x, norm, classifier, eps, nil)
+	return logits, err
+}
+
+// LogitsGreedy is Logits, except that for each logits row i with
+// greedy[i] set it returns the row's argmax (sample.Argmax's rule) in
+// ids[i], computed on the device, and copies back 4 bytes for the row
+// instead of its logits, which it leaves unspecified: it implements
+// model.GreedyBackend. greedy is nil or has an entry per row that wants
+// logits. The copies go asynchronously into page-locked host memory, one
+// per run of rows that come back whole, and the step waits for them
+// once. Both slices are reused by the next call.
+func (b *Backend) LogitsGreedy(x kernels.Buf, norm, classifier kernels.Weight, eps float32, greedy []bool) ([]float32, []int32, error) {
 	nw, cw := b.vector("Logits", norm), b.matrix("Logits", classifier)
 	d := b.bufs[x].cols
 	same("Logits", d, nw.cols)
 	same("Logits", d, cw.cols)
 	n, vocab := b.nLogits, cw.rows
+	if greedy != nil {
+		same("LogitsGreedy's flags", len(greedy), n)
+	}
+	argmax := slices.Contains(greedy, true)
 	b.logits = grow(b.logits, n*vocab)
-	b.raw = growBytes(b.raw, 4*n*vocab)
+	b.ids = slices.Grow(b.ids[:0], n)[:n]
 	xp, idx, narrowed := b.in("Logits", x, false), b.idx, b.narrowed
 	ops, err := b.ops, b.err
 	b.ops, b.err = ops[:0], nil
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	err = b.dev.Do(func(m Mem) error {
 		for _, op := range ops {
@@ -457,7 +477,9 @@ func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps flo
 		if n == 0 {
 			return nil
 		}
-		err := errors.Join(b.normed.grow(m, 4*n*d), b.normedE.grow(m, n*d*b.dt.Size()), b.lout.grow(m, 4*n*vocab))
+		idsAt := 4 * n * vocab // the argmax ids follow the logits in lout
+		err := errors.Join(b.normed.grow(m, 4*n*d), b.normedE.grow(m, n*d*b.dt.Size()), b.lout.grow(m, idsAt+4*n),
+			b.growPinned(m, 4*n+4*n*vocab))
 		if err != nil {
 			return err
 		}
@@ -476,13 +498,71 @@ func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps flo
 			m.MatMulT(b.lout.p, normedE, cw.p, n, vocab, d, 0)); err != nil {
 			return err
 		}
-		return m.Read(b.raw, b.lout.p)
+		if argmax {
+			ids := b.lout.p + launch.Ptr(idsAt)
+			if err := errors.Join(launch.Argmax(m, ids, b.lout.p, n, vocab), m.ReadAsync(b.pinned[:4*n], ids)); err != nil {
+				return err
+			}
+		}
+		for _, r := range wholeRuns(greedy, n) {
+			at, size := 4*r[0]*vocab, 4*(r[1]-r[0])*vocab
+			if err := m.ReadAsync(b.pinned[4*n+at:][:size], b.lout.p+launch.Ptr(at)); err != nil {
+				return err
+			}
+		}
+		return m.Synchronize()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("gpu: step: %w", err)
+		return nil, nil, fmt.Errorf("gpu: step: %w", err)
 	}
-	launch.Decode(src.F32, b.logits, b.raw)
-	return b.logits, nil
+	for i := range n {
+		if argmax && greedy[i] {
+			b.ids[i] = int32(binary.LittleEndian.Uint32(b.pinned[4*i:]))
+			continue
+		}
+		b.ids[i] = 0
+		launch.Decode(src.F32, b.logits[i*vocab:(i+1)*vocab], b.pinned[4*n+4*i*vocab:][:4*vocab])
+	}
+	return b.logits, b.ids, nil
+}
+
+// wholeRuns returns the runs [from, to) of rows, of n, that greedy does
+// not mark: the rows whose logits come back whole.
+func wholeRuns(greedy []bool, n int) [][2]int {
+	var runs [][2]int
+	for i := 0; i < n; {
+		if greedy != nil && greedy[i] {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < n && (greedy == nil || !greedy[j]) {
+			j++
+		}
+		runs = append(runs, [2]int{i, j})
+		i = j
+	}
+	return runs
+}
+
+// growPinned makes the host buffer the step's results land in at least
+// n bytes.
+func (b *Backend) growPinned(m Mem, n int) error {
+	if len(b.pinned) >= n {
+		return nil
+	}
+	if b.pinned != nil {
+		if err := m.HostFree(b.pinned); err != nil {
+			return err
+		}
+		b.pinned = nil
+	}
+	p, err := m.HostAlloc(n)
+	if err != nil {
+		return err
+	}
+	b.pinned = p
+	return nil
 }
 
 // Close frees every device allocation of the Backend: weights, buffers
@@ -501,6 +581,10 @@ func (b *Backend) Close() error {
 		}
 		for i := range b.spares {
 			errs = append(errs, b.spares[i].free(m))
+		}
+		if b.pinned != nil {
+			errs = append(errs, m.HostFree(b.pinned))
+			b.pinned = nil
 		}
 		return errors.Join(errs...)
 	})}
@@ -534,13 +618,6 @@ func grow(f []float32, n int) []float32 {
 		return make([]float32, n)
 	}
 	return f[:n]
-}
-
-func growBytes(b []byte, n int) []byte {
-	if cap(b) < n {
-		return make([]byte, n)
-	}
-	return b[:n]
 }
 
 // same panics unless widths a and b agree: an op given buffers and
