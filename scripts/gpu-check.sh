@@ -24,7 +24,8 @@
 #   step              timeout  what
 #   e2e                 180 s  engine end to end, TinyLlama-1.1B's shape in bf16:
 #                              64 x (1,056 prompt + 128 generated), gen tok/s
-#   decode-attention     30 s  decode attention's GB/s at several splits vs a
+#   decode-attention     30 s  decode attention's GB/s at several splits
+#                              (attn_decode, and attn for comparison) vs a
 #                              device-to-device copy
 #   kernel-tests         50 s  every kernel against the CPU, KVStore, cuBLAS,
 #                              launch limits, memory after Close

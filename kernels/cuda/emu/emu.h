@@ -44,6 +44,22 @@ template <typename V> V shfl_xor(unsigned mask, V v, int lane_mask) {
 	return v;
 }
 
+template <typename V> V shfl(unsigned mask, V v, int src_lane) {
+	(void)mask;
+	static_assert(sizeof(V) <= 8, "shuffle of more than 8 bytes");
+	uint64_t bits = 0;
+	memcpy(&bits, &v, sizeof v);
+	bits = warp_exchange(bits, src_lane & 31);
+	memcpy(&v, &bits, sizeof v);
+	return v;
+}
+
+// uint4 is CUDA's 16-byte vector, which the kernels load and store whole.
+struct alignas(16) uint4 {
+	unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+
 inline float uint_as_float(unsigned u) {
 	float f;
 	memcpy(&f, &u, 4);
@@ -103,10 +119,13 @@ inline unsigned short f_to_f16(float f) {
 #define gridDim (emu::grid_dim)
 #define __syncthreads() emu::syncthreads()
 #define __shfl_xor_sync(mask, v, m) emu::shfl_xor(mask, v, m)
+#define __shfl_sync(mask, v, src) emu::shfl(mask, v, src)
 #define __uint_as_float(u) emu::uint_as_float(u)
 #define __float_as_uint(f) emu::float_as_uint(f)
 
 using emu::f16_to_f;
+using emu::make_uint4;
+using emu::uint4;
 using emu::f_to_f16;
 
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }

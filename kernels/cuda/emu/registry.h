@@ -25,7 +25,10 @@
 	X(copy_blocks)                                                                                       \
 	X(attn)                                                                                              \
 	X(attn_wide)                                                                                         \
-	X(attn_combine)
+	X(attn_combine)                                                                                      \
+	X(attn_decode8)                                                                                      \
+	X(attn_decode16)                                                                                     \
+	X(attn_decode32)
 
 namespace emu {
 
