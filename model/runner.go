@@ -148,6 +148,17 @@ func (r *Runner) NewKV(numBlocks, blockSize int) (blockstore.Storage, error) {
 // that does not fit the model or the K/V pool (the fault is the caller's).
 var ErrInvalidBatch = errors.New("model: invalid batch")
 
+// residual adds x·Wᵀ to the residual stream r.x: in one product on a
+// FusedBackend, else through r.xb.
+func (r *Runner) residual(x kernels.Buf, w kernels.Weight) {
+	if fb, ok := r.b.(FusedBackend); ok {
+		fb.MatMulAdd(r.x, x, w)
+		return
+	}
+	r.b.MatMul(r.xb, x, w)
+	r.b.Add(r.x, r.xb)
+}
+
 // validate checks a batch against the model and the K/V pool.
 func (r *Runner) validate(seqs []Seq) error {
 	c := r.m.Config
@@ -201,6 +212,7 @@ func (r *Runner) layers(seqs []Seq) error {
 		return err
 	}
 	c, b, eps := r.m.Config, r.b, r.m.Config.NormEps
+	fb, fused := b.(FusedBackend)
 	b.Begin(seqs)
 	b.Embed(r.x, r.w.embed)
 	for li := range r.w.layers {
@@ -218,9 +230,13 @@ func (r *Runner) layers(seqs []Seq) error {
 			b.HeadNorm(r.q, c.Heads, l.qNorm, eps)
 			b.HeadNorm(r.k, c.KVHeads, l.kNorm, eps)
 		}
-		b.RoPE(r.q, c.Heads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
-		b.RoPE(r.k, c.KVHeads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
-		b.PutKV(li, r.k, r.v)
+		if fused {
+			fb.RoPEPutKV(li, r.q, r.k, r.v, c.Heads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
+		} else {
+			b.RoPE(r.q, c.Heads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
+			b.RoPE(r.k, c.KVHeads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
+			b.PutKV(li, r.k, r.v)
+		}
 		b.Attention(r.att, r.q, li, c.Heads)
 		if li == len(r.w.layers)-1 {
 			// Only the rows that want logits have a use for what follows
@@ -228,14 +244,12 @@ func (r *Runner) layers(seqs []Seq) error {
 			// skips them too, 6% of a 12-layer model's prompt products.
 			b.Narrow(r.live...)
 		}
-		b.MatMul(r.xb, r.att, l.wo)
-		b.Add(r.x, r.xb)
+		r.residual(r.att, l.wo)
 		b.RMSNorm(r.xb, r.x, l.ffnNorm, eps)
 		b.MatMul(r.hb, r.xb, l.w1)
 		b.MatMul(r.hb2, r.xb, l.w3)
 		b.SwiGLU(r.hb, r.hb, r.hb2)
-		b.MatMul(r.xb, r.hb, l.w2)
-		b.Add(r.x, r.xb)
+		r.residual(r.hb, l.w2)
 	}
 	return nil
 }
