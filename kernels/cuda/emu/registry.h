@@ -23,6 +23,7 @@
 	X(argmax)                                                                                            \
 	X(kv_append)                                                                                         \
 	X(copy_blocks)                                                                                       \
+	X(rope_kv_append)                                                                                    \
 	X(attn)                                                                                              \
 	X(attn_wide)                                                                                         \
 	X(attn_combine)                                                                                      \

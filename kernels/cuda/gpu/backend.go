@@ -47,13 +47,27 @@ type Backend struct {
 	logits                               []float32
 	ids                                  []int32
 	pinned                               []byte // host memory from Mem.HostAlloc: argmax ids, then logits
+	rope                                 ropeTable
 }
 
-// weight is an uploaded tensor: rows×cols of dt at p.
+// weight is an uploaded tensor: rows×cols of dt at p, and a vector's
+// values on the host too (RoPE's frequency factors feed RoPETable).
 type weight struct {
 	p          launch.Ptr
 	rows, cols int
 	dt         src.DType
+	host       []float32
+}
+
+// ropeTable is the uploaded launch.RoPETable RoPEPutKV reads: rows
+// positions for head dimension hd, theta and factors (a weight handle,
+// kernels.NoWeight for none).
+type ropeTable struct {
+	a       area
+	rows    int
+	hd      int
+	theta   float32
+	factors kernels.Weight
 }
 
 // buffer is an activation: one row of cols values per token row, as
@@ -96,7 +110,7 @@ func (b *Backend) Upload(t kernels.Tensor) (kernels.Weight, error) {
 	}
 	w := weight{rows: t.Rows, cols: t.Cols, dt: b.dt}
 	if t.Rows == 1 {
-		w.dt = src.F32
+		w.dt, w.host = src.F32, f
 	}
 	raw := make([]byte, len(f)*w.dt.Size())
 	launch.Encode(w.dt, raw, f)
@@ -322,6 +336,19 @@ func (b *Backend) MatMul(dst, x kernels.Buf, weight kernels.Weight) {
 	b.queue(func(m Mem) error { return m.MatMulT(out, xp, w.p, n, w.rows, w.cols, 0) })
 }
 
+// MatMulAdd sets dst (float32) += x·Wᵀ in one product (GemmEx's beta =
+// 1), x having been written in the element type: the residual
+// connection without a separate add. It implements model.FusedBackend.
+func (b *Backend) MatMulAdd(dst, x kernels.Buf, weight kernels.Weight) {
+	w := b.matrix("MatMulAdd", weight)
+	same("MatMulAdd", b.bufs[dst].cols, w.rows)
+	same("MatMulAdd", b.bufs[x].cols, w.cols)
+	xp, acc := b.in("MatMulAdd", x, true), b.in("MatMulAdd", dst, false)
+	b.out(dst, false)
+	n := b.tokens
+	b.queue(func(m Mem) error { return m.MatMulT(acc, xp, w.p, n, w.rows, w.cols, 1) })
+}
+
 // AddBias adds bias (one row as wide as x) to every row of x.
 func (b *Backend) AddBias(x kernels.Buf, bias kernels.Weight) {
 	w := b.vector("AddBias", bias)
@@ -349,6 +376,50 @@ func (b *Backend) RoPE(x kernels.Buf, heads int, theta float32, layout kernels.R
 	}
 	xp, pos, n := b.in("RoPE", x, false), b.st.RowPos, b.tokens
 	b.queue(func(m Mem) error { return launch.RoPE(m, lay, xp, u.cols, pos, n, heads, hd, theta, fp) })
+}
+
+// RoPEPutKV rotates q (heads heads) and k by their rows' positions and
+// stores the rotated k and v in layer of the K/V pool, in one launch
+// (launch.RoPEAppendKV) whose angles come from a table uploaded once and
+// grown with the longest position seen: it implements
+// model.FusedBackend. k is left unrotated.
+func (b *Backend) RoPEPutKV(layer int, q, k, v kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors kernels.Weight) {
+	hd := b.lay.HeadDim
+	same("RoPEPutKV", b.bufs[q].cols, heads*hd)
+	same("RoPEPutKV", b.bufs[k].cols, b.lay.KVDim())
+	same("RoPEPutKV", b.bufs[v].cols, b.lay.KVDim())
+	var f []float32
+	if factors != kernels.NoWeight {
+		w := b.vector("RoPE factors", factors)
+		same("RoPE factors", w.cols, hd/2)
+		f = w.host
+	}
+	t := &b.rope
+	if need := b.st.MaxPos + 1; need > t.rows || t.hd != hd || t.theta != theta || t.factors != factors {
+		rows := max(need, 2*t.rows, 256)
+		if t.hd != hd || t.theta != theta || t.factors != factors {
+			rows = max(need, 256)
+		}
+		raw := make([]byte, 4*rows*hd)
+		launch.Encode(src.F32, raw, launch.RoPETable(rows, hd, theta, f))
+		// Between steps: no queued op reads the table yet.
+		b.fail(b.dev.Do(func(m Mem) error {
+			if err := t.a.grow(m, len(raw)); err != nil {
+				return err
+			}
+			return m.Write(t.a.p, raw)
+		}))
+		t.rows, t.hd, t.theta, t.factors = rows, hd, theta, factors
+	}
+	lay := launch.Adjacent
+	if layout == kernels.RopeHalves {
+		lay = launch.Halves
+	}
+	a := launch.RoPEKV{Q: b.in("RoPEPutKV", q, false), LDQ: heads * hd, K: b.in("RoPEPutKV", k, false),
+		V: b.in("RoPEPutKV", v, false), LDKV: b.lay.KVDim(), NHeads: heads, Layer: layer, Layout: lay, Table: t.a.p}
+	b.out(q, false)
+	pool, kl, st := b.kv.Pool(), b.lay, b.st
+	b.queue(func(m Mem) error { return launch.RoPEAppendKV(m, pool, kl, st, a) })
 }
 
 // PutKV stores every token row of k and v in layer of the K/V pool.
@@ -576,7 +647,7 @@ func (b *Backend) Close() error {
 		for i := range b.bufs {
 			errs = append(errs, b.bufs[i].free(m))
 		}
-		for _, a := range []*area{&b.stepBuf, &b.part, &b.normed, &b.normedE, &b.lout} {
+		for _, a := range []*area{&b.stepBuf, &b.part, &b.normed, &b.normedE, &b.lout, &b.rope.a} {
 			errs = append(errs, a.free(m))
 		}
 		for i := range b.spares {

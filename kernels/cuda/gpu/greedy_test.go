@@ -70,3 +70,10 @@ func TestForwardGreedy(t *testing.T) {
 		}
 	})
 }
+
+// The runner's optional capabilities this backend has: greedy rows'
+// argmax on the device, and the fused ops that save launches.
+var (
+	_ model.GreedyBackend = (*Backend)(nil)
+	_ model.FusedBackend  = (*Backend)(nil)
+)
