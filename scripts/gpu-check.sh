@@ -156,7 +156,7 @@ run() {
 		sel_runner_tests=/emu-bf16 skip_runner_tests=TestEndToEndBenchLogic # the e2e step ran its workloads
 		sel_memcheck='TestKVStore|TestMemory|TestLaunchErrors'
 		sel_runner_memcheck='TestBackendRefuses/emu'
-		sel_racecheck='TestKernels$/(Attention|RMSNorm|Argmax)/f32-sched9'
+		sel_racecheck='TestKernels$/(Attention|RMSNorm|Argmax|RoPEAppendKV)/f32-sched9'
 	fi
 	local start=$SECONDS state="$out/steps.tsv"
 	: >"$state"

@@ -378,16 +378,17 @@ func (b *Backend) RoPE(x kernels.Buf, heads int, theta float32, layout kernels.R
 	b.queue(func(m Mem) error { return launch.RoPE(m, lay, xp, u.cols, pos, n, heads, hd, theta, fp) })
 }
 
-// RoPEPutKV rotates q (heads heads) and k by their rows' positions and
-// stores the rotated k and v in layer of the K/V pool, in one launch
-// (launch.RoPEAppendKV) whose angles come from a table uploaded once and
-// grown with the longest position seen: it implements
-// model.FusedBackend. k is left unrotated.
-func (b *Backend) RoPEPutKV(layer int, q, k, v kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors kernels.Weight) {
-	hd := b.lay.HeadDim
-	same("RoPEPutKV", b.bufs[q].cols, heads*hd)
-	same("RoPEPutKV", b.bufs[k].cols, b.lay.KVDim())
-	same("RoPEPutKV", b.bufs[v].cols, b.lay.KVDim())
+// RoPEPutKV reads each row of qkv as [q | k | v]: it writes the
+// queries (heads heads) rotated by their rows' positions into q and
+// stores the keys, rotated alike, and the values in layer of the K/V
+// pool, in one launch (launch.RoPEAppendKV) whose angles come from a
+// table uploaded once and grown with the longest position seen: it
+// implements model.FusedBackend.
+func (b *Backend) RoPEPutKV(layer int, q, qkv kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors kernels.Weight) {
+	hd, kd := b.lay.HeadDim, b.lay.KVDim()
+	qd, ld := heads*hd, b.bufs[qkv].cols
+	same("RoPEPutKV", b.bufs[q].cols, qd)
+	same("RoPEPutKV", ld, qd+2*kd)
 	var f []float32
 	if factors != kernels.NoWeight {
 		w := b.vector("RoPE factors", factors)
@@ -415,11 +416,22 @@ func (b *Backend) RoPEPutKV(layer int, q, k, v kernels.Buf, heads int, theta flo
 	if layout == kernels.RopeHalves {
 		lay = launch.Halves
 	}
-	a := launch.RoPEKV{Q: b.in("RoPEPutKV", q, false), LDQ: heads * hd, K: b.in("RoPEPutKV", k, false),
-		V: b.in("RoPEPutKV", v, false), LDKV: b.lay.KVDim(), NHeads: heads, Layer: layer, Layout: lay, Table: t.a.p}
-	b.out(q, false)
+	in := b.in("RoPEPutKV", qkv, false)
+	a := launch.RoPEKV{QOut: b.out(q, false), Q: in, LDQ: ld, K: in + launch.Ptr(4*qd), V: in + launch.Ptr(4*(qd+kd)),
+		LDKV: ld, NHeads: heads, Layer: layer, Layout: lay, Table: t.a.p}
 	pool, kl, st := b.kv.Pool(), b.lay, b.st
 	b.queue(func(m Mem) error { return launch.RoPEAppendKV(m, pool, kl, st, a) })
+}
+
+// SwiGLUFused sets dst, in the element type, to silu(gate)·up, each row
+// of gu (float32) being [gate | up]: the fused gate and up product's
+// output. It implements model.FusedBackend.
+func (b *Backend) SwiGLUFused(dst, gu kernels.Buf) {
+	hidden := b.bufs[dst].cols
+	same("SwiGLUFused", b.bufs[gu].cols, 2*hidden)
+	g := b.in("SwiGLUFused", gu, false)
+	out, n := b.out(dst, true), b.tokens
+	b.queue(func(m Mem) error { return launch.SwiGLU(m, out, g, g+launch.Ptr(4*hidden), 2*hidden, n, hidden) })
 }
 
 // PutKV stores every token row of k and v in layer of the K/V pool.

@@ -33,7 +33,8 @@ func RoPETable(positions, headDim int, theta float32, factors []float32) []float
 
 // RoPEKV describes one layer's RoPEAppendKV over a step.
 type RoPEKV struct {
-	Q      Ptr // float32 queries, NHeads heads a row, row stride LDQ floats: rotated in place
+	QOut   Ptr // float32 [rows][NHeads·HeadDim]: the rotated queries; may be Q when LDQ is NHeads·HeadDim
+	Q      Ptr // float32 queries, NHeads heads a row, row stride LDQ floats
 	LDQ    int
 	K, V   Ptr // float32 keys and values, KVHeads heads a row, row stride LDKV floats
 	LDKV   int
@@ -43,10 +44,11 @@ type RoPEKV struct {
 	Table  Ptr // RoPETable for at least MaxPos+1 positions of the step, uploaded
 }
 
-// RoPEAppendKV rotates each row's query heads in place and its key heads
-// by the row's position, as RoPE does, and stores the rotated key and the
-// value in the row's slot of layer a.Layer, as AppendKV does: three
-// launches in one, its angles read from a.Table.
+// RoPEAppendKV rotates each row's query heads into a.QOut and its key
+// heads by the row's position, as RoPE does, and stores the rotated key
+// and the value in the row's slot of layer a.Layer, as AppendKV does:
+// three launches in one, its angles read from a.Table. Q, K and V may be
+// the column ranges of one fused QKV product (LDQ = LDKV, its width).
 func RoPEAppendKV(d Device, kv Ptr, lay KVLayout, st Step, a RoPEKV) error {
 	if err := errors.Join(lay.layerOK(a.Layer), st.check(), positive("query heads", a.NHeads)); err != nil {
 		return err
@@ -60,7 +62,7 @@ func RoPEAppendKV(d Device, kv Ptr, lay KVLayout, st Step, a RoPEKV) error {
 	if a.Layout == Halves {
 		halves = 1
 	}
-	return d.Launch("rope_kv_append", row(st.Rows), threads(rowThreads), P(a.Q), I(a.LDQ), P(a.K), P(a.V), I(a.LDKV),
+	return d.Launch("rope_kv_append", row(st.Rows), threads(rowThreads), P(a.QOut), P(a.Q), I(a.LDQ), P(a.K), P(a.V), I(a.LDKV),
 		P(a.Table), P(kv), L(lay.BlockElems()), L(lay.LayerOffset(a.Layer)), P(st.RowPos), P(st.RowBT), P(st.BT),
 		I(lay.BlockSize), I(a.NHeads), I(lay.KVHeads), I(hd), I(halves))
 }

@@ -8,9 +8,10 @@ import (
 )
 
 // RoPEAppendKV rotates the queries and keys of a prefill and of a decode
-// batch in one launch (adjacent pairs with and without frequency
-// factors, and halves) and compares the queries, and the keys and values
-// it stored in the pool, with the CPU's rotation of the same rows.
+// batch, read from fused QKV rows, in one launch (adjacent pairs with and
+// without frequency factors, and halves) and compares the queries it
+// wrote, and the keys and values it stored in the pool, with the CPU's
+// rotation of the same rows.
 func RoPEAppendKV(t *testing.T, e *Env) {
 	const theta = 10000
 	for _, c := range attnCases[:2] {
@@ -41,10 +42,11 @@ func RoPEAppendKV(t *testing.T, e *Env) {
 				}
 				qkv := e.floats(s.qkv)
 				table := e.floats(launch.RoPETable(s.st.MaxPos+1, c.hd, theta, factors))
-				a := launch.RoPEKV{Q: qkv, LDQ: s.ld, K: qkv + launch.Ptr(4*qd), V: qkv + launch.Ptr(4*(qd+kd)), LDKV: s.ld,
-					NHeads: c.nHeads, Layer: s.layer, Layout: v.layout, Table: table}
+				qOut := e.alloc(4 * s.st.Rows * qd)
+				a := launch.RoPEKV{QOut: qOut, Q: qkv, LDQ: s.ld, K: qkv + launch.Ptr(4*qd), V: qkv + launch.Ptr(4*(qd+kd)),
+					LDKV: s.ld, NHeads: c.nHeads, Layer: s.layer, Layout: v.layout, Table: table}
 				e.launch(launch.RoPEAppendKV(e.d, s.kv, lay, s.st, a))
-				got := e.readFloats(qkv, len(s.qkv))
+				got := e.readFloats(qOut, s.st.Rows*qd)
 				var gotQ, wantQ, gotKV, wantKV []float32
 				r := 0
 				for i, seq := range s.seqs {
@@ -55,7 +57,7 @@ func RoPEAppendKV(t *testing.T, e *Env) {
 						rotate(q, pos, c.nHeads)
 						rotate(k, pos, c.kvHeads)
 						wantQ = append(wantQ, q...)
-						gotQ = append(gotQ, got[r*s.ld:][:qd]...)
+						gotQ = append(gotQ, got[r*qd:][:qd]...)
 						wantKV = append(append(wantKV, k...), row[qd+kd:qd+2*kd]...)
 						off := (int64(seq.Blocks[pos/c.bs])*lay.BlockElems() + lay.LayerOffset(s.layer) + int64(pos%c.bs*kd)) * int64(e.dt.Size())
 						gotKV = append(gotKV, e.readElems(s.kv+launch.Ptr(off), kd)...)
