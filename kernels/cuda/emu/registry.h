@@ -29,7 +29,8 @@
 	X(attn_combine)                                                                                      \
 	X(attn_decode8)                                                                                      \
 	X(attn_decode16)                                                                                     \
-	X(attn_decode32)
+	X(attn_decode32)                                                                                     \
+	X(tc_check)
 
 namespace emu {
 
