@@ -20,8 +20,8 @@ type GreedyModel interface {
 // logits (all false on another Model, whose ids are nil).
 func (sc *scheduler) forward() ([]float32, []int32, error) {
 	sc.greedy = sc.greedy[:0]
-	gm, ok := sc.e.cfg.Model.(GreedyModel)
-	if !ok {
+	gm := sc.gm
+	if gm == nil {
 		logits, err := sc.e.cfg.Model.Forward(sc.rows)
 		return logits, nil, err
 	}

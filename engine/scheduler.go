@@ -27,8 +27,9 @@ type scheduler struct {
 	rows     []Row
 	blockBuf []blockstore.BlockID
 	groups   []*beamGroup
-	held     []*seq // admit: requests waiting for a leader's prefill
-	greedy   []bool // forward: which rows asking for logits came back as ids
+	held     []*seq      // admit: requests waiting for a leader's prefill
+	greedy   []bool      // forward: which rows asking for logits came back as ids
+	gm       GreedyModel // the Model, if it is one
 }
 
 type planned struct {
@@ -36,7 +37,10 @@ type planned struct {
 	chunk int
 }
 
-func (sc *scheduler) init(e *Engine) { sc.e = e }
+func (sc *scheduler) init(e *Engine) {
+	sc.e = e
+	sc.gm, _ = e.cfg.Model.(GreedyModel) // once: an assertion per step can allocate
+}
 
 // loop is the scheduler goroutine.
 func (e *Engine) loop() {

@@ -43,8 +43,8 @@ func (r *Runner) ForwardGreedy(seqs []Seq, greedy []bool) ([]float32, []int32, e
 		return nil, nil, err
 	}
 	eps := r.m.Config.NormEps
-	if gb, ok := r.b.(GreedyBackend); ok {
-		return gb.LogitsGreedy(r.x, r.w.finalNorm, r.w.classifier, eps, greedy)
+	if r.gb != nil {
+		return r.gb.LogitsGreedy(r.x, r.w.finalNorm, r.w.classifier, eps, greedy)
 	}
 	logits, err := r.b.Logits(r.x, r.w.finalNorm, r.w.classifier, eps)
 	if err != nil {

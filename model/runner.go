@@ -28,6 +28,8 @@ type Runner struct {
 	// declared) where fusedQKV, gu [gate | up] (hb2 is not).
 	qkv, gu  kernels.Buf
 	fusedQKV bool
+	fb       FusedBackend  // b, if it is one (asserted once)
+	gb       GreedyBackend // b, if it is one
 	// live are the buffers the last layer reads after its attention (the
 	// attention output and the residual), which Forward narrows to the
 	// rows that want logits; made once, so passing them allocates nothing.
@@ -90,7 +92,9 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 	}
 	// On a FusedBackend, q, k and v come from one product (unless q and k
 	// are normalised per head in between), gate and up from another.
-	_, fused := b.(FusedBackend)
+	r.fb, _ = b.(FusedBackend)
+	r.gb, _ = b.(GreedyBackend)
+	fused := r.fb != nil
 	r.fusedQKV = fused && !c.Arch.QKNorm
 	upStack := func(ts ...kernels.Tensor) kernels.Weight {
 		t, err := stack(ts...)
@@ -212,8 +216,8 @@ func (r *Runner) qkvApart(li int, l *layerWeights) {
 // residual adds x·Wᵀ to the residual stream r.x: in one product on a
 // FusedBackend, else through r.xb.
 func (r *Runner) residual(x kernels.Buf, w kernels.Weight) {
-	if fb, ok := r.b.(FusedBackend); ok {
-		fb.MatMulAdd(r.x, x, w)
+	if r.fb != nil {
+		r.fb.MatMulAdd(r.x, x, w)
 		return
 	}
 	r.b.MatMul(r.xb, x, w)
@@ -273,7 +277,7 @@ func (r *Runner) layers(seqs []Seq) error {
 		return err
 	}
 	c, b, eps := r.m.Config, r.b, r.m.Config.NormEps
-	fb, fused := b.(FusedBackend)
+	fb, fused := r.fb, r.fb != nil
 	b.Begin(seqs)
 	b.Embed(r.x, r.w.embed)
 	for li := range r.w.layers {
