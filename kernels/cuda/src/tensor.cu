@@ -5,34 +5,30 @@
 // each instruction with the layouts PTX defines) and on a GPU (the
 // hardware's), so both agree with PTX and with each other.
 
-// mma_16816_bf16 and mma_16816_f16 are mma.sync.aligned.m16n8k16.row.col
-// with float accumulators: d += a·b over a warp's fragments (emu.h's
-// mma_16816 gives the layout).
-DEV void mma_16816_bf16(float *d, const unsigned *a, const unsigned *b) {
+// mma_16816 is mma.sync.aligned.m16n8k16.row.col with float
+// accumulators, on f16 elements if f16 else bf16: d += a·b over a warp's
+// fragments (emu.h's mma_16816 gives the layout).
 #ifndef PREFIXD_EMU
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-		     "{%0, %1, %2, %3};\n"
-		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#define PREFIXD_MMA_16816(T)                                                                                  \
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." T "." T ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, " \
+		     "{%8, %9}, {%0, %1, %2, %3};\n"                                                                \
+		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                               \
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#endif
+DEV void mma_16816(float *d, const unsigned *a, const unsigned *b, bool f16) {
+#ifndef PREFIXD_EMU
+	if (f16)
+		PREFIXD_MMA_16816("f16");
+	else
+		PREFIXD_MMA_16816("bf16");
 #else
-	emu::mma_16816(d, a, b, true);
+	emu::mma_16816(d, a, b, !f16);
 #endif
 }
 
-DEV void mma_16816_f16(float *d, const unsigned *a, const unsigned *b) {
-#ifndef PREFIXD_EMU
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-		     "{%0, %1, %2, %3};\n"
-		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-	emu::mma_16816(d, a, b, false);
-#endif
-}
-
-// ldmatrix_x4, ldmatrix_x2 and ldmatrix_x2_trans are
-// ldmatrix.sync.aligned.m8n8.{x4,x2,x2.trans}.shared.b16: p is this
-// lane's row address (16-byte aligned, in shared memory).
+// ldmatrix_x4 and ldmatrix_x2 are ldmatrix.sync.aligned.m8n8.x4 and .x2
+// (.trans if trans) .shared.b16: p is this lane's row address (16-byte
+// aligned, in shared memory).
 DEV void ldmatrix_x4(unsigned *r, const void *p) {
 #ifndef PREFIXD_EMU
 	unsigned s = (unsigned)__cvta_generic_to_shared(p);
@@ -44,21 +40,15 @@ DEV void ldmatrix_x4(unsigned *r, const void *p) {
 #endif
 }
 
-DEV void ldmatrix_x2(unsigned *r, const void *p) {
+DEV void ldmatrix_x2(unsigned *r, const void *p, bool trans) {
 #ifndef PREFIXD_EMU
 	unsigned s = (unsigned)__cvta_generic_to_shared(p);
-	asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+	if (trans)
+		asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+	else
+		asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
 #else
-	emu::ldmatrix(r, 2, false, p);
-#endif
-}
-
-DEV void ldmatrix_x2_trans(unsigned *r, const void *p) {
-#ifndef PREFIXD_EMU
-	unsigned s = (unsigned)__cvta_generic_to_shared(p);
-	asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
-#else
-	emu::ldmatrix(r, 2, true, p);
+	emu::ldmatrix(r, 2, trans, p);
 #endif
 }
 
@@ -113,17 +103,12 @@ KERNEL void __launch_bounds__(32) tc_check(float *d, const unsigned short *a, co
 	// Matrix i of A: rows 8(i%2).., columns 8(i/2)..: a[0..3]'s order.
 	ldmatrix_x4(af, as + (j + 8 * (i & 1)) * 16 + 8 * (i >> 1));
 	// Bt's rows are B's columns: matrix i holds k 8i.. of columns 0..7.
-	ldmatrix_x2(bf, bts + j * 16 + 8 * (i & 1));
+	ldmatrix_x2(bf, bts + j * 16 + 8 * (i & 1), false);
 	// B's rows are k: matrix i holds rows 8i.. , transposed.
-	ldmatrix_x2_trans(bf2, bs + (j + 8 * (i & 1)) * 8);
+	ldmatrix_x2(bf2, bs + (j + 8 * (i & 1)) * 8, true);
 	float d0[4] = {0, 0, 0, 0}, d1[4] = {0, 0, 0, 0};
-	if (f16) {
-		mma_16816_f16(d0, af, bf);
-		mma_16816_f16(d1, af, bf2);
-	} else {
-		mma_16816_bf16(d0, af, bf);
-		mma_16816_bf16(d1, af, bf2);
-	}
+	mma_16816(d0, af, bf, f16);
+	mma_16816(d1, af, bf2, f16);
 	int g = lane / 4, t = lane % 4;
 	for (int k = 0; k < 4; k++) {
 		int row = g + 8 * (k >> 1), col = 2 * t + (k & 1);
