@@ -19,22 +19,7 @@ import (
 // so; a server without the tier shows none of it.
 func TestRemoteTierTwoServers(t *testing.T) {
 	s := redistest.Start(t)
-	w := cpu.NewWorkers(1)
-	t.Cleanup(w.Close)
-	kv, err := model.NewRunner(builtin(), w).NewKV(1, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	replica := func() (*harness, *remotetier.Tier) {
-		r, err := remotetier.New(remotetier.Config{URL: s.URL(0), Model: disktier.ModelFingerprint{1}, BlockTokens: 8, BlockBytes: kv.BlockBytes()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		h := newHarness(t, withEngine(func(c *engine.Config) { c.RemoteTier = r }),
-			withServer(func(c *Config) { c.Metrics.Registry().MustRegister(r.Collector()) }))
-		return h, r
-	}
+	replica := func() (*harness, *remotetier.Tier) { return remoteTierHarness(t, s) }
 	a, ra := replica()
 	b, _ := replica()
 	prompt := strings.Repeat("a story of shared prefixes ", 6)
@@ -77,4 +62,24 @@ func idleRemoteTier(t *testing.T) *remotetier.Tier {
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
+}
+
+// remoteTierHarness starts a server on the built-in model whose engine has
+// a remote tier on store, with the tier's metrics registered.
+func remoteTierHarness(t *testing.T, store *redistest.Server) (*harness, *remotetier.Tier) {
+	t.Helper()
+	w := cpu.NewWorkers(1)
+	t.Cleanup(w.Close)
+	kv, err := model.NewRunner(builtin(), w).NewKV(1, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := remotetier.New(remotetier.Config{URL: store.URL(0), Model: disktier.ModelFingerprint{1}, BlockTokens: 8, BlockBytes: kv.BlockBytes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	h := newHarness(t, withEngine(func(c *engine.Config) { c.RemoteTier = r }),
+		withServer(func(c *Config) { c.Metrics.Registry().MustRegister(r.Collector()) }))
+	return h, r
 }
