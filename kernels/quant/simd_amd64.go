@@ -2,20 +2,19 @@
 
 package quant
 
-import "golang.org/x/sys/cpu"
+import "github.com/prefixd/prefixd/internal/cpufeat"
 
-// haveSIMD reports whether this CPU runs the AVX2 kernels: they need AVX2,
-// FMA and F16C (x/sys/cpu checks the OS saves the YMM registers).
-var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+// haveSIMD reports whether the AVX2 kernels run: cpufeat allows AVX2, FMA
+// and F16C.
+var haveSIMD = cpufeat.Kernels() >= cpufeat.AVX2
 
 // have512 reports whether the kernels of simd512_amd64.s run: the
 // single-row dot products in place of the AVX2 ones, and the
 // dequantizers. They use masks and byte and word ops of AVX512BW and VL,
-// VPDPBUSD and VPDPWSSD (AVX512_VNNI) and VPERMT2B (AVX512_VBMI), all of
-// which Zen 4 and 5 and Intel since Ice Lake have. The tests clear it to
-// run the AVX2 kernels on a CPU that has both.
-var have512 = haveSIMD && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
-	cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VBMI
+// VPDPBUSD and VPDPWSSD (AVX512_VNNI) and VPERMT2B (AVX512_VBMI): cpufeat's
+// AVX512 level. The tests clear it to run the AVX2 kernels on a CPU that
+// has both.
+var have512 = cpufeat.Kernels() >= cpufeat.AVX512
 
 // The single-row kernels multiply nrows consecutive weight rows (at
 // least 1) by one activation row into out[0:nrows]: n is in values for
