@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/internal/cpufeat"
 	"github.com/prefixd/prefixd/model"
 	"github.com/prefixd/prefixd/server"
 	"github.com/prefixd/prefixd/trace"
@@ -144,7 +145,8 @@ func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveO
 			settings[k], source[k] = v, "config file "+path
 		}
 	}
-	known := map[string]bool{}
+	// PREFIXD_CPU is no flag: the kernels read it as they initialize.
+	known := map[string]bool{cpufeat.EnvVar: true}
 	fs.VisitAll(func(f *flag.Flag) {
 		known[envName(f.Name)] = true
 		if v, ok := env[envName(f.Name)]; ok && f.Name != "config" {
