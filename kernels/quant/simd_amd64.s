@@ -44,39 +44,56 @@
 	ADDQ   $4, outp-16(SP); \
 	DECQ   rows-8(SP)
 
-// FLOATDOT is the loop of the float dots: LOAD8(off, reg) loads eight
-// weights from off(SI) as float32s into reg; 32 values per iteration into
-// four accumulators, then 8 at a time. SI: weights, DI: x, CX: n, BX: the
-// weight size in bytes.
-#define FLOATDOT(LOAD8) \
+// FLOATDOT is the loop of the float dots, over two weight rows at once,
+// at SI and R9: two memory streams, which one core reads faster than one
+// (the AVX-512 kernels do the same). LOAD8(base, off, reg) loads the eight
+// weights of a row from value off at base as float32s into reg; 32 values
+// per iteration into four accumulators a row (Y0-Y3 and Y8-Y11), then 8
+// at a time. DI: x, CX: n, size: the weight size in bytes. The sums end
+// in X0 (SI's row) and X8 (R9's), each summed in the order FLOATDOT2 sums
+// a row, bit for bit.
+#define FLOATDOT(size, LOAD8) \
 	VXORPS Y0, Y0, Y0; \
 	VXORPS Y1, Y1, Y1; \
 	VXORPS Y2, Y2, Y2; \
 	VXORPS Y3, Y3, Y3; \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11; \
 loop32: \
 	CMPQ CX, $32; \
 	JLT  loop8; \
-	LOAD8(0, Y4); \
-	LOAD8(8, Y5); \
-	LOAD8(16, Y6); \
-	LOAD8(24, Y7); \
+	LOAD8(SI, 0, Y4); \
+	LOAD8(SI, 8, Y5); \
+	LOAD8(SI, 16, Y6); \
+	LOAD8(SI, 24, Y7); \
+	LOAD8(R9, 0, Y12); \
+	LOAD8(R9, 8, Y13); \
+	LOAD8(R9, 16, Y14); \
+	LOAD8(R9, 24, Y15); \
 	VFMADD231PS (DI), Y4, Y0; \
 	VFMADD231PS 32(DI), Y5, Y1; \
 	VFMADD231PS 64(DI), Y6, Y2; \
 	VFMADD231PS 96(DI), Y7, Y3; \
-	LEAQ (SI)(BX*8), SI; \
-	LEAQ (SI)(BX*8), SI; \
-	LEAQ (SI)(BX*8), SI; \
-	LEAQ (SI)(BX*8), SI; \
+	VFMADD231PS (DI), Y12, Y8; \
+	VFMADD231PS 32(DI), Y13, Y9; \
+	VFMADD231PS 64(DI), Y14, Y10; \
+	VFMADD231PS 96(DI), Y15, Y11; \
+	ADDQ $(32*size), SI; \
+	ADDQ $(32*size), R9; \
 	ADDQ $128, DI; \
 	SUBQ $32, CX; \
 	JMP  loop32; \
 loop8: \
 	CMPQ CX, $8; \
 	JLT  done; \
-	LOAD8(0, Y4); \
+	LOAD8(SI, 0, Y4); \
+	LOAD8(R9, 0, Y12); \
 	VFMADD231PS (DI), Y4, Y0; \
-	LEAQ (SI)(BX*8), SI; \
+	VFMADD231PS (DI), Y12, Y8; \
+	ADDQ $(8*size), SI; \
+	ADDQ $(8*size), R9; \
 	ADDQ $32, DI; \
 	SUBQ $8, CX; \
 	JMP  loop8; \
@@ -84,25 +101,60 @@ done: \
 	VADDPS Y1, Y0, Y0; \
 	VADDPS Y3, Y2, Y2; \
 	VADDPS Y2, Y0, Y0; \
-	HSUM8
+	VADDPS Y9, Y8, Y8; \
+	VADDPS Y11, Y10, Y10; \
+	VADDPS Y10, Y8, Y8; \
+	HSUM8; \
+	VEXTRACTF128 $1, Y8, X9; \
+	VADDPS       X9, X8, X8; \
+	VHADDPS      X8, X8, X8; \
+	VHADDPS      X8, X8, X8
 
-#define LOADF32(off, reg) VMOVUPS (off*4)(SI), reg
-#define LOADF16(off, reg) VCVTPH2PS (off*2)(SI), reg
-#define LOADBF16(off, reg) VPMOVZXWD (off*2)(SI), reg; VPSLLD $16, reg, reg
+#define LOADF32(base, off, reg) VMOVUPS (off*4)(base), reg
+#define LOADF16(base, off, reg) VCVTPH2PS (off*2)(base), reg
+#define LOADBF16(base, off, reg) VPMOVZXWD (off*2)(base), reg; VPSLLD $16, reg, reg
 
 // FLOATROWS is the body of a float type's single-row kernel, func(w
 // *byte, x *float32, n, nrows int, out *float32): nrows weight rows of
-// size-byte values, loaded by LOAD8, each dotted with x into out.
+// size-byte values, loaded by LOAD8, each dotted with x into out. FLOATDOT
+// takes rows i and i+h for h = nrows/2 side by side, R10 counting the
+// pairs, BX = h, R11 = h rows' bytes; an odd last row goes through as a
+// pair with itself (BX = R11 = 0).
 #define FLOATROWS(size, LOAD8) \
-	MOVQ w+0(FP), SI; \
-	MOVQ nrows+24(FP), R12; \
-	MOVQ out+32(FP), R13; \
-	MOVQ $size, BX; \
-row: \
+	MOVQ   w+0(FP), SI; \
+	MOVQ   nrows+24(FP), R12; \
+	MOVQ   out+32(FP), R13; \
+	MOVQ   R12, R10; \
+	SHRQ   $1, R10; \
+	MOVQ   R10, BX; \
+	MOVQ   n+16(FP), R11; \
+	IMUL3Q $size, R11, R11; \
+	IMULQ  R10, R11; \
+	ANDQ   $1, R12; \
+	TESTQ  R10, R10; \
+	JZ     odd; \
+rows2: \
+	LEAQ (SI)(R11*1), R9; \
 	MOVQ x+8(FP), DI; \
 	MOVQ n+16(FP), CX; \
-	FLOATDOT(LOAD8); \
-	ROWOUT(row); \
+	FLOATDOT(size, LOAD8); \
+	VMOVSS X0, (R13); \
+	VMOVSS X8, (R13)(BX*4); \
+	ADDQ   $4, R13; \
+	DECQ   R10; \
+	JNZ    rows2; \
+	ADDQ   R11, SI; \
+	LEAQ   (R13)(BX*4), R13; \
+odd: \
+	TESTQ R12, R12; \
+	JZ    end; \
+	XORQ  R12, R12; \
+	XORQ  BX, BX; \
+	XORQ  R11, R11; \
+	MOVQ  $1, R10; \
+	JMP   rows2; \
+end: \
+	VZEROUPPER; \
 	RET
 
 // FLOATDOT2 is FLOATDOT for two rows of x, the second R12 bytes after
@@ -122,10 +174,10 @@ row: \
 loop32: \
 	CMPQ CX, $32; \
 	JLT  loop8; \
-	LOAD8(0, Y4); \
-	LOAD8(8, Y5); \
-	LOAD8(16, Y6); \
-	LOAD8(24, Y7); \
+	LOAD8(SI, 0, Y4); \
+	LOAD8(SI, 8, Y5); \
+	LOAD8(SI, 16, Y6); \
+	LOAD8(SI, 24, Y7); \
 	VFMADD231PS (DI), Y4, Y0; \
 	VFMADD231PS 32(DI), Y5, Y1; \
 	VFMADD231PS 64(DI), Y6, Y2; \
@@ -144,7 +196,7 @@ loop32: \
 loop8: \
 	CMPQ CX, $8; \
 	JLT  done; \
-	LOAD8(0, Y4); \
+	LOAD8(SI, 0, Y4); \
 	VFMADD231PS (DI), Y4, Y0; \
 	VFMADD231PS (DI)(R12*1), Y4, Y8; \
 	LEAQ (SI)(BX*8), SI; \
