@@ -235,6 +235,23 @@ row: \
 	VZEROUPPER; \
 	RET
 
+// DEQUANTFLOAT is the body of the AVX2 dequantizers of the half types,
+// func(src *byte, dst *float32, n int): the n values (a multiple of 8, at
+// least 8) of size bytes at src, loaded by LOAD8, stored as float32s.
+#define DEQUANTFLOAT(size, LOAD8) \
+	MOVQ src+0(FP), SI; \
+	MOVQ dst+8(FP), DI; \
+	MOVQ n+16(FP), CX; \
+dq8: \
+	LOAD8(SI, 0, Y0); \
+	VMOVUPS Y0, (DI); \
+	ADDQ    $(8*size), SI; \
+	ADDQ    $32, DI; \
+	SUBQ    $8, CX; \
+	JNZ     dq8; \
+	VZEROUPPER; \
+	RET
+
 // func dotF32AVX(w *byte, x *float32, n, nrows int, out *float32)
 TEXT ·dotF32AVX(SB), NOSPLIT, $0-40
 	FLOATROWS(4, LOADF32)
@@ -258,6 +275,14 @@ TEXT ·dotF16x2AVX(SB), NOSPLIT, $16-56
 // func dotBF16x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStride int)
 TEXT ·dotBF16x2AVX(SB), NOSPLIT, $16-56
 	FLOATROWS2(2, LOADBF16)
+
+// func dequantF16AVX(src *byte, dst *float32, n int)
+TEXT ·dequantF16AVX(SB), NOSPLIT, $0-24
+	DEQUANTFLOAT(2, LOADF16)
+
+// func dequantBF16AVX(src *byte, dst *float32, n int)
+TEXT ·dequantBF16AVX(SB), NOSPLIT, $0-24
+	DEQUANTFLOAT(2, LOADBF16)
 
 // BLOCKSCALE sets Y1 to the weight block's d (the half at doff(SI))
 // times the activation block's d (the float at adoff(DX)), broadcast.
