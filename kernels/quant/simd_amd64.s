@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rowpairs_amd64.h"
 
 // AVX2 dot products of one weight row with one activation row. The
 // callers (simd_amd64.go) check the CPU has AVX2, FMA and F16C and that
@@ -44,15 +45,10 @@
 	ADDQ   $4, outp-16(SP); \
 	DECQ   rows-8(SP)
 
-// FLOATDOT is the loop of the float dots, over two weight rows at once,
-// at SI and R9: two memory streams, which one core reads faster than one
-// (the AVX-512 kernels do the same). LOAD8(base, off, reg) loads the eight
-// weights of a row from value off at base as float32s into reg; 32 values
-// per iteration into four accumulators a row (Y0-Y3 and Y8-Y11), then 8
-// at a time. DI: x, CX: n, size: the weight size in bytes. The sums end
-// in X0 (SI's row) and X8 (R9's), each summed in the order FLOATDOT2 sums
-// a row, bit for bit.
-#define FLOATDOT(size, LOAD8) \
+// ZERO2x4 clears the float dots' two sets of four accumulators, Y0-Y3
+// and Y8-Y11; SUM2x4 sums each set, in the order (Y0+Y1)+(Y2+Y3), into
+// X0's and X8's low lanes.
+#define ZERO2x4 \
 	VXORPS Y0, Y0, Y0; \
 	VXORPS Y1, Y1, Y1; \
 	VXORPS Y2, Y2, Y2; \
@@ -60,7 +56,30 @@
 	VXORPS Y8, Y8, Y8; \
 	VXORPS Y9, Y9, Y9; \
 	VXORPS Y10, Y10, Y10; \
-	VXORPS Y11, Y11, Y11; \
+	VXORPS Y11, Y11, Y11
+
+#define SUM2x4 \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y3, Y2, Y2; \
+	VADDPS Y2, Y0, Y0; \
+	VADDPS Y9, Y8, Y8; \
+	VADDPS Y11, Y10, Y10; \
+	VADDPS Y10, Y8, Y8; \
+	HSUM8; \
+	VEXTRACTF128 $1, Y8, X9; \
+	VADDPS       X9, X8, X8; \
+	VHADDPS      X8, X8, X8; \
+	VHADDPS      X8, X8, X8
+
+// FLOATDOT is the loop of the float dots, over two weight rows at once,
+// at SI and R9 (see ROWPAIRS). LOAD8(base, off, reg) loads the eight
+// weights of a row from value off at base as float32s into reg; 32 values
+// per iteration into four accumulators a row (Y0-Y3 and Y8-Y11), then 8
+// at a time. DI: x, CX: n, size: the weight size in bytes. The sums end
+// in X0 (SI's row) and X8 (R9's), each summed in the order FLOATDOT2 sums
+// a row, bit for bit.
+#define FLOATDOT(size, LOAD8) \
+	ZERO2x4; \
 loop32: \
 	CMPQ CX, $32; \
 	JLT  loop8; \
@@ -98,79 +117,33 @@ loop8: \
 	SUBQ $8, CX; \
 	JMP  loop8; \
 done: \
-	VADDPS Y1, Y0, Y0; \
-	VADDPS Y3, Y2, Y2; \
-	VADDPS Y2, Y0, Y0; \
-	VADDPS Y9, Y8, Y8; \
-	VADDPS Y11, Y10, Y10; \
-	VADDPS Y10, Y8, Y8; \
-	HSUM8; \
-	VEXTRACTF128 $1, Y8, X9; \
-	VADDPS       X9, X8, X8; \
-	VHADDPS      X8, X8, X8; \
-	VHADDPS      X8, X8, X8
+	SUM2x4
 
 #define LOADF32(base, off, reg) VMOVUPS (off*4)(base), reg
 #define LOADF16(base, off, reg) VCVTPH2PS (off*2)(base), reg
 #define LOADBF16(base, off, reg) VPMOVZXWD (off*2)(base), reg; VPSLLD $16, reg, reg
 
 // FLOATROWS is the body of a float type's single-row kernel, func(w
-// *byte, x *float32, n, nrows int, out *float32): nrows weight rows of
-// size-byte values, loaded by LOAD8, each dotted with x into out. FLOATDOT
-// takes rows i and i+h for h = nrows/2 side by side, R10 counting the
-// pairs, BX = h, R11 = h rows' bytes; an odd last row goes through as a
-// pair with itself (BX = R11 = 0).
-#define FLOATROWS(size, LOAD8) \
-	MOVQ   w+0(FP), SI; \
-	MOVQ   nrows+24(FP), R12; \
-	MOVQ   out+32(FP), R13; \
-	MOVQ   R12, R10; \
-	SHRQ   $1, R10; \
-	MOVQ   R10, BX; \
-	MOVQ   n+16(FP), R11; \
-	IMUL3Q $size, R11, R11; \
-	IMULQ  R10, R11; \
-	ANDQ   $1, R12; \
-	TESTQ  R10, R10; \
-	JZ     odd; \
-rows2: \
-	LEAQ (SI)(R11*1), R9; \
-	MOVQ x+8(FP), DI; \
-	MOVQ n+16(FP), CX; \
-	FLOATDOT(size, LOAD8); \
-	VMOVSS X0, (R13); \
-	VMOVSS X8, (R13)(BX*4); \
-	ADDQ   $4, R13; \
-	DECQ   R10; \
-	JNZ    rows2; \
-	ADDQ   R11, SI; \
-	LEAQ   (R13)(BX*4), R13; \
-odd: \
-	TESTQ R12, R12; \
-	JZ    end; \
-	XORQ  R12, R12; \
-	XORQ  BX, BX; \
-	XORQ  R11, R11; \
-	MOVQ  $1, R10; \
-	JMP   rows2; \
-end: \
-	VZEROUPPER; \
+// *byte, x *float32, n, nrows int, out *float32): ROWPAIRS running DOT,
+// FLOATDOT for the type.
+#define FLOATROWS(size, DOT) \
+	MOVQ w+0(FP), SI; \
+	MOVQ nrows+24(FP), R12; \
+	MOVQ out+32(FP), R13; \
+	ROWPAIRS(size, DOT); \
 	RET
+
+#define F32DOT FLOATDOT(4, LOADF32)
+#define F16DOT FLOATDOT(2, LOADF16)
+#define BF16DOT FLOATDOT(2, LOADBF16)
 
 // FLOATDOT2 is FLOATDOT for two rows of x, the second R12 bytes after
 // the first: each weight is loaded and converted once for both, and eight
 // accumulators (Y0-Y3 the first row, Y8-Y11 the second) keep the FMAs'
 // latency hidden. 32 values per iteration, then 8; the sums end in X0
-// (first row) and X2 (second).
+// (first row) and X8 (second).
 #define FLOATDOT2(LOAD8) \
-	VXORPS Y0, Y0, Y0; \
-	VXORPS Y1, Y1, Y1; \
-	VXORPS Y2, Y2, Y2; \
-	VXORPS Y3, Y3, Y3; \
-	VXORPS Y8, Y8, Y8; \
-	VXORPS Y9, Y9, Y9; \
-	VXORPS Y10, Y10, Y10; \
-	VXORPS Y11, Y11, Y11; \
+	ZERO2x4; \
 loop32: \
 	CMPQ CX, $32; \
 	JLT  loop8; \
@@ -204,17 +177,7 @@ loop8: \
 	SUBQ $8, CX; \
 	JMP  loop8; \
 done: \
-	VADDPS Y1, Y0, Y0; \
-	VADDPS Y3, Y2, Y2; \
-	VADDPS Y2, Y0, Y0; \
-	VADDPS Y9, Y8, Y8; \
-	VADDPS Y11, Y10, Y10; \
-	VADDPS Y10, Y8, Y2; \
-	HSUM8; \
-	VEXTRACTF128 $1, Y2, X3; \
-	VADDPS       X3, X2, X2; \
-	VHADDPS      X2, X2, X2; \
-	VHADDPS      X2, X2, X2
+	SUM2x4
 
 // FLOATROWS2 is the body of a float type's two-row kernel, func(w *byte,
 // x *float32, xstride, n, nr int, dst *float32, dstStride int): nr
@@ -230,7 +193,7 @@ row: \
 	MOVQ x+8(FP), DI; \
 	MOVQ n+24(FP), CX; \
 	FLOATDOT2(LOAD8); \
-	X2NEXT(X0, X2, dstStride+48(FP)); \
+	X2NEXT(X0, X8, dstStride+48(FP)); \
 	JNZ row; \
 	VZEROUPPER; \
 	RET
@@ -254,15 +217,15 @@ dq8: \
 
 // func dotF32AVX(w *byte, x *float32, n, nrows int, out *float32)
 TEXT ·dotF32AVX(SB), NOSPLIT, $0-40
-	FLOATROWS(4, LOADF32)
+	FLOATROWS(4, F32DOT)
 
 // func dotF16AVX(w *byte, x *float32, n, nrows int, out *float32)
 TEXT ·dotF16AVX(SB), NOSPLIT, $0-40
-	FLOATROWS(2, LOADF16)
+	FLOATROWS(2, F16DOT)
 
 // func dotBF16AVX(w *byte, x *float32, n, nrows int, out *float32)
 TEXT ·dotBF16AVX(SB), NOSPLIT, $0-40
-	FLOATROWS(2, LOADBF16)
+	FLOATROWS(2, BF16DOT)
 
 // func dotF32x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStride int)
 TEXT ·dotF32x2AVX(SB), NOSPLIT, $16-56
