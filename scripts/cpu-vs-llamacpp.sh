@@ -19,7 +19,10 @@
 #   RUNS           rounds (default 3)
 # PREFIXD_BENCH_FILES picks the files (default: f16 bf16 q8_0 q4_k_m q5_k_m
 # q6_k f32), PREFIXD_BENCH_LLAMA_THREADS llama-bench's thread counts (default
-# 1,2; 2 alone halves its time, the tables then show no t1 figures). Without AVX-512: PREFIXD_CPU=avx2 caps prefixd's kernels at
+# 1,2; one of them alone halves its time, the tables then show n/a for the
+# other: under a heavy load llama.cpp's 2 threads, spinning at barriers,
+# can slow to a crawl), and PREFIXD_BENCH_LLAMA_BATCHED=0 skips
+# llama-batched-bench, the longest of the runs. Without AVX-512: PREFIXD_CPU=avx2 caps prefixd's kernels at
 # AVX2 (internal/cpufeat), and LLAMA_CPP_BIN names a llama.cpp built with
 # -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 # -DGGML_AVX512=OFF; the output names the level prefixd's kernels ran at.
@@ -72,7 +75,7 @@ for l in sys.stdin:
     print("llama_%s_t%d\t%s\t%s" % ("pp" if d["n_prompt"] else "tg", d["n_threads"], sys.argv[1], d["avg_ts"]))' "$t" >>"$out"
 			;;
 		esac
-		if [ -x "$bin/llama-batched-bench" ]; then
+		if [ -x "$bin/llama-batched-bench" ] && [ "${PREFIXD_BENCH_LLAMA_BATCHED:-1}" != 0 ]; then
 			"$bin/llama-batched-bench" -m "$f" -c 4608 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,16 -t 2 \
 				--output-format jsonl 2>/dev/null |
 				python3 -c 'import json,sys
@@ -104,22 +107,25 @@ print("Medians of %d interleaved rounds; read bandwidth of 2 threads %.1f GB/s (
     n, bw / 1e9, min(rows[("bw", "-")]) / 1e3, max(rows[("bw", "-")]) / 1e3, min(load), max(load), os.cpu_count(),
     sys.argv[2], os.environ["PREFIXD_BENCH_KV"], sys.argv[3]))
 print()
-print("| file | size | pp512 llama.cpp t2 (t1) | pp512 prefixd t2 | ratio to t2 | tg128 llama.cpp t2 (t1) | tg128 prefixd t2 | ratio to t2 (t1) | prefixd decode / bandwidth bound | prefixd 16 seqs / 1 | llama.cpp 16 seqs / 1 | 16 seqs tok/s prefixd / llama.cpp |")
+print("| file | size | pp512 llama.cpp t2 (t1) | pp512 prefixd t2 | ratio to t2 (t1) | tg128 llama.cpp t2 (t1) | tg128 prefixd t2 | ratio to t2 (t1) | prefixd decode / bandwidth bound | prefixd 16 seqs / 1 | llama.cpp 16 seqs / 1 | 16 seqs tok/s prefixd / llama.cpp |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-def t1(x, fmt):  # a -t 1 figure, absent when llama-bench ran without it
+def fig(x, fmt):  # a llama-bench figure, absent for a thread count it did not run
     return "n/a" if x is None else fmt % x
+def ratio(a, b):
+    return b and a / b
 for t in size:
-    lp, lp1, pp = med[("llama_pp_t2", t)], med.get(("llama_pp_t1", t)), med[("prefixd_Prefill512", t)]
-    lt, lt1, pt = med[("llama_tg_t2", t)], med.get(("llama_tg_t1", t)), med[("prefixd_TG128", t)]
+    lp, lp1, pp = med.get(("llama_pp_t2", t)), med.get(("llama_pp_t1", t)), med[("prefixd_Prefill512", t)]
+    lt, lt1, pt = med.get(("llama_tg_t2", t)), med.get(("llama_tg_t1", t)), med[("prefixd_TG128", t)]
     bound = bw / size[t]
     b16, b1 = med[("prefixd_DecodeBatch16", t)], med[("prefixd_DecodeBatch1", t)]
     peer = "n/a | n/a"
     if ("llama_batch16", t) in med:
         l16, l1 = med[("llama_batch16", t)], med[("llama_batch1", t)]
         peer = "%.1fx | %.0f / %.0f (%.2fx)" % (l16 / l1, b16, l16, b16 / l16)
-    print("| %s | %d MB | %.1f (%s) | %.1f | %.2fx | %.1f (%s) | %.1f | %.2fx (%s) | %.0f%% of %.0f tok/s | %.1fx | %s |" % (
-        t.upper(), size[t] / 1e6, lp, t1(lp1, "%.1f"), pp, pp / lp, lt, t1(lt1, "%.1f"), pt, pt / lt,
-        t1(lt1 and pt / lt1, "%.2fx"), 100 * pt / bound, bound, b16 / b1, peer))
+    print("| %s | %d MB | %s (%s) | %.1f | %s (%s) | %s (%s) | %.1f | %s (%s) | %.0f%% of %.0f tok/s | %.1fx | %s |" % (
+        t.upper(), size[t] / 1e6, fig(lp, "%.1f"), fig(lp1, "%.1f"), pp, fig(ratio(pp, lp), "%.2fx"),
+        fig(ratio(pp, lp1), "%.2fx"), fig(lt, "%.1f"), fig(lt1, "%.1f"), pt, fig(ratio(pt, lt), "%.2fx"),
+        fig(ratio(pt, lt1), "%.2fx"), 100 * pt / bound, bound, b16 / b1, peer))
 print()
 print("Batched decode, 16 sequences of 128-255 tokens against one (BenchmarkDecodeBatch16/1; llama-batched-bench -npp 128 -ntg 128 -npl 1,16):")
 print()
