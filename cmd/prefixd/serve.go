@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/internal/cpufeat"
 	"github.com/prefixd/prefixd/internal/sidefile"
 	"github.com/prefixd/prefixd/model"
 	"github.com/prefixd/prefixd/remotetier"
@@ -163,7 +164,8 @@ func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveO
 			settings[k], source[k] = v, "config file "+path
 		}
 	}
-	known := map[string]bool{}
+	// PREFIXD_CPU is no flag: the kernels read it as they initialize.
+	known := map[string]bool{cpufeat.EnvVar: true}
 	fs.VisitAll(func(f *flag.Flag) {
 		if commandLineOnly[f.Name] {
 			return
