@@ -76,3 +76,21 @@ func TestEnvCap(t *testing.T) {
 		t.Errorf("%s=avx3: err %v, output\n%s\nwant a panic naming the value", EnvVar, err, out)
 	}
 }
+
+// TestExpectedLevel checks, when PREFIXD_EXPECT_CPU names a level, that
+// this CPU was detected at exactly that level: scripts/cpu-portability.sh
+// sets it for each CPU it emulates, so a run meant as an AVX2-only CPU
+// cannot pass on the pure-Go kernels (or on AVX-512) by a detection slip.
+func TestExpectedLevel(t *testing.T) {
+	want := os.Getenv("PREFIXD_EXPECT_CPU")
+	if want == "" {
+		t.Skip("PREFIXD_EXPECT_CPU is not set")
+	}
+	l, err := Parse(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Detected() != l || Kernels() != l {
+		t.Fatalf("detected %v, kernels at %v; want %v", Detected(), Kernels(), l)
+	}
+}
