@@ -47,7 +47,7 @@ type record struct {
 
 // size is the encoded length of r.
 func (r *record) size() int {
-	return headerSize + len(r.ns) + 4*len(r.tokens) + crcSize + len(r.data) + crcSize
+	return RecordSize(len(r.ns), len(r.tokens), len(r.data))
 }
 
 // appendRecord appends r's encoding to dst.

@@ -113,6 +113,11 @@ type Config struct {
 	// the whole cache into it, and requests' prefixes are promoted from
 	// it. The caller closes it, after the engine.
 	DiskTier DiskTier
+	// RemoteTier, if set, is the tier replicas share, below the others:
+	// blocks are written through to it as they are computed, and a waiting
+	// request's prefix is fetched from it before admission (see
+	// scheduler.awaitsFetch). The caller closes it, after the engine.
+	RemoteTier RemoteTier
 
 	Clock    clock.Clock // default: the system clock
 	Observer Observer    // optional
@@ -187,13 +192,14 @@ func (c *Config) fill() error {
 // Engine schedules requests onto a model. It is safe for concurrent use:
 // Submit and the admin methods may be called from any goroutine.
 type Engine struct {
-	cfg   Config
-	pool  *blockstore.Pool
-	tree  *radix.Tree
-	cache *eviction.Manager
-	host  *eviction.HostTier
-	disk  DiskTier
-	reads chan struct{} // a slot per prefetch running; see prefetch
+	cfg     Config
+	pool    *blockstore.Pool
+	tree    *radix.Tree
+	cache   *eviction.Manager
+	host    *eviction.HostTier
+	disk    DiskTier
+	reads   chan struct{} // a slot per prefetch running; see prefetch
+	fetches chan struct{} // a slot per remote fetch running; see awaitsFetch
 
 	mu     sync.Mutex
 	inbox  []*seq
@@ -251,9 +257,9 @@ func build(cfg Config) (*Engine, error) {
 	}
 	tree.SetObserver(cfg.CacheEvents)
 	e := &Engine{cfg: cfg, pool: pool, tree: tree, disk: cfg.DiskTier, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		reads: make(chan struct{}, maxPrefetches)}
-	if (cfg.HostTierBytes > 0 || cfg.DiskTier != nil) && st == nil {
-		return nil, errors.New("engine: a host or disk tier needs a model with K/V storage")
+		reads: make(chan struct{}, maxPrefetches), fetches: make(chan struct{}, maxRemoteFetches)}
+	if (cfg.HostTierBytes > 0 || cfg.DiskTier != nil || cfg.RemoteTier != nil) && st == nil {
+		return nil, errors.New("engine: a host, disk or remote tier needs a model with K/V storage")
 	}
 	if cfg.HostTierBytes > 0 {
 		hc := eviction.HostTierConfig{CapacityBytes: cfg.HostTierBytes, BlockBytes: st.BlockBytes()}
@@ -287,6 +293,9 @@ func (e *Engine) tiers() []eviction.Tier {
 	}
 	if e.disk != nil {
 		out = append(out, e.disk)
+	}
+	if e.cfg.RemoteTier != nil {
+		out = append(out, e.cfg.RemoteTier)
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/eviction"
 	"github.com/prefixd/prefixd/kvcache"
+	"github.com/prefixd/prefixd/sample"
 )
 
 // scheduler is the state the scheduler goroutine owns.
@@ -29,7 +30,9 @@ type scheduler struct {
 	rows     []Row
 	blockBuf []blockstore.BlockID
 	groups   []*beamGroup
-	held     []*seq // admit: requests waiting for a leader's prefill
+	held     []*seq      // admit: requests waiting for a leader's prefill
+	greedy   []bool      // forward: which rows asking for logits came back as ids
+	gm       GreedyModel // the Model, if it is one
 }
 
 type planned struct {
@@ -37,7 +40,10 @@ type planned struct {
 	chunk int
 }
 
-func (sc *scheduler) init(e *Engine) { sc.e = e }
+func (sc *scheduler) init(e *Engine) {
+	sc.e = e
+	sc.gm, _ = e.cfg.Model.(GreedyModel) // once: an assertion per step can allocate
+}
 
 // loop is the scheduler goroutine.
 func (e *Engine) loop() {
@@ -128,10 +134,11 @@ func (sc *scheduler) iterate() bool {
 		tokens += p.chunk
 	}
 	start := time.Now()
-	logits, err := e.cfg.Model.Forward(sc.rows)
+	logits, ids, err := sc.forward()
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Step(len(sc.rows), tokens, time.Since(start))
 	}
+	sc.observePrefill(time.Since(start))
 	sc.totals.Steps++
 	if err != nil {
 		for _, p := range sc.plan {
@@ -141,7 +148,7 @@ func (sc *scheduler) iterate() bool {
 		}
 		return true
 	}
-	sc.advance(logits)
+	sc.advance(logits, ids)
 	return true
 }
 
@@ -193,7 +200,7 @@ func (sc *scheduler) admit() {
 		if len(sc.running)+s.slots() > e.cfg.MaxRunning {
 			break
 		}
-		if sc.followsLeader(s) {
+		if sc.followsLeader(s) || sc.awaitsFetch(s) {
 			sc.held = append(sc.held, s)
 			sc.waiting = slices.Delete(sc.waiting, i, i+1)
 			continue
@@ -332,6 +339,7 @@ func (sc *scheduler) tryAdmit(s *seq) (short int) {
 	sc.totals.CacheHitDevice += uint64(hit.Tokens[kvcache.TierDevice])
 	sc.totals.CacheHitHost += uint64(hit.Tokens[kvcache.TierHost])
 	sc.totals.CacheHitDisk += uint64(hit.Tokens[kvcache.TierDisk])
+	sc.totals.CacheHitRemote += uint64(hit.Tokens[kvcache.TierRemote])
 	if !s.everAdmitted {
 		s.everAdmitted = true
 		s.usage.CachedTokens = hit.Cached()
@@ -441,8 +449,9 @@ func (sc *scheduler) dropRunning(s *seq) {
 
 // advance consumes a forward pass: records computed positions, offers
 // newly full blocks to the cache, and samples the next token of every row
-// that asked for logits.
-func (sc *scheduler) advance(logits []float32) {
+// that asked for logits (taking the model's argmax for those forward
+// marked greedy).
+func (sc *scheduler) advance(logits []float32, ids []int32) {
 	e := sc.e
 	vocab := e.cfg.Model.VocabSize()
 	now := e.cfg.Clock.Now()
@@ -471,7 +480,7 @@ func (sc *scheduler) advance(logits []float32) {
 		if s.choices != nil {
 			sc.forkChoices(s, row, now)
 		}
-		sc.sampleNext(s, row, now)
+		sc.sampleNext(s, sc.greedyID(li-1, ids), row, now)
 	}
 	for _, g := range sc.groups {
 		g.advance(sc)
@@ -490,15 +499,23 @@ func (sc *scheduler) forkChoices(s *seq, logits []float32, now time.Time) {
 		c.everAdmitted, c.admitted, c.admitSeq = true, s.admitted, s.admitSeq
 		c.usage.CachedTokens, c.usage.HostCachedTokens = s.usage.CachedTokens, s.usage.HostCachedTokens
 		sc.running = append(sc.running, c)
-		sc.sampleNext(c, logits, now)
+		sc.sampleNext(c, -1, logits, now)
 	}
 	s.choices = nil
 }
 
-// sampleNext samples s's next token from logits and emits it, or fails s
-// if they are not finite.
-func (sc *scheduler) sampleNext(s *seq, logits []float32, now time.Time) {
-	tok, err := s.sampler.Next(logits)
+// sampleNext emits s's next token: id when it is not -1 (the model's
+// argmax, see greedyID), else a draw of s's sampler from logits; or it
+// fails s if the logits, or the row the model took id from, are not
+// finite (nonFiniteID).
+func (sc *scheduler) sampleNext(s *seq, id int32, logits []float32, now time.Time) {
+	tok, err := id, error(nil)
+	switch {
+	case id == nonFiniteID:
+		err = fmt.Errorf("%w: the model's argmax row", sample.ErrNonFinite)
+	case id < 0:
+		tok, err = s.sampler.Next(logits)
+	}
 	if err != nil {
 		sc.failNonFinite(s, len(s.generated()), err)
 		return
@@ -537,6 +554,7 @@ func (sc *scheduler) offerBlocks(s *seq) {
 	if existing > s.inserted {
 		sc.shareCached(s, existing)
 	}
+	sc.publishRemote(s, max(existing, s.inserted))
 	s.inserted = full
 	// Room in the tree for the rest of what s can offer (every position it
 	// can compute), so its leaf grows without allocating; a no-op once

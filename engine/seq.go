@@ -39,6 +39,7 @@ type seq struct {
 	topBuf   []Logprob
 
 	callerGone <-chan struct{} // the submitter's ctx.Done()
+	fetched    chan struct{}   // remote tier fetch: nil before it starts, closed when it ends
 	cancelled  bool            // cancelled by the engine itself (Close)
 	finished   bool            // its Result has been delivered
 	skipped    int             // CachedFirst: times passed over

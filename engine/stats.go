@@ -13,7 +13,8 @@ type Stats struct {
 	Blocks           blockstore.Stats
 	CachedNodes      int // radix tree nodes, all namespaces
 	Cache            kvcache.Counters
-	Disk             kvcache.TierStats // now, not at the iteration; zero without a disk tier
+	Disk             kvcache.TierStats       // now, not at the iteration; zero without a disk tier
+	Remote           kvcache.RemoteTierStats // now, not at the iteration; zero without a remote tier
 	PinnedBlocks     int
 	PinBudget        int
 	DefaultTTL       time.Duration
@@ -27,21 +28,25 @@ type Stats struct {
 	CacheHitDevice   uint64 // of those, served from device blocks
 	CacheHitHost     uint64 // of those, promoted from the host tier
 	CacheHitDisk     uint64 // of those, promoted from the disk tier
+	CacheHitRemote   uint64 // of those, promoted from the remote tier
 	Preemptions      uint64 // sequences preempted (recomputed later)
 	Steps            uint64 // forward passes
 	Requests         uint64 // finished requests
 	NonFiniteLogits  uint64 // requests failed for a NaN or infinite logit (ErrNonFinite)
 }
 
-// Stats returns the latest snapshot, with the disk tier's state as of
-// now: its start-up scan and writer change it while the scheduler idles.
-// It is safe for concurrent use.
+// Stats returns the latest snapshot, with the disk and remote tiers' state
+// as of now: their start-up scan, writers and fetches change it while the
+// scheduler idles. It is safe for concurrent use.
 func (e *Engine) Stats() Stats {
 	e.statsMu.Lock()
 	s := e.stats
 	e.statsMu.Unlock()
 	if e.disk != nil {
 		s.Disk = e.disk.Stats()
+	}
+	if r := e.cfg.RemoteTier; r != nil {
+		s.Remote = r.Stats()
 	}
 	return s
 }

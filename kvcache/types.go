@@ -53,10 +53,11 @@ const (
 	TierDevice Tier = iota // the engine's KV pool, indexed by the radix tree
 	TierHost               // host memory
 	TierDisk               // files on a local disk; survives restarts
+	TierRemote             // a store shared by replicas (Redis or Valkey)
 	NumTiers               // the number of tiers
 )
 
-var tierNames = [NumTiers]string{"device", "host", "disk"}
+var tierNames = [NumTiers]string{"device", "host", "disk", "remote"}
 
 // String returns the tier's metric label.
 func (t Tier) String() string { return tierNames[t] }

@@ -24,10 +24,17 @@ type Runner struct {
 	kvType kernels.DType    // the element type NewKV asks for
 
 	x, xb, q, k, v, att, hb, hb2 kernels.Buf
+	// On a FusedBackend: qkv holds [q | k | v] (k and v are then not
+	// declared) where fusedQKV, gu [gate | up] (hb2 is not).
+	qkv, gu  kernels.Buf
+	fusedQKV bool
+	fb       FusedBackend  // b, if it is one (asserted once)
+	gb       GreedyBackend // b, if it is one
 	// live are the buffers the last layer reads after its attention (the
 	// attention output and the residual), which Forward narrows to the
 	// rows that want logits; made once, so passing them allocates nothing.
 	live []kernels.Buf
+	ids  []int32 // ForwardGreedy's on a backend that is not a GreedyBackend
 }
 
 // weights are the backend's handles of a Model's tensors.
@@ -40,6 +47,10 @@ type weights struct {
 type layerWeights struct {
 	attnNorm, wq, wk, wv, wo, ffnNorm, w1, w2, w3 kernels.Weight
 	bq, bk, bv, qNorm, kNorm                      kernels.Weight // as the Arch has them
+	// On a FusedBackend: [wq; wk; wv] (with [bq | bk | bv]) in place of
+	// wq, wk, wv (and their biases) where the runner fuses them, and
+	// [w1; w3] in place of w1 and w3.
+	wqkv, bqkv, w13 kernels.Weight
 }
 
 // NewRunner returns a Runner computing on the CPU with w, which the caller
@@ -79,13 +90,37 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 	if m.RopeFactors.Rows != 0 {
 		r.w.ropeFactors = up(m.RopeFactors)
 	}
+	// On a FusedBackend, q, k and v come from one product (unless q and k
+	// are normalised per head in between), gate and up from another.
+	r.fb, _ = b.(FusedBackend)
+	r.gb, _ = b.(GreedyBackend)
+	fused := r.fb != nil
+	r.fusedQKV = fused && !c.Arch.QKNorm
+	upStack := func(ts ...kernels.Tensor) kernels.Weight {
+		t, err := stack(ts...)
+		if err != nil {
+			errs = append(errs, err)
+			return kernels.NoWeight
+		}
+		return up(t)
+	}
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		lw := layerWeights{
-			attnNorm: up(l.AttnNorm), wq: up(l.Wq), wk: up(l.Wk), wv: up(l.Wv), wo: up(l.Wo),
-			ffnNorm: up(l.FFNNorm), w1: up(l.W1), w2: up(l.W2), w3: up(l.W3),
+		lw := layerWeights{attnNorm: up(l.AttnNorm), wo: up(l.Wo), ffnNorm: up(l.FFNNorm), w2: up(l.W2)}
+		if r.fusedQKV {
+			lw.wqkv = upStack(l.Wq, l.Wk, l.Wv)
+		} else {
+			lw.wq, lw.wk, lw.wv = up(l.Wq), up(l.Wk), up(l.Wv)
 		}
-		if c.Arch.QKVBias {
+		if fused {
+			lw.w13 = upStack(l.W1, l.W3)
+		} else {
+			lw.w1, lw.w3 = up(l.W1), up(l.W3)
+		}
+		switch {
+		case c.Arch.QKVBias && r.fusedQKV:
+			lw.bqkv = upStack(l.Bq, l.Bk, l.Bv)
+		case c.Arch.QKVBias:
 			lw.bq, lw.bk, lw.bv = up(l.Bq), up(l.Bk), up(l.Bv)
 		}
 		if c.Arch.QKNorm {
@@ -96,9 +131,17 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r.x, r.xb, r.att = b.Buffer(d), b.Buffer(d), b.Buffer(qd)
-	r.q, r.k, r.v = b.Buffer(qd), b.Buffer(kvd), b.Buffer(kvd)
-	r.hb, r.hb2 = b.Buffer(c.Hidden), b.Buffer(c.Hidden)
+	r.x, r.xb, r.att, r.q, r.hb = b.Buffer(d), b.Buffer(d), b.Buffer(qd), b.Buffer(qd), b.Buffer(c.Hidden)
+	if r.fusedQKV {
+		r.qkv = b.Buffer(qd + 2*kvd)
+	} else {
+		r.k, r.v = b.Buffer(kvd), b.Buffer(kvd)
+	}
+	if fused {
+		r.gu = b.Buffer(2 * c.Hidden)
+	} else {
+		r.hb2 = b.Buffer(c.Hidden)
+	}
 	r.live = []kernels.Buf{r.att, r.x}
 	return r, nil
 }
@@ -147,6 +190,40 @@ func (r *Runner) NewKV(numBlocks, blockSize int) (blockstore.Storage, error) {
 // that does not fit the model or the K/V pool (the fault is the caller's).
 var ErrInvalidBatch = errors.New("model: invalid batch")
 
+// qkvApart computes layer li's q, k and v in three products, with their
+// biases and per-head norms as the model has them, rotates q and k and
+// stores k and v: what a backend without FusedBackend runs, and a fused
+// one for a model with q/k norms.
+func (r *Runner) qkvApart(li int, l *layerWeights) {
+	c, b, eps := r.m.Config, r.b, r.m.Config.NormEps
+	b.MatMul(r.q, r.xb, l.wq)
+	b.MatMul(r.k, r.xb, l.wk)
+	b.MatMul(r.v, r.xb, l.wv)
+	if c.Arch.QKVBias {
+		b.AddBias(r.q, l.bq)
+		b.AddBias(r.k, l.bk)
+		b.AddBias(r.v, l.bv)
+	}
+	if c.Arch.QKNorm {
+		b.HeadNorm(r.q, c.Heads, l.qNorm, eps)
+		b.HeadNorm(r.k, c.KVHeads, l.kNorm, eps)
+	}
+	b.RoPE(r.q, c.Heads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
+	b.RoPE(r.k, c.KVHeads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
+	b.PutKV(li, r.k, r.v)
+}
+
+// residual adds x·Wᵀ to the residual stream r.x: in one product on a
+// FusedBackend, else through r.xb.
+func (r *Runner) residual(x kernels.Buf, w kernels.Weight) {
+	if r.fb != nil {
+		r.fb.MatMulAdd(r.x, x, w)
+		return
+	}
+	r.b.MatMul(r.xb, x, w)
+	r.b.Add(r.x, r.xb)
+}
+
 // validate checks a batch against the model and the K/V pool.
 func (r *Runner) validate(seqs []Seq) error {
 	c := r.m.Config
@@ -187,30 +264,34 @@ func (r *Runner) validate(seqs []Seq) error {
 // Vocab logits for each sequence with Logits set, in order; the slice is
 // reused by the next call.
 func (r *Runner) Forward(seqs []Seq) ([]float32, error) {
-	if err := r.validate(seqs); err != nil {
+	if err := r.layers(seqs); err != nil {
 		return nil, err
 	}
+	return r.b.Logits(r.x, r.w.finalNorm, r.w.classifier, r.m.Config.NormEps)
+}
+
+// layers validates seqs and queues the step's layers on the backend, up
+// to the final norm and classifier, which Forward and ForwardGreedy add.
+func (r *Runner) layers(seqs []Seq) error {
+	if err := r.validate(seqs); err != nil {
+		return err
+	}
 	c, b, eps := r.m.Config, r.b, r.m.Config.NormEps
+	fb, fused := r.fb, r.fb != nil
 	b.Begin(seqs)
 	b.Embed(r.x, r.w.embed)
 	for li := range r.w.layers {
 		l := &r.w.layers[li]
 		b.RMSNorm(r.xb, r.x, l.attnNorm, eps)
-		b.MatMul(r.q, r.xb, l.wq)
-		b.MatMul(r.k, r.xb, l.wk)
-		b.MatMul(r.v, r.xb, l.wv)
-		if c.Arch.QKVBias {
-			b.AddBias(r.q, l.bq)
-			b.AddBias(r.k, l.bk)
-			b.AddBias(r.v, l.bv)
+		if r.fusedQKV {
+			b.MatMul(r.qkv, r.xb, l.wqkv)
+			if c.Arch.QKVBias {
+				b.AddBias(r.qkv, l.bqkv)
+			}
+			fb.RoPEPutKV(li, r.q, r.qkv, c.Heads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
+		} else {
+			r.qkvApart(li, l)
 		}
-		if c.Arch.QKNorm {
-			b.HeadNorm(r.q, c.Heads, l.qNorm, eps)
-			b.HeadNorm(r.k, c.KVHeads, l.kNorm, eps)
-		}
-		b.RoPE(r.q, c.Heads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
-		b.RoPE(r.k, c.KVHeads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
-		b.PutKV(li, r.k, r.v)
 		b.Attention(r.att, r.q, li, c.Heads)
 		if li == len(r.w.layers)-1 {
 			// Only the rows that want logits have a use for what follows
@@ -218,14 +299,17 @@ func (r *Runner) Forward(seqs []Seq) ([]float32, error) {
 			// skips them too, 6% of a 12-layer model's prompt products.
 			b.Narrow(r.live...)
 		}
-		b.MatMul(r.xb, r.att, l.wo)
-		b.Add(r.x, r.xb)
+		r.residual(r.att, l.wo)
 		b.RMSNorm(r.xb, r.x, l.ffnNorm, eps)
-		b.MatMul(r.hb, r.xb, l.w1)
-		b.MatMul(r.hb2, r.xb, l.w3)
-		b.SwiGLU(r.hb, r.hb, r.hb2)
-		b.MatMul(r.xb, r.hb, l.w2)
-		b.Add(r.x, r.xb)
+		if fused {
+			b.MatMul(r.gu, r.xb, l.w13)
+			fb.SwiGLUFused(r.hb, r.gu)
+		} else {
+			b.MatMul(r.hb, r.xb, l.w1)
+			b.MatMul(r.hb2, r.xb, l.w3)
+			b.SwiGLU(r.hb, r.hb, r.hb2)
+		}
+		r.residual(r.hb, l.w2)
 	}
-	return b.Logits(r.x, r.w.finalNorm, r.w.classifier, eps)
+	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/prefixd/prefixd/clock"
 	"github.com/prefixd/prefixd/eviction"
 	"github.com/prefixd/prefixd/internal/cachesim"
+	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/kvevents"
 	"github.com/prefixd/prefixd/radix"
 	"github.com/prefixd/prefixd/trace"
@@ -82,6 +83,11 @@ type Config struct {
 	// Progress, if not nil, is called by Sweep after each simulation with
 	// how many of them are done.
 	Progress func(done, total int)
+	// SharedTierBlocks, if positive, gives the replicas a shared remote
+	// tier of that many blocks (see sharedTier), whose blocks expire
+	// SharedTierTTL after their last use (default one hour).
+	SharedTierBlocks int
+	SharedTierTTL    time.Duration
 }
 
 // Result is one simulation's outcome.
@@ -101,6 +107,9 @@ type Result struct {
 	// Imbalance is the busiest replica's requests over the mean.
 	Imbalance float64 `json:"imbalance"`
 	Batches   int     `json:"event_batches"` // KV event messages the router applied
+	// SharedHitTokens are the HitTokens the shared tier served.
+	SharedTierBlocks int `json:"shared_tier_blocks,omitempty"`
+	SharedHitTokens  int `json:"shared_hit_tokens,omitempty"`
 }
 
 const model = "prefixd-sim"
@@ -141,6 +150,8 @@ type sim struct {
 	rr       int
 	res      Result
 	keyBuf   []uint64
+	shared   *sharedTier // nil without one
+	fpBuf    []kvcache.Fingerprint
 }
 
 // Simulate routes records (prompts[i] is record i's prompt, as
@@ -174,6 +185,14 @@ func newSim(records []trace.Record, prompts [][]int32, c Config) (*sim, error) {
 	}
 	s := &sim{c: c, clk: clock.NewFake(time.Unix(1_000_000_000, 0))}
 	s.res = Result{Policy: c.Policy.String(), Replicas: c.Replicas, BlocksPerReplica: c.BlocksPerReplica, EventDelay: c.EventDelay}
+	if c.SharedTierBlocks > 0 {
+		if c.SharedTierTTL <= 0 {
+			c.SharedTierTTL = time.Hour
+		}
+		s.shared = newSharedTier(c.SharedTierBlocks, c.SharedTierTTL)
+		s.res.Policy += sharedSuffix
+		s.res.SharedTierBlocks = c.SharedTierBlocks
+	}
 	maxTTL := cachesim.MaxTTL(c.TTL, records)
 	for i := range c.Replicas {
 		rep, err := s.newReplica(i, maxTTL)
@@ -250,7 +269,18 @@ func (s *sim) request(rec *trace.Record, p []int32) error {
 	r := s.replicas[s.route(rec.Namespace, p)]
 	r.routed++
 	defer r.col.EndStep()
-	return r.cache.Serve(rec, p)
+	before := r.cache.Counters()
+	if err := r.cache.Serve(rec, p); err != nil {
+		return err
+	}
+	after := r.cache.Counters()
+	if s.shared != nil && !rec.CacheOff && after.Rejected == before.Rejected {
+		bs := s.c.BlockSize
+		s.fpBuf = kvcache.AppendChain(s.fpBuf[:0], kvcache.Fingerprint{}, kvcache.NamespaceSalt(rec.Namespace), p[:len(p)-1], bs)
+		local := (after.HitTokens - before.HitTokens) / bs
+		s.res.SharedHitTokens += bs * s.shared.serve(s.fpBuf, local, len(p)/bs, s.now)
+	}
+	return nil
 }
 
 // deliver applies the event batches that have reached the router.
@@ -400,6 +430,7 @@ func (s *sim) result() (Result, error) {
 			return res, fmt.Errorf("routesim: cache invariants after the simulation: %w", err)
 		}
 	}
+	res.HitTokens += res.SharedHitTokens
 	if res.QueryTokens > 0 {
 		res.HitRate = float64(res.HitTokens) / float64(res.QueryTokens)
 	}
@@ -412,11 +443,23 @@ func (s *sim) result() (Result, error) {
 // referenceName is the Policy of Sweep's reference results.
 const referenceName = "one replica, all blocks"
 
+// sharedSuffix follows the Policy of results with a shared tier.
+const sharedSuffix = " + shared tier"
+
 // Sweep runs every policy for every replica count, and for each count the
-// reference: one replica with the blocks of all of them together.
+// reference: one replica with the blocks of all of them together. With
+// base.SharedTierBlocks, every policy on more than one replica runs again
+// with the shared tier.
 func Sweep(records []trace.Record, prompts [][]int32, replicas []int, policies []Policy, base Config) ([]Result, error) {
 	var out []Result
 	total := len(replicas) * (1 + len(policies))
+	if base.SharedTierBlocks > 0 {
+		for _, n := range replicas {
+			if n > 1 {
+				total += len(policies)
+			}
+		}
+	}
 	done := func() {
 		if base.Progress != nil {
 			base.Progress(len(out), total)
@@ -434,12 +477,20 @@ func Sweep(records []trace.Record, prompts [][]int32, replicas []int, policies [
 		done()
 		for _, p := range policies {
 			c := base
-			c.Replicas, c.Policy = n, p
+			c.Replicas, c.Policy, c.SharedTierBlocks = n, p, 0
 			if r, err = Simulate(records, prompts, c); err != nil {
 				return nil, err
 			}
 			out = append(out, r)
 			done()
+			if base.SharedTierBlocks > 0 && n > 1 {
+				c.SharedTierBlocks = base.SharedTierBlocks
+				if r, err = Simulate(records, prompts, c); err != nil {
+					return nil, err
+				}
+				out = append(out, r)
+				done()
+			}
 		}
 	}
 	return out, nil

@@ -24,16 +24,19 @@
 #   step              timeout  what
 #   e2e                 180 s  engine end to end, TinyLlama-1.1B's shape in bf16:
 #                              64 x (1,056 prompt + 128 generated), gen tok/s
-#   decode-attention     30 s  decode attention's GB/s at several splits vs a
+#   decode-attention     30 s  decode attention's GB/s at several splits
+#                              (attn_decode, and attn for comparison) vs a
 #                              device-to-device copy
 #   kernel-tests         50 s  every kernel against the CPU, KVStore, cuBLAS,
 #                              launch limits, memory after Close
 #   runner-tests         80 s  the model runner against the CPU runner,
-#                              stories260K greedy, the engine on the GPU
+#                              stories260K greedy, greedy rows' argmax on
+#                              the device, the engine on the GPU
 #   memcheck             60 s  kernel tests under memcheck with the leak check
 #   memcheck-cublas      25 s  cuBLAS products under memcheck (no leak check:
 #                              cuBLAS keeps memory for the process by design)
-#   runner-memcheck      60 s  the runner's forward pass under memcheck
+#   runner-memcheck      60 s  the runner's forward pass and its device
+#                              argmax under memcheck
 #   racecheck            45 s  kernel tests under racecheck
 #
 # PREFIXD_GPU_EMULATE=1 scripts/gpu-check.sh run rehearses the same plan
@@ -132,7 +135,7 @@ run() {
 		# subtests are named cuda-TYPE, the emulator's emu-TYPE. (-test.run
 		# splits at every slash, even across |: one test per pattern.)
 		skip_runner_tests=/emu
-		sel_runner_memcheck=TestForwardMatchesCPU/cuda-bf16
+		sel_runner_memcheck=TestForwardMatchesCPU|TestForwardGreedy/cuda-bf16
 		# The head norm of a whole 2,048-token step is 65,536 blocks, slow
 		# under racecheck and no different in its sharing from RMSNorm's.
 		sel_racecheck=TestKernels skip_racecheck=TestKernels/HeadNormQwen3Step
@@ -153,7 +156,7 @@ run() {
 		sel_runner_tests=/emu-bf16 skip_runner_tests=TestEndToEndBenchLogic # the e2e step ran its workloads
 		sel_memcheck='TestKVStore|TestMemory|TestLaunchErrors'
 		sel_runner_memcheck='TestBackendRefuses/emu'
-		sel_racecheck='TestKernels$/(Attention|RMSNorm|Argmax)/f32-sched9'
+		sel_racecheck='TestKernels$/(Attention|RMSNorm|Argmax|RoPEAppendKV)/f32-sched9'
 	fi
 	local start=$SECONDS state="$out/steps.tsv"
 	: >"$state"

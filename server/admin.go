@@ -51,6 +51,7 @@ type cacheStatsJSON struct {
 	CacheHitDevice     uint64            `json:"cache_hit_device_tokens"`
 	CacheHitHost       uint64            `json:"cache_hit_host_tokens"`
 	CacheHitDisk       uint64            `json:"cache_hit_disk_tokens"`
+	CacheHitRemote     uint64            `json:"cache_hit_remote_tokens"`
 	HitRate            float64           `json:"hit_rate"`
 	Evicted            map[string]uint64 `json:"evicted_blocks"`
 	Demoted            uint64            `json:"demoted_blocks"`
@@ -76,8 +77,9 @@ func (s *Server) handleCacheStats(ctx *fasthttp.RequestCtx) {
 	out.PromptTokens, out.GeneratedTokens, out.PrefillTokens = st.PromptTokens, st.GeneratedTokens, st.PrefillTokens
 	out.CacheQueryTokens, out.CacheHitDevice, out.CacheHitHost = st.CacheQueryTokens, st.CacheHitDevice, st.CacheHitHost
 	out.CacheHitDisk = st.CacheHitDisk
+	out.CacheHitRemote = st.CacheHitRemote
 	if st.CacheQueryTokens > 0 {
-		out.HitRate = float64(st.CacheHitDevice+st.CacheHitHost+st.CacheHitDisk) / float64(st.CacheQueryTokens)
+		out.HitRate = float64(st.CacheHitDevice+st.CacheHitHost+st.CacheHitDisk+st.CacheHitRemote) / float64(st.CacheQueryTokens)
 	}
 	if s.ecfg.DiskTier != nil {
 		out.DiskTier = diskTierOf(st.Disk)

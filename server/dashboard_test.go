@@ -291,13 +291,16 @@ func TestDashboardMetricsExported(t *testing.T) {
 		"prefixd_time_to_first_token_seconds_bucket", "prefixd_inter_token_latency_seconds_bucket",
 		"prefixd_cache_evicted_blocks_total", "prefixd_cache_hit_age_seconds_bucket",
 		"prefixd_prefill_tokens_total", "prefixd_generated_tokens_total",
+		"prefixd_remote_tier_tokens_total", "prefixd_remote_tier_fetch_seconds_bucket",
 	} {
 		if !slices.Contains(names, want) {
 			t.Errorf("the dashboard does not query %s", want)
 		}
 	}
 
-	h := newHarness(t)
+	// The remote tier's series come from its own collector, which serve
+	// registers when --remote-tier is set.
+	h := newHarness(t, withServer(func(c *Config) { c.Metrics.Registry().MustRegister(idleRemoteTier(t).Collector()) }))
 	// The same prompt twice, so the second hits the cache and the hit-age
 	// histogram has a sample too.
 	prompt := `{"prompt": "The dashboard reads every metric it shows from here.", "max_tokens": 4}`

@@ -264,6 +264,7 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCacheHit, st.CacheHitDevice, kvcache.TierDevice.String())
 	counter(descCacheHit, st.CacheHitHost, kvcache.TierHost.String())
 	counter(descCacheHit, st.CacheHitDisk, kvcache.TierDisk.String())
+	counter(descCacheHit, st.CacheHitRemote, kvcache.TierRemote.String())
 	counter(descPrefill, st.PrefillTokens)
 	counter(descPrompt, st.PromptTokens)
 	counter(descGenerated, st.GeneratedTokens)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prefixd/prefixd/internal/redistest"
 )
 
 // requirePrometheus finds the prometheus binary. Without one the test
@@ -185,7 +187,9 @@ func TestDashboardOnPrometheus(t *testing.T) {
 		`vllm:kv_cache_usage_perc + vllm:num_requests_running + vllm:num_requests_waiting`,
 		`rate(vllm:prefix_cache_hits_total[$__rate_interval]) / rate(vllm:prefix_cache_queries_total[$__rate_interval])`,
 	)
-	h := newHarness(t)
+	// A real remote tier (a redis-server of the test's own), so that its
+	// row of panels has series to show.
+	h, _ := remoteTierHarness(t, redistest.Start(t))
 	p := startPrometheus(t, bin, h.addr)
 
 	// Load until the queries are done: a repeated prompt (cache hits and

@@ -211,6 +211,8 @@ type statsJSON struct {
 	DeviceMemory *deviceMemoryJSON `json:"device_memory,omitempty"`
 	// DiskTier is the disk tier's state, when there is one.
 	DiskTier *diskTierJSON `json:"disk_tier,omitempty"`
+	// RemoteTier is the shared tier's state, when there is one.
+	RemoteTier *remoteTierJSON `json:"remote_tier,omitempty"`
 }
 
 type deviceMemoryJSON struct {
@@ -223,6 +225,7 @@ type hitRateJSON struct {
 	Device *float64 `json:"device"`
 	Host   *float64 `json:"host"`
 	Disk   *float64 `json:"disk"`
+	Remote *float64 `json:"remote"`
 }
 
 type quantilesJSON struct {
@@ -242,9 +245,9 @@ func quantiles(h histSnap) quantileSet {
 	return quantileSet{Count: h.count, P50: h.quantile(0.5), P90: h.quantile(0.9), P99: h.quantile(0.99)}
 }
 
-func hitRates(hitDevice, hitHost, hitDisk, query uint64) hitRateJSON {
-	return hitRateJSON{All: ratio(hitDevice+hitHost+hitDisk, query), Device: ratio(hitDevice, query), Host: ratio(hitHost, query),
-		Disk: ratio(hitDisk, query)}
+func hitRates(hitDevice, hitHost, hitDisk, hitRemote, query uint64) hitRateJSON {
+	return hitRateJSON{All: ratio(hitDevice+hitHost+hitDisk+hitRemote, query), Device: ratio(hitDevice, query), Host: ratio(hitHost, query),
+		Disk: ratio(hitDisk, query), Remote: ratio(hitRemote, query)}
 }
 
 // observe takes a snapshot and returns it with the base of the window.
@@ -284,11 +287,14 @@ func (w *statsWindowed) serve(ctx *fasthttp.RequestCtx) {
 		out.RecentRates.GeneratedTokens = float64(sub(st.GeneratedTokens, bst.GeneratedTokens)) / span
 		out.RecentRates.Requests = float64(sub(st.Requests, bst.Requests)) / span
 	}
-	out.HitRate = hitRates(st.CacheHitDevice, st.CacheHitHost, st.CacheHitDisk, st.CacheQueryTokens)
+	out.HitRate = hitRates(st.CacheHitDevice, st.CacheHitHost, st.CacheHitDisk, st.CacheHitRemote, st.CacheQueryTokens)
 	out.RecentHitRate = hitRates(sub(st.CacheHitDevice, bst.CacheHitDevice), sub(st.CacheHitHost, bst.CacheHitHost),
-		sub(st.CacheHitDisk, bst.CacheHitDisk), sub(st.CacheQueryTokens, bst.CacheQueryTokens))
+		sub(st.CacheHitDisk, bst.CacheHitDisk), sub(st.CacheHitRemote, bst.CacheHitRemote), sub(st.CacheQueryTokens, bst.CacheQueryTokens))
 	if w.s.ecfg.DiskTier != nil {
 		out.DiskTier = diskTierOf(st.Disk)
+	}
+	if w.s.ecfg.RemoteTier != nil {
+		out.RemoteTier = remoteTierOf(&st)
 	}
 	out.Evicted, out.RecentEvicted = map[string]uint64{}, map[string]uint64{}
 	for _, r := range kvcache.Reasons() {

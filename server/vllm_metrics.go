@@ -118,7 +118,7 @@ func collectVLLM(ch chan<- prometheus.Metric, st *engine.Stats, cfg engine.Confi
 	metric(descVLLMCacheInfo, prometheus.GaugeValue, 1, strconv.Itoa(cfg.BlockSize), strconv.Itoa(st.Blocks.Total),
 		strconv.FormatBool(!cfg.DisablePrefixCache))
 	metric(descVLLMQueries, prometheus.CounterValue, float64(st.CacheQueryTokens), model)
-	metric(descVLLMHits, prometheus.CounterValue, float64(st.CacheHitDevice+st.CacheHitHost+st.CacheHitDisk), model)
+	metric(descVLLMHits, prometheus.CounterValue, float64(st.CacheHitDevice+st.CacheHitHost+st.CacheHitDisk+st.CacheHitRemote), model)
 	metric(descVLLMPrompt, prometheus.CounterValue, float64(st.PromptTokens), model)
 	metric(descVLLMGenerated, prometheus.CounterValue, float64(st.GeneratedTokens), model)
 	metric(descVLLMPreempt, prometheus.CounterValue, float64(st.Preemptions), model)

@@ -38,6 +38,8 @@ func routeSim(args []string, stdout, stderr io.Writer) error {
 	delay := fs.Duration("event-delay", 50*time.Millisecond, "how late KV events reach the prefix-aware router")
 	tokenTime := fs.Duration("token-time", 20*time.Millisecond, "simulated time per output token, for how long a request holds its blocks")
 	ttl := fs.Duration("ttl", 10*time.Minute, "the replicas' default cache TTL")
+	sharedBlocks := fs.Int("shared-tier-blocks", 0, "also run every policy with a remote tier of this many blocks that the replicas share (every cached block written through; a prompt continuing past its replica's cache takes the tier's run); 0: off")
+	sharedTTL := fs.Duration("shared-tier-ttl", time.Hour, "with --shared-tier-blocks: how long a block stays in the shared tier after its last use")
 	out := fs.String("out", "bench-out", "directory for route-sim.json")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
@@ -49,6 +51,8 @@ func routeSim(args []string, stdout, stderr io.Writer) error {
 		return usagef("--blocks-per-replica and --block-size must be positive")
 	case *delay < 0 || *tokenTime <= 0 || *ttl <= 0:
 		return usagef("want --event-delay >= 0, --token-time > 0 and --ttl > 0")
+	case *sharedBlocks < 0 || *sharedTTL <= 0:
+		return usagef("want --shared-tier-blocks >= 0 and --shared-tier-ttl > 0")
 	}
 	counts, err := bench.ParseInts(*replicas)
 	if err != nil || len(counts) == 0 {
@@ -79,7 +83,7 @@ func routeSim(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	results, err := routesim.Sweep(recs, prompts, counts, pols, routesim.Config{BlocksPerReplica: *blocks,
-		BlockSize: *blockSize, EventDelay: *delay, TokenTime: *tokenTime, TTL: *ttl,
+		BlockSize: *blockSize, EventDelay: *delay, TokenTime: *tokenTime, TTL: *ttl, SharedTierBlocks: *sharedBlocks, SharedTierTTL: *sharedTTL,
 		Progress: newProgress(stderr, "route-sim").steps("simulations")})
 	if err != nil {
 		return err

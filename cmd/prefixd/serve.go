@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/internal/cpufeat"
 	"github.com/prefixd/prefixd/internal/sidefile"
 	"github.com/prefixd/prefixd/model"
+	"github.com/prefixd/prefixd/remotetier"
 	"github.com/prefixd/prefixd/server"
 	"github.com/prefixd/prefixd/trace"
 )
@@ -69,6 +71,7 @@ type serveOptions struct {
 	unknownEnv                               []string // PREFIXD_* variables that name no flag
 	kvEvents                                 kvEventsOptions
 	diskTier                                 diskTierOptions
+	remoteTier                               remoteTierOptions
 	nsCacheShare                             float64
 	device                                   deviceFlags
 	listen                                   listenFlags // --host, --port
@@ -124,6 +127,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.BoolVar(&o.traceTokens, "trace-tokens", false, "with --trace-out: record prompts' token IDs instead of their block hashes")
 	o.kvEvents.register(fs)
 	o.diskTier.register(fs)
+	o.remoteTier.register(fs)
 	o.device.register(fs)
 	o.listen.register(fs, &o.modelPath)
 	return fs, config
@@ -160,7 +164,8 @@ func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveO
 			settings[k], source[k] = v, "config file "+path
 		}
 	}
-	known := map[string]bool{}
+	// PREFIXD_CPU is no flag: the kernels read it as they initialize.
+	known := map[string]bool{cpufeat.EnvVar: true}
 	fs.VisitAll(func(f *flag.Flag) {
 		if commandLineOnly[f.Name] {
 			return
@@ -170,6 +175,7 @@ func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveO
 			settings[f.Name], source[f.Name] = v, envName(f.Name)
 		}
 	})
+	known[remotetier.PasswordEnv] = true // the remote tier's password: no flag, so never on a command line
 	for k := range env {
 		if strings.HasPrefix(k, envPrefix) && !known[k] {
 			o.unknownEnv = append(o.unknownEnv, k)
@@ -200,7 +206,7 @@ func parseServe(args []string, env map[string]string, stdout io.Writer) (*serveO
 // secretFlags are the flags whose values are credentials: no message
 // quotes them, whichever source (config file, environment, command line)
 // gave them.
-var secretFlags = map[string]bool{"admin-token": true, "api-keys": true}
+var secretFlags = map[string]bool{"admin-token": true, "api-keys": true, "remote-tier": true}
 
 // shownValue returns value, as a message may quote it for flag name, or
 // a placeholder for a secret flag's.
@@ -294,6 +300,9 @@ func (o *serveOptions) check() error {
 		return usagef("want 0 < --default-ttl (%v) <= --max-ttl (%v) and --drain-timeout >= 0", o.defaultTTL, o.maxTTL)
 	}
 	if err := o.kvEvents.check(); err != nil {
+		return err
+	}
+	if err := o.remoteTier.check(); err != nil {
 		return err
 	}
 	if err := o.diskTier.check(); err != nil {
@@ -421,6 +430,14 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 	if disk != nil {
 		ecfg.DiskTier = disk
 		defer disk.Close() // after the engine, whose Close saves the cache into it
+	}
+	remote, err := o.remoteTier.start(o, m, pool.blockBytes, metrics, log)
+	if err != nil {
+		return err
+	}
+	if remote != nil {
+		ecfg.RemoteTier = remote
+		defer remote.Close() // after the engine, which writes through it
 	}
 	eng, srv, ln, err := start(o, ecfg, pool, m, metrics, tw, dr.memInfo, log)
 	if err != nil {

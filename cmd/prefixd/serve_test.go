@@ -310,9 +310,10 @@ func TestServeModelFileLog(t *testing.T) {
 
 // TestServeServedModelName: --served-model-name is the id /v1/models and
 // completions report and the one requests may name; an unknown PREFIXD_*
-// variable is named in a warning, its value never logged.
+// variable is named in a warning, its value never logged (PREFIXD_CPU,
+// which the kernels read, is no unknown one).
 func TestServeServedModelName(t *testing.T) {
-	env := map[string]string{"PREFIXD_BLOKS": "s3cret-value", "PREFIXD_BLOCKS": "64", "PREFIXD_MAX_MODEL_LEN": "1024", "OTHER_VAR": "x"}
+	env := map[string]string{"PREFIXD_BLOKS": "s3cret-value", "PREFIXD_BLOCKS": "64", "PREFIXD_CPU": "avx2", "PREFIXD_MAX_MODEL_LEN": "1024", "OTHER_VAR": "x"}
 	base, stop, log := startServeLog(t, env, "--served-model-name", "byte-lm", "--threads", "1")
 	if ids := modelIDs(t, base); len(ids) != 1 || ids[0] != "byte-lm" {
 		t.Errorf("/v1/models ids %q, want [byte-lm]", ids)

@@ -52,7 +52,7 @@ func accumHalfAVX(acc *float32, w *float32, v *uint16, ldv int, rows int, d8 int
 
 // fusedHalfAccum reports whether accumHalf can add V vectors of hd halves
 // straight from an F16 cache: with AVX2 and F16C, hd a multiple of 8.
-func fusedHalfAccum(hd int) bool { return useAVX2 && haveF16C && hd%8 == 0 }
+func fusedHalfAccum(hd int) bool { return useAVX2 && hd%8 == 0 }
 
 // accumHalf is accum over V vectors of halves, ldv apart, each made
 // float32 as it is loaded (VCVTPH2PS), so that acc takes the same

@@ -40,11 +40,19 @@ import (
 //     vs 918-942) and on a prompt (Prefill512 1761-1769 vs 1603-1714).
 //   - Q4_0 with AVX-512: 32 rows (at 16, 303 vs 278; at 32, 310 vs 339;
 //     at 128, 330 vs 392).
+//   - F16 and BF16 without AVX-512, converted by kernels/quant's AVX2
+//     (F16C) dequantizers: 8 rows, between the AVX-512 path's 4 and the
+//     scalar dequantizers' 64. With PREFIXD_CPU=avx2 under a load average
+//     of 22 on the 2 cores, the best of 4 runs spread too wide to place
+//     it closer: at 4 rows F16 35 vs 51, BF16 4.6 vs 5.2; at 8 F16 50 vs
+//     34, BF16 19 vs 10; at 16 F16 19 vs 49, BF16 64 vs 55.
 //   - without AVX-512, dequantized by scalar loops at about 1 Gvalue/s:
 //     64 rows (Q4_K 91 vs 87 at 64, 122 vs 86 at 128), Q6_K 128 (64
 //     rows 46 vs 86, 128 about even, 256 96 vs 76).
 func gemmRows(t kernels.DType) int {
 	switch {
+	case (t == kernels.F16 || t == kernels.BF16) && !useAVX512 && quant.FastDequantize(t):
+		return 8
 	case !quant.FastDequantize(t) && t == kernels.Q6_K:
 		return 128
 	case !quant.FastDequantize(t):

@@ -5,8 +5,8 @@ package cpu
 import (
 	"unsafe"
 
+	"github.com/prefixd/prefixd/internal/cpufeat"
 	"github.com/prefixd/prefixd/kernels"
-	"golang.org/x/sys/cpu"
 )
 
 // The kernels, in gemm512_amd64.s, read b as float32, F16 or BF16 values
@@ -39,15 +39,14 @@ func gemm1x6F16AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *
 //go:noescape
 func gemm1x6BF16AVX512(a *float32, lda int, b unsafe.Pointer, ldb int, k int, c *float32, ldc int, kmask, cmask, amask uint16)
 
-// useAVX512 selects the AVX-512 GEMM kernels. It is true when the CPU has
-// AVX-512F (and AVX2 and FMA) and the OS saves the ZMM and opmask
-// registers; tests turn it off to check the AVX2 and pure-Go kernels on
-// the same machine.
+// useAVX512 selects the AVX-512 GEMM kernels. It is true when cpufeat
+// lets the kernels use AVX-512F (and AVX2); tests turn it off to check
+// the AVX2 and pure-Go kernels on the same machine.
 var useAVX512 = haveAVX512()
 
-// haveAVX512 reports whether this build and CPU can run the AVX-512
-// kernels.
-func haveAVX512() bool { return cpu.X86.HasAVX512F && hasAVX2FMA() }
+// haveAVX512 reports whether this build, the CPU and PREFIXD_CPU allow
+// the AVX-512 kernels.
+func haveAVX512() bool { return cpufeat.Kernels() >= cpufeat.AVX512F }
 
 // gemmBlockBytes is the size of the block of b rows that every 4-row panel
 // of a passes over before the next block starts: it stays in L2 while

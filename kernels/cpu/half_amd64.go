@@ -2,17 +2,11 @@
 
 package cpu
 
-import (
-	"unsafe"
+import "unsafe"
 
-	"golang.org/x/sys/cpu"
-)
-
-// haveF16C reports whether the CPU has the F16C conversions
-// (VCVTPH2PS, VCVTPS2PH), which the F16 K/V cache's kernels use beside
-// the AVX2 ones: AVX2 CPUs have had them since Haswell, but CPUID reports
-// them apart.
-var haveF16C = cpu.X86.HasF16C
+// The F16 K/V cache's kernels use the F16C conversions (VCVTPH2PS,
+// VCVTPS2PH), which cpufeat's AVX2 level includes: AVX2 CPUs have had them
+// since Haswell.
 
 //go:noescape
 func halfRowsF16C(dst *float32, src *uint16, lds, rows, n8, n int)
@@ -25,7 +19,7 @@ func toHalfF16C(dst *uint16, src *float32, n8 int)
 // returns n0, a multiple of 8 (0 when the assembly kernels are off).
 func simdHalfRows(dst []float32, src []uint16, lds, rows, n int) int {
 	n8 := n &^ 7
-	if !useAVX2 || !haveF16C || n8 == 0 || rows == 0 {
+	if !useAVX2 || n8 == 0 || rows == 0 {
 		return 0
 	}
 	_, _ = dst[(rows-1)*n+n8-1], src[(rows-1)*lds+n8-1]
@@ -37,7 +31,7 @@ func simdHalfRows(dst []float32, src []uint16, lds, rows, n int) int {
 // returns n0, a multiple of 8 (0 when the assembly kernels are off).
 func simdToHalf(dst []uint16, src []float32) int {
 	n8 := len(src) &^ 7
-	if !useAVX2 || !haveF16C || n8 == 0 {
+	if !useAVX2 || n8 == 0 {
 		return 0
 	}
 	_ = dst[n8-1]

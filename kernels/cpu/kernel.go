@@ -4,30 +4,40 @@ import "math"
 
 // gemm sets c[i*ldc+j] = Σ_p a[i*lda+p]·b[j*ldb+p] for i < m, j < n, p < k
 // on the calling goroutine. With AVX-512, simdGemm does it in 4×6 tiles.
-// Otherwise each group of four b rows stays in L1 while every a row passes
-// over it, three rows at a time, so one load of b feeds three products.
+// Otherwise each group of four b rows stays in L1 while the a rows of a
+// block (gemmABlockBytes of them) pass over it, three rows at a time, so
+// one load of b feeds three products; the block stays in L2 while every
+// group of b passes over it.
 func gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int) {
 	if simdGemm(c, ldc, a, lda, b, ldb, m, n, k) {
 		return
 	}
-	j := 0
-	for ; j+4 <= n; j += 4 {
-		bj := b[j*ldb:]
-		i := 0
-		for ; i+3 <= m; i += 3 {
-			tile(c[i*ldc+j:], ldc, a[i*lda:], lda, bj, ldb, 3, k)
+	mb := max(3, gemmABlockBytes/(4*k)/3*3)
+	for i0 := 0; i0 < m; i0 += mb {
+		i1 := min(i0+mb, m)
+		j := 0
+		for ; j+4 <= n; j += 4 {
+			bj := b[j*ldb:]
+			i := i0
+			for ; i+3 <= i1; i += 3 {
+				tile(c[i*ldc+j:], ldc, a[i*lda:], lda, bj, ldb, 3, k)
+			}
+			for ; i < i1; i++ {
+				tile(c[i*ldc+j:], ldc, a[i*lda:], lda, bj, ldb, 1, k)
+			}
 		}
-		for ; i < m; i++ {
-			tile(c[i*ldc+j:], ldc, a[i*lda:], lda, bj, ldb, 1, k)
-		}
-	}
-	for ; j < n; j++ {
-		bj := b[j*ldb : j*ldb+k]
-		for i := range m {
-			c[i*ldc+j] = Dot(a[i*lda:i*lda+k], bj)
+		for ; j < n; j++ {
+			bj := b[j*ldb : j*ldb+k]
+			for i := i0; i < i1; i++ {
+				c[i*ldc+j] = Dot(a[i*lda:i*lda+k], bj)
+			}
 		}
 	}
 }
+
+// gemmABlockBytes is the most bytes of a that gemm's tiles take through
+// L2 at once.
+const gemmABlockBytes = 256 << 10
 
 // tile sets c[i*ldc+j] = Σ_p a[i*lda+p]·b[j*ldb+p] for i < rows, j < 4,
 // p < k: the SIMD kernel covers what it can and plain Go the rest of k.

@@ -2,10 +2,11 @@
 
 package cpu
 
-import "unsafe"
+import (
+	"unsafe"
 
-func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
-func xgetbv() (eax uint32)
+	"github.com/prefixd/prefixd/internal/cpufeat"
+)
 
 //go:noescape
 func gemm3x4AVX(a *float32, lda int, b *float32, ldb int, k8 int, c *float32, ldc int)
@@ -19,30 +20,14 @@ func dotAVX(a, b *float32, k8 int) float32
 //go:noescape
 func accumAVX(acc *float32, w *float32, v *float32, ldv int, rows int, d8 int)
 
-// useAVX2 selects the assembly kernels. It is true when the CPU has AVX2
-// and FMA and the OS saves the YMM registers; tests turn it off to check
-// the pure-Go kernels on the same machine.
-var useAVX2 = hasAVX2FMA()
+// useAVX2 selects the assembly kernels. It is true when cpufeat lets the
+// kernels use AVX2, FMA and F16C; tests turn it off to check the pure-Go
+// kernels on the same machine.
+var useAVX2 = haveAVX2()
 
-// haveAVX2 reports whether this build and CPU can run the AVX2 kernels.
-func haveAVX2() bool { return hasAVX2FMA() }
-
-func hasAVX2FMA() bool {
-	maxLeaf, _, _, _ := cpuid(0, 0)
-	if maxLeaf < 7 {
-		return false
-	}
-	_, _, ecx1, _ := cpuid(1, 0)
-	const fma, osxsave, avx = 1 << 12, 1 << 27, 1 << 28
-	if ecx1&(fma|osxsave|avx) != fma|osxsave|avx {
-		return false
-	}
-	if xgetbv()&6 != 6 { // the OS saves XMM and YMM state
-		return false
-	}
-	_, ebx7, _, _ := cpuid(7, 0)
-	return ebx7&(1<<5) != 0
-}
+// haveAVX2 reports whether this build, the CPU and PREFIXD_CPU allow the
+// AVX2 kernels.
+func haveAVX2() bool { return cpufeat.Kernels() >= cpufeat.AVX2 }
 
 // simdTile computes the first k&^7 terms of a rows×4 tile (rows is 1 or
 // 3) as tile describes and returns how many terms it covered: 0 when the

@@ -93,24 +93,6 @@ accumdone: \
 // positive multiples of 8 where named k8 or d8; leading dimensions are in
 // elements.
 
-// func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
-TEXT ·cpuid(SB), NOSPLIT, $0-24
-	MOVL eaxArg+0(FP), AX
-	MOVL ecxArg+4(FP), CX
-	CPUID
-	MOVL AX, eax+8(FP)
-	MOVL BX, ebx+12(FP)
-	MOVL CX, ecx+16(FP)
-	MOVL DX, edx+20(FP)
-	RET
-
-// func xgetbv() (eax uint32)
-TEXT ·xgetbv(SB), NOSPLIT, $0-4
-	MOVL $0, CX
-	XGETBV
-	MOVL AX, eax+0(FP)
-	RET
-
 // REDUCE4 sums each of four accumulators and stores the four sums as
 // consecutive floats at (dst). It clobbers r0 and r2.
 #define REDUCE4(r0, r1, r2, r3, x0, x1, dst) \

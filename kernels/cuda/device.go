@@ -312,6 +312,23 @@ func (x *Exec) Read(b []byte, p launch.Ptr) error {
 	return cu.MemcpyDtoH(unsafe.Pointer(&b[0]), cu.DevicePtr(p), int64(len(b)))
 }
 
+// HostAlloc returns n bytes of page-locked host memory, which ReadAsync
+// copies into at full speed without staging; free it with HostFree.
+func (x *Exec) HostAlloc(n int) ([]byte, error) { return pinnedAlloc(n) }
+
+// HostFree releases memory from HostAlloc.
+func (x *Exec) HostFree(b []byte) error { return pinnedFree(b) }
+
+// ReadAsync queues a copy of len(b) bytes from device address p into b
+// (page-locked, from HostAlloc) on the stream the kernels run on, after
+// them; b holds the bytes once Synchronize returns.
+func (x *Exec) ReadAsync(b []byte, p launch.Ptr) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return cu.MemcpyDtoHAsync(unsafe.Pointer(&b[0]), cu.DevicePtr(p), int64(len(b)), cu.NoStream)
+}
+
 // Copy copies n bytes between device addresses.
 func (x *Exec) Copy(dst, src launch.Ptr, n int) error {
 	return cu.MemcpyDtoD(cu.DevicePtr(dst), cu.DevicePtr(src), int64(n))

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rowpairs_amd64.h"
 
 // AVX-512 dot products of consecutive weight rows with one activation
 // row: the contract of the AVX2 kernels in simd_amd64.s (same arguments,
@@ -430,42 +431,8 @@ done: \
 #define LOADBF16x16(base, off, zreg) VPMOVZXWD off(base), zreg; VPSLLD $16, zreg, zreg
 #define LOADBF16x8(base, yreg) VPMOVZXWD (base), yreg; VPSLLD $16, yreg, yreg
 
-// FLOATROWS runs FLOATDOT2 over the rows (SI: the first, R12: how many,
-// R13: out), n values of 2 bytes each: rows i and i+h for h = nrows/2,
-// R10 counting the pairs, BX = h, R11 = h rows' bytes; an odd last row
-// goes through as a pair with itself (BX = R11 = 0).
-#define FLOATROWS(LOAD16, LOAD8) \
-	MOVQ  R12, R10; \
-	SHRQ  $1, R10; \
-	MOVQ  R10, BX; \
-	MOVQ  n+16(FP), R11; \
-	SHLQ  $1, R11; \
-	IMULQ R10, R11; \
-	ANDQ  $1, R12; \
-	TESTQ R10, R10; \
-	JZ    odd; \
-rows2: \
-	LEAQ (SI)(R11*1), R9; \
-	MOVQ x+8(FP), DI; \
-	MOVQ n+16(FP), CX; \
-	FLOATDOT2(LOAD16, LOAD8); \
-	VMOVSS X0, (R13); \
-	VMOVSS X8, (R13)(BX*4); \
-	ADDQ   $4, R13; \
-	DECQ   R10; \
-	JNZ    rows2; \
-	ADDQ   R11, SI; \
-	LEAQ   (R13)(BX*4), R13; \
-odd: \
-	TESTQ R12, R12; \
-	JZ    end; \
-	XORQ  R12, R12; \
-	XORQ  BX, BX; \
-	XORQ  R11, R11; \
-	MOVQ  $1, R10; \
-	JMP   rows2; \
-end: \
-	VZEROUPPER
+#define F16DOT2 FLOATDOT2(LOADF16x16, LOADF16x8)
+#define BF16DOT2 FLOATDOT2(LOADBF16x16, LOADBF16x8)
 
 // func dotF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
 // sets out[r] to the dot product of F16 weight row r (n values, a
@@ -474,7 +441,7 @@ TEXT ·dotF16AVX512(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI
 	MOVQ nrows+24(FP), R12
 	MOVQ out+32(FP), R13
-	FLOATROWS(LOADF16x16, LOADF16x8)
+	ROWPAIRS(2, F16DOT2)
 	RET
 
 // func dotBF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
@@ -483,7 +450,7 @@ TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI
 	MOVQ nrows+24(FP), R12
 	MOVQ out+32(FP), R13
-	FLOATROWS(LOADBF16x16, LOADBF16x8)
+	ROWPAIRS(2, BF16DOT2)
 	RET
 
 // Q8ONE adds the single Q8_0 block at (base) times the activations at

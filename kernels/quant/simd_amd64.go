@@ -2,20 +2,19 @@
 
 package quant
 
-import "golang.org/x/sys/cpu"
+import "github.com/prefixd/prefixd/internal/cpufeat"
 
-// haveSIMD reports whether this CPU runs the AVX2 kernels: they need AVX2,
-// FMA and F16C (x/sys/cpu checks the OS saves the YMM registers).
-var haveSIMD = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+// haveSIMD reports whether the AVX2 kernels run: cpufeat allows AVX2, FMA
+// and F16C.
+var haveSIMD = cpufeat.Kernels() >= cpufeat.AVX2
 
 // have512 reports whether the kernels of simd512_amd64.s run: the
 // single-row dot products in place of the AVX2 ones, and the
 // dequantizers. They use masks and byte and word ops of AVX512BW and VL,
-// VPDPBUSD and VPDPWSSD (AVX512_VNNI) and VPERMT2B (AVX512_VBMI), all of
-// which Zen 4 and 5 and Intel since Ice Lake have. The tests clear it to
-// run the AVX2 kernels on a CPU that has both.
-var have512 = haveSIMD && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
-	cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VBMI
+// VPDPBUSD and VPDPWSSD (AVX512_VNNI) and VPERMT2B (AVX512_VBMI): cpufeat's
+// AVX512 level. The tests clear it to run the AVX2 kernels on a CPU that
+// has both.
+var have512 = cpufeat.Kernels() >= cpufeat.AVX512
 
 // The single-row kernels multiply nrows consecutive weight rows (at
 // least 1) by one activation row into out[0:nrows]: n is in values for
@@ -73,6 +72,12 @@ func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *
 
 //go:noescape
 func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+
+//go:noescape
+func dequantF16AVX(src *byte, dst *float32, n int)
+
+//go:noescape
+func dequantBF16AVX(src *byte, dst *float32, n int)
 
 //go:noescape
 func dequantF16AVX512(src *byte, dst *float32, n int)
@@ -380,12 +385,14 @@ func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
 }
 
 // dequantSIMD decodes the leading whole blocks of src into dst with an
-// AVX-512 kernel, bit for bit as dequantGo would, and returns how many
-// values it wrote: 0 for a type without a kernel or on a CPU without
-// AVX-512, and for F16 and BF16 a multiple of 16, the rest left to Go.
+// assembly kernel, bit for bit as dequantGo would, and returns how many
+// values it wrote: 0 for a type without a kernel on this CPU (AVX2 has
+// ones for F16 and BF16, AVX-512 for every type it dequantizes), and for
+// F16 and BF16 a multiple of 16 (AVX-512) or 8 (AVX2), the rest left to
+// Go.
 func dequantSIMD(t Type, dst []float32, src []byte) int {
 	if !have512 {
-		return 0
+		return dequantHalfAVX(t, dst, src)
 	}
 	var n int
 	switch t {
@@ -433,6 +440,22 @@ func dequantSIMD(t Type, dst []float32, src []byte) int {
 			dequantQ6KAVX512(&src[0], &dst[0], nb)
 		}
 		n = nb * QKK
+	}
+	return n
+}
+
+// dequantHalfAVX is dequantSIMD without AVX-512: the AVX2 kernels decode
+// F16 and BF16 rows, 8 values at a time.
+func dequantHalfAVX(t Type, dst []float32, src []byte) int {
+	n := len(dst) &^ 7
+	if !haveSIMD || n == 0 || (t != F16 && t != BF16) {
+		return 0
+	}
+	_ = src[2*n-1]
+	if t == F16 {
+		dequantF16AVX(&src[0], &dst[0], n)
+	} else {
+		dequantBF16AVX(&src[0], &dst[0], n)
 	}
 	return n
 }

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rowpairs_amd64.h"
 
 // AVX2 dot products of one weight row with one activation row. The
 // callers (simd_amd64.go) check the CPU has AVX2, FMA and F16C and that
@@ -44,73 +45,10 @@
 	ADDQ   $4, outp-16(SP); \
 	DECQ   rows-8(SP)
 
-// FLOATDOT is the loop of the float dots: LOAD8(off, reg) loads eight
-// weights from off(SI) as float32s into reg; 32 values per iteration into
-// four accumulators, then 8 at a time. SI: weights, DI: x, CX: n, BX: the
-// weight size in bytes.
-#define FLOATDOT(LOAD8) \
-	VXORPS Y0, Y0, Y0; \
-	VXORPS Y1, Y1, Y1; \
-	VXORPS Y2, Y2, Y2; \
-	VXORPS Y3, Y3, Y3; \
-loop32: \
-	CMPQ CX, $32; \
-	JLT  loop8; \
-	LOAD8(0, Y4); \
-	LOAD8(8, Y5); \
-	LOAD8(16, Y6); \
-	LOAD8(24, Y7); \
-	VFMADD231PS (DI), Y4, Y0; \
-	VFMADD231PS 32(DI), Y5, Y1; \
-	VFMADD231PS 64(DI), Y6, Y2; \
-	VFMADD231PS 96(DI), Y7, Y3; \
-	LEAQ (SI)(BX*8), SI; \
-	LEAQ (SI)(BX*8), SI; \
-	LEAQ (SI)(BX*8), SI; \
-	LEAQ (SI)(BX*8), SI; \
-	ADDQ $128, DI; \
-	SUBQ $32, CX; \
-	JMP  loop32; \
-loop8: \
-	CMPQ CX, $8; \
-	JLT  done; \
-	LOAD8(0, Y4); \
-	VFMADD231PS (DI), Y4, Y0; \
-	LEAQ (SI)(BX*8), SI; \
-	ADDQ $32, DI; \
-	SUBQ $8, CX; \
-	JMP  loop8; \
-done: \
-	VADDPS Y1, Y0, Y0; \
-	VADDPS Y3, Y2, Y2; \
-	VADDPS Y2, Y0, Y0; \
-	HSUM8
-
-#define LOADF32(off, reg) VMOVUPS (off*4)(SI), reg
-#define LOADF16(off, reg) VCVTPH2PS (off*2)(SI), reg
-#define LOADBF16(off, reg) VPMOVZXWD (off*2)(SI), reg; VPSLLD $16, reg, reg
-
-// FLOATROWS is the body of a float type's single-row kernel, func(w
-// *byte, x *float32, n, nrows int, out *float32): nrows weight rows of
-// size-byte values, loaded by LOAD8, each dotted with x into out.
-#define FLOATROWS(size, LOAD8) \
-	MOVQ w+0(FP), SI; \
-	MOVQ nrows+24(FP), R12; \
-	MOVQ out+32(FP), R13; \
-	MOVQ $size, BX; \
-row: \
-	MOVQ x+8(FP), DI; \
-	MOVQ n+16(FP), CX; \
-	FLOATDOT(LOAD8); \
-	ROWOUT(row); \
-	RET
-
-// FLOATDOT2 is FLOATDOT for two rows of x, the second R12 bytes after
-// the first: each weight is loaded and converted once for both, and eight
-// accumulators (Y0-Y3 the first row, Y8-Y11 the second) keep the FMAs'
-// latency hidden. 32 values per iteration, then 8; the sums end in X0
-// (first row) and X2 (second).
-#define FLOATDOT2(LOAD8) \
+// ZERO2x4 clears the float dots' two sets of four accumulators, Y0-Y3
+// and Y8-Y11; SUM2x4 sums each set, in the order (Y0+Y1)+(Y2+Y3), into
+// X0's and X8's low lanes.
+#define ZERO2x4 \
 	VXORPS Y0, Y0, Y0; \
 	VXORPS Y1, Y1, Y1; \
 	VXORPS Y2, Y2, Y2; \
@@ -118,14 +56,101 @@ row: \
 	VXORPS Y8, Y8, Y8; \
 	VXORPS Y9, Y9, Y9; \
 	VXORPS Y10, Y10, Y10; \
-	VXORPS Y11, Y11, Y11; \
+	VXORPS Y11, Y11, Y11
+
+#define SUM2x4 \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y3, Y2, Y2; \
+	VADDPS Y2, Y0, Y0; \
+	VADDPS Y9, Y8, Y8; \
+	VADDPS Y11, Y10, Y10; \
+	VADDPS Y10, Y8, Y8; \
+	HSUM8; \
+	VEXTRACTF128 $1, Y8, X9; \
+	VADDPS       X9, X8, X8; \
+	VHADDPS      X8, X8, X8; \
+	VHADDPS      X8, X8, X8
+
+// FLOATDOT is the loop of the float dots, over two weight rows at once,
+// at SI and R9 (see ROWPAIRS). LOAD8(base, off, reg) loads the eight
+// weights of a row from value off at base as float32s into reg; 32 values
+// per iteration into four accumulators a row (Y0-Y3 and Y8-Y11), then 8
+// at a time. DI: x, CX: n, size: the weight size in bytes. The sums end
+// in X0 (SI's row) and X8 (R9's), each summed in the order FLOATDOT2 sums
+// a row, bit for bit.
+#define FLOATDOT(size, LOAD8) \
+	ZERO2x4; \
 loop32: \
 	CMPQ CX, $32; \
 	JLT  loop8; \
-	LOAD8(0, Y4); \
-	LOAD8(8, Y5); \
-	LOAD8(16, Y6); \
-	LOAD8(24, Y7); \
+	LOAD8(SI, 0, Y4); \
+	LOAD8(SI, 8, Y5); \
+	LOAD8(SI, 16, Y6); \
+	LOAD8(SI, 24, Y7); \
+	LOAD8(R9, 0, Y12); \
+	LOAD8(R9, 8, Y13); \
+	LOAD8(R9, 16, Y14); \
+	LOAD8(R9, 24, Y15); \
+	VFMADD231PS (DI), Y4, Y0; \
+	VFMADD231PS 32(DI), Y5, Y1; \
+	VFMADD231PS 64(DI), Y6, Y2; \
+	VFMADD231PS 96(DI), Y7, Y3; \
+	VFMADD231PS (DI), Y12, Y8; \
+	VFMADD231PS 32(DI), Y13, Y9; \
+	VFMADD231PS 64(DI), Y14, Y10; \
+	VFMADD231PS 96(DI), Y15, Y11; \
+	ADDQ $(32*size), SI; \
+	ADDQ $(32*size), R9; \
+	ADDQ $128, DI; \
+	SUBQ $32, CX; \
+	JMP  loop32; \
+loop8: \
+	CMPQ CX, $8; \
+	JLT  done; \
+	LOAD8(SI, 0, Y4); \
+	LOAD8(R9, 0, Y12); \
+	VFMADD231PS (DI), Y4, Y0; \
+	VFMADD231PS (DI), Y12, Y8; \
+	ADDQ $(8*size), SI; \
+	ADDQ $(8*size), R9; \
+	ADDQ $32, DI; \
+	SUBQ $8, CX; \
+	JMP  loop8; \
+done: \
+	SUM2x4
+
+#define LOADF32(base, off, reg) VMOVUPS (off*4)(base), reg
+#define LOADF16(base, off, reg) VCVTPH2PS (off*2)(base), reg
+#define LOADBF16(base, off, reg) VPMOVZXWD (off*2)(base), reg; VPSLLD $16, reg, reg
+
+// FLOATROWS is the body of a float type's single-row kernel, func(w
+// *byte, x *float32, n, nrows int, out *float32): ROWPAIRS running DOT,
+// FLOATDOT for the type.
+#define FLOATROWS(size, DOT) \
+	MOVQ w+0(FP), SI; \
+	MOVQ nrows+24(FP), R12; \
+	MOVQ out+32(FP), R13; \
+	ROWPAIRS(size, DOT); \
+	RET
+
+#define F32DOT FLOATDOT(4, LOADF32)
+#define F16DOT FLOATDOT(2, LOADF16)
+#define BF16DOT FLOATDOT(2, LOADBF16)
+
+// FLOATDOT2 is FLOATDOT for two rows of x, the second R12 bytes after
+// the first: each weight is loaded and converted once for both, and eight
+// accumulators (Y0-Y3 the first row, Y8-Y11 the second) keep the FMAs'
+// latency hidden. 32 values per iteration, then 8; the sums end in X0
+// (first row) and X8 (second).
+#define FLOATDOT2(LOAD8) \
+	ZERO2x4; \
+loop32: \
+	CMPQ CX, $32; \
+	JLT  loop8; \
+	LOAD8(SI, 0, Y4); \
+	LOAD8(SI, 8, Y5); \
+	LOAD8(SI, 16, Y6); \
+	LOAD8(SI, 24, Y7); \
 	VFMADD231PS (DI), Y4, Y0; \
 	VFMADD231PS 32(DI), Y5, Y1; \
 	VFMADD231PS 64(DI), Y6, Y2; \
@@ -144,7 +169,7 @@ loop32: \
 loop8: \
 	CMPQ CX, $8; \
 	JLT  done; \
-	LOAD8(0, Y4); \
+	LOAD8(SI, 0, Y4); \
 	VFMADD231PS (DI), Y4, Y0; \
 	VFMADD231PS (DI)(R12*1), Y4, Y8; \
 	LEAQ (SI)(BX*8), SI; \
@@ -152,17 +177,7 @@ loop8: \
 	SUBQ $8, CX; \
 	JMP  loop8; \
 done: \
-	VADDPS Y1, Y0, Y0; \
-	VADDPS Y3, Y2, Y2; \
-	VADDPS Y2, Y0, Y0; \
-	VADDPS Y9, Y8, Y8; \
-	VADDPS Y11, Y10, Y10; \
-	VADDPS Y10, Y8, Y2; \
-	HSUM8; \
-	VEXTRACTF128 $1, Y2, X3; \
-	VADDPS       X3, X2, X2; \
-	VHADDPS      X2, X2, X2; \
-	VHADDPS      X2, X2, X2
+	SUM2x4
 
 // FLOATROWS2 is the body of a float type's two-row kernel, func(w *byte,
 // x *float32, xstride, n, nr int, dst *float32, dstStride int): nr
@@ -178,22 +193,39 @@ row: \
 	MOVQ x+8(FP), DI; \
 	MOVQ n+24(FP), CX; \
 	FLOATDOT2(LOAD8); \
-	X2NEXT(X0, X2, dstStride+48(FP)); \
+	X2NEXT(X0, X8, dstStride+48(FP)); \
 	JNZ row; \
+	VZEROUPPER; \
+	RET
+
+// DEQUANTFLOAT is the body of the AVX2 dequantizers of the half types,
+// func(src *byte, dst *float32, n int): the n values (a multiple of 8, at
+// least 8) of size bytes at src, loaded by LOAD8, stored as float32s.
+#define DEQUANTFLOAT(size, LOAD8) \
+	MOVQ src+0(FP), SI; \
+	MOVQ dst+8(FP), DI; \
+	MOVQ n+16(FP), CX; \
+dq8: \
+	LOAD8(SI, 0, Y0); \
+	VMOVUPS Y0, (DI); \
+	ADDQ    $(8*size), SI; \
+	ADDQ    $32, DI; \
+	SUBQ    $8, CX; \
+	JNZ     dq8; \
 	VZEROUPPER; \
 	RET
 
 // func dotF32AVX(w *byte, x *float32, n, nrows int, out *float32)
 TEXT ·dotF32AVX(SB), NOSPLIT, $0-40
-	FLOATROWS(4, LOADF32)
+	FLOATROWS(4, F32DOT)
 
 // func dotF16AVX(w *byte, x *float32, n, nrows int, out *float32)
 TEXT ·dotF16AVX(SB), NOSPLIT, $0-40
-	FLOATROWS(2, LOADF16)
+	FLOATROWS(2, F16DOT)
 
 // func dotBF16AVX(w *byte, x *float32, n, nrows int, out *float32)
 TEXT ·dotBF16AVX(SB), NOSPLIT, $0-40
-	FLOATROWS(2, LOADBF16)
+	FLOATROWS(2, BF16DOT)
 
 // func dotF32x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStride int)
 TEXT ·dotF32x2AVX(SB), NOSPLIT, $16-56
@@ -206,6 +238,14 @@ TEXT ·dotF16x2AVX(SB), NOSPLIT, $16-56
 // func dotBF16x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStride int)
 TEXT ·dotBF16x2AVX(SB), NOSPLIT, $16-56
 	FLOATROWS2(2, LOADBF16)
+
+// func dequantF16AVX(src *byte, dst *float32, n int)
+TEXT ·dequantF16AVX(SB), NOSPLIT, $0-24
+	DEQUANTFLOAT(2, LOADF16)
+
+// func dequantBF16AVX(src *byte, dst *float32, n int)
+TEXT ·dequantBF16AVX(SB), NOSPLIT, $0-24
+	DEQUANTFLOAT(2, LOADBF16)
 
 // BLOCKSCALE sets Y1 to the weight block's d (the half at doff(SI))
 // times the activation block's d (the float at adoff(DX)), broadcast.

@@ -82,6 +82,7 @@ struct Block {
 	std::vector<int> warrived;
 	std::vector<unsigned> wgen;
 	std::vector<uint64_t> xch;
+	std::vector<unsigned char> gather; // warp_gather's 32 bytes a thread
 	bool deadlock = false;
 };
 
@@ -123,6 +124,19 @@ uint64_t warp_exchange(uint64_t v, int src_lane) {
 	uint64_t got = src < blk->n ? blk->xch[src] : v;
 	barrier(blk->warrived[w], blk->wgen[w], warp_lanes(w));
 	return got;
+}
+
+void warp_gather(const void *mine, int bytes, void *all) {
+	if (bytes > 32) __builtin_trap();
+	int w = cur->tid >> 5, lanes = warp_lanes(w);
+	memcpy(&blk->gather[32 * cur->tid], mine, bytes);
+	barrier(blk->warrived[w], blk->wgen[w], lanes);
+	for (int l = 0; l < 32; l++) {
+		unsigned char *to = (unsigned char *)all + l * bytes;
+		if (l < lanes) memcpy(to, &blk->gather[32 * (32 * w + l)], bytes);
+		else memset(to, 0, bytes);
+	}
+	barrier(blk->warrived[w], blk->wgen[w], lanes);
 }
 
 namespace {
@@ -190,6 +204,7 @@ bool run_block(Block &b, Stacks &st, int sched, uint64_t &rng) {
 		f.sp = st.top(i);
 		f.done = false;
 		f.t.tid = i;
+		f.t.npend = f.t.committed = 0;
 		f.t.idx = dim3{(unsigned)i % block_dim.x, (unsigned)i / block_dim.x % block_dim.y,
 			       (unsigned)i / (block_dim.x * block_dim.y)};
 	}
@@ -257,6 +272,7 @@ int prefixd_emu_launch(int dtype, const char *name, const unsigned *g, const uns
 	blk.warrived.assign((blk.n + 31) / 32, 0);
 	blk.wgen.assign((blk.n + 31) / 32, 0);
 	blk.xch.assign(blk.n, 0);
+	blk.gather.assign(32 * (size_t)blk.n, 0);
 	std::function<void()> body = [e, args] { e->call(args); };
 	blk.body = &body;
 	emu::Stacks &st = *emu::stacks_for(blk.n);

@@ -47,6 +47,7 @@ type Device struct {
 	sched  Schedule
 	allocs map[launch.Ptr]mapping
 	regs   map[string]int // AssumeRegisters
+	host   [][]byte       // HostAlloc's buffers
 }
 
 // mapping is one allocation: the whole mapping, guard page included, and

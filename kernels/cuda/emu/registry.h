@@ -23,9 +23,14 @@
 	X(argmax)                                                                                            \
 	X(kv_append)                                                                                         \
 	X(copy_blocks)                                                                                       \
+	X(rope_kv_append)                                                                                    \
 	X(attn)                                                                                              \
 	X(attn_wide)                                                                                         \
-	X(attn_combine)
+	X(attn_combine)                                                                                      \
+	X(attn_decode8)                                                                                      \
+	X(attn_decode16)                                                                                     \
+	X(attn_decode32)                                                                                     \
+	X(tc_check)
 
 namespace emu {
 

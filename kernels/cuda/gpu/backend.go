@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/prefixd/prefixd/batch"
 	"github.com/prefixd/prefixd/blockstore"
@@ -39,18 +40,34 @@ type Backend struct {
 	rowsCap  int   // token rows every buffer holds
 	err      error // the first error found while queueing the step
 
-	// Device buffers grown to the largest step seen.
+	// Device buffers grown to the largest step seen; lout holds the
+	// logits, then one int32 argmax per row.
 	stepBuf, part, normed, normedE, lout area
 	spares                               []area // Narrow's, one per buffer it narrows
 	logits                               []float32
-	raw                                  []byte
+	ids                                  []int32
+	pinned                               []byte // host memory from Mem.HostAlloc: argmax ids, then logits
+	rope                                 ropeTable
 }
 
-// weight is an uploaded tensor: rows×cols of dt at p.
+// weight is an uploaded tensor: rows×cols of dt at p, and a vector's
+// values on the host too (RoPE's frequency factors feed RoPETable).
 type weight struct {
 	p          launch.Ptr
 	rows, cols int
 	dt         src.DType
+	host       []float32
+}
+
+// ropeTable is the uploaded launch.RoPETable RoPEPutKV reads: rows
+// positions for head dimension hd, theta and factors (a weight handle,
+// kernels.NoWeight for none).
+type ropeTable struct {
+	a       area
+	rows    int
+	hd      int
+	theta   float32
+	factors kernels.Weight
 }
 
 // buffer is an activation: one row of cols values per token row, as
@@ -93,7 +110,7 @@ func (b *Backend) Upload(t kernels.Tensor) (kernels.Weight, error) {
 	}
 	w := weight{rows: t.Rows, cols: t.Cols, dt: b.dt}
 	if t.Rows == 1 {
-		w.dt = src.F32
+		w.dt, w.host = src.F32, f
 	}
 	raw := make([]byte, len(f)*w.dt.Size())
 	launch.Encode(w.dt, raw, f)
@@ -319,6 +336,19 @@ func (b *Backend) MatMul(dst, x kernels.Buf, weight kernels.Weight) {
 	b.queue(func(m Mem) error { return m.MatMulT(out, xp, w.p, n, w.rows, w.cols, 0) })
 }
 
+// MatMulAdd sets dst (float32) += x·Wᵀ in one product (GemmEx's beta =
+// 1), x having been written in the element type: the residual
+// connection without a separate add. It implements model.FusedBackend.
+func (b *Backend) MatMulAdd(dst, x kernels.Buf, weight kernels.Weight) {
+	w := b.matrix("MatMulAdd", weight)
+	same("MatMulAdd", b.bufs[dst].cols, w.rows)
+	same("MatMulAdd", b.bufs[x].cols, w.cols)
+	xp, acc := b.in("MatMulAdd", x, true), b.in("MatMulAdd", dst, false)
+	b.out(dst, false)
+	n := b.tokens
+	b.queue(func(m Mem) error { return m.MatMulT(acc, xp, w.p, n, w.rows, w.cols, 1) })
+}
+
 // AddBias adds bias (one row as wide as x) to every row of x.
 func (b *Backend) AddBias(x kernels.Buf, bias kernels.Weight) {
 	w := b.vector("AddBias", bias)
@@ -346,6 +376,62 @@ func (b *Backend) RoPE(x kernels.Buf, heads int, theta float32, layout kernels.R
 	}
 	xp, pos, n := b.in("RoPE", x, false), b.st.RowPos, b.tokens
 	b.queue(func(m Mem) error { return launch.RoPE(m, lay, xp, u.cols, pos, n, heads, hd, theta, fp) })
+}
+
+// RoPEPutKV reads each row of qkv as [q | k | v]: it writes the
+// queries (heads heads) rotated by their rows' positions into q and
+// stores the keys, rotated alike, and the values in layer of the K/V
+// pool, in one launch (launch.RoPEAppendKV) whose angles come from a
+// table uploaded once and grown with the longest position seen: it
+// implements model.FusedBackend.
+func (b *Backend) RoPEPutKV(layer int, q, qkv kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors kernels.Weight) {
+	hd, kd := b.lay.HeadDim, b.lay.KVDim()
+	qd, ld := heads*hd, b.bufs[qkv].cols
+	same("RoPEPutKV", b.bufs[q].cols, qd)
+	same("RoPEPutKV", ld, qd+2*kd)
+	var f []float32
+	if factors != kernels.NoWeight {
+		w := b.vector("RoPE factors", factors)
+		same("RoPE factors", w.cols, hd/2)
+		f = w.host
+	}
+	t := &b.rope
+	if need := b.st.MaxPos + 1; need > t.rows || t.hd != hd || t.theta != theta || t.factors != factors {
+		rows := max(need, 2*t.rows, 256)
+		if t.hd != hd || t.theta != theta || t.factors != factors {
+			rows = max(need, 256)
+		}
+		raw := make([]byte, 4*rows*hd)
+		launch.Encode(src.F32, raw, launch.RoPETable(rows, hd, theta, f))
+		// Between steps: no queued op reads the table yet.
+		b.fail(b.dev.Do(func(m Mem) error {
+			if err := t.a.grow(m, len(raw)); err != nil {
+				return err
+			}
+			return m.Write(t.a.p, raw)
+		}))
+		t.rows, t.hd, t.theta, t.factors = rows, hd, theta, factors
+	}
+	lay := launch.Adjacent
+	if layout == kernels.RopeHalves {
+		lay = launch.Halves
+	}
+	in := b.in("RoPEPutKV", qkv, false)
+	a := launch.RoPEKV{QOut: b.out(q, false), Q: in, LDQ: ld, K: in + launch.Ptr(4*qd), V: in + launch.Ptr(4*(qd+kd)),
+		LDKV: ld, NHeads: heads, Layer: layer, Layout: lay, Table: t.a.p}
+	pool, kl, st := b.kv.Pool(), b.lay, b.st
+	b.queue(func(m Mem) error { return launch.RoPEAppendKV(m, pool, kl, st, a) })
+}
+
+// SwiGLUFused sets dst, in the element type, to silu(gate)·up, each row
+// of gu (float32) being [gate | up]: the fused gate and up product's
+// output. It implements model.FusedBackend.
+func (b *Backend) SwiGLUFused(dst, gu kernels.Buf) {
+	hidden := b.bufs[dst].cols
+	same("SwiGLUFused", b.bufs[gu].cols, 2*hidden)
+	g := b.in("SwiGLUFused", gu, false)
+	out, n := b.out(dst, true), b.tokens
+	b.queue(func(m Mem) error { return launch.SwiGLU(m, out, g, g+launch.Ptr(4*hidden), 2*hidden, n, hidden) })
 }
 
 // PutKV stores every token row of k and v in layer of the K/V pool.
@@ -435,18 +521,35 @@ func (b *Backend) Narrow(bufs ...kernels.Buf) {
 // the step's ops on the device in one Do and copies those logits back. It
 // returns the step's first error; the slice is reused by the next call.
 func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps float32) ([]float32, error) {
+	logits, _, err := b.LogitsGreedy(x, norm, classifier, eps, nil)
+	return logits, err
+}
+
+// LogitsGreedy is Logits, except that for each logits row i with
+// greedy[i] set it returns the row's argmax (sample.Argmax's rule) in
+// ids[i], computed on the device, and copies back 4 bytes for the row
+// instead of its logits, which it leaves unspecified: it implements
+// model.GreedyBackend. greedy is nil or has an entry per row that wants
+// logits. The copies go asynchronously into page-locked host memory, one
+// per run of rows that come back whole, and the step waits for them
+// once. Both slices are reused by the next call.
+func (b *Backend) LogitsGreedy(x kernels.Buf, norm, classifier kernels.Weight, eps float32, greedy []bool) ([]float32, []int32, error) {
 	nw, cw := b.vector("Logits", norm), b.matrix("Logits", classifier)
 	d := b.bufs[x].cols
 	same("Logits", d, nw.cols)
 	same("Logits", d, cw.cols)
 	n, vocab := b.nLogits, cw.rows
+	if greedy != nil {
+		same("LogitsGreedy's flags", len(greedy), n)
+	}
+	argmax := slices.Contains(greedy, true)
 	b.logits = grow(b.logits, n*vocab)
-	b.raw = growBytes(b.raw, 4*n*vocab)
+	b.ids = slices.Grow(b.ids[:0], n)[:n]
 	xp, idx, narrowed := b.in("Logits", x, false), b.idx, b.narrowed
 	ops, err := b.ops, b.err
 	b.ops, b.err = ops[:0], nil
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	err = b.dev.Do(func(m Mem) error {
 		for _, op := range ops {
@@ -457,7 +560,9 @@ func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps flo
 		if n == 0 {
 			return nil
 		}
-		err := errors.Join(b.normed.grow(m, 4*n*d), b.normedE.grow(m, n*d*b.dt.Size()), b.lout.grow(m, 4*n*vocab))
+		idsAt := 4 * n * vocab // the argmax ids follow the logits in lout
+		err := errors.Join(b.normed.grow(m, 4*n*d), b.normedE.grow(m, n*d*b.dt.Size()), b.lout.grow(m, idsAt+4*n),
+			b.growPinned(m, 4*n+4*n*vocab))
 		if err != nil {
 			return err
 		}
@@ -476,13 +581,71 @@ func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps flo
 			m.MatMulT(b.lout.p, normedE, cw.p, n, vocab, d, 0)); err != nil {
 			return err
 		}
-		return m.Read(b.raw, b.lout.p)
+		if argmax {
+			ids := b.lout.p + launch.Ptr(idsAt)
+			if err := errors.Join(launch.Argmax(m, ids, b.lout.p, n, vocab), m.ReadAsync(b.pinned[:4*n], ids)); err != nil {
+				return err
+			}
+		}
+		for _, r := range wholeRuns(greedy, n) {
+			at, size := 4*r[0]*vocab, 4*(r[1]-r[0])*vocab
+			if err := m.ReadAsync(b.pinned[4*n+at:][:size], b.lout.p+launch.Ptr(at)); err != nil {
+				return err
+			}
+		}
+		return m.Synchronize()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("gpu: step: %w", err)
+		return nil, nil, fmt.Errorf("gpu: step: %w", err)
 	}
-	launch.Decode(src.F32, b.logits, b.raw)
-	return b.logits, nil
+	for i := range n {
+		if argmax && greedy[i] {
+			b.ids[i] = int32(binary.LittleEndian.Uint32(b.pinned[4*i:]))
+			continue
+		}
+		b.ids[i] = 0
+		launch.Decode(src.F32, b.logits[i*vocab:(i+1)*vocab], b.pinned[4*n+4*i*vocab:][:4*vocab])
+	}
+	return b.logits, b.ids, nil
+}
+
+// wholeRuns returns the runs [from, to) of rows, of n, that greedy does
+// not mark: the rows whose logits come back whole.
+func wholeRuns(greedy []bool, n int) [][2]int {
+	var runs [][2]int
+	for i := 0; i < n; {
+		if greedy != nil && greedy[i] {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < n && (greedy == nil || !greedy[j]) {
+			j++
+		}
+		runs = append(runs, [2]int{i, j})
+		i = j
+	}
+	return runs
+}
+
+// growPinned makes the host buffer the step's results land in at least
+// n bytes.
+func (b *Backend) growPinned(m Mem, n int) error {
+	if len(b.pinned) >= n {
+		return nil
+	}
+	if b.pinned != nil {
+		if err := m.HostFree(b.pinned); err != nil {
+			return err
+		}
+		b.pinned = nil
+	}
+	p, err := m.HostAlloc(n)
+	if err != nil {
+		return err
+	}
+	b.pinned = p
+	return nil
 }
 
 // Close frees every device allocation of the Backend: weights, buffers
@@ -496,11 +659,15 @@ func (b *Backend) Close() error {
 		for i := range b.bufs {
 			errs = append(errs, b.bufs[i].free(m))
 		}
-		for _, a := range []*area{&b.stepBuf, &b.part, &b.normed, &b.normedE, &b.lout} {
+		for _, a := range []*area{&b.stepBuf, &b.part, &b.normed, &b.normedE, &b.lout, &b.rope.a} {
 			errs = append(errs, a.free(m))
 		}
 		for i := range b.spares {
 			errs = append(errs, b.spares[i].free(m))
+		}
+		if b.pinned != nil {
+			errs = append(errs, m.HostFree(b.pinned))
+			b.pinned = nil
 		}
 		return errors.Join(errs...)
 	})}
@@ -534,13 +701,6 @@ func grow(f []float32, n int) []float32 {
 		return make([]float32, n)
 	}
 	return f[:n]
-}
-
-func growBytes(b []byte, n int) []byte {
-	if cap(b) < n {
-		return make([]byte, n)
-	}
-	return b[:n]
 }
 
 // same panics unless widths a and b agree: an op given buffers and

@@ -29,6 +29,17 @@ type Mem interface {
 	// m×k and w n×k in the device's element type, accumulated in float32
 	// (cuBLAS GemmEx on a GPU).
 	MatMulT(y, a, w launch.Ptr, m, n, k int, beta float32) error
+	// HostAlloc returns n bytes of host memory that ReadAsync copies into
+	// (page-locked on a GPU); HostFree releases it.
+	HostAlloc(n int) ([]byte, error)
+	HostFree(b []byte) error
+	// ReadAsync queues a copy of len(b) bytes from device address p into
+	// b, which lies in memory from HostAlloc, after the work launched
+	// before it; b holds them once Synchronize returns.
+	ReadAsync(b []byte, p launch.Ptr) error
+	// Synchronize waits for everything queued and returns the first
+	// fault.
+	Synchronize() error
 }
 
 // Device is a GPU or its emulator.

@@ -39,7 +39,7 @@ func init() {
 				t.Error(err)
 			}
 		})
-		return emuDevice{d}, func() int64 { return int64(d.Live()) }
+		return emuDevice{d}, func() int64 { return int64(d.Live() + d.HostLive()) }
 	}})
 }
 

@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // MaxHeadDim is the largest head size the attention kernel takes.
@@ -15,6 +16,8 @@ const MaxHeadDim = 256
 const (
 	maxGroup    = 32
 	narrowGroup = 16
+	// decodeThreads is attn_decode's block: four warps share each page.
+	decodeThreads = 128
 )
 
 // Attn describes one layer's attention call over a step.
@@ -26,6 +29,47 @@ type Attn struct {
 	Layer   int
 	Split   int // positions per split; 0 puts each row's context in one split
 	Partial Ptr // float32 workspace of AttnWorkspace floats when Split divides some context
+	// Warp forces attn (or attn_wide), a warp per query head, where
+	// AttentionKernel would pick attn_decode: for benchmarks comparing
+	// the two.
+	Warp bool
+}
+
+// The shapes attn_decode takes (decode.cu): a page size it is compiled
+// for, a head whose row is whole 16-byte loads, the group's queries in
+// its shared memory, and splits that start on a tile of positions.
+const (
+	decodeTile       = 32
+	decodeMaxHeadDim = 128
+	decodeMaxQ       = 2048
+)
+
+// AttentionKernel returns the kernel Attention launches for nHeads query
+// heads over lay with split (0: one split per row), on elements of
+// elemSize bytes: attn_decodeBS, a block per (split, KV head, row)
+// holding the whole group and loading whole pages into shared memory,
+// where the page size BS is 8, 16 or 32, a head row is a multiple of 16
+// bytes (and at most 128 elements), the group's queries fit (group ·
+// headDim ≤ 2,048) and split is a multiple of 32; else attn, a warp per
+// query head, or attn_wide for groups of more than 16.
+func AttentionKernel(lay KVLayout, nHeads, split, elemSize int) string {
+	group, hd := nHeads/lay.KVHeads, lay.HeadDim
+	switch bs := lay.BlockSize; {
+	case bs != 8 && bs != 16 && bs != 32, hd > decodeMaxHeadDim, hd*elemSize%16 != 0, group*hd > decodeMaxQ,
+		split%decodeTile != 0:
+	default:
+		return fmt.Sprintf("attn_decode%d", bs)
+	}
+	return warpKernel(group)
+}
+
+// warpKernel is the kernel with a warp per query head for groups of
+// group: attn, or attn_wide past 16.
+func warpKernel(group int) string {
+	if group > narrowGroup {
+		return "attn_wide"
+	}
+	return "attn"
 }
 
 // Splits returns how many splits of split positions the longest row of
@@ -52,10 +96,11 @@ func AttnWorkspace(st Step, lay KVLayout, nHeads, split int) int {
 // positions 0..RowPos[r] of its sequence (its cached prefix and the new
 // tokens up to itself), scaled by 1/sqrt(HeadDim), query head h using KV
 // head h/(NHeads/KVHeads). One thread block handles one (split, KV head,
-// row), a warp per query head of the group (attn, or attn_wide for groups
-// of more than 16); with several splits
-// (decode of long contexts: more blocks in flight) a second kernel merges
-// them.
+// row): attn_decode, which loads whole pages into shared memory for the
+// whole group, where AttentionKernel allows it, else a warp per query
+// head of the group (attn, or attn_wide for groups of more than 16); with
+// several splits (decode of long contexts: more blocks in flight) a
+// second kernel merges them.
 func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
 	if err := errors.Join(lay.layerOK(a.Layer), st.check(), positive("query heads", a.NHeads)); err != nil {
 		return err
@@ -73,13 +118,20 @@ func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
 	if ns > 1 && a.Partial == 0 {
 		return fmt.Errorf("%w: %d splits and no workspace", ErrShape, ns)
 	}
-	group, kernel := a.NHeads/lay.KVHeads, "attn"
-	if group > narrowGroup {
-		kernel = "attn_wide"
+	var err error
+	grid, args := Dim3{ns, lay.KVHeads, st.Rows}, []uint64{P(a.Out), P(a.Partial), P(a.Q), I(a.LDQ), P(kv),
+		L(lay.BlockElems()), L(lay.LayerOffset(a.Layer)), P(st.RowPos), P(st.RowBT), P(st.BT)}
+	group, kernel := a.NHeads/lay.KVHeads, AttentionKernel(lay, a.NHeads, a.Split, d.DType().Size())
+	if a.Warp {
+		kernel = warpKernel(group)
 	}
-	err := d.Launch(kernel, Dim3{ns, lay.KVHeads, st.Rows}, threads(32*group),
-		P(a.Out), P(a.Partial), P(a.Q), I(a.LDQ), P(kv), L(lay.BlockElems()), L(lay.LayerOffset(a.Layer)),
-		P(st.RowPos), P(st.RowBT), P(st.BT), I(lay.BlockSize), I(a.NHeads), I(lay.KVHeads), I(hd), I(split))
+	if !strings.HasPrefix(kernel, "attn_decode") {
+		err = d.Launch(kernel, grid, threads(32*group), append(args, I(lay.BlockSize), I(a.NHeads), I(lay.KVHeads), I(hd), I(split))...)
+	} else if kv%16 != 0 {
+		return fmt.Errorf("%w: K/V pool at %#x, not on a 16-byte boundary (%s loads 16 bytes at a time)", ErrShape, uint64(kv), kernel)
+	} else {
+		err = d.Launch(kernel, grid, threads(decodeThreads), append(args, I(a.NHeads), I(lay.KVHeads), I(hd), I(split))...)
+	}
 	if err != nil || ns == 1 {
 		return err
 	}
@@ -88,16 +140,27 @@ func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
 }
 
 // ChooseSplit returns Attn.Split for a step on a GPU of sms
-// multiprocessors: enough splits that about eight thread blocks per
-// multiprocessor are in flight (a batch of long decodes otherwise leaves
-// most of the GPU idle), or 0 when the rows and KV heads alone are enough
-// or the contexts are short.
+// multiprocessors, sized by the step's total K/V work (FlashInfer's
+// rule): the positions all rows read, times the KV heads, spread over
+// about eight thread blocks per multiprocessor, rounded up to a multiple
+// of 32 (attn_decode's tile). A long row then gets many splits and a
+// short one few, where a split sized by the longest row alone leaves a
+// batch of mostly short rows with too few blocks. It returns 0 (one split
+// per row) when the rows and KV heads alone fill the GPU, the contexts
+// are short, or the split would cover the longest row.
 func ChooseSplit(st Step, kvHeads, sms int) int {
 	blocks, want := st.Rows*kvHeads, 8*sms
 	if blocks >= want || st.MaxPos < 128 {
 		return 0
 	}
-	splits := (want + blocks - 1) / blocks
-	split := (st.MaxPos + splits) / splits // ceil((MaxPos+1)/splits)
-	return (split + 31) / 32 * 32
+	work := st.KVWork
+	if work == 0 {
+		work = st.Rows * (st.MaxPos + 1)
+	}
+	split := (work*kvHeads + want - 1) / want
+	split = (split + decodeTile - 1) / decodeTile * decodeTile
+	if split > st.MaxPos {
+		return 0
+	}
+	return split
 }

@@ -48,12 +48,16 @@ func (l KVLayout) layerOK(layer int) error {
 // once per step and shared by every layer: RowPos (int32 [Rows]) is each
 // row's position in its sequence, RowBT (int32 [Rows]) the offset in BT of
 // its sequence's block table, BT (int32) every block table one after
-// another. MaxPos is the largest RowPos, which sizes the attention grid.
+// another. MaxPos is the largest RowPos, which sizes the attention grid;
+// KVWork is the positions attention reads over all rows (the sum of
+// RowPos+1), which sizes its splits (ChooseSplit; 0 counts every row at
+// MaxPos).
 type Step struct {
 	Rows          int
 	RowPos, RowBT Ptr
 	BT            Ptr
 	MaxPos        int
+	KVWork        int
 }
 
 func (s Step) check() error {

@@ -84,20 +84,23 @@ func TestAttentionSplits(t *testing.T) {
 
 func TestChooseSplit(t *testing.T) {
 	for _, c := range []struct {
-		rows, maxPos, kvHeads, sms, want int
+		rows, maxPos, work, kvHeads, sms, want int
 	}{
-		{64, 1023, 4, 132, 224}, // 256 blocks for 1,056 wanted: 5 splits of 205, rounded to 224
-		{64, 1023, 32, 132, 0},  // 2,048 blocks already
-		{1, 100, 4, 132, 0},     // short context
-		{1, 4095, 1, 10, 64},    // 80 splits of 52, rounded to 64
+		{64, 1023, 0, 4, 132, 256},    // 262,144 head-positions over 1,056 blocks: 249, rounded to 256
+		{64, 1023, 0, 32, 132, 0},     // 2,048 blocks already
+		{1, 100, 0, 4, 132, 0},        // short context
+		{1, 4095, 4096, 1, 10, 64},    // 80 splits of 52, rounded to 64
+		{64, 4095, 10459, 4, 132, 64}, // one row of 4,096 and 63 of 101: the long one in 64 splits
+		{2, 200, 300, 1, 1, 64},       // 38 a block, rounded to 64
+		{2, 200, 400, 1, 0, 0},        // no multiprocessor to fill
 	} {
-		st := Step{Rows: c.rows, MaxPos: c.maxPos}
+		st := Step{Rows: c.rows, MaxPos: c.maxPos, KVWork: c.work}
 		got := ChooseSplit(st, c.kvHeads, c.sms)
 		if got != c.want {
 			t.Errorf("%+v: split %d, want %d", c, got, c.want)
 		}
-		if got > 0 && Splits(st, got)*st.Rows*c.kvHeads < 8*c.sms*3/4 {
-			t.Errorf("%+v: split %d gives only %d blocks", c, got, Splits(st, got)*st.Rows*c.kvHeads)
+		if got%32 != 0 {
+			t.Errorf("%+v: split %d is not a multiple of attn_decode's tile", c, got)
 		}
 	}
 }
@@ -122,6 +125,52 @@ func TestAttentionKernel(t *testing.T) {
 		if err := GPULimits.Check(c.kernel, Kernel{MaxThreads: src.MaxThreads(c.kernel)}, Dim3{1, 2, 2}, d.blocks[0]); err != nil {
 			t.Errorf("group %d: %v", c.group, err)
 		}
+	}
+}
+
+// TestDecodeKernel checks which shapes launch attn_decode (a page size it
+// is compiled for, 16-byte head rows of at most 128 elements, a group's
+// queries within 2,048 floats, splits of multiples of 32) with its
+// 128-thread block, that Warp forces attn, and that a pool off a 16-byte
+// boundary is refused.
+func TestDecodeKernel(t *testing.T) {
+	st := Step{Rows: 2, RowPos: 1, RowBT: 1, BT: 1, MaxPos: 200}
+	for _, c := range []struct {
+		bs, hd, nHeads, kvHeads, split int
+		kernel                         string
+	}{
+		{16, 64, 32, 4, 0, "attn_decode16"}, // TinyLlama
+		{8, 64, 32, 4, 64, "attn_decode8"},
+		{32, 128, 32, 8, 96, "attn_decode32"},
+		{32, 64, 32, 1, 0, "attn_decode32"}, // a group of 32 × 64 = 2,048
+		{16, 4, 4, 2, 0, "attn_decode16"},   // 16 bytes of f32
+		{4, 64, 32, 4, 0, "attn"},           // page size
+		{64, 64, 32, 4, 0, "attn"},
+		{16, 256, 8, 4, 0, "attn"},       // head over 128
+		{16, 6, 4, 2, 0, "attn"},         // 24-byte rows
+		{16, 128, 32, 1, 0, "attn_wide"}, // 4,096 query floats
+		{16, 64, 32, 4, 48, "attn"},      // split off the tile
+	} {
+		lay := KVLayout{Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, BlockSize: c.bs, NumBlocks: 4}
+		for _, warp := range []bool{false, true} {
+			d := &recorder{}
+			a := Attn{Q: 1, LDQ: c.nHeads * c.hd, Out: 1, NHeads: c.nHeads, Split: c.split, Partial: 1, Warp: warp}
+			if err := Attention(d, 256, lay, st, a); err != nil {
+				t.Fatal(err)
+			}
+			want, threads := c.kernel, 128
+			if warp || !strings.HasPrefix(want, "attn_decode") {
+				want, threads = warpKernel(c.nHeads/c.kvHeads), 32*c.nHeads/c.kvHeads
+			}
+			if d.launches[0] != want || d.blocks[0].X != threads {
+				t.Errorf("%+v warp %v: launched %v with blocks %v, want %s with %d threads", c, warp, d.launches, d.blocks, want, threads)
+			}
+		}
+	}
+	lay := KVLayout{Layers: 1, KVHeads: 4, HeadDim: 64, BlockSize: 16, NumBlocks: 4}
+	err := Attention(&recorder{}, 264, lay, st, Attn{Q: 1, LDQ: 2048, Out: 1, NHeads: 32})
+	if !errors.Is(err, ErrShape) {
+		t.Errorf("a pool at 264: %v, want ErrShape", err)
 	}
 }
 

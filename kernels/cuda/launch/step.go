@@ -12,12 +12,12 @@ import (
 type StepBuilder struct {
 	rowPos, rowBT, bt []int32
 	packed            []int32
-	maxPos            int
+	maxPos, work      int
 }
 
 // Reset empties the builder.
 func (b *StepBuilder) Reset() {
-	b.rowPos, b.rowBT, b.bt, b.maxPos = b.rowPos[:0], b.rowBT[:0], b.bt[:0], 0
+	b.rowPos, b.rowBT, b.bt, b.maxPos, b.work = b.rowPos[:0], b.rowBT[:0], b.bt[:0], 0, 0
 }
 
 // Add appends a sequence's rows: rows query tokens at positions start,
@@ -34,6 +34,7 @@ func (b *StepBuilder) Add(table []blockstore.BlockID, blockSize, start, rows int
 	for r := range rows {
 		b.rowPos = append(b.rowPos, int32(start+r))
 		b.rowBT = append(b.rowBT, off)
+		b.work += start + r + 1
 	}
 	b.maxPos = max(b.maxPos, start+rows-1)
 	return nil
@@ -53,5 +54,5 @@ func (b *StepBuilder) Packed() []int32 {
 // Step returns the Step for Packed's contents uploaded at base.
 func (b *StepBuilder) Step(base Ptr) Step {
 	n := Ptr(4 * len(b.rowPos))
-	return Step{Rows: len(b.rowPos), RowPos: base, RowBT: base + n, BT: base + 2*n, MaxPos: b.maxPos}
+	return Step{Rows: len(b.rowPos), RowPos: base, RowBT: base + n, BT: base + 2*n, MaxPos: b.maxPos, KVWork: b.work}
 }

@@ -22,7 +22,8 @@ func TestStepBuilder(t *testing.T) {
 			t.Fatalf("packed %v, want %v", got, want)
 		}
 		st := b.Step(1000)
-		if st != (Step{Rows: 3, RowPos: 1000, RowBT: 1012, BT: 1024, MaxPos: 6}) {
+		// Positions 5, 6 and 0 read 6 + 7 + 1 positions of K/V.
+		if st != (Step{Rows: 3, RowPos: 1000, RowBT: 1012, BT: 1024, MaxPos: 6, KVWork: 14}) {
 			t.Errorf("step %+v", st)
 		}
 	}

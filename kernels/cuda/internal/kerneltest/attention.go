@@ -3,6 +3,7 @@ package kerneltest
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prefixd/prefixd/blockstore"
@@ -40,6 +41,28 @@ var attnCases = []attnCase{
 		starts: []int{9, 2}, rows: []int{2, 1}, share: []int{0, 0}},
 	{name: "group of 32 split", kvHeads: 1, nHeads: 32, hd: 64, bs: 8, split: 16,
 		starts: []int{20, 0}, rows: []int{1, 3}, share: []int{0, 0}},
+	// attn_decode's shapes (pages of 8, 16 and 32; splits of multiples of
+	// 32; tiles cut short by a split's or a context's end; the largest
+	// group it holds, 32 heads of 64; prefill rows too).
+	{name: "decode page 16 group 8 split", kvHeads: 2, nHeads: 16, hd: 64, bs: 16, split: 64,
+		starts: []int{150, 37, 0, 95}, rows: []int{1, 1, 1, 1}, share: []int{0, 2, 0, 5}},
+	{name: "decode page 8 prefill rows", kvHeads: 1, nHeads: 3, hd: 32, bs: 8,
+		starts: []int{9, 30}, rows: []int{3, 1}, share: []int{0, 1}},
+	{name: "decode page 32 group 32 split", kvHeads: 1, nHeads: 32, hd: 64, bs: 32, split: 32,
+		starts: []int{70}, rows: []int{1}, share: []int{0}},
+	{name: "decode page 8 head 8", kvHeads: 2, nHeads: 6, hd: 8, bs: 8, split: 32,
+		starts: []int{5, 40}, rows: []int{1, 1}, share: []int{0, 0}},
+}
+
+// recorder is a Memory that records the kernels launched through it.
+type recorder struct {
+	Memory
+	kernels []string
+}
+
+func (r *recorder) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
+	r.kernels = append(r.kernels, kernel)
+	return r.Memory.Launch(kernel, grid, block, args...)
 }
 
 // attnSetup is a case laid out on the CPU (reference) and on the device.
@@ -172,7 +195,9 @@ func (e *Env) checkPool(s *attnSetup) {
 }
 
 // Attention appends each case's new K/V, checks the pool equals the CPU
-// cache, then compares attention with cpu.KVCache.Attention.
+// cache, then compares attention with cpu.KVCache.Attention: through the
+// kernel launch.AttentionKernel picks (which it checks was launched) and,
+// where that is attn_decode, through attn too (Attn.Warp).
 func Attention(t *testing.T, e *Env) {
 	w := cpu.NewWorkers(2)
 	defer w.Close()
@@ -187,20 +212,29 @@ func Attention(t *testing.T, e *Env) {
 				e.checkPool(s)
 
 				rows := s.st.Rows
-				out := e.alloc(rows * c.nHeads * c.hd * e.dt.Size())
-				a := launch.Attn{Q: qkv, LDQ: s.ld, Out: out, NHeads: c.nHeads, Layer: s.layer, Split: c.split}
-				if ws := launch.AttnWorkspace(s.st, lay, c.nHeads, c.split); ws > 0 {
-					a.Partial = e.alloc(4 * ws)
-				}
-				e.launch(launch.Attention(e.d, s.kv, lay, s.st, a))
-
 				q := make([]float32, 0, rows*c.nHeads*c.hd)
 				for r := range rows {
 					q = append(q, s.qkv[r*s.ld:][:c.nHeads*c.hd]...)
 				}
 				want := make([]float32, len(q))
 				s.ref.Attention(w, s.layer, q, want, s.seqs, c.nHeads, &cpu.AttnScratch{})
-				e.close("attention", e.readElems(out, len(want)), want)
+				kernel := launch.AttentionKernel(lay, c.nHeads, c.split, e.dt.Size())
+				for _, warp := range []bool{false, true} {
+					if warp && !strings.HasPrefix(kernel, "attn_decode") {
+						break
+					}
+					out := e.alloc(rows * c.nHeads * c.hd * e.dt.Size())
+					a := launch.Attn{Q: qkv, LDQ: s.ld, Out: out, NHeads: c.nHeads, Layer: s.layer, Split: c.split, Warp: warp}
+					if ws := launch.AttnWorkspace(s.st, lay, c.nHeads, c.split); ws > 0 {
+						a.Partial = e.alloc(4 * ws)
+					}
+					rec := &recorder{Memory: e.d}
+					e.launch(launch.Attention(rec, s.kv, lay, s.st, a))
+					if !warp && rec.kernels[0] != kernel {
+						t.Errorf("launched %v, AttentionKernel says %s", rec.kernels, kernel)
+					}
+					e.close(fmt.Sprintf("attention (%s)", rec.kernels[0]), e.readElems(out, len(want)), want)
+				}
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/prefixd/prefixd/blockstore"
@@ -35,7 +36,9 @@ type DecodeShape struct {
 // each of sh.Splits, and a device-to-device copy of the same bytes. Both
 // report GB/s of memory traffic: K and V read for attention, read plus
 // write for the copy. do runs a function on the device (the GPU's on its
-// thread); the sub-benchmarks are attention/split=N and copy.
+// thread); the sub-benchmarks are attention/split=N (the kernel
+// launch.AttentionKernel picks), attention-warp/split=N (attn, where
+// that pick is attn_decode) and copy.
 func DecodeAttention(b *testing.B, sh DecodeShape, do func(func(BenchMemory) error) error) {
 	lay := launch.KVLayout{Layers: 1, KVHeads: sh.KVHeads, HeadDim: sh.HeadDim, BlockSize: sh.BlockSize,
 		NumBlocks: sh.Seqs * sh.Ctx / sh.BlockSize}
@@ -54,7 +57,7 @@ func DecodeAttention(b *testing.B, sh DecodeShape, do func(func(BenchMemory) err
 		}
 	}
 	// The workspace serves the finest split timed.
-	shape := launch.Step{Rows: sh.Seqs, MaxPos: sh.Ctx - 1}
+	shape := launch.Step{Rows: sh.Seqs, MaxPos: sh.Ctx - 1, KVWork: sh.Seqs * sh.Ctx}
 	splits := append([]int{launch.ChooseSplit(shape, lay.KVHeads, sh.SMs)}, sh.Splits...)
 	ws := 1
 	for _, split := range splits {
@@ -124,14 +127,26 @@ func DecodeAttention(b *testing.B, sh DecodeShape, do func(func(BenchMemory) err
 		b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 	}
 	for i, split := range splits {
-		name := fmt.Sprintf("attention/split=%d", split)
+		name := fmt.Sprintf("split=%d", split)
 		if i == 0 {
-			name = fmt.Sprintf("attention/split=auto(%d)", split)
+			name = fmt.Sprintf("split=auto(%d)", split)
 		}
-		b.Run(name, func(b *testing.B) {
-			a := launch.Attn{Q: q, LDQ: sh.NHeads * lay.HeadDim, Out: out, NHeads: sh.NHeads, Split: split, Partial: part}
-			run(b, kvBytes, func(m BenchMemory) error { return launch.Attention(m, pool, lay, st, a) })
-		})
+		// The kernel Attention picks, then, where that is attn_decode,
+		// attn (a warp per query head) for comparison.
+		kernel := launch.AttentionKernel(lay, sh.NHeads, split, es)
+		for _, warp := range []bool{false, true} {
+			if warp && !strings.HasPrefix(kernel, "attn_decode") {
+				break
+			}
+			group := "attention"
+			if warp {
+				group = "attention-warp"
+			}
+			b.Run(group+"/"+name, func(b *testing.B) {
+				a := launch.Attn{Q: q, LDQ: sh.NHeads * lay.HeadDim, Out: out, NHeads: sh.NHeads, Split: split, Partial: part, Warp: warp}
+				run(b, kvBytes, func(m BenchMemory) error { return launch.Attention(m, pool, lay, st, a) })
+			})
+		}
 	}
 	b.Run("copy", func(b *testing.B) {
 		run(b, 2*kvBytes, func(m BenchMemory) error { return m.Copy(copyDst, pool, kvBytes) })

@@ -46,7 +46,8 @@ type Test struct {
 var Tests = []Test{
 	{"Convert", Convert}, {"Embed", Embed}, {"RMSNorm", RMSNorm}, {"RoPEAdjacent", RoPEAdjacent},
 	{"RoPEHalves", RoPEHalves}, {"SwiGLU", SwiGLU}, {"AddGather", AddGather}, {"Argmax", Argmax},
-	{"Attention", Attention}, {"CopyBlocks", CopyBlocks},
+	{"Attention", Attention}, {"CopyBlocks", CopyBlocks}, {"RoPEAppendKV", RoPEAppendKV},
+	{"TensorCores", TensorCores},
 }
 
 // Large lists the kernel tests at the sizes of real models, which take

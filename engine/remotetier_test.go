@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prefixd/prefixd/disktier"
+	"github.com/prefixd/prefixd/internal/redistest"
+	"github.com/prefixd/prefixd/remotetier"
+)
+
+// remoteReplica is an engine over its own remote tier on the store at url:
+// one replica of a fleet.
+func remoteReplica(t *testing.T, url string, mod func(*remotetier.Config)) (*Engine, *remotetier.Tier) {
+	t.Helper()
+	m := newHashModel(testVocab, 512)
+	kv, err := m.NewKV(1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := remotetier.Config{URL: url, Model: disktier.ModelFingerprint{42}, BlockTokens: 4, BlockBytes: kv.BlockBytes(),
+		BreakerBackoff: time.Hour}
+	if mod != nil {
+		mod(&cfg)
+	}
+	r, err := remotetier.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	e := newTestEngine(t, m, func(c *Config) {
+		c.EOS, c.NumBlocks, c.BlockSize, c.MaxRunning, c.MaxBatchTokens, c.PrefillChunk = -1, 64, 4, 8, 64, 16
+		c.RemoteTier = r
+	})
+	return e, r
+}
+
+// TestRemoteTierSharesPrefixes: two replicas share one store. The second
+// replica's prompt, which continues the first's, takes the shared prefix
+// from the store (counted as remote hits, computed once in the fleet) and
+// answers as a replica without the tier does: the model's outputs depend
+// on every K/V byte. Another namespace gets nothing from it. Then the
+// store is killed: answers stay the same, the breaker opens, and from
+// then on requests go nowhere near the network.
+func TestRemoteTierSharesPrefixes(t *testing.T) {
+	s := redistest.Start(t)
+	a, ra := remoteReplica(t, s.URL(0), nil)
+	b, rb := remoteReplica(t, s.URL(0), nil)
+	plain := newTestEngine(t, newHashModel(testVocab, 512), func(c *Config) {
+		c.EOS, c.NumBlocks, c.BlockSize, c.MaxRunning, c.MaxBatchTokens, c.PrefillChunk = -1, 64, 4, 8, 64, 16
+	})
+	shared := prompt(5, 40)
+	req := func(ns string, own int) Request {
+		return Request{Namespace: ns, Prompt: append(slices.Clone(shared), prompt(own, 6)...), MaxTokens: 4, IgnoreEOS: true}
+	}
+
+	first := run(t, a, req("acme", 1))
+	ra.Wait()
+	if st := ra.Stats(); st.Writes < 10 {
+		t.Fatalf("the first replica wrote %d blocks, want its 10-block prefix at least", st.Writes)
+	}
+	if want := run(t, plain, req("acme", 1)); !slices.Equal(first.Tokens, want.Tokens) {
+		t.Fatalf("replica with the tier %v, without %v", first.Tokens, want.Tokens)
+	}
+
+	second := run(t, b, req("acme", 2))
+	st := b.Stats()
+	if st.CacheHitRemote != 40 || second.Usage.CachedTokens != 40 || st.PrefillTokens != 6 {
+		t.Fatalf("second replica: %d remote-hit tokens, %d cached, %d computed; want 40, 40, 6 (remote %+v)",
+			st.CacheHitRemote, second.Usage.CachedTokens, st.PrefillTokens, st.Remote)
+	}
+	if st.Remote.HitTokens != 40 || st.Remote.Fetches != 1 {
+		t.Fatalf("remote stats %+v", st.Remote)
+	}
+	if want := run(t, plain, req("acme", 2)); !slices.Equal(second.Tokens, want.Tokens) {
+		t.Fatalf("from the store %v, computed %v", second.Tokens, want.Tokens)
+	}
+
+	other := run(t, b, req("globex", 3))
+	if st := b.Stats(); st.CacheHitRemote != 40 || other.Usage.CachedTokens != 0 {
+		t.Fatalf("another namespace took %d tokens (%d remote hits in all)", other.Usage.CachedTokens, st.CacheHitRemote)
+	}
+
+	s.Kill()
+	errs := func() uint64 { e := rb.Stats().Errors; return e.Timeout + e.Connection + e.Other }
+	for i := range 8 {
+		if i == 4 {
+			rb.Wait()
+			if st := rb.Stats(); st.Breaker != "open" || st.BreakerOpened != 1 {
+				t.Fatalf("with the store dead: %+v", st)
+			}
+		}
+		before := errs()
+		r := req("acme", 10+i)
+		r.Prompt = append(prompt(100+i, 40), prompt(10+i, 6)...) // nothing cached anywhere
+		got, want := run(t, b, r), run(t, plain, r)
+		if !slices.Equal(got.Tokens, want.Tokens) || got.Finish != want.Finish {
+			t.Fatalf("request %d with the store dead: %v (%s), without the tier %v", i, got.Tokens, got.Finish, want.Tokens)
+		}
+		if rb.Wait(); i >= 4 && errs() != before {
+			t.Fatalf("request %d reached the dead store with the breaker open", i)
+		}
+	}
+}
