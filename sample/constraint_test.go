@@ -25,7 +25,13 @@ func TestConstrainGreedy(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &setConstraint{allowed: map[int32]bool{1: true, 3: true}}
+	if !s.Greedy() {
+		t.Fatal("an unconstrained greedy sampler is not Greedy")
+	}
 	s.Constrain(c, false)
+	if s.Greedy() {
+		t.Fatal("a constrained sampler claims Greedy: a raw argmax elsewhere would ignore its grammar")
+	}
 	if got := s.Sample(logits); got != 1 || c.masks != 0 {
 		t.Fatalf("Sample = %d after %d masks, want 1 without a mask (the argmax is allowed)", got, c.masks)
 	}
