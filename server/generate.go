@@ -137,7 +137,11 @@ func (s *Server) parseGenerate(ctx *fasthttp.RequestCtx) (engine.Request, *apiEr
 	if err := decodeStrict(ctx.PostBody(), &g); err != nil {
 		return engine.Request{}, err
 	}
-	req, err := g.toEngine(s.encoder(), s.limits())
+	lim, err := s.requestLimits(ctx)
+	if err != nil {
+		return engine.Request{}, err
+	}
+	req, err := g.toEngine(s.encoder(), lim)
 	req.Namespace = namespace(ctx)
 	return req, err
 }
