@@ -211,3 +211,30 @@ func TestCheckRecountsHolders(t *testing.T) {
 	}
 	checkDrained(t, e)
 }
+
+// TestCacheWriteTokens: Usage.CacheWriteTokens counts the whole prompt
+// blocks a request added to the prefix cache, none it found there, no
+// output blocks, and nothing with the cache off.
+func TestCacheWriteTokens(t *testing.T) {
+	e := newTestEngine(t, newHashModel(testVocab, 4096), nil)
+	// 24 prompt tokens are 6 blocks of 4; 12 output tokens fill 3 more,
+	// which the cache takes but the count leaves out.
+	first := Request{Prompt: prompt(8, 24), MaxTokens: 12, IgnoreEOS: true}
+	if res := run(t, e, first); res.Usage.CacheWriteTokens != 24 {
+		t.Fatalf("cold run wrote %d tokens, want 24", res.Usage.CacheWriteTokens)
+	}
+	if res := run(t, e, first); res.Usage.CacheWriteTokens != 0 || res.Usage.CachedTokens != 20 {
+		t.Fatalf("repeat wrote %d tokens (cached %d), want 0 (20)", res.Usage.CacheWriteTokens, res.Usage.CachedTokens)
+	}
+	// The first 16 tokens shared, 10 new: blocks 5 and 6 are new, the
+	// last 2 tokens fill no block.
+	p := append(prompt(8, 16), prompt(9, 10)...)
+	if res := run(t, e, Request{Prompt: p, MaxTokens: 2}); res.Usage.CacheWriteTokens != 8 {
+		t.Fatalf("a shared prefix plus 10 tokens wrote %d, want 8", res.Usage.CacheWriteTokens)
+	}
+	off := Request{Prompt: prompt(10, 24), MaxTokens: 2, Cache: Cache{Disabled: true}}
+	if res := run(t, e, off); res.Usage.CacheWriteTokens != 0 {
+		t.Fatalf("a request with the cache off wrote %d tokens", res.Usage.CacheWriteTokens)
+	}
+	checkDrained(t, e)
+}

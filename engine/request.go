@@ -125,6 +125,11 @@ type Usage struct {
 	PromptTokens     int
 	CachedTokens     int // prompt tokens served from the prefix cache, both tiers
 	HostCachedTokens int // of those, promoted from the host tier
+	// CacheWriteTokens is the prompt tokens this request added to the
+	// prefix cache: its whole prompt blocks the cache did not hold yet
+	// (Anthropic's cache_creation_input_tokens). Output blocks offered to
+	// the cache are not counted.
+	CacheWriteTokens int
 	CompletionTokens int
 	PrefillTokens    int // prompt tokens actually computed, preemptions included
 	Preemptions      int
