@@ -378,7 +378,7 @@ func (s *Server) handleChatCompletions(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	id, created, name := newID("chatcmpl-"), time.Now().Unix(), s.cfg.ModelName
-	setUser(ctx, c.User)
+	c.setLabels(ctx)
 	tk := s.cfg.Tokenizer
 	logprobs := func(ids []int32, lps []engine.TokenLogprobs) any {
 		if !req.Logprobs {
