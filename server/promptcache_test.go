@@ -101,3 +101,56 @@ func TestPromptCacheUsageAndKey(t *testing.T) {
 		}
 	}
 }
+
+// TestChatCacheControl: content parts' cache_control breakpoints keep the
+// prompt up to their ends for their TTLs (1h, 5m), longer first, and the
+// rest of the prompt for the request's own; errors name the part.
+func TestChatCacheControl(t *testing.T) {
+	h := newChatHarness(t, withEngine(func(e *engine.Config) { e.DefaultTTL, e.MaxTTL = time.Minute, time.Hour }))
+	const sys = "You are a careful assistant for travellers. Answer briefly, name your sources, and say when you are unsure of anything."
+	const docs = "Norway's mountain huts are run by the trekking association; most are open from late June to September."
+	body := `{"messages": [
+		{"role": "system", "content": [{"type": "text", "text": "` + sys + `", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]},
+		{"role": "user", "content": [{"type": "text", "text": "` + docs + `", "cache_control": {"type": "ephemeral"}},
+			{"type": "text", "text": " When do the huts open, and do I need to book a bed in advance?"}]}],
+		"max_tokens": 2, "temperature": 0}`
+	var r chatResp
+	h.post("/v1/chat/completions", body, &r)
+	var ps struct{ Prefixes []prefixJSON }
+	h.getJSON("/v1/cache/prefixes?limit=100", &ps, "Authorization", "Bearer admin-secret")
+	// By TTL band: the system prompt's hour, the documents' 5 minutes,
+	// the rest's minute (output blocks too); each band's prefix longer
+	// than the one before.
+	bands := []time.Duration{time.Hour, 5 * time.Minute, time.Minute}
+	longest := make([]int, len(bands))
+	for _, p := range ps.Prefixes {
+		left := time.Duration(p.TTLLeftMs) * time.Millisecond
+		for i, b := range bands {
+			if left <= b && (i == len(bands)-1 || left > bands[i+1]) {
+				longest[i] = max(longest[i], len(p.Tokens))
+			}
+		}
+	}
+	if !(0 < longest[0] && longest[0] < longest[1] && longest[1] < longest[2] && longest[2] <= r.Usage.PromptTokens+r.Usage.CompletionTokens) {
+		t.Errorf("longest prefix per TTL band (1h, 5m, 1m): %v tokens of %d, want each band's longer than the one before", longest, r.Usage.PromptTokens)
+	}
+
+	part := func(cc string) string {
+		return `{"type": "text", "text": "some text", "cache_control": ` + cc + `}`
+	}
+	eph := `{"type": "ephemeral"}`
+	for _, c := range []struct{ content, param, want string }{
+		{"[" + part(`{"type": "persistent"}`) + "]", "messages[0].content[0].cache_control", `"ephemeral"`},
+		{"[" + part(`{"type": "ephemeral", "ttl": "2h"}`) + "]", "messages[0].content[0].cache_control", `"5m" or "1h"`},
+		{"[" + part(`"ephemeral"`) + "]", "messages[0].content[0].cache_control", "must be an object"},
+		{"[" + part(eph) + "," + part(`{"type": "ephemeral", "ttl": "1h"}`) + "]", "messages[0].content[1].cache_control", "longer TTLs must come first"},
+		{"[" + strings.Repeat(part(eph)+",", 4) + part(eph) + "]", "messages[0].content[4].cache_control", "at most 4"},
+	} {
+		code, b, _ := h.do("POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": `+c.content+`}], "max_tokens": 1}`)
+		var e struct{ Error apiError }
+		if err := json.Unmarshal(b, &e); err != nil || code != 400 || e.Error.Param != c.param || !strings.Contains(e.Error.Message, c.want) {
+			t.Errorf("%s: %d %s, want a 400 for %s saying %q", c.content, code, b, c.param, c.want)
+		}
+	}
+	h.checkDrained()
+}
