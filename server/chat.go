@@ -335,10 +335,14 @@ func (c *chatRequest) toEngine(s *Server, lim limits) (engine.Request, *apiError
 		}
 		return req, err
 	}
-	req.Cache.Breakpoints = s.breakpoints(msgs, marks, ids, lim)
 	// A reply ends at the end of its turn.
 	req.StopTokens = append(req.StopTokens, s.chat.eot...)
-	return req, c.finish(&req, lim, top)
+	if err := c.finish(&req, lim, top); err != nil {
+		return req, err
+	}
+	// Last: each breakpoint renders the conversation again.
+	req.Cache.Breakpoints = s.breakpoints(msgs, marks, ids, lim)
+	return req, nil
 }
 
 // Chat completion objects.
