@@ -171,61 +171,80 @@ type chatRequest struct {
 	openAIParams
 }
 
-// toChat validates messages and converts them for a template.
-func toChat(msgs []chatMessage) ([]chat.Message, *apiError) {
+// toChat validates messages and converts them for a template, with the
+// cache_control breakpoints of their content parts.
+func toChat(msgs []chatMessage) ([]chat.Message, []cacheMark, *apiError) {
 	if len(msgs) == 0 {
-		return nil, badRequest("messages", "messages must hold at least one message")
+		return nil, nil, badRequest("messages", "messages must hold at least one message")
 	}
+	var marks []cacheMark
 	out := make([]chat.Message, len(msgs))
 	for i, m := range msgs {
 		param := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
 		case "system", "developer", "user", "assistant":
 		case "tool", "function":
-			return nil, badRequest(param+".role", "role %q is not supported: prefixd does not implement tool calling", m.Role)
+			return nil, nil, badRequest(param+".role", "role %q is not supported: prefixd does not implement tool calling", m.Role)
 		default:
-			return nil, badRequest(param+".role", "role must be system, developer, user or assistant, got %q", m.Role)
+			return nil, nil, badRequest(param+".role", "role must be system, developer, user or assistant, got %q", m.Role)
 		}
 		if !isNull(m.Name) {
-			return nil, badRequest(param+".name", "%s.name is not supported", param)
+			return nil, nil, badRequest(param+".name", "%s.name is not supported", param)
 		}
 		if !isNull(m.ToolCalls) {
-			return nil, badRequest(param+".tool_calls", "%s.tool_calls is not supported: prefixd does not implement tool calling", param)
+			return nil, nil, badRequest(param+".tool_calls", "%s.tool_calls is not supported: prefixd does not implement tool calling", param)
 		}
-		text, err := messageText(m.Content, param+".content")
+		text, ms, err := messageText(m.Content, param+".content")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		for _, mk := range ms {
+			mk.msg = i
+			marks = append(marks, mk)
 		}
 		out[i] = chat.Message{Role: m.Role, Content: text}
 	}
-	return out, nil
+	if err := checkMarks(marks); err != nil {
+		return nil, nil, err
+	}
+	return out, marks, nil
 }
 
-// messageText reads a message's content: a string or text parts.
-func messageText(raw json.RawMessage, param string) (string, *apiError) {
+// messageText reads a message's content: a string or text parts, and the
+// cache_control breakpoints of the parts (their msg left 0).
+func messageText(raw json.RawMessage, param string) (string, []cacheMark, *apiError) {
 	if isNull(raw) {
-		return "", badRequest(param, "%s is required", param)
+		return "", nil, badRequest(param, "%s is required", param)
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+		return s, nil, nil
 	}
 	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
+		Type         string          `json:"type"`
+		Text         *string         `json:"text"`
+		CacheControl json.RawMessage `json:"cache_control"`
 	}
 	if json.Unmarshal(raw, &parts) != nil {
-		return "", badRequest(param, "%s must be a string or an array of content parts", param)
+		return "", nil, badRequest(param, "%s must be a string or an array of content parts", param)
 	}
 	var b strings.Builder
+	var marks []cacheMark
 	for j, p := range parts {
+		part := fmt.Sprintf("%s[%d]", param, j)
 		if p.Type != "text" || p.Text == nil {
-			return "", badRequest(fmt.Sprintf("%s[%d]", param, j),
-				"content part type %q is not supported: prefixd takes text parts only", p.Type)
+			return "", nil, badRequest(part, "content part type %q is not supported: prefixd takes text parts only", p.Type)
 		}
 		b.WriteString(*p.Text)
+		if !isNull(p.CacheControl) {
+			ttl, err := parseCacheControl(p.CacheControl, part+".cache_control")
+			if err != nil {
+				return "", nil, err
+			}
+			marks = append(marks, cacheMark{end: b.Len(), ttl: ttl, param: part + ".cache_control"})
+		}
 	}
-	return b.String(), nil
+	return b.String(), marks, nil
 }
 
 // renderChat renders msgs with the chat template and tokenizes the text
@@ -285,7 +304,7 @@ func (c *chatSetup) renderError(err error, param string) *apiError {
 
 // toEngine validates a chat request.
 func (c *chatRequest) toEngine(s *Server, lim limits) (engine.Request, *apiError) {
-	msgs, aerr := toChat(c.Messages)
+	msgs, marks, aerr := toChat(c.Messages)
 	if aerr != nil {
 		return engine.Request{}, aerr
 	}
@@ -318,7 +337,12 @@ func (c *chatRequest) toEngine(s *Server, lim limits) (engine.Request, *apiError
 	}
 	// A reply ends at the end of its turn.
 	req.StopTokens = append(req.StopTokens, s.chat.eot...)
-	return req, c.finish(&req, lim, top)
+	if err := c.finish(&req, lim, top); err != nil {
+		return req, err
+	}
+	// Last: each breakpoint renders the conversation again.
+	req.Cache.Breakpoints = s.breakpoints(msgs, marks, ids, lim)
+	return req, nil
 }
 
 // Chat completion objects.
@@ -378,7 +402,7 @@ func (s *Server) handleChatCompletions(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	id, created, name := newID("chatcmpl-"), time.Now().Unix(), s.cfg.ModelName
-	setUser(ctx, c.User)
+	c.setLabels(ctx)
 	tk := s.cfg.Tokenizer
 	logprobs := func(ids []int32, lps []engine.TokenLogprobs) any {
 		if !req.Logprobs {

@@ -61,7 +61,7 @@ func (s *Server) handleTokenize(ctx *fasthttp.RequestCtx) {
 		}
 		ids = s.encoder().Encode(*r.Prompt)
 	case r.Messages != nil:
-		msgs, aerr := toChat(r.Messages)
+		msgs, _, aerr := toChat(r.Messages)
 		if aerr == nil {
 			n := 0
 			for _, m := range msgs {
