@@ -281,3 +281,25 @@ func FuzzCompile(f *testing.F) {
 		}
 	})
 }
+
+// TestCatastrophicPatternIsBounded: a hostile tokenizer.json's pattern
+// that backtracks exponentially on a run of a's ((a+)+b: 2^60 ways to
+// fail) stops at matchTimeout instead of holding the request, and the
+// text still comes back whole, in pieces that concatenate to it.
+func TestCatastrophicPatternIsBounded(t *testing.T) {
+	defer func(d time.Duration) { matchTimeout = d }(matchTimeout)
+	matchTimeout = 20 * time.Millisecond
+	sp, err := Compile(`(a+)+b|\s+`, Rust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "x " + strings.Repeat("a", 60) + " y"
+	pieces := sp.Split(nil, text)
+	if got := strings.Join(pieces, ""); got != text {
+		t.Fatalf("pieces %q join to %q, want %q", pieces, got, text)
+	}
+	// The space before the run was split off before the match gave up.
+	if len(pieces) < 2 || pieces[0] != "x" || pieces[1] != " " {
+		t.Fatalf("pieces %q: want \"x\", \" \" first", pieces)
+	}
+}
