@@ -52,11 +52,18 @@ const separator = "\n__ggml_vocab_test__\n"
 // the .out one line of space-separated IDs per case.
 func Cases(t testing.TB, name string) []Case {
 	t.Helper()
-	inp, err := os.ReadFile(Path(t, "vocab/"+name+".inp"))
+	return CasesIn(t, filepath.Dir(Path(t, "vocab/"+name+".inp")), name)
+}
+
+// CasesIn reads the pair dir/<name>.inp and .out, as Cases does for the
+// shared folder (dir as llama.cpp's models/ folder).
+func CasesIn(t testing.TB, dir, name string) []Case {
+	t.Helper()
+	inp, err := os.ReadFile(filepath.Join(dir, name+".inp"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := os.ReadFile(Path(t, "vocab/"+name+".out"))
+	out, err := os.ReadFile(filepath.Join(dir, name+".out"))
 	if err != nil {
 		t.Fatal(err)
 	}
