@@ -3,7 +3,6 @@ package model
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -60,16 +59,7 @@ func TestLlamaCppVocabPairs(t *testing.T) {
 				t.Skipf("%s loads; no reference pair beside it to compare", base)
 			}
 			ran++
-			cases := vocabtest.CasesIn(t, dir, base)
-			pass := 0
-			for _, c := range cases {
-				if got := tok.Encode(c.Text); !slices.Equal(got, c.IDs) {
-					t.Errorf("%q:\n got %v\nwant %v", c.Text, got, c.IDs)
-				} else {
-					pass++
-				}
-			}
-			t.Logf("%s: %d of %d cases equal", name, pass, len(cases))
+			vocabtest.Compare(t, name, vocabtest.CasesIn(t, dir, base), tok.Encode)
 			if b, ok := tok.(*bpe.Tokenizer); name == "gemma-4" && (!ok || !b.AddBOS()) {
 				t.Errorf("gemma-4: llama.cpp always adds BOS for Gemma 4; AddBOS is false")
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,4 +88,20 @@ func CasesIn(t testing.TB, dir, name string) []Case {
 		t.Fatalf("%s: only %d cases", name, len(cases))
 	}
 	return cases
+}
+
+// Compare encodes every case with encode and reports each whose tokens
+// differ as an error of t, logging how many of how many were equal under
+// name.
+func Compare(t testing.TB, name string, cases []Case, encode func(string) []int32) {
+	t.Helper()
+	pass := 0
+	for _, c := range cases {
+		if got := encode(c.Text); !slices.Equal(got, c.IDs) {
+			t.Errorf("%q:\n got %v\nwant %v", c.Text, got, c.IDs)
+		} else {
+			pass++
+		}
+	}
+	t.Logf("%s: %d of %d cases equal", name, pass, len(cases))
 }
