@@ -4,6 +4,7 @@ package vocabtest
 
 import (
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,4 +105,34 @@ func Compare(t testing.TB, name string, cases []Case, encode func(string) []int3
 		}
 	}
 	t.Logf("%s: %d of %d cases equal", name, pass, len(cases))
+}
+
+// MixedText returns about n bytes of deterministic mixed text: English
+// prose, code, numbers, Cyrillic, Chinese, emoji and whitespace runs, in
+// the proportions of a chat workload with some code and translation.
+func MixedText(n int) string {
+	parts := []string{
+		"The quick brown fox jumps over the lazy dog. ", "It's what they'd said: we'll see. ",
+		"func main() {\n\tfmt.Println(\"hello\", 42)\n}\n", "    if (x >= 10 && y != nil) { return -1; }\n",
+		"1234567 89.5 3,141,592 2024-11-23 ", "Привет, как дела? Всё хорошо. ", "我想在apple工作，今天天气很好。",
+		"🚀 🦙 ✅ 😁 ", "\n\n", "   ", "Führer Cửa Việt naïve café ", "<|im_start|> is only text here. ",
+	}
+	weights := []int{30, 10, 8, 6, 6, 6, 6, 2, 4, 3, 3, 1}
+	r := rand.New(rand.NewPCG(14, 1))
+	var b strings.Builder
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	for b.Len() < n {
+		k := r.IntN(total)
+		for i, w := range weights {
+			if k < w {
+				b.WriteString(parts[i])
+				break
+			}
+			k -= w
+		}
+	}
+	return b.String()
 }
