@@ -31,13 +31,7 @@ var llamaCppVocabExcluded = map[string]string{
 // must at least load.
 // It skips when the variable is unset, except under CI.
 func TestLlamaCppVocabPairs(t *testing.T) {
-	dir := os.Getenv(llamaCppVocabEnv)
-	if dir == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is unset under CI: run scripts/llamacpp/vocab.sh", llamaCppVocabEnv)
-		}
-		t.Skipf("%s unset (scripts/llamacpp/vocab.sh prints the folder)", llamaCppVocabEnv)
-	}
+	dir := vocabtest.Env(t, llamaCppVocabEnv, "scripts/llamacpp/vocab.sh")
 	files, err := filepath.Glob(filepath.Join(dir, "ggml-vocab-*.gguf"))
 	if err != nil {
 		t.Fatal(err)

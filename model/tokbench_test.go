@@ -3,9 +3,7 @@ package model
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -47,21 +45,13 @@ func BenchmarkTokenizeBesideLlamaCpp(b *testing.B) {
 	if err := os.WriteFile(file, []byte(strings.Join(prompts, "\x00")), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	_, self, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(self), "..", "scripts", "llamacpp", "tokenize.mjs")
 	for _, name := range []string{"llama-bpe", "qwen2", "llama-spm"} {
 		gguf := filepath.Join(vocab, "ggml-vocab-"+name+".gguf")
 		tok, err := LoadGGUFTokenizer(gguf)
 		if err != nil {
 			b.Fatal(err)
 		}
-		cmd := exec.Command("node", script, node, gguf, file, "3")
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			b.Fatalf("node %s: %v\n%s", script, err, stderr.String())
-		}
+		out := vocabtest.Node(b, "tokenize.mjs", nil, node, gguf, file, "3")
 		var ref llamaCppTokenizeRun
 		if err := json.Unmarshal(out, &ref); err != nil || ref.Seconds <= 0 {
 			b.Fatalf("tokenize.mjs printed %q: %v", out, err)

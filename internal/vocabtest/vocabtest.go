@@ -1,11 +1,15 @@
 // Package vocabtest reads llama.cpp's tokenizer test pairs and the shared
-// test models for the tokenizer tests of model/ and tokenizer/.
+// test models for the tokenizer tests of model/, tokenizer/ and chat/,
+// and runs the reference scripts (scripts/llamacpp) those tests compare
+// with.
 package vocabtest
 
 import (
 	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,17 +22,7 @@ import (
 // absent, as the model tests do.
 func Path(t testing.TB, name string) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	for err == nil {
-		if _, statErr := os.Stat(filepath.Join(dir, "go.mod")); statErr == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			err = errors.New("go.mod not found above the test")
-		}
-		dir = parent
-	}
+	dir, err := repoRoot()
 	p := filepath.Join(dir, "..", "shared", "models", name)
 	if err == nil {
 		_, err = os.Stat(p)
@@ -37,6 +31,22 @@ func Path(t testing.TB, name string) string {
 		t.Skipf("test data %s not available: %v", name, err)
 	}
 	return p
+}
+
+// repoRoot is the folder holding go.mod above the working directory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	for err == nil {
+		if _, statErr := os.Stat(filepath.Join(dir, "go.mod")); statErr == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the test")
+		}
+		dir = parent
+	}
+	return "", err
 }
 
 // Case is one reference tokenization: llama.cpp's tokens of Text, without
@@ -135,4 +145,41 @@ func MixedText(n int) string {
 		}
 	}
 	return b.String()
+}
+
+// Env returns the environment variable key, the folder of an external
+// reference that script (a repository script, for the message) installs.
+// Unset, it skips the test, or fails it when CI is set, where the
+// reference checks must run.
+func Env(t testing.TB, key, script string) string {
+	t.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		msg := key + " is not set (run " + script + ", which prints it)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return v
+}
+
+// Node runs node on the repository's scripts/llamacpp/script with args
+// and stdin (nil for none) and returns what it wrote, failing the test,
+// with what it wrote on stderr, if it fails.
+func Node(t testing.TB, script string, stdin io.Reader, args ...string) []byte {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", append([]string{filepath.Join(root, "scripts", "llamacpp", script)}, args...)...)
+	cmd.Stdin = stdin
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s %v: %v\n%s", script, args, err, stderr.String())
+	}
+	return out
 }
