@@ -31,6 +31,9 @@ type (
 	}
 	// templated carries the model's own chat template ("" if none).
 	templated interface{ ChatTemplate() string }
+	// pieceHaver says whether a vocabulary without tokenTexter (a
+	// SentencePiece one) holds a piece, for detecting its chat template.
+	pieceHaver interface{ HasPiece(text string) bool }
 	// bosAdder says whether prompts start with BOS.
 	bosAdder interface{ AddBOS() bool }
 )
@@ -57,15 +60,20 @@ type plainEncoder interface {
 	TokenText(id int32) string
 }
 
-// newChatSetup resolves the chat template: tpl if given (--chat-template),
-// else the tokenizer's own, else the built-in one its vocabulary's marker
-// tokens call for, else ChatML (its markers then are plain text). It
+// newChatSetup resolves the chat template: tpl if given (--chat-template,
+// a file or a built-in name), else the tokenizer's own, else the built-in
+// one its vocabulary's marker tokens call for (chat.BuiltinFor), else
+// ChatML (its markers then are plain text); source, which the start-up
+// log shows, says which and why. It
 // renders the template on sample conversations, so that one that fails
 // or passes its bounds on them stops the server at start rather than
 // every chat request after. specialInContent lets messages' contents
 // spell control tokens, as Hugging Face tokenizers do.
 func newChatSetup(tk Tokenizer, tpl *chat.Template, specialInContent bool) (*chatSetup, error) {
 	c := &chatSetup{tpl: tpl, source: "--chat-template"}
+	if tpl != nil && tpl.Name() != "" {
+		c.source = "--chat-template built-in " + tpl.Name()
+	}
 	if tt, ok := tk.(tokenTexter); ok {
 		if id := tk.BOS(); id >= 0 {
 			c.bos = tt.TokenText(id)
@@ -94,16 +102,23 @@ func newChatSetup(tk Tokenizer, tpl *chat.Template, specialInContent bool) (*cha
 			}
 			c.source = "the model's"
 		} else {
-			name := "chatml"
-			if tt, ok := tk.(tokenTexter); ok {
-				if n, ok := chat.BuiltinFor(func(text string) bool { _, ok := tt.TokenID(text); return ok }); ok {
-					name = n
+			var has func(text string) bool
+			switch v := tk.(type) {
+			case tokenTexter:
+				has = func(text string) bool { _, ok := v.TokenID(text); return ok }
+			case pieceHaver:
+				has = v.HasPiece
+			}
+			name, how := "chatml", "the default: no marker tokens"
+			if has != nil {
+				if n, ok := chat.BuiltinFor(has); ok {
+					name, how = n, "detected from the vocabulary's marker tokens"
 				}
 			}
 			if c.tpl, err = chat.Builtin(name); err != nil {
 				return nil, err
 			}
-			c.source = "built-in " + name
+			c.source = "built-in " + name + " (" + how + ")"
 		}
 	}
 	if err := c.check(); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prefixd/prefixd/internal/vocabtest"
 )
 
 // hardParts are the texts where pre-tokenizers disagree when one is wrong:
@@ -25,11 +27,11 @@ var hardParts = []string{
 	"\xff", "\xc3", "Ωmega", "ǅ", "ßẞ", "Ⅰ",
 }
 
-// hardCorpus returns about n bytes of hardParts and mixedText pieces in a
+// hardCorpus returns about n bytes of hardParts and vocabtest.MixedText pieces in a
 // deterministic random order, so that every pair of neighbours occurs.
 func hardCorpus(n int) string {
 	r := rand.New(rand.NewPCG(3, 9))
-	mixed := mixedText(1 << 16)
+	mixed := vocabtest.MixedText(1 << 16)
 	var b strings.Builder
 	for b.Len() < n {
 		if r.IntN(4) == 0 {
