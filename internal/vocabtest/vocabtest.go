@@ -174,7 +174,22 @@ func Node(t testing.TB, script string, stdin io.Reader, args ...string) []byte {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("node", append([]string{filepath.Join(root, "scripts", "llamacpp", script)}, args...)...)
-	cmd.Stdin = stdin
+	if stdin != nil {
+		// A file, not a pipe: node's readFileSync(0) on a pipe that is
+		// still empty fails with EAGAIN.
+		f, err := os.CreateTemp(t.TempDir(), "stdin")
+		if err == nil {
+			_, err = io.Copy(f, stdin)
+		}
+		if err == nil {
+			_, err = f.Seek(0, io.SeekStart)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd.Stdin = f
+	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
