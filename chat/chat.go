@@ -1,6 +1,6 @@
 // Package chat renders chat templates: the Jinja template a model ships
 // (tokenizer.chat_template in GGUF, chat_template in tokenizer_config.json)
-// or a built-in one (ChatML, Llama 3, Mistral) for a model without one,
+// or a built-in one (llama.cpp's named formats: builtin.go) for a model without one,
 // with the environment Hugging Face's apply_chat_template gives them:
 // trim_blocks and lstrip_blocks on, the variables messages, bos_token,
 // eos_token and add_generation_prompt, and the function raise_exception.
@@ -71,7 +71,12 @@ type Input struct {
 type Template struct {
 	root *nodes.Template
 	lim  Limits
+	name string // the built-in template's name, "" for a parsed one
 }
+
+// Name is the name of a built-in template (Builtin), "" for one Parse
+// compiled.
+func (t *Template) Name() string { return t.name }
 
 // ErrRaised wraps the message of a template's raise_exception call: the
 // conversation breaks a rule of the template (roles that do not
@@ -95,7 +100,7 @@ func Parse(source string) (*Template, error) {
 // WithLimits returns the template rendering under lim, its zero fields
 // taken from DefaultLimits.
 func (t *Template) WithLimits(lim Limits) *Template {
-	return &Template{root: t.root, lim: lim.withDefaults()}
+	return &Template{root: t.root, lim: lim.withDefaults(), name: t.name}
 }
 
 // Render renders a conversation. An error wrapping ErrRaised means the

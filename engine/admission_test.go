@@ -211,3 +211,74 @@ func TestCheckRecountsHolders(t *testing.T) {
 	}
 	checkDrained(t, e)
 }
+
+// TestCacheWriteTokens: Usage.CacheWriteTokens counts the whole prompt
+// blocks a request added to the prefix cache, none it found there, no
+// output blocks, and nothing with the cache off.
+func TestCacheWriteTokens(t *testing.T) {
+	e := newTestEngine(t, newHashModel(testVocab, 4096), nil)
+	// 24 prompt tokens are 6 blocks of 4; 12 output tokens fill 3 more,
+	// which the cache takes but the count leaves out.
+	first := Request{Prompt: prompt(8, 24), MaxTokens: 12, IgnoreEOS: true}
+	if res := run(t, e, first); res.Usage.CacheWriteTokens != 24 {
+		t.Fatalf("cold run wrote %d tokens, want 24", res.Usage.CacheWriteTokens)
+	}
+	if res := run(t, e, first); res.Usage.CacheWriteTokens != 0 || res.Usage.CachedTokens != 20 {
+		t.Fatalf("repeat wrote %d tokens (cached %d), want 0 (20)", res.Usage.CacheWriteTokens, res.Usage.CachedTokens)
+	}
+	// The first 16 tokens shared, 10 new: blocks 5 and 6 are new, the
+	// last 2 tokens fill no block.
+	p := append(prompt(8, 16), prompt(9, 10)...)
+	if res := run(t, e, Request{Prompt: p, MaxTokens: 2}); res.Usage.CacheWriteTokens != 8 {
+		t.Fatalf("a shared prefix plus 10 tokens wrote %d, want 8", res.Usage.CacheWriteTokens)
+	}
+	off := Request{Prompt: prompt(10, 24), MaxTokens: 2, Cache: Cache{Disabled: true}}
+	if res := run(t, e, off); res.Usage.CacheWriteTokens != 0 {
+		t.Fatalf("a request with the cache off wrote %d tokens", res.Usage.CacheWriteTokens)
+	}
+	checkDrained(t, e)
+}
+
+// TestCacheBreakpoints: a request's breakpoints keep the prefixes they
+// end for their TTLs and the rest of the prompt for the request's own,
+// and breakpoints out of order, too many, beyond the prompt or above the
+// maximum TTL are refused.
+func TestCacheBreakpoints(t *testing.T) {
+	e := newTestEngine(t, newHashModel(testVocab, 4096), nil)
+	if err := e.SetTTLs(5*time.Minute, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	p := prompt(8, 24) // 6 blocks of 4
+	run(t, e, Request{Prompt: p, MaxTokens: 2, Cache: Cache{Breakpoints: []Breakpoint{{Tokens: 9, TTL: time.Hour}, {Tokens: 16, TTL: 30 * time.Minute}}}})
+	top, err := e.Prefixes(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[int]time.Duration{}
+	for _, pr := range top {
+		left[len(pr.Tokens)] = pr.TTLLeft
+	}
+	if l := left[8]; l <= 30*time.Minute || l > time.Hour {
+		t.Errorf("the first breakpoint's 8 tokens have %v left, want about 1h (prefixes %v)", l, left)
+	}
+	if l := left[16]; l <= 5*time.Minute || l > 30*time.Minute {
+		t.Errorf("the second breakpoint's 16 tokens have %v left, want about 30m (prefixes %v)", l, left)
+	}
+	if l, ok := left[24]; !ok || l > 5*time.Minute {
+		t.Errorf("the whole prompt has %v left (cached %v), want at most the default 5m (prefixes %v)", l, ok, left)
+	}
+	for _, bad := range [][]Breakpoint{
+		{{4, time.Minute}, {8, time.Hour}},   // longer after shorter
+		{{8, time.Minute}, {4, time.Minute}}, // out of order
+		{{25, time.Minute}},                  // beyond the prompt
+		{{4, 2 * time.Hour}},                 // above the maximum TTL
+		{{4, 0}},                             // no TTL
+		{{1, time.Hour}, {2, time.Hour}, {3, time.Hour}, {4, time.Hour}, {5, time.Hour}}, // too many
+	} {
+		_, err := e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 2, Cache: Cache{Breakpoints: bad}})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "breakpoint") {
+			t.Errorf("breakpoints %v: %v, want an invalid request", bad, err)
+		}
+	}
+	checkDrained(t, e)
+}

@@ -421,6 +421,11 @@ func (e *Engine) Validate(req *Request) error {
 	if ttl, maxTTL := req.Cache.TTL, time.Duration(e.maxTTL.Load()); ttl > maxTTL {
 		return invalid("cache.ttl", "cache TTL %v is above the maximum %v", ttl, maxTTL)
 	}
+	if bps := req.Cache.Breakpoints; len(bps) > 0 {
+		if maxTTL := time.Duration(e.maxTTL.Load()); bps[0].TTL > maxTTL {
+			return invalid("cache.breakpoints", "cache breakpoint TTL %v is above the maximum %v", bps[0].TTL, maxTTL)
+		}
+	}
 	return nil
 }
 

@@ -83,7 +83,23 @@ type Cache struct {
 	TTL      time.Duration // how long to keep what this request uses; 0: default
 	Priority int32         // higher is kept longer under memory pressure, for as long as TTL
 	Disabled bool          // neither read nor write the prefix cache
+	// Breakpoints keep the prompt's prefixes they end for longer TTLs
+	// (Anthropic's cache_control): the whole blocks of a breakpoint's
+	// first Tokens tokens for its TTL, the rest of the prompt for TTL. At
+	// most MaxBreakpoints, Tokens ascending within the prompt, TTLs
+	// positive, at most the maximum TTL and not ascending: a prefix of a
+	// prefix is kept at least as long.
+	Breakpoints []Breakpoint
 }
+
+// Breakpoint gives the prompt's first Tokens tokens a TTL.
+type Breakpoint struct {
+	Tokens int
+	TTL    time.Duration
+}
+
+// MaxBreakpoints bounds Cache.Breakpoints, as Anthropic's API does.
+const MaxBreakpoints = 4
 
 // Request is one generation request. Namespace is set by the server from
 // the caller's credentials, never from the request body.
@@ -131,6 +147,11 @@ type Usage struct {
 	PromptTokens     int
 	CachedTokens     int // prompt tokens served from the prefix cache, both tiers
 	HostCachedTokens int // of those, promoted from the host tier
+	// CacheWriteTokens is the prompt tokens this request added to the
+	// prefix cache: its whole prompt blocks the cache did not hold yet
+	// (Anthropic's cache_creation_input_tokens). Output blocks offered to
+	// the cache are not counted.
+	CacheWriteTokens int
 	CompletionTokens int
 	PrefillTokens    int // prompt tokens actually computed, preemptions included
 	Preemptions      int
@@ -193,6 +214,20 @@ func (r *Request) validate(vocab, maxLen, maxBeam int) error {
 		return invalid("top_logprobs", "top_logprobs needs logprobs")
 	case r.Cache.TTL < 0:
 		return invalid("cache.ttl", "cache TTL must not be negative, got %v", r.Cache.TTL)
+	case len(r.Cache.Breakpoints) > MaxBreakpoints:
+		return invalid("cache.breakpoints", "at most %d cache breakpoints, got %d", MaxBreakpoints, len(r.Cache.Breakpoints))
+	}
+	for i, bp := range r.Cache.Breakpoints {
+		switch {
+		case bp.Tokens <= 0 || bp.Tokens > len(r.Prompt):
+			return invalid("cache.breakpoints", "cache breakpoint %d ends at token %d, outside the %d-token prompt", i, bp.Tokens, len(r.Prompt))
+		case bp.TTL <= 0:
+			return invalid("cache.breakpoints", "cache breakpoint %d has TTL %v: it must be positive", i, bp.TTL)
+		case i > 0 && bp.Tokens <= r.Cache.Breakpoints[i-1].Tokens:
+			return invalid("cache.breakpoints", "cache breakpoint %d ends at token %d, not after the one before it (%d)", i, bp.Tokens, r.Cache.Breakpoints[i-1].Tokens)
+		case i > 0 && bp.TTL > r.Cache.Breakpoints[i-1].TTL:
+			return invalid("cache.breakpoints", "cache breakpoint %d's TTL %v is longer than the one before it (%v): longer TTLs come first", i, bp.TTL, r.Cache.Breakpoints[i-1].TTL)
+		}
 	}
 	for i, t := range r.Prompt {
 		if t < 0 || int(t) >= vocab {

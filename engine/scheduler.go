@@ -498,6 +498,7 @@ func (sc *scheduler) forkChoices(s *seq, logits []float32, now time.Time) {
 		c.callerGone = s.callerGone
 		c.everAdmitted, c.admitted, c.admitSeq = true, s.admitted, s.admitSeq
 		c.usage.CachedTokens, c.usage.HostCachedTokens = s.usage.CachedTokens, s.usage.HostCachedTokens
+		c.usage.CacheWriteTokens = s.usage.CacheWriteTokens
 		sc.running = append(sc.running, c)
 		sc.sampleNext(c, -1, logits, now)
 	}
@@ -551,6 +552,12 @@ func (sc *scheduler) offerBlocks(s *seq) {
 		panic("engine: inserting whole blocks: " + err.Error())
 	}
 	s.pin = pin
+	// Count the prompt blocks this Extend wrote: those past what the cache
+	// held and past what s offered before (a readmitted s finds its own
+	// earlier blocks as existing).
+	if from, to := max(existing, s.inserted), min(full, s.nPrompt/e.cfg.BlockSize); to > from {
+		s.usage.CacheWriteTokens += (to - from) * e.cfg.BlockSize
+	}
 	if existing > s.inserted {
 		sc.shareCached(s, existing)
 	}

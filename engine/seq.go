@@ -48,6 +48,7 @@ type seq struct {
 	submitted, admitted, lastToken time.Time
 	everAdmitted                   bool
 	usage                          Usage
+	breakpoints                    []eviction.Breakpoint // req.Cache.Breakpoints, for the cache
 	itl                            []time.Duration
 	text                           outText
 }
@@ -81,6 +82,9 @@ func newSeq(e *Engine, req *Request, i int, now time.Time) (*seq, error) {
 		s.topBuf = make([]Logprob, 0, req.MaxTokens*req.TopLogprobs)
 	}
 	s.usage.PromptTokens = len(req.Prompt)
+	for _, bp := range req.Cache.Breakpoints {
+		s.breakpoints = append(s.breakpoints, eviction.Breakpoint{Tokens: bp.Tokens, TTL: bp.TTL})
+	}
 	if req.Beam.Width > 1 {
 		s.group = &beamGroup{root: s, width: req.Beam.Width, beams: []*seq{s}}
 	}
@@ -133,7 +137,7 @@ func (s *seq) pending() int { return len(s.tokens) - s.computed }
 
 // cacheUse is what the request asked of the cache.
 func (s *seq) cacheUse() eviction.Use {
-	return eviction.Use{TTL: s.req.Cache.TTL, Priority: s.req.Cache.Priority, Readmit: s.everAdmitted}
+	return eviction.Use{TTL: s.req.Cache.TTL, Priority: s.req.Cache.Priority, Readmit: s.everAdmitted, Breakpoints: s.breakpoints}
 }
 
 // release gives back everything the sequence holds in the pool and tree.

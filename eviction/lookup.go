@@ -143,7 +143,10 @@ func (m *Manager) Admit(a Admission, dst []blockstore.BlockID) (hit Hit, short i
 	if len(m.tiers) > 0 {
 		hit = m.promote(a.Namespace, a.Tokens, hit, now, !a.Use.Readmit)
 	}
-	m.touch(hit.Handle.Node(), nil, now, m.ttlFor(a.Use.TTL), a.Use.Priority, !a.Use.Readmit)
+	for _, bp := range a.Use.Breakpoints {
+		m.tree.SplitAt(hit.Handle, bp.Tokens/m.bsize*m.bsize)
+	}
+	m.touch(hit.Handle.Node(), nil, now, a.Use, !a.Use.Readmit)
 	return hit, 0
 }
 
@@ -230,7 +233,7 @@ func (m *Manager) Insert(ns string, tokens []int32, blocks []blockstore.BlockID,
 // pinning all of tokens; pass the last one to Done.
 // REQUIRES: tokens[:h.Tokens()] is the path h pins in namespace ns.
 func (m *Manager) Extend(ns string, h radix.Handle, tokens []int32, blocks []blockstore.BlockID, use Use) (existing int, nh radix.Handle, err error) {
-	stop := h.Node()
+	stop, old := h.Node(), h.Tokens()
 	existing, nh, err = m.tree.Extend(ns, h, tokens, blocks)
 	if err != nil {
 		return 0, nh, err
@@ -238,7 +241,11 @@ func (m *Manager) Extend(ns string, h radix.Handle, tokens []int32, blocks []blo
 	for _, id := range blocks[existing:] {
 		m.pool.RetainCache(id)
 	}
-	m.touch(nh.Node(), stop, m.now(), m.ttlFor(use.TTL), use.Priority, true)
+	now := m.now()
+	m.touch(nh.Node(), stop, now, use, true)
+	if len(use.Breakpoints) > 0 {
+		m.breakpointDeadlines(nh, old, max(old, existing*m.bsize), now, use)
+	}
 	return existing, nh, nil
 }
 
@@ -253,7 +260,7 @@ func (m *Manager) Reserve(h radix.Handle, tokens int) { m.tree.Reserve(h, tokens
 // made that the request did not fill, and releases h. The use was counted
 // in the path's hits by Admit and Extend already.
 func (m *Manager) Done(h radix.Handle, use Use) {
-	m.touch(h.Node(), nil, m.now(), m.ttlFor(use.TTL), use.Priority, false)
+	m.touch(h.Node(), nil, m.now(), use, false)
 	m.tree.Trim(h)
 	m.Release(h)
 }
@@ -268,14 +275,61 @@ func (m *Manager) Release(h radix.Handle) {
 	}
 }
 
-// touch records a use at now by a request with ttl and priority on n and
-// its ancestors up to, not including, stop (nil: the root), and counts it
-// in their hits if hit is set. A request's Admit counts the path it
-// matched and each Extend the nodes below its previous handle, so every
-// request that used a node counts once.
-func (m *Manager) touch(n, stop *radix.Node, now int64, ttl time.Duration, prio int32, hit bool) {
-	deadline := addTTL(now, ttl)
+// breakpointDeadlines splits the path nh pins at each of use's
+// breakpoints at or deeper than old, the depth of the handle Extend grew from,
+// and sets the deadlines of the nodes deeper than old: a running
+// sequence's leaf grows in place, so the blocks it added share the leaf's
+// Meta until the split, and those past a breakpoint would keep its longer
+// TTL. A node that starts at fresh or deeper holds only blocks this Extend
+// added (Admit split the prefix it matched), so its deadline is this
+// use's alone; any other keeps the later of its own and this use's.
+func (m *Manager) breakpointDeadlines(nh radix.Handle, old, fresh int, now int64, use Use) {
+	for _, bp := range use.Breakpoints {
+		// At old too: a leaf that ended there has grown past it in place.
+		if b := bp.Tokens / m.bsize * m.bsize; b >= old {
+			m.tree.SplitAt(nh, b)
+		}
+	}
+	for n := nh.Node(); n != nil && !n.IsRoot() && n.Depth() > old; n = n.Parent() {
+		d := m.deadline(n, now, use)
+		if n.Depth()-len(n.Tokens()) < fresh {
+			d = max(d, n.Meta.Deadline)
+		}
+		if d == n.Meta.Deadline {
+			continue
+		}
+		earlier := d < n.Meta.Deadline
+		n.Meta.Deadline = d
+		if earlier || !n.Meta.Queued {
+			// An earlier deadline needs an entry of its own: the queue
+			// pops n at its old one otherwise.
+			n.Meta.Queued = true
+			m.expiry.Push(expiryEntry{deadline: d, node: n})
+		}
+	}
+}
+
+// deadline is when use, at now, keeps n until: its TTL, or the longest
+// TTL of its breakpoints whose whole blocks hold all of n's.
+func (m *Manager) deadline(n *radix.Node, now int64, use Use) int64 {
+	d := addTTL(now, m.ttlFor(use.TTL))
+	for _, bp := range use.Breakpoints {
+		if n.Depth() <= bp.Tokens/m.bsize*m.bsize {
+			d = max(d, addTTL(now, m.ttlFor(bp.TTL)))
+		}
+	}
+	return d
+}
+
+// touch records a use at now by a request with use's TTL, breakpoints and
+// priority on n and its ancestors up to, not including, stop (nil: the
+// root), and counts it in their hits if hit is set. A request's Admit
+// counts the path it matched and each Extend the nodes below its previous
+// handle, so every request that used a node counts once. A node within a
+// breakpoint's whole blocks gets the breakpoint's TTL if longer.
+func (m *Manager) touch(n, stop *radix.Node, now int64, use Use, hit bool) {
 	for ; n != nil && n != stop && !n.IsRoot(); n = n.Parent() {
+		deadline := m.deadline(n, now, use)
 		meta := &n.Meta
 		if meta.Created == 0 {
 			meta.Created = now
@@ -284,7 +338,7 @@ func (m *Manager) touch(n, stop *radix.Node, now int64, ttl time.Duration, prio 
 		if hit {
 			meta.Hits++
 		}
-		notePriority(meta, prio, now, deadline)
+		notePriority(meta, use.Priority, now, deadline)
 		if deadline > meta.Deadline {
 			meta.Deadline = deadline
 		}

@@ -62,6 +62,19 @@ type Use struct {
 	// preempted: it refreshes the prefix but adds no hit, the request's
 	// first admission having counted it.
 	Readmit bool
+	// Breakpoints give the prefixes they end longer TTLs than TTL: each
+	// whole block within a breakpoint's first Tokens tokens is kept for
+	// the longest TTL of the breakpoints that cover it (each at most the
+	// maximum TTL). The tree is split at each breakpoint's last whole
+	// block, so the blocks after it keep TTL. Tokens ascend.
+	Breakpoints []Breakpoint
+}
+
+// Breakpoint gives the prompt's first Tokens tokens a TTL (Anthropic's
+// cache_control breakpoints).
+type Breakpoint struct {
+	Tokens int
+	TTL    time.Duration
 }
 
 // Manager keeps the prefix tree, the block pool's cache references and the

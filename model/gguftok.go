@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/prefixd/prefixd/gguf"
@@ -33,6 +34,12 @@ func GGUFTokenizer(meta map[string]any) (Tokenizer, error) {
 	switch m, _ := meta["tokenizer.ggml.model"].(string); m {
 	case "gpt2":
 		return ggufBPE(meta)
+	case "gemma4":
+		// llama.cpp's "gemma4" model is BPE over text as it is, with
+		// spaces spelt ▁, whatever tokenizer.ggml.pre says.
+		m := maps.Clone(meta)
+		m["tokenizer.ggml.pre"] = "gemma4"
+		return ggufBPE(m)
 	default: // "llama", or unknown: ggufTokenizer names it
 		sp, err := ggufTokenizer(meta)
 		if err != nil {
@@ -123,6 +130,9 @@ func ggufBPE(meta map[string]any) (*bpe.Tokenizer, error) {
 	}
 	if v, ok := meta["tokenizer.ggml.add_bos_token"].(int64); ok {
 		cfg.AddBOS = v != 0
+	}
+	if pre == "gemma4" || pre == "granite-embed-multi-311m" {
+		cfg.AddBOS = true // llama.cpp overrides add_bos_token for Gemma 4's pre-tokenizer
 	}
 	cfg.ChatTemplate, _ = meta["tokenizer.chat_template"].(string)
 	return bpe.New(cfg)

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
@@ -21,16 +20,7 @@ func TestGGUFReferenceTokenizations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cases := vocabtest.Cases(t, file)
-			pass := 0
-			for _, c := range cases {
-				if got := tok.Encode(c.Text); !slices.Equal(got, c.IDs) {
-					t.Errorf("%q:\n got %v\nwant %v", c.Text, got, c.IDs)
-				} else {
-					pass++
-				}
-			}
-			t.Logf("%s: %d of %d cases equal", name, pass, len(cases))
+			vocabtest.Compare(t, name, vocabtest.Cases(t, file), tok.Encode)
 		})
 	}
 }

@@ -66,6 +66,22 @@ func newSentencePiece(pieces []string, scores []float32, control []bool, bos, eo
 // VocabSize implements Tokenizer.
 func (t *SentencePiece) VocabSize() int { return len(t.pieces) }
 
+// HasPiece reports whether the vocabulary holds a piece spelt text, with
+// ▁ for a space as the vocabulary stores it (control pieces such as <s>
+// included): for choosing a chat template by a vocabulary's markers.
+func (t *SentencePiece) HasPiece(text string) bool {
+	p := strings.ReplaceAll(text, "▁", " ")
+	if _, ok := t.index[p]; ok {
+		return true
+	}
+	for i, c := range t.control {
+		if c && t.pieces[i] == p {
+			return true
+		}
+	}
+	return false
+}
+
 // Encode implements Tokenizer: a dummy space, then each character as its
 // piece (or its UTF-8 bytes as byte-fallback tokens), then merges.
 func (t *SentencePiece) Encode(text string) []int32 {

@@ -299,6 +299,27 @@ func (t *Tree) split(c *Node, k int) *Node {
 	return up
 }
 
+// SplitAt makes a node of h's path end at depth tokens, a multiple of
+// the block size, by splitting the node whose edge spans it, so that the
+// prefix up to depth can carry Meta of its own (a longer TTL). It returns
+// the new upper node, nil when depth is not inside h's path or a node ends
+// there already. Handles through the split node stay valid (see split).
+func (t *Tree) SplitAt(h Handle, depth int) *Node {
+	if depth <= 0 || depth%t.bs != 0 {
+		return nil
+	}
+	for n := h.node; n != nil && n.parent != nil; n = n.parent {
+		start := n.depth - len(n.tokens)
+		switch {
+		case depth >= n.depth:
+			return nil
+		case depth > start:
+			return t.split(n, (depth-start)/t.bs)
+		}
+	}
+	return nil
+}
+
 // Insert adds the whole blocks of tokens (len(tokens) == len(blocks) *
 // block size) to namespace ns. The tree already holds a leading run of
 // them, existing blocks long, and keeps its own blocks there (which may

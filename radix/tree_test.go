@@ -2,6 +2,7 @@ package radix
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"testing"
@@ -508,4 +509,39 @@ func TestReserveLetsALeafGrowInPlace(t *testing.T) {
 		t.Fatal("Reserve grew an inner node")
 	}
 	tr.Release(h2)
+}
+
+// TestSplitAt: SplitAt makes a node of a handle's path end at a block
+// boundary inside an edge, once, and ignores depths that are not block
+// boundaries, already end a node, or lie outside the path; the handle
+// still pins the whole path.
+func TestSplitAt(t *testing.T) {
+	tr := newTree(t)
+	p := seq(1, 16)
+	if _, err := tr.Insert("a", p, ids(1, 4)); err != nil {
+		t.Fatal(err)
+	}
+	_, h := tr.Match("a", p, nil)
+	for _, c := range []struct {
+		depth int
+		split bool
+	}{{8, true}, {8, false}, {6, false}, {0, false}, {16, false}, {20, false}, {4, true}, {12, true}} {
+		up := tr.SplitAt(h, c.depth)
+		if (up != nil) != c.split || (up != nil && up.Depth() != c.depth) {
+			t.Fatalf("SplitAt(%d) = %v, want a split: %v", c.depth, up, c.split)
+		}
+		check(t, tr)
+	}
+	depths := []int{}
+	for n := h.Node(); !n.IsRoot(); n = n.Parent() {
+		depths = append(depths, n.Depth())
+		if n.Pins() != 1 {
+			t.Fatalf("node at %d has %d pins, want the handle's 1", n.Depth(), n.Pins())
+		}
+	}
+	if fmt.Sprint(depths) != "[16 12 8 4]" {
+		t.Fatalf("path nodes end at %v", depths)
+	}
+	tr.Release(h)
+	check(t, tr)
 }

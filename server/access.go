@@ -18,6 +18,7 @@ type access struct {
 	method, path string
 	namespace    string
 	user         string         // an OpenAI request's user field: a label, cut to 64 bytes
+	cacheKey     string         // an OpenAI request's prompt_cache_key: a label of at most 64 bytes
 	result       *engine.Result // the generation's outcome, if any
 	streamed     bool           // the stream's writer logs the line when it ends
 }
@@ -46,10 +47,14 @@ func (s *Server) logAccess(a *access, status int) {
 	if a.user != "" {
 		attrs = append(attrs, slog.String("user", a.user))
 	}
+	if a.cacheKey != "" {
+		attrs = append(attrs, slog.String("prompt_cache_key", a.cacheKey))
+	}
 	if r := a.result; r != nil {
 		attrs = append(attrs,
 			slog.Int("prompt_tokens", r.Usage.PromptTokens),
 			slog.Int("cached_tokens", r.Usage.CachedTokens),
+			slog.Int("cache_write_tokens", r.Usage.CacheWriteTokens),
 			slog.Int("completion_tokens", r.Usage.CompletionTokens),
 			slog.String("finish", string(r.Finish)))
 	}

@@ -31,6 +31,9 @@ type (
 	}
 	// templated carries the model's own chat template ("" if none).
 	templated interface{ ChatTemplate() string }
+	// pieceHaver says whether a vocabulary without tokenTexter (a
+	// SentencePiece one) holds a piece, for detecting its chat template.
+	pieceHaver interface{ HasPiece(text string) bool }
 	// bosAdder says whether prompts start with BOS.
 	bosAdder interface{ AddBOS() bool }
 )
@@ -57,15 +60,20 @@ type plainEncoder interface {
 	TokenText(id int32) string
 }
 
-// newChatSetup resolves the chat template: tpl if given (--chat-template),
-// else the tokenizer's own, else the built-in one its vocabulary's marker
-// tokens call for, else ChatML (its markers then are plain text). It
+// newChatSetup resolves the chat template: tpl if given (--chat-template,
+// a file or a built-in name), else the tokenizer's own, else the built-in
+// one its vocabulary's marker tokens call for (chat.BuiltinFor), else
+// ChatML (its markers then are plain text); source, which the start-up
+// log shows, says which and why. It
 // renders the template on sample conversations, so that one that fails
 // or passes its bounds on them stops the server at start rather than
 // every chat request after. specialInContent lets messages' contents
 // spell control tokens, as Hugging Face tokenizers do.
 func newChatSetup(tk Tokenizer, tpl *chat.Template, specialInContent bool) (*chatSetup, error) {
 	c := &chatSetup{tpl: tpl, source: "--chat-template"}
+	if tpl != nil && tpl.Name() != "" {
+		c.source = "--chat-template built-in " + tpl.Name()
+	}
 	if tt, ok := tk.(tokenTexter); ok {
 		if id := tk.BOS(); id >= 0 {
 			c.bos = tt.TokenText(id)
@@ -94,16 +102,23 @@ func newChatSetup(tk Tokenizer, tpl *chat.Template, specialInContent bool) (*cha
 			}
 			c.source = "the model's"
 		} else {
-			name := "chatml"
-			if tt, ok := tk.(tokenTexter); ok {
-				if n, ok := chat.BuiltinFor(func(text string) bool { _, ok := tt.TokenID(text); return ok }); ok {
-					name = n
+			var has func(text string) bool
+			switch v := tk.(type) {
+			case tokenTexter:
+				has = func(text string) bool { _, ok := v.TokenID(text); return ok }
+			case pieceHaver:
+				has = v.HasPiece
+			}
+			name, how := "chatml", "the default: no marker tokens"
+			if has != nil {
+				if n, ok := chat.BuiltinFor(has); ok {
+					name, how = n, "detected from the vocabulary's marker tokens"
 				}
 			}
 			if c.tpl, err = chat.Builtin(name); err != nil {
 				return nil, err
 			}
-			c.source = "built-in " + name
+			c.source = "built-in " + name + " (" + how + ")"
 		}
 	}
 	if err := c.check(); err != nil {
@@ -181,35 +196,42 @@ type chatRequest struct {
 }
 
 // toChat validates messages and converts them for a template: their
-// roles and texts, and for tool calling an assistant turn's tool_calls
-// (arguments decoded from their JSON text, as templates read them) and a
-// tool result's tool_call_id.
-func toChat(msgs []chatMessage) (chat.Input, *apiError) {
+// roles and texts, the cache_control breakpoints of their content parts,
+// and for tool calling an assistant turn's tool_calls (arguments decoded
+// from their JSON text, as templates read them) and a tool result's
+// tool_call_id.
+func toChat(msgs []chatMessage) (chat.Input, []cacheMark, *apiError) {
 	var in chat.Input
 	if len(msgs) == 0 {
-		return in, badRequest("messages", "messages must hold at least one message")
+		return in, nil, badRequest("messages", "messages must hold at least one message")
 	}
+	var marks []cacheMark
 	in.Messages = make([]chat.Message, len(msgs))
 	for i, m := range msgs {
 		param := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
 		case "system", "developer", "user", "assistant", "tool":
 		case "function":
-			return in, badRequest(param+".role", "role %q is not supported: send tool results with role tool", m.Role)
+			return in, nil, badRequest(param+".role", "role %q is not supported: send tool results with role tool", m.Role)
 		default:
-			return in, badRequest(param+".role", "role must be system, developer, user, assistant or tool, got %q", m.Role)
+			return in, nil, badRequest(param+".role", "role must be system, developer, user, assistant or tool, got %q", m.Role)
 		}
 		if !isNull(m.Name) {
-			return in, badRequest(param+".name", "%s.name is not supported", param)
+			return in, nil, badRequest(param+".name", "%s.name is not supported", param)
 		}
 		fields, aerr := toolFields(m, param)
 		if aerr != nil {
-			return in, aerr
+			return in, nil, aerr
 		}
 		text := ""
 		if !(m.Role == "assistant" && fields != nil && isNull(m.Content)) { // a call may come without content
-			if text, aerr = messageText(m.Content, param+".content"); aerr != nil {
-				return in, aerr
+			var ms []cacheMark
+			if text, ms, aerr = messageText(m.Content, param+".content"); aerr != nil {
+				return in, nil, aerr
+			}
+			for _, mk := range ms {
+				mk.msg = i
+				marks = append(marks, mk)
 			}
 		}
 		in.Messages[i] = chat.Message{Role: m.Role, Content: text}
@@ -220,34 +242,47 @@ func toChat(msgs []chatMessage) (chat.Input, *apiError) {
 			in.MessageFields[i] = fields
 		}
 	}
-	return in, nil
+	if err := checkMarks(marks); err != nil {
+		return in, nil, err
+	}
+	return in, marks, nil
 }
 
-// messageText reads a message's content: a string or text parts.
-func messageText(raw json.RawMessage, param string) (string, *apiError) {
+// messageText reads a message's content: a string or text parts, and the
+// cache_control breakpoints of the parts (their msg left 0).
+func messageText(raw json.RawMessage, param string) (string, []cacheMark, *apiError) {
 	if isNull(raw) {
-		return "", badRequest(param, "%s is required", param)
+		return "", nil, badRequest(param, "%s is required", param)
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+		return s, nil, nil
 	}
 	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
+		Type         string          `json:"type"`
+		Text         *string         `json:"text"`
+		CacheControl json.RawMessage `json:"cache_control"`
 	}
 	if json.Unmarshal(raw, &parts) != nil {
-		return "", badRequest(param, "%s must be a string or an array of content parts", param)
+		return "", nil, badRequest(param, "%s must be a string or an array of content parts", param)
 	}
 	var b strings.Builder
+	var marks []cacheMark
 	for j, p := range parts {
+		part := fmt.Sprintf("%s[%d]", param, j)
 		if p.Type != "text" || p.Text == nil {
-			return "", badRequest(fmt.Sprintf("%s[%d]", param, j),
-				"content part type %q is not supported: prefixd takes text parts only", p.Type)
+			return "", nil, badRequest(part, "content part type %q is not supported: prefixd takes text parts only", p.Type)
 		}
 		b.WriteString(*p.Text)
+		if !isNull(p.CacheControl) {
+			ttl, err := parseCacheControl(p.CacheControl, part+".cache_control")
+			if err != nil {
+				return "", nil, err
+			}
+			marks = append(marks, cacheMark{end: b.Len(), ttl: ttl, param: part + ".cache_control"})
+		}
 	}
-	return b.String(), nil
+	return b.String(), marks, nil
 }
 
 // renderChat renders msgs with the chat template and tokenizes the text
@@ -307,7 +342,7 @@ func (c *chatSetup) renderError(err error, param string) *apiError {
 
 // toEngine validates a chat request.
 func (c *chatRequest) toEngine(s *Server, lim limits) (engine.Request, *apiError) {
-	in, aerr := toChat(c.Messages)
+	in, marks, aerr := toChat(c.Messages)
 	if aerr != nil {
 		return engine.Request{}, aerr
 	}
@@ -354,8 +389,12 @@ func (c *chatRequest) toEngine(s *Server, lim limits) (engine.Request, *apiError
 		return req, aerr
 	}
 	if c.tools != nil {
-		return req, c.tools.constrain(&req, lim)
+		if aerr := c.tools.constrain(&req, lim); aerr != nil {
+			return req, aerr
+		}
 	}
+	// Last: each breakpoint renders the conversation again.
+	req.Cache.Breakpoints = s.breakpoints(in, marks, ids, lim)
 	return req, nil
 }
 
@@ -418,7 +457,7 @@ func (s *Server) handleChatCompletions(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	id, created, name := newID("chatcmpl-"), time.Now().Unix(), s.cfg.ModelName
-	setUser(ctx, c.User)
+	c.setLabels(ctx)
 	tk := s.cfg.Tokenizer
 	logprobs := func(ids []int32, lps []engine.TokenLogprobs) any {
 		if !req.Logprobs {

@@ -78,8 +78,13 @@ type (
 		Logprobs     any     `json:"logprobs"`
 		FinishReason *string `json:"finish_reason"`
 	}
+	// promptDetails is usage.prompt_tokens_details: cached_tokens as
+	// OpenAI's, and cache_write_tokens, the prompt tokens the request
+	// added to the prefix cache, under OpenRouter's name (OpenAI has
+	// none; Anthropic's is cache_creation_input_tokens).
 	promptDetails struct {
-		CachedTokens int `json:"cached_tokens"`
+		CachedTokens     int `json:"cached_tokens"`
+		CacheWriteTokens int `json:"cache_write_tokens"`
 	}
 	completionUsage struct {
 		PromptTokens        int           `json:"prompt_tokens"`
@@ -98,7 +103,7 @@ type (
 )
 
 func openAIUsage(u engine.Usage) *completionUsage {
-	return &completionUsage{u.PromptTokens, u.CompletionTokens, u.PromptTokens + u.CompletionTokens, promptDetails{u.CachedTokens}}
+	return &completionUsage{u.PromptTokens, u.CompletionTokens, u.PromptTokens + u.CompletionTokens, promptDetails{u.CachedTokens, u.CacheWriteTokens}}
 }
 
 // checkModel answers a request for a model this server does not serve to
@@ -144,7 +149,7 @@ func (s *Server) handleCompletions(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	id, created, name := newID("cmpl-"), time.Now().Unix(), s.cfg.ModelName
-	setUser(ctx, c.User)
+	c.setLabels(ctx)
 	tk := s.cfg.Tokenizer
 	response := func(choices ...completionChoice) completionResponse {
 		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: name, Choices: choices}

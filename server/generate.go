@@ -74,13 +74,14 @@ type usageJSON struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CachedTokens     int `json:"cached_tokens"`
 	HostCachedTokens int `json:"host_cached_tokens"`
+	CacheWriteTokens int `json:"cache_write_tokens"` // prompt tokens this request added to the cache
 	CompletionTokens int `json:"completion_tokens"`
 	PrefillTokens    int `json:"prefill_tokens"`
 	Preemptions      int `json:"preemptions"`
 }
 
 func toUsage(u engine.Usage) usageJSON {
-	return usageJSON{u.PromptTokens, u.CachedTokens, u.HostCachedTokens, u.CompletionTokens, u.PrefillTokens, u.Preemptions}
+	return usageJSON{u.PromptTokens, u.CachedTokens, u.HostCachedTokens, u.CacheWriteTokens, u.CompletionTokens, u.PrefillTokens, u.Preemptions}
 }
 
 // timingJSON is a request's latency, in milliseconds.
@@ -138,7 +139,11 @@ func (s *Server) parseGenerate(ctx *fasthttp.RequestCtx) (engine.Request, *apiEr
 	if err := decodeStrict(ctx.PostBody(), &g); err != nil {
 		return engine.Request{}, err
 	}
-	req, err := g.toEngine(s.encoder(), s.limits())
+	lim, err := s.requestLimits(ctx)
+	if err != nil {
+		return engine.Request{}, err
+	}
+	req, err := g.toEngine(s.encoder(), lim)
 	req.Namespace = namespace(ctx)
 	return req, err
 }

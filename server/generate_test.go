@@ -325,3 +325,45 @@ func TestEngineRequestShape(t *testing.T) {
 		t.Errorf("got %+v, want %+v", req, want)
 	}
 }
+
+// TestTenantPriorityCap: with API keys a tenant's key may set
+// cache.priority up to Config.MaxTenantPriority; above it is a 403 naming
+// the limit unless the admin token rides along in X-Admin-Token, and a
+// wrong admin token is a 401. Without keys there is no cap.
+func TestTenantPriorityCap(t *testing.T) {
+	h := newHarness(t, withServer(func(c *Config) {
+		c.APIKeys = map[string]string{"key-a": "tenant-a"}
+		c.AdminToken = "admin-secret"
+		c.MaxTenantPriority = 50
+	}))
+	body := func(p int) string {
+		return fmt.Sprintf(`{"prompt": "hello", "max_tokens": 1, "cache": {"priority": %d}}`, p)
+	}
+	key := []string{"Authorization", "Bearer key-a"}
+	for _, p := range []int{-5, 0, 50} {
+		if code, b, _ := h.do("POST", "/generate", body(p), key...); code != 200 {
+			t.Errorf("priority %d within the cap: %d %s", p, code, b)
+		}
+	}
+	code, b, _ := h.do("POST", "/generate", body(1000000), key...)
+	var e struct{ Error apiError }
+	if err := json.Unmarshal(b, &e); err != nil || code != 403 || e.Error.Type != typePermission ||
+		e.Error.Param != "cache.priority" || !strings.Contains(e.Error.Message, "50") ||
+		!strings.Contains(e.Error.Message, "--max-tenant-priority") {
+		t.Errorf("priority above the cap: %d %s", code, b)
+	}
+	if code, b, _ := h.do("POST", "/generate", body(51), append(key, "X-Admin-Token", "admin-secret")...); code != 200 {
+		t.Errorf("priority above the cap with the admin token: %d %s", code, b)
+	}
+	code, b, _ = h.do("POST", "/generate", body(51), append(key, "X-Admin-Token", "guess")...)
+	if code != 401 || strings.Contains(string(b), "guess") || strings.Contains(string(b), "admin-secret") {
+		t.Errorf("a wrong admin token: %d %s", code, b)
+	}
+	h.checkDrained()
+
+	open := newHarness(t)
+	if code, b, _ := open.do("POST", "/generate", body(1000000)); code != 200 {
+		t.Errorf("without API keys, priority 1000000: %d %s", code, b)
+	}
+	open.checkDrained()
+}

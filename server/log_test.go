@@ -126,8 +126,8 @@ func TestAccessLog(t *testing.T) {
 		}
 	}
 	want := []string{
-		`method=POST path=/generate status=200 namespace=tenant-a prompt_tokens=9 cached_tokens=0 completion_tokens=3 finish=length duration=`,
-		`method=POST path=/generate_stream status=200 namespace=tenant-a prompt_tokens=9 cached_tokens=8 completion_tokens=3 finish=length duration=`,
+		`method=POST path=/generate status=200 namespace=tenant-a prompt_tokens=9 cached_tokens=0 cache_write_tokens=8 completion_tokens=3 finish=length duration=`,
+		`method=POST path=/generate_stream status=200 namespace=tenant-a prompt_tokens=9 cached_tokens=8 cache_write_tokens=0 completion_tokens=3 finish=length duration=`,
 		`method=GET path=/healthz status=200 namespace="" duration=`,
 		`method=POST path=/generate status=400 namespace=tenant-a duration=`,
 	}

@@ -85,10 +85,26 @@ type openAIParams struct {
 	Stream              bool               `json:"stream"`
 	StreamOptions       *streamOptions     `json:"stream_options"`
 	User                string             `json:"user"`
+	// PromptCacheKey groups requests that share a prefix, as OpenAI's
+	// routing hint: prefixd logs it in the access-log line and echoes
+	// nothing else; it is never an isolation boundary (the namespace,
+	// from the API key, is).
+	PromptCacheKey *string `json:"prompt_cache_key"`
+	// PromptCacheRetention is "in_memory" (or OpenAI's SDK spelling
+	// "in-memory"): the default TTL; or "24h": the request's TTL is 24 h,
+	// at most --max-ttl, kept in the lower tiers when the pool is short.
+	PromptCacheRetention *string `json:"prompt_cache_retention"`
 	// Structured outputs (see constrain): OpenAI's and vLLM's spellings.
 	ResponseFormat    json.RawMessage `json:"response_format"`
 	StructuredOutputs json.RawMessage `json:"structured_outputs"`
 }
+
+// maxPromptCacheKey bounds prompt_cache_key's bytes: it is a label that
+// goes into the access log.
+const maxPromptCacheKey = 64
+
+// extendedRetention is the TTL prompt_cache_retention "24h" asks for.
+const extendedRetention = 24 * time.Hour
 
 // maxLogitBias bounds the entries of logit_bias.
 const maxLogitBias = 1024
@@ -167,6 +183,9 @@ func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) 
 		}
 		req.N = *p.N
 	}
+	if err := p.promptCache(req, lim); err != nil {
+		return err
+	}
 	if topLogprobs >= 0 {
 		req.Logprobs, req.TopLogprobs = true, topLogprobs
 		if err := p.checkLogprobEntries(req, lim); err != nil {
@@ -174,6 +193,26 @@ func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) 
 		}
 	}
 	return p.constrain(req, lim)
+}
+
+// promptCache checks prompt_cache_key and applies prompt_cache_retention:
+// "24h" sets the request's TTL to 24 h, cut to the server's --max-ttl as
+// OpenAI promises "up to" 24 h; "in_memory" leaves the default TTL.
+func (p *openAIParams) promptCache(req *engine.Request, lim limits) *apiError {
+	if k := p.PromptCacheKey; k != nil && (*k == "" || len(*k) > maxPromptCacheKey) {
+		return badRequest("prompt_cache_key", "prompt_cache_key must be 1 to %d bytes, got %d", maxPromptCacheKey, len(*k))
+	}
+	if p.PromptCacheRetention == nil {
+		return nil
+	}
+	switch r := *p.PromptCacheRetention; r {
+	case "in_memory", "in-memory":
+	case "24h":
+		req.Cache.TTL = min(extendedRetention, lim.maxTTL)
+	default:
+		return badRequest("prompt_cache_retention", `prompt_cache_retention must be "in_memory" or "24h", got %.32q`, r)
+	}
+	return nil
 }
 
 // checkLogprobEntries refuses a request, not streamed, whose answer would
@@ -465,14 +504,20 @@ func combineResults(results []engine.Result) engine.Result {
 	return r
 }
 
-// setUser puts an OpenAI request's user field on its access-log line, as
-// a label: cut to 64 bytes (at a character boundary), never with any of
-// the request's text.
-func setUser(ctx *fasthttp.RequestCtx, user string) {
+// setLabels puts an OpenAI request's user field and prompt_cache_key on
+// its access-log line, as labels: user cut to 64 bytes (at a character
+// boundary; the key is at most that already), never with any of the
+// request's text.
+func (p *openAIParams) setLabels(ctx *fasthttp.RequestCtx) {
+	user := p.User
 	if len(user) > 64 {
 		user = strings.ToValidUTF8(user[:64], "")
 	}
-	accessOf(ctx).user = user
+	a := accessOf(ctx)
+	a.user = user
+	if p.PromptCacheKey != nil {
+		a.cacheKey = *p.PromptCacheKey
+	}
 }
 
 // isNull reports whether a raw JSON value is absent or null.

@@ -242,17 +242,21 @@ func jsonType(t reflect.Type) string {
 // configuration and the engine's, read per request (the maximum TTL can
 // change at run time).
 type limits struct {
-	vocab         int
-	maxModelLen   int // prompt + output
-	maxPrompt     int // prompt tokens
-	maxTokens     int // output tokens
-	defaultMax    int // output tokens when max_tokens is absent
-	maxBeam       int
-	maxStops      int // stop strings per request
-	maxStopBytes  int // bytes per stop string
-	maxStopIDs    int
-	maxLogprobs   int // n × max_tokens × (1 + top_logprobs) of an answer not streamed
-	maxTTL        time.Duration
+	vocab        int
+	maxModelLen  int // prompt + output
+	maxPrompt    int // prompt tokens
+	maxTokens    int // output tokens
+	defaultMax   int // output tokens when max_tokens is absent
+	maxBeam      int
+	maxStops     int // stop strings per request
+	maxStopBytes int // bytes per stop string
+	maxStopIDs   int
+	maxLogprobs  int // n × max_tokens × (1 + top_logprobs) of an answer not streamed
+	maxTTL       time.Duration
+	// priorityCap bounds cache.priority when capPriority is set: the
+	// caller is a tenant's API key without the admin token.
+	priorityCap   int32
+	capPriority   bool
 	bos           int32 // prepended to text prompts when >= 0
 	haveTokenizer bool
 	grammars      *grammarSetup // nil without a tokenizer
@@ -472,6 +476,11 @@ func cacheControl(c *cacheParams, lim limits) (engine.Cache, *apiError) {
 		out.TTL = d
 	}
 	if c.Priority != nil {
+		if p := *c.Priority; lim.capPriority && p > lim.priorityCap {
+			return out, &apiError{Status: 403, Type: typePermission, Param: "cache.priority",
+				Message: fmt.Sprintf("cache.priority %d is above %d, the most an API key may set (--max-tenant-priority); "+
+					"higher needs the admin token in the %s header", p, lim.priorityCap, adminTokenHeader)}
+		}
 		out.Priority = *c.Priority
 	}
 	if c.Enabled != nil {

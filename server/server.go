@@ -68,6 +68,13 @@ type Config struct {
 	// PublicStats it shows a 401. Without APIKeys everything is open.
 	// Default false.
 	PublicStats bool
+	// MaxTenantPriority, with APIKeys, is the highest cache.priority a
+	// tenant's key may give its prefixes, so one tenant cannot make its own
+	// outlast everyone else's; a request that also carries the admin token
+	// in the X-Admin-Token header may set any. Without APIKeys there are
+	// no tenants and no cap. Default (and when 0) 100; negative is an
+	// error.
+	MaxTenantPriority int32
 	// MaxBodyBytes bounds a request body; default 1 MiB.
 	MaxBodyBytes int
 	// MaxPromptTokens bounds a prompt; default and cap: the engine's
@@ -208,6 +215,12 @@ func New(cfg Config) (*Server, error) {
 		case *f.v < 0:
 			return nil, fmt.Errorf("server: Config.%s must be positive, got %v", f.name, *f.v)
 		}
+	}
+	switch {
+	case cfg.MaxTenantPriority == 0:
+		cfg.MaxTenantPriority = defaultMaxTenantPriority
+	case cfg.MaxTenantPriority < 0:
+		return nil, fmt.Errorf("server: Config.MaxTenantPriority must be positive, got %d", cfg.MaxTenantPriority)
 	}
 	if cfg.ModelName == "" {
 		cfg.ModelName = "prefixd"
@@ -559,6 +572,34 @@ func (s *Server) stats(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 }
 
 func namespace(ctx *fasthttp.RequestCtx) string { return accessOf(ctx).namespace }
+
+// defaultMaxTenantPriority is Config.MaxTenantPriority's default: room for
+// a tenant to rank its own prefixes, far below what an operator may set.
+const defaultMaxTenantPriority = 100
+
+// adminTokenHeader carries the admin token on a generation request made
+// with a tenant's API key, lifting the tenant priority cap.
+const adminTokenHeader = "X-Admin-Token"
+
+// requestLimits is s.limits() for the request in ctx: a caller with a
+// tenant's API key is held to Config.MaxTenantPriority unless it also
+// sends the admin token in the X-Admin-Token header; a wrong admin token
+// is a 401.
+func (s *Server) requestLimits(ctx *fasthttp.RequestCtx) (limits, *apiError) {
+	lim := s.limits()
+	if len(s.cfg.APIKeys) == 0 {
+		return lim, nil
+	}
+	tok := ctx.Request.Header.Peek(adminTokenHeader)
+	if len(tok) == 0 {
+		lim.capPriority, lim.priorityCap = true, s.cfg.MaxTenantPriority
+		return lim, nil
+	}
+	if s.cfg.AdminToken == "" || subtle.ConstantTimeCompare(tok, []byte(s.cfg.AdminToken)) != 1 {
+		return lim, &apiError{Status: 401, Type: typeAuth, Message: "invalid admin token in the " + adminTokenHeader + " header"}
+	}
+	return lim, nil
+}
 
 // isAdmin reports whether the request carries the admin token.
 func (s *Server) isAdmin(ctx *fasthttp.RequestCtx) bool {

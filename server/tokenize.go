@@ -61,7 +61,7 @@ func (s *Server) handleTokenize(ctx *fasthttp.RequestCtx) {
 		}
 		ids = s.encoder().Encode(*r.Prompt)
 	case r.Messages != nil:
-		in, aerr := toChat(r.Messages)
+		in, _, aerr := toChat(r.Messages)
 		if aerr == nil {
 			n := 0
 			for _, m := range in.Messages {

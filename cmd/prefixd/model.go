@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -68,10 +70,20 @@ func loadTokenizer(path string, vocab int) (*model.SentencePiece, error) {
 // are a few KB.
 const maxChatTemplateBytes = 1 * sidefile.MiB
 
-// loadChatTemplate parses the --chat-template file, if given (nil if not).
+// loadChatTemplate parses the --chat-template file, if given (nil if
+// not): a path that exists is a Jinja file; otherwise it is a built-in
+// template's name (llama.cpp's: llama2, llama3, chatml, ...), and an
+// error lists the names.
 func loadChatTemplate(path string) (*chat.Template, error) {
 	if path == "" {
 		return nil, nil
+	}
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		tpl, err := chat.Builtin(path)
+		if err != nil {
+			return nil, usagef("--chat-template %s: no such file, and not a built-in template (%s)", path, strings.Join(chat.BuiltinNames(), ", "))
+		}
+		return tpl, nil
 	}
 	src, err := sidefile.Read(path, maxChatTemplateBytes)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -67,6 +68,7 @@ type serveOptions struct {
 	traceOut, chatTemplate                   string
 	adminToken, apiKeys                      string
 	publicStats                              bool
+	maxTenantPriority                        int
 	keys                                     map[string]string
 	unknownEnv                               []string // PREFIXD_* variables that name no flag
 	kvEvents                                 kvEventsOptions
@@ -94,7 +96,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.StringVar(&o.modelPath, "model", "", "model file (GGUF or llama2.c checkpoint); default: the built-in model")
 	fs.BoolVar(&o.checkTensors, "check-tensors", false, checkTensorsUsage)
 	fs.StringVar(&o.tokenizerPath, "tokenizer", "", "llama2.c tokenizer.bin for a checkpoint that carries no vocabulary, so text prompts work; refused if it holds more tokens than the model")
-	fs.StringVar(&o.chatTemplate, "chat-template", "", "Jinja chat template file for /v1/chat/completions; default: the model's own (GGUF tokenizer.chat_template), else a built-in one (chatml, llama3, mistral) its vocabulary calls for")
+	fs.StringVar(&o.chatTemplate, "chat-template", "", "chat template for /v1/chat/completions: a Jinja file, or (when no such file exists) a built-in template's name, as llama.cpp's --chat-template takes them (llama2, llama2-sys, llama3, mistral-v1, mistral-v3, mistral-v7, chatml, phi3, phi4, gemma, deepseek, deepseek2, deepseek3, command-r, zephyr, vicuna, ...; a wrong name lists them all); default: the model's own (GGUF tokenizer.chat_template), else the built-in one its vocabulary's marker tokens call for, else chatml")
 	fs.BoolVar(&o.chatSpecialInContent, "chat-special-in-content", false, "encode control-token texts in chat messages' contents (<|im_end|>) as those tokens, as Hugging Face tokenizers do, letting a user forge turns; by default they stay text")
 	fs.StringVar(&o.servedModelName, "served-model-name", "", "model id that /v1/models and completions report; default: the model file's base name (stories260K), or prefixd-builtin-byte-3m")
 	fs.IntVar(&o.blocks, "blocks", 0, "KV pool size in blocks, at least one sequence of the context (--max-model-len or the model's); default on the CPU: a third of the free memory (less mapped weights and the host tier), at most max-running sequences of the context, at least one; on a GPU: what the weights leave of --gpu-memory-fraction")
@@ -118,6 +120,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.StringVar(&o.adminToken, "admin-token", "", "bearer token of the /v1/cache admin endpoints; empty disables them")
 	fs.BoolVar(&o.publicStats, "public-stats", false, "with --api-keys, serve /metrics and /v1/stats without a key (by default they need an API key or the admin token)")
 	fs.StringVar(&o.apiKeys, "api-keys", "", "tenant API keys: key=namespace,key2=namespace2, namespaces not empty; none: no auth, one shared namespace")
+	fs.IntVar(&o.maxTenantPriority, "max-tenant-priority", 100, "with --api-keys, the highest cache.priority a tenant's key may set; higher needs the admin token in the X-Admin-Token header")
 	fs.IntVar(&o.maxBodyBytes, "max-body-bytes", 1<<20, "largest request body")
 	fs.IntVar(&o.maxLogprobEntries, "max-logprob-entries", 1<<18, "most log-probabilities, n × max_tokens × (1 + top_logprobs), an OpenAI answer that is not streamed may hold")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may finish before they are cancelled")
@@ -307,6 +310,9 @@ func (o *serveOptions) check() error {
 	}
 	if err := o.diskTier.check(); err != nil {
 		return err
+	}
+	if o.maxTenantPriority < 1 || o.maxTenantPriority > math.MaxInt32 {
+		return usagef("--max-tenant-priority %d must be in [1, %d]", o.maxTenantPriority, math.MaxInt32)
 	}
 	if o.nsCacheShare < 0 || o.nsCacheShare > 1 {
 		return usagef("--namespace-cache-share %v must be in [0, 1]", o.nsCacheShare)
@@ -598,7 +604,8 @@ func start(o *serveOptions, ecfg engine.Config, pool kvPool, m *model.Model, met
 	}
 	srv, err := server.New(server.Config{
 		Engine: eng, Tokenizer: m.Tokenizer, ModelName: o.servedModelName, AdminToken: o.adminToken, APIKeys: o.keys, PublicStats: o.publicStats,
-		ChatTemplate: tpl, ChatSpecialInContent: o.chatSpecialInContent,
+		MaxTenantPriority: int32(o.maxTenantPriority),
+		ChatTemplate:      tpl, ChatSpecialInContent: o.chatSpecialInContent,
 		MaxBodyBytes: o.maxBodyBytes, MaxPromptTokens: o.maxPromptTokens, MaxTokens: o.maxTokens, MaxLogprobEntries: o.maxLogprobEntries,
 		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens, DeviceMemory: devMem,
 		Version: runningVersion(),

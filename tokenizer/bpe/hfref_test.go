@@ -122,13 +122,7 @@ func hfRefTexts(t *testing.T) []string {
 // PREFIXD_HF_TOKENIZERS, the folder scripts/hftokenizers/install.sh
 // prints; without it the test skips, unless CI is set.
 func TestHFTokenizersReference(t *testing.T) {
-	dir := os.Getenv("PREFIXD_HF_TOKENIZERS")
-	if dir == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("PREFIXD_HF_TOKENIZERS is not set (run scripts/hftokenizers/install.sh)")
-		}
-		t.Skip("PREFIXD_HF_TOKENIZERS is not set (run scripts/hftokenizers/install.sh)")
-	}
+	dir := vocabtest.Env(t, "PREFIXD_HF_TOKENIZERS", "scripts/hftokenizers/install.sh")
 	texts := hfRefTexts(t)
 	type job struct {
 		File  string   `json:"file"`

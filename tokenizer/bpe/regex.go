@@ -3,6 +3,7 @@ package bpe
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -69,6 +70,7 @@ func Compile(expr string, d Dialect) (Splitter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bpe: pre-tokenizer pattern %q: %w", expr, err)
 	}
+	re.MatchTimeout = matchTimeout
 	return &regexSplitter{expr: expr, re: re}, nil
 }
 
@@ -105,13 +107,23 @@ func (r *regexSplitter) find(s string, match func(start, end int)) {
 		i += n
 	}
 	offs = append(offs, len(s))
-	// The match timeout is infinite, so the engine returns no error.
-	m, _ := r.re.FindRunesMatch(runes)
-	for m != nil {
+	// An error is a match that ran past matchTimeout: the text from the
+	// last match on stays one piece.
+	m, err := r.re.FindRunesMatch(runes)
+	for m != nil && err == nil {
 		match(offs[m.Index], offs[m.Index+m.Length])
-		m, _ = r.re.FindNextMatch(m)
+		m, err = r.re.FindNextMatch(m)
 	}
 }
+
+// matchTimeout bounds the time one match of a pre-tokenizer pattern may
+// take. A tokenizer.json is input: a pattern that backtracks
+// catastrophically on some text ((a+)+b on a run of a's) would otherwise
+// hold a request, and its CPU, for as long as the text makes it. Real
+// patterns match a piece in microseconds; past the bound, the text from
+// the last match on is left as one piece (tokenized, but not as the
+// pattern would have split it). A variable so tests can shorten it.
+var matchTimeout = time.Second
 
 // wordClass is the dialect's \w inside a bracket expression.
 func (d Dialect) wordClass() string {

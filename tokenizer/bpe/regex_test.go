@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prefixd/prefixd/internal/vocabtest"
 )
 
 // hardParts are the texts where pre-tokenizers disagree when one is wrong:
@@ -25,11 +27,11 @@ var hardParts = []string{
 	"\xff", "\xc3", "Ωmega", "ǅ", "ßẞ", "Ⅰ",
 }
 
-// hardCorpus returns about n bytes of hardParts and mixedText pieces in a
+// hardCorpus returns about n bytes of hardParts and vocabtest.MixedText pieces in a
 // deterministic random order, so that every pair of neighbours occurs.
 func hardCorpus(n int) string {
 	r := rand.New(rand.NewPCG(3, 9))
-	mixed := mixedText(1 << 16)
+	mixed := vocabtest.MixedText(1 << 16)
 	var b strings.Builder
 	for b.Len() < n {
 		if r.IntN(4) == 0 {
@@ -280,4 +282,26 @@ func FuzzCompile(f *testing.F) {
 			checkPieces(t, expr, s, sp.Split(nil, s))
 		}
 	})
+}
+
+// TestCatastrophicPatternIsBounded: a hostile tokenizer.json's pattern
+// that backtracks exponentially on a run of a's ((a+)+b: 2^60 ways to
+// fail) stops at matchTimeout instead of holding the request, and the
+// text still comes back whole, in pieces that concatenate to it.
+func TestCatastrophicPatternIsBounded(t *testing.T) {
+	defer func(d time.Duration) { matchTimeout = d }(matchTimeout)
+	matchTimeout = 20 * time.Millisecond
+	sp, err := Compile(`(a+)+b|\s+`, Rust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "x " + strings.Repeat("a", 60) + " y"
+	pieces := sp.Split(nil, text)
+	if got := strings.Join(pieces, ""); got != text {
+		t.Fatalf("pieces %q join to %q, want %q", pieces, got, text)
+	}
+	// The space before the run was split off before the match gave up.
+	if len(pieces) < 2 || pieces[0] != "x" || pieces[1] != " " {
+		t.Fatalf("pieces %q: want \"x\", \" \" first", pieces)
+	}
 }
