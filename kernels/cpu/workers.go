@@ -74,7 +74,12 @@ func (k *waker) await(ready func() bool) {
 			osYield()
 			continue
 		}
-		k.sleeping.Store(true)
+		// A swap, not a store: the read-modify-write orders it before
+		// ready's loads everywhere. Go's atomics are sequentially
+		// consistent, but QEMU's arm64 emulation lets a store-release pass
+		// a later load-acquire, and a plain store parked the pool for good
+		// there (the wake-up was lost).
+		k.sleeping.Swap(true)
 		if ready() && k.sleeping.CompareAndSwap(true, false) {
 			return
 		}
