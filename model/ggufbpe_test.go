@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prefixd/prefixd/internal/ggufwrite"
 	"github.com/prefixd/prefixd/internal/vocabtest"
+	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/tokenizer/bpe"
 )
 
@@ -17,17 +17,18 @@ import (
 // ChatML's markers, with vocab logits, and returns its path.
 func writeBPEModel(t *testing.T, extra int) (path string, tokens int) {
 	t.Helper()
-	meta, err := ReadGGUFMetadata(vocabtest.Path(t, "vocab/ggml-vocab-gpt-2.gguf"))
+	meta, tokens, err := TokenizerMetadata(vocabtest.Path(t, "vocab/ggml-vocab-gpt-2.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if meta, err = ggufwrite.WithChatML(meta, ggufwrite.ChatMLTemplate); err != nil {
+	if meta, err = WithChatML(meta, ChatMLTemplate); err != nil {
 		t.Fatal(err)
 	}
-	tokens = len(meta["tokenizer.ggml.tokens"].([]any))
+	tokens += 2
+	c := Config{Dim: 8, Hidden: 16, Layers: 1, Heads: 2, KVHeads: 1, Vocab: tokens + extra, MaxSeqLen: 64,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
 	var buf bytes.Buffer
-	shape := ggufwrite.Shape{Dim: 8, Hidden: 16, Layers: 1, Heads: 2, KVHeads: 1, MaxSeqLen: 64}
-	if err := ggufwrite.Llama(&buf, meta, tokens+extra, shape, 1); err != nil {
+	if err := WriteGGUF(&buf, Random(c, 1), kernels.F32, meta...); err != nil {
 		t.Fatal(err)
 	}
 	path = filepath.Join(t.TempDir(), "bpe.gguf")
@@ -61,7 +62,7 @@ func TestGGUFModelWithBPEVocabulary(t *testing.T) {
 	if got := tk.EncodeSpecial("<|im_start|>user"); got[0] != imStart || len(got) != 2 {
 		t.Fatalf("EncodeSpecial = %v, want <|im_start|> (%d) then user", got, imStart)
 	}
-	if !slices.Contains(tk.EOT(), imEnd) || tk.ChatTemplate() != ggufwrite.ChatMLTemplate {
+	if !slices.Contains(tk.EOT(), imEnd) || tk.ChatTemplate() != ChatMLTemplate {
 		t.Fatalf("EOT %v, template %q", tk.EOT(), tk.ChatTemplate())
 	}
 	path, _ = writeBPEModel(t, -1)

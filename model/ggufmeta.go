@@ -8,7 +8,7 @@ import (
 
 // ReadGGUFMetadata reads a GGUF v2/v3 file's metadata through package
 // gguf: numbers as int64 or float64, strings, bools as int64, arrays as
-// []any, a form tools edit and write back (internal/ggufwrite); it costs
+// []any, the form GGUFTokenizer reads; it costs
 // some 16 bytes per array element, so loading a model does not use it. It
 // reads vocabulary-only files, which Load refuses for want of weights.
 func ReadGGUFMetadata(path string) (map[string]any, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/prefixd/prefixd/gguf"
 	"github.com/prefixd/prefixd/kernels"
@@ -16,18 +17,19 @@ import (
 // WriteGGUF writes m to w as a GGUF v3 file of architecture "llama", in
 // llama.cpp's tensor names and layout: matrices in type typ (F32, F16 or
 // BF16 rounded to nearest even, a quantized type by kernels/quant's
-// reference quantizers), vectors as F32. m's tokenizer is not written, so
-// the file has none. It refuses a model whose Arch options a "llama" file
-// cannot carry, and a typ whose blocks do not divide a matrix's rows. The
-// converted matrices are held in memory until written.
-func WriteGGUF(w io.Writer, m *Model, typ kernels.DType) error {
+// reference quantizers), vectors as F32. m's tokenizer is not written:
+// meta adds metadata (a tokenizer's, from TokenizerMetadata), replacing
+// the writer's own entries of the same key. It refuses a model whose Arch
+// options a "llama" file cannot carry, and a typ whose blocks do not divide
+// a matrix's rows. The converted matrices are held in memory until written.
+func WriteGGUF(w io.Writer, m *Model, typ kernels.DType, meta ...gguf.KV) error {
 	if err := m.check(); err != nil {
 		return err
 	}
 	if m.Config.Arch != (Arch{}) {
 		return errors.New("model: WriteGGUF writes Llama models: no q/k/v bias, q/k norm or half-rotation RoPE")
 	}
-	f := ggufFile{arch: "llama", name: m.Name, types: func(string) kernels.DType { return typ }}
+	f := ggufFile{arch: "llama", name: m.Name, types: func(string) kernels.DType { return typ }, extra: meta}
 	tensors, err := ggufTensorsOf(m, f)
 	if err != nil {
 		return err
@@ -62,11 +64,7 @@ func ggufMetaOf(m *Model, f ggufFile) []gguf.KV {
 		{Key: a + "attention.layer_norm_rms_epsilon", Value: c.NormEps},
 	}
 	for _, kv := range f.extra {
-		if i := slices.IndexFunc(meta, func(m gguf.KV) bool { return m.Key == kv.Key }); i >= 0 {
-			meta[i] = kv
-		} else {
-			meta = append(meta, kv)
-		}
+		meta = setKV(meta, kv.Key, kv.Value)
 	}
 	var out []gguf.KV
 	for _, kv := range meta {
@@ -132,4 +130,71 @@ func ggufTensorsOf(m *Model, f ggufFile) ([]gguf.Tensor, error) {
 		add(p+"ffn_up.weight", l.W3, d, h)
 	}
 	return out, err
+}
+
+// TokenizerMetadata returns the tokenizer.* metadata of the GGUF file at
+// path (a model's, or a vocabulary-only file such as llama.cpp's
+// ggml-vocab-*.gguf) in file order, for WriteGGUF, and the number of tokens
+// its vocabulary has.
+func TokenizerMetadata(path string) (meta []gguf.KV, tokens int, err error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	for _, k := range f.Keys {
+		if strings.HasPrefix(k, "tokenizer.") {
+			meta = append(meta, gguf.KV{Key: k, Value: f.Metadata[k]})
+		}
+	}
+	list, ok := f.Metadata["tokenizer.ggml.tokens"].([]string)
+	if !ok || len(list) == 0 {
+		return nil, 0, fmt.Errorf("model: %s has no tokenizer.ggml.tokens", path)
+	}
+	return meta, len(list), nil
+}
+
+// ChatMLTemplate is a ChatML chat template in the form Qwen2.5 ships: a
+// conversation without a system message gets a default one, which tells
+// its rendering apart from the built-in chatml template's.
+const ChatMLTemplate = "{%- if messages[0]['role'] != 'system' %}" +
+	"{{- '<|im_start|>system\\nYou are a tiny test model.<|im_end|>\\n' }}" +
+	"{%- endif %}" +
+	"{%- for message in messages %}" +
+	"{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}" +
+	"{%- endfor %}" +
+	"{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+
+// WithChatML returns tokenizer metadata meta (TokenizerMetadata's) with
+// ChatML's <|im_start|> and <|im_end|> appended to the vocabulary as
+// control tokens, <|im_end|> as the end-of-turn token and template as the
+// chat template: a vocabulary to serve chat with. meta must carry
+// tokenizer.ggml.tokens and tokenizer.ggml.token_type of one length.
+func WithChatML(meta []gguf.KV, template string) ([]gguf.KV, error) {
+	out := slices.Clone(meta)
+	ti := slices.IndexFunc(out, func(kv gguf.KV) bool { return kv.Key == "tokenizer.ggml.tokens" })
+	yi := slices.IndexFunc(out, func(kv gguf.KV) bool { return kv.Key == "tokenizer.ggml.token_type" })
+	if ti < 0 || yi < 0 {
+		return nil, errors.New("model: WithChatML: metadata lacks tokenizer.ggml.tokens or token_type")
+	}
+	tokens, ok1 := out[ti].Value.([]string)
+	types, ok2 := out[yi].Value.([]int32)
+	if !ok1 || !ok2 || len(tokens) != len(types) {
+		return nil, errors.New("model: WithChatML: tokenizer.ggml.tokens and token_type are not string and int32 arrays of one length")
+	}
+	const control = 3 // llama.cpp's LLAMA_TOKEN_TYPE_CONTROL
+	tokens = append(slices.Clone(tokens), "<|im_start|>", "<|im_end|>")
+	out[ti].Value = tokens
+	out[yi].Value = append(slices.Clone(types), control, control)
+	out = setKV(out, "tokenizer.ggml.eot_token_id", uint32(len(tokens)-1))
+	return setKV(out, "tokenizer.chat_template", template), nil
+}
+
+// setKV sets key to v in meta, replacing its entry or appending one.
+func setKV(meta []gguf.KV, key string, v any) []gguf.KV {
+	if i := slices.IndexFunc(meta, func(kv gguf.KV) bool { return kv.Key == key }); i >= 0 {
+		meta[i].Value = v
+		return meta
+	}
+	return append(meta, gguf.KV{Key: key, Value: v})
 }

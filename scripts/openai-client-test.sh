@@ -23,7 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-go run ./internal/ggufwrite/chatmodel -vocab ../shared/models/vocab/ggml-vocab-gpt-2.gguf -out "$tmp/tiny-chat.gguf"
+go run ./cmd/prefixd gen-model --tokenizer ../shared/models/vocab/ggml-vocab-gpt-2.gguf --chatml --dim 16 --hidden 32 --layers 1 --heads 2 --kv-heads 1 --max-seq-len 1024 --type f32 --out "$tmp/tiny-chat.gguf"
 # Its own process group, so that go run and the server it starts stop together.
 setsid go run ./cmd/prefixd serve --model "$tmp/tiny-chat.gguf" --addr 127.0.0.1:0 --api-keys client-test-key=client-test \
 	--max-running 4 --blocks 512 >"$tmp/serve.log" 2>&1 &

@@ -12,23 +12,26 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/prefixd/prefixd/internal/ggufwrite"
+	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/model"
 )
 
 // chatModel is a tiny random Llama around GPT-2's vocabulary plus ChatML's
-// markers and a chat template (ggufwrite.ChatMLTemplate), loaded once.
+// markers and a chat template (model.ChatMLTemplate), loaded once.
 var chatModel = sync.OnceValues(func() (*model.Model, error) {
-	meta, err := model.ReadGGUFMetadata(filepath.Join("..", "..", "shared", "models", "vocab", "ggml-vocab-gpt-2.gguf"))
+	meta, tokens, err := model.TokenizerMetadata(filepath.Join("..", "..", "shared", "models", "vocab", "ggml-vocab-gpt-2.gguf"))
 	if err != nil {
 		return nil, err
 	}
-	if meta, err = ggufwrite.WithChatML(meta, ggufwrite.ChatMLTemplate); err != nil {
+	if meta, err = model.WithChatML(meta, model.ChatMLTemplate); err != nil {
 		return nil, err
 	}
+	c := model.Config{Dim: 16, Hidden: 32, Layers: 1, Heads: 2, KVHeads: 1, Vocab: tokens + 2 + 8, MaxSeqLen: 1024,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
+	m := model.Random(c, 1)
+	m.Name = "tiny-chat"
 	var buf bytes.Buffer
-	shape := ggufwrite.Shape{Dim: 16, Hidden: 32, Layers: 1, Heads: 2, KVHeads: 1, MaxSeqLen: 1024}
-	if err := ggufwrite.Llama(&buf, meta, len(meta["tokenizer.ggml.tokens"].([]any))+8, shape, 1); err != nil {
+	if err := model.WriteGGUF(&buf, m, kernels.F32, meta...); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "prefixd-chat")
@@ -132,11 +135,11 @@ func TestTokenizeAndDetokenize(t *testing.T) {
 
 func TestChatCompletions(t *testing.T) {
 	h := newChatHarness(t)
-	body := `{"model": "ggufwrite-tiny", "messages": [{"role": "user", "content": "Tell me a story about a dragon who lived in a cave by the sea."}],
+	body := `{"model": "tiny-chat", "messages": [{"role": "user", "content": "Tell me a story about a dragon who lived in a cave by the sea."}],
 		"max_tokens": 6, "seed": 7, "user": "u1"}`
 	var r chatResp
 	h.post("/v1/chat/completions", body, &r)
-	if r.Object != "chat.completion" || !strings.HasPrefix(r.ID, "chatcmpl-") || r.Model != "ggufwrite-tiny" || len(r.Choices) != 1 {
+	if r.Object != "chat.completion" || !strings.HasPrefix(r.ID, "chatcmpl-") || r.Model != "tiny-chat" || len(r.Choices) != 1 {
 		t.Fatalf("envelope %+v", r)
 	}
 	c := r.Choices[0]

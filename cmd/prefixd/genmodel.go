@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/prefixd/prefixd/gguf"
 	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/model"
 )
@@ -36,6 +37,8 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	preset := fs.String("preset", "", "a named shape (tinyllama-1.1b: dim 2048, 22 layers, 32 heads, 4 KV heads, hidden 5632, vocab 32000); shape flags given override it")
 	typName := fs.String("type", "f16", "element type of the weight matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k (vectors are f32)")
 	seed := fs.Uint64("seed", 1, "weights seed: the same seed and shape give the same file")
+	tokFile := fs.String("tokenizer", "", "a GGUF file (a model, or a vocabulary such as llama.cpp's ggml-vocab-*.gguf) whose tokenizer the model gets; --vocab defaults to its size")
+	chatML := fs.Bool("chatml", false, "with --tokenizer: add ChatML's <|im_start|>/<|im_end|> markers and a ChatML chat template, so the model serves chat")
 	// Without --preset: a small model that loads in a moment.
 	c := model.Config{Dim: 256, Hidden: 768, Layers: 4, Heads: 8, KVHeads: 4, Vocab: 512, MaxSeqLen: 2048,
 		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
@@ -52,7 +55,8 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	for i, f := range shape {
 		fs.IntVar(&given[i], f.name, *f.field(&c), "the model's "+f.name+" (overrides --preset)")
 	}
-	if err := parseFlags(fs, args, stdout); err != nil {
+	err := parseFlags(fs, args, stdout)
+	if err != nil {
 		return err
 	}
 	if *out == "" {
@@ -69,6 +73,16 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 		}
 		c = p
 	}
+	var tokMeta []gguf.KV
+	tokens := 0
+	if *tokFile != "" {
+		if tokMeta, tokens, err = tokenizerMetadata(*tokFile, *chatML); err != nil {
+			return err
+		}
+		c.Vocab = tokens
+	} else if *chatML {
+		return usagef("--chatml needs --tokenizer")
+	}
 	for i, f := range shape {
 		if isSet(fs, f.name) {
 			*f.field(&c) = given[i]
@@ -76,6 +90,9 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := c.Validate(); err != nil {
 		return usagef("%v", err)
+	}
+	if c.Vocab < tokens {
+		return usagef("--vocab %d: the tokenizer has %d tokens, and each needs a logit", c.Vocab, tokens)
 	}
 	// A matrix's rows are dim, q-dim or hidden values: whole blocks of typ.
 	var perValue int // bytes, rounded up
@@ -98,7 +115,7 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	// About: vectors are f32, and the metadata and vocabulary add a little.
 	rowBytes, _ := typ.RowSize(c.Dim)
 	size := params * int64(rowBytes) / int64(c.Dim)
-	if err := writeModel(*out, m, typ, newProgress(stderr, "gen-model: writing "+*out), size); err != nil {
+	if err := writeModel(*out, m, typ, tokMeta, newProgress(stderr, "gen-model: writing "+*out), size); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "wrote %s: %s, %d parameters, matrices %s\n", *out, m.Name, params, typ)
@@ -118,15 +135,32 @@ func nameOf(preset string, c model.Config) string {
 	return fmt.Sprintf("d%d-l%d-h%d-kv%d-f%d-v%d", c.Dim, c.Layers, c.Heads, c.KVHeads, c.Hidden, c.Vocab)
 }
 
-// writeModel writes m to path as GGUF, removing the file if writing
-// fails, and reports the bytes written to p (of about size).
-func writeModel(path string, m *model.Model, typ kernels.DType, p *progress, size int64) error {
+// tokenizerMetadata is the tokenizer of the GGUF file at path, with
+// ChatML's markers and template added if chatML is set, and its size.
+func tokenizerMetadata(path string, chatML bool) ([]gguf.KV, int, error) {
+	meta, n, err := model.TokenizerMetadata(path)
+	if err != nil {
+		return nil, 0, usagef("--tokenizer: %v", err)
+	}
+	if chatML {
+		if meta, err = model.WithChatML(meta, model.ChatMLTemplate); err != nil {
+			return nil, 0, usagef("--chatml: %v", err)
+		}
+		n += 2
+	}
+	return meta, n, nil
+}
+
+// writeModel writes m with tokenizer metadata tok to path as GGUF,
+// removing the file if writing fails, and reports the bytes written to p
+// (of about size).
+func writeModel(path string, m *model.Model, typ kernels.DType, tok []gguf.KV, p *progress, size int64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(&countingWriter{w: f, total: size, p: p, verb: "wrote"}, 1<<20)
-	if err = errors.Join(model.WriteGGUF(w, m, typ), w.Flush(), f.Close()); err != nil {
+	if err = errors.Join(model.WriteGGUF(w, m, typ, tok...), w.Flush(), f.Close()); err != nil {
 		os.Remove(path)
 		return fmt.Errorf("gen-model: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prefixd/prefixd/internal/vocabtest"
 	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/model"
 )
@@ -78,6 +79,44 @@ func TestGenModelPreset(t *testing.T) {
 		code, _, stderr := runArgs(append([]string{"gen-model"}, args...)...)
 		if code != 2 || !strings.Contains(stderr, "gen-model") {
 			t.Errorf("%v: exit %d, %q", args, code, stderr)
+		}
+	}
+}
+
+// TestGenModelTokenizer: --tokenizer gives the model a real vocabulary
+// (GPT-2's, from llama.cpp's vocabulary file) and --chatml its markers and
+// template, so the file serves chat; a --vocab below the tokenizer's size
+// and --chatml alone are refused.
+func TestGenModelTokenizer(t *testing.T) {
+	vocab := vocabtest.Path(t, "vocab/ggml-vocab-gpt-2.gguf")
+	path := filepath.Join(t.TempDir(), "chat.gguf")
+	code, _, stderr := runArgs("gen-model", "--out", path, "--tokenizer", vocab, "--chatml", "--dim", "16", "--hidden", "32",
+		"--layers", "1", "--heads", "2", "--kv-heads", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	m, err := model.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gpt2 = 50257 // GPT-2's published vocabulary size
+	if m.Config.Vocab != gpt2+2 || m.Tokenizer.VocabSize() != gpt2+2 {
+		t.Fatalf("model %d logits, tokenizer %d tokens; want %d", m.Config.Vocab, m.Tokenizer.VocabSize(), gpt2+2)
+	}
+	if got := m.Tokenizer.Encode("Hello world"); !slices.Equal(got, []int32{15496, 995}) {
+		t.Fatalf("Encode(Hello world) = %v, want GPT-2's 15496 995", got)
+	}
+	ct, ok := m.Tokenizer.(interface{ ChatTemplate() string })
+	if !ok || ct.ChatTemplate() != model.ChatMLTemplate {
+		t.Fatalf("chat template missing (%T)", m.Tokenizer)
+	}
+	for _, args := range [][]string{
+		{"--tokenizer", vocab, "--vocab", "100"},
+		{"--chatml"},
+	} {
+		args = append([]string{"gen-model", "--out", filepath.Join(t.TempDir(), "x.gguf")}, args...)
+		if code, _, stderr := runArgs(args...); code != 2 {
+			t.Errorf("%v: exit %d (%s), want 2", args[3:], code, stderr)
 		}
 	}
 }
