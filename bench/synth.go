@@ -2,10 +2,8 @@ package bench
 
 import (
 	"fmt"
-	"iter"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prefixd/prefixd/trace"
@@ -77,16 +75,4 @@ func Synth(c SynthConfig) ([]trace.Record, error) {
 	}
 	slices.SortStableFunc(out, func(a, b trace.Record) int { return int(a.At - b.At) })
 	return out, nil
-}
-
-// splitComma yields the non-empty, trimmed fields of a comma-separated
-// list.
-func splitComma(s string) iter.Seq[string] {
-	return func(yield func(string) bool) {
-		for f := range strings.SplitSeq(s, ",") {
-			if f = strings.TrimSpace(f); f != "" && !yield(f) {
-				return
-			}
-		}
-	}
 }

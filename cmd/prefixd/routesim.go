@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/bench"
-	"github.com/prefixd/prefixd/routesim"
+	"github.com/prefixd/prefixd/sim/cachesim"
+	"github.com/prefixd/prefixd/sim/routesim"
 	"github.com/prefixd/prefixd/trace"
 )
 
@@ -54,7 +55,7 @@ func routeSim(args []string, stdout, stderr io.Writer) error {
 	case *sharedBlocks < 0 || *sharedTTL <= 0:
 		return usagef("want --shared-tier-blocks >= 0 and --shared-tier-ttl > 0")
 	}
-	counts, err := bench.ParseInts(*replicas)
+	counts, err := parseInts(*replicas)
 	if err != nil || len(counts) == 0 {
 		return usagef("--replicas: %v", err)
 	}
@@ -78,7 +79,7 @@ func routeSim(args []string, stdout, stderr io.Writer) error {
 	if len(recs) == 0 {
 		return fmt.Errorf("the trace has no requests")
 	}
-	prompts, err := bench.PromptTokens(recs, *blockSize)
+	prompts, err := cachesim.PromptTokens(recs, *blockSize)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prefixd/prefixd/bench"
+	"github.com/prefixd/prefixd/sim/ttlsim"
 	"github.com/prefixd/prefixd/trace"
 )
 
@@ -45,11 +46,11 @@ func ttlSim(args []string, stdout, stderr io.Writer) error {
 	case *tokenTime <= 0:
 		return usagef("--token-time %v must be positive", *tokenTime)
 	}
-	ttlList, err := bench.ParseDurations(*ttls)
+	ttlList, err := parseDurations(*ttls)
 	if err != nil || len(ttlList) == 0 {
 		return usagef("--ttls: %v", err)
 	}
-	poolList, err := bench.ParseInts(*pools)
+	poolList, err := parseInts(*pools)
 	if err != nil || len(poolList) == 0 {
 		return usagef("--pool-blocks: %v", err)
 	}
@@ -83,28 +84,28 @@ func ttlSim(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	results, err := bench.SimulateTTL(recs, bench.SimConfig{TTLs: ttlList, PoolBlocks: poolList, BlockSize: *blockSize, TokenTime: *tokenTime,
+	results, err := ttlsim.Simulate(recs, ttlsim.Config{TTLs: ttlList, PoolBlocks: poolList, BlockSize: *blockSize, TokenTime: *tokenTime,
 		Progress: newProgress(stderr, "ttl-sim").steps("simulations")})
 	if err != nil {
 		return err
 	}
-	if err := bench.WriteSimTable(stdout, results); err != nil {
+	if err := ttlsim.WriteTable(stdout, results); err != nil {
 		return err
 	}
-	choices := bench.ChooseTTL(results, *target)
+	choices := ttlsim.ChooseTTL(results, *target)
 	for _, c := range choices {
 		fmt.Fprintf(stdout, "pool %d blocks: best hit rate %.1f%%; smallest TTL reaching %.0f%% of it: %v (hit %.1f%%, %.0f blocks held on average)\n",
 			c.PoolBlocks, 100*c.Best, 100**target, c.TTL, 100*c.HitRate, c.AvgBlocks)
 	}
 	if err := writeJSON(filepath.Join(*out, "ttl-sim.json"), struct {
-		Requests int               `json:"requests"`
-		Target   float64           `json:"target"`
-		Results  []bench.SimResult `json:"results"`
-		Choices  []bench.Choice    `json:"choices"`
+		Requests int             `json:"requests"`
+		Target   float64         `json:"target"`
+		Results  []ttlsim.Result `json:"results"`
+		Choices  []ttlsim.Choice `json:"choices"`
 	}{len(recs), *target, results, choices}); err != nil {
 		return err
 	}
-	plots, err := bench.WriteSimPlots(*out, results)
+	plots, err := ttlsim.WritePlots(*out, results)
 	if err != nil {
 		return err
 	}

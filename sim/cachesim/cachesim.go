@@ -231,3 +231,35 @@ func (r *Replica) Manager() *eviction.Manager { return r.m }
 
 // Check verifies the cache's invariants (see eviction.Manager.Check).
 func (r *Replica) Check() error { return r.m.Check() }
+
+// PromptTokens returns each record's prompt as tokens, for simulations. A
+// record with block hashes gets one synthetic token block per hash (equal
+// hashes, equal blocks; the hashes chain, so equal blocks mean equal
+// prefixes) and a filler for its partial last block.
+func PromptTokens(records []trace.Record, bs int) ([][]int32, error) {
+	ids := map[string]int32{}
+	out := make([][]int32, len(records))
+	for i, r := range records {
+		if len(r.Tokens) > 0 {
+			out[i] = r.Tokens
+			continue
+		}
+		if len(r.Blocks) > 0 && r.BlockSize != bs {
+			return nil, fmt.Errorf("cachesim: record %d was hashed with block size %d, the simulation uses %d", i, r.BlockSize, bs)
+		}
+		p := make([]int32, r.PromptTokens)
+		for j, h := range r.Blocks {
+			id, ok := ids[h]
+			if !ok {
+				id = int32(len(ids) + 1)
+				ids[h] = id
+			}
+			p[j*bs] = id
+		}
+		for j := len(r.Blocks) * bs; j < len(p); j++ {
+			p[j] = -1 - int32(i) // unique to this request
+		}
+		out[i] = p
+	}
+	return out, nil
+}

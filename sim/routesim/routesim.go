@@ -26,10 +26,10 @@ import (
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/clock"
 	"github.com/prefixd/prefixd/eviction"
-	"github.com/prefixd/prefixd/internal/cachesim"
 	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/kvevents"
 	"github.com/prefixd/prefixd/radix"
+	"github.com/prefixd/prefixd/sim/cachesim"
 	"github.com/prefixd/prefixd/trace"
 )
 
@@ -155,7 +155,7 @@ type sim struct {
 }
 
 // Simulate routes records (prompts[i] is record i's prompt, as
-// bench.PromptTokens gives) over c.Replicas replicas.
+// cachesim.PromptTokens gives) over c.Replicas replicas.
 func Simulate(records []trace.Record, prompts [][]int32, c Config) (Result, error) {
 	s, err := newSim(records, prompts, c)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/prefixd/prefixd/kvcache"
 	"github.com/prefixd/prefixd/kvevents"
 	"github.com/prefixd/prefixd/radix"
+	"github.com/prefixd/prefixd/sim/cachesim"
 	"github.com/prefixd/prefixd/trace"
 )
 
@@ -20,7 +21,7 @@ func synthTrace(t *testing.T, bs int) ([]trace.Record, [][]int32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompts, err := bench.PromptTokens(recs, bs)
+	prompts, err := cachesim.PromptTokens(recs, bs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,8 @@
-package bench
+// Package ttlsim replays a request trace against one replica's prefix
+// cache (package cachesim: the real tree, pool and eviction manager on a
+// fake clock) for each default TTL and pool size asked, to choose a TTL
+// offline (`prefixd ttl-sim`).
+package ttlsim
 
 import (
 	"errors"
@@ -6,17 +10,16 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/prefixd/prefixd/blockstore"
-	"github.com/prefixd/prefixd/internal/cachesim"
+	"github.com/prefixd/prefixd/sim/cachesim"
 	"github.com/prefixd/prefixd/trace"
 )
 
-// SimConfig configures SimulateTTL.
-type SimConfig struct {
+// Config configures Simulate.
+type Config struct {
 	TTLs       []time.Duration // default TTLs to try; requests that name a TTL keep theirs
 	PoolBlocks []int           // KV pool sizes to try, in blocks
 	// BlockSize is the cache's block size in tokens; default 16. Records
@@ -31,8 +34,8 @@ type SimConfig struct {
 	Progress func(done, total int)
 }
 
-// SimResult is the outcome of one TTL and pool size.
-type SimResult struct {
+// Result is the outcome of one TTL and pool size.
+type Result struct {
 	TTL        time.Duration `json:"ttl"`
 	PoolBlocks int           `json:"pool_blocks"`
 	Requests   int           `json:"requests"`
@@ -45,24 +48,24 @@ type SimResult struct {
 	AvgCached float64 `json:"avg_cached"` // of those, held only by the cache
 }
 
-// SimulateTTL replays records through the real prefix tree, block pool and
+// Simulate replays records through the real prefix tree, block pool and
 // eviction manager on a fake clock, once for every pair of TTL and pool
 // size, and reports each pair's hit rate and memory held. No model runs:
 // a request looks its prompt up, takes blocks for the rest of its prompt
 // and its output, inserts its prompt's whole blocks, holds them for its
 // service time, and finishes.
-func SimulateTTL(records []trace.Record, c SimConfig) ([]SimResult, error) {
+func Simulate(records []trace.Record, c Config) ([]Result, error) {
 	if c.BlockSize == 0 {
 		c.BlockSize = blockstore.DefaultBlockSize
 	}
 	if len(c.TTLs) == 0 || len(c.PoolBlocks) == 0 {
-		return nil, errors.New("bench: ttl-sim needs at least one TTL and one pool size")
+		return nil, errors.New("ttlsim: ttl-sim needs at least one TTL and one pool size")
 	}
-	prompts, err := PromptTokens(records, c.BlockSize)
+	prompts, err := cachesim.PromptTokens(records, c.BlockSize)
 	if err != nil {
 		return nil, err
 	}
-	var out []SimResult
+	var out []Result
 	for _, pool := range c.PoolBlocks {
 		for _, ttl := range c.TTLs {
 			r, err := simulate(records, prompts, c, ttl, pool)
@@ -78,40 +81,8 @@ func SimulateTTL(records []trace.Record, c SimConfig) ([]SimResult, error) {
 	return out, nil
 }
 
-// PromptTokens returns each record's prompt as tokens, for simulations. A
-// record with block hashes gets one synthetic token block per hash (equal
-// hashes, equal blocks; the hashes chain, so equal blocks mean equal
-// prefixes) and a filler for its partial last block.
-func PromptTokens(records []trace.Record, bs int) ([][]int32, error) {
-	ids := map[string]int32{}
-	out := make([][]int32, len(records))
-	for i, r := range records {
-		if len(r.Tokens) > 0 {
-			out[i] = r.Tokens
-			continue
-		}
-		if len(r.Blocks) > 0 && r.BlockSize != bs {
-			return nil, fmt.Errorf("bench: record %d was hashed with block size %d, the simulation uses %d", i, r.BlockSize, bs)
-		}
-		p := make([]int32, r.PromptTokens)
-		for j, h := range r.Blocks {
-			id, ok := ids[h]
-			if !ok {
-				id = int32(len(ids) + 1)
-				ids[h] = id
-			}
-			p[j*bs] = id
-		}
-		for j := len(r.Blocks) * bs; j < len(p); j++ {
-			p[j] = -1 - int32(i) // unique to this request
-		}
-		out[i] = p
-	}
-	return out, nil
-}
-
-func simulate(records []trace.Record, prompts [][]int32, c SimConfig, ttl time.Duration, blocks int) (SimResult, error) {
-	res := SimResult{TTL: ttl, PoolBlocks: blocks, Requests: len(records)}
+func simulate(records []trace.Record, prompts [][]int32, c Config, ttl time.Duration, blocks int) (Result, error) {
+	res := Result{TTL: ttl, PoolBlocks: blocks, Requests: len(records)}
 	rep, err := cachesim.New(cachesim.Config{Blocks: blocks, BlockSize: c.BlockSize, TokenTime: c.TokenTime,
 		DefaultTTL: ttl, MaxTTL: cachesim.MaxTTL(ttl, records)})
 	if err != nil {
@@ -172,7 +143,7 @@ func simulate(records []trace.Record, prompts [][]int32, c SimConfig, ttl time.D
 		res.HitRate = float64(n.HitTokens) / float64(n.QueryTokens)
 	}
 	if err := rep.Check(); err != nil {
-		return res, fmt.Errorf("bench: cache invariants after the simulation: %w", err)
+		return res, fmt.Errorf("ttlsim: cache invariants after the simulation: %w", err)
 	}
 	return res, nil
 }
@@ -188,7 +159,7 @@ type Choice struct {
 
 // ChooseTTL returns, for each pool size in results, the smallest TTL whose
 // hit rate reaches target times the best hit rate at that pool size.
-func ChooseTTL(results []SimResult, target float64) []Choice {
+func ChooseTTL(results []Result, target float64) []Choice {
 	var out []Choice
 	var pools []int
 	for _, r := range results {
@@ -213,38 +184,12 @@ func ChooseTTL(results []SimResult, target float64) []Choice {
 	return out
 }
 
-// WriteSimTable writes the results as an aligned table.
-func WriteSimTable(w io.Writer, results []SimResult) error {
+// WriteTable writes the results as an aligned table.
+func WriteTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	io.WriteString(tw, "pool blocks\tTTL\thit %\tavg blocks held\tavg cached-only\trejected\t\n")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%d\t%v\t%.1f\t%.1f\t%.1f\t%d\t\n", r.PoolBlocks, r.TTL, 100*r.HitRate, r.AvgBlocks, r.AvgCached, r.Rejected)
 	}
 	return tw.Flush()
-}
-
-// ParseDurations parses a comma-separated list of durations ("5s,1m").
-func ParseDurations(s string) ([]time.Duration, error) {
-	var out []time.Duration
-	for f := range splitComma(s) {
-		d, err := time.ParseDuration(f)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("bad duration %q", f)
-		}
-		out = append(out, d)
-	}
-	return out, nil
-}
-
-// ParseInts parses a comma-separated list of positive integers.
-func ParseInts(s string) ([]int, error) {
-	var out []int
-	for f := range splitComma(s) {
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("bad positive integer %q", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
