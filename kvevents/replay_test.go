@@ -67,8 +67,12 @@ func TestFullQueueLosesNothing(t *testing.T) {
 	}
 	defer pub.Close()
 	s := subscribe(t, pub.Addr(), pub.ReplayAddr(), kvevents.Topic(pod, modelName), modelName)
-	const steps = 2000
+	const steps, held = 2000, 1000
+	release := pub.HoldSends() // the first held steps find the publisher stuck
 	for i := range steps {
+		if i == held {
+			release()
+		}
 		// Each step replaces the previous step's block: a lost or reordered
 		// batch leaves the router holding the wrong block, or fails it.
 		if i > 0 {
@@ -84,6 +88,11 @@ func TestFullQueueLosesNothing(t *testing.T) {
 	}
 	if s.r.seen["BlockStored"] != steps || s.r.seen["BlockRemoved"] != steps-1 {
 		t.Errorf("%d BlockStored and %d BlockRemoved, want %d and %d", s.r.seen["BlockStored"], s.r.seen["BlockRemoved"], steps, steps-1)
+	}
+	// With the publisher held, at most two of the first held batches got
+	// into the queue or the send; every other one merged.
+	if m := pub.Merged(); m < held-2 {
+		t.Errorf("%d batches merged, want at least %d: the merge path did not run", m, held-2)
 	}
 	t.Logf("%d messages, %d batches merged", pub.Sent(), pub.Merged())
 }
