@@ -179,10 +179,10 @@ var ErrNotLoopback = errors.New("bench: only loopback targets are allowed (127.0
 func CheckLoopback(rawURL string) (*url.URL, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("bench: --http %q: %w", rawURL, err)
+		return nil, fmt.Errorf("bench: target URL %q: %w", rawURL, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("bench: --http %q: want an http:// URL", rawURL)
+		return nil, fmt.Errorf("bench: target URL %q: want an http:// URL", rawURL)
 	}
 	host := u.Hostname()
 	if strings.EqualFold(host, "localhost") {

@@ -239,7 +239,7 @@ func TestAdminDisabled(t *testing.T) {
 	h := newHarness(t, withServer(func(c *Config) { c.AdminToken = "" }))
 	for _, p := range []string{"/v1/cache", "/v1/cache/prefixes"} {
 		code, b, _ := h.do("GET", p, "", "Authorization", "Bearer anything")
-		if code != 403 || !strings.Contains(string(b), "admin disabled") {
+		if code != 403 || !strings.Contains(string(b), "admin endpoints are disabled") {
 			t.Errorf("%s: %d %s", p, code, b)
 		}
 	}
@@ -293,7 +293,7 @@ func TestLogprobEntriesBounded(t *testing.T) {
 			Error apiError `json:"error"`
 		}
 		if code != 400 || json.Unmarshal(b, &e) != nil || e.Error.Param != c.param ||
-			!strings.Contains(e.Error.Message, "above the limit of 100") || !strings.Contains(e.Error.Message, "--max-logprob-entries") {
+			!strings.Contains(e.Error.Message, "above the limit of 100") || !strings.Contains(e.Error.Message, "not streamed on this server") {
 			t.Errorf("%s %s: %d %s, want a 400 naming %s and the limit", c.path, c.body, code, b, c.param)
 		}
 	}

@@ -60,7 +60,11 @@ type plainEncoder interface {
 	TokenText(id int32) string
 }
 
-// newChatSetup resolves the chat template: tpl if given (--chat-template,
+// ErrModelChatTemplate marks New's error when the model's own chat
+// template does not parse or render: Config.ChatTemplate overrides it.
+var ErrModelChatTemplate = errors.New("server: the model's chat template is unusable")
+
+// newChatSetup resolves the chat template: tpl if given (Config.ChatTemplate,
 // a file or a built-in name), else the tokenizer's own, else the built-in
 // one its vocabulary's marker tokens call for (chat.BuiltinFor), else
 // ChatML (its markers then are plain text); source, which the start-up
@@ -70,9 +74,9 @@ type plainEncoder interface {
 // every chat request after. specialInContent lets messages' contents
 // spell control tokens, as Hugging Face tokenizers do.
 func newChatSetup(tk Tokenizer, tpl *chat.Template, specialInContent bool) (*chatSetup, error) {
-	c := &chatSetup{tpl: tpl, source: "--chat-template"}
+	c := &chatSetup{tpl: tpl, source: "configured"}
 	if tpl != nil && tpl.Name() != "" {
-		c.source = "--chat-template built-in " + tpl.Name()
+		c.source = "configured built-in " + tpl.Name()
 	}
 	if tt, ok := tk.(tokenTexter); ok {
 		if id := tk.BOS(); id >= 0 {
@@ -98,7 +102,7 @@ func newChatSetup(tk Tokenizer, tpl *chat.Template, specialInContent bool) (*cha
 	if tpl == nil {
 		if t, ok := tk.(templated); ok && t.ChatTemplate() != "" {
 			if c.tpl, err = chat.Parse(t.ChatTemplate()); err != nil {
-				return nil, fmt.Errorf("server: the model's chat template: %w (override it with --chat-template FILE)", err)
+				return nil, fmt.Errorf("%w: %w", ErrModelChatTemplate, err)
 			}
 			c.source = "the model's"
 		} else {
@@ -122,11 +126,11 @@ func newChatSetup(tk Tokenizer, tpl *chat.Template, specialInContent bool) (*cha
 		}
 	}
 	if err := c.check(); err != nil {
-		hint := ""
+		err = fmt.Errorf("server: the chat template (%s) does not render sample conversations: %w", c.source, err)
 		if c.source == "the model's" {
-			hint = " (override it with --chat-template FILE)"
+			err = fmt.Errorf("%w: %w", ErrModelChatTemplate, err)
 		}
-		return nil, fmt.Errorf("server: the chat template (%s) does not render sample conversations: %w%s", c.source, err, hint)
+		return nil, err
 	}
 	return c, nil
 }

@@ -47,8 +47,8 @@ func TestHostileChatTemplatesAtRequest(t *testing.T) {
 					t.Fatalf("%s: %d %s", path, code, b)
 				}
 				if code != 422 || e.Error.Type != typeInvalid || e.Error.Param != "messages" ||
-					!strings.Contains(e.Error.Message, "the chat template (--chat-template)") || !strings.Contains(e.Error.Message, c.want) {
-					t.Fatalf("%s: %d %s, want 422 naming --chat-template and %q", path, code, b, c.want)
+					!strings.Contains(e.Error.Message, "the chat template (configured)") || !strings.Contains(e.Error.Message, c.want) {
+					t.Fatalf("%s: %d %s, want 422 naming the configured template and %q", path, code, b, c.want)
 				}
 			}
 			var r chatResp
@@ -70,7 +70,7 @@ func TestHostileChatTemplatesAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = newChatSetup(model.ByteTokenizer{}, tpl, false)
-		if err == nil || !strings.Contains(err.Error(), "the chat template (--chat-template) does not render") || !strings.Contains(err.Error(), strings.TrimPrefix(c.want, "bound on ")) {
+		if err == nil || !strings.Contains(err.Error(), "the chat template (configured) does not render") || !strings.Contains(err.Error(), strings.TrimPrefix(c.want, "bound on ")) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}

@@ -31,7 +31,7 @@ func TestChatTemplateSource(t *testing.T) {
 	}{
 		{"llama 2 vocabulary", spm, nil, "built-in llama2 (detected from the vocabulary's marker tokens)", "[INST] Hello! [/INST]"},
 		{"byte vocabulary", model.ByteTokenizer{}, nil, "built-in chatml (the default: no marker tokens)", "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n"},
-		{"named", model.ByteTokenizer{}, gemma, "--chat-template built-in gemma", "<start_of_turn>user\nHello!<end_of_turn>\n<start_of_turn>model\n"},
+		{"named", model.ByteTokenizer{}, gemma, "configured built-in gemma", "<start_of_turn>user\nHello!<end_of_turn>\n<start_of_turn>model\n"},
 	} {
 		setup, err := newChatSetup(c.tk, c.tpl, false)
 		if err != nil {

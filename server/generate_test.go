@@ -349,7 +349,7 @@ func TestTenantPriorityCap(t *testing.T) {
 	var e struct{ Error apiError }
 	if err := json.Unmarshal(b, &e); err != nil || code != 403 || e.Error.Type != typePermission ||
 		e.Error.Param != "cache.priority" || !strings.Contains(e.Error.Message, "50") ||
-		!strings.Contains(e.Error.Message, "--max-tenant-priority") {
+		!strings.Contains(e.Error.Message, "the most an API key may set") {
 		t.Errorf("priority above the cap: %d %s", code, b)
 	}
 	if code, b, _ := h.do("POST", "/generate", body(51), append(key, "X-Admin-Token", "admin-secret")...); code != 200 {

@@ -228,7 +228,7 @@ func (p *openAIParams) checkLogprobEntries(req *engine.Request, lim limits) *api
 		param = "max_completion_tokens"
 	}
 	return badRequest(param, "n (%d) × %s (%d) × (1 + top_logprobs %d) is %d log-probabilities, above the limit of %d "+
-		"for an answer that is not streamed (--max-logprob-entries): ask for fewer, or stream", n, param, req.MaxTokens,
+		"for an answer that is not streamed on this server: ask for fewer, or stream", n, param, req.MaxTokens,
 		req.TopLogprobs, entries, lim.maxLogprobs)
 }
 

@@ -478,7 +478,7 @@ func cacheControl(c *cacheParams, lim limits) (engine.Cache, *apiError) {
 	if c.Priority != nil {
 		if p := *c.Priority; lim.capPriority && p > lim.priorityCap {
 			return out, &apiError{Status: 403, Type: typePermission, Param: "cache.priority",
-				Message: fmt.Sprintf("cache.priority %d is above %d, the most an API key may set (--max-tenant-priority); "+
+				Message: fmt.Sprintf("cache.priority %d is above %d, the most an API key may set on this server; "+
 					"higher needs the admin token in the %s header", p, lim.priorityCap, adminTokenHeader)}
 		}
 		out.Priority = *c.Priority

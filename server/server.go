@@ -611,7 +611,7 @@ func (s *Server) isAdmin(ctx *fasthttp.RequestCtx) bool {
 func (s *Server) admin(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		if s.cfg.AdminToken == "" {
-			s.writeError(ctx, &apiError{Status: 403, Type: typePermission, Message: "admin disabled: start prefixd with --admin-token"})
+			s.writeError(ctx, &apiError{Status: 403, Type: typePermission, Message: "the admin endpoints are disabled: this server has no admin token"})
 			return
 		}
 		tok, ok := bearer(ctx)

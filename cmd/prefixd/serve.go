@@ -610,6 +610,9 @@ func start(o *serveOptions, ecfg engine.Config, pool kvPool, m *model.Model, met
 		Metrics: metrics, Logger: log, Trace: tw, TraceTokens: o.traceTokens, DeviceMemory: devMem,
 		Version: runningVersion(),
 	})
+	if errors.Is(err, server.ErrModelChatTemplate) {
+		err = fmt.Errorf("%w (override it with --chat-template FILE or NAME)", err)
+	}
 	if err != nil {
 		eng.Close(context.Background())
 		return nil, nil, nil, err

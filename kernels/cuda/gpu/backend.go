@@ -139,12 +139,12 @@ func (b *Backend) Buffer(cols int) kernels.Buf {
 }
 
 // NewKV allocates the K/V pool on the device, replacing (and freeing) any
-// earlier one. The pool's element type is the device's (--gpu-dtype), so
-// a config asking for another (cfg.Type other than the zero value, as
-// --kv-type f16 would) is refused.
+// earlier one. The pool's element type is the device's (Device.DType), so
+// a config asking for another (cfg.Type other than the zero value, the
+// CPU's f16 K/V cache) is refused.
 func (b *Backend) NewKV(cfg kernels.KVConfig) (blockstore.Storage, error) {
 	if cfg.Type != kernels.F32 {
-		return nil, fmt.Errorf("gpu: a %v K/V cache (--kv-type) is for the CPU backend; on the GPU the K/V pool takes --gpu-dtype's element type", cfg.Type)
+		return nil, fmt.Errorf("gpu: a %v K/V cache is for the CPU backend; on the GPU the K/V pool takes the device's element type", cfg.Type)
 	}
 	lay := launch.KVLayout{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, BlockSize: cfg.BlockSize, NumBlocks: cfg.NumBlocks}
 	kv, err := b.dev.NewKV(lay)

@@ -475,8 +475,8 @@ func TestBackendRefuses(t *testing.T) {
 		}
 		x, y, z := b.Buffer(4), b.Buffer(3), b.Buffer(5)
 		kv := kernels.KVConfig{Layers: 1, KVHeads: 1, HeadDim: 4, BlockSize: 4, NumBlocks: 2, Type: kernels.F16}
-		if _, err := b.NewKV(kv); err == nil || !strings.Contains(err.Error(), "--kv-type") {
-			t.Errorf("an F16 K/V config: error %v, want one naming --kv-type", err)
+		if _, err := b.NewKV(kv); err == nil || !strings.Contains(err.Error(), "for the CPU backend") {
+			t.Errorf("an F16 K/V config: error %v, want one saying it is for the CPU backend", err)
 		}
 		kv.Type = kernels.F32
 		if _, err := b.NewKV(kv); err != nil {
