@@ -98,7 +98,7 @@ func badInputs() []badCase {
 		{name: "negative TTL", body: `{"prompt": "a", "cache": {"ttl": "-5s"}}`, status: 400, want: "cache.ttl must be in (0, 1h0m0s]", param: "cache.ttl"},
 		{name: "TTL above max", body: `{"prompt": "a", "cache": {"ttl": "2h"}}`, status: 400, want: "cache.ttl must be in", param: "cache.ttl"},
 		{name: "TTL wrong type", body: `{"prompt": "a", "cache": {"ttl": 30}}`, status: 400, want: `"cache.ttl" must be a string`, param: "cache.ttl"},
-		{name: "unknown cache field", body: `{"prompt": "a", "cache": {"namespace": "x"}}`, status: 400, want: `unknown field "namespace"`},
+		{name: "unknown cache field", body: `{"prompt": "a", "cache": {"namespace": "x"}}`, status: 400, want: `unknown field "cache.namespace"`, param: "cache.namespace"},
 		{name: "empty stop string", body: `{"prompt": "a", "stop": [""]}`, status: 400, want: "must not be empty", param: "stop"},
 		{name: "too many stops", body: `{"prompt": "a", "stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]}`, status: 400, want: "at most 16 stop strings", param: "stop"},
 		{name: "stop wrong type", body: `{"prompt": "a", "stop": [1]}`, status: 400, want: "stop must be a string or an array of strings", param: "stop"},

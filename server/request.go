@@ -131,8 +131,8 @@ func decodeStrict(body []byte, v any) *apiError {
 	if off := invalidUTF8(body); off >= 0 {
 		return badRequest("", "request body is not valid UTF-8: byte 0x%02x at offset %d", body[off], off)
 	}
+	// Unknown fields are checkKeys' to refuse, with the field's path.
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var syn *json.SyntaxError
 		var typ *json.UnmarshalTypeError
@@ -148,9 +148,6 @@ func decodeStrict(body []byte, v any) *apiError {
 			}
 			param, field := clientParam(reflect.TypeOf(v), typ.Field)
 			return badRequest(param, "%s", typeMismatch(param, field, typ))
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return badRequest(field, "unknown field %q", field)
 		case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 			return badRequest("", "invalid JSON: unexpected end of input")
 		}

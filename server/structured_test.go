@@ -96,7 +96,7 @@ func TestStructuredErrors(t *testing.T) {
 		{`"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"properties": {"a": {"type": "strin"}}}}}`,
 			"response_format.json_schema.schema", "#/properties/a/type"},
 		{`"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}`, "response_format.json_schema.schema", "needs"},
-		{`"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}, "extra": 1}}`, "response_format.extra", "unknown field"},
+		{`"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}, "extra": 1}}`, "response_format.json_schema.extra", "unknown field"},
 		{`"response_format": {"type": "yaml"}`, "response_format.type", "must be"},
 		{`"structured_outputs": {"grammar": "root ::= \"a\"\nb ::= [x"}`, "structured_outputs.grammar", "line 2"},
 		{`"structured_outputs": {"regex": "a(b"}`, "structured_outputs.regex", "bad regular expression"},
