@@ -46,13 +46,27 @@ import (
 //     of 22 on the 2 cores, the best of 4 runs spread too wide to place
 //     it closer: at 4 rows F16 35 vs 51, BF16 4.6 vs 5.2; at 8 F16 50 vs
 //     34, BF16 19 vs 10; at 16 F16 19 vs 49, BF16 64 vs 55.
-//   - without AVX-512, dequantized by scalar loops at about 1 Gvalue/s:
-//     64 rows (Q4_K 91 vs 87 at 64, 122 vs 86 at 128), Q6_K 128 (64
-//     rows 46 vs 86, 128 about even, 256 96 vs 76).
+//   - the K-quants without AVX-512, through kernels/quant's AVX2
+//     four-row kernels (quant.QuadRows): never. Against the GEMM on rows
+//     dequantized by scalar loops (about 1 Gvalue/s), PREFIXD_CPU=avx2,
+//     load average 3.5 (2 runs): Q4_K 191-238 vs 46-51 at 16 rows,
+//     236-241 vs 119 at 64, 236-242 vs 162-174 at 256; Q5_K 215-220 vs
+//     37, 218-223 vs 67-68, 177-180 vs 155-157; Q6_K 103-126 vs 13-22,
+//     231-232 vs 68-70, 232-237 vs 132-140.
+//   - the other types without AVX-512 (and the K-quants without the
+//     four-row kernels), dequantized by scalar loops at about 1
+//     Gvalue/s: 64 rows (Q4_K, before its four-row kernels, 91 vs 87 at
+//     64, 122 vs 86 at 128), Q6_K 128 (64 rows 46 vs 86, 128 about even,
+//     256 96 vs 76). Q8_0's AVX2 four-row kernels win at 64 rows (143-148
+//     vs 130-131) but lose from 128 (load 2.9, 3 runs: 54-59 vs 70-75 at
+//     128, 68-70 vs 78-83 at 256, 69-71 vs 92-98 at 512): its products
+//     take as many multiplies per value as the GEMM's FMAs.
 func gemmRows(t kernels.DType) int {
 	switch {
 	case (t == kernels.F16 || t == kernels.BF16) && !useAVX512 && quant.FastDequantize(t):
 		return 8
+	case (t == kernels.Q4_K || t == kernels.Q5_K || t == kernels.Q6_K) && quant.QuadRows(t):
+		return math.MaxInt
 	case !quant.FastDequantize(t) && t == kernels.Q6_K:
 		return 128
 	case !quant.FastDequantize(t):
