@@ -193,63 +193,23 @@ block: \
 	JNZ  row; \
 	VZEROUPPER
 
-// KROWS runs the K-quant dot over the rows, BLOCK(base, acc, minacc)
-// multiplying one block of bsize bytes into a row's sum and minimums'
-// sum: rows i and i+h for h = nrows/2 side by side (two memory streams,
-// which one core reads faster than one), R10 counting the pairs, AX = h,
-// R11 = h rows' bytes, the sums in Z0, Y11 and Z25, Y26; an odd last row
-// goes through as a pair with itself (AX = R11 = 0).
-#define KROWS(BLOCK, bsize) \
-	MOVQ  R12, R10; \
-	SHRQ  $1, R10; \
-	MOVQ  R10, AX; \
-	MOVQ  nb+32(FP), R11; \
-	IMULQ $bsize, R11; \
-	IMULQ R10, R11; \
-	ANDQ  $1, R12; \
-	TESTQ R10, R10; \
-	JZ    odd; \
-rows2: \
-	LEAQ   (SI)(R11*1), R9; \
-	MOVQ   a+8(FP), DI; \
-	MOVQ   ad+16(FP), DX; \
-	MOVQ   bs+24(FP), BX; \
-	MOVQ   nb+32(FP), CX; \
+// KROWS512 is KROWS (rows4_amd64.h) with the sums in Z0, Y11 and Z25,
+// Y26: the scaled sums less the minimums' terms.
+#define KROWS512(BLOCK, bsize) KROWS(BLOCK, bsize, K512ZERO, K512SUMA, K512SUMB, Z0, Y11, Z25, Y26)
+
+#define K512ZERO \
 	VXORPS Z0, Z0, Z0; \
 	VXORPS Y11, Y11, Y11; \
 	VXORPS Z25, Z25, Z25; \
-	VXORPS Y26, Y26, Y26; \
-block: \
-	BLOCK(SI, Z0, Y11); \
-	BLOCK(R9, Z25, Y26); \
-	ADDQ $bsize, SI; \
-	ADDQ $bsize, R9; \
-	ADDQ $256, DI; \
-	ADDQ $4, DX; \
-	ADDQ $32, BX; \
-	DECQ CX; \
-	JNZ  block; \
+	VXORPS Y26, Y26, Y26
+
+#define K512SUMA \
 	VSUBPS Z11, Z0, Z0; \
-	HSUM16; \
-	VMOVSS X0, (R13); \
+	HSUM16
+
+#define K512SUMB \
 	VSUBPS Z26, Z25, Z0; \
-	HSUM16; \
-	VMOVSS X0, (R13)(AX*4); \
-	ADDQ   $4, R13; \
-	DECQ   R10; \
-	JNZ    rows2; \
-	ADDQ   R11, SI; \
-	LEAQ   (R13)(AX*4), R13; \
-odd: \
-	TESTQ R12, R12; \
-	JZ    end; \
-	XORQ  R12, R12; \
-	XORQ  AX, AX; \
-	XORQ  R11, R11; \
-	MOVQ  $1, R10; \
-	JMP   rows2; \
-end: \
-	VZEROUPPER
+	HSUM16
 
 // FLOATDOT2 is the loop of the F16 and BF16 dots, over two weight rows
 // at once (SI and R9) against x (DI), n (CX, a multiple of 8) values:
@@ -899,7 +859,7 @@ TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-56
 	VMOVDQU64 q6kPerm<>+128(SB), Z18
 	VMOVDQU64 q6kPerm<>+192(SB), Z19
 	VPXORD    Z31, Z31, Z31
-	KROWS(Q6BLOCK, 210)
+	KROWS512(Q6BLOCK, 210)
 	RET
 
 // The K4UNPACK tables, one int16 per scale (words 0-7) and minimum (8-15)
@@ -1112,14 +1072,14 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 // and VPDPWSSD applying the scales.
 TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-56
 	K45SETUP
-	KROWS(Q4KBLOCK, 144)
+	KROWS512(Q4KBLOCK, 144)
 	RET
 
 // func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // is dotQ4KAVX512 with five-bit quants: qs at 48, the fifth bits at 16.
 TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 	K45SETUP
-	KROWS(Q5KBLOCK, 176)
+	KROWS512(Q5KBLOCK, 176)
 	RET
 
 // KXDOTS sets Z0 to the int32 sums Σ sc·q·a of the activation row at

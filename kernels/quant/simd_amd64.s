@@ -688,11 +688,11 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 	VPADDD     Y11, Y9, Y9
 
 // Q4NIBBLES splits the 32 qs bytes at off(SI) into low (Y10) and high
-// (Y11) nibbles; Q4NIBBLESTO into lo and hi.
-#define Q4NIBBLES(off) Q4NIBBLESTO(off, Y10, Y11)
+// (Y11) nibbles; Q4NIBBLESTO those at off(base) into lo and hi.
+#define Q4NIBBLES(off) Q4NIBBLESTO(SI, off, Y10, Y11)
 
-#define Q4NIBBLESTO(off, lo, hi) \
-	VMOVDQU off(SI), lo; \
+#define Q4NIBBLESTO(base, off, lo, hi) \
+	VMOVDQU off(base), lo; \
 	VPSRLW  $4, lo, hi; \
 	VPAND   Y15, lo, lo; \
 	VPAND   Y15, hi, hi
@@ -732,16 +732,16 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 // nibbles at 48+32j, with bits 2j and 2j+1 of the qh bytes (at 16) as the
 // fifth bits of the low and high 32 values: qh shifted right by 2j puts
 // them at bits 0 and 1, moved to bit 4 and kept by the 0x10 mask.
-// Clobbers Y2 and Y8. Q5PREPTO puts them in lo and hi, clobbering t and
-// u.
+// Clobbers Y2 and Y8. Q5PREPTO does it for the block at base, into lo
+// and hi, clobbering t and u.
 // qh is loaded before the shift: an immediate shift of a memory source has
 // no VEX encoding, so the assembler would emit the AVX-512 (EVEX) form,
 // which faults on an AVX2-only CPU.
-#define Q5PREP(j) Q5PREPTO(j, Y10, Y11, Y8, Y2)
+#define Q5PREP(j) Q5PREPTO(SI, j, Y10, Y11, Y8, Y2)
 
-#define Q5PREPTO(j, lo, hi, t, u) \
-	Q4NIBBLESTO(48+32*j, lo, hi); \
-	VMOVDQU 16(SI), t; \
+#define Q5PREPTO(base, j, lo, hi, t, u) \
+	Q4NIBBLESTO(base, 48+32*j, lo, hi); \
+	VMOVDQU 16(base), t; \
 	VPSRLW $(2*j), t, t; \
 	VPSLLW $4, t, u; \
 	VPAND  fifthBit<>(SB), u, u; \
@@ -755,21 +755,6 @@ DATA fifthBit<>+0x08(SB)/8, $0x1010101010101010
 DATA fifthBit<>+0x10(SB)/8, $0x1010101010101010
 DATA fifthBit<>+0x18(SB)/8, $0x1010101010101010
 GLOBL fifthBit<>(SB), RODATA|NOPTR, $32
-
-// KBODY multiplies one Q4_K or Q5_K block (PREP unpacks its chunks) by one
-// activation row into Y0 and X14.
-#define KBODY(PREP) \
-	KUNPACK; \
-	KMINS((BX), (DX), X14); \
-	VPXOR Y9, Y9, Y9; \
-	PREP(0); \
-	KCHUNK(0); \
-	PREP(1); \
-	KCHUNK(1); \
-	PREP(2); \
-	KCHUNK(2); \
-	PREP(3); \
-	KCHUNK(3)
 
 // KBODY2 multiplies one block by two activation rows (laid out as
 // dotQ4Kx2AVX says) into Y0, X14 and Y6, X7.
@@ -826,42 +811,91 @@ block: \
 	DECQ CX; \
 	JNZ  label
 
+// K4SCALES unpacks the 6-bit scales and minimums of the Q4_K/Q5_K block
+// at base in vector registers (KUNPACK's formula on the 12 bytes as
+// dwords u0..u2: scales u0&m1, u2&m2 | (u0>>6&m3)<<4, minimums u1&m1,
+// u2>>4&m2 | (u1>>6&m3)<<4): ys gets the eight scales as words in both
+// lanes, Y13 the minimums as words, each twice (m0, m0, m1, ...), to
+// multiply the 16-value sums by. Clobbers Y12.
+#define K4SCALES(base, ys) \
+	VMOVDQU    4(base), X12; \
+	VPSHUFD    $0x98, X12, X13; \
+	VPSRLVD    k4x4Shift<>(SB), X13, X13; \
+	VPAND      k4x4Low<>(SB), X13, X13; \
+	VPSHUFD    $0x50, X12, X12; \
+	VPSRLD     $2, X12, X12; \
+	VPAND      k4x4High<>(SB), X12, X12; \
+	VPOR       X12, X13, X13; \
+	VPMOVZXBW  X13, Y13; \
+	VPERMQ     $0x44, Y13, ys; \
+	VPERMQ     $0xfa, Y13, Y13; \
+	VPUNPCKLWD Y13, Y13, Y13
+
+// K4BLOCK multiplies the Q4_K or Q5_K block at base (PREP(base, j, lo,
+// hi, t, u) unpacking chunk j) by the activation row at DI, DX, BX into
+// acc, its minimums' terms into minacc: K4SCALES, the minimums' terms,
+// then four KCHUNKs and the fold by d·d_a. Clobbers Y1-Y5, Y8-Y13.
+#define K4BLOCK(PREP, base, acc, minacc) \
+	K4SCALES(base, Y1); \
+	VPMADDWD     (BX), Y13, Y13; \
+	VCVTDQ2PS    Y13, Y13; \
+	VCVTPH2PS    (base), X4; \
+	VBROADCASTSS (DX), X5; \
+	VMULPS       X5, X4, X4; \
+	VMOVSHDUP    X4, X5; \
+	VBROADCASTSS X5, Y5; \
+	VFMADD231PS  Y13, Y5, minacc; \
+	VBROADCASTSS X4, Y4; \
+	VPXOR        Y9, Y9, Y9; \
+	PREP(base, 0, Y10, Y11, Y8, Y2); \
+	KCHUNK(0); \
+	PREP(base, 1, Y10, Y11, Y8, Y2); \
+	KCHUNK(1); \
+	PREP(base, 2, Y10, Y11, Y8, Y2); \
+	KCHUNK(2); \
+	PREP(base, 3, Y10, Y11, Y8, Y2); \
+	KCHUNK(3); \
+	VCVTDQ2PS    Y9, Y9; \
+	VFMADD231PS  Y9, Y4, acc
+
+// Q4X4PREP unpacks chunk j of the Q4_K block at base into lo and hi.
+#define Q4X4PREP(base, j, lo, hi, t, u) Q4NIBBLESTO(base, 16+32*j, lo, hi)
+#define Q4KBLOCK(base, acc, minacc) K4BLOCK(Q4X4PREP, base, acc, minacc)
+#define Q5KBLOCK(base, acc, minacc) K4BLOCK(Q5PREPTO, base, acc, minacc)
+
+// K4ROWS is KROWS (rows4_amd64.h) for the Q4_K and Q5_K blocks: the sums
+// of the first row in Y0 and Y14 (minimums), of the second in Y6 and Y7.
+#define K4ROWS(BLOCK, bsize) \
+	KSETUP; \
+	MOVQ nrows+40(FP), R12; \
+	MOVQ out+48(FP), R13; \
+	KROWS(BLOCK, bsize, K4ZERO, K4SUMA, K4SUMB, Y0, Y14, Y6, Y7)
+
+#define K4ZERO \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y14, Y14, Y14; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7
+
+#define K4SUMA \
+	VSUBPS Y14, Y0, Y0; \
+	HSUM8
+
+#define K4SUMB \
+	VSUBPS Y7, Y6, Y0; \
+	HSUM8
+
 // func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
-// Per block: d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1).
+// Per block: d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1),
+// over two weight rows at a time (KROWS).
 TEXT ·dotQ4KAVX(SB), NOSPLIT, $0-56
-	KSETUP
-	MOVQ nrows+40(FP), R12
-	MOVQ out+48(FP), R13
-
-q4krow:
-	KROW
-	MOVQ nb+32(FP), CX
-
-q4kloop:
-	KBODY(Q4PREP)
-	KFOLD((DX), Y9, Y0)
-	KSTEP(144, q4kloop)
-	KSUM
-	ROWOUT(q4krow)
+	K4ROWS(Q4KBLOCK, 144)
 	RET
 
 // func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // Q4_K's sum with five-bit quants: qs at 48, the fifth bits at 16.
 TEXT ·dotQ5KAVX(SB), NOSPLIT, $0-56
-	KSETUP
-	MOVQ nrows+40(FP), R12
-	MOVQ out+48(FP), R13
-
-q5krow:
-	KROW
-	MOVQ nb+32(FP), CX
-
-q5kloop:
-	KBODY(Q5PREP)
-	KFOLD((DX), Y9, Y0)
-	KSTEP(176, q5kloop)
-	KSUM
-	ROWOUT(q5krow)
+	K4ROWS(Q5KBLOCK, 176)
 	RET
 
 // func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
@@ -930,11 +964,12 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 // +32..+63, +64..+95 and +96..+127: ql bytes 64h.., qh bytes 128+32h.. of
 // the block. Quant l is ql[l]&15 | (qh[l]&3)<<4, l+32 is ql[l+32]&15 |
 // (qh[l]>>2&3)<<4, l+64 is ql[l]>>4 | (qh[l]>>4&3)<<4 and l+96 is
-// ql[l+32]>>4 | (qh[l]>>6&3)<<4. Y15 holds 0x0f bytes, Y7 0x30 bytes.
-#define Q6KBITS(h) \
-	VMOVDQU (64*h)(SI), Y10; \
-	VMOVDQU (64*h+32)(SI), Y11; \
-	VMOVDQU (128+32*h)(SI), Y12; \
+// ql[l+32]>>4 | (qh[l]>>6&3)<<4 (the block at base). Y15 holds 0x0f
+// bytes, Y7 0x30 bytes.
+#define Q6KBITS(base, h) \
+	VMOVDQU (64*h)(base), Y10; \
+	VMOVDQU (64*h+32)(base), Y11; \
+	VMOVDQU (128+32*h)(base), Y12; \
 	VPSLLW  $4, Y12, Y3; \
 	VPAND   Y7, Y3, Y3; \
 	VPAND   Y15, Y10, Y4; \
@@ -953,9 +988,9 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	VPAND   Y15, Y11, Y11; \
 	VPOR    Y3, Y11, Y11
 
-// Q6KHALF multiplies half h of the block by one activation row.
-#define Q6KHALF(h) \
-	Q6KBITS(h); \
+// Q6KHALF multiplies half h of the block at base by one activation row.
+#define Q6KHALF(base, h) \
+	Q6KBITS(base, h); \
 	Q6KQUANT(Y4, 128*h, 4*h); \
 	Q6KQUANT(Y5, 128*h+32, 4*h+1); \
 	Q6KQUANT(Y10, 128*h+64, 4*h+2); \
@@ -963,7 +998,7 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 
 // Q6KHALF2 multiplies half h of the block by two activation rows.
 #define Q6KHALF2(h) \
-	Q6KBITS(h); \
+	Q6KBITS(SI, h); \
 	Q6KQUANT2(Y4, 128*h, 4*h); \
 	Q6KQUANT2(Y5, 128*h+32, 4*h+1); \
 	Q6KQUANT2(Y10, 128*h+64, 4*h+2); \
@@ -982,14 +1017,14 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	VMOVDQU nibbleMask<>(SB), Y15; \
 	VMOVDQU highMask<>(SB), Y7
 
-// Q6KSTART sets X8 to the block's d, X1 to its 16 int8 scales, and sum
-// to −32·Σ_k sc_k·bsum_k for the activation row whose 16-value sums are
-// at bsaddr: the quants' offset, taken once per block. Clobbers Y2, Y6.
-#define Q6KSTART(bsaddr, sum) \
-	MOVWLZX   208(SI), AX; \
-	VMOVD     AX, X8; \
-	VCVTPH2PS X8, X8; \
-	VMOVDQU   192(SI), X1; \
+// Q6KSTART sets X8 to the d of the block at base, X1 to its 16 int8
+// scales, and sum to −32·Σ_k sc_k·bsum_k for the activation row whose
+// 16-value sums are at bsaddr: the quants' offset, taken once per block.
+// Clobbers Y2, Y6.
+#define Q6KSTART(base, bsaddr, sum) \
+	VPBROADCASTW 208(base), X8; \
+	VCVTPH2PS    X8, X8; \
+	VMOVDQU      192(base), X1; \
 	Q6KOFFSET(bsaddr, sum)
 
 // Q6KOFFSET sets sum to −32·Σ_k sc_k·bsum_k (bsums at bsaddr, scales in
@@ -1018,26 +1053,31 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	DECQ CX; \
 	JNZ  label
 
+// Q6KBLOCK multiplies the Q6_K block at base by the activation row at
+// DI, DX, BX into acc (KROWS' BLOCK; Q6_K has no minimums).
+#define Q6KBLOCK(base, acc, unused) \
+	Q6KSTART(base, (BX), Y9); \
+	Q6KHALF(base, 0); \
+	Q6KHALF(base, 1); \
+	Q6KFOLD((DX), Y9, acc)
+
+#define Q6KZERO \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y14, Y14, Y14
+
+#define Q6KSUMB \
+	VMOVAPS Y14, Y0; \
+	HSUM8
+
 // func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // Per block: d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k), q = 0..63 unsigned so the
-// products go through VPMADDUBSW, the −32 offset through the 16-value sums.
+// products go through VPMADDUBSW, the −32 offset through the 16-value sums;
+// two weight rows at a time (KROWS), their sums in Y0 and Y14.
 TEXT ·dotQ6KAVX(SB), NOSPLIT, $0-56
 	Q6KSETUP
 	MOVQ nrows+40(FP), R12
 	MOVQ out+48(FP), R13
-
-q6krow:
-	Q6KROW
-	MOVQ nb+32(FP), CX
-
-q6kloop:
-	Q6KSTART((BX), Y9)
-	Q6KHALF(0)
-	Q6KHALF(1)
-	Q6KFOLD((DX), Y9, Y0)
-	Q6KNEXT(q6kloop)
-	HSUM8
-	ROWOUT(q6krow)
+	KROWS(Q6KBLOCK, 210, Q6KZERO, HSUM8, Q6KSUMB, Y0, Y13, Y14, Y13)
 	RET
 
 // func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
@@ -1056,7 +1096,7 @@ q6kx2row:
 	VXORPS Y14, Y14, Y14
 
 q6kx2loop:
-	Q6KSTART((BX), Y9)
+	Q6KSTART(SI, (BX), Y9)
 	Q6KOFFSET((BX)(R13*8), Y13)
 	Q6KHALF2(0)
 	Q6KHALF2(1)
@@ -1205,28 +1245,13 @@ qquant:
 	X4DOT(R8*2, off1, off2, Y2); \
 	X4DOT(R9*1, off1, off2, Y3)
 
-// K4X4SCALES unpacks the 6-bit scales and minimums of the Q4_K/Q5_K
-// block at SI in vector registers (KUNPACK's formula on the 12 bytes as
-// dwords u0..u2: scales u0&m1, u2&m2 | (u0>>6&m3)<<4, minimums u1&m1,
-// u2>>4&m2 | (u1>>6&m3)<<4): Y14 gets the eight scales as words in both
-// lanes, the local mins the minimums as words, each twice (m0, m0, m1,
-// ...), to multiply the 16-value sums by. Clobbers Y12, Y13.
+// K4X4SCALES is K4SCALES for the four-row kernels: the block at SI, its
+// scales into Y14, its minimums into the local mins.
 #define K4X4SCALES \
-	VMOVDQU    4(SI), X12; \
-	VPSHUFD    $0x98, X12, X13; \
-	VPSRLVD    k4x4Shift<>(SB), X13, X13; \
-	VPAND      k4x4Low<>(SB), X13, X13; \
-	VPSHUFD    $0x50, X12, X12; \
-	VPSRLD     $2, X12, X12; \
-	VPAND      k4x4High<>(SB), X12, X12; \
-	VPOR       X12, X13, X13; \
-	VPMOVZXBW  X13, Y13; \
-	VPERMQ     $0x44, Y13, Y14; \
-	VPERMQ     $0xfa, Y13, Y13; \
-	VPUNPCKLWD Y13, Y13, Y13; \
-	VMOVDQU    Y13, mins-48(SP)
+	K4SCALES(SI, Y14); \
+	VMOVDQU Y13, mins-48(SP)
 
-// K4X4SCALES lays the dwords out as [scales 0-3, 4-7, minimums 0-3,
+// K4SCALES lays the dwords out as [scales 0-3, 4-7, minimums 0-3,
 // 4-7]: k4x4Shift shifts [u0, u2, u1, u2] to [u0, u2, u1, u2>>4],
 // k4x4Low keeps their six or four low bits, and k4x4High the top bits of
 // [u0, u0, u1, u1] moved down by 2 into dwords 1 and 3.
@@ -1243,7 +1268,7 @@ GLOBL k4x4High<>(SB), RODATA|NOPTR, $16
 // K4X4CHUNK multiplies chunk j of the block (PREP(j, lo, hi, t, u)
 // unpacking its 64 quants) by the four rows into Y0-Y3.
 #define K4X4CHUNK(PREP, j) \
-	PREP(j, Y8, Y9, Y12, Y13); \
+	PREP(SI, j, Y8, Y9, Y12, Y13); \
 	VPSHUFB q4kShuf<>+(64*j)(SB), Y14, Y10; \
 	VPSHUFB q4kShuf<>+(64*j+32)(SB), Y14, Y11; \
 	X4DOTS(64*j, 64*j+32)
@@ -1282,7 +1307,6 @@ GLOBL k4x4High<>(SB), RODATA|NOPTR, $16
 	K4X4FOLD(AX*2, R10*2, Y2, Y6); \
 	K4X4FOLD(R13*1, R11*1, Y3, Y7)
 
-#define Q4X4PREP(j, lo, hi, t, u) Q4NIBBLESTO(16+32*j, lo, hi)
 #define Q4X4BLOCK K4X4BLOCK(Q4X4PREP)
 #define Q5X4BLOCK K4X4BLOCK(Q5PREPTO)
 
