@@ -1,66 +1,8 @@
-// The frames of the K-quant kernels shared by AVX2 (simd_amd64.s) and
-// AVX-512 (simd512_amd64.s): the single-row ones' loop over pairs of
-// weight rows (KROWS), and the four-row ones' over weight rows, each
-// times four activation rows, the sums stored into four output rows.
-// Each file defines X4STORE(acc, addr), which sums the lanes of acc into
-// the float at addr with its own registers' width.
-
-// KROWS runs a K-quant dot over the rows of a single-row kernel,
-// func(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out
-// *float32) with SI: the first weight row, R12: nrows, R13: out.
-// BLOCK(base, acc, minacc) multiplies one block of bsize bytes into a
-// row's sum and minimums' sum: rows i and i+h for h = nrows/2 side by
-// side (two memory streams, which one core reads faster than one), R10
-// counting the pairs, AX = h, R11 = h rows' bytes, the sums in accA, minA
-// and accB, minB, zeroed by ZERO; SUMA and SUMB leave each row's result
-// in X0. An odd last row goes through as a pair with itself (AX = R11 =
-// 0).
-#define KROWS(BLOCK, bsize, ZERO, SUMA, SUMB, accA, minA, accB, minB) \
-	MOVQ  R12, R10; \
-	SHRQ  $1, R10; \
-	MOVQ  R10, AX; \
-	MOVQ  nb+32(FP), R11; \
-	IMULQ $bsize, R11; \
-	IMULQ R10, R11; \
-	ANDQ  $1, R12; \
-	TESTQ R10, R10; \
-	JZ    odd; \
-rows2: \
-	LEAQ (SI)(R11*1), R9; \
-	MOVQ a+8(FP), DI; \
-	MOVQ ad+16(FP), DX; \
-	MOVQ bs+24(FP), BX; \
-	MOVQ nb+32(FP), CX; \
-	ZERO; \
-block: \
-	BLOCK(SI, accA, minA); \
-	BLOCK(R9, accB, minB); \
-	ADDQ $bsize, SI; \
-	ADDQ $bsize, R9; \
-	ADDQ $256, DI; \
-	ADDQ $4, DX; \
-	ADDQ $32, BX; \
-	DECQ CX; \
-	JNZ  block; \
-	SUMA; \
-	VMOVSS X0, (R13); \
-	SUMB; \
-	VMOVSS X0, (R13)(AX*4); \
-	ADDQ   $4, R13; \
-	DECQ   R10; \
-	JNZ    rows2; \
-	ADDQ   R11, SI; \
-	LEAQ   (R13)(AX*4), R13; \
-odd: \
-	TESTQ R12, R12; \
-	JZ    end; \
-	XORQ  R12, R12; \
-	XORQ  AX, AX; \
-	XORQ  R11, R11; \
-	MOVQ  $1, R10; \
-	JMP   rows2; \
-end: \
-	VZEROUPPER
+// The frame of the four-row kernels, AVX2 (simd_amd64.s) and AVX-512
+// (simd512_amd64.s): one weight row at a time (SI) times four activation
+// rows, the sums stored into four output rows. Each file defines
+// X4STORE(acc, addr), which sums the lanes of acc into the float at addr
+// with its own registers' width. It needs rowpairs_amd64.h's KSTEP.
 
 // X4ROWSTART keeps the four-row kernels' count of weight rows (nrarg)
 // and their output pointer (dstarg) in the frame's locals rows and outp,
@@ -80,8 +22,14 @@ end: \
 	MOVQ a+8(FP), DI; \
 	MOVQ ad+16(FP), DX; \
 	MOVQ nb+24(FP), CX; \
+	X4STRIDES(5)
+
+// X4STRIDES sets the activation rows' strides from the blocks in CX: R8
+// = CX<<qshift bytes of quants, R10 = 4·CX of scales, R9 and R11 three
+// of each, R12 zero.
+#define X4STRIDES(qshift) \
 	MOVQ CX, R8; \
-	SHLQ $5, R8; \
+	SHLQ $qshift, R8; \
 	MOVQ CX, R10; \
 	SHLQ $2, R10; \
 	LEAQ (R8)(R8*2), R9; \
@@ -128,16 +76,10 @@ end: \
 	MOVQ ad+16(FP), DX; \
 	MOVQ bs+24(FP), BX; \
 	MOVQ nb+32(FP), CX; \
-	MOVQ CX, R8; \
-	SHLQ $8, R8; \
-	MOVQ CX, R10; \
-	SHLQ $2, R10; \
+	X4STRIDES(8); \
 	MOVQ CX, AX; \
 	SHLQ $5, AX; \
-	LEAQ (R8)(R8*2), R9; \
-	LEAQ (R10)(R10*2), R11; \
-	LEAQ (AX)(AX*2), R13; \
-	XORQ R12, R12
+	LEAQ (AX)(AX*2), R13
 
 // KXZERO zeroes four accumulators.
 #define KXZERO(a0, a1, a2, a3) \
@@ -158,12 +100,7 @@ row: \
 	KXZERO(a0, a1, a2, a3); \
 block: \
 	BLOCK; \
-	ADDQ $bsize, SI; \
-	ADDQ $256, DI; \
-	ADDQ $4, DX; \
-	ADDQ $32, BX; \
-	DECQ CX; \
-	JNZ  block; \
+	KSTEP(bsize, block); \
 	X4NEXT(a0, a1, a2, a3, dstStride+56(FP)); \
 	JNZ  row; \
 	VZEROUPPER

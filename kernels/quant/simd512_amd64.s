@@ -193,15 +193,9 @@ block: \
 	JNZ  row; \
 	VZEROUPPER
 
-// KROWS512 is KROWS (rows4_amd64.h) with the sums in Z0, Y11 and Z25,
-// Y26: the scaled sums less the minimums' terms.
-#define KROWS512(BLOCK, bsize) KROWS(BLOCK, bsize, K512ZERO, K512SUMA, K512SUMB, Z0, Y11, Z25, Y26)
-
-#define K512ZERO \
-	VXORPS Z0, Z0, Z0; \
-	VXORPS Y11, Y11, Y11; \
-	VXORPS Z25, Z25, Z25; \
-	VXORPS Y26, Y26, Y26
+// KROWS512 is KROWS (rowpairs_amd64.h) with the sums in Z0, Y11 and
+// Z25, Y26: the scaled sums less the minimums' terms.
+#define KROWS512(BLOCK, bsize) KROWS(BLOCK, bsize, K512SUMA, K512SUMB, Z0, Y11, Z25, Y26)
 
 #define K512SUMA \
 	VSUBPS Z11, Z0, Z0; \

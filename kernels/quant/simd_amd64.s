@@ -802,15 +802,6 @@ block: \
 	VZEROUPPER; \
 	RET
 
-// KSTEP steps to the next block of bsize bytes and loops to label.
-#define KSTEP(bsize, label) \
-	ADDQ $bsize, SI; \
-	ADDQ $256, DI; \
-	ADDQ $4, DX; \
-	ADDQ $32, BX; \
-	DECQ CX; \
-	JNZ  label
-
 // K4SCALES unpacks the 6-bit scales and minimums of the Q4_K/Q5_K block
 // at base in vector registers (KUNPACK's formula on the 12 bytes as
 // dwords u0..u2: scales u0&m1, u2&m2 | (u0>>6&m3)<<4, minimums u1&m1,
@@ -863,19 +854,13 @@ block: \
 #define Q4KBLOCK(base, acc, minacc) K4BLOCK(Q4X4PREP, base, acc, minacc)
 #define Q5KBLOCK(base, acc, minacc) K4BLOCK(Q5PREPTO, base, acc, minacc)
 
-// K4ROWS is KROWS (rows4_amd64.h) for the Q4_K and Q5_K blocks: the sums
+// K4ROWS is KROWS (rowpairs_amd64.h) for the Q4_K and Q5_K blocks: the sums
 // of the first row in Y0 and Y14 (minimums), of the second in Y6 and Y7.
 #define K4ROWS(BLOCK, bsize) \
 	KSETUP; \
 	MOVQ nrows+40(FP), R12; \
 	MOVQ out+48(FP), R13; \
-	KROWS(BLOCK, bsize, K4ZERO, K4SUMA, K4SUMB, Y0, Y14, Y6, Y7)
-
-#define K4ZERO \
-	VXORPS Y0, Y0, Y0; \
-	VXORPS Y14, Y14, Y14; \
-	VXORPS Y6, Y6, Y6; \
-	VXORPS Y7, Y7, Y7
+	KROWS(BLOCK, bsize, K4SUMA, K4SUMB, Y0, Y14, Y6, Y7)
 
 #define K4SUMA \
 	VSUBPS Y14, Y0, Y0; \
@@ -1044,15 +1029,6 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	VCVTDQ2PS    sum, sum; \
 	VFMADD231PS  sum, Y3, acc
 
-// Q6KNEXT steps to the next block and loops to label.
-#define Q6KNEXT(label) \
-	ADDQ $210, SI; \
-	ADDQ $256, DI; \
-	ADDQ $4, DX; \
-	ADDQ $32, BX; \
-	DECQ CX; \
-	JNZ  label
-
 // Q6KBLOCK multiplies the Q6_K block at base by the activation row at
 // DI, DX, BX into acc (KROWS' BLOCK; Q6_K has no minimums).
 #define Q6KBLOCK(base, acc, unused) \
@@ -1060,10 +1036,6 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	Q6KHALF(base, 0); \
 	Q6KHALF(base, 1); \
 	Q6KFOLD((DX), Y9, acc)
-
-#define Q6KZERO \
-	VXORPS Y0, Y0, Y0; \
-	VXORPS Y14, Y14, Y14
 
 #define Q6KSUMB \
 	VMOVAPS Y14, Y0; \
@@ -1077,7 +1049,7 @@ TEXT ·dotQ6KAVX(SB), NOSPLIT, $0-56
 	Q6KSETUP
 	MOVQ nrows+40(FP), R12
 	MOVQ out+48(FP), R13
-	KROWS(Q6KBLOCK, 210, Q6KZERO, HSUM8, Q6KSUMB, Y0, Y13, Y14, Y13)
+	KROWS(Q6KBLOCK, 210, HSUM8, Q6KSUMB, Y0, Y13, Y14, Y13)
 	RET
 
 // func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
@@ -1102,7 +1074,7 @@ q6kx2loop:
 	Q6KHALF2(1)
 	Q6KFOLD((DX), Y9, Y0)
 	Q6KFOLD((DX)(R13*1), Y13, Y14)
-	Q6KNEXT(q6kx2loop)
+	KSTEP(210, q6kx2loop)
 
 	HSUM8
 	VMOVAPS X0, X8
@@ -1245,6 +1217,15 @@ qquant:
 	X4DOT(R8*2, off1, off2, Y2); \
 	X4DOT(R9*1, off1, off2, Y3)
 
+// X4FOLDS folds each of the four rows' int32 block sums (Y0-Y3) into
+// its float sum (Y4-Y7) by FOLD(bidx, didx, sum, acc), which takes the
+// row's 16-value sums at (BX)(bidx) and scale at (DX)(didx).
+#define X4FOLDS(FOLD) \
+	FOLD(R12*1, R12*1, Y0, Y4); \
+	FOLD(AX*1, R10*1, Y1, Y5); \
+	FOLD(AX*2, R10*2, Y2, Y6); \
+	FOLD(R13*1, R11*1, Y3, Y7)
+
 // K4X4SCALES is K4SCALES for the four-row kernels: the block at SI, its
 // scales into Y14, its minimums into the local mins.
 #define K4X4SCALES \
@@ -1302,10 +1283,7 @@ GLOBL k4x4High<>(SB), RODATA|NOPTR, $16
 	VMOVSHDUP    X9, X10; \
 	VBROADCASTSS X9, Y9; \
 	VBROADCASTSS X10, Y10; \
-	K4X4FOLD(R12*1, R12*1, Y0, Y4); \
-	K4X4FOLD(AX*1, R10*1, Y1, Y5); \
-	K4X4FOLD(AX*2, R10*2, Y2, Y6); \
-	K4X4FOLD(R13*1, R11*1, Y3, Y7)
+	X4FOLDS(K4X4FOLD)
 
 #define Q4X4BLOCK K4X4BLOCK(Q4X4PREP)
 #define Q5X4BLOCK K4X4BLOCK(Q5PREPTO)
@@ -1383,10 +1361,7 @@ TEXT ·dotQ5Kx4AVX(SB), NOSPLIT, $48-64
 	VPMOVSXBW    192(SI), Y8; \
 	VPBROADCASTW 208(SI), X9; \
 	VCVTPH2PS    X9, Y9; \
-	Q6X4FOLD(R12*1, R12*1, Y0, Y4); \
-	Q6X4FOLD(AX*1, R10*1, Y1, Y5); \
-	Q6X4FOLD(AX*2, R10*2, Y2, Y6); \
-	Q6X4FOLD(R13*1, R11*1, Y3, Y7)
+	X4FOLDS(Q6X4FOLD)
 
 // func dotQ6Kx4AVX(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 // is dotQ6KAVX for four activation rows: out[r][o] for r < 4, o < nr.
