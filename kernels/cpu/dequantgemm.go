@@ -57,10 +57,15 @@ import (
 //     four-row kernels), dequantized by scalar loops at about 1
 //     Gvalue/s: 64 rows (Q4_K, before its four-row kernels, 91 vs 87 at
 //     64, 122 vs 86 at 128), Q6_K 128 (64 rows 46 vs 86, 128 about even,
-//     256 96 vs 76). Q8_0's AVX2 four-row kernels win at 64 rows (143-148
-//     vs 130-131) but lose from 128 (load 2.9, 3 runs: 54-59 vs 70-75 at
+//     256 96 vs 76).
+//   - Q8_0 without AVX-512: 64 rows. Its AVX2 four-row kernels won at 64
+//     rows against the GEMM on rows dequantized in Go (143-148 vs
+//     130-131) but lost from 128 (load 2.9, 3 runs: 54-59 vs 70-75 at
 //     128, 68-70 vs 78-83 at 256, 69-71 vs 92-98 at 512): its products
-//     take as many multiplies per value as the GEMM's FMAs.
+//     take as many multiplies per value as the GEMM's FMAs. Dequantized by
+//     AVX2 (30-50 times the Go loop), the GEMM is even with them at 32
+//     and 64 rows (load 10.6, 3 runs: 31-36 vs 31-33, 28-30 vs 28-30)
+//     and ahead from 128 (16-34 vs 20-23; at 512 30-38 vs 23-24).
 func gemmRows(t kernels.DType) int {
 	switch {
 	case (t == kernels.F16 || t == kernels.BF16) && !useAVX512 && quant.FastDequantize(t):
@@ -71,7 +76,7 @@ func gemmRows(t kernels.DType) int {
 		return 128
 	case !quant.FastDequantize(t):
 		return 64
-	case t == kernels.Q4_K || t == kernels.Q5_K || t == kernels.Q6_K || t == kernels.Q8_0:
+	case t == kernels.Q4_K || t == kernels.Q5_K || t == kernels.Q6_K || t == kernels.Q8_0 && useAVX512:
 		return math.MaxInt
 	case t == kernels.Q4_0:
 		return 32

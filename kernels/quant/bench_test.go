@@ -224,8 +224,8 @@ func BenchmarkDotRows(b *testing.B) {
 }
 
 // BenchmarkDequantize decodes 64 rows of benchIn values of each type, as
-// kernels/cpu does before its GEMM for prompts and batches, in Go
-// (name/avx2: no assembly dequantizer below AVX-512) and with the AVX-512
+// kernels/cpu does before its GEMM for prompts and batches, in Go or
+// the AVX2 kernels of F16, BF16 and Q8_0 (name/avx2) and with the AVX-512
 // kernels; MB/s counts the float32s written.
 func BenchmarkDequantize(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 5))

@@ -80,6 +80,9 @@ func dequantF16AVX(src *byte, dst *float32, n int)
 func dequantBF16AVX(src *byte, dst *float32, n int)
 
 //go:noescape
+func dequantQ8_0AVX(src *byte, dst *float32, nb int)
+
+//go:noescape
 func dequantF16AVX512(src *byte, dst *float32, n int)
 
 //go:noescape
@@ -445,12 +448,12 @@ func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
 // dequantSIMD decodes the leading whole blocks of src into dst with an
 // assembly kernel, bit for bit as dequantGo would, and returns how many
 // values it wrote: 0 for a type without a kernel on this CPU (AVX2 has
-// ones for F16 and BF16, AVX-512 for every type it dequantizes), and for
+// ones for F16, BF16 and Q8_0, AVX-512 for every type it dequantizes), and for
 // F16 and BF16 a multiple of 16 (AVX-512) or 8 (AVX2), the rest left to
 // Go.
 func dequantSIMD(t Type, dst []float32, src []byte) int {
 	if !have512 {
-		return dequantHalfAVX(t, dst, src)
+		return dequantAVX(t, dst, src)
 	}
 	var n int
 	switch t {
@@ -502,11 +505,23 @@ func dequantSIMD(t Type, dst []float32, src []byte) int {
 	return n
 }
 
-// dequantHalfAVX is dequantSIMD without AVX-512: the AVX2 kernels decode
-// F16 and BF16 rows, 8 values at a time.
-func dequantHalfAVX(t Type, dst []float32, src []byte) int {
+// dequantAVX is dequantSIMD without AVX-512: the AVX2 kernels decode
+// F16 and BF16 rows 8 values at a time, and Q8_0's whole blocks.
+func dequantAVX(t Type, dst []float32, src []byte) int {
+	if !haveSIMD {
+		return 0
+	}
+	if t == Q8_0 {
+		nb := len(dst) / QK
+		if nb == 0 {
+			return 0
+		}
+		_ = src[nb*t.BlockBytes()-1]
+		dequantQ8_0AVX(&src[0], &dst[0], nb)
+		return nb * QK
+	}
 	n := len(dst) &^ 7
-	if !haveSIMD || n == 0 || (t != F16 && t != BF16) {
+	if n == 0 || (t != F16 && t != BF16) {
 		return 0
 	}
 	_ = src[2*n-1]

@@ -248,6 +248,40 @@ TEXT ·dequantF16AVX(SB), NOSPLIT, $0-24
 TEXT ·dequantBF16AVX(SB), NOSPLIT, $0-24
 	DEQUANTFLOAT(2, LOADBF16)
 
+// func dequantQ8_0AVX(src *byte, dst *float32, nb int)
+// sets dst[0:32nb] to the values of the nb Q8_0 blocks at src: d·q, bit
+// for bit as the Go decoder.
+TEXT ·dequantQ8_0AVX(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ nb+16(FP), CX
+
+q8dq:
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS    X1, Y1
+	VPMOVSXBD    2(SI), Y2
+	VPMOVSXBD    10(SI), Y3
+	VPMOVSXBD    18(SI), Y4
+	VPMOVSXBD    26(SI), Y5
+	VCVTDQ2PS    Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y2, Y2
+	VMULPS       Y1, Y3, Y3
+	VMULPS       Y1, Y4, Y4
+	VMULPS       Y1, Y5, Y5
+	VMOVUPS      Y2, (DI)
+	VMOVUPS      Y3, 32(DI)
+	VMOVUPS      Y4, 64(DI)
+	VMOVUPS      Y5, 96(DI)
+	ADDQ         $34, SI
+	ADDQ         $128, DI
+	DECQ         CX
+	JNZ          q8dq
+	VZEROUPPER
+	RET
+
 // BLOCKSCALE sets Y1 to the weight block's d (the half at doff(SI))
 // times the activation block's d (the float at adoff(DX)), broadcast.
 #define BLOCKSCALE(doff, adoff) \
