@@ -199,13 +199,18 @@ row: \
 	VZEROUPPER; \
 	RET
 
+// DQARGS loads a dequantizer's arguments, func(src *byte, dst *float32,
+// n int): src in SI, dst in DI, n (narg) in CX.
+#define DQARGS(narg) \
+	MOVQ src+0(FP), SI; \
+	MOVQ dst+8(FP), DI; \
+	MOVQ narg, CX
+
 // DEQUANTFLOAT is the body of the AVX2 dequantizers of the half types,
 // func(src *byte, dst *float32, n int): the n values (a multiple of 8, at
 // least 8) of size bytes at src, loaded by LOAD8, stored as float32s.
 #define DEQUANTFLOAT(size, LOAD8) \
-	MOVQ src+0(FP), SI; \
-	MOVQ dst+8(FP), DI; \
-	MOVQ n+16(FP), CX; \
+	DQARGS(n+16(FP)); \
 dq8: \
 	LOAD8(SI, 0, Y0); \
 	VMOVUPS Y0, (DI); \
@@ -252,9 +257,7 @@ TEXT ·dequantBF16AVX(SB), NOSPLIT, $0-24
 // sets dst[0:32nb] to the values of the nb Q8_0 blocks at src: d·q, bit
 // for bit as the Go decoder.
 TEXT ·dequantQ8_0AVX(SB), NOSPLIT, $0-24
-	MOVQ src+0(FP), SI
-	MOVQ dst+8(FP), DI
-	MOVQ nb+16(FP), CX
+	DQARGS(nb+16(FP))
 
 q8dq:
 	VPBROADCASTW (SI), X1
