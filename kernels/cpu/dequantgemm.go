@@ -46,18 +46,37 @@ import (
 //     of 22 on the 2 cores, the best of 4 runs spread too wide to place
 //     it closer: at 4 rows F16 35 vs 51, BF16 4.6 vs 5.2; at 8 F16 50 vs
 //     34, BF16 19 vs 10; at 16 F16 19 vs 49, BF16 64 vs 55.
-//   - without AVX-512, dequantized by scalar loops at about 1 Gvalue/s:
-//     64 rows (Q4_K 91 vs 87 at 64, 122 vs 86 at 128), Q6_K 128 (64
-//     rows 46 vs 86, 128 about even, 256 96 vs 76).
+//   - the K-quants without AVX-512, through kernels/quant's AVX2
+//     four-row kernels (quant.QuadRows): never. Against the GEMM on rows
+//     dequantized by scalar loops (about 1 Gvalue/s), PREFIXD_CPU=avx2,
+//     load average 3.5 (2 runs): Q4_K 191-238 vs 46-51 at 16 rows,
+//     236-241 vs 119 at 64, 236-242 vs 162-174 at 256; Q5_K 215-220 vs
+//     37, 218-223 vs 67-68, 177-180 vs 155-157; Q6_K 103-126 vs 13-22,
+//     231-232 vs 68-70, 232-237 vs 132-140.
+//   - the other types without AVX-512 (and the K-quants without the
+//     four-row kernels), dequantized by scalar loops at about 1
+//     Gvalue/s: 64 rows (Q4_K, before its four-row kernels, 91 vs 87 at
+//     64, 122 vs 86 at 128), Q6_K 128 (64 rows 46 vs 86, 128 about even,
+//     256 96 vs 76).
+//   - Q8_0 without AVX-512: 64 rows. Its AVX2 four-row kernels won at 64
+//     rows against the GEMM on rows dequantized in Go (143-148 vs
+//     130-131) but lost from 128 (load 2.9, 3 runs: 54-59 vs 70-75 at
+//     128, 68-70 vs 78-83 at 256, 69-71 vs 92-98 at 512): its products
+//     take as many multiplies per value as the GEMM's FMAs. Dequantized by
+//     AVX2 (30-50 times the Go loop), the GEMM is even with them at 32
+//     and 64 rows (load 10.6, 3 runs: 31-36 vs 31-33, 28-30 vs 28-30)
+//     and ahead from 128 (16-34 vs 20-23; at 512 30-38 vs 23-24).
 func gemmRows(t kernels.DType) int {
 	switch {
 	case (t == kernels.F16 || t == kernels.BF16) && !useAVX512 && quant.FastDequantize(t):
 		return 8
+	case (t == kernels.Q4_K || t == kernels.Q5_K || t == kernels.Q6_K) && quant.QuadRows(t):
+		return math.MaxInt
 	case !quant.FastDequantize(t) && t == kernels.Q6_K:
 		return 128
 	case !quant.FastDequantize(t):
 		return 64
-	case t == kernels.Q4_K || t == kernels.Q5_K || t == kernels.Q6_K || t == kernels.Q8_0:
+	case t == kernels.Q4_K || t == kernels.Q5_K || t == kernels.Q6_K || t == kernels.Q8_0 && useAVX512:
 		return math.MaxInt
 	case t == kernels.Q4_0:
 		return 32

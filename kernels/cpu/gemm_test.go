@@ -116,7 +116,7 @@ func BenchmarkQuantizedMatMul(b *testing.B) {
 			}
 		}
 		be := NewBackend(w)
-		for _, m := range []int{1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 64, 128, 256} {
+		for _, m := range []int{1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 64, 128, 256, 512} {
 			a, c := randVec(r, m*k), make([]float32, m*n)
 			paths := []string{"quant", "gemm"}
 			if directGemm(typ, n) {

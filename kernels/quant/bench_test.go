@@ -224,8 +224,8 @@ func BenchmarkDotRows(b *testing.B) {
 }
 
 // BenchmarkDequantize decodes 64 rows of benchIn values of each type, as
-// kernels/cpu does before its GEMM for prompts and batches, in Go
-// (name/avx2: no assembly dequantizer below AVX-512) and with the AVX-512
+// kernels/cpu does before its GEMM for prompts and batches, in Go or
+// the AVX2 kernels of F16, BF16 and Q8_0 (name/avx2) and with the AVX-512
 // kernels; MB/s counts the float32s written.
 func BenchmarkDequantize(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 5))
@@ -250,4 +250,33 @@ func BenchmarkDequantize(b *testing.B) {
 func rowBytes(typ Type, in int) int {
 	rs, _ := typ.RowSize(in)
 	return rs
+}
+
+// BenchmarkMatMulQuads times a prompt's worth of rows (64) times a
+// 2048×768 weight (a 110M-class model's FFN, in L2 and L3) on one thread
+// below AVX-512, through the two-row AVX2 kernels ("pairs") and the
+// four-row ones that replace them ("quads"), side by side.
+func BenchmarkMatMulQuads(b *testing.B) {
+	const rows, out, in = 64, 2048, 768
+	saved, saved4 := have512, have4AVX2
+	defer func() { have512, have4AVX2 = saved, saved4 }()
+	have512 = false
+	rng := rand.New(rand.NewPCG(7, 7))
+	x, dst := randRow(rng, rows*in), make([]float32, rows*out)
+	for _, typ := range []Type{Q8_0, Q4_K, Q5_K, Q6_K} {
+		w := randWeights(b, rng, typ, out, in)
+		m := NewMultiplier(nil)
+		for _, quads := range []bool{false, true} {
+			name := map[bool]string{false: "pairs", true: "quads"}[quads]
+			b.Run(typ.String()+"/"+name, func(b *testing.B) {
+				have4AVX2 = quads && saved4
+				for b.Loop() {
+					if err := m.MatMul(dst, x, w, typ, rows, out, in); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(2*float64(rows*out*in)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
 }

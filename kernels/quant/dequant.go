@@ -24,9 +24,9 @@ func Dequantize(t Type, dst []float32, src []byte) error {
 // small batch by them in float32 can pay.
 func FastDequantize(t Type) bool {
 	switch t {
-	case F16, BF16:
+	case F16, BF16, Q8_0:
 		return haveSIMD
-	case Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K:
+	case Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K:
 		return have512
 	}
 	return false

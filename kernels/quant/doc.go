@@ -16,9 +16,10 @@
 // Q8_0, Q4_0 and the K-quants, and Dequantize, run on 64-byte registers
 // instead, and batches of those five quantized types go four activation
 // rows at a time through kernels that unpack each weight block once for
-// the four; elsewhere, and with -tags purego, the same drivers run pure-Go
-// kernels, which the tests check each assembly set against (Dequantize
-// bit for bit).
+// the four (with AVX2 only, Q8_0's and the K-quants' do, on 32-byte
+// registers); elsewhere, and with -tags purego, the same drivers run
+// pure-Go kernels, which the tests check each assembly set against
+// (Dequantize bit for bit).
 //
 // Notes for callers:
 //   - A matrix is out rows of in values, each row RowSize(in) bytes, as

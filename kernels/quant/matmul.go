@@ -267,3 +267,19 @@ func (m *Multiplier) groupRows(p *product, o0, o1 int) int {
 	}
 	return r
 }
+
+// QuadRows reports whether MatMul takes batches of weights of type t four
+// or more activation rows at a time on this CPU and build, each weight
+// block unpacked once for them (with AVX-512: Q8_0, Q4_0 and the
+// K-quants; with AVX2 only: Q8_0 and the K-quants), rather than one or
+// two: whether its integer products can stand against a float32 GEMM on
+// prompts.
+func QuadRows(t Type) bool {
+	switch t {
+	case Q8_0, Q4_K, Q5_K, Q6_K:
+		return have512 || have4AVX2
+	case Q4_0:
+		return have512
+	}
+	return false
+}

@@ -167,13 +167,20 @@ func raggedMatMuls(t *testing.T, rng *rand.Rand, typ Type, in, rows int, check f
 // four-row call (three left over take one more, as the last four rows)
 // equals bit for bit the four-row kernel's result for its weight row
 // alone, and the rows left over the Go dot product. One block per row is
-// the Q8_0 family's single last block alone; three, a pair and one.
-func TestMatMulQuadRowsRagged(t *testing.T) {
-	if !have512 {
+// the Q8_0 family's single last block alone; three, a pair and one. With
+// AVX2 only, the four-row kernels take Q8_0 and the K-quants four rows at
+// a time.
+func TestMatMulQuadRowsRagged(t *testing.T) { forEachLevel(t, testMatMulQuadRowsRagged) }
+
+func testMatMulQuadRowsRagged(t *testing.T) {
+	if !haveSIMD {
 		t.Skip("no four-row kernels in this build or on this CPU")
 	}
 	rng := rand.New(rand.NewPCG(27, 28))
 	for _, typ := range []Type{Q8_0, Q4_0, Q4_K, Q5_K, Q6_K} {
+		if typ == Q4_0 && !have512 {
+			continue // no AVX2 four-row kernel
+		}
 		for _, blocks := range []int{1, 3} {
 			in := blocks * actBlock(typ)
 			rs := rowBytes(typ, in)
@@ -208,7 +215,7 @@ func TestMatMulQuadRowsRagged(t *testing.T) {
 	}
 }
 
-// TestMatMulPairRowsRagged: without the AVX-512 kernels, activation rows
+// TestMatMulPairRowsRagged: without the four-row kernels, activation rows
 // go two at a time through the two-row kernels, each call taking up to
 // batchRows weight rows. Over ragged weight-row counts (raggedMatMuls; 16
 // blocks a row make the products big enough to split) and 2, 3 and 5
@@ -217,9 +224,9 @@ func TestMatMulQuadRowsRagged(t *testing.T) {
 // single-row kernel's; so do all rows of Q4_0, which has no two-row
 // kernel, and of every type in a build without assembly.
 func TestMatMulPairRowsRagged(t *testing.T) {
-	saved := have512
-	defer func() { have512 = saved }()
-	have512 = false
+	saved, saved4 := have512, have4AVX2
+	defer func() { have512, have4AVX2 = saved, saved4 }()
+	have512, have4AVX2 = false, false
 	rng := rand.New(rand.NewPCG(29, 30))
 	for _, typ := range []Type{F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, Q4_0} {
 		for _, blocks := range []int{1, 3, 16} {

@@ -8,15 +8,7 @@
 // pairs, BX = h, R11 = h rows' bytes; an odd last row goes through as a
 // pair with itself (BX = R11 = 0).
 #define ROWPAIRS(size, DOT) \
-	MOVQ   R12, R10; \
-	SHRQ   $1, R10; \
-	MOVQ   R10, BX; \
-	MOVQ   n+16(FP), R11; \
-	IMUL3Q $size, R11, R11; \
-	IMULQ  R10, R11; \
-	ANDQ   $1, R12; \
-	TESTQ  R10, R10; \
-	JZ     odd; \
+	PAIRSTART(n+16(FP), size, BX); \
 rows2: \
 	LEAQ (SI)(R11*1), R9; \
 	MOVQ x+8(FP), DI; \
@@ -24,18 +16,76 @@ rows2: \
 	DOT; \
 	VMOVSS X0, (R13); \
 	VMOVSS X8, (R13)(BX*4); \
+	PAIREND(BX)
+
+// PAIRSTART sets R10 to the pairs of the R12 rows, h (a register) to
+// their number, R11 to h rows of narg units of size bytes and R12 to
+// whether a row is left over, and jumps to odd if there are no pairs.
+#define PAIRSTART(narg, size, h) \
+	MOVQ   R12, R10; \
+	SHRQ   $1, R10; \
+	MOVQ   R10, h; \
+	MOVQ   narg, R11; \
+	IMUL3Q $size, R11, R11; \
+	IMULQ  R10, R11; \
+	ANDQ   $1, R12; \
+	TESTQ  R10, R10; \
+	JZ     odd
+
+// PAIREND ends the pair loop at rows2 whose two results were stored at
+// (R13) and h floats after: it moves R13 on and loops while pairs
+// remain, then moves SI and R13 past the second rows and runs a row left
+// over as a pair with itself (h = R11 = 0).
+#define PAIREND(h) \
 	ADDQ   $4, R13; \
 	DECQ   R10; \
 	JNZ    rows2; \
 	ADDQ   R11, SI; \
-	LEAQ   (R13)(BX*4), R13; \
+	LEAQ   (R13)(h*4), R13; \
 odd: \
 	TESTQ R12, R12; \
 	JZ    end; \
 	XORQ  R12, R12; \
-	XORQ  BX, BX; \
+	XORQ  h, h; \
 	XORQ  R11, R11; \
 	MOVQ  $1, R10; \
 	JMP   rows2; \
 end: \
 	VZEROUPPER
+
+// KSTEP steps the K-quant kernels to the next block of bsize bytes (SI)
+// and of the activations (DI quants, DX scales, BX 16-value sums) and
+// loops to label while CX counts blocks down.
+#define KSTEP(bsize, label) \
+	ADDQ $bsize, SI; \
+	ADDQ $256, DI; \
+	ADDQ $4, DX; \
+	ADDQ $32, BX; \
+	DECQ CX; \
+	JNZ  label
+
+// KROWS is ROWPAIRS for the K-quants' single-row kernels, func(w *byte, a
+// *int8, ad *float32, bs *int16, nb, nrows int, out *float32), with h in
+// AX: BLOCK(base, acc, minacc) multiplies one block of bsize bytes at base
+// by the activation row into a row's sum and minimums' sum, accA, minA for
+// the first row of a pair and accB, minB for the second; SUMA and SUMB
+// leave each row's result in X0. It needs rows4_amd64.h's KXZERO.
+#define KROWS(BLOCK, bsize, SUMA, SUMB, accA, minA, accB, minB) \
+	PAIRSTART(nb+32(FP), bsize, AX); \
+rows2: \
+	LEAQ   (SI)(R11*1), R9; \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   bs+24(FP), BX; \
+	MOVQ   nb+32(FP), CX; \
+	KXZERO(accA, minA, accB, minB); \
+block: \
+	BLOCK(SI, accA, minA); \
+	BLOCK(R9, accB, minB); \
+	ADDQ   $bsize, R9; \
+	KSTEP(bsize, block); \
+	SUMA; \
+	VMOVSS X0, (R13); \
+	SUMB; \
+	VMOVSS X0, (R13)(AX*4); \
+	PAIREND(AX)

@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "rowpairs_amd64.h"
+#include "rows4_amd64.h"
 
 // AVX-512 dot products of consecutive weight rows with one activation
 // row: the contract of the AVX2 kernels in simd_amd64.s (same arguments,
@@ -50,20 +51,10 @@
 	BCASTD(0x80808080, Z30)
 
 // X4ROWSETUP starts a weight row of the four-row Q8_0 and Q4_0 kernels:
-// the activations' pointers and strides (R8 = 32·nb bytes of quants, R10
-// = 4·nb of scales), the sums zeroed and the masks set for two blocks at
-// a time.
+// the activations' pointers and strides (X4ROWPTRS), the sums zeroed and
+// the masks set for two blocks at a time.
 #define X4ROWSETUP \
-	MOVQ   a+8(FP), DI; \
-	MOVQ   ad+16(FP), DX; \
-	MOVQ   nb+24(FP), CX; \
-	MOVQ   CX, R8; \
-	SHLQ   $5, R8; \
-	MOVQ   CX, R10; \
-	SHLQ   $2, R10; \
-	LEAQ   (R8)(R8*2), R9; \
-	LEAQ   (R10)(R10*2), R11; \
-	XORQ   R12, R12; \
+	X4ROWPTRS; \
 	VXORPS Z16, Z16, Z16; \
 	VXORPS Z17, Z17, Z17; \
 	VXORPS Z18, Z18, Z18; \
@@ -82,49 +73,11 @@
 	KMOVW  AX, K4; \
 	KXORW  K2, K2, K2
 
-// X4ROWSTART keeps the four-row kernels' count of weight rows (nrarg)
-// and their output pointer (dstarg) in the frame's locals rows and outp,
-// as their block loops take every free register.
-#define X4ROWSTART(nrarg, dstarg) \
-	MOVQ nrarg, AX; \
-	MOVQ AX, rows-8(SP); \
-	MOVQ dstarg, AX; \
-	MOVQ AX, outp-16(SP)
-
 // X4STORE sums the lanes of acc into the float at addr.
 #define X4STORE(acc, addr) \
 	VMOVAPS acc, Z0; \
 	HSUM16; \
 	VMOVSS  X0, addr
-
-// X4OUT loads outp into R13, the output rows' stride (stridearg floats)
-// in bytes into R12 and three times it into R11.
-#define X4OUT(stridearg) \
-	MOVQ outp-16(SP), R13; \
-	MOVQ stridearg, R12; \
-	SHLQ $2, R12; \
-	LEAQ (R12)(R12*2), R11
-
-// X4STORES stores a0 ... a3 for the four output rows from R13 on.
-#define X4STORES(a0, a1, a2, a3) \
-	X4STORE(a0, (R13)); \
-	X4STORE(a1, (R13)(R12*1)); \
-	X4STORE(a2, (R13)(R12*2)); \
-	X4STORE(a3, (R13)(R11*1))
-
-// X4ROWDONE moves outp on to the next weight row's and counts the row
-// off rows (the flags say whether any are left).
-#define X4ROWDONE \
-	ADDQ $4, outp-16(SP); \
-	DECQ rows-8(SP)
-
-// X4NEXT stores the four activation rows' sums in a0 ... a3 for the
-// weight row just done at outp, the rows stridearg floats apart, and
-// moves on (X4ROWDONE). Clobbers R11-R13.
-#define X4NEXT(a0, a1, a2, a3, stridearg) \
-	X4OUT(stridearg); \
-	X4STORES(a0, a1, a2, a3); \
-	X4ROWDONE
 
 // X8NEXT is X4NEXT for eight activation rows.
 #define X8NEXT(a0, a1, a2, a3, a4, a5, a6, a7, stridearg) \
@@ -189,67 +142,17 @@ done: \
 
 #define X8DONE X8NEXT(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, dstStride+48(FP))
 
-// KXROWSETUP starts a weight row of the four- and eight-row K-quant
-// kernels, func(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst
-// *float32, dstStride int): the first activation row's quants in DI,
-// scales DX, 16-value sums BX, the blocks to go in CX. The activation
-// rows' quants are R8 = 256·nb bytes apart, their scales R10 = 4·nb and
-// their sums AX = 32·nb; R9, R11 and R13 hold three of each, R12 zero.
-#define KXROWSETUP \
-	MOVQ a+8(FP), DI; \
-	MOVQ ad+16(FP), DX; \
-	MOVQ bs+24(FP), BX; \
-	MOVQ nb+32(FP), CX; \
-	MOVQ CX, R8; \
-	SHLQ $8, R8; \
-	MOVQ CX, R10; \
-	SHLQ $2, R10; \
-	MOVQ CX, AX; \
-	SHLQ $5, AX; \
-	LEAQ (R8)(R8*2), R9; \
-	LEAQ (R10)(R10*2), R11; \
-	LEAQ (AX)(AX*2), R13; \
-	XORQ R12, R12
-
-// KXZERO zeroes four accumulators.
-#define KXZERO(a0, a1, a2, a3) \
-	VXORPS a0, a0, a0; \
-	VXORPS a1, a1, a1; \
-	VXORPS a2, a2, a2; \
-	VXORPS a3, a3, a3
-
 // KXQUAD multiplies the unpacked block by the four activation rows from
-// DI, DX, BX on (ROW, as KX4ROWS takes it) into a0 ... a3.
+// DI, DX, BX on (ROW(aidx, bidx, didx, acc) multiplying it by one
+// activation row) into a0 ... a3.
 #define KXQUAD(ROW, a0, a1, a2, a3) \
 	ROW(R12*1, R12*1, R12*1, a0); \
 	ROW(R8*1, AX*1, R10*1, a1); \
 	ROW(R8*2, AX*2, R10*2, a2); \
 	ROW(R9*1, R13*1, R11*1, a3)
 
-// KX4ROWS is the loop of the four-row K-quant kernels over weight rows
-// and their blocks: UNPACK(SI) unpacks a block of bsize bytes and
-// ROW(aidx, bidx, didx, acc) multiplies it by an activation row into Z9,
-// Z10, Z12 or Z13.
-#define KX4ROWS(UNPACK, ROW, bsize) \
-	MOVQ w+0(FP), SI; \
-	X4ROWSTART(nr+40(FP), dst+48(FP)); \
-row: \
-	KXROWSETUP; \
-	KXZERO(Z9, Z10, Z12, Z13); \
-block: \
-	UNPACK(SI); \
-	KXQUAD(ROW, Z9, Z10, Z12, Z13); \
-	ADDQ $bsize, SI; \
-	ADDQ $256, DI; \
-	ADDQ $4, DX; \
-	ADDQ $32, BX; \
-	DECQ CX; \
-	JNZ  block; \
-	X4NEXT(Z9, Z10, Z12, Z13, dstStride+56(FP)); \
-	JNZ  row; \
-	VZEROUPPER
-
-// KX8ROWS is KX4ROWS for eight activation rows, into Z9, Z10, Z12, Z13
+// KX8ROWS is KX4ROWS for eight activation rows, UNPACK(SI) unpacking a
+// block and ROW multiplying it by one activation row, into Z9, Z10, Z12, Z13
 // (rows 0-3) and Z16-Z19 (4-7): after the first four rows DI, DX and BX
 // move on four rows, and after the last four they go back to the first
 // row's next block, by the amounts kept in the locals qback, dback and
@@ -290,63 +193,17 @@ block: \
 	JNZ  row; \
 	VZEROUPPER
 
-// KROWS runs the K-quant dot over the rows, BLOCK(base, acc, minacc)
-// multiplying one block of bsize bytes into a row's sum and minimums'
-// sum: rows i and i+h for h = nrows/2 side by side (two memory streams,
-// which one core reads faster than one), R10 counting the pairs, AX = h,
-// R11 = h rows' bytes, the sums in Z0, Y11 and Z25, Y26; an odd last row
-// goes through as a pair with itself (AX = R11 = 0).
-#define KROWS(BLOCK, bsize) \
-	MOVQ  R12, R10; \
-	SHRQ  $1, R10; \
-	MOVQ  R10, AX; \
-	MOVQ  nb+32(FP), R11; \
-	IMULQ $bsize, R11; \
-	IMULQ R10, R11; \
-	ANDQ  $1, R12; \
-	TESTQ R10, R10; \
-	JZ    odd; \
-rows2: \
-	LEAQ   (SI)(R11*1), R9; \
-	MOVQ   a+8(FP), DI; \
-	MOVQ   ad+16(FP), DX; \
-	MOVQ   bs+24(FP), BX; \
-	MOVQ   nb+32(FP), CX; \
-	VXORPS Z0, Z0, Z0; \
-	VXORPS Y11, Y11, Y11; \
-	VXORPS Z25, Z25, Z25; \
-	VXORPS Y26, Y26, Y26; \
-block: \
-	BLOCK(SI, Z0, Y11); \
-	BLOCK(R9, Z25, Y26); \
-	ADDQ $bsize, SI; \
-	ADDQ $bsize, R9; \
-	ADDQ $256, DI; \
-	ADDQ $4, DX; \
-	ADDQ $32, BX; \
-	DECQ CX; \
-	JNZ  block; \
+// KROWS512 is KROWS (rowpairs_amd64.h) with the sums in Z0, Y11 and
+// Z25, Y26: the scaled sums less the minimums' terms.
+#define KROWS512(BLOCK, bsize) KROWS(BLOCK, bsize, K512SUMA, K512SUMB, Z0, Y11, Z25, Y26)
+
+#define K512SUMA \
 	VSUBPS Z11, Z0, Z0; \
-	HSUM16; \
-	VMOVSS X0, (R13); \
+	HSUM16
+
+#define K512SUMB \
 	VSUBPS Z26, Z25, Z0; \
-	HSUM16; \
-	VMOVSS X0, (R13)(AX*4); \
-	ADDQ   $4, R13; \
-	DECQ   R10; \
-	JNZ    rows2; \
-	ADDQ   R11, SI; \
-	LEAQ   (R13)(AX*4), R13; \
-odd: \
-	TESTQ R12, R12; \
-	JZ    end; \
-	XORQ  R12, R12; \
-	XORQ  AX, AX; \
-	XORQ  R11, R11; \
-	MOVQ  $1, R10; \
-	JMP   rows2; \
-end: \
-	VZEROUPPER
+	HSUM16
 
 // FLOATDOT2 is the loop of the F16 and BF16 dots, over two weight rows
 // at once (SI and R9) against x (DI), n (CX, a multiple of 8) values:
@@ -996,7 +853,7 @@ TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-56
 	VMOVDQU64 q6kPerm<>+128(SB), Z18
 	VMOVDQU64 q6kPerm<>+192(SB), Z19
 	VPXORD    Z31, Z31, Z31
-	KROWS(Q6BLOCK, 210)
+	KROWS512(Q6BLOCK, 210)
 	RET
 
 // The K4UNPACK tables, one int16 per scale (words 0-7) and minimum (8-15)
@@ -1209,14 +1066,14 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 // and VPDPWSSD applying the scales.
 TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-56
 	K45SETUP
-	KROWS(Q4KBLOCK, 144)
+	KROWS512(Q4KBLOCK, 144)
 	RET
 
 // func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // is dotQ4KAVX512 with five-bit quants: qs at 48, the fifth bits at 16.
 TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
 	K45SETUP
-	KROWS(Q5KBLOCK, 176)
+	KROWS512(Q5KBLOCK, 176)
 	RET
 
 // KXDOTS sets Z0 to the int32 sums Σ sc·q·a of the activation row at
@@ -1338,6 +1195,11 @@ GLOBL kxPerm6<>(SB), RODATA|NOPTR, $128
 	VFNMADD231PS     Z7, Z1, Z0; \
 	VFMADD231PS.BCST (DX)(didx), Z0, acc
 
+// K4X4BLOCK, Q5X4BLOCK and Q6X4BLOCK are KX4ROWS' blocks: each unpacks
+// the block at SI once and multiplies it by the four activation rows.
+#define K4X4BLOCK K4XUNPACK(SI); KXQUAD(K4XROW, Z9, Z10, Z12, Z13)
+#define Q5X4BLOCK Q5XUNPACK(SI); KXQUAD(K4XROW, Z9, Z10, Z12, Z13)
+
 // func dotQ4Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 // sets out[r][o] to the dot product of the Q4_K weight row o (nb blocks)
 // with Q8_K activation row r, for r < 4 and o < nr: each block's scales,
@@ -1345,14 +1207,14 @@ GLOBL kxPerm6<>(SB), RODATA|NOPTR, $128
 // activation rows.
 TEXT ·dotQ4Kx4AVX512(SB), NOSPLIT, $16-64
 	K45CONSTS
-	KX4ROWS(K4XUNPACK, K4XROW, 144)
+	KX4ROWS(K4X4BLOCK, 144, Z9, Z10, Z12, Z13)
 	RET
 
 // func dotQ5Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 // is dotQ4Kx4AVX512 for Q5_K weights: qs at 48, the fifth bits at 16.
 TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $16-64
 	K45CONSTS
-	KX4ROWS(Q5XUNPACK, K4XROW, 176)
+	KX4ROWS(Q5X4BLOCK, 176, Z9, Z10, Z12, Z13)
 	RET
 
 // Q6XUNPACK unpacks the Q6_K block at (base) for Q6XROW: its quants and
@@ -1378,12 +1240,14 @@ TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $16-64
 	VMULPS           Z8, Z0, Z0; \
 	VFMADD231PS.BCST (DX)(didx), Z0, acc
 
+#define Q6X4BLOCK Q6XUNPACK(SI); KXQUAD(Q6XROW, Z9, Z10, Z12, Z13)
+
 // func dotQ6Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 // is dotQ4Kx4AVX512 for Q6_K weights, unpacked as dotQ6KAVX512 does.
 TEXT ·dotQ6Kx4AVX512(SB), NOSPLIT, $16-64
 	BCASTD(0x0f0f0f0f, Z15)
 	BCASTD(0x30303030, Z14)
-	KX4ROWS(Q6XUNPACK, Q6XROW, 210)
+	KX4ROWS(Q6X4BLOCK, 210, Z9, Z10, Z12, Z13)
 	RET
 
 // The eight-row K-quant kernels, func(w *byte, a *int8, ad *float32, bs

@@ -80,6 +80,9 @@ func dequantF16AVX(src *byte, dst *float32, n int)
 func dequantBF16AVX(src *byte, dst *float32, n int)
 
 //go:noescape
+func dequantQ8_0AVX(src *byte, dst *float32, nb int)
+
+//go:noescape
 func dequantF16AVX512(src *byte, dst *float32, n int)
 
 //go:noescape
@@ -165,6 +168,21 @@ func dotQ5Kx8AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *f
 
 //go:noescape
 func dotQ6Kx8AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+
+// The AVX2 four-row kernels: the AVX-512 ones' contract (see
+// dotQ8_0x4AVX512, dotQ4Kx4AVX512) on 32-byte registers.
+
+//go:noescape
+func dotQ8_0x4AVX(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
+
+//go:noescape
+func dotQ4Kx4AVX(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+
+//go:noescape
+func dotQ5Kx4AVX(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+
+//go:noescape
+func dotQ6Kx4AVX(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
 func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
@@ -321,7 +339,9 @@ func dot2SIMD(t Type, w []byte, a *acts, r, in int, dst []float32, stride int) b
 // weight block once for the n activation rows; n is 4 or 8, stride at
 // least the number of weight rows. An eight-row kernel's results equal
 // the four-row one's bit for bit. It returns false for a type without
-// such a kernel, or on a CPU without AVX-512, leaving dst alone.
+// such a kernel on this CPU (AVX-512: Q8_0, Q4_0 and the K-quants, four
+// or eight rows; AVX2: Q8_0 and the K-quants, four rows), leaving dst
+// alone.
 func dotNSIMD(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
 	switch t {
 	case Q8_0, Q4_0, Q4_K, Q5_K, Q6_K:
@@ -329,8 +349,11 @@ func dotNSIMD(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride
 		return false
 	}
 	nb := in / a.blk
-	if !have512 || nb == 0 || (n != 4 && n != 8) {
+	if nb == 0 || (n != 4 && n != 8) {
 		return false
+	}
+	if !have512 {
+		return dot4AVX(n, t, w, a, r, in, dst, stride)
 	}
 	nr := len(w) / (nb * t.BlockBytes())
 	if stride < nr {
@@ -372,6 +395,44 @@ func dotNSIMD(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride
 	return true
 }
 
+// have4AVX2 reports whether dot4AVX runs the AVX2 four-row kernels: on
+// where the AVX2 kernels run. Benchmarks clear it to time the two-row
+// kernels that take those rows without it.
+var have4AVX2 = haveSIMD
+
+// dot4AVX is dotNSIMD below AVX-512: four rows of Q8_0 or a K-quant
+// through the AVX2 four-row kernels, whose results equal the pure-Go
+// ones up to float rounding (the integer sums exact in both).
+func dot4AVX(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
+	if !have4AVX2 || n != 4 || t == Q4_0 {
+		return false
+	}
+	nb := in / a.blk
+	nr := len(w) / (nb * t.BlockBytes())
+	if stride < nr {
+		panic("quant: dotNSIMD's output rows overlap")
+	}
+	// The bounds of the last rows checked, the assembly reads inside them.
+	_, _, _ = w[nr*nb*t.BlockBytes()-1], dst[3*stride+nr-1], a.d[(r+4)*nb-1]
+	_ = a.qs[(r+4)*in-1]
+	q, d := &a.qs[r*in], &a.d[r*nb]
+	if t == Q8_0 {
+		dotQ8_0x4AVX(&w[0], q, d, nb, nr, &dst[0], stride)
+		return true
+	}
+	_ = a.bs[(r+4)*in/16-1]
+	bs := &a.bs[r*in/16]
+	switch t {
+	case Q4_K:
+		dotQ4Kx4AVX(&w[0], q, d, bs, nb, nr, &dst[0], stride)
+	case Q5_K:
+		dotQ5Kx4AVX(&w[0], q, d, bs, nb, nr, &dst[0], stride)
+	default:
+		dotQ6Kx4AVX(&w[0], q, d, bs, nb, nr, &dst[0], stride)
+	}
+	return true
+}
+
 // q8Blocks quantizes len(d) activation blocks of bsize values (a multiple
 // of 32); see q8BlocksGo, which it matches bit for bit.
 func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
@@ -387,12 +448,12 @@ func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
 // dequantSIMD decodes the leading whole blocks of src into dst with an
 // assembly kernel, bit for bit as dequantGo would, and returns how many
 // values it wrote: 0 for a type without a kernel on this CPU (AVX2 has
-// ones for F16 and BF16, AVX-512 for every type it dequantizes), and for
+// ones for F16, BF16 and Q8_0, AVX-512 for every type it dequantizes), and for
 // F16 and BF16 a multiple of 16 (AVX-512) or 8 (AVX2), the rest left to
 // Go.
 func dequantSIMD(t Type, dst []float32, src []byte) int {
 	if !have512 {
-		return dequantHalfAVX(t, dst, src)
+		return dequantAVX(t, dst, src)
 	}
 	var n int
 	switch t {
@@ -444,11 +505,23 @@ func dequantSIMD(t Type, dst []float32, src []byte) int {
 	return n
 }
 
-// dequantHalfAVX is dequantSIMD without AVX-512: the AVX2 kernels decode
-// F16 and BF16 rows, 8 values at a time.
-func dequantHalfAVX(t Type, dst []float32, src []byte) int {
+// dequantAVX is dequantSIMD without AVX-512: the AVX2 kernels decode
+// F16 and BF16 rows 8 values at a time, and Q8_0's whole blocks.
+func dequantAVX(t Type, dst []float32, src []byte) int {
+	if !haveSIMD {
+		return 0
+	}
+	if t == Q8_0 {
+		nb := len(dst) / QK
+		if nb == 0 {
+			return 0
+		}
+		_ = src[nb*t.BlockBytes()-1]
+		dequantQ8_0AVX(&src[0], &dst[0], nb)
+		return nb * QK
+	}
 	n := len(dst) &^ 7
-	if !haveSIMD || n == 0 || (t != F16 && t != BF16) {
+	if n == 0 || (t != F16 && t != BF16) {
 		return 0
 	}
 	_ = src[2*n-1]

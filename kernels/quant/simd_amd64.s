@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "rowpairs_amd64.h"
+#include "rows4_amd64.h"
 
 // AVX2 dot products of one weight row with one activation row. The
 // callers (simd_amd64.go) check the CPU has AVX2, FMA and F16C and that
@@ -198,13 +199,18 @@ row: \
 	VZEROUPPER; \
 	RET
 
+// DQARGS loads a dequantizer's arguments, func(src *byte, dst *float32,
+// n int): src in SI, dst in DI, n (narg) in CX.
+#define DQARGS(narg) \
+	MOVQ src+0(FP), SI; \
+	MOVQ dst+8(FP), DI; \
+	MOVQ narg, CX
+
 // DEQUANTFLOAT is the body of the AVX2 dequantizers of the half types,
 // func(src *byte, dst *float32, n int): the n values (a multiple of 8, at
 // least 8) of size bytes at src, loaded by LOAD8, stored as float32s.
 #define DEQUANTFLOAT(size, LOAD8) \
-	MOVQ src+0(FP), SI; \
-	MOVQ dst+8(FP), DI; \
-	MOVQ n+16(FP), CX; \
+	DQARGS(n+16(FP)); \
 dq8: \
 	LOAD8(SI, 0, Y0); \
 	VMOVUPS Y0, (DI); \
@@ -246,6 +252,38 @@ TEXT ·dequantF16AVX(SB), NOSPLIT, $0-24
 // func dequantBF16AVX(src *byte, dst *float32, n int)
 TEXT ·dequantBF16AVX(SB), NOSPLIT, $0-24
 	DEQUANTFLOAT(2, LOADBF16)
+
+// func dequantQ8_0AVX(src *byte, dst *float32, nb int)
+// sets dst[0:32nb] to the values of the nb Q8_0 blocks at src: d·q, bit
+// for bit as the Go decoder.
+TEXT ·dequantQ8_0AVX(SB), NOSPLIT, $0-24
+	DQARGS(nb+16(FP))
+
+q8dq:
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS    X1, Y1
+	VPMOVSXBD    2(SI), Y2
+	VPMOVSXBD    10(SI), Y3
+	VPMOVSXBD    18(SI), Y4
+	VPMOVSXBD    26(SI), Y5
+	VCVTDQ2PS    Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y1, Y2, Y2
+	VMULPS       Y1, Y3, Y3
+	VMULPS       Y1, Y4, Y4
+	VMULPS       Y1, Y5, Y5
+	VMOVUPS      Y2, (DI)
+	VMOVUPS      Y3, 32(DI)
+	VMOVUPS      Y4, 64(DI)
+	VMOVUPS      Y5, 96(DI)
+	ADDQ         $34, SI
+	ADDQ         $128, DI
+	DECQ         CX
+	JNZ          q8dq
+	VZEROUPPER
+	RET
 
 // BLOCKSCALE sets Y1 to the weight block's d (the half at doff(SI))
 // times the activation block's d (the float at adoff(DX)), broadcast.
@@ -687,12 +725,14 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 	VPADDD     Y11, Y9, Y9
 
 // Q4NIBBLES splits the 32 qs bytes at off(SI) into low (Y10) and high
-// (Y11) nibbles.
-#define Q4NIBBLES(off) \
-	VMOVDQU off(SI), Y10; \
-	VPSRLW  $4, Y10, Y11; \
-	VPAND   Y15, Y10, Y10; \
-	VPAND   Y15, Y11, Y11
+// (Y11) nibbles; Q4NIBBLESTO those at off(base) into lo and hi.
+#define Q4NIBBLES(off) Q4NIBBLESTO(SI, off, Y10, Y11)
+
+#define Q4NIBBLESTO(base, off, lo, hi) \
+	VMOVDQU off(base), lo; \
+	VPSRLW  $4, lo, hi; \
+	VPAND   Y15, lo, lo; \
+	VPAND   Y15, hi, hi
 
 // KSUM sets X0 to the scaled sums less the minimums' terms.
 #define KSUM \
@@ -725,44 +765,33 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 // Q4PREP(j) unpacks chunk j of a Q4_K block into Y10 and Y11.
 #define Q4PREP(j) Q4NIBBLES(16+32*j)
 
-// Q5PREP(j) unpacks chunk j of a Q5_K block: the nibbles at 48+32j, with
-// bits 2j and 2j+1 of the qh bytes (at 16) as the fifth bits of the low
-// and high 32 values: qh shifted right by 2j puts them at bits 0 and 1,
-// moved to bit 4 and kept by the 0x10 mask. Clobbers Y2 and Y8.
+// Q5PREP(j) unpacks chunk j of a Q5_K block into Y10 and Y11: the
+// nibbles at 48+32j, with bits 2j and 2j+1 of the qh bytes (at 16) as the
+// fifth bits of the low and high 32 values: qh shifted right by 2j puts
+// them at bits 0 and 1, moved to bit 4 and kept by the 0x10 mask.
+// Clobbers Y2 and Y8. Q5PREPTO does it for the block at base, into lo
+// and hi, clobbering t and u.
 // qh is loaded before the shift: an immediate shift of a memory source has
 // no VEX encoding, so the assembler would emit the AVX-512 (EVEX) form,
 // which faults on an AVX2-only CPU.
-#define Q5PREP(j) \
-	Q4NIBBLES(48+32*j); \
-	VMOVDQU 16(SI), Y8; \
-	VPSRLW $(2*j), Y8, Y8; \
-	VPSLLW $4, Y8, Y2; \
-	VPAND  fifthBit<>(SB), Y2, Y2; \
-	VPOR   Y2, Y10, Y10; \
-	VPSLLW $3, Y8, Y2; \
-	VPAND  fifthBit<>(SB), Y2, Y2; \
-	VPOR   Y2, Y11, Y11
+#define Q5PREP(j) Q5PREPTO(SI, j, Y10, Y11, Y8, Y2)
+
+#define Q5PREPTO(base, j, lo, hi, t, u) \
+	Q4NIBBLESTO(base, 48+32*j, lo, hi); \
+	VMOVDQU 16(base), t; \
+	VPSRLW $(2*j), t, t; \
+	VPSLLW $4, t, u; \
+	VPAND  fifthBit<>(SB), u, u; \
+	VPOR   u, lo, lo; \
+	VPSLLW $3, t, u; \
+	VPAND  fifthBit<>(SB), u, u; \
+	VPOR   u, hi, hi
 
 DATA fifthBit<>+0x00(SB)/8, $0x1010101010101010
 DATA fifthBit<>+0x08(SB)/8, $0x1010101010101010
 DATA fifthBit<>+0x10(SB)/8, $0x1010101010101010
 DATA fifthBit<>+0x18(SB)/8, $0x1010101010101010
 GLOBL fifthBit<>(SB), RODATA|NOPTR, $32
-
-// KBODY multiplies one Q4_K or Q5_K block (PREP unpacks its chunks) by one
-// activation row into Y0 and X14.
-#define KBODY(PREP) \
-	KUNPACK; \
-	KMINS((BX), (DX), X14); \
-	VPXOR Y9, Y9, Y9; \
-	PREP(0); \
-	KCHUNK(0); \
-	PREP(1); \
-	KCHUNK(1); \
-	PREP(2); \
-	KCHUNK(2); \
-	PREP(3); \
-	KCHUNK(3)
 
 // KBODY2 multiplies one block by two activation rows (laid out as
 // dotQ4Kx2AVX says) into Y0, X14 and Y6, X7.
@@ -810,51 +839,85 @@ block: \
 	VZEROUPPER; \
 	RET
 
-// KSTEP steps to the next block of bsize bytes and loops to label.
-#define KSTEP(bsize, label) \
-	ADDQ $bsize, SI; \
-	ADDQ $256, DI; \
-	ADDQ $4, DX; \
-	ADDQ $32, BX; \
-	DECQ CX; \
-	JNZ  label
+// K4SCALES unpacks the 6-bit scales and minimums of the Q4_K/Q5_K block
+// at base in vector registers (KUNPACK's formula on the 12 bytes as
+// dwords u0..u2: scales u0&m1, u2&m2 | (u0>>6&m3)<<4, minimums u1&m1,
+// u2>>4&m2 | (u1>>6&m3)<<4): ys gets the eight scales as words in both
+// lanes, Y13 the minimums as words, each twice (m0, m0, m1, ...), to
+// multiply the 16-value sums by. Clobbers Y12.
+#define K4SCALES(base, ys) \
+	VMOVDQU    4(base), X12; \
+	VPSHUFD    $0x98, X12, X13; \
+	VPSRLVD    k4x4Shift<>(SB), X13, X13; \
+	VPAND      k4x4Low<>(SB), X13, X13; \
+	VPSHUFD    $0x50, X12, X12; \
+	VPSRLD     $2, X12, X12; \
+	VPAND      k4x4High<>(SB), X12, X12; \
+	VPOR       X12, X13, X13; \
+	VPMOVZXBW  X13, Y13; \
+	VPERMQ     $0x44, Y13, ys; \
+	VPERMQ     $0xfa, Y13, Y13; \
+	VPUNPCKLWD Y13, Y13, Y13
+
+// K4BLOCK multiplies the Q4_K or Q5_K block at base (PREP(base, j, lo,
+// hi, t, u) unpacking chunk j) by the activation row at DI, DX, BX into
+// acc, its minimums' terms into minacc: K4SCALES, the minimums' terms,
+// then four KCHUNKs and the fold by d·d_a. Clobbers Y1-Y5, Y8-Y13.
+#define K4BLOCK(PREP, base, acc, minacc) \
+	K4SCALES(base, Y1); \
+	VPMADDWD     (BX), Y13, Y13; \
+	VCVTDQ2PS    Y13, Y13; \
+	VCVTPH2PS    (base), X4; \
+	VBROADCASTSS (DX), X5; \
+	VMULPS       X5, X4, X4; \
+	VMOVSHDUP    X4, X5; \
+	VBROADCASTSS X5, Y5; \
+	VFMADD231PS  Y13, Y5, minacc; \
+	VBROADCASTSS X4, Y4; \
+	VPXOR        Y9, Y9, Y9; \
+	PREP(base, 0, Y10, Y11, Y8, Y2); \
+	KCHUNK(0); \
+	PREP(base, 1, Y10, Y11, Y8, Y2); \
+	KCHUNK(1); \
+	PREP(base, 2, Y10, Y11, Y8, Y2); \
+	KCHUNK(2); \
+	PREP(base, 3, Y10, Y11, Y8, Y2); \
+	KCHUNK(3); \
+	VCVTDQ2PS    Y9, Y9; \
+	VFMADD231PS  Y9, Y4, acc
+
+// Q4X4PREP unpacks chunk j of the Q4_K block at base into lo and hi.
+#define Q4X4PREP(base, j, lo, hi, t, u) Q4NIBBLESTO(base, 16+32*j, lo, hi)
+#define Q4KBLOCK(base, acc, minacc) K4BLOCK(Q4X4PREP, base, acc, minacc)
+#define Q5KBLOCK(base, acc, minacc) K4BLOCK(Q5PREPTO, base, acc, minacc)
+
+// K4ROWS is KROWS (rowpairs_amd64.h) for the Q4_K and Q5_K blocks: the sums
+// of the first row in Y0 and Y14 (minimums), of the second in Y6 and Y7.
+#define K4ROWS(BLOCK, bsize) \
+	KSETUP; \
+	MOVQ nrows+40(FP), R12; \
+	MOVQ out+48(FP), R13; \
+	KROWS(BLOCK, bsize, K4SUMA, K4SUMB, Y0, Y14, Y6, Y7)
+
+#define K4SUMA \
+	VSUBPS Y14, Y0, Y0; \
+	HSUM8
+
+#define K4SUMB \
+	VSUBPS Y7, Y6, Y0; \
+	HSUM8
 
 // func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
-// Per block: d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1).
+// Per block: d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1),
+// over two weight rows at a time (KROWS).
 TEXT ·dotQ4KAVX(SB), NOSPLIT, $0-56
-	KSETUP
-	MOVQ nrows+40(FP), R12
-	MOVQ out+48(FP), R13
-
-q4krow:
-	KROW
-	MOVQ nb+32(FP), CX
-
-q4kloop:
-	KBODY(Q4PREP)
-	KFOLD((DX), Y9, Y0)
-	KSTEP(144, q4kloop)
-	KSUM
-	ROWOUT(q4krow)
+	K4ROWS(Q4KBLOCK, 144)
 	RET
 
 // func dotQ5KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // Q4_K's sum with five-bit quants: qs at 48, the fifth bits at 16.
 TEXT ·dotQ5KAVX(SB), NOSPLIT, $0-56
-	KSETUP
-	MOVQ nrows+40(FP), R12
-	MOVQ out+48(FP), R13
-
-q5krow:
-	KROW
-	MOVQ nb+32(FP), CX
-
-q5kloop:
-	KBODY(Q5PREP)
-	KFOLD((DX), Y9, Y0)
-	KSTEP(176, q5kloop)
-	KSUM
-	ROWOUT(q5krow)
+	K4ROWS(Q5KBLOCK, 176)
 	RET
 
 // func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
@@ -923,11 +986,12 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 // +32..+63, +64..+95 and +96..+127: ql bytes 64h.., qh bytes 128+32h.. of
 // the block. Quant l is ql[l]&15 | (qh[l]&3)<<4, l+32 is ql[l+32]&15 |
 // (qh[l]>>2&3)<<4, l+64 is ql[l]>>4 | (qh[l]>>4&3)<<4 and l+96 is
-// ql[l+32]>>4 | (qh[l]>>6&3)<<4. Y15 holds 0x0f bytes, Y7 0x30 bytes.
-#define Q6KBITS(h) \
-	VMOVDQU (64*h)(SI), Y10; \
-	VMOVDQU (64*h+32)(SI), Y11; \
-	VMOVDQU (128+32*h)(SI), Y12; \
+// ql[l+32]>>4 | (qh[l]>>6&3)<<4 (the block at base). Y15 holds 0x0f
+// bytes, Y7 0x30 bytes.
+#define Q6KBITS(base, h) \
+	VMOVDQU (64*h)(base), Y10; \
+	VMOVDQU (64*h+32)(base), Y11; \
+	VMOVDQU (128+32*h)(base), Y12; \
 	VPSLLW  $4, Y12, Y3; \
 	VPAND   Y7, Y3, Y3; \
 	VPAND   Y15, Y10, Y4; \
@@ -946,9 +1010,9 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	VPAND   Y15, Y11, Y11; \
 	VPOR    Y3, Y11, Y11
 
-// Q6KHALF multiplies half h of the block by one activation row.
-#define Q6KHALF(h) \
-	Q6KBITS(h); \
+// Q6KHALF multiplies half h of the block at base by one activation row.
+#define Q6KHALF(base, h) \
+	Q6KBITS(base, h); \
 	Q6KQUANT(Y4, 128*h, 4*h); \
 	Q6KQUANT(Y5, 128*h+32, 4*h+1); \
 	Q6KQUANT(Y10, 128*h+64, 4*h+2); \
@@ -956,7 +1020,7 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 
 // Q6KHALF2 multiplies half h of the block by two activation rows.
 #define Q6KHALF2(h) \
-	Q6KBITS(h); \
+	Q6KBITS(SI, h); \
 	Q6KQUANT2(Y4, 128*h, 4*h); \
 	Q6KQUANT2(Y5, 128*h+32, 4*h+1); \
 	Q6KQUANT2(Y10, 128*h+64, 4*h+2); \
@@ -975,14 +1039,14 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	VMOVDQU nibbleMask<>(SB), Y15; \
 	VMOVDQU highMask<>(SB), Y7
 
-// Q6KSTART sets X8 to the block's d, X1 to its 16 int8 scales, and sum
-// to −32·Σ_k sc_k·bsum_k for the activation row whose 16-value sums are
-// at bsaddr: the quants' offset, taken once per block. Clobbers Y2, Y6.
-#define Q6KSTART(bsaddr, sum) \
-	MOVWLZX   208(SI), AX; \
-	VMOVD     AX, X8; \
-	VCVTPH2PS X8, X8; \
-	VMOVDQU   192(SI), X1; \
+// Q6KSTART sets X8 to the d of the block at base, X1 to its 16 int8
+// scales, and sum to −32·Σ_k sc_k·bsum_k for the activation row whose
+// 16-value sums are at bsaddr: the quants' offset, taken once per block.
+// Clobbers Y2, Y6.
+#define Q6KSTART(base, bsaddr, sum) \
+	VPBROADCASTW 208(base), X8; \
+	VCVTPH2PS    X8, X8; \
+	VMOVDQU      192(base), X1; \
 	Q6KOFFSET(bsaddr, sum)
 
 // Q6KOFFSET sets sum to −32·Σ_k sc_k·bsum_k (bsums at bsaddr, scales in
@@ -1002,35 +1066,27 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	VCVTDQ2PS    sum, sum; \
 	VFMADD231PS  sum, Y3, acc
 
-// Q6KNEXT steps to the next block and loops to label.
-#define Q6KNEXT(label) \
-	ADDQ $210, SI; \
-	ADDQ $256, DI; \
-	ADDQ $4, DX; \
-	ADDQ $32, BX; \
-	DECQ CX; \
-	JNZ  label
+// Q6KBLOCK multiplies the Q6_K block at base by the activation row at
+// DI, DX, BX into acc (KROWS' BLOCK; Q6_K has no minimums).
+#define Q6KBLOCK(base, acc, unused) \
+	Q6KSTART(base, (BX), Y9); \
+	Q6KHALF(base, 0); \
+	Q6KHALF(base, 1); \
+	Q6KFOLD((DX), Y9, acc)
+
+#define Q6KSUMB \
+	VMOVAPS Y14, Y0; \
+	HSUM8
 
 // func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // Per block: d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k), q = 0..63 unsigned so the
-// products go through VPMADDUBSW, the −32 offset through the 16-value sums.
+// products go through VPMADDUBSW, the −32 offset through the 16-value sums;
+// two weight rows at a time (KROWS), their sums in Y0 and Y14.
 TEXT ·dotQ6KAVX(SB), NOSPLIT, $0-56
 	Q6KSETUP
 	MOVQ nrows+40(FP), R12
 	MOVQ out+48(FP), R13
-
-q6krow:
-	Q6KROW
-	MOVQ nb+32(FP), CX
-
-q6kloop:
-	Q6KSTART((BX), Y9)
-	Q6KHALF(0)
-	Q6KHALF(1)
-	Q6KFOLD((DX), Y9, Y0)
-	Q6KNEXT(q6kloop)
-	HSUM8
-	ROWOUT(q6krow)
+	KROWS(Q6KBLOCK, 210, HSUM8, Q6KSUMB, Y0, Y13, Y14, Y13)
 	RET
 
 // func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
@@ -1049,13 +1105,13 @@ q6kx2row:
 	VXORPS Y14, Y14, Y14
 
 q6kx2loop:
-	Q6KSTART((BX), Y9)
+	Q6KSTART(SI, (BX), Y9)
 	Q6KOFFSET((BX)(R13*8), Y13)
 	Q6KHALF2(0)
 	Q6KHALF2(1)
 	Q6KFOLD((DX), Y9, Y0)
 	Q6KFOLD((DX)(R13*1), Y13, Y14)
-	Q6KNEXT(q6kx2loop)
+	KSTEP(210, q6kx2loop)
 
 	HSUM8
 	VMOVAPS X0, X8
@@ -1158,5 +1214,242 @@ qquant:
 	ADDQ $4, DX
 	DECQ CX
 	JNZ  qblock
+	VZEROUPPER
+	RET
+
+// The four-row kernels, func(w *byte, a *int8, ad *float32, [bs *int16,]
+// nb, nr int, dst *float32, dstStride int), set dst[r·dstStride+o] to the
+// dot product of weight row o (of nr consecutive rows of nb blocks) with
+// activation row r, for r < 4: the AVX-512 kernels' contract (the rows of
+// activations consecutive, rows4_amd64.h's frame), each weight block
+// loaded and unpacked once for the four rows. Sixteen registers hold no
+// whole unpacked block, so the K-quants go a chunk at a time: its quants
+// (Y8, Y9) and sub-block scales (Y10, Y11) times the four rows' 64
+// activations into the block's int32 sums (Y0-Y3, X4DOT), folded with
+// the block's scales into the float sums (Y4-Y7) at its end.
+
+// X4STORE sums the lanes of acc into the float at addr. Clobbers Y0, Y1.
+#define X4STORE(acc, addr) \
+	VMOVAPS acc, Y0; \
+	HSUM8; \
+	VMOVSS  X0, addr
+
+// X4DOT adds the 32 unsigned quants of Y8 times the activations at
+// off1(DI)(aidx) and Y9's times those at off2(DI)(aidx), each pair of
+// products scaled by its word of Y10 or Y11, to the int32 sums acc.
+// Clobbers Y12, Y13.
+#define X4DOT(aidx, off1, off2, acc) \
+	VPMADDUBSW off1(DI)(aidx), Y8, Y12; \
+	VPMADDUBSW off2(DI)(aidx), Y9, Y13; \
+	VPMADDWD   Y10, Y12, Y12; \
+	VPMADDWD   Y11, Y13, Y13; \
+	VPADDD     Y12, acc, acc; \
+	VPADDD     Y13, acc, acc
+
+// X4DOTS is X4DOT for the four activation rows (KXROWSETUP's), into
+// Y0-Y3.
+#define X4DOTS(off1, off2) \
+	X4DOT(R12*1, off1, off2, Y0); \
+	X4DOT(R8*1, off1, off2, Y1); \
+	X4DOT(R8*2, off1, off2, Y2); \
+	X4DOT(R9*1, off1, off2, Y3)
+
+// X4FOLDS folds each of the four rows' int32 block sums (Y0-Y3) into
+// its float sum (Y4-Y7) by FOLD(bidx, didx, sum, acc), which takes the
+// row's 16-value sums at (BX)(bidx) and scale at (DX)(didx).
+#define X4FOLDS(FOLD) \
+	FOLD(R12*1, R12*1, Y0, Y4); \
+	FOLD(AX*1, R10*1, Y1, Y5); \
+	FOLD(AX*2, R10*2, Y2, Y6); \
+	FOLD(R13*1, R11*1, Y3, Y7)
+
+// K4X4SCALES is K4SCALES for the four-row kernels: the block at SI, its
+// scales into Y14, its minimums into the local mins.
+#define K4X4SCALES \
+	K4SCALES(SI, Y14); \
+	VMOVDQU Y13, mins-48(SP)
+
+// K4SCALES lays the dwords out as [scales 0-3, 4-7, minimums 0-3,
+// 4-7]: k4x4Shift shifts [u0, u2, u1, u2] to [u0, u2, u1, u2>>4],
+// k4x4Low keeps their six or four low bits, and k4x4High the top bits of
+// [u0, u0, u1, u1] moved down by 2 into dwords 1 and 3.
+DATA k4x4Shift<>+0x00(SB)/8, $0
+DATA k4x4Shift<>+0x08(SB)/8, $0x0000000400000000
+GLOBL k4x4Shift<>(SB), RODATA|NOPTR, $16
+DATA k4x4Low<>+0x00(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA k4x4Low<>+0x08(SB)/8, $0x0f0f0f0f3f3f3f3f
+GLOBL k4x4Low<>(SB), RODATA|NOPTR, $16
+DATA k4x4High<>+0x00(SB)/8, $0x3030303000000000
+DATA k4x4High<>+0x08(SB)/8, $0x3030303000000000
+GLOBL k4x4High<>(SB), RODATA|NOPTR, $16
+
+// K4X4CHUNK multiplies chunk j of the block (PREP(j, lo, hi, t, u)
+// unpacking its 64 quants) by the four rows into Y0-Y3.
+#define K4X4CHUNK(PREP, j) \
+	PREP(SI, j, Y8, Y9, Y12, Y13); \
+	VPSHUFB q4kShuf<>+(64*j)(SB), Y14, Y10; \
+	VPSHUFB q4kShuf<>+(64*j+32)(SB), Y14, Y11; \
+	X4DOTS(64*j, 64*j+32)
+
+// K4X4FOLD adds one activation row's block, int32 sums in sum, to acc:
+// d_a·(d·sum − dmin·Σ m·bsums), the duplicated minimums in Y8, d and dmin
+// broadcast in Y9 and Y10. Clobbers Y11, Y12.
+#define K4X4FOLD(bidx, didx, sum, acc) \
+	VPMADDWD     (BX)(bidx), Y8, Y11; \
+	VCVTDQ2PS    sum, sum; \
+	VCVTDQ2PS    Y11, Y11; \
+	VMULPS       Y9, sum, sum; \
+	VFNMADD231PS Y10, Y11, sum; \
+	VBROADCASTSS (DX)(didx), Y12; \
+	VFMADD231PS  Y12, sum, acc
+
+// K4X4BLOCK multiplies the Q4_K or Q5_K block at SI (PREP unpacking its
+// chunks) by the four activation rows into Y4-Y7.
+#define K4X4BLOCK(PREP) \
+	K4X4SCALES; \
+	VPXOR Y0, Y0, Y0; \
+	VPXOR Y1, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	VPXOR Y3, Y3, Y3; \
+	K4X4CHUNK(PREP, 0); \
+	K4X4CHUNK(PREP, 1); \
+	K4X4CHUNK(PREP, 2); \
+	K4X4CHUNK(PREP, 3); \
+	VMOVDQU      mins-48(SP), Y8; \
+	VCVTPH2PS    (SI), X9; \
+	VMOVSHDUP    X9, X10; \
+	VBROADCASTSS X9, Y9; \
+	VBROADCASTSS X10, Y10; \
+	X4FOLDS(K4X4FOLD)
+
+#define Q4X4BLOCK K4X4BLOCK(Q4X4PREP)
+#define Q5X4BLOCK K4X4BLOCK(Q5PREPTO)
+
+// func dotQ4Kx4AVX(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+// is dotQ4KAVX for four activation rows: out[r][o] for r < 4, o < nr.
+TEXT ·dotQ4Kx4AVX(SB), NOSPLIT, $48-64
+	VMOVDQU nibbleMask<>(SB), Y15
+	KX4ROWS(Q4X4BLOCK, 144, Y4, Y5, Y6, Y7)
+	RET
+
+// func dotQ5Kx4AVX(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+// is dotQ4Kx4AVX for Q5_K weights: qs at 48, the fifth bits at 16.
+TEXT ·dotQ5Kx4AVX(SB), NOSPLIT, $48-64
+	VMOVDQU nibbleMask<>(SB), Y15
+	KX4ROWS(Q5X4BLOCK, 176, Y4, Y5, Y6, Y7)
+	RET
+
+// Q6X4BITS sets Y8 and Y9 to the quants of values 128h+32p..+31 and
+// 128h+32p+64..+95 of the Q6_K block at SI (p is 0 or 1; see Q6KBITS):
+// the low and high nibbles of ql bytes 64h+32p.., with bits 2p, 2p+1 and
+// 2p+4, 2p+5 of qh bytes 128+32h.. as their bits 4 and 5. Y15 holds 0x0f
+// bytes, Y14 0x30. Clobbers Y12, Y13.
+#define Q6X4BITS(h, p) \
+	VMOVDQU (64*h+32*p)(SI), Y8; \
+	VMOVDQU (128+32*h)(SI), Y12; \
+	VPSRLW  $4, Y8, Y9; \
+	VPAND   Y15, Y8, Y8; \
+	VPAND   Y15, Y9, Y9; \
+	VPSLLW  $(4-2*p), Y12, Y13; \
+	VPAND   Y14, Y13, Y13; \
+	VPOR    Y13, Y8, Y8; \
+	VPSRLW  $(2*p), Y12, Y13; \
+	VPAND   Y14, Y13, Y13; \
+	VPOR    Y13, Y9, Y9
+
+// Q6X4SCALE sets yreg to the words of int8 scales 2k and 2k+1 of the
+// block at SI, eight of each (q6kShuf's first mask).
+#define Q6X4SCALE(k, xreg, yreg) \
+	VPBROADCASTW (192+2*(k))(SI), xreg; \
+	VPSHUFB      q6kShuf<>(SB), xreg, xreg; \
+	VPMOVSXBW    xreg, yreg
+
+// Q6X4PART multiplies values 128h+32p..+31 and 128h+32p+64..+95 of the
+// block by the four rows into Y0-Y3.
+#define Q6X4PART(h, p) \
+	Q6X4BITS(h, p); \
+	Q6X4SCALE(4*h+p, X10, Y10); \
+	Q6X4SCALE(4*h+p+2, X11, Y11); \
+	X4DOTS(128*h+32*p, 128*h+32*p+64)
+
+// Q6X4FOLD adds one activation row's block, int32 sums in sum, to acc:
+// d_a·d·(sum − 32·Σ_k sc_k·bsum_k), the scales as words in Y8, d
+// broadcast in Y9. Clobbers Y11, Y12.
+#define Q6X4FOLD(bidx, didx, sum, acc) \
+	VPMADDWD     (BX)(bidx), Y8, Y11; \
+	VPSLLD       $5, Y11, Y11; \
+	VPSUBD       Y11, sum, sum; \
+	VCVTDQ2PS    sum, sum; \
+	VMULPS       Y9, sum, sum; \
+	VBROADCASTSS (DX)(didx), Y12; \
+	VFMADD231PS  Y12, sum, acc
+
+// Q6X4BLOCK multiplies the Q6_K block at SI by the four activation rows
+// into Y4-Y7.
+#define Q6X4BLOCK \
+	VPXOR Y0, Y0, Y0; \
+	VPXOR Y1, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	VPXOR Y3, Y3, Y3; \
+	Q6X4PART(0, 0); \
+	Q6X4PART(0, 1); \
+	Q6X4PART(1, 0); \
+	Q6X4PART(1, 1); \
+	VPMOVSXBW    192(SI), Y8; \
+	VPBROADCASTW 208(SI), X9; \
+	VCVTPH2PS    X9, Y9; \
+	X4FOLDS(Q6X4FOLD)
+
+// func dotQ6Kx4AVX(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
+// is dotQ6KAVX for four activation rows: out[r][o] for r < 4, o < nr.
+TEXT ·dotQ6Kx4AVX(SB), NOSPLIT, $16-64
+	VMOVDQU nibbleMask<>(SB), Y15
+	VMOVDQU highMask<>(SB), Y14
+	KX4ROWS(Q6X4BLOCK, 210, Y4, Y5, Y6, Y7)
+	RET
+
+// Q8X4ROW adds the Q8_0 block loaded by Q8X4BLOCK times the activation
+// row at (DI)(aidx), scale (DX)(didx), to acc: the signed products as
+// |w|·(a·sign w) through VPMADDUBSW (see SDOT), the block's d in Y8.
+// Clobbers Y11, Y12.
+#define Q8X4ROW(aidx, didx, acc) \
+	VMOVDQU      (DI)(aidx), Y11; \
+	VPSIGNB      Y9, Y11, Y11; \
+	VPMADDUBSW   Y11, Y10, Y11; \
+	VPMADDWD     Y15, Y11, Y11; \
+	VCVTDQ2PS    Y11, Y11; \
+	VBROADCASTSS (DX)(didx), Y12; \
+	VMULPS       Y8, Y12, Y12; \
+	VFMADD231PS  Y12, Y11, acc
+
+// func dotQ8_0x4AVX(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
+// is dotQ8_0AVX for four activation rows: out[r][o] for r < 4, o < nr,
+// each block's d, quants and their signs loaded once for the four.
+TEXT ·dotQ8_0x4AVX(SB), NOSPLIT, $16-56
+	ONES16
+	MOVQ w+0(FP), SI
+	X4ROWSTART(nr+32(FP), dst+40(FP))
+
+q8x4row:
+	X4ROWPTRS
+	KXZERO(Y4, Y5, Y6, Y7)
+
+q8x4block:
+	VPBROADCASTW (SI), X8
+	VCVTPH2PS    X8, Y8
+	VMOVDQU      2(SI), Y9
+	VPSIGNB      Y9, Y9, Y10
+	Q8X4ROW(R12*1, R12*1, Y4)
+	Q8X4ROW(R8*1, R10*1, Y5)
+	Q8X4ROW(R8*2, R10*2, Y6)
+	Q8X4ROW(R9*1, R11*1, Y7)
+	ADDQ $34, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  q8x4block
+
+	X4NEXT(Y4, Y5, Y6, Y7, dstStride+48(FP))
+	JNZ q8x4row
 	VZEROUPPER
 	RET

@@ -13,9 +13,9 @@ func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
 	q8BlocksGo(x, qs, d, sums, bsize)
 }
 
-// haveSIMD and have512 are never set in this build: there are no kernels
+// haveSIMD, have512 and have4AVX2 are never set in this build: there are no kernels
 // to choose.
-var haveSIMD, have512 = false, false
+var haveSIMD, have512, have4AVX2 = false, false, false
 
 // dequantSIMD has no kernels to offer in this build: Dequantize decodes
 // every value in Go.

@@ -236,7 +236,7 @@ func forEachLevel(t *testing.T, f func(*testing.T)) {
 // decoder's float32 bits exactly, on random bytes (so every scale, NaN
 // and Inf included, and every quant) and on quantized rows, for row
 // counts and lengths that leave the F16 and BF16 kernels a tail: the
-// AVX2 kernels (F16 and BF16 only) and the AVX-512 ones.
+// AVX2 kernels (F16, BF16 and Q8_0) and the AVX-512 ones.
 func TestDequantizeSIMDMatchesGo(t *testing.T) { forEachLevel(t, testDequantizeSIMDMatchesGo) }
 
 func testDequantizeSIMDMatchesGo(t *testing.T) {
