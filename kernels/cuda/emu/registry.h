@@ -30,7 +30,9 @@
 	X(attn_decode8)                                                                                      \
 	X(attn_decode16)                                                                                     \
 	X(attn_decode32)                                                                                     \
-	X(tc_check)
+	X(tc_check)                                                                                          \
+	X(attn_prefill64)                                                                                    \
+	X(attn_prefill128)
 
 namespace emu {
 

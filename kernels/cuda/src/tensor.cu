@@ -52,9 +52,10 @@ DEV void ldmatrix_x2(unsigned *r, const void *p, bool trans) {
 #endif
 }
 
-// cp_async16, cp_async_commit and cp_async_wait0 are cp.async.cg of 16
-// bytes from global to shared memory, cp.async.commit_group and
-// cp.async.wait_group 0.
+// cp_async16, cp_async_commit, cp_async_wait0 and cp_async_wait1 are
+// cp.async.cg of 16 bytes from global to shared memory,
+// cp.async.commit_group and cp.async.wait_group 0 and 1 (all groups but the
+// most recent one: double buffering).
 DEV void cp_async16(void *dst, const void *src) {
 #ifndef PREFIXD_EMU
 	unsigned s = (unsigned)__cvta_generic_to_shared(dst);
@@ -77,6 +78,14 @@ DEV void cp_async_wait0() {
 	asm volatile("cp.async.wait_group 0;\n" ::);
 #else
 	emu::cp_async_wait(0);
+#endif
+}
+
+DEV void cp_async_wait1() {
+#ifndef PREFIXD_EMU
+	asm volatile("cp.async.wait_group 1;\n" ::);
+#else
+	emu::cp_async_wait(1);
 #endif
 }
 

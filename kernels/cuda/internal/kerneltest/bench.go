@@ -133,7 +133,7 @@ func DecodeAttention(b *testing.B, sh DecodeShape, do func(func(BenchMemory) err
 		}
 		// The kernel Attention picks, then, where that is attn_decode,
 		// attn (a warp per query head) for comparison.
-		kernel := launch.AttentionKernel(lay, sh.NHeads, split, es)
+		kernel := launch.AttentionKernel(lay, st, sh.NHeads, split, es)
 		for _, warp := range []bool{false, true} {
 			if warp && !strings.HasPrefix(kernel, "attn_decode") {
 				break
