@@ -204,6 +204,7 @@ var forwardModels = []struct {
 	name    string
 	cfg     model.Config
 	factors bool
+	prefill bool // head size 64: the first step's attention runs attn_prefill64 on 16-bit devices
 }{
 	{name: "GQA", cfg: model.Config{Dim: 48, Hidden: 80, Layers: 2, Heads: 6, KVHeads: 2, Vocab: 50}},
 	{name: "odd halves bias", cfg: model.Config{Dim: 36, Hidden: 70, Layers: 2, Heads: 3, KVHeads: 1, Vocab: 37,
@@ -212,6 +213,28 @@ var forwardModels = []struct {
 		Vocab: 45, HeadWidth: 14, SharedClassifier: true, Arch: model.Arch{QKNorm: true}}},
 	{name: "everything MHA", factors: true, cfg: model.Config{Dim: 32, Hidden: 50, Layers: 3, Heads: 2, KVHeads: 2,
 		Vocab: 60, HeadWidth: 20, Arch: model.Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}}},
+	{name: "GQA head 64 tensor-core prefill", prefill: true, cfg: model.Config{Dim: 64, Hidden: 48, Layers: 1, Heads: 4,
+		KVHeads: 1, Vocab: 40, HeadWidth: 64}},
+}
+
+// launchLog is a Device that counts the kernels launched through it.
+type launchLog struct {
+	Device
+	kernels map[string]int
+}
+
+func (l launchLog) Do(f func(Mem) error) error {
+	return l.Device.Do(func(m Mem) error { return f(loggingMem{m, l.kernels}) })
+}
+
+type loggingMem struct {
+	Mem
+	kernels map[string]int
+}
+
+func (m loggingMem) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
+	m.kernels[kernel]++
+	return m.Mem.Launch(kernel, grid, block, args...)
 }
 
 // seqTables gives each of n sequences blocks enough blocks of bs for
@@ -242,9 +265,11 @@ func tokens(seed, n, vocab int) []int32 {
 // the CPU runner, over the same block tables, and compares every step's
 // logits: a prefill of three sequences (one past 128 positions, so its
 // decodes split over the sequence), a prefill over a cached prefix mixed
-// with decodes and a row that wants no logits, then decode batches.
+// with decodes and a row that wants no logits, then decode batches. The
+// model of head size 64 runs its first step's attention on the tensor
+// cores (attn_prefill64) in bf16 and f16, which it checks was launched.
 func TestForwardMatchesCPU(t *testing.T) {
-	each(t, src.DTypes, func(t *testing.T, dev Device) {
+	each(t, src.DTypes, func(t *testing.T, plain Device) {
 		for i, fm := range forwardModels {
 			t.Run(fm.name, func(t *testing.T) {
 				c := fm.cfg
@@ -257,6 +282,7 @@ func TestForwardMatchesCPU(t *testing.T) {
 					}
 					m.RopeFactors = kernels.FromF32(f, 1, len(f))
 				}
+				dev := launchLog{plain, map[string]int{}}
 				m = roundMatrices(t, m, dev.DType())
 				const bs, blocks = 8, 24
 				gpuR, cpuR := runnerOn(t, m, dev), cpuRunner(t, m)
@@ -282,6 +308,9 @@ func TestForwardMatchesCPU(t *testing.T) {
 						{Tokens: tokens(10+k, 1, c.Vocab), Start: 140 + k, Blocks: tb[3], Logits: true}})
 				}
 				sameSteps(t, gpuR, cpuR, steps, kerneltest.Tolerance[dev.DType()])
+				if n := dev.kernels["attn_prefill64"]; fm.prefill && dev.DType() != src.F32 && n != c.Layers {
+					t.Errorf("attn_prefill64 launched %d times, want %d (the first step's layers)", n, c.Layers)
+				}
 			})
 		}
 	})
