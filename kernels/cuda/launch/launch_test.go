@@ -244,7 +244,7 @@ func TestPrefillKernel(t *testing.T) {
 		{64, 4, 1056, 17, 32, 4, false, "attn_decode16", 0}, // f32 keeps exact sums
 		{64, 4, 1056, 17, 32, 4, true, "attn_prefill64", 8},
 		{80, 2, 1056, 17, 32, 4, true, "attn_decode16", 0}, // a head size it is not compiled for
-		{64, 2, 0, 0, 32, 4, true, "attn_decode16", 0}, // a Step without tiles
+		{64, 2, 0, 0, 32, 4, true, "attn_decode16", 0},     // a Step without tiles
 	} {
 		lay := KVLayout{Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, BlockSize: 16, NumBlocks: 4}
 		st := Step{Rows: max(c.rows, 1), RowPos: 1, RowBT: 1, BT: 1, MaxPos: 2000, Tiles: 1, NTiles: c.tiles}
