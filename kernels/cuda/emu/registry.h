@@ -32,7 +32,8 @@
 	X(attn_decode32)                                                                                     \
 	X(tc_check)                                                                                          \
 	X(attn_prefill64)                                                                                    \
-	X(attn_prefill128)
+	X(attn_prefill128)                                                                                   \
+	X(sample_rows)
 
 namespace emu {
 
