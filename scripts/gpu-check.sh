@@ -27,8 +27,10 @@
 #   decode-attention     25 s  decode attention's GB/s at several splits
 #                              (attn_decode, and attn for comparison) vs a
 #                              device-to-device copy
-#   prefill-attention    15 s  prefill attention's TFLOP/s, 8 x 1,056 tokens:
-#                              attn_prefill (tensor cores) and attn
+#   kernel-benchmarks    15 s  prefill attention's TFLOP/s, 8 x 1,056 tokens
+#                              (attn_prefill on tensor cores, and attn);
+#                              sampling 64 rows of 32,000 on the device vs
+#                              reading their logits back
 #   kernel-tests         50 s  every kernel against the CPU, KVStore, cuBLAS,
 #                              launch limits, memory after Close
 #   runner-tests         80 s  the model runner against the CPU runner,
@@ -60,7 +62,7 @@ budget=${PREFIXD_GPU_BUDGET:-540}
 plan=(
 	"e2e 180"
 	"decode-attention 25"
-	"prefill-attention 15"
+	"kernel-benchmarks 15"
 	"kernel-tests 50"
 	"runner-tests 80"
 	"memcheck 60"
@@ -97,7 +99,7 @@ step_command() {
 	case "$name" in
 	e2e) cmd=("${runner[@]}" -test.run '^$' -test.bench EndToEnd -test.benchtime 1x) ;;
 	decode-attention) cmd=("${kern[@]}" -test.run '^$' -test.bench DecodeAttention -test.benchtime "$attn_iters") ;;
-	prefill-attention) cmd=("${kern[@]}" -test.run '^$' -test.bench PrefillAttention -test.benchtime "$prefill_iters") ;;
+	kernel-benchmarks) cmd=("${kern[@]}" -test.run '^$' -test.bench 'PrefillAttention|DeviceSampling' -test.benchtime "$prefill_iters") ;;
 	kernel-tests) cmd=("${kern[@]}" -test.v -test.run "${sel_kernel_tests:-.}") ;;
 	runner-tests) cmd=("${runner[@]}" -test.v -test.run "${sel_runner_tests:-.}" -test.skip "${skip_runner_tests:-^$}") ;;
 	memcheck) cmd=(${san[@]+"${san[@]}" memcheck --leak-check full} "${kern[@]}" -test.run "$sel_memcheck") ;;
@@ -247,10 +249,14 @@ for line in log("decode-attention"):
     if m:
         bench[m.group(1)] = {"ns_per_op": float(m.group(2)), "GB_per_s": float(m.group(3))}
 prefill = {}
-for line in log("prefill-attention"):
+sampling = {}
+for line in log("kernel-benchmarks"):
     m = re.match(r"^BenchmarkPrefillAttention/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.e+-]+) TFLOP/s", line)
     if m:
         prefill[m.group(1)] = {"ns_per_op": float(m.group(2)), "TFLOP_per_s": float(m.group(3))}
+    m = re.match(r"^BenchmarkDeviceSampling/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.e+-]+) rows/s", line)
+    if m:
+        sampling[m.group(1)] = {"ns_per_op": float(m.group(2)), "rows_per_s": float(m.group(3))}
 copy = bench.get("copy", {}).get("GB_per_s")
 attn = {k: v for k, v in bench.items() if k.startswith("attention/")}
 best = max(attn.items(), key=lambda kv: kv[1]["GB_per_s"], default=None)
@@ -282,6 +288,7 @@ report = {
     "decode_attention": bench,
     "best_attention_vs_copy": (best[1]["GB_per_s"] / copy) if best and copy else None,
     "prefill_attention": prefill,
+    "device_sampling": sampling,
     "cublas": cublas,
     "kernels": kernels,
     "tests": tests,
@@ -306,6 +313,8 @@ if report["best_attention_vs_copy"]:
     md += ["", f"Best attention / copy bandwidth: {100*report['best_attention_vs_copy']:.1f}% (goal 80%)."]
 md += ["", "Prefill attention (causal multiply-adds x 2):", "", "| kernel | time per step | TFLOP/s |", "|---|---|---|"]
 md += [f"| {k} | {v['ns_per_op']/1e3:.1f} us | {v['TFLOP_per_s']:.3g} |" for k, v in prefill.items()]
+md += ["", "Sampling on the device (sample/*: restoring the logits, then sample_rows):", "", "| case | time per step |", "|---|---|"]
+md += [f"| {k} | {v['ns_per_op']/1e3:.1f} us |" for k, v in sampling.items()]
 md += ["", f"Tests: {sum(v == 'PASS' for v in tests.values())} passed, {len(report['tests_failed'])} failed"
        + (": " + ", ".join(report["tests_failed"]) if report["tests_failed"] else ".")]
 if kernels:

@@ -174,6 +174,16 @@ func BenchmarkDecodeAttention(b *testing.B) {
 	})
 }
 
+// BenchmarkDeviceSampling times sampling on the device for 64 rows of
+// TinyLlama's 32,000 logits beside reading those logits back to the host
+// (kerneltest.DeviceSampling; the emulator's runs it at a tiny shape).
+func BenchmarkDeviceSampling(b *testing.B) {
+	d := open(b, src.F32)
+	kerneltest.DeviceSampling(b, kerneltest.SampleShape{Rows: 64, Vocab: 32000}, func(f func(kerneltest.BenchMemory) error) error {
+		return d.Do(func(x *Exec) error { return f(x) })
+	})
+}
+
 // BenchmarkPrefillAttention times one prefill step's attention over 8
 // prompts of 1,056 tokens (8,448 rows; TinyLlama's shape: 32 query heads,
 // 4 KV heads of 64, bf16, blocks of 16 in random order) through

@@ -170,3 +170,12 @@ func BenchmarkPrefillAttention(b *testing.B) {
 	sh := kerneltest.PrefillShape{Seqs: 2, Prompt: 40, NHeads: 4, KVHeads: 1, HeadDim: 64, BlockSize: 16}
 	kerneltest.PrefillAttention(b, sh, func(f func(kerneltest.BenchMemory) error) error { return f(d) })
 }
+
+// BenchmarkDeviceSampling is kernels/cuda's benchmark of the same name at
+// a tiny shape (4 rows of 1,000 logits), for scripts/gpu-check.sh's
+// emulated run.
+func BenchmarkDeviceSampling(b *testing.B) {
+	d := New(src.BF16, Forward)
+	b.Cleanup(func() { d.Close() })
+	kerneltest.DeviceSampling(b, kerneltest.SampleShape{Rows: 4, Vocab: 1000}, func(f func(kerneltest.BenchMemory) error) error { return f(d) })
+}

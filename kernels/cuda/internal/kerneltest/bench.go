@@ -200,3 +200,101 @@ func (bb *attnBench) time(b *testing.B, work float64, unit string, step func(m B
 	}
 	b.ReportMetric(work*float64(b.N)/b.Elapsed().Seconds(), unit)
 }
+
+// SampleShape sizes DeviceSampling: Rows rows of Vocab logits.
+type SampleShape struct{ Rows, Vocab int }
+
+// DeviceSampling times sample_rows over sh at three settings (temperature
+// alone, top-p 0.95, top-k 50 with top-p 0.9; random logits, a prompt's
+// worth of penalty entries a row) beside what it saves: reading the
+// logits back to the host (read-logits). The logits are restored before
+// each launch (sample_rows overwrites them), by a device copy the
+// sub-benchmarks include: copy-logits times it alone.
+func DeviceSampling(b *testing.B, sh SampleShape, do func(func(BenchMemory) error) error) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	logits := make([]float32, sh.Rows*sh.Vocab)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 3)
+	}
+	n := 4 * len(logits)
+	var src, work, out launch.Ptr
+	var allocs []launch.Ptr
+	err := do(func(m BenchMemory) error {
+		var err error
+		for _, p := range []*launch.Ptr{&src, &work, &out} {
+			size := n
+			if p == &out {
+				size = 4 * sh.Rows
+			}
+			q, e := m.Alloc(size)
+			err = errors.Join(err, e)
+			if e == nil {
+				allocs = append(allocs, q)
+				*p = q
+			}
+		}
+		if err != nil {
+			return err
+		}
+		b := make([]byte, n)
+		launch.Encode(launch.F32, b, logits)
+		return m.Write(src, b)
+	})
+	bb := &attnBench{do: do}
+	b.Cleanup(func() {
+		do(func(m BenchMemory) error {
+			for _, p := range allocs {
+				m.Free(p)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var entries []launch.SampleEntry
+	for t := range 256 {
+		entries = append(entries, launch.SampleEntry{Token: int32(t * (sh.Vocab / 256)), Count: int32(t % 3), InPrompt: true})
+	}
+	for _, c := range []struct {
+		name string
+		r    launch.SampleRow
+	}{
+		{"temperature", launch.SampleRow{Temperature: 0.8}},
+		{"top-p", launch.SampleRow{Temperature: 0.8, TopP: 0.95, Repetition: 1.1, Entries: entries}},
+		{"top-k-top-p", launch.SampleRow{Temperature: 0.8, TopK: 50, TopP: 0.9, Frequency: 0.5, Entries: entries}},
+	} {
+		b.Run("sample/"+c.name, func(b *testing.B) {
+			var sb launch.SampleBuilder
+			for r := range sh.Rows {
+				row := c.r
+				row.Row, row.U = r, rng.Float64()
+				if err := sb.Add(row, sh.Vocab); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var packed launch.Ptr
+			err := do(func(m BenchMemory) error {
+				var err error
+				if packed, err = m.Alloc(4 * len(sb.Packed())); err != nil {
+					return err
+				}
+				return m.Write(packed, int32Bytes(sb.Packed()))
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer do(func(m BenchMemory) error { return m.Free(packed) })
+			bb.time(b, float64(sh.Rows), "rows/s", func(m BenchMemory) error {
+				return errors.Join(m.Copy(work, src, n), launch.Sample(m, out, work, packed, &sb, sh.Vocab))
+			})
+		})
+	}
+	b.Run("copy-logits", func(b *testing.B) {
+		bb.time(b, float64(sh.Rows), "rows/s", func(m BenchMemory) error { return m.Copy(work, src, n) })
+	})
+	host := make([]byte, n)
+	b.Run("read-logits", func(b *testing.B) {
+		bb.time(b, float64(sh.Rows), "rows/s", func(m BenchMemory) error { return m.Read(host, src) })
+	})
+}
