@@ -243,20 +243,17 @@ for name in ("kernel-tests", "runner-tests"):
         m = re.match(r"^\s*--- (PASS|FAIL|SKIP): (\S+) \(([\d.]+)s\)", line)
         if m:
             tests[m.group(2)] = m.group(1)
-bench = {}
-for line in log("decode-attention"):
-    m = re.match(r"^BenchmarkDecodeAttention/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.e+-]+) GB/s", line)
-    if m:
-        bench[m.group(1)] = {"ns_per_op": float(m.group(2)), "GB_per_s": float(m.group(3))}
-prefill = {}
-sampling = {}
-for line in log("kernel-benchmarks"):
-    m = re.match(r"^BenchmarkPrefillAttention/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.e+-]+) TFLOP/s", line)
-    if m:
-        prefill[m.group(1)] = {"ns_per_op": float(m.group(2)), "TFLOP_per_s": float(m.group(3))}
-    m = re.match(r"^BenchmarkDeviceSampling/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.e+-]+) rows/s", line)
-    if m:
-        sampling[m.group(1)] = {"ns_per_op": float(m.group(2)), "rows_per_s": float(m.group(3))}
+def figures(step, bench, unit, key):
+    """The sub-benchmarks of Benchmark<bench> in step's log: ns/op and unit (as key)."""
+    got = {}
+    for line in log(step):
+        m = re.match(r"^Benchmark" + bench + r"/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.e+-]+) " + re.escape(unit), line)
+        if m:
+            got[m.group(1)] = {"ns_per_op": float(m.group(2)), key: float(m.group(3))}
+    return got
+bench = figures("decode-attention", "DecodeAttention", "GB/s", "GB_per_s")
+prefill = figures("kernel-benchmarks", "PrefillAttention", "TFLOP/s", "TFLOP_per_s")
+sampling = figures("kernel-benchmarks", "DeviceSampling", "rows/s", "rows_per_s")
 copy = bench.get("copy", {}).get("GB_per_s")
 attn = {k: v for k, v in bench.items() if k.startswith("attention/")}
 best = max(attn.items(), key=lambda kv: kv[1]["GB_per_s"], default=None)

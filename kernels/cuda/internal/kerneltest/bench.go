@@ -109,10 +109,11 @@ func PrefillAttention(b *testing.B, sh PrefillShape, do func(func(BenchMemory) e
 	}
 }
 
-// attnBench is an attention benchmark's device state: a step of seqs
-// sequences of rows rows from position start, over lay's blocks in random
-// order, with its pool, queries, output, a float32 workspace and a copy
-// destination the size of the pool's K/V.
+// attnBench is a kernel benchmark's device state; for attention
+// (newAttnBench), a step of seqs sequences of rows rows from position
+// start, over lay's blocks in random order, with its pool, queries,
+// output, a float32 workspace and a copy destination the size of the
+// pool's K/V.
 type attnBench struct {
 	do                          func(func(BenchMemory) error) error
 	es                          int
@@ -135,11 +136,30 @@ func newAttnBench(b *testing.B, lay launch.KVLayout, seqs, start, rows, nHeads, 
 		}
 	}
 	bb := &attnBench{do: do}
-	var allocs []launch.Ptr
-	err := do(func(m BenchMemory) error {
+	bb.setup(b, func(m BenchMemory, alloc func(int) launch.Ptr) error {
 		bb.es = m.DType().Size()
 		kvBytes := int(lay.BlockElems()) * lay.NumBlocks * bb.es
 		qBytes := 4 * sb.Rows() * nHeads * lay.HeadDim
+		bb.pool = alloc(kvBytes)
+		bb.copyDst = alloc(kvBytes)
+		bb.q = alloc(qBytes)
+		bb.out = alloc(sb.Rows() * nHeads * lay.HeadDim * bb.es)
+		bb.part = alloc(4 * workspace)
+		packed := alloc(4 * len(sb.Packed()))
+		if packed == 0 || bb.q == 0 || bb.pool == 0 {
+			return nil // setup reports the failed allocation
+		}
+		bb.st = sb.Step(packed)
+		return errors.Join(m.Write(packed, int32Bytes(sb.Packed())), m.Write(bb.q, make([]byte, qBytes)), m.Write(bb.pool, make([]byte, kvBytes)))
+	})
+	return bb
+}
+
+// setup runs f on the device with an alloc whose allocations are freed
+// when b ends, and fails b if f or an allocation failed.
+func (bb *attnBench) setup(b *testing.B, f func(m BenchMemory, alloc func(int) launch.Ptr) error) {
+	var allocs []launch.Ptr
+	err := bb.do(func(m BenchMemory) error {
 		var err error
 		alloc := func(n int) launch.Ptr {
 			p, e := m.Alloc(n)
@@ -149,20 +169,10 @@ func newAttnBench(b *testing.B, lay launch.KVLayout, seqs, start, rows, nHeads, 
 			}
 			return p
 		}
-		bb.pool = alloc(kvBytes)
-		bb.copyDst = alloc(kvBytes)
-		bb.q = alloc(qBytes)
-		bb.out = alloc(sb.Rows() * nHeads * lay.HeadDim * bb.es)
-		bb.part = alloc(4 * workspace)
-		packed := alloc(4 * len(sb.Packed()))
-		if err != nil {
-			return err
-		}
-		bb.st = sb.Step(packed)
-		return errors.Join(m.Write(packed, int32Bytes(sb.Packed())), m.Write(bb.q, make([]byte, qBytes)), m.Write(bb.pool, make([]byte, kvBytes)))
+		return errors.Join(f(m, alloc), err)
 	})
 	b.Cleanup(func() {
-		do(func(m BenchMemory) error {
+		bb.do(func(m BenchMemory) error {
 			for _, p := range allocs {
 				m.Free(p)
 			}
@@ -172,7 +182,6 @@ func newAttnBench(b *testing.B, lay launch.KVLayout, seqs, start, rows, nHeads, 
 	if err != nil {
 		b.Fatal(err)
 	}
-	return bb
 }
 
 // time runs step b.N times after one warm-up and reports work (in the
@@ -218,40 +227,16 @@ func DeviceSampling(b *testing.B, sh SampleShape, do func(func(BenchMemory) erro
 	}
 	n := 4 * len(logits)
 	var src, work, out launch.Ptr
-	var allocs []launch.Ptr
-	err := do(func(m BenchMemory) error {
-		var err error
-		for _, p := range []*launch.Ptr{&src, &work, &out} {
-			size := n
-			if p == &out {
-				size = 4 * sh.Rows
-			}
-			q, e := m.Alloc(size)
-			err = errors.Join(err, e)
-			if e == nil {
-				allocs = append(allocs, q)
-				*p = q
-			}
-		}
-		if err != nil {
-			return err
+	bb := &attnBench{do: do}
+	bb.setup(b, func(m BenchMemory, alloc func(int) launch.Ptr) error {
+		src, work, out = alloc(n), alloc(n), alloc(4*sh.Rows)
+		if src == 0 {
+			return nil // setup reports the failed allocation
 		}
 		b := make([]byte, n)
 		launch.Encode(launch.F32, b, logits)
 		return m.Write(src, b)
 	})
-	bb := &attnBench{do: do}
-	b.Cleanup(func() {
-		do(func(m BenchMemory) error {
-			for _, p := range allocs {
-				m.Free(p)
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
 	var entries []launch.SampleEntry
 	for t := range 256 {
 		entries = append(entries, launch.SampleEntry{Token: int32(t * (sh.Vocab / 256)), Count: int32(t % 3), InPrompt: true})
