@@ -23,7 +23,9 @@
 //
 // Sums run in another order than the CPU's sequential float64 ones, so a
 // u within float64 rounding (about 1e-13 relative) of a boundary between
-// two tokens may pick the neighbour.
+// two tokens may pick the neighbour; and on a GPU, fast math flushes a
+// numerator below float32's normal range (1e-38) to zero, which can move
+// no draw.
 
 #define SAMPLE_THREADS 256
 // SAMPLE_PARAMS is the int32 words of a row's parameters: logits row,
