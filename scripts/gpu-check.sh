@@ -156,7 +156,7 @@ run() {
 		models=$PWD/../shared/models
 		commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 		echo "CPU emulator (kernels/cuda/emu), $(nproc) cores" >"$out/device.txt"
-		attn_iters=2x prefill_iters=2x
+		attn_iters=2x prefill_iters=1x
 		# A few tests a step: CI runs all of them in go test ./... .
 		sel_kernel_tests='TestKernels$/.*/bf16-sched0'
 		sel_runner_tests=/emu-bf16 skip_runner_tests=TestEndToEndBenchLogic # the e2e step ran its workloads

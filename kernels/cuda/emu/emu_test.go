@@ -172,10 +172,10 @@ func BenchmarkPrefillAttention(b *testing.B) {
 }
 
 // BenchmarkDeviceSampling is kernels/cuda's benchmark of the same name at
-// a tiny shape (4 rows of 1,000 logits), for scripts/gpu-check.sh's
+// a tiny shape (2 rows of 500 logits), for scripts/gpu-check.sh's
 // emulated run.
 func BenchmarkDeviceSampling(b *testing.B) {
 	d := New(src.BF16, Forward)
 	b.Cleanup(func() { d.Close() })
-	kerneltest.DeviceSampling(b, kerneltest.SampleShape{Rows: 4, Vocab: 1000}, func(f func(kerneltest.BenchMemory) error) error { return f(d) })
+	kerneltest.DeviceSampling(b, kerneltest.SampleShape{Rows: 2, Vocab: 500}, func(f func(kerneltest.BenchMemory) error) error { return f(d) })
 }
