@@ -217,7 +217,8 @@ var forwardModels = []struct {
 		KVHeads: 1, Vocab: 40, HeadWidth: 64}},
 }
 
-// launchLog is a Device that counts the kernels launched through it.
+// launchLog is a Device that counts the kernels launched through it, and
+// its allocations (as "Alloc").
 type launchLog struct {
 	Device
 	kernels map[string]int
@@ -230,6 +231,11 @@ func (l launchLog) Do(f func(Mem) error) error {
 type loggingMem struct {
 	Mem
 	kernels map[string]int
+}
+
+func (m loggingMem) Alloc(n int) (launch.Ptr, error) {
+	m.kernels["Alloc"]++
+	return m.Mem.Alloc(n)
 }
 
 func (m loggingMem) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
@@ -531,6 +537,49 @@ func TestBackendRefuses(t *testing.T) {
 		b.Begin([]batch.Row{{Tokens: make([]int32, 6), Blocks: []blockstore.BlockID{0}, Logits: true}})
 		if _, err := b.Logits(x, norm, w, 1e-5); err == nil {
 			t.Error("a step past its block table ran")
+		}
+	})
+}
+
+// TestProfileStep checks that once ProfileStep has run the largest steps
+// (40 tokens over 3 sequences), steps within them allocate no device
+// memory, where the same steps without the profile do: a prefill, and
+// decodes one of which is past 128 positions, so that attention splits
+// (the emulator claims two multiprocessors).
+func TestProfileStep(t *testing.T) {
+	each(t, []src.DType{src.BF16}, func(t *testing.T, plain Device) {
+		c := tinyModel
+		m := model.Random(c, 4)
+		steps := [][]batch.Row{{}, {}}
+		tb := seqTables(3, 24, 8)
+		for i := range 3 {
+			start := 13 + i/2 + 140*(i/2) // the third at 154
+			steps[0] = append(steps[0], batch.Row{Tokens: tokens(i, 13+i/2, c.Vocab), Start: start - 13 - i/2, Blocks: tb[i], Logits: true})
+			steps[1] = append(steps[1], batch.Row{Tokens: tokens(i+5, 1, c.Vocab), Start: start, Blocks: tb[i], Logits: true})
+		}
+		for _, profile := range []bool{true, false} {
+			dev := launchLog{plain, map[string]int{}}
+			r := runnerOn(t, m, dev)
+			if profile {
+				if err := ProfileStep(r, 40, 3, 8); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := r.NewKV(3*24, 8); err != nil {
+				t.Fatal(err)
+			}
+			before := dev.kernels["Alloc"]
+			for _, st := range steps {
+				if _, err := r.Forward(st); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if grew := dev.kernels["Alloc"] - before; profile != (grew == 0) {
+				t.Errorf("profiled %v: the steps allocated %d times", profile, grew)
+			}
+		}
+		if err := ProfileStep(runnerOn(t, m, plain), 0, 3, 8); err == nil {
+			t.Error("a profile step of no tokens ran")
 		}
 	})
 }
