@@ -132,7 +132,7 @@ DEV void attn_prefill_body(elem_t *out, const float *q, int ldq, const elem_t *k
 			pf_load<HD>(kvs + 2 * TILE * ((it + 1) & 1), kvs + 2 * TILE * ((it + 1) & 1) + TILE, kv, blockStride,
 				    layerOff, tbl, bs, kvDim, g, t + PF_KT, last);
 		cp_async_commit();
-		cp_async_wait1(); // this tile's copies have landed; the next tile's may be in flight
+		cp_async_wait<1>(); // this tile's copies have landed; the next tile's may be in flight
 		__syncthreads();
 		const tc_t *ks = kvs + 2 * TILE * (it & 1), *vs = ks + TILE;
 		float s[PF_KT / 8][4];
