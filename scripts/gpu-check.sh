@@ -24,9 +24,13 @@
 #   step              timeout  what
 #   e2e                 180 s  engine end to end, TinyLlama-1.1B's shape in bf16:
 #                              64 x (1,056 prompt + 128 generated), gen tok/s
-#   decode-attention     30 s  decode attention's GB/s at several splits
+#   decode-attention     25 s  decode attention's GB/s at several splits
 #                              (attn_decode, and attn for comparison) vs a
 #                              device-to-device copy
+#   kernel-benchmarks    15 s  prefill attention's TFLOP/s, 8 x 1,056 tokens
+#                              (attn_prefill on tensor cores, and attn);
+#                              sampling 64 rows of 32,000 on the device vs
+#                              reading their logits back
 #   kernel-tests         50 s  every kernel against the CPU, KVStore, cuBLAS,
 #                              launch limits, memory after Close
 #   runner-tests         80 s  the model runner against the CPU runner,
@@ -57,7 +61,8 @@ budget=${PREFIXD_GPU_BUDGET:-540}
 # plan is the steps in order with their timeouts in seconds.
 plan=(
 	"e2e 180"
-	"decode-attention 30"
+	"decode-attention 25"
+	"kernel-benchmarks 15"
 	"kernel-tests 50"
 	"runner-tests 80"
 	"memcheck 60"
@@ -94,6 +99,7 @@ step_command() {
 	case "$name" in
 	e2e) cmd=("${runner[@]}" -test.run '^$' -test.bench EndToEnd -test.benchtime 1x) ;;
 	decode-attention) cmd=("${kern[@]}" -test.run '^$' -test.bench DecodeAttention -test.benchtime "$attn_iters") ;;
+	kernel-benchmarks) cmd=("${kern[@]}" -test.run '^$' -test.bench 'PrefillAttention|DeviceSampling' -test.benchtime "$prefill_iters") ;;
 	kernel-tests) cmd=("${kern[@]}" -test.v -test.run "${sel_kernel_tests:-.}") ;;
 	runner-tests) cmd=("${runner[@]}" -test.v -test.run "${sel_runner_tests:-.}" -test.skip "${skip_runner_tests:-^$}") ;;
 	memcheck) cmd=(${san[@]+"${san[@]}" memcheck --leak-check full} "${kern[@]}" -test.run "$sel_memcheck") ;;
@@ -129,7 +135,7 @@ run() {
 		sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 		nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/device.txt" 2>/dev/null ||
 			echo "unknown (no nvidia-smi)" >"$out/device.txt"
-		attn_iters=200x
+		attn_iters=200x prefill_iters=20x
 		sel_memcheck='TestKernels|TestKVStore'
 		# A cuda-tagged binary has the emulator's target too: the GPU's
 		# subtests are named cuda-TYPE, the emulator's emu-TYPE. (-test.run
@@ -150,7 +156,7 @@ run() {
 		models=$PWD/../shared/models
 		commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 		echo "CPU emulator (kernels/cuda/emu), $(nproc) cores" >"$out/device.txt"
-		attn_iters=2x
+		attn_iters=2x prefill_iters=1x
 		# A few tests a step: CI runs all of them in go test ./... .
 		sel_kernel_tests='TestKernels$/.*/bf16-sched0'
 		sel_runner_tests=/emu-bf16 skip_runner_tests=TestEndToEndBenchLogic # the e2e step ran its workloads
@@ -237,11 +243,17 @@ for name in ("kernel-tests", "runner-tests"):
         m = re.match(r"^\s*--- (PASS|FAIL|SKIP): (\S+) \(([\d.]+)s\)", line)
         if m:
             tests[m.group(2)] = m.group(1)
-bench = {}
-for line in log("decode-attention"):
-    m = re.match(r"^BenchmarkDecodeAttention/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.e+-]+) GB/s", line)
-    if m:
-        bench[m.group(1)] = {"ns_per_op": float(m.group(2)), "GB_per_s": float(m.group(3))}
+def figures(step, bench, unit, key):
+    """The sub-benchmarks of Benchmark<bench> in step's log: ns/op and unit (as key)."""
+    got = {}
+    for line in log(step):
+        m = re.match(r"^Benchmark" + bench + r"/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.e+-]+) " + re.escape(unit), line)
+        if m:
+            got[m.group(1)] = {"ns_per_op": float(m.group(2)), key: float(m.group(3))}
+    return got
+bench = figures("decode-attention", "DecodeAttention", "GB/s", "GB_per_s")
+prefill = figures("kernel-benchmarks", "PrefillAttention", "TFLOP/s", "TFLOP_per_s")
+sampling = figures("kernel-benchmarks", "DeviceSampling", "rows/s", "rows_per_s")
 copy = bench.get("copy", {}).get("GB_per_s")
 attn = {k: v for k, v in bench.items() if k.startswith("attention/")}
 best = max(attn.items(), key=lambda kv: kv[1]["GB_per_s"], default=None)
@@ -272,6 +284,8 @@ report = {
     "end_to_end": e2e,
     "decode_attention": bench,
     "best_attention_vs_copy": (best[1]["GB_per_s"] / copy) if best and copy else None,
+    "prefill_attention": prefill,
+    "device_sampling": sampling,
     "cublas": cublas,
     "kernels": kernels,
     "tests": tests,
@@ -294,6 +308,10 @@ md += ["", "Decode attention (K+V bytes read; copy: read+write):", "", "| case |
 md += [f"| {k} | {v['ns_per_op']/1e3:.1f} us | {v['GB_per_s']:.3g} |" for k, v in bench.items()]
 if report["best_attention_vs_copy"]:
     md += ["", f"Best attention / copy bandwidth: {100*report['best_attention_vs_copy']:.1f}% (goal 80%)."]
+md += ["", "Prefill attention (causal multiply-adds x 2):", "", "| kernel | time per step | TFLOP/s |", "|---|---|---|"]
+md += [f"| {k} | {v['ns_per_op']/1e3:.1f} us | {v['TFLOP_per_s']:.3g} |" for k, v in prefill.items()]
+md += ["", "Sampling on the device (sample/*: restoring the logits, then sample_rows):", "", "| case | time per step |", "|---|---|"]
+md += [f"| {k} | {v['ns_per_op']/1e3:.1f} us |" for k, v in sampling.items()]
 md += ["", f"Tests: {sum(v == 'PASS' for v in tests.values())} passed, {len(report['tests_failed'])} failed"
        + (": " + ", ".join(report["tests_failed"]) if report["tests_failed"] else ".")]
 if kernels:

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 
 	"github.com/prefixd/prefixd/kernels"
@@ -105,7 +106,35 @@ type deviceRunner struct {
 	kvBytes int64
 	// memInfo reports the GPU's free and total memory; nil on the CPU.
 	memInfo func() (free, total int64, err error)
-	close   func()
+	// fraction is --gpu-memory-fraction, which profile sizes kvBytes by.
+	fraction float64
+	close    func()
+}
+
+// profile runs, on a GPU, one step of the largest shape the engine will
+// run (gpu.ProfileStep: maxTokens tokens over maxSeqs sequences), so that
+// the activation and logits buffers have grown, then sets kvBytes to what
+// the weights and those buffers leave of the memory share: a pool sized
+// by it cannot make a later step run out of device memory. On the CPU it
+// does nothing.
+func (d *deviceRunner) profile(maxTokens, maxSeqs, blockSize int, log *slog.Logger) error {
+	if d.memInfo == nil {
+		return nil
+	}
+	if err := gpu.ProfileStep(d.Runner, maxTokens, maxSeqs, blockSize); err != nil {
+		return fmt.Errorf("profiling a step of %d tokens: %w", maxTokens, err)
+	}
+	free, total, err := d.memInfo()
+	if err != nil {
+		return err
+	}
+	used := total - free
+	d.kvBytes = int64(d.fraction*float64(total)) - used
+	log.Info("gpu profile step", "max_batch_tokens", maxTokens, "sequences", maxSeqs, "memory_used", used, "kv_bytes", d.kvBytes)
+	if d.kvBytes <= 0 {
+		return usagef("--gpu-memory-fraction %v of the GPU's %d bytes leaves nothing for the KV pool: %d bytes are in use after the weights and a step of %d tokens", d.fraction, total, used, maxTokens)
+	}
+	return nil
 }
 
 // runner uploads m to the device and returns its runner; on a GPU it logs
@@ -142,7 +171,7 @@ func (d *deviceFlags) runner(m *model.Model, threads int, log *slog.Logger) (*de
 	if kv <= 0 {
 		return nil, errors.Join(usagef("--gpu-memory-fraction %v of the GPU's %d bytes leaves nothing for the KV pool: %d bytes are in use after the weights", d.fraction, total, used), closeAll())
 	}
-	return &deviceRunner{Runner: r, kvBytes: kv, memInfo: g.MemInfo, close: func() {
+	return &deviceRunner{Runner: r, kvBytes: kv, memInfo: g.MemInfo, fraction: d.fraction, close: func() {
 		if err := closeAll(); err != nil {
 			log.Error("closing the GPU", "err", err)
 		}

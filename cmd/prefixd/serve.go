@@ -407,6 +407,11 @@ func serve(ctx context.Context, stopSignals func(), args []string, env map[strin
 		return err
 	}
 	defer dr.close()
+	if o.blocks == 0 && o.kvBytes == 0 { // the pool takes what is left of the GPU's share
+		if err := dr.profile(o.maxBatch, o.maxRunning, o.blockSize, log); err != nil {
+			return err
+		}
+	}
 	metrics := server.NewMetrics()
 	ecfg, pool, err := engineConfig(o, m, dr, metrics, poolInputs{
 		mappedBytes: mapped,

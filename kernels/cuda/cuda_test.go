@@ -173,3 +173,26 @@ func BenchmarkDecodeAttention(b *testing.B) {
 		return d.Do(func(x *Exec) error { return f(x) })
 	})
 }
+
+// BenchmarkDeviceSampling times sampling on the device for 64 rows of
+// TinyLlama's 32,000 logits beside reading those logits back to the host
+// (kerneltest.DeviceSampling; the emulator's runs it at a tiny shape).
+func BenchmarkDeviceSampling(b *testing.B) {
+	d := open(b, src.F32)
+	kerneltest.DeviceSampling(b, kerneltest.SampleShape{Rows: 64, Vocab: 32000}, func(f func(kerneltest.BenchMemory) error) error {
+		return d.Do(func(x *Exec) error { return f(x) })
+	})
+}
+
+// BenchmarkPrefillAttention times one prefill step's attention over 8
+// prompts of 1,056 tokens (8,448 rows; TinyLlama's shape: 32 query heads,
+// 4 KV heads of 64, bf16, blocks of 16 in random order) through
+// attn_prefill and through attn (kerneltest.PrefillAttention; the
+// emulator's runs it at a tiny shape).
+func BenchmarkPrefillAttention(b *testing.B) {
+	d := open(b, src.BF16)
+	sh := kerneltest.PrefillShape{Seqs: 8, Prompt: 1056, NHeads: 32, KVHeads: 4, HeadDim: 64, BlockSize: 16}
+	kerneltest.PrefillAttention(b, sh, func(f func(kerneltest.BenchMemory) error) error {
+		return d.Do(func(x *Exec) error { return f(x) })
+	})
+}

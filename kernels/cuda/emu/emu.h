@@ -227,6 +227,7 @@ inline void cp_async_wait(int n) {
 #define __shfl_xor_sync(mask, v, m) emu::shfl_xor(mask, v, m)
 #define __shfl_sync(mask, v, src) emu::shfl(mask, v, src)
 #define __uint_as_float(u) emu::uint_as_float(u)
+#define __int_as_float(i) emu::uint_as_float((unsigned)(i))
 #define __float_as_uint(f) emu::float_as_uint(f)
 
 using emu::f16_to_f;
@@ -235,6 +236,17 @@ using emu::uint4;
 using emu::f_to_f16;
 
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// The round-to-nearest intrinsics the kernels use where fast math must not
+// contract or approximate (the host compiler does neither here).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline double __longlong_as_double(long long b) {
+	double d;
+	memcpy(&d, &b, 8);
+	return d;
+}
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 

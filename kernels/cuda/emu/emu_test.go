@@ -159,3 +159,23 @@ func BenchmarkDecodeAttention(b *testing.B) {
 		Splits: []int{0, 16, 32}}
 	kerneltest.DecodeAttention(b, sh, func(f func(kerneltest.BenchMemory) error) error { return f(d) })
 }
+
+// BenchmarkPrefillAttention is kernels/cuda's benchmark of the same name
+// at a tiny shape (2 prompts of 40 tokens, 4 query heads over one KV head
+// of 64): scripts/gpu-check.sh's emulated run times it to rehearse the
+// GPU's.
+func BenchmarkPrefillAttention(b *testing.B) {
+	d := New(src.BF16, Forward)
+	b.Cleanup(func() { d.Close() })
+	sh := kerneltest.PrefillShape{Seqs: 2, Prompt: 40, NHeads: 4, KVHeads: 1, HeadDim: 64, BlockSize: 16}
+	kerneltest.PrefillAttention(b, sh, func(f func(kerneltest.BenchMemory) error) error { return f(d) })
+}
+
+// BenchmarkDeviceSampling is kernels/cuda's benchmark of the same name at
+// a tiny shape (2 rows of 500 logits), for scripts/gpu-check.sh's
+// emulated run.
+func BenchmarkDeviceSampling(b *testing.B) {
+	d := New(src.BF16, Forward)
+	b.Cleanup(func() { d.Close() })
+	kerneltest.DeviceSampling(b, kerneltest.SampleShape{Rows: 2, Vocab: 500}, func(f func(kerneltest.BenchMemory) error) error { return f(d) })
+}

@@ -30,7 +30,10 @@
 	X(attn_decode8)                                                                                      \
 	X(attn_decode16)                                                                                     \
 	X(attn_decode32)                                                                                     \
-	X(tc_check)
+	X(tc_check)                                                                                          \
+	X(attn_prefill64)                                                                                    \
+	X(attn_prefill128)                                                                                   \
+	X(sample_rows)
 
 namespace emu {
 

@@ -204,6 +204,7 @@ var forwardModels = []struct {
 	name    string
 	cfg     model.Config
 	factors bool
+	prefill bool // head size 64: the first step's attention runs attn_prefill64 on 16-bit devices
 }{
 	{name: "GQA", cfg: model.Config{Dim: 48, Hidden: 80, Layers: 2, Heads: 6, KVHeads: 2, Vocab: 50}},
 	{name: "odd halves bias", cfg: model.Config{Dim: 36, Hidden: 70, Layers: 2, Heads: 3, KVHeads: 1, Vocab: 37,
@@ -212,6 +213,34 @@ var forwardModels = []struct {
 		Vocab: 45, HeadWidth: 14, SharedClassifier: true, Arch: model.Arch{QKNorm: true}}},
 	{name: "everything MHA", factors: true, cfg: model.Config{Dim: 32, Hidden: 50, Layers: 3, Heads: 2, KVHeads: 2,
 		Vocab: 60, HeadWidth: 20, Arch: model.Arch{Rope: kernels.RopeHalves, QKVBias: true, QKNorm: true}}},
+	{name: "GQA head 64 tensor-core prefill", prefill: true, cfg: model.Config{Dim: 64, Hidden: 48, Layers: 1, Heads: 4,
+		KVHeads: 1, Vocab: 40, HeadWidth: 64}},
+}
+
+// launchLog is a Device that counts the kernels launched through it, and
+// its allocations (as "Alloc").
+type launchLog struct {
+	Device
+	kernels map[string]int
+}
+
+func (l launchLog) Do(f func(Mem) error) error {
+	return l.Device.Do(func(m Mem) error { return f(loggingMem{m, l.kernels}) })
+}
+
+type loggingMem struct {
+	Mem
+	kernels map[string]int
+}
+
+func (m loggingMem) Alloc(n int) (launch.Ptr, error) {
+	m.kernels["Alloc"]++
+	return m.Mem.Alloc(n)
+}
+
+func (m loggingMem) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
+	m.kernels[kernel]++
+	return m.Mem.Launch(kernel, grid, block, args...)
 }
 
 // seqTables gives each of n sequences blocks enough blocks of bs for
@@ -242,9 +271,11 @@ func tokens(seed, n, vocab int) []int32 {
 // the CPU runner, over the same block tables, and compares every step's
 // logits: a prefill of three sequences (one past 128 positions, so its
 // decodes split over the sequence), a prefill over a cached prefix mixed
-// with decodes and a row that wants no logits, then decode batches.
+// with decodes and a row that wants no logits, then decode batches. The
+// model of head size 64 runs its first step's attention on the tensor
+// cores (attn_prefill64) in bf16 and f16, which it checks was launched.
 func TestForwardMatchesCPU(t *testing.T) {
-	each(t, src.DTypes, func(t *testing.T, dev Device) {
+	each(t, src.DTypes, func(t *testing.T, plain Device) {
 		for i, fm := range forwardModels {
 			t.Run(fm.name, func(t *testing.T) {
 				c := fm.cfg
@@ -257,6 +288,7 @@ func TestForwardMatchesCPU(t *testing.T) {
 					}
 					m.RopeFactors = kernels.FromF32(f, 1, len(f))
 				}
+				dev := launchLog{plain, map[string]int{}}
 				m = roundMatrices(t, m, dev.DType())
 				const bs, blocks = 8, 24
 				gpuR, cpuR := runnerOn(t, m, dev), cpuRunner(t, m)
@@ -282,6 +314,9 @@ func TestForwardMatchesCPU(t *testing.T) {
 						{Tokens: tokens(10+k, 1, c.Vocab), Start: 140 + k, Blocks: tb[3], Logits: true}})
 				}
 				sameSteps(t, gpuR, cpuR, steps, kerneltest.Tolerance[dev.DType()])
+				if n := dev.kernels["attn_prefill64"]; fm.prefill && dev.DType() != src.F32 && n != c.Layers {
+					t.Errorf("attn_prefill64 launched %d times, want %d (the first step's layers)", n, c.Layers)
+				}
 			})
 		}
 	})
@@ -502,6 +537,49 @@ func TestBackendRefuses(t *testing.T) {
 		b.Begin([]batch.Row{{Tokens: make([]int32, 6), Blocks: []blockstore.BlockID{0}, Logits: true}})
 		if _, err := b.Logits(x, norm, w, 1e-5); err == nil {
 			t.Error("a step past its block table ran")
+		}
+	})
+}
+
+// TestProfileStep checks that once ProfileStep has run the largest steps
+// (40 tokens over 3 sequences), steps within them allocate no device
+// memory, where the same steps without the profile do: a prefill, and
+// decodes one of which is past 128 positions, so that attention splits
+// (the emulator claims two multiprocessors).
+func TestProfileStep(t *testing.T) {
+	each(t, []src.DType{src.BF16}, func(t *testing.T, plain Device) {
+		c := tinyModel
+		m := model.Random(c, 4)
+		steps := [][]batch.Row{{}, {}}
+		tb := seqTables(3, 24, 8)
+		for i := range 3 {
+			start := 13 + i/2 + 140*(i/2) // the third at 154
+			steps[0] = append(steps[0], batch.Row{Tokens: tokens(i, 13+i/2, c.Vocab), Start: start - 13 - i/2, Blocks: tb[i], Logits: true})
+			steps[1] = append(steps[1], batch.Row{Tokens: tokens(i+5, 1, c.Vocab), Start: start, Blocks: tb[i], Logits: true})
+		}
+		for _, profile := range []bool{true, false} {
+			dev := launchLog{plain, map[string]int{}}
+			r := runnerOn(t, m, dev)
+			if profile {
+				if err := ProfileStep(r, 40, 3, 8); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := r.NewKV(3*24, 8); err != nil {
+				t.Fatal(err)
+			}
+			before := dev.kernels["Alloc"]
+			for _, st := range steps {
+				if _, err := r.Forward(st); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if grew := dev.kernels["Alloc"] - before; profile != (grew == 0) {
+				t.Errorf("profiled %v: the steps allocated %d times", profile, grew)
+			}
+		}
+		if err := ProfileStep(runnerOn(t, m, plain), 0, 3, 8); err == nil {
+			t.Error("a profile step of no tokens ran")
 		}
 	})
 }

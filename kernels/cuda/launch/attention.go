@@ -33,6 +33,11 @@ type Attn struct {
 	// AttentionKernel would pick attn_decode: for benchmarks comparing
 	// the two.
 	Warp bool
+	// Prefill forces attn_prefill where its shape fits (head size 64 or
+	// 128, a step with Tiles) whatever the rows per tile, on an f32 pool
+	// too, whose K/V and queries it rounds to bf16: for tests and
+	// benchmarks.
+	Prefill bool
 }
 
 // The shapes attn_decode takes (decode.cu): a page size it is compiled
@@ -44,16 +49,35 @@ const (
 	decodeMaxQ       = 2048
 )
 
+// The shapes attn_prefill takes (prefill.cu): 16-bit elements (the
+// tensor cores' inputs), a head size it is compiled for, and a step whose
+// query tiles average at least prefillMinRows tokens (a step of mostly
+// decode rows is better served by the decode kernels' splits);
+// prefillRows is its packed (token, query head) rows per thread block.
+const (
+	prefillThreads = 128
+	prefillRows    = 64
+	prefillMinRows = 16
+)
+
 // AttentionKernel returns the kernel Attention launches for nHeads query
-// heads over lay with split (0: one split per row), on elements of
-// elemSize bytes: attn_decodeBS, a block per (split, KV head, row)
-// holding the whole group and loading whole pages into shared memory,
-// where the page size BS is 8, 16 or 32, a head row is a multiple of 16
-// bytes (and at most 128 elements), the group's queries fit (group ·
-// headDim ≤ 2,048) and split is a multiple of 32; else attn, a warp per
-// query head, or attn_wide for groups of more than 16.
-func AttentionKernel(lay KVLayout, nHeads, split, elemSize int) string {
+// heads over lay for step st with split (0: one split per row), on
+// elements of elemSize bytes:
+//   - attn_prefillHD, FlashAttention-2 on tensor cores over query tiles of
+//     one sequence, where elements are 16-bit, the head size HD is 64 or
+//     128 and st's query tiles (Step.Tiles) average at least 16 rows;
+//   - else attn_decodeBS, a block per (split, KV head, row) holding the
+//     whole group and loading whole pages into shared memory, where the
+//     page size BS is 8, 16 or 32, a head row is a multiple of 16 bytes
+//     (and at most 128 elements), the group's queries fit (group · headDim
+//     ≤ 2,048) and split is a multiple of 32;
+//   - else attn, a warp per query head, or attn_wide for groups of more
+//     than 16.
+func AttentionKernel(lay KVLayout, st Step, nHeads, split, elemSize int) string {
 	group, hd := nHeads/lay.KVHeads, lay.HeadDim
+	if elemSize == 2 && (hd == 64 || hd == 128) && st.NTiles > 0 && st.Rows >= prefillMinRows*st.NTiles {
+		return fmt.Sprintf("attn_prefill%d", hd)
+	}
 	switch bs := lay.BlockSize; {
 	case bs != 8 && bs != 16 && bs != 32, hd > decodeMaxHeadDim, hd*elemSize%16 != 0, group*hd > decodeMaxQ,
 		split%decodeTile != 0:
@@ -100,7 +124,9 @@ func AttnWorkspace(st Step, lay KVLayout, nHeads, split int) int {
 // whole group, where AttentionKernel allows it, else a warp per query
 // head of the group (attn, or attn_wide for groups of more than 16); with
 // several splits (decode of long contexts: more blocks in flight) a
-// second kernel merges them.
+// second kernel merges them. A step of prefill rows runs attn_prefill
+// instead, a block per (query tile, KV head, 64 packed query rows), which
+// ignores a.Split.
 func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
 	if err := errors.Join(lay.layerOK(a.Layer), st.check(), positive("query heads", a.NHeads)); err != nil {
 		return err
@@ -121,15 +147,27 @@ func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
 	var err error
 	grid, args := Dim3{ns, lay.KVHeads, st.Rows}, []uint64{P(a.Out), P(a.Partial), P(a.Q), I(a.LDQ), P(kv),
 		L(lay.BlockElems()), L(lay.LayerOffset(a.Layer)), P(st.RowPos), P(st.RowBT), P(st.BT)}
-	group, kernel := a.NHeads/lay.KVHeads, AttentionKernel(lay, a.NHeads, a.Split, d.DType().Size())
-	if a.Warp {
+	group, kernel := a.NHeads/lay.KVHeads, AttentionKernel(lay, st, a.NHeads, a.Split, d.DType().Size())
+	switch {
+	case a.Warp:
 		kernel = warpKernel(group)
+	case a.Prefill && (hd == 64 || hd == 128) && st.NTiles > 0:
+		kernel = fmt.Sprintf("attn_prefill%d", hd)
 	}
-	if !strings.HasPrefix(kernel, "attn_decode") {
-		err = d.Launch(kernel, grid, threads(32*group), append(args, I(lay.BlockSize), I(a.NHeads), I(lay.KVHeads), I(hd), I(split))...)
-	} else if kv%16 != 0 {
+	if kernel != "attn" && kernel != "attn_wide" && kv%16 != 0 {
 		return fmt.Errorf("%w: K/V pool at %#x, not on a 16-byte boundary (%s loads 16 bytes at a time)", ErrShape, uint64(kv), kernel)
-	} else {
+	}
+	switch {
+	case strings.HasPrefix(kernel, "attn_prefill"):
+		// A tile's PrefillTile tokens × group heads, in chunks of
+		// prefillRows packed rows.
+		chunks := (PrefillTile*group + prefillRows - 1) / prefillRows
+		return d.Launch(kernel, Dim3{st.NTiles, lay.KVHeads, chunks}, threads(prefillThreads), P(a.Out), P(a.Q), I(a.LDQ), P(kv),
+			L(lay.BlockElems()), L(lay.LayerOffset(a.Layer)), P(st.RowPos), P(st.RowBT), P(st.BT), P(st.Tiles),
+			I(lay.BlockSize), I(a.NHeads), I(lay.KVHeads))
+	case !strings.HasPrefix(kernel, "attn_decode"):
+		err = d.Launch(kernel, grid, threads(32*group), append(args, I(lay.BlockSize), I(a.NHeads), I(lay.KVHeads), I(hd), I(split))...)
+	default:
 		err = d.Launch(kernel, grid, threads(decodeThreads), append(args, I(a.NHeads), I(lay.KVHeads), I(hd), I(split))...)
 	}
 	if err != nil || ns == 1 {

@@ -51,13 +51,17 @@ func (l KVLayout) layerOK(layer int) error {
 // another. MaxPos is the largest RowPos, which sizes the attention grid;
 // KVWork is the positions attention reads over all rows (the sum of
 // RowPos+1), which sizes its splits (ChooseSplit; 0 counts every row at
-// MaxPos).
+// MaxPos). Tiles (int32 [NTiles][2]: first row, rows) cuts each
+// sequence's rows into query tiles of at most PrefillTile for the prefill
+// kernel; a Step without them (NTiles 0) never runs it.
 type Step struct {
 	Rows          int
 	RowPos, RowBT Ptr
 	BT            Ptr
 	MaxPos        int
 	KVWork        int
+	Tiles         Ptr
+	NTiles        int
 }
 
 func (s Step) check() error {

@@ -206,3 +206,70 @@ func TestLimits(t *testing.T) {
 		}
 	}
 }
+
+// gridRecorder records each launch's grid too.
+type gridRecorder struct {
+	recorder
+	grids []Dim3
+	es    int
+}
+
+func (r *gridRecorder) DType() src.DType {
+	if r.es == 2 {
+		return src.BF16
+	}
+	return src.F32
+}
+
+func (r *gridRecorder) Launch(kernel string, grid, block Dim3, args ...uint64) error {
+	r.grids = append(r.grids, grid)
+	return r.recorder.Launch(kernel, grid, block, args...)
+}
+
+// TestPrefillKernel checks which steps launch attn_prefill (16-bit
+// elements, head size 64 or 128, query tiles of 16 rows or more on
+// average, or Prefill forcing it) with its grid of (tiles, KV heads,
+// chunks of 64 packed rows) and 128-thread block, within the GPU's limits.
+func TestPrefillKernel(t *testing.T) {
+	for _, c := range []struct {
+		hd, es, rows, tiles, nHeads, kvHeads int
+		force                                bool
+		kernel                               string
+		chunks                               int
+	}{
+		{64, 2, 1056, 17, 32, 4, false, "attn_prefill64", 8}, // TinyLlama: 64 x 8 packed rows per tile
+		{128, 2, 64, 4, 8, 8, false, "attn_prefill128", 1},
+		{128, 2, 32, 2, 28, 4, false, "attn_prefill128", 7}, // Qwen2.5-7B's group of 7
+		{64, 2, 63, 4, 32, 4, false, "attn_decode16", 0},    // under 16 rows a tile
+		{64, 4, 1056, 17, 32, 4, false, "attn_decode16", 0}, // f32 keeps exact sums
+		{64, 4, 1056, 17, 32, 4, true, "attn_prefill64", 8},
+		{80, 2, 1056, 17, 32, 4, true, "attn_decode16", 0}, // a head size it is not compiled for
+		{64, 2, 0, 0, 32, 4, true, "attn_decode16", 0},     // a Step without tiles
+	} {
+		lay := KVLayout{Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, BlockSize: 16, NumBlocks: 4}
+		st := Step{Rows: max(c.rows, 1), RowPos: 1, RowBT: 1, BT: 1, MaxPos: 2000, Tiles: 1, NTiles: c.tiles}
+		d := &gridRecorder{es: c.es}
+		a := Attn{Q: 1, LDQ: c.nHeads * c.hd, Out: 1, NHeads: c.nHeads, Prefill: c.force, Partial: 1}
+		if err := Attention(d, 256, lay, st, a); err != nil {
+			t.Fatal(err)
+		}
+		if d.launches[0] != c.kernel {
+			t.Errorf("%+v: launched %v, want %s", c, d.launches, c.kernel)
+			continue
+		}
+		if c.chunks == 0 {
+			continue
+		}
+		if want := (Dim3{c.tiles, c.kvHeads, c.chunks}); len(d.launches) != 1 || d.grids[0] != want || d.blocks[0] != (Dim3{128, 1, 1}) {
+			t.Errorf("%+v: launched %v over %v with blocks %v, want one over %v with 128 threads", c, d.launches, d.grids, d.blocks, want)
+		}
+		if err := GPULimits.Check(c.kernel, Kernel{MaxThreads: src.MaxThreads(c.kernel), Registers: 164}, d.grids[0], d.blocks[0]); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+	lay := KVLayout{Layers: 1, KVHeads: 4, HeadDim: 64, BlockSize: 16, NumBlocks: 4}
+	st := Step{Rows: 64, RowPos: 1, RowBT: 1, BT: 1, MaxPos: 63, Tiles: 1, NTiles: 1}
+	if err := Attention(&gridRecorder{es: 2}, 264, lay, st, Attn{Q: 1, LDQ: 2048, Out: 1, NHeads: 32}); !errors.Is(err, ErrShape) {
+		t.Errorf("attn_prefill on a pool at 264: %v, want ErrShape", err)
+	}
+}

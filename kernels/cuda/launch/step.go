@@ -6,18 +6,23 @@ import (
 	"github.com/prefixd/prefixd/blockstore"
 )
 
+// PrefillTile is the most tokens of one sequence in a query tile of the
+// prefill attention kernel (attn_prefill): StepBuilder cuts each
+// sequence's rows into tiles of this many.
+const PrefillTile = 64
+
 // StepBuilder gathers a step's rows on the host into the arrays Step
 // names, packed in one int32 slice so that a step costs one upload. The
 // zero value is ready; Reset reuses its memory for the next step.
 type StepBuilder struct {
-	rowPos, rowBT, bt []int32
-	packed            []int32
-	maxPos, work      int
+	rowPos, rowBT, bt, tiles []int32
+	packed                   []int32
+	maxPos, work             int
 }
 
 // Reset empties the builder.
 func (b *StepBuilder) Reset() {
-	b.rowPos, b.rowBT, b.bt, b.maxPos, b.work = b.rowPos[:0], b.rowBT[:0], b.bt[:0], 0, 0
+	b.rowPos, b.rowBT, b.bt, b.tiles, b.maxPos, b.work = b.rowPos[:0], b.rowBT[:0], b.bt[:0], b.tiles[:0], 0, 0
 }
 
 // Add appends a sequence's rows: rows query tokens at positions start,
@@ -27,7 +32,10 @@ func (b *StepBuilder) Add(table []blockstore.BlockID, blockSize, start, rows int
 	if start < 0 || rows <= 0 || blockSize <= 0 || len(table)*blockSize < start+rows || start+rows > 1<<30 {
 		return fmt.Errorf("%w: %d rows from position %d over %d blocks of %d", ErrShape, rows, start, len(table), blockSize)
 	}
-	off := int32(len(b.bt))
+	off, first := int32(len(b.bt)), len(b.rowPos)
+	for t := 0; t < rows; t += PrefillTile {
+		b.tiles = append(b.tiles, int32(first+t), int32(min(PrefillTile, rows-t)))
+	}
 	for _, id := range table[:(start+rows+blockSize-1)/blockSize] {
 		b.bt = append(b.bt, int32(id))
 	}
@@ -43,16 +51,18 @@ func (b *StepBuilder) Add(table []blockstore.BlockID, blockSize, start, rows int
 // Rows returns the rows added since Reset.
 func (b *StepBuilder) Rows() int { return len(b.rowPos) }
 
-// Packed returns RowPos, RowBT and BT one after another: the bytes to
-// upload (4 bytes each, little-endian). The slice is reused by the next
+// Packed returns RowPos, RowBT, BT and Tiles one after another: the bytes
+// to upload (4 bytes each, little-endian). The slice is reused by the next
 // call.
 func (b *StepBuilder) Packed() []int32 {
-	b.packed = append(append(append(b.packed[:0], b.rowPos...), b.rowBT...), b.bt...)
+	b.packed = append(append(append(append(b.packed[:0], b.rowPos...), b.rowBT...), b.bt...), b.tiles...)
 	return b.packed
 }
 
 // Step returns the Step for Packed's contents uploaded at base.
 func (b *StepBuilder) Step(base Ptr) Step {
 	n := Ptr(4 * len(b.rowPos))
-	return Step{Rows: len(b.rowPos), RowPos: base, RowBT: base + n, BT: base + 2*n, MaxPos: b.maxPos, KVWork: b.work}
+	bt := base + 2*n
+	return Step{Rows: len(b.rowPos), RowPos: base, RowBT: base + n, BT: bt, MaxPos: b.maxPos, KVWork: b.work,
+		Tiles: bt + Ptr(4*len(b.bt)), NTiles: len(b.tiles) / 2}
 }

@@ -70,22 +70,22 @@ DEV void store(float *p, float f) { *p = f; }
 DEV void store(elem_t *p, float f) { *p = from_f(f); }
 #endif
 
-// warp_sum and warp_max reduce over a full warp: every launch of a kernel
-// that uses them has a block size that is a multiple of 32.
-DEV float warp_sum(float v) {
+// warp_sum reduces over a full warp: every launch of a kernel that uses
+// it has a block size that is a multiple of 32.
+template <typename T> DEV T warp_sum(T v) {
 	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
 	return v;
 }
 
-// block_sum reduces v over the whole block through sh (32 floats of
+// block_sum reduces v over the whole block through sh (32 values of
 // shared memory) and returns the total to every thread.
-DEV float block_sum(float v, float *sh) {
+template <typename T> DEV T block_sum(T v, T *sh) {
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 	v = warp_sum(v);
 	if (lane == 0) sh[w] = v;
 	__syncthreads();
 	if (w == 0) {
-		v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : 0.0f;
+		v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : (T)0;
 		v = warp_sum(v);
 		if (lane == 0) sh[0] = v;
 	}

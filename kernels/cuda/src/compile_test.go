@@ -70,7 +70,9 @@ func TestCompileCached(t *testing.T) {
 // its launch bound's threads in a block's 65,536 (so the GPU can launch
 // every block size launch uses up to the bound), that attn keeps all it
 // wants under its 512-thread bound on Hopper (80 registers, where
-// attn_wide has 64 and spills), and logs each kernel's spills.
+// attn_wide has 64 and spills), that the tensor-core prefill kernels
+// (their Q fragments and output accumulators in registers: 94 and 164 on
+// both) never spill, and logs each kernel's spills.
 func TestRegistersFitBounds(t *testing.T) {
 	for _, sm := range []string{"sm_80", "sm_90"} {
 		t.Run(sm, func(t *testing.T) {
@@ -94,6 +96,11 @@ func TestRegistersFitBounds(t *testing.T) {
 			// sm_80 settles on 64 registers and spills a few bytes).
 			if r := res["attn"]; sm == "sm_90" && r.SpillStores != 0 {
 				t.Errorf("attn spills %d bytes under its 512-thread bound", r.SpillStores)
+			}
+			for _, k := range []string{"attn_prefill64", "attn_prefill128"} {
+				if r := res[k]; r.SpillStores != 0 || r.StackFrame != 0 {
+					t.Errorf("%s spills %d bytes (stack frame %d) under its 128-thread bound", k, r.SpillStores, r.StackFrame)
+				}
 			}
 		})
 	}

@@ -119,12 +119,10 @@ KERNEL void __launch_bounds__(256) gather_rows(float *out, const float *x, const
 // earlier. NaN never wins, as in sample.Argmax.
 DEV bool argmax_better(float v, int i, float bv, int bi) { return v > bv || (v == bv && i < bi); }
 
-// argmax sets out[r] to the index of row r's largest value of n, the
-// lowest on ties, 0 if every value is NaN (sample.Argmax's rule).
-KERNEL void __launch_bounds__(256) argmax(int *out, const float *x, int n) {
-	__shared__ float sv[32];
-	__shared__ int si[32];
-	const float *xr = x + (long long)blockIdx.x * n;
+// block_argmax returns, to every thread, the index of the largest of
+// xr[0..n), the lowest on ties, 0 if every value is NaN (sample.Argmax's
+// rule), through sv and si (32 each of shared memory).
+DEV int block_argmax(const float *xr, int n, float *sv, int *si) {
 	float bv = -PREFIXD_INF;
 	int bi = 0x7fffffff;
 	for (int i = threadIdx.x; i < n; i += blockDim.x)
@@ -140,6 +138,19 @@ KERNEL void __launch_bounds__(256) argmax(int *out, const float *x, int n) {
 	if (threadIdx.x == 0) {
 		for (int k = 1; k < (int)(blockDim.x >> 5); k++)
 			if (argmax_better(sv[k], si[k], bv, bi)) bv = sv[k], bi = si[k];
-		out[blockIdx.x] = bi == 0x7fffffff ? 0 : bi;
+		si[0] = bi == 0x7fffffff ? 0 : bi;
 	}
+	__syncthreads();
+	bi = si[0];
+	__syncthreads(); // nobody overwrites si before every thread has read it
+	return bi;
+}
+
+// argmax sets out[r] to the index of row r's largest value of n, the
+// lowest on ties, 0 if every value is NaN (sample.Argmax's rule).
+KERNEL void __launch_bounds__(256) argmax(int *out, const float *x, int n) {
+	__shared__ float sv[32];
+	__shared__ int si[32];
+	int best = block_argmax(x + (long long)blockIdx.x * n, n, sv, si);
+	if (threadIdx.x == 0) out[blockIdx.x] = best;
 }

@@ -52,9 +52,10 @@ DEV void ldmatrix_x2(unsigned *r, const void *p, bool trans) {
 #endif
 }
 
-// cp_async16, cp_async_commit and cp_async_wait0 are cp.async.cg of 16
+// cp_async16, cp_async_commit and cp_async_wait<N> are cp.async.cg of 16
 // bytes from global to shared memory, cp.async.commit_group and
-// cp.async.wait_group 0.
+// cp.async.wait_group N (all groups but the N most recent: 1 for double
+// buffering).
 DEV void cp_async16(void *dst, const void *src) {
 #ifndef PREFIXD_EMU
 	unsigned s = (unsigned)__cvta_generic_to_shared(dst);
@@ -72,11 +73,11 @@ DEV void cp_async_commit() {
 #endif
 }
 
-DEV void cp_async_wait0() {
+template <int N> DEV void cp_async_wait() {
 #ifndef PREFIXD_EMU
-	asm volatile("cp.async.wait_group 0;\n" ::);
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #else
-	emu::cp_async_wait(0);
+	emu::cp_async_wait(N);
 #endif
 }
 
@@ -96,7 +97,7 @@ KERNEL void __launch_bounds__(32) tc_check(float *d, const unsigned short *a, co
 	else
 		cp_async16(bs + 8 * (lane - 16), b + 8 * (lane - 16));
 	cp_async_commit();
-	cp_async_wait0();
+	cp_async_wait<0>();
 	__syncthreads();
 	unsigned af[4], bf[2], bf2[2];
 	int i = lane / 8, j = lane % 8;

@@ -9,6 +9,7 @@ import (
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/kernels/cpu"
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
+	"github.com/prefixd/prefixd/kernels/cuda/src"
 )
 
 // attnCase is one batch: each sequence has start cached positions and rows
@@ -52,6 +53,18 @@ var attnCases = []attnCase{
 		starts: []int{70}, rows: []int{1}, share: []int{0}},
 	{name: "decode page 8 head 8", kvHeads: 2, nHeads: 6, hd: 8, bs: 8, split: 32,
 		starts: []int{5, 40}, rows: []int{1, 1}, share: []int{0, 0}},
+	// attn_prefill's shapes (head sizes 64 and 128, groups of 1, 3, 4
+	// and 8; prompts cut into several query tiles, after a cached
+	// prefix, ending mid-page; decode rows in the same step; a group's
+	// packed rows crossing a chunk's edge mid-token).
+	{name: "prefill head 64 MHA", kvHeads: 2, nHeads: 2, hd: 64, bs: 16,
+		starts: []int{0, 37}, rows: []int{70, 40}, share: []int{0, 0}},
+	{name: "prefill head 128 group 4", kvHeads: 2, nHeads: 8, hd: 128, bs: 16, split: 32,
+		starts: []int{21}, rows: []int{50}, share: []int{0}},
+	{name: "prefill head 64 group 8 shared prefix", kvHeads: 1, nHeads: 8, hd: 64, bs: 8,
+		starts: []int{16, 40}, rows: []int{33, 20}, share: []int{0, 2}},
+	{name: "prefill head 64 group 3 with decodes", kvHeads: 2, nHeads: 6, hd: 64, bs: 32,
+		starts: []int{100, 5, 60}, rows: []int{1, 60, 1}, share: []int{0, 0, 1}},
 }
 
 // recorder is a Memory that records the kernels launched through it.
@@ -197,7 +210,10 @@ func (e *Env) checkPool(s *attnSetup) {
 // Attention appends each case's new K/V, checks the pool equals the CPU
 // cache, then compares attention with cpu.KVCache.Attention: through the
 // kernel launch.AttentionKernel picks (which it checks was launched) and,
-// where that is attn_decode, through attn too (Attn.Warp).
+// where that is attn_decode or attn_prefill, through attn too (Attn.Warp).
+// On f32 pools, where AttentionKernel never picks attn_prefill, the
+// prefill cases run it too (Attn.Prefill), within bf16's tolerance: it
+// rounds its inputs to bf16.
 func Attention(t *testing.T, e *Env) {
 	w := cpu.NewWorkers(2)
 	defer w.Close()
@@ -218,9 +234,10 @@ func Attention(t *testing.T, e *Env) {
 				}
 				want := make([]float32, len(q))
 				s.ref.Attention(w, s.layer, q, want, s.seqs, c.nHeads, &cpu.AttnScratch{})
-				kernel := launch.AttentionKernel(lay, c.nHeads, c.split, e.dt.Size())
+				kernel := launch.AttentionKernel(lay, s.st, c.nHeads, c.split, e.dt.Size())
+				forced := e.dt == src.F32 && strings.HasPrefix(launch.AttentionKernel(lay, s.st, c.nHeads, c.split, 2), "attn_prefill")
 				for _, warp := range []bool{false, true} {
-					if warp && !strings.HasPrefix(kernel, "attn_decode") {
+					if warp && !strings.HasPrefix(kernel, "attn_decode") && !strings.HasPrefix(kernel, "attn_prefill") {
 						break
 					}
 					out := e.alloc(rows * c.nHeads * c.hd * e.dt.Size())
@@ -234,6 +251,15 @@ func Attention(t *testing.T, e *Env) {
 						t.Errorf("launched %v, AttentionKernel says %s", rec.kernels, kernel)
 					}
 					e.close(fmt.Sprintf("attention (%s)", rec.kernels[0]), e.readElems(out, len(want)), want)
+				}
+				if forced {
+					out := e.alloc(rows * c.nHeads * c.hd * e.dt.Size())
+					a := launch.Attn{Q: qkv, LDQ: s.ld, Out: out, NHeads: c.nHeads, Layer: s.layer, Prefill: true}
+					e.launch(launch.Attention(e.d, s.kv, lay, s.st, a))
+					got := e.readElems(out, len(want))
+					if err := RelErr(got, want); err > Tolerance[src.BF16] {
+						t.Errorf("attention (attn_prefill forced on f32): relative error %.3g over %.0e", err, Tolerance[src.BF16])
+					}
 				}
 			}
 		})

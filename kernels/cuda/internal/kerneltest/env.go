@@ -47,7 +47,7 @@ var Tests = []Test{
 	{"Convert", Convert}, {"Embed", Embed}, {"RMSNorm", RMSNorm}, {"RoPEAdjacent", RoPEAdjacent},
 	{"RoPEHalves", RoPEHalves}, {"SwiGLU", SwiGLU}, {"AddGather", AddGather}, {"Argmax", Argmax},
 	{"Attention", Attention}, {"CopyBlocks", CopyBlocks}, {"RoPEAppendKV", RoPEAppendKV},
-	{"TensorCores", TensorCores},
+	{"TensorCores", TensorCores}, {"Sampling", Sampling},
 }
 
 // Large lists the kernel tests at the sizes of real models, which take
