@@ -97,6 +97,11 @@ func (e *Engine) check() error {
 			if s.table != nil {
 				tables = append(tables, s.table)
 				errs = append(errs, s.table.Check())
+				if s.table.Len() != s.computed {
+					// Between steps a table holds the computed positions
+					// only: rejected drafts were rolled back.
+					errs = append(errs, fmt.Errorf("a sequence's table has %d slots for %d computed positions", s.table.Len(), s.computed))
+				}
 			}
 			if s.pin.Node() != nil {
 				handles = append(handles, s.pin)
