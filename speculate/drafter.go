@@ -1,0 +1,73 @@
+package speculate
+
+// drafter is the Drafter of one sequence.
+type drafter struct {
+	s     *Speculator
+	ns    string
+	k     int
+	seq   []int32 // prompt, then every accepted token
+	pred  *predictor
+	ngram *ngramIndex
+
+	local   *trie   // Suffix: the sequence's own trie
+	active  []int32 // Suffix: local's nodes of seq's suffixes
+	matched []int32 // Suffix: a buffer for the namespace trie's matches
+	space   *space  // Suffix: the namespace's finished sequences, once it has any
+}
+
+// Draft implements Drafter: the prediction's drafts if it has any, else the
+// mode's.
+func (d *drafter) Draft(dst []int32, k int) ([]int32, bool) {
+	k = min(k, d.k)
+	if k <= 0 {
+		return dst, false
+	}
+	if d.pred != nil {
+		if out := d.pred.draft(dst, d.seq, k); len(out) > len(dst) {
+			return out, true
+		}
+	}
+	switch {
+	case d.ngram != nil:
+		return d.ngram.draft(dst, d.seq, k), false
+	case d.local != nil:
+		return d.suffixDraft(dst, k), false
+	}
+	return dst, false
+}
+
+// Accept implements Drafter.
+func (d *drafter) Accept(tokens []int32) {
+	if d.pred != nil {
+		d.pred.accept(tokens)
+	}
+	for _, t := range tokens {
+		d.seq = append(d.seq, t)
+		if d.ngram != nil {
+			d.ngram.grew(d.seq)
+		}
+		if d.local != nil {
+			d.active = d.local.extend(d.active, t)
+		}
+	}
+}
+
+// suffixDraft drafts from the better of the sequence's own trie and its
+// namespace's, the own on ties.
+func (d *drafter) suffixDraft(dst []int32, k int) []int32 {
+	cfg := &d.s.cfg
+	own := d.local.choose(d.active, k, cfg.MaxSpecFactor, cfg.MinTokenProb)
+	if d.space == nil {
+		d.space = d.s.space(d.ns, false)
+	}
+	if sp := d.space; sp != nil {
+		sp.mu.RLock()
+		defer sp.mu.RUnlock()
+		tail := d.seq[max(0, len(d.seq)-cfg.MaxDepth):]
+		d.matched = sp.trie.match(tail, d.matched)
+		if c := sp.trie.choose(d.matched, k, cfg.MaxSpecFactor, cfg.MinTokenProb); c.score > own.score {
+			return sp.trie.follow(dst, c.node, c.n)
+		}
+	}
+	return d.local.follow(dst, own.node, own.n)
+}
