@@ -44,8 +44,11 @@ type Speculator interface {
 	Finished(ns string, tokens []int32)
 }
 
-// Drafter drafts the continuation of one sequence.
-type Drafter interface {
+// Drafter drafts the continuation of one sequence. It is an alias of an
+// unnamed interface type, as package speculate declares its own, so the
+// two are one type and speculate.Speculator implements Speculator
+// without either package importing the other.
+type Drafter = interface {
 	// Draft appends to dst up to k tokens proposed to follow the sequence so far and returns it;
 	// predicted reports that they came from the request's predicted output.
 	Draft(dst []int32, k int) (drafts []int32, predicted bool)
