@@ -71,6 +71,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&h.workload, "workload", bench.HTTPSharedPrefix, "with --http: "+strings.Join(bench.HTTPWorkloads, ", "))
 	fs.Float64Var(&h.rate, "rate", 0, "with --http: open-loop arrivals per second (chat: conversations started); 0: the workload's own")
 	fs.DurationVar(&h.soak, "soak", 0, "with --http: repeat the workload for this long (at most "+bench.MaxSoak.String()+"), drain, and fail if the server still holds blocks")
+	specMode := fs.Bool("speculative", false, "run the speculative decoding comparison (off vs on, side by side: agent loop, code edit with a prediction, concurrent sequences, a back-off sweep) on --model instead of the suite")
+	specTokens := fs.Int("speculative-tokens", 128, "with --speculative: output tokens per request")
 	fs.BoolVar(&h.chatAPI, "chat-api", false, "with --http --workload chat: send the conversations as OpenAI messages to /v1/chat/completions (the server's chat template renders them) instead of token IDs to /generate_stream")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
@@ -100,6 +102,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		if isSet(fs, name) {
 			return usagef("--%s needs --http", name)
 		}
+	}
+	if *specMode {
+		return benchSpeculative(*modelName, *threads, dev, *specTokens, *seed, *out, args, stdout, stderr)
 	}
 	var names []string
 	if *only != "" {
@@ -170,6 +175,42 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return os.WriteFile(*md, []byte(bench.SpliceMarkdown(string(doc), rep.Markdown(rel))), 0o644)
+}
+
+// benchSpeculative runs `prefixd bench --speculative`: the table on
+// stdout and OUT/speculative.json.
+func benchSpeculative(modelName string, threads int, dev deviceFlags, tokens int, seed uint64, out string, args []string, stdout, stderr io.Writer) error {
+	if tokens < 2 {
+		return usagef("--speculative-tokens %d: want at least 2", tokens)
+	}
+	m, eos, closeModel, err := benchModel(modelName, threads, dev, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeModel()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := bench.RunSpeculative(ctx, bench.SpecConfig{Model: m, EOS: eos, Tokens: tokens, Seed: seed}, stderr)
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteSpecTable(stdout, res); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(out, "speculative.json")
+	report := struct {
+		Command string             `json:"command"`
+		Model   string             `json:"model"`
+		Results []bench.SpecResult `json:"results"`
+	}{"prefixd bench " + strings.Join(args, " "), modelName, res}
+	if err := writeJSON(path, report); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "wrote %s\n", path)
+	return nil
 }
 
 // writeFile creates path and writes it with fn.
