@@ -10,6 +10,7 @@ import (
 
 	"github.com/prefixd/prefixd/grammar"
 	"github.com/prefixd/prefixd/model"
+	"github.com/prefixd/prefixd/speculate"
 )
 
 // testSpec is a test Speculator: its drafters propose the continuation of
@@ -458,6 +459,56 @@ func TestSpeculationBacksOff(t *testing.T) {
 			if d := e.Stats().SpecDrafts; (rows == 3) != (d == 0) {
 				t.Fatalf("SpecMaxRows %d, 4 decoding together: %d drafts", rows, d)
 			}
+		})
+	}
+}
+
+// package speculate's Speculator is the engine's.
+var _ Speculator = (*speculate.Speculator)(nil)
+
+// TestSpeculateDraftersOnStories260K runs package speculate's drafters
+// (ngram and suffix) on stories260K, the trained model, from BOS: the
+// output is the same as without speculation, and the log gives each
+// mode's acceptance on the model's own text (suffix on a second request,
+// after the first has finished in its namespace). A third request, in
+// another namespace, must draft exactly as the first did: nothing of
+// namespace a's history reaches it.
+func TestSpeculateDraftersOnStories260K(t *testing.T) {
+	m, err := model.Load(sharedModelPath(t, "stories260K.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Namespace: "a", Prompt: []int32{1}, MaxTokens: 200, IgnoreEOS: true}
+	want := run(t, realEngine(t, m, nil), req).Tokens
+	for _, mode := range []speculate.Mode{speculate.Ngram, speculate.Suffix} {
+		t.Run(mode.String(), func(t *testing.T) {
+			spec, err := speculate.New(speculate.Config{Mode: mode, K: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := realEngine(t, m, func(c *Config) { c.Speculator, c.SpecTokens = spec, 4 })
+			var first [2]uint64
+			for i, ns := range []string{"a", "a", "b"} {
+				before := e.Stats()
+				r := req
+				r.Namespace = ns
+				if got := run(t, e, r).Tokens; !slices.Equal(got, want) {
+					t.Fatalf("request %d: %v, want %v", i, got, want)
+				}
+				st := e.Stats()
+				drafted, accepted := st.SpecDraftTokens-before.SpecDraftTokens, st.SpecAcceptedTokens-before.SpecAcceptedTokens
+				t.Logf("%s, request %d (namespace %s): %d drafted, %d accepted (%.2f), %d steps for %d tokens",
+					mode, i, ns, drafted, accepted, float64(accepted)/max(1, float64(drafted)), st.Steps-before.Steps, len(want))
+				switch {
+				case i == 0:
+					first = [2]uint64{drafted, accepted}
+				case mode == speculate.Suffix && i == 1 && accepted < uint64(len(want))/2:
+					t.Fatalf("suffix on a repeated request: %d of %d tokens accepted", accepted, len(want))
+				case i == 2 && first != [2]uint64{drafted, accepted}:
+					t.Fatalf("namespace b drafted %d and had %d accepted; namespace a's first request %v", drafted, accepted, first)
+				}
+			}
+			checkDrained(t, e)
 		})
 	}
 }

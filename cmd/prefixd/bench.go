@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,6 +74,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&h.soak, "soak", 0, "with --http: repeat the workload for this long (at most "+bench.MaxSoak.String()+"), drain, and fail if the server still holds blocks")
 	specMode := fs.Bool("speculative", false, "run the speculative decoding comparison (off vs on, side by side: agent loop, code edit with a prediction, concurrent sequences, a back-off sweep) on --model instead of the suite")
 	specTokens := fs.Int("speculative-tokens", 128, "with --speculative: output tokens per request")
+	specK := fs.Int("speculative-k", 0, fmt.Sprintf("with --speculative: tokens drafted per step, 1 to %d; 0: the server's default", engine.MaxSpecTokens))
+	specRounds := fs.Int("speculative-rounds", 2, "with --speculative: off/on pairs per case (ABBA order), the fastest of each mode kept")
+	specRows := fs.String("speculative-rows", "1,2,4,8,16", "with --speculative: the concurrencies of the back-off sweep, comma-separated; empty: no sweep")
 	fs.BoolVar(&h.chatAPI, "chat-api", false, "with --http --workload chat: send the conversations as OpenAI messages to /v1/chat/completions (the server's chat template renders them) instead of token IDs to /generate_stream")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
@@ -104,7 +108,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *specMode {
-		return benchSpeculative(*modelName, *threads, dev, *specTokens, *seed, *out, args, stdout, stderr)
+		sc := bench.SpecConfig{Tokens: *specTokens, K: *specK, Seed: *seed, Rows: []int{}, Rounds: *specRounds}
+		return benchSpeculative(*modelName, *threads, dev, sc, *specRows, *out, args, stdout, stderr)
 	}
 	var names []string
 	if *only != "" {
@@ -179,9 +184,22 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 
 // benchSpeculative runs `prefixd bench --speculative`: the table on
 // stdout and OUT/speculative.json.
-func benchSpeculative(modelName string, threads int, dev deviceFlags, tokens int, seed uint64, out string, args []string, stdout, stderr io.Writer) error {
-	if tokens < 2 {
-		return usagef("--speculative-tokens %d: want at least 2", tokens)
+func benchSpeculative(modelName string, threads int, dev deviceFlags, sc bench.SpecConfig, rows, out string, args []string, stdout, stderr io.Writer) error {
+	if sc.Tokens < 2 {
+		return usagef("--speculative-tokens %d: want at least 2", sc.Tokens)
+	}
+	if sc.K < 0 || sc.K > engine.MaxSpecTokens {
+		return usagef("--speculative-k %d: want 0 to %d", sc.K, engine.MaxSpecTokens)
+	}
+	for r := range strings.SplitSeq(rows, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(r))
+		if r == "" {
+			continue
+		}
+		if err != nil || n < 1 {
+			return usagef("--speculative-rows: %q is not a positive count", r)
+		}
+		sc.Rows = append(sc.Rows, n)
 	}
 	m, eos, closeModel, err := benchModel(modelName, threads, dev, stderr)
 	if err != nil {
@@ -190,7 +208,8 @@ func benchSpeculative(modelName string, threads int, dev deviceFlags, tokens int
 	defer closeModel()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	res, err := bench.RunSpeculative(ctx, bench.SpecConfig{Model: m, EOS: eos, Tokens: tokens, Seed: seed}, stderr)
+	sc.Model, sc.EOS = m, eos
+	res, err := bench.RunSpeculative(ctx, sc, stderr)
 	if err != nil {
 		return err
 	}
