@@ -64,17 +64,12 @@ type specRun struct {
 //   - rows-R: R requests at once with back-off off, for R in Rows: where
 //     verification stops paying (the default --speculative-max-rows).
 func RunSpeculative(ctx context.Context, cfg SpecConfig, log io.Writer) ([]SpecResult, error) {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&cfg.Tokens, 128)
-	def(&cfg.Prompt, 64)
-	def(&cfg.Repeats, 3)
-	def(&cfg.Concurrent, 16)
-	def(&cfg.K, 4)
-	def(&cfg.Rounds, 2)
+	orDefault(&cfg.Tokens, 128)
+	orDefault(&cfg.Prompt, 64)
+	orDefault(&cfg.Repeats, 3)
+	orDefault(&cfg.Concurrent, 16)
+	orDefault(&cfg.K, 4)
+	orDefault(&cfg.Rounds, 2)
 	if cfg.Rows == nil {
 		cfg.Rows = []int{1, 2, 4, 8, 16}
 	}
