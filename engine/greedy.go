@@ -17,8 +17,9 @@ type GreedyModel interface {
 // whose next token is the argmax of the raw logits (a greedy sampler
 // with no bias or penalty, no log-probabilities asked, not a beam and
 // not a request whose other choices sample from the same logits) come
-// back as ids; sc.greedy marks them, one entry per logits row (Row.LogitRows
-// of each row; all false on another Model, whose ids are nil).
+// back as ids; sc.greedy marks them, one entry per logits row
+// (Row.LogitRows of each row; all false on another Model, whose ids are
+// nil).
 func (sc *scheduler) forward() ([]float32, []int32, error) {
 	sc.greedy = sc.greedy[:0]
 	gm := sc.gm
@@ -50,8 +51,9 @@ func (sc *scheduler) forward() ([]float32, []int32, error) {
 // logits hold NaN or an infinity.
 const nonFiniteID = -2
 
-// greedyID returns the model's token for the li-th logits row when the row came back as one (nonFiniteID if its logits were not
-// finite), else -1: its sampler draws from the row's logits.
+// greedyID returns the model's token for the li-th logits row when the
+// row came back as one (nonFiniteID if its logits were not finite), else
+// -1: its sampler draws from the row's logits.
 func (sc *scheduler) greedyID(li int, ids []int32) int32 {
 	if ids != nil && sc.greedy[li] {
 		return ids[li]
