@@ -76,7 +76,8 @@ func (e *Engine) Prefixes(limit int) (out []kvcache.Prefix, err error) {
 
 // Check runs the invariant checkers of the block pool, the prefix tree
 // and the eviction manager (which checks the other two), and every
-// sequence's block table; then it recounts every block's references from
+// sequence's block table (which holds its computed positions and no more:
+// a speculative step's rejected drafts were rolled back); then it recounts every block's references from
 // the sequences' tables (+1 when cached) and every tree node's pins from
 // the sequences' handles plus operator pins. It is O(pool + tree +
 // sequences' blocks).

@@ -4,7 +4,8 @@
 // sequences, admits waiting requests (reusing their cached prefixes), runs
 // one forward pass over a batch of decode rows and prefill chunks under a
 // token budget, samples, and appends; blocks that fill are inserted into the
-// prefix cache at once.
+// prefix cache at once. With a Speculator, decode rows also verify drafted
+// tokens (speculative decoding, see speculative.go).
 package engine
 
 import (
