@@ -125,12 +125,12 @@ type Config struct {
 	// Prediction only counts as rejected in their usage.
 	Speculator Speculator
 	// SpecTokens (K) is the most tokens a sequence drafts per step; default
-	// 4 with a Speculator, at most MaxSpecTokens.
+	// 3 with a Speculator, at most MaxSpecTokens.
 	SpecTokens int
 	// SpecMaxRows is the most decode rows a step may have and still
 	// draft: beyond it a step is bound by compute, where verifying drafts
-	// costs about what it saves. Default 8 (see README); negative: no
-	// limit.
+	// costs about what it saves. Default 4 (see defaultSpecMaxRows);
+	// negative: no limit.
 	SpecMaxRows int
 
 	Clock    clock.Clock // default: the system clock
