@@ -125,7 +125,7 @@ type Config struct {
 	// Prediction only counts as rejected in their usage.
 	Speculator Speculator
 	// SpecTokens (K) is the most tokens a sequence drafts per step; default
-	// 3 with a Speculator, at most MaxSpecTokens.
+	// 7 with a Speculator, at most MaxSpecTokens.
 	SpecTokens int
 	// SpecMaxRows is the most decode rows a step may have and still
 	// draft: beyond it a step is bound by compute, where verifying drafts

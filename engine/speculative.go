@@ -60,14 +60,16 @@ type Drafter = interface {
 // MaxSpecTokens bounds Config.SpecTokens.
 const MaxSpecTokens = 16
 
-// Speculation defaults (see Config). K = 3 makes a verify row 4 tokens,
-// one pass of the CPU's four-row quantized kernels (5 would add a pass of
-// the one-row kernels). Steps of more than 4 decoding sequences draft
-// nothing: on the 110M Q8_0 model (2-core Zen 5, shared) verification
-// gained 1.20x CPU time per token at 1 row, lost 6-8% at 2 and 4 rows and
-// 13% at 8 (acceptance 0.7-0.85; see README, Speculative decoding).
+// Speculation defaults (see Config), from the measurements in README's
+// Speculative decoding. K = 7 makes a verify row 8 tokens, one pass of the
+// CPU's eight-row quantized kernels or its GEMM (a 5-token row would add a
+// pass of the one-row kernels): on the 110M F16 model the agent loop gained
+// 2.5-2.7x per CPU second with K = 7, 1.55x with K = 3. Steps of more than
+// 4 decoding sequences draft nothing: at 8 the gain fell to 1.16x with
+// every draft accepted (F16), and below 1 from 2 rows at acceptance
+// 0.7-0.85 (Q8_0, K = 3); the per-sequence back-off covers the rest.
 const (
-	defaultSpecTokens  = 3
+	defaultSpecTokens  = 7
 	defaultSpecMaxRows = 4
 )
 

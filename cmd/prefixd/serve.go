@@ -121,7 +121,7 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.StringVar(&o.prefixCache, "prefix-cache", "on", "prefix cache: on or off")
 	fs.BoolVar(&o.cachedFirst, "cached-first", false, "admit waiting requests with the longest cached prefix first")
 	fs.StringVar(&o.speculative, "speculative", "off", "speculative decoding's drafts besides a request's prediction (which drafts in every mode): off; ngram (prompt lookup in the sequence's own prompt and output); suffix (also the same namespace's earlier outputs)")
-	fs.IntVar(&o.specTokens, "num-speculative-tokens", 3, fmt.Sprintf("most tokens drafted per sequence and step, 1 to %d", engine.MaxSpecTokens))
+	fs.IntVar(&o.specTokens, "num-speculative-tokens", 7, fmt.Sprintf("most tokens drafted per sequence and step, 1 to %d", engine.MaxSpecTokens))
 	fs.IntVar(&o.specMaxRows, "speculative-max-rows", 4, "speculate only in steps of at most this many decoding sequences: beyond it a step is compute-bound and verifying drafts costs about what it saves; -1: no limit")
 	fs.StringVar(&o.adminToken, "admin-token", "", "bearer token of the /v1/cache admin endpoints; empty disables them")
 	fs.BoolVar(&o.publicStats, "public-stats", false, "with --api-keys, serve /metrics and /v1/stats without a key (by default they need an API key or the admin token)")
