@@ -20,7 +20,7 @@ type SpecConfig struct {
 	Prompt     int    // prompt tokens; default 64
 	Repeats    int    // timed repeats of the agent-loop request; default 3
 	Concurrent int    // sequences of the concurrent case; default 16
-	K          int    // drafted tokens per step; default 4
+	K          int    // drafted tokens per step; default 7, the server's
 	Rows       []int  // concurrencies of the back-off sweep; nil: 1, 2, 4, 8, 16
 	Rounds     int    // off/on pairs per case, in ABBA order, the best of each kept; default 2
 	Seed       uint64 // prompt generator seed
@@ -73,7 +73,7 @@ func RunSpeculative(ctx context.Context, cfg SpecConfig, log io.Writer) ([]SpecR
 	orDefault(&cfg.Prompt, 64)
 	orDefault(&cfg.Repeats, 3)
 	orDefault(&cfg.Concurrent, 16)
-	orDefault(&cfg.K, 4)
+	orDefault(&cfg.K, 7)
 	orDefault(&cfg.Rounds, 2)
 	if cfg.Rows == nil {
 		cfg.Rows = []int{1, 2, 4, 8, 16}

@@ -15,10 +15,11 @@ import (
 // positions, the logits that feeding the same tokens one step at a time
 // gives, within the rounding of the kernels (a product's summation order
 // depends on its row count: float32 on stories260K, the trained model;
-// on a random Q8_0 GGUF, genmodel's type, the integer kernels quantize
-// the activations per row count, and a prompt prefilled at once differs
-// from the same tokens fed one at a time by 0.8% of the largest logit
-// too). The row runs beside a prefill chunk that wants no logits and a
+// on a random Q8_0 GGUF, genmodel's type, the integer kernels of 1, 2, 4
+// and 8 rows sum a row's blocks in different orders, and the next
+// product's 8-bit activations turn those last-bit differences into whole
+// quantization steps: a prompt prefilled at once differs from the same
+// tokens fed one at a time by 0.8% of the largest logit too). The row runs beside a prefill chunk that wants no logits and a
 // decode, so Narrow packs rows from the middle of the step; ForwardGreedy's
 // ids must be the argmax of each position's logits in the same batch.
 func TestDraftLogitsMatchSteps(t *testing.T) {
