@@ -9,10 +9,9 @@ type drafter struct {
 	pred  *predictor
 	ngram *ngramIndex
 
-	local   *trie   // Suffix: the sequence's own trie
-	active  []int32 // Suffix: local's nodes of seq's suffixes
-	matched []int32 // Suffix: a buffer for the namespace trie's matches
-	space   *space  // Suffix: the namespace's finished sequences, once it has any
+	local   *trie  // Suffix: the sequence's own trie, its one text seq
+	matched []at   // Suffix: a buffer for matches
+	space   *space // Suffix: the namespace's finished sequences, once it has any
 }
 
 // Draft implements Drafter: the prediction's drafts if it has any, else the
@@ -47,7 +46,7 @@ func (d *drafter) Accept(tokens []int32) {
 			d.ngram.grew(d.seq)
 		}
 		if d.local != nil {
-			d.active = d.local.extend(d.active, t)
+			d.local.grew(d.seq)
 		}
 	}
 }
@@ -56,7 +55,8 @@ func (d *drafter) Accept(tokens []int32) {
 // namespace's, the own on ties.
 func (d *drafter) suffixDraft(dst []int32, k int) []int32 {
 	cfg := &d.s.cfg
-	own := d.local.choose(d.active, k, cfg.MaxSpecFactor, cfg.MinTokenProb)
+	d.matched = d.local.ends(d.matched)
+	own := d.local.choose(d.matched, k, cfg.MaxSpecFactor, cfg.MinTokenProb)
 	if d.space == nil {
 		d.space = d.s.space(d.ns, false)
 	}
@@ -66,8 +66,8 @@ func (d *drafter) suffixDraft(dst []int32, k int) []int32 {
 		tail := d.seq[max(0, len(d.seq)-cfg.MaxDepth):]
 		d.matched = sp.trie.match(tail, d.matched)
 		if c := sp.trie.choose(d.matched, k, cfg.MaxSpecFactor, cfg.MinTokenProb); c.score > own.score {
-			return sp.trie.follow(dst, c.node, c.n)
+			return sp.trie.follow(dst, c.a, c.n)
 		}
 	}
-	return d.local.follow(dst, own.node, own.n)
+	return d.local.follow(dst, own.a, own.n)
 }

@@ -104,6 +104,16 @@ func fuzzBody(t *testing.T, data []byte) {
 		if err := s.Check(); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
+		if local := seqs[len(seqs)-1].d.(*drafter).local; local != nil {
+			fresh := newTrie(cfg.MaxDepth)
+			fresh.add(local.texts[0])
+			if err := local.check(); err != nil {
+				t.Fatalf("step %d: a drafter's trie: %v", step, err)
+			}
+			if err := sameTrie(local, fresh); err != nil {
+				t.Fatalf("step %d: a drafter's trie: %v", step, err)
+			}
+		}
 	}
 }
 

@@ -48,10 +48,8 @@ type Speculator struct {
 // space is one namespace's finished sequences and their trie.
 type space struct {
 	mu     sync.RWMutex
-	trie   *trie
-	seqs   [][]int32 // oldest first
-	tokens int       // the sum of len(seqs)
-	evicts int       // sequences evicted for the quota
+	trie   *trie // its texts are the sequences, oldest first
+	evicts int   // sequences evicted for the quota
 }
 
 // New returns a Speculator for cfg, or an error wrapping ErrConfig that
@@ -84,11 +82,8 @@ func (s *Speculator) NewDrafter(ns string, prompt, prediction []int32) Drafter {
 		}
 	case Suffix:
 		d.local = newTrie(s.cfg.MaxDepth)
-		d.active = make([]int32, 0, s.cfg.MaxDepth)
-		d.matched = make([]int32, 0, s.cfg.MaxDepth)
-		for _, t := range d.seq {
-			d.active = d.local.extend(d.active, t)
-		}
+		d.local.add(d.seq)
+		d.matched = make([]at, 0, s.cfg.MaxDepth)
 	}
 	return d
 }
@@ -108,16 +103,10 @@ func (s *Speculator) Finished(ns string, tokens []int32) {
 	seq := slices.Clone(tokens[max(0, len(tokens)-s.cfg.MaxNamespaceTokens):])
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	for sp.tokens+len(seq) > s.cfg.MaxNamespaceTokens {
-		old := sp.seqs[0]
-		sp.seqs[0] = nil
-		sp.seqs = sp.seqs[1:]
-		sp.tokens -= len(old)
+	for sp.trie.tokens+len(seq) > s.cfg.MaxNamespaceTokens {
+		sp.trie.removeOldest()
 		sp.evicts++
-		sp.trie.remove(old)
 	}
-	sp.seqs = append(sp.seqs, seq)
-	sp.tokens += len(seq)
 	sp.trie.add(seq)
 }
 
@@ -160,8 +149,8 @@ func (s *Speculator) Stats() Stats {
 	st := Stats{Namespaces: len(s.spaces), Turned: s.turned}
 	for _, sp := range s.spaces {
 		sp.mu.RLock()
-		st.Sequences += len(sp.seqs)
-		st.Tokens += sp.tokens
+		st.Sequences += len(sp.trie.texts)
+		st.Tokens += sp.trie.tokens
 		st.Nodes += sp.trie.live()
 		st.Evicted += sp.evicts
 		sp.mu.RUnlock()
