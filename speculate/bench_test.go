@@ -26,19 +26,21 @@ func phrases(seed uint64, n int) []int32 {
 	return out[:n]
 }
 
-// benchDrafter returns a drafter over a 2048-token prompt; in Suffix mode
-// its namespace holds 16 finished sequences of 1024 tokens of the same
-// kind of text first.
+// benchDrafter returns a drafter over a 2048-token prompt, with the text
+// that follows it as the prediction if withPrediction; in Suffix mode its
+// namespace holds 16 finished sequences of 1024 tokens of the same kind of
+// text first.
 func benchDrafter(tb testing.TB, mode Mode, withPrediction bool) (*Speculator, Drafter) {
 	s := mustNew(tb, Config{Mode: mode, K: 8})
 	for i := range 16 {
 		s.Finished("ns", phrases(uint64(100+i), 1024))
 	}
+	text := phrases(1, 4096)
 	var pred []int32
 	if withPrediction {
-		pred = phrases(7, 2048)
+		pred = text[2048:]
 	}
-	return s, s.NewDrafter("ns", phrases(1, 2048), pred)
+	return s, s.NewDrafter("ns", text[:2048], pred)
 }
 
 var benchModes = []struct {
@@ -53,7 +55,6 @@ func BenchmarkDraft(b *testing.B) {
 	for _, bm := range benchModes {
 		b.Run(bm.name, func(b *testing.B) {
 			_, d := benchDrafter(b, bm.mode, bm.pred)
-			d.Accept(phrases(7, 5)) // into the prediction's text: a match to resynchronize on
 			dst := make([]int32, 0, 8)
 			drafted := 0
 			b.ReportAllocs()
@@ -140,10 +141,19 @@ func BenchmarkFinished(b *testing.B) {
 func TestDraftAllocatesNothing(t *testing.T) {
 	for _, bm := range benchModes {
 		_, d := benchDrafter(t, bm.mode, bm.pred)
-		d.Accept(phrases(7, 5))
 		dst := make([]int32, 0, 8)
 		if n := testing.AllocsPerRun(100, func() { d.Draft(dst[:0], 8) }); n != 0 {
 			t.Errorf("%s: Draft allocates %v times", bm.name, n)
 		}
+		if out, _ := d.Draft(dst[:0], 8); len(out) == 0 {
+			t.Errorf("%s: nothing drafted", bm.name)
+		}
+	}
+	// A prediction the output has left, with no tail to resume at: every
+	// Draft searches again.
+	_, d := benchDrafter(t, Off, true)
+	d.Accept([]int32{600, 601, 602})
+	if n := testing.AllocsPerRun(100, func() { d.Draft(nil, 8) }); n != 0 {
+		t.Errorf("resynchronizing: Draft allocates %v times", n)
 	}
 }
