@@ -157,3 +157,21 @@ func TestDraftAllocatesNothing(t *testing.T) {
 		t.Errorf("resynchronizing: Draft allocates %v times", n)
 	}
 }
+
+// BenchmarkDraftBesideNamespace measures a Suffix Draft in namespace a
+// while namespace b is empty and while b holds its whole quota of text:
+// the times should be equal within noise, as a lookup reads a's trie alone.
+func BenchmarkDraftBesideNamespace(b *testing.B) {
+	for _, full := range []bool{false, true} {
+		b.Run(fmt.Sprintf("b-full=%v", full), func(b *testing.B) {
+			s, d := benchDrafter(b, Suffix, false)
+			for i := 0; full && s.Stats().Tokens < 16*1024+DefaultMaxNamespaceTokens-1024; i++ {
+				s.Finished("b", phrases(uint64(100+i%16), 1024)) // a's very text
+			}
+			dst := make([]int32, 0, 8)
+			for b.Loop() {
+				d.Draft(dst[:0], 8)
+			}
+		})
+	}
+}

@@ -37,6 +37,9 @@ func (d *drafter) Draft(dst []int32, k int) ([]int32, bool) {
 
 // Accept implements Drafter.
 func (d *drafter) Accept(tokens []int32) {
+	if d.pred == nil && d.ngram == nil && d.local == nil {
+		return // Off with no prediction
+	}
 	if d.pred != nil {
 		d.pred.accept(tokens)
 	}

@@ -70,7 +70,11 @@ func (s *Speculator) Config() Config { return s.cfg }
 // none). It copies what it keeps of prompt and prediction. Its cost is
 // linear in their lengths (times MaxDepth in Suffix mode).
 func (s *Speculator) NewDrafter(ns string, prompt, prediction []int32) Drafter {
-	d := &drafter{s: s, ns: ns, k: s.cfg.K, seq: slices.Clone(prompt)}
+	d := &drafter{s: s, ns: ns, k: s.cfg.K}
+	if s.cfg.Mode == Off && len(prediction) == 0 {
+		return d // nothing to draft from: keep nothing
+	}
+	d.seq = slices.Clone(prompt)
 	if len(prediction) > 0 {
 		d.pred = newPredictor(prediction, s.cfg.NgramMin, s.cfg.NgramMax)
 	}
