@@ -50,7 +50,8 @@ var benchModes = []struct {
 }{{"prediction", Off, true}, {"ngram", Ngram, false}, {"suffix", Suffix, false}}
 
 // BenchmarkDraft measures one Draft of up to 8 tokens; BenchmarkAccept one
-// Accept of one token (the sequence grows by b.N tokens).
+// Accept of one token, into sequences of a 2048-token prompt and up to 4096
+// tokens of output.
 func BenchmarkDraft(b *testing.B) {
 	for _, bm := range benchModes {
 		b.Run(bm.name, func(b *testing.B) {
@@ -70,11 +71,16 @@ func BenchmarkDraft(b *testing.B) {
 func BenchmarkAccept(b *testing.B) {
 	for _, bm := range benchModes {
 		b.Run(bm.name, func(b *testing.B) {
-			_, d := benchDrafter(b, bm.mode, bm.pred)
-			text := phrases(3, 1<<16)
+			text := phrases(3, 4096)
+			var d Drafter
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
+				if i%len(text) == 0 { // a new sequence every 4096 tokens, as long as real ones
+					b.StopTimer()
+					_, d = benchDrafter(b, bm.mode, bm.pred)
+					b.StartTimer()
+				}
 				d.Accept(text[i%len(text) : i%len(text)+1])
 				i++
 			}
