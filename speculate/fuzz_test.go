@@ -67,6 +67,7 @@ func fuzzBody(t *testing.T, data []byte) {
 		t.Fatal(err)
 	}
 	cfg = s.Config()
+	rebase := int32(1 + r.next()%4) // renumber texts often
 	spaces := map[string]*naiveSpace{}
 	names := []string{"a", "b", "c"}
 	var seqs []*fuzzSeq
@@ -87,6 +88,9 @@ func fuzzBody(t *testing.T, data []byte) {
 		case op == 2:
 			ns := names[r.next()%3]
 			seq := r.tokens(20, 5)
+			if sp := s.space(ns, false); sp != nil {
+				sp.trie.rebase = rebase
+			}
 			s.Finished(ns, seq)
 			if cfg.Mode == Suffix && len(seq) > 0 {
 				if spaces[ns] == nil && len(spaces) < cfg.MaxNamespaces {

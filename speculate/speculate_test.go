@@ -218,6 +218,9 @@ func TestEvictionKeepsQuotaPerNamespace(t *testing.T) {
 	s := mustNew(t, Config{Mode: Suffix, MaxDepth: 4, MaxNamespaceTokens: 10, MaxNamespaces: 2})
 	for i := range int32(20) {
 		s.Finished("a", []int32{i, i + 1, i + 2, 99})
+		if i == 0 {
+			s.space("a", false).trie.rebase = 3 // renumber the texts every third eviction
+		}
 		if err := s.Check(); err != nil {
 			t.Fatalf("after %d: %v", i, err)
 		}

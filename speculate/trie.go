@@ -39,12 +39,13 @@ type trie struct {
 	kids   map[uint64]int32 // (parent, token) to child
 	texts  [][]int32        // text base+i is texts[i]
 	base   int32
+	rebase int32   // the base at which texts are numbered from 0 again
 	tokens int     // the sum of len(texts)
 	active []int32 // the nodes of the newest text's suffixes (see extend)
 }
 
 func newTrie(depth int) *trie {
-	t := &trie{depth: int32(depth), kids: make(map[uint64]int32), active: make([]int32, 0, depth)}
+	t := &trie{depth: int32(depth), kids: make(map[uint64]int32), active: make([]int32, 0, depth), rebase: 1 << 30}
 	t.nodes = append(t.nodes, node{token: none, parent: none, best: none, child: none, next: none, prev: none, ref: none})
 	return t
 }
@@ -209,6 +210,15 @@ func (t *trie) removeOldest() {
 	t.texts = t.texts[1:]
 	t.base++
 	t.tokens -= len(seq)
+	if t.base >= t.rebase {
+		// Number the texts from 0 again before the ids overflow.
+		for i := range t.nodes {
+			if t.nodes[i].n > 0 {
+				t.nodes[i].ref -= t.base
+			}
+		}
+		t.base = 0
+	}
 }
 
 // uncount removes one occurrence of c's path, freeing c at count zero.
