@@ -8,9 +8,10 @@ import (
 // Check verifies every namespace's invariants: its token count equal to a
 // recount of its sequences and within MaxNamespaceTokens, the namespace
 // count within MaxNamespaces, its trie's structure (trie.check) and the
-// trie equal, node for node and count for count, to one built afresh from
-// the sequences it keeps, so eviction left nothing behind. It is
-// O(tokens × MaxDepth); tests call it after every operation.
+// trie holding the same paths with the same counts as one built afresh
+// from the sequences it keeps, so eviction left nothing behind. It is
+// O(tokens × MaxDepth²) and allocates; tests call it after every
+// operation.
 func (s *Speculator) Check() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

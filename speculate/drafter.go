@@ -2,12 +2,13 @@ package speculate
 
 // drafter is the Drafter of one sequence.
 type drafter struct {
-	s     *Speculator
-	ns    string
-	k     int
-	seq   []int32 // prompt, then every accepted token
-	pred  *predictor
-	ngram *ngramIndex
+	s       *Speculator
+	ns      string
+	k       int
+	seq     []int32 // prompt, then every accepted token
+	indexed int     // the tokens of seq that ngram or local holds
+	pred    *predictor
+	ngram   *ngramIndex
 
 	local   *trie  // Suffix: the sequence's own trie, its one text seq
 	matched []at   // Suffix: a buffer for matches
@@ -28,11 +29,25 @@ func (d *drafter) Draft(dst []int32, k int) ([]int32, bool) {
 	}
 	switch {
 	case d.ngram != nil:
+		d.index()
 		return d.ngram.draft(dst, d.seq, k), false
 	case d.local != nil:
+		d.index()
 		return d.suffixDraft(dst, k), false
 	}
 	return dst, false
+}
+
+// index adds at most s.chunk tokens of seq that the mode's index lacks.
+func (d *drafter) index() {
+	for end := d.indexed + 1; end <= min(len(d.seq), d.indexed+d.s.chunk); end++ {
+		if d.ngram != nil {
+			d.ngram.grew(d.seq[:end])
+		} else {
+			d.local.grew(d.seq[:end])
+		}
+	}
+	d.indexed = min(len(d.seq), d.indexed+d.s.chunk)
 }
 
 // Accept implements Drafter.
@@ -43,22 +58,19 @@ func (d *drafter) Accept(tokens []int32) {
 	if d.pred != nil {
 		d.pred.accept(tokens)
 	}
-	for _, t := range tokens {
-		d.seq = append(d.seq, t)
-		if d.ngram != nil {
-			d.ngram.grew(d.seq)
-		}
-		if d.local != nil {
-			d.local.grew(d.seq)
-		}
-	}
+	d.seq = append(d.seq, tokens...) // Draft indexes them
 }
 
 // suffixDraft drafts from the better of the sequence's own trie and its
 // namespace's, the own on ties.
 func (d *drafter) suffixDraft(dst []int32, k int) []int32 {
 	cfg := &d.s.cfg
-	d.matched = d.local.ends(d.matched)
+	tail := d.seq[max(0, len(d.seq)-cfg.MaxDepth):]
+	if d.indexed == len(d.seq) {
+		d.matched = d.local.ends(d.matched)
+	} else {
+		d.matched = d.local.match(tail, d.matched)
+	}
 	own := d.local.choose(d.matched, k, cfg.MaxSpecFactor, cfg.MinTokenProb)
 	if d.space == nil {
 		d.space = d.s.space(d.ns, false)
@@ -66,7 +78,6 @@ func (d *drafter) suffixDraft(dst []int32, k int) []int32 {
 	if sp := d.space; sp != nil {
 		sp.mu.RLock()
 		defer sp.mu.RUnlock()
-		tail := d.seq[max(0, len(d.seq)-cfg.MaxDepth):]
 		d.matched = sp.trie.match(tail, d.matched)
 		if c := sp.trie.choose(d.matched, k, cfg.MaxSpecFactor, cfg.MinTokenProb); c.score > own.score {
 			return sp.trie.follow(dst, c.a, c.n)

@@ -40,6 +40,7 @@ type Drafter = interface {
 // for Suffix mode. It is safe for concurrent use.
 type Speculator struct {
 	cfg    Config
+	chunk  int // the most tokens a Draft indexes
 	mu     sync.RWMutex
 	spaces map[string]*space
 	turned int // sequences not kept because MaxNamespaces was reached
@@ -59,16 +60,22 @@ func New(cfg Config) (*Speculator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Speculator{cfg: cfg, spaces: make(map[string]*space)}, nil
+	return &Speculator{cfg: cfg, chunk: indexChunk, spaces: make(map[string]*space)}, nil
 }
 
 // Config returns the configuration in use, defaults filled in.
 func (s *Speculator) Config() Config { return s.cfg }
 
+// indexChunk is the most tokens of its sequence a drafter indexes in one
+// Draft, so that a long prompt is indexed over a few steps instead of
+// stalling one: each costs about a microsecond (BenchmarkNewDrafter).
+const indexChunk = 1024
+
 // NewDrafter returns the drafter of one sequence of a request in namespace
 // ns, with its prompt and the request's predicted output (nil when it has
-// none). It copies what it keeps of prompt and prediction. Its cost is
-// linear in their lengths (times MaxDepth in Suffix mode).
+// none). It copies what it keeps of prompt and prediction and indexes the
+// prediction; the drafter indexes the prompt over its first Drafts, at most
+// 1024 tokens each, drafting meanwhile from what it has indexed.
 func (s *Speculator) NewDrafter(ns string, prompt, prediction []int32) Drafter {
 	d := &drafter{s: s, ns: ns, k: s.cfg.K}
 	if s.cfg.Mode == Off && len(prediction) == 0 {
@@ -81,12 +88,9 @@ func (s *Speculator) NewDrafter(ns string, prompt, prediction []int32) Drafter {
 	switch s.cfg.Mode {
 	case Ngram:
 		d.ngram = newNgramIndex(s.cfg.NgramMin, s.cfg.NgramMax)
-		for end := 2; end <= len(d.seq); end++ {
-			d.ngram.grew(d.seq[:end])
-		}
 	case Suffix:
 		d.local = newTrie(s.cfg.MaxDepth)
-		d.local.add(d.seq)
+		d.local.add(nil)
 		d.matched = make([]at, 0, s.cfg.MaxDepth)
 	}
 	return d

@@ -268,3 +268,32 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestIndexesPromptOverDrafts: a drafter indexes a long prompt a chunk per
+// Draft; meanwhile it drafts from the part indexed (after the first chunk,
+// nothing: the prompt's "4 5" comes later), then as a drafter indexed at
+// once would.
+func TestIndexesPromptOverDrafts(t *testing.T) {
+	prompt := []int32{9, 9, 9, 9, 9, 9, 4, 5, 6, 7, 8, 8, 4, 5}
+	for _, tc := range []struct {
+		mode Mode
+		want string
+	}{
+		{Ngram, "[[] [6 7 8 8] [6 7 8 8] [6 7 8 8]]"},
+		{Suffix, "[[] [6 7] [6 7] [6 7]]"}, // at most the match's 2 tokens
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			s := mustNew(t, Config{Mode: tc.mode, K: 4, NgramMin: 2})
+			s.chunk = 5
+			d := s.NewDrafter("", prompt, nil)
+			var got [][]int32
+			for range 4 {
+				out, _ := draft(t, d, 4)
+				got = append(got, out)
+			}
+			if fmt.Sprint(got) != tc.want {
+				t.Errorf("drafts %v, want %s", got, tc.want)
+			}
+		})
+	}
+}
