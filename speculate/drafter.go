@@ -75,8 +75,9 @@ func (d *drafter) suffixDraft(dst []int32, k int) []int32 {
 	if d.space == nil {
 		d.space = d.s.space(d.ns, false)
 	}
-	if sp := d.space; sp != nil {
-		sp.mu.RLock()
+	// A Finished writing the namespace at this moment (from another
+	// goroutine) is not waited for: this draft comes from the sequence alone.
+	if sp := d.space; sp != nil && sp.mu.TryRLock() {
 		defer sp.mu.RUnlock()
 		d.matched = sp.trie.match(tail, d.matched)
 		if c := sp.trie.choose(d.matched, k, cfg.MaxSpecFactor, cfg.MinTokenProb); c.score > own.score {

@@ -100,6 +100,10 @@ func (s *Speculator) NewDrafter(ns string, prompt, prediction []int32) Drafter {
 // output) for later drafts in Suffix mode, copying it; other modes ignore
 // it. A sequence longer than MaxNamespaceTokens keeps its last tokens. The
 // namespace's oldest sequences are evicted to keep it within its quota.
+// It costs about a microsecond per token (inserted or evicted); a caller
+// that cannot spend that on its hot path may call it from a goroutine of
+// its own: a Draft never waits for it, but drafts from its sequence alone
+// while its namespace is being written.
 func (s *Speculator) Finished(ns string, tokens []int32) {
 	if s.cfg.Mode != Suffix || len(tokens) == 0 {
 		return

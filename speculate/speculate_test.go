@@ -297,3 +297,23 @@ func TestIndexesPromptOverDrafts(t *testing.T) {
 		})
 	}
 }
+
+// TestDraftDoesNotWaitForFinished: while a Finished holds the namespace,
+// a Draft comes from the sequence's own text instead of waiting.
+func TestDraftDoesNotWaitForFinished(t *testing.T) {
+	s := mustNew(t, Config{Mode: Suffix, K: 4})
+	s.Finished("a", []int32{7, 8, 6, 6, 6})
+	d := s.NewDrafter("a", []int32{7, 8, 9, 7, 8, 1, 2, 5, 7, 8}, nil)
+	// "7 8" is followed by 6 6 in the namespace (probability 1), by 9 or 1
+	// in the sequence (1/2 each, 1 the lower token).
+	if got, _ := draft(t, d, 4); !slices.Equal(got, []int32{6, 6}) {
+		t.Fatalf("drafted %v, want the namespace's [6 6]", got)
+	}
+	sp := s.space("a", false)
+	sp.mu.Lock() // as a Finished in another goroutine would
+	got, _ := draft(t, d, 4)
+	sp.mu.Unlock()
+	if !slices.Equal(got, []int32{1, 2}) {
+		t.Fatalf("drafted %v while the namespace was held, want the sequence's own [1 2]", got)
+	}
+}
