@@ -23,7 +23,7 @@ func (d *drafter) Draft(dst []int32, k int) ([]int32, bool) {
 		return dst, false
 	}
 	if d.pred != nil {
-		if out := d.pred.draft(dst, d.seq, k); len(out) > len(dst) {
+		if out := d.pred.draft(dst, d.seq, k, d.s.chunk); len(out) > len(dst) {
 			return out, true
 		}
 	}

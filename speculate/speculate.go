@@ -73,9 +73,10 @@ const indexChunk = 1024
 
 // NewDrafter returns the drafter of one sequence of a request in namespace
 // ns, with its prompt and the request's predicted output (nil when it has
-// none). It copies what it keeps of prompt and prediction and indexes the
-// prediction; the drafter indexes the prompt over its first Drafts, at most
-// 1024 tokens each, drafting meanwhile from what it has indexed.
+// none). It copies what it keeps of prompt and prediction. The drafter
+// indexes the prompt over its first Drafts, and the prediction over those
+// after the output first departs from it, at most 1024 tokens each,
+// drafting meanwhile from what it has indexed.
 func (s *Speculator) NewDrafter(ns string, prompt, prediction []int32) Drafter {
 	d := &drafter{s: s, ns: ns, k: s.cfg.K}
 	if s.cfg.Mode == Off && len(prediction) == 0 {

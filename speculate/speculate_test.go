@@ -317,3 +317,22 @@ func TestDraftDoesNotWaitForFinished(t *testing.T) {
 		t.Fatalf("drafted %v while the namespace was held, want the sequence's own [1 2]", got)
 	}
 }
+
+// TestPredictionIndexedOverDrafts: after a departure, the prediction is
+// indexed a chunk per Draft, and an occurrence before the point of
+// departure is not taken while one after it may be yet to be indexed.
+func TestPredictionIndexedOverDrafts(t *testing.T) {
+	pred := []int32{9, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 7, 8}
+	s := mustNew(t, Config{NgramMin: 2, NgramMax: 2})
+	s.chunk = 4
+	d := s.NewDrafter("", nil, pred)
+	d.Accept([]int32{9, 9, 1, 2, 3, 4, 5, 6, 0, 9, 9}) // departs at 8
+	var got [][]int32
+	for range 3 {
+		out, _ := draft(t, d, 2)
+		got = append(got, out)
+	}
+	if fmt.Sprint(got) != "[[] [] [7 8]]" {
+		t.Errorf("drafts %v, want [[] [] [7 8]]: the first \"9 9\" is before the departure", got)
+	}
+}
