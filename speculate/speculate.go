@@ -11,9 +11,10 @@
 // at most MaxDepth² child-table probes and K steps in that namespace's trie
 // alone; its cost depends on other namespaces' data only through shared
 // hardware (CPU caches, the garbage collector, which never scans the
-// pointer-free tries), which is noise next to a forward pass. A namespace's
-// inserts evict only its own oldest sequences, and a namespace beyond
-// MaxNamespaces is not kept rather than evicting another's.
+// tries' pointer-free nodes and tables), which is noise next to a forward
+// pass. A namespace's inserts evict only its own oldest sequences, and a
+// namespace beyond MaxNamespaces is not kept rather than evicting
+// another's. A Draft never waits for a Finished writing its namespace.
 package speculate
 
 import (
