@@ -8,9 +8,10 @@ import (
 // Check verifies every namespace's invariants: its token count equal to a
 // recount of its sequences and within MaxNamespaceTokens, the namespace
 // count within MaxNamespaces, its trie's structure (trie.check) and the
-// trie equal, node for node and count for count, to one built afresh from
-// the sequences it keeps, so eviction left nothing behind. It is
-// O(tokens × MaxDepth); tests call it after every operation.
+// trie holding the same paths with the same counts as one built afresh
+// from the sequences it keeps, so eviction left nothing behind. It is
+// O(tokens × MaxDepth²) and allocates; tests call it after every
+// operation.
 func (s *Speculator) Check() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -29,51 +30,58 @@ func (s *Speculator) Check() error {
 }
 
 func (sp *space) check(cfg Config) error {
-	n := 0
-	for _, q := range sp.seqs {
-		n += len(q)
-	}
-	if n != sp.tokens || n > cfg.MaxNamespaceTokens {
-		return fmt.Errorf("%d tokens counted, %d recounted, limit %d", sp.tokens, n, cfg.MaxNamespaceTokens)
+	if sp.trie.tokens > cfg.MaxNamespaceTokens {
+		return fmt.Errorf("%d tokens kept, limit %d", sp.trie.tokens, cfg.MaxNamespaceTokens)
 	}
 	if err := sp.trie.check(); err != nil {
 		return err
 	}
 	fresh := newTrie(cfg.MaxDepth)
-	for _, q := range sp.seqs {
+	for _, q := range sp.trie.texts {
 		fresh.add(q)
 	}
 	return sameTrie(sp.trie, fresh)
 }
 
 // sameTrie reports the first difference of paths or counts between a and
-// b, which must each pass check.
+// b, which must each pass check; their shapes may differ (a path of one
+// occurrence may be a tail or a chain of nodes).
 func sameTrie(a, b *trie) error {
-	if a.live() != b.live() {
-		return fmt.Errorf("%d nodes, %d when rebuilt", a.live(), b.live())
+	pa, pb := a.paths(), b.paths()
+	if len(pa) != len(pb) {
+		return fmt.Errorf("%d paths, %d when rebuilt", len(pa), len(pb))
 	}
-	type pair struct{ a, b int32 }
-	stack := []pair{{0, 0}}
-	var path []int32
-	for len(stack) > 0 {
-		p := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		na, nb := &a.nodes[p.a], &b.nodes[p.b]
-		path = path[:0]
-		for c := p.a; c != 0; c = a.nodes[c].parent {
-			path = append(path, a.nodes[c].token)
-		}
-		slices.Reverse(path)
-		if na.count != nb.count || na.cont != nb.cont {
-			return fmt.Errorf("path %v: count %d cont %d, %d %d when rebuilt", path, na.count, na.cont, nb.count, nb.cont)
-		}
-		for c := na.child; c != none; c = a.nodes[c].next {
-			d := b.child(p.b, a.nodes[c].token)
-			if d == none {
-				return fmt.Errorf("path %v: child %d absent when rebuilt", path, a.nodes[c].token)
-			}
-			stack = append(stack, pair{c, d})
+	for k, v := range pa {
+		if pb[k] != v {
+			return fmt.Errorf("path %s: count and continuations %v, %v when rebuilt", k, v, pb[k])
 		}
 	}
 	return nil
+}
+
+// paths lists every path from the root, tails expanded, with its count and
+// continuation count. It is O(tokens × depth²).
+func (t *trie) paths() map[string][2]int32 {
+	out := map[string][2]int32{}
+	for c := 1; c < len(t.nodes); c++ {
+		cn := &t.nodes[c]
+		if cn.count == 0 {
+			continue // free
+		}
+		var path []int32
+		for x := int32(c); x != 0; x = t.nodes[x].parent {
+			path = append(path, t.nodes[x].token)
+		}
+		slices.Reverse(path)
+		var tail []int32
+		if cn.n > 0 {
+			tail = t.text(cn.ref)[cn.pos : cn.pos+cn.n]
+		}
+		out[fmt.Sprint(path)] = [2]int32{cn.count, cn.cont + min(cn.n, 1)}
+		for i, tok := range tail {
+			path = append(path, tok)
+			out[fmt.Sprint(path)] = [2]int32{1, min(int32(len(tail)-1-i), 1)}
+		}
+	}
+	return out
 }

@@ -67,6 +67,8 @@ func fuzzBody(t *testing.T, data []byte) {
 		t.Fatal(err)
 	}
 	cfg = s.Config()
+	rebase := int32(1 + r.next()%4) // renumber texts often
+	s.chunk = []int{1 << 30, 1, 3}[r.next()%3]
 	spaces := map[string]*naiveSpace{}
 	names := []string{"a", "b", "c"}
 	var seqs []*fuzzSeq
@@ -87,6 +89,9 @@ func fuzzBody(t *testing.T, data []byte) {
 		case op == 2:
 			ns := names[r.next()%3]
 			seq := r.tokens(20, 5)
+			if sp := s.space(ns, false); sp != nil {
+				sp.trie.rebase = rebase
+			}
 			s.Finished(ns, seq)
 			if cfg.Mode == Suffix && len(seq) > 0 {
 				if spaces[ns] == nil && len(spaces) < cfg.MaxNamespaces {
@@ -103,6 +108,16 @@ func fuzzBody(t *testing.T, data []byte) {
 		}
 		if err := s.Check(); err != nil {
 			t.Fatalf("step %d: %v", step, err)
+		}
+		if local := seqs[len(seqs)-1].d.(*drafter).local; local != nil {
+			fresh := newTrie(cfg.MaxDepth)
+			fresh.add(local.texts[0])
+			if err := local.check(); err != nil {
+				t.Fatalf("step %d: a drafter's trie: %v", step, err)
+			}
+			if err := sameTrie(local, fresh); err != nil {
+				t.Fatalf("step %d: a drafter's trie: %v", step, err)
+			}
 		}
 	}
 }
@@ -124,6 +139,12 @@ func checkDraft(t *testing.T, s *Speculator, fs *fuzzSeq, sp *naiveSpace, k int)
 		if !isPredictionDraft(fs.pred, fs.seq, got, k, cfg.NgramMin) {
 			t.Fatalf("prediction draft %v of %v does not continue the tail of %v", got, fs.pred, fs.seq)
 		}
+		return
+	}
+	if s.chunk < len(fs.seq) {
+		// The drafter may be indexing its sequence still: its drafts are the
+		// continuation of a match, but maybe not of the longest.
+		checkPartialDraft(t, cfg, fs.seq, sp, got)
 		return
 	}
 	var want []int32
@@ -170,4 +191,33 @@ func isPredictionDraft(pred, seq, draft []int32, k, minN int) bool {
 		}
 	}
 	return false
+}
+
+// checkPartialDraft checks that a Ngram or Suffix draft follows an
+// occurrence of the sequence's last m tokens in its own text or its
+// namespace's, with m at least NgramMin (Ngram) or len(draft) at most
+// MaxSpecFactor × m (Suffix).
+func checkPartialDraft(t *testing.T, cfg Config, seq []int32, sp *naiveSpace, draft []int32) {
+	t.Helper()
+	if len(draft) == 0 {
+		return
+	}
+	texts := [][]int32{seq}
+	if sp != nil && cfg.Mode == Suffix {
+		texts = append(texts, sp.seqs...)
+	}
+	m := 0 // the longest tail that draft follows somewhere
+	for n := 1; n <= len(seq); n++ {
+		if _, ok := naiveFollowers(texts, slices.Concat(seq[len(seq)-n:], draft)); ok {
+			m = n
+		}
+	}
+	switch {
+	case m == 0:
+		t.Fatalf("%v drafted %v, which follows no tail of %v", cfg.Mode, draft, seq)
+	case cfg.Mode == Ngram && m < cfg.NgramMin:
+		t.Fatalf("ngram drafted %v after a match of %d tokens", draft, m)
+	case cfg.Mode == Suffix && len(draft) > int(float64(m)*cfg.MaxSpecFactor+1e-9):
+		t.Fatalf("suffix drafted %v after a match of %d tokens, factor %v", draft, m, cfg.MaxSpecFactor)
+	}
 }

@@ -1,9 +1,6 @@
 package speculate
 
-import (
-	"cmp"
-	"slices"
-)
+import "slices"
 
 // predictor drafts from a request's predicted output (OpenAI's Predicted
 // Outputs). While the output follows the prediction it proposes the
@@ -17,32 +14,37 @@ type predictor struct {
 	pos        int  // the index in pred of the next expected token; the point of departure when !synced
 	synced     bool // the output's last tokens are pred[:pos]'s
 	minN, maxN int
-	grams      []gram // every n-gram of pred that a token follows, by hash then position
+	indexed    int              // the n-grams followed by pred[:indexed] are in grams
+	head       map[uint64]int32 // an n-gram's hash to its last entry in grams
+	grams      []gram
 	h          [maxNgramLimit]uint64
 }
 
-// gram is an n-gram of the prediction: its hash and the position after it.
-type gram struct {
-	key uint64
-	at  int32
-}
+// gram is an occurrence of an n-gram of the prediction: the position after
+// it and the entry of the previous occurrence of the same hash, or none.
+type gram struct{ at, prev int32 }
 
 func newPredictor(pred []int32, minN, maxN int) *predictor {
-	p := &predictor{pred: slices.Clone(pred), synced: true, minN: minN, maxN: maxN}
-	for end := 1; end < len(pred); end++ {
-		for n := range gramHashes(pred, end, p.h[:maxN]) {
-			if n+1 >= minN {
-				p.grams = append(p.grams, gram{p.h[n], int32(end)})
+	return &predictor{pred: slices.Clone(pred), synced: true, minN: minN, maxN: maxN, indexed: 1, head: make(map[uint64]int32)}
+}
+
+// index adds the n-grams that at most budget more tokens of the prediction
+// follow.
+func (p *predictor) index(budget int) {
+	for ; budget > 0 && p.indexed < len(p.pred); budget-- {
+		end := p.indexed
+		for n := range gramHashes(p.pred, end, p.h[:p.maxN]) {
+			if n+1 >= p.minN {
+				prev, ok := p.head[p.h[n]]
+				if !ok {
+					prev = none
+				}
+				p.head[p.h[n]] = int32(len(p.grams))
+				p.grams = append(p.grams, gram{int32(end), prev})
 			}
 		}
+		p.indexed++
 	}
-	slices.SortFunc(p.grams, func(a, b gram) int {
-		if c := cmp.Compare(a.key, b.key); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.at, b.at)
-	})
-	return p
 }
 
 // accept follows the output's new tokens through the prediction.
@@ -60,9 +62,12 @@ func (p *predictor) accept(tokens []int32) {
 }
 
 // draft appends to dst at most k tokens of the prediction that follow the
-// sequence seq (prompt and output), resynchronizing first if needed.
-func (p *predictor) draft(dst, seq []int32, k int) []int32 {
+// sequence seq (prompt and output), resynchronizing first if needed with
+// the part of the prediction indexed, after indexing at most budget more
+// tokens of it.
+func (p *predictor) draft(dst, seq []int32, k, budget int) []int32 {
 	if !p.synced {
+		p.index(budget)
 		p.resync(seq)
 	}
 	if !p.synced {
@@ -75,39 +80,30 @@ func (p *predictor) resync(seq []int32) {
 	got := gramHashes(seq, len(seq), p.h[:p.maxN])
 	for n := got; n >= p.minN; n-- {
 		tail := seq[len(seq)-n:]
-		key := p.h[n-1]
-		lo, _ := slices.BinarySearchFunc(p.grams, key, func(g gram, k uint64) int { return cmp.Compare(g.key, k) })
-		hi := lo
-		for hi < len(p.grams) && p.grams[hi].key == key {
-			hi++
+		e, ok := p.head[p.h[n-1]]
+		if !ok {
+			continue
 		}
-		same := p.grams[lo:hi]
-		i, _ := slices.BinarySearchFunc(same, int32(p.pos), func(g gram, at int32) int { return cmp.Compare(g.at, at) })
-		for _, j := range order(i, len(same)) {
-			at := int(same[j].at)
-			if at >= n && slices.Equal(p.pred[at-n:at], tail) {
-				p.pos, p.synced = at, true
-				return
+		// Occurrences come latest first: the last one at or after the point
+		// of departure seen is the first after it; else the first one before.
+		best := none
+		for ; e != none; e = p.grams[e].prev {
+			at := int(p.grams[e].at)
+			if at < n || !slices.Equal(p.pred[at-n:at], tail) {
+				continue // another n-gram of the same hash
+			}
+			if at >= p.pos || best == none {
+				best = at
+			}
+			if at < p.pos {
+				break
 			}
 		}
-	}
-}
-
-// order lists the indexes i, i+1, ..., n-1, then i-1, ..., 0.
-func order(i, n int) func(func(int, int) bool) {
-	return func(yield func(int, int) bool) {
-		k := 0
-		for j := i; j < n; j++ {
-			if !yield(k, j) {
-				return
-			}
-			k++
-		}
-		for j := i - 1; j >= 0; j-- {
-			if !yield(k, j) {
-				return
-			}
-			k++
+		// An occurrence before the point of departure is taken only once
+		// the whole prediction is indexed: one after it may be yet to come.
+		if best != none && (best >= p.pos || p.indexed == len(p.pred)) {
+			p.pos, p.synced = best, true
+			return
 		}
 	}
 }

@@ -11,9 +11,10 @@
 // at most MaxDepth² child-table probes and K steps in that namespace's trie
 // alone; its cost depends on other namespaces' data only through shared
 // hardware (CPU caches, the garbage collector, which never scans the
-// pointer-free tries), which is noise next to a forward pass. A namespace's
-// inserts evict only its own oldest sequences, and a namespace beyond
-// MaxNamespaces is not kept rather than evicting another's.
+// tries' pointer-free nodes and tables), which is noise next to a forward
+// pass. A namespace's inserts evict only its own oldest sequences, and a
+// namespace beyond MaxNamespaces is not kept rather than evicting
+// another's. A Draft never waits for a Finished writing its namespace.
 package speculate
 
 import (
@@ -40,6 +41,7 @@ type Drafter = interface {
 // for Suffix mode. It is safe for concurrent use.
 type Speculator struct {
 	cfg    Config
+	chunk  int // the most tokens a Draft indexes
 	mu     sync.RWMutex
 	spaces map[string]*space
 	turned int // sequences not kept because MaxNamespaces was reached
@@ -48,10 +50,8 @@ type Speculator struct {
 // space is one namespace's finished sequences and their trie.
 type space struct {
 	mu     sync.RWMutex
-	trie   *trie
-	seqs   [][]int32 // oldest first
-	tokens int       // the sum of len(seqs)
-	evicts int       // sequences evicted for the quota
+	trie   *trie // its texts are the sequences, oldest first
+	evicts int   // sequences evicted for the quota
 }
 
 // New returns a Speculator for cfg, or an error wrapping ErrConfig that
@@ -61,34 +61,39 @@ func New(cfg Config) (*Speculator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Speculator{cfg: cfg, spaces: make(map[string]*space)}, nil
+	return &Speculator{cfg: cfg, chunk: indexChunk, spaces: make(map[string]*space)}, nil
 }
 
 // Config returns the configuration in use, defaults filled in.
 func (s *Speculator) Config() Config { return s.cfg }
 
+// indexChunk is the most tokens of its sequence a drafter indexes in one
+// Draft, so that a long prompt is indexed over a few steps instead of
+// stalling one: each costs about a microsecond (BenchmarkNewDrafter).
+const indexChunk = 1024
+
 // NewDrafter returns the drafter of one sequence of a request in namespace
 // ns, with its prompt and the request's predicted output (nil when it has
-// none). It copies what it keeps of prompt and prediction. Its cost is
-// linear in their lengths (times MaxDepth in Suffix mode).
+// none). It copies what it keeps of prompt and prediction. The drafter
+// indexes the prompt over its first Drafts, and the prediction over those
+// after the output first departs from it, at most 1024 tokens each,
+// drafting meanwhile from what it has indexed.
 func (s *Speculator) NewDrafter(ns string, prompt, prediction []int32) Drafter {
-	d := &drafter{s: s, ns: ns, k: s.cfg.K, seq: slices.Clone(prompt)}
+	d := &drafter{s: s, ns: ns, k: s.cfg.K}
+	if s.cfg.Mode == Off && len(prediction) == 0 {
+		return d // nothing to draft from: keep nothing
+	}
+	d.seq = slices.Clone(prompt)
 	if len(prediction) > 0 {
 		d.pred = newPredictor(prediction, s.cfg.NgramMin, s.cfg.NgramMax)
 	}
 	switch s.cfg.Mode {
 	case Ngram:
 		d.ngram = newNgramIndex(s.cfg.NgramMin, s.cfg.NgramMax)
-		for end := 2; end <= len(d.seq); end++ {
-			d.ngram.grew(d.seq[:end])
-		}
 	case Suffix:
 		d.local = newTrie(s.cfg.MaxDepth)
-		d.active = make([]int32, 0, s.cfg.MaxDepth)
-		d.matched = make([]int32, 0, s.cfg.MaxDepth)
-		for _, t := range d.seq {
-			d.active = d.local.extend(d.active, t)
-		}
+		d.local.add(nil)
+		d.matched = make([]at, 0, s.cfg.MaxDepth)
 	}
 	return d
 }
@@ -97,6 +102,10 @@ func (s *Speculator) NewDrafter(ns string, prompt, prediction []int32) Drafter {
 // output) for later drafts in Suffix mode, copying it; other modes ignore
 // it. A sequence longer than MaxNamespaceTokens keeps its last tokens. The
 // namespace's oldest sequences are evicted to keep it within its quota.
+// It costs about a microsecond per token (inserted or evicted); a caller
+// that cannot spend that on its hot path may call it from a goroutine of
+// its own: a Draft never waits for it, but drafts from its sequence alone
+// while its namespace is being written.
 func (s *Speculator) Finished(ns string, tokens []int32) {
 	if s.cfg.Mode != Suffix || len(tokens) == 0 {
 		return
@@ -108,16 +117,10 @@ func (s *Speculator) Finished(ns string, tokens []int32) {
 	seq := slices.Clone(tokens[max(0, len(tokens)-s.cfg.MaxNamespaceTokens):])
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	for sp.tokens+len(seq) > s.cfg.MaxNamespaceTokens {
-		old := sp.seqs[0]
-		sp.seqs[0] = nil
-		sp.seqs = sp.seqs[1:]
-		sp.tokens -= len(old)
+	for sp.trie.tokens+len(seq) > s.cfg.MaxNamespaceTokens {
+		sp.trie.removeOldest()
 		sp.evicts++
-		sp.trie.remove(old)
 	}
-	sp.seqs = append(sp.seqs, seq)
-	sp.tokens += len(seq)
 	sp.trie.add(seq)
 }
 
@@ -160,8 +163,8 @@ func (s *Speculator) Stats() Stats {
 	st := Stats{Namespaces: len(s.spaces), Turned: s.turned}
 	for _, sp := range s.spaces {
 		sp.mu.RLock()
-		st.Sequences += len(sp.seqs)
-		st.Tokens += sp.tokens
+		st.Sequences += len(sp.trie.texts)
+		st.Tokens += sp.trie.tokens
 		st.Nodes += sp.trie.live()
 		st.Evicted += sp.evicts
 		sp.mu.RUnlock()

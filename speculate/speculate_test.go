@@ -218,6 +218,9 @@ func TestEvictionKeepsQuotaPerNamespace(t *testing.T) {
 	s := mustNew(t, Config{Mode: Suffix, MaxDepth: 4, MaxNamespaceTokens: 10, MaxNamespaces: 2})
 	for i := range int32(20) {
 		s.Finished("a", []int32{i, i + 1, i + 2, 99})
+		if i == 0 {
+			s.space("a", false).trie.rebase = 3 // renumber the texts every third eviction
+		}
 		if err := s.Check(); err != nil {
 			t.Fatalf("after %d: %v", i, err)
 		}
@@ -263,5 +266,73 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if err := s.Check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestIndexesPromptOverDrafts: a drafter indexes a long prompt a chunk per
+// Draft; meanwhile it drafts from the part indexed (after the first chunk,
+// nothing: the prompt's "4 5" comes later), then as a drafter indexed at
+// once would.
+func TestIndexesPromptOverDrafts(t *testing.T) {
+	prompt := []int32{9, 9, 9, 9, 9, 9, 4, 5, 6, 7, 8, 8, 4, 5}
+	for _, tc := range []struct {
+		mode Mode
+		want string
+	}{
+		{Ngram, "[[] [6 7 8 8] [6 7 8 8] [6 7 8 8]]"},
+		{Suffix, "[[] [6 7] [6 7] [6 7]]"}, // at most the match's 2 tokens
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			s := mustNew(t, Config{Mode: tc.mode, K: 4, NgramMin: 2})
+			s.chunk = 5
+			d := s.NewDrafter("", prompt, nil)
+			var got [][]int32
+			for range 4 {
+				out, _ := draft(t, d, 4)
+				got = append(got, out)
+			}
+			if fmt.Sprint(got) != tc.want {
+				t.Errorf("drafts %v, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDraftDoesNotWaitForFinished: while a Finished holds the namespace,
+// a Draft comes from the sequence's own text instead of waiting.
+func TestDraftDoesNotWaitForFinished(t *testing.T) {
+	s := mustNew(t, Config{Mode: Suffix, K: 4})
+	s.Finished("a", []int32{7, 8, 6, 6, 6})
+	d := s.NewDrafter("a", []int32{7, 8, 9, 7, 8, 1, 2, 5, 7, 8}, nil)
+	// "7 8" is followed by 6 6 in the namespace (probability 1), by 9 or 1
+	// in the sequence (1/2 each, 1 the lower token).
+	if got, _ := draft(t, d, 4); !slices.Equal(got, []int32{6, 6}) {
+		t.Fatalf("drafted %v, want the namespace's [6 6]", got)
+	}
+	sp := s.space("a", false)
+	sp.mu.Lock() // as a Finished in another goroutine would
+	got, _ := draft(t, d, 4)
+	sp.mu.Unlock()
+	if !slices.Equal(got, []int32{1, 2}) {
+		t.Fatalf("drafted %v while the namespace was held, want the sequence's own [1 2]", got)
+	}
+}
+
+// TestPredictionIndexedOverDrafts: after a departure, the prediction is
+// indexed a chunk per Draft, and an occurrence before the point of
+// departure is not taken while one after it may be yet to be indexed.
+func TestPredictionIndexedOverDrafts(t *testing.T) {
+	pred := []int32{9, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 7, 8}
+	s := mustNew(t, Config{NgramMin: 2, NgramMax: 2})
+	s.chunk = 4
+	d := s.NewDrafter("", nil, pred)
+	d.Accept([]int32{9, 9, 1, 2, 3, 4, 5, 6, 0, 9, 9}) // departs at 8
+	var got [][]int32
+	for range 3 {
+		out, _ := draft(t, d, 2)
+		got = append(got, out)
+	}
+	if fmt.Sprint(got) != "[[] [] [7 8]]" {
+		t.Errorf("drafts %v, want [[] [] [7 8]]: the first \"9 9\" is before the departure", got)
 	}
 }
