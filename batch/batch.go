@@ -15,4 +15,20 @@ type Row struct {
 	Start  int
 	Blocks []blockstore.BlockID
 	Logits bool // compute next-token logits for the last token
+	// Drafts, with Logits, is how many positions before the last get
+	// next-token logits too: a speculative decoding row [next token,
+	// d1..dk] verifies its k drafted tokens with Drafts = k, the logits
+	// after each of its k+1 tokens. 0 <= Drafts < len(Tokens); 0 without
+	// Logits.
+	Drafts int
+}
+
+// LogitRows is how many of the row's trailing positions get next-token
+// logits: 0 without Logits, else 1 + Drafts. A model returns them in
+// position order, a vocabulary each.
+func (r *Row) LogitRows() int {
+	if !r.Logits {
+		return 0
+	}
+	return 1 + r.Drafts
 }

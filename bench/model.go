@@ -32,14 +32,12 @@ func (m *NullModel) MaxSeqLen() int { return cmp0(m.MaxLen, 4096) }
 // NewKV returns nil: the model keeps no K/V.
 func (m *NullModel) NewKV(numBlocks, blockSize int) (blockstore.Storage, error) { return nil, nil }
 
-// Forward returns zero logits for every row that asks for them.
+// Forward returns zero logits for every position that asks for them.
 func (m *NullModel) Forward(rows []engine.Row) ([]float32, error) {
 	n, toks := 0, 0
-	for _, r := range rows {
-		toks += len(r.Tokens)
-		if r.Logits {
-			n++
-		}
+	for i := range rows {
+		toks += len(rows[i].Tokens)
+		n += rows[i].LogitRows()
 	}
 	if d := m.StepCost + time.Duration(toks)*m.TokenCost; d > 0 {
 		time.Sleep(d)
@@ -98,24 +96,24 @@ func (s *scripted) Forward(rows []engine.Row) ([]float32, error) {
 		return logits, err
 	}
 	v, li := s.VocabSize(), 0
-	for _, r := range rows {
-		if !r.Logits {
-			continue
-		}
-		row := logits[li*v : (li+1)*v]
-		li++
-		end, ok := s.ends[r.Blocks[0]]
-		if !ok {
-			continue
-		}
-		if r.Start+len(r.Tokens) >= end {
-			top := float32(0)
-			for _, x := range row {
-				top = max(top, x)
+	for i := range rows {
+		r := &rows[i]
+		for j := r.LogitRows() - 1; j >= 0; j-- { // j positions before the last
+			row := logits[li*v : (li+1)*v]
+			li++
+			end, ok := s.ends[r.Blocks[0]]
+			if !ok {
+				continue
 			}
-			row[s.eos] = top + 1e3
-		} else {
-			row[s.eos] = -math.MaxFloat32
+			if r.Start+len(r.Tokens)-j >= end {
+				top := float32(0)
+				for _, x := range row {
+					top = max(top, x)
+				}
+				row[s.eos] = top + 1e3
+			} else {
+				row[s.eos] = -math.MaxFloat32
+			}
 		}
 	}
 	return logits, nil

@@ -28,16 +28,11 @@ type SynthConfig struct {
 
 // Synth returns a synthetic trace, sorted by arrival.
 func Synth(c SynthConfig) ([]trace.Record, error) {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.Prefixes, 24)
-	def(&c.Namespaces, 4)
-	def(&c.Prefix, 512)
-	def(&c.Suffix, 64)
-	def(&c.MaxTokens, 64)
+	orDefault(&c.Prefixes, 24)
+	orDefault(&c.Namespaces, 4)
+	orDefault(&c.Prefix, 512)
+	orDefault(&c.Suffix, 64)
+	orDefault(&c.MaxTokens, 64)
 	if c.PeriodMin == 0 {
 		c.PeriodMin = 2 * time.Second
 	}

@@ -109,16 +109,11 @@ type SharedPrefixConfig struct {
 // groups' questions interleaved at random, arriving as a Poisson process
 // at Rate.
 func SharedPrefix(c SharedPrefixConfig) ([]Request, error) {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.Groups, 4)
-	def(&c.PerGroup, 16)
-	def(&c.System, 576)
-	def(&c.Question, 64)
-	def(&c.Output, 16)
+	orDefault(&c.Groups, 4)
+	orDefault(&c.PerGroup, 16)
+	orDefault(&c.System, 576)
+	orDefault(&c.Question, 64)
+	orDefault(&c.Output, 16)
 	if c.Groups < 0 || c.PerGroup < 0 || c.System < 0 || c.Question <= 0 || c.Output < 0 || c.Rate < 0 {
 		return nil, fmt.Errorf("bench: shared-prefix: bad size in %+v", c)
 	}
@@ -158,16 +153,11 @@ type ChatConfig struct {
 
 // Chat returns the conversations.
 func Chat(c ChatConfig) ([]Conversation, error) {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.Conversations, 8)
-	def(&c.Turns, 4)
-	def(&c.System, 128)
-	def(&c.Message, 48)
-	def(&c.Reply, 32)
+	orDefault(&c.Conversations, 8)
+	orDefault(&c.Turns, 4)
+	orDefault(&c.System, 128)
+	orDefault(&c.Message, 48)
+	orDefault(&c.Reply, 32)
 	if c.Conversations < 0 || c.Turns < 0 || c.System < 0 || c.Message <= 0 || c.Reply <= 0 {
 		return nil, fmt.Errorf("bench: chat: bad size in %+v", c)
 	}
@@ -198,16 +188,11 @@ type BeamConfig struct {
 
 // Beam returns the beam workload's requests.
 func Beam(c BeamConfig) ([]Request, error) {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.Requests, 8)
-	def(&c.Width, 4)
-	def(&c.Shared, 384)
-	def(&c.Unique, 32)
-	def(&c.Output, 32)
+	orDefault(&c.Requests, 8)
+	orDefault(&c.Width, 4)
+	orDefault(&c.Shared, 384)
+	orDefault(&c.Unique, 32)
+	orDefault(&c.Output, 32)
 	if c.Requests < 0 || c.Width < 2 || c.Shared < 0 || c.Unique <= 0 || c.Output <= 0 {
 		return nil, fmt.Errorf("bench: beam: bad size in %+v", c)
 	}
@@ -237,16 +222,11 @@ type KVConfig struct {
 
 // KV returns the KV-allocation workload's requests; see KVConfig.
 func KV(c KVConfig) ([]Request, error) {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.Requests, 64)
-	def(&c.Prompt, 32)
-	def(&c.OutputMin, 24)
-	def(&c.OutputMax, 40)
-	def(&c.Factor, 8)
+	orDefault(&c.Requests, 64)
+	orDefault(&c.Prompt, 32)
+	orDefault(&c.OutputMin, 24)
+	orDefault(&c.OutputMax, 40)
+	orDefault(&c.Factor, 8)
 	if c.Requests < 0 || c.Prompt < 3 || c.OutputMin < 1 || c.OutputMax < c.OutputMin || c.Factor < 1 {
 		return nil, fmt.Errorf("bench: kv: bad size in %+v", c)
 	}
@@ -262,4 +242,11 @@ func KV(c KVConfig) ([]Request, error) {
 		out[i] = Request{Prompt: p, MaxTokens: maxTokens, Output: n}
 	}
 	return out, nil
+}
+
+// orDefault sets *v to d when it is zero: a config field left out.
+func orDefault(v *int, d int) {
+	if *v == 0 {
+		*v = d
+	}
 }

@@ -76,7 +76,8 @@ func (e *Engine) Prefixes(limit int) (out []kvcache.Prefix, err error) {
 
 // Check runs the invariant checkers of the block pool, the prefix tree
 // and the eviction manager (which checks the other two), and every
-// sequence's block table; then it recounts every block's references from
+// sequence's block table (which holds its computed positions and no more:
+// a speculative step's rejected drafts were rolled back); then it recounts every block's references from
 // the sequences' tables (+1 when cached) and every tree node's pins from
 // the sequences' handles plus operator pins. It is O(pool + tree +
 // sequences' blocks).
@@ -97,6 +98,11 @@ func (e *Engine) check() error {
 			if s.table != nil {
 				tables = append(tables, s.table)
 				errs = append(errs, s.table.Check())
+				if s.table.Len() != s.computed {
+					// Between steps a table holds the computed positions
+					// only: rejected drafts were rolled back.
+					errs = append(errs, fmt.Errorf("a sequence's table has %d slots for %d computed positions", s.table.Len(), s.computed))
+				}
 			}
 			if s.pin.Node() != nil {
 				handles = append(handles, s.pin)

@@ -4,7 +4,8 @@
 // sequences, admits waiting requests (reusing their cached prefixes), runs
 // one forward pass over a batch of decode rows and prefill chunks under a
 // token budget, samples, and appends; blocks that fill are inserted into the
-// prefix cache at once.
+// prefix cache at once. With a Speculator, decode rows also verify drafted
+// tokens (speculative decoding, see speculative.go).
 package engine
 
 import (
@@ -119,6 +120,19 @@ type Config struct {
 	// scheduler.awaitsFetch). The caller closes it, after the engine.
 	RemoteTier RemoteTier
 
+	// Speculator, if set, drafts tokens that decode steps verify
+	// (speculative decoding, see speculative.go); nil: none, and requests'
+	// Prediction only counts as rejected in their usage.
+	Speculator Speculator
+	// SpecTokens (K) is the most tokens a sequence drafts per step; default
+	// 7 with a Speculator, at most MaxSpecTokens.
+	SpecTokens int
+	// SpecMaxRows is the most decode rows a step may have and still
+	// draft: beyond it a step is bound by compute, where verifying drafts
+	// costs about what it saves. Default 4 (see defaultSpecMaxRows);
+	// negative: no limit.
+	SpecMaxRows int
+
 	Clock    clock.Clock // default: the system clock
 	Observer Observer    // optional
 	Samples  kvcache.Samples
@@ -185,6 +199,18 @@ func (c *Config) fill() error {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
+	}
+	switch {
+	case c.SpecTokens < 0 || c.SpecTokens > MaxSpecTokens:
+		return fmt.Errorf("engine: Config.SpecTokens must be in [0, %d], got %d", MaxSpecTokens, c.SpecTokens)
+	case c.SpecTokens == 0 && c.Speculator != nil:
+		c.SpecTokens = defaultSpecTokens
+	}
+	switch {
+	case c.SpecMaxRows == 0:
+		c.SpecMaxRows = defaultSpecMaxRows
+	case c.SpecMaxRows < 0:
+		c.SpecMaxRows = c.MaxRunning
 	}
 	return nil
 }

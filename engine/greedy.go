@@ -17,8 +17,9 @@ type GreedyModel interface {
 // whose next token is the argmax of the raw logits (a greedy sampler
 // with no bias or penalty, no log-probabilities asked, not a beam and
 // not a request whose other choices sample from the same logits) come
-// back as ids; sc.greedy marks them, one entry per row that asked for
-// logits (all false on another Model, whose ids are nil).
+// back as ids; sc.greedy marks them, one entry per logits row
+// (Row.LogitRows of each row; all false on another Model, whose ids are
+// nil).
 func (sc *scheduler) forward() ([]float32, []int32, error) {
 	sc.greedy = sc.greedy[:0]
 	gm := sc.gm
@@ -27,13 +28,16 @@ func (sc *scheduler) forward() ([]float32, []int32, error) {
 		return logits, nil, err
 	}
 	some := false
-	for _, p := range sc.plan {
-		s := p.s
-		if s.computed+p.chunk != len(s.tokens) {
+	for i := range sc.plan {
+		p := &sc.plan[i]
+		if !p.logits() {
 			continue
 		}
+		s := p.s
 		g := s.group == nil && s.choices == nil && !s.req.Logprobs && s.sampler.Greedy()
-		sc.greedy = append(sc.greedy, g)
+		for range 1 + p.drafts {
+			sc.greedy = append(sc.greedy, g)
+		}
 		some = some || g
 	}
 	if !some {
@@ -47,9 +51,9 @@ func (sc *scheduler) forward() ([]float32, []int32, error) {
 // logits hold NaN or an infinity.
 const nonFiniteID = -2
 
-// greedyID returns the model's token for the li-th row that asked for
-// logits when the row came back as one (nonFiniteID if its logits were not
-// finite), else -1: its sampler draws from the row's logits.
+// greedyID returns the model's token for the li-th logits row when the
+// row came back as one (nonFiniteID if its logits were not finite), else
+// -1: its sampler draws from the row's logits.
 func (sc *scheduler) greedyID(li int, ids []int32) int32 {
 	if ids != nil && sc.greedy[li] {
 		return ids[li]

@@ -66,20 +66,25 @@ func (m *hashModel) Forward(rows []Row) ([]float32, error) {
 		for i, tok := range r.Tokens {
 			h = mix(h, tok, r.Start+i)
 			binary.LittleEndian.PutUint64(m.slot(r.Blocks, r.Start+i), h)
-		}
-		m.positions += len(r.Tokens)
-		if r.Logits {
-			n := len(m.logits)
-			m.logits = slices.Grow(m.logits, m.vocab)[:n+m.vocab]
-			if m.dense {
-				denseLogits(m.logits[n:], h)
-			} else {
-				clear(m.logits[n:])
-				m.logits[n+int(h%uint64(m.vocab))] = 1
+			if len(r.Tokens)-i <= r.LogitRows() {
+				m.appendLogits(h)
 			}
 		}
+		m.positions += len(r.Tokens)
 	}
 	return m.logits, nil
+}
+
+// appendLogits appends the logits after running hash h.
+func (m *hashModel) appendLogits(h uint64) {
+	n := len(m.logits)
+	m.logits = slices.Grow(m.logits, m.vocab)[:n+m.vocab]
+	if m.dense {
+		denseLogits(m.logits[n:], h)
+	} else {
+		clear(m.logits[n:])
+		m.logits[n+int(h%uint64(m.vocab))] = 1
+	}
 }
 
 // expectGreedy is what greedy decoding of hashModel must produce for a

@@ -129,6 +129,11 @@ type Request struct {
 	// sampler draws only tokens the grammar allows, and a stop token is
 	// allowed only where the grammar can end. Beam search cannot take one.
 	Constraint *grammar.Constraint
+	// Prediction is the output the caller expects, mostly (OpenAI's
+	// Predicted Outputs, a file to edit say): the Speculator drafts from
+	// it, so the parts of the output that match it cost a fraction of a
+	// step each. It never changes the output. nil: none.
+	Prediction []int32
 }
 
 // FinishReason says why a sequence ended.
@@ -155,6 +160,13 @@ type Usage struct {
 	CompletionTokens int
 	PrefillTokens    int // prompt tokens actually computed, preemptions included
 	Preemptions      int
+	// AcceptedPredictionTokens counts the drafted tokens taken from
+	// Request.Prediction that verification accepted (so appear in the
+	// output where the prediction put them); RejectedPredictionTokens is
+	// the rest of the prediction's tokens: its length less the accepted.
+	// Both are 0 without a prediction.
+	AcceptedPredictionTokens int
+	RejectedPredictionTokens int
 }
 
 // Timing measures a request's latency.
@@ -233,6 +245,14 @@ func (r *Request) validate(vocab, maxLen, maxBeam int) error {
 		if t < 0 || int(t) >= vocab {
 			return invalid("prompt", "prompt token %d at position %d is outside the vocabulary [0, %d)", t, i, vocab)
 		}
+	}
+	for i, t := range r.Prediction {
+		if t < 0 || int(t) >= vocab {
+			return invalid("prediction", "prediction token %d at position %d is outside the vocabulary [0, %d)", t, i, vocab)
+		}
+	}
+	if len(r.Prediction) > maxLen {
+		return invalid("prediction", "prediction of %d tokens exceeds the model's maximum length %d", len(r.Prediction), maxLen)
 	}
 	for _, t := range r.StopTokens {
 		if t < 0 || int(t) >= vocab {

@@ -35,10 +35,17 @@ type scheduler struct {
 	gm       GreedyModel // the Model, if it is one
 }
 
+// planned is a row of the step: chunk positions of s, the last drafts of
+// them drafted tokens to verify (see speculative.go).
 type planned struct {
-	s     *seq
-	chunk int
+	s      *seq
+	chunk  int
+	drafts int
 }
+
+// logits reports whether the row asks for logits: it reaches the end of
+// s's tokens (its drafts lie past it).
+func (p *planned) logits() bool { return p.s.computed+p.chunk-p.drafts == len(p.s.tokens) }
 
 func (sc *scheduler) init(e *Engine) {
 	sc.e = e
@@ -126,10 +133,11 @@ func (sc *scheduler) iterate() bool {
 	for _, p := range sc.plan {
 		s := p.s
 		sc.rows = append(sc.rows, Row{
-			Tokens: s.tokens[s.computed : s.computed+p.chunk],
+			Tokens: s.tokens[s.computed : s.computed+p.chunk], // drafts: in the spare capacity
 			Start:  s.computed,
 			Blocks: s.table.Blocks(),
-			Logits: s.computed+p.chunk == len(s.tokens),
+			Logits: p.logits(),
+			Drafts: p.drafts,
 		})
 		tokens += p.chunk
 	}
@@ -376,19 +384,28 @@ func (sc *scheduler) cacheOnAny() bool { return !sc.e.cfg.DisablePrefixCache }
 // sequences if the pool runs short. It reports whether there is work.
 func (sc *scheduler) planBatch() bool {
 	e := sc.e
+	drafting := true // until blocks run short: drafts go first
 	for {
 		sc.plan = sc.plan[:0]
 		budget := e.cfg.MaxBatchTokens
 		for _, s := range sc.running {
 			if s.pending() == 1 {
-				sc.plan = append(sc.plan, planned{s, 1})
+				sc.plan = append(sc.plan, planned{s, 1, 0})
 				budget--
+			}
+		}
+		if drafting && sc.speculates(len(sc.plan)) {
+			for i := range sc.plan {
+				p := &sc.plan[i]
+				p.drafts = sc.draft(p.s, budget)
+				p.chunk += p.drafts
+				budget -= p.drafts
 			}
 		}
 		for _, s := range sc.running {
 			if p := s.pending(); p > 1 && budget > 0 {
 				chunk := min(p, e.cfg.PrefillChunk, budget)
-				sc.plan = append(sc.plan, planned{s, chunk})
+				sc.plan = append(sc.plan, planned{s, chunk, 0})
 				budget -= chunk
 			}
 		}
@@ -401,6 +418,10 @@ func (sc *scheduler) planBatch() bool {
 		}
 		if need <= e.pool.NumFree() {
 			break
+		}
+		if drafting && slices.ContainsFunc(sc.plan, func(p planned) bool { return p.drafts > 0 }) {
+			drafting = false
+			continue
 		}
 		if sc.cacheOnAny() && e.cache.Reclaim(need) == nil {
 			break
@@ -462,6 +483,13 @@ func (sc *scheduler) advance(logits []float32, ids []int32) {
 		if n := min(s.computed+p.chunk, s.nPrompt) - s.computed; n > 0 {
 			s.usage.PrefillTokens += n
 			sc.totals.PrefillTokens += uint64(n)
+		}
+		if p.drafts > 0 {
+			s.computed++ // the row's first token; verify counts the drafts it keeps
+			sc.offerBlocks(s)
+			sc.verify(s, p.drafts, logits, ids, li, now)
+			li += 1 + p.drafts
+			continue
 		}
 		s.computed += p.chunk
 		sc.offerBlocks(s)
@@ -653,6 +681,7 @@ func (sc *scheduler) finish(s *seq, reason FinishReason, trim int, err error) {
 	s.release(e)
 	out := s.generated()
 	out = out[:len(out)-trim]
+	sc.specFinished(s, out, reason)
 	sc.deliver(s, slices.Clone(out), reason, err)
 	// Choices not yet forked (a cancel or failure before the prompt was
 	// done) end with their first.

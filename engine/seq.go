@@ -51,6 +51,7 @@ type seq struct {
 	breakpoints                    []eviction.Breakpoint // req.Cache.Breakpoints, for the cache
 	itl                            []time.Duration
 	text                           outText
+	spec                           specState
 }
 
 // newSeq makes the sequence of req's choice i (sampling from PRNG stream
@@ -84,6 +85,9 @@ func newSeq(e *Engine, req *Request, i int, now time.Time) (*seq, error) {
 	s.usage.PromptTokens = len(req.Prompt)
 	for _, bp := range req.Cache.Breakpoints {
 		s.breakpoints = append(s.breakpoints, eviction.Breakpoint{Tokens: bp.Tokens, TTL: bp.TTL})
+	}
+	if e.cfg.Speculator != nil && req.Beam.Width <= 1 {
+		s.spec.drafts = make([]int32, 0, e.cfg.SpecTokens)
 	}
 	if req.Beam.Width > 1 {
 		s.group = &beamGroup{root: s, width: req.Beam.Width, beams: []*seq{s}}

@@ -33,6 +33,14 @@ type Stats struct {
 	Steps            uint64 // forward passes
 	Requests         uint64 // finished requests
 	NonFiniteLogits  uint64 // requests failed for a NaN or infinite logit (ErrNonFinite)
+
+	// Speculative decoding, as vLLM counts it: decode rows that verified
+	// drafts, the tokens drafted, those accepted, and the accepted ones by
+	// position (index i: the (i+1)th draft of a row).
+	SpecDrafts         uint64
+	SpecDraftTokens    uint64
+	SpecAcceptedTokens uint64
+	SpecAcceptedPerPos [MaxSpecTokens]uint64
 }
 
 // Stats returns the latest snapshot, with the disk and remote tiers' state

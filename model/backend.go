@@ -67,8 +67,8 @@ type Backend interface {
 	SwiGLU(dst, gate, up kernels.Buf)
 	// Add sets dst += x.
 	Add(dst, x kernels.Buf)
-	// Narrow keeps, in each of bufs, only the last token row of each row
-	// that wants logits, packed in row order, and every later op of the
+	// Narrow keeps, in each of bufs, only the token rows that want logits
+	// (the last LogitRows of each row), packed in order, and every later op of the
 	// step but Attention (which may not follow) covers just those rows.
 	// The other rows' values in any buffer are lost. After the last
 	// layer's attention, whose K/V PutKV has stored, the other token rows
@@ -76,7 +76,7 @@ type Backend interface {
 	// its output projection and feed-forward on one row, not every token.
 	Narrow(bufs ...kernels.Buf)
 	// Logits applies RMSNorm (weight norm) and then the classifier to the
-	// last token row of each row that wants logits (after Narrow, to each
+	// token rows that want logits (the last LogitRows of each row; after Narrow, to each
 	// token row left) and returns classifier-rows logits for each, in row
 	// order, on the host. The slice is the backend's, valid until the
 	// next step.

@@ -13,9 +13,9 @@ import (
 type GreedyBackend interface {
 	Backend
 	// LogitsGreedy is Logits, except that for each logits row i with
-	// greedy[i] set (one entry per row that wants logits) it sets ids[i]
+	// greedy[i] set (one entry per logits row) it sets ids[i]
 	// to the row's sample.Argmax and need not fill the row's logits. The
-	// logits keep Logits' layout, a vocabulary per row that wants logits;
+	// logits keep Logits' layout, a vocabulary per logits row;
 	// ids has one entry per such row (those without greedy set are
 	// unspecified). Both slices are the backend's, valid until the next
 	// step.
@@ -23,7 +23,8 @@ type GreedyBackend interface {
 }
 
 // ForwardGreedy is Forward for a caller that needs only the argmax of
-// some rows: greedy has one entry per sequence with Logits set, in order.
+// some rows: greedy has one entry per logits row (Seq.LogitRows of each
+// sequence), in order.
 // For each i with greedy[i], ids[i] is that row's sample.Argmax (-2 if
 // the row holds NaN or an infinity, on a backend other than a
 // GreedyBackend) and its logits (row i of the returned logits, in
@@ -32,13 +33,11 @@ type GreedyBackend interface {
 // Forward's logits. Both slices are reused by the next call.
 func (r *Runner) ForwardGreedy(seqs []Seq, greedy []bool) ([]float32, []int32, error) {
 	n := 0
-	for _, s := range seqs {
-		if s.Logits {
-			n++
-		}
+	for i := range seqs {
+		n += seqs[i].LogitRows()
 	}
 	if len(greedy) != n {
-		return nil, nil, fmt.Errorf("%w: %d greedy flags for %d rows that want logits", ErrInvalidBatch, len(greedy), n)
+		return nil, nil, fmt.Errorf("%w: %d greedy flags for %d logits rows", ErrInvalidBatch, len(greedy), n)
 	}
 	if err := r.layers(seqs); err != nil {
 		return nil, nil, err

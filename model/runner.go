@@ -243,6 +243,8 @@ func (r *Runner) validate(seqs []Seq) error {
 			return fmt.Errorf("%w: sequence %d spans positions [%d, %d), outside [0, %d)", ErrInvalidBatch, i, s.Start, end, c.MaxSeqLen)
 		case len(s.Blocks)*bs < end:
 			return fmt.Errorf("%w: sequence %d has %d blocks for %d positions", ErrInvalidBatch, i, len(s.Blocks), end)
+		case s.Drafts < 0 || s.Drafts >= len(s.Tokens) || s.Drafts > 0 && !s.Logits:
+			return fmt.Errorf("%w: sequence %d asks for logits at %d drafted positions of its %d tokens (logits %v)", ErrInvalidBatch, i, s.Drafts, len(s.Tokens), s.Logits)
 		}
 		for _, b := range s.Blocks[:(end+bs-1)/bs] {
 			if b < 0 || int(b) >= r.kv.NumBlocks {
@@ -261,8 +263,9 @@ func (r *Runner) validate(seqs []Seq) error {
 // Forward runs one batch: every token of every sequence goes through each
 // weight matrix in one product, and attention reads each sequence's K/V
 // through its block table after this pass's K/V are written. It returns
-// Vocab logits for each sequence with Logits set, in order; the slice is
-// reused by the next call.
+// Vocab logits for each position that wants them (Seq.LogitRows trailing
+// positions of each sequence), in order; the slice is reused by the next
+// call.
 func (r *Runner) Forward(seqs []Seq) ([]float32, error) {
 	if err := r.layers(seqs); err != nil {
 		return nil, err

@@ -86,11 +86,19 @@ type (
 		CachedTokens     int `json:"cached_tokens"`
 		CacheWriteTokens int `json:"cache_write_tokens"`
 	}
+	// completionDetails is usage.completion_tokens_details, OpenAI's
+	// Predicted Outputs counts (see engine.Usage): the prediction's tokens
+	// that verification accepted, and the rest of its tokens.
+	completionDetails struct {
+		AcceptedPredictionTokens int `json:"accepted_prediction_tokens"`
+		RejectedPredictionTokens int `json:"rejected_prediction_tokens"`
+	}
 	completionUsage struct {
-		PromptTokens        int           `json:"prompt_tokens"`
-		CompletionTokens    int           `json:"completion_tokens"`
-		TotalTokens         int           `json:"total_tokens"`
-		PromptTokensDetails promptDetails `json:"prompt_tokens_details"`
+		PromptTokens            int               `json:"prompt_tokens"`
+		CompletionTokens        int               `json:"completion_tokens"`
+		TotalTokens             int               `json:"total_tokens"`
+		PromptTokensDetails     promptDetails     `json:"prompt_tokens_details"`
+		CompletionTokensDetails completionDetails `json:"completion_tokens_details"`
 	}
 	completionResponse struct {
 		ID      string             `json:"id"`
@@ -103,7 +111,8 @@ type (
 )
 
 func openAIUsage(u engine.Usage) *completionUsage {
-	return &completionUsage{u.PromptTokens, u.CompletionTokens, u.PromptTokens + u.CompletionTokens, promptDetails{u.CachedTokens, u.CacheWriteTokens}}
+	return &completionUsage{u.PromptTokens, u.CompletionTokens, u.PromptTokens + u.CompletionTokens, promptDetails{u.CachedTokens, u.CacheWriteTokens},
+		completionDetails{u.AcceptedPredictionTokens, u.RejectedPredictionTokens}}
 }
 
 // checkModel answers a request for a model this server does not serve to

@@ -39,7 +39,7 @@ func (s *Server) limits() limits {
 		bos:          -1,
 	}
 	if s.cfg.Tokenizer != nil {
-		lim.haveTokenizer = true
+		lim.haveTokenizer, lim.tokenizer = true, s.cfg.Tokenizer
 		lim.grammars = s.grammars
 		lim.bos = s.cfg.Tokenizer.BOS()
 		if a, ok := s.cfg.Tokenizer.(bosAdder); ok && !a.AddBOS() {

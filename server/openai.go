@@ -32,7 +32,6 @@ var unsupportedOpenAI = map[string]string{
 	"function_call":      "function calling",
 	"audio":              "audio output",
 	"modalities":         "output modalities",
-	"prediction":         "predicted outputs",
 	"reasoning_effort":   "reasoning effort",
 	"web_search_options": "web search",
 	"store":              "stored completions",
@@ -97,6 +96,8 @@ type openAIParams struct {
 	// Structured outputs (see constrain): OpenAI's and vLLM's spellings.
 	ResponseFormat    json.RawMessage `json:"response_format"`
 	StructuredOutputs json.RawMessage `json:"structured_outputs"`
+	// Prediction is OpenAI's Predicted Outputs (see predict).
+	Prediction json.RawMessage `json:"prediction"`
 }
 
 // maxPromptCacheKey bounds prompt_cache_key's bytes: it is a label that
@@ -184,6 +185,9 @@ func (p *openAIParams) finish(req *engine.Request, lim limits, topLogprobs int) 
 		req.N = *p.N
 	}
 	if err := p.promptCache(req, lim); err != nil {
+		return err
+	}
+	if err := p.predict(req, lim); err != nil {
 		return err
 	}
 	if topLogprobs >= 0 {
@@ -324,11 +328,15 @@ func formatChatLogprobs(tok Tokenizer, ids []int32, lps []engine.TokenLogprobs) 
 }
 
 // sumUsage is the OpenAI usage of a request's choices: the prompt once,
-// every choice's output.
+// every choice's output (and each choice's use of the prediction, which
+// every choice drafts from).
 func sumUsage(results []engine.Result) *completionUsage {
 	u := openAIUsage(results[0].Usage)
 	for _, r := range results[1:] {
 		u.CompletionTokens += r.Usage.CompletionTokens
+		d := &u.CompletionTokensDetails
+		d.AcceptedPredictionTokens += r.Usage.AcceptedPredictionTokens
+		d.RejectedPredictionTokens += r.Usage.RejectedPredictionTokens
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u

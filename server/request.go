@@ -256,6 +256,7 @@ type limits struct {
 	capPriority   bool
 	bos           int32 // prepended to text prompts when >= 0
 	haveTokenizer bool
+	tokenizer     Encoder       // plain text encoding, without BOS; nil without a tokenizer
 	grammars      *grammarSetup // nil without a tokenizer
 }
 

@@ -204,6 +204,9 @@ type statsJSON struct {
 	Evicted       map[string]uint64 `json:"evicted_blocks"`
 	RecentEvicted map[string]uint64 `json:"recent_evicted_blocks"`
 	Preemptions   uint64            `json:"preemptions"`
+	// Speculative is speculative decoding's counts (the vllm:spec_decode_*
+	// series).
+	Speculative speculativeJSON `json:"speculative"`
 	// Latency is keyed ttft, itl, e2e and queue; CacheHitAge by tier.
 	Latency     map[string]quantilesJSON `json:"latency_seconds"`
 	CacheHitAge map[string]quantilesJSON `json:"cache_hit_age_seconds"`
@@ -213,6 +216,17 @@ type statsJSON struct {
 	DiskTier *diskTierJSON `json:"disk_tier,omitempty"`
 	// RemoteTier is the shared tier's state, when there is one.
 	RemoteTier *remoteTierJSON `json:"remote_tier,omitempty"`
+}
+
+// speculativeJSON is speculative decoding's totals: decode rows that
+// verified drafts, tokens drafted, accepted, accepted by position in the
+// draft, and accepted over drafted (null before any draft).
+type speculativeJSON struct {
+	Drafts         uint64   `json:"drafts"`
+	DraftTokens    uint64   `json:"draft_tokens"`
+	AcceptedTokens uint64   `json:"accepted_tokens"`
+	AcceptedPerPos []uint64 `json:"accepted_tokens_per_position"`
+	AcceptanceRate *float64 `json:"acceptance_rate"`
 }
 
 type deviceMemoryJSON struct {
@@ -302,6 +316,8 @@ func (w *statsWindowed) serve(ctx *fasthttp.RequestCtx) {
 		out.RecentEvicted[r.String()] = sub(st.Cache.Evicted[r], bst.Cache.Evicted[r])
 	}
 	out.Preemptions = st.Preemptions
+	out.Speculative = speculativeJSON{Drafts: st.SpecDrafts, DraftTokens: st.SpecDraftTokens, AcceptedTokens: st.SpecAcceptedTokens,
+		AcceptedPerPos: st.SpecAcceptedPerPos[:w.s.ecfg.SpecTokens], AcceptanceRate: ratio(st.SpecAcceptedTokens, st.SpecDraftTokens)}
 	out.Latency, out.CacheHitAge = map[string]quantilesJSON{}, map[string]quantilesJSON{}
 	for i, h := range cur.hists {
 		q := quantilesJSON{Recent: quantiles(h.since(base.hists[i])), Total: quantiles(h)}

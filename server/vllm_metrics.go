@@ -24,11 +24,18 @@ var (
 	descVLLMPrompt    = desc("vllm:prompt_tokens_total", "Prompt tokens of admitted requests (prefixd_prompt_tokens_total).", "model_name")
 	descVLLMGenerated = desc("vllm:generation_tokens_total", "Tokens generated (prefixd_generated_tokens_total).", "model_name")
 	descVLLMPreempt   = desc("vllm:num_preemptions_total", "Sequences preempted for lack of blocks (prefixd_preemptions_total).", "model_name")
+
+	descVLLMSpecDrafts   = desc("vllm:spec_decode_num_drafts_total", "Speculative decoding: decode rows that verified drafted tokens.", "model_name")
+	descVLLMSpecDrafted  = desc("vllm:spec_decode_num_draft_tokens_total", "Speculative decoding: tokens drafted.", "model_name")
+	descVLLMSpecAccepted = desc("vllm:spec_decode_num_accepted_tokens_total", "Speculative decoding: drafted tokens verification accepted.", "model_name")
+	descVLLMSpecPerPos   = desc("vllm:spec_decode_num_accepted_tokens_per_pos_total",
+		"Speculative decoding: accepted drafted tokens by their position in the draft (0: the first), up to --num-speculative-tokens.", "model_name", "position")
 )
 
 // vllmDescs are the vLLM series statsCollector exports.
 var vllmDescs = []*prometheus.Desc{descVLLMWaiting, descVLLMRunning, descVLLMKVUsage, descVLLMGPUUsage,
-	descVLLMCacheInfo, descVLLMQueries, descVLLMHits, descVLLMPrompt, descVLLMGenerated, descVLLMPreempt}
+	descVLLMCacheInfo, descVLLMQueries, descVLLMHits, descVLLMPrompt, descVLLMGenerated, descVLLMPreempt,
+	descVLLMSpecDrafts, descVLLMSpecDrafted, descVLLMSpecAccepted, descVLLMSpecPerPos}
 
 // vLLM's histogram buckets (vllm/v1/metrics/loggers.py), so that a board
 // built on vLLM's quantiles reads the same resolution here.
@@ -122,4 +129,10 @@ func collectVLLM(ch chan<- prometheus.Metric, st *engine.Stats, cfg engine.Confi
 	metric(descVLLMPrompt, prometheus.CounterValue, float64(st.PromptTokens), model)
 	metric(descVLLMGenerated, prometheus.CounterValue, float64(st.GeneratedTokens), model)
 	metric(descVLLMPreempt, prometheus.CounterValue, float64(st.Preemptions), model)
+	metric(descVLLMSpecDrafts, prometheus.CounterValue, float64(st.SpecDrafts), model)
+	metric(descVLLMSpecDrafted, prometheus.CounterValue, float64(st.SpecDraftTokens), model)
+	metric(descVLLMSpecAccepted, prometheus.CounterValue, float64(st.SpecAcceptedTokens), model)
+	for i, n := range st.SpecAcceptedPerPos[:cfg.SpecTokens] {
+		metric(descVLLMSpecPerPos, prometheus.CounterValue, float64(n), model, strconv.Itoa(i))
+	}
 }

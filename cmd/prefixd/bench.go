@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,6 +72,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&h.workload, "workload", bench.HTTPSharedPrefix, "with --http: "+strings.Join(bench.HTTPWorkloads, ", "))
 	fs.Float64Var(&h.rate, "rate", 0, "with --http: open-loop arrivals per second (chat: conversations started); 0: the workload's own")
 	fs.DurationVar(&h.soak, "soak", 0, "with --http: repeat the workload for this long (at most "+bench.MaxSoak.String()+"), drain, and fail if the server still holds blocks")
+	specMode := fs.Bool("speculative", false, "run the speculative decoding comparison (off vs on, side by side: agent loop, code edit with a prediction, concurrent sequences, a back-off sweep) on --model instead of the suite")
+	specTokens := fs.Int("speculative-tokens", 128, "with --speculative: output tokens per request")
+	specK := fs.Int("speculative-k", 0, fmt.Sprintf("with --speculative: tokens drafted per step, 1 to %d; 0: the server's default", engine.MaxSpecTokens))
+	specRounds := fs.Int("speculative-rounds", 2, "with --speculative: off/on pairs per case (ABBA order), the fastest of each mode kept")
+	specRows := fs.String("speculative-rows", "1,2,4,8,16", "with --speculative: the concurrencies of the back-off sweep, comma-separated; empty: no sweep")
 	fs.BoolVar(&h.chatAPI, "chat-api", false, "with --http --workload chat: send the conversations as OpenAI messages to /v1/chat/completions (the server's chat template renders them) instead of token IDs to /generate_stream")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
@@ -100,6 +106,10 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		if isSet(fs, name) {
 			return usagef("--%s needs --http", name)
 		}
+	}
+	if *specMode {
+		sc := bench.SpecConfig{Tokens: *specTokens, K: *specK, Seed: *seed, Rows: []int{}, Rounds: *specRounds}
+		return benchSpeculative(*modelName, *threads, dev, sc, *specRows, *out, args, stdout, stderr)
 	}
 	var names []string
 	if *only != "" {
@@ -170,6 +180,56 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return os.WriteFile(*md, []byte(bench.SpliceMarkdown(string(doc), rep.Markdown(rel))), 0o644)
+}
+
+// benchSpeculative runs `prefixd bench --speculative`: the table on
+// stdout and OUT/speculative.json.
+func benchSpeculative(modelName string, threads int, dev deviceFlags, sc bench.SpecConfig, rows, out string, args []string, stdout, stderr io.Writer) error {
+	if sc.Tokens < 2 {
+		return usagef("--speculative-tokens %d: want at least 2", sc.Tokens)
+	}
+	if sc.K < 0 || sc.K > engine.MaxSpecTokens {
+		return usagef("--speculative-k %d: want 0 to %d", sc.K, engine.MaxSpecTokens)
+	}
+	for r := range strings.SplitSeq(rows, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(r))
+		if r == "" {
+			continue
+		}
+		if err != nil || n < 1 {
+			return usagef("--speculative-rows: %q is not a positive count", r)
+		}
+		sc.Rows = append(sc.Rows, n)
+	}
+	m, eos, closeModel, err := benchModel(modelName, threads, dev, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeModel()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	sc.Model, sc.EOS = m, eos
+	res, err := bench.RunSpeculative(ctx, sc, stderr)
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteSpecTable(stdout, res); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(out, "speculative.json")
+	report := struct {
+		Command string             `json:"command"`
+		Model   string             `json:"model"`
+		Results []bench.SpecResult `json:"results"`
+	}{"prefixd bench " + strings.Join(args, " "), modelName, res}
+	if err := writeJSON(path, report); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "wrote %s\n", path)
+	return nil
 }
 
 // writeFile creates path and writes it with fn.

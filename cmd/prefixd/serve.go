@@ -25,6 +25,7 @@ import (
 	"github.com/prefixd/prefixd/model"
 	"github.com/prefixd/prefixd/remotetier"
 	"github.com/prefixd/prefixd/server"
+	"github.com/prefixd/prefixd/speculate"
 	"github.com/prefixd/prefixd/trace"
 )
 
@@ -75,6 +76,8 @@ type serveOptions struct {
 	diskTier                                 diskTierOptions
 	remoteTier                               remoteTierOptions
 	nsCacheShare                             float64
+	speculative                              string
+	specTokens, specMaxRows                  int
 	device                                   deviceFlags
 	listen                                   listenFlags // --host, --port
 }
@@ -117,6 +120,9 @@ func serveFlags(o *serveOptions) (fs *flag.FlagSet, config *string) {
 	fs.StringVar(&o.kvAlloc, "kv-alloc", "paged", "KV allocation: paged or contiguous")
 	fs.StringVar(&o.prefixCache, "prefix-cache", "on", "prefix cache: on or off")
 	fs.BoolVar(&o.cachedFirst, "cached-first", false, "admit waiting requests with the longest cached prefix first")
+	fs.StringVar(&o.speculative, "speculative", "off", "speculative decoding's drafts besides a request's prediction (which drafts in every mode): off; ngram (prompt lookup in the sequence's own prompt and output); suffix (also the same namespace's earlier outputs)")
+	fs.IntVar(&o.specTokens, "num-speculative-tokens", 7, fmt.Sprintf("most tokens drafted per sequence and step, 1 to %d", engine.MaxSpecTokens))
+	fs.IntVar(&o.specMaxRows, "speculative-max-rows", 4, "speculate only in steps of at most this many decoding sequences: beyond it a step is compute-bound and verifying drafts costs about what it saves; -1: no limit")
 	fs.StringVar(&o.adminToken, "admin-token", "", "bearer token of the /v1/cache admin endpoints; empty disables them")
 	fs.BoolVar(&o.publicStats, "public-stats", false, "with --api-keys, serve /metrics and /v1/stats without a key (by default they need an API key or the admin token)")
 	fs.StringVar(&o.apiKeys, "api-keys", "", "tenant API keys: key=namespace,key2=namespace2, namespaces not empty; none: no auth, one shared namespace")
@@ -267,6 +273,7 @@ func (o *serveOptions) check() error {
 		oneOf("batching", o.batching, "continuous", "static"),
 		oneOf("kv-alloc", o.kvAlloc, "paged", "contiguous"),
 		oneOf("prefix-cache", o.prefixCache, "on", "off"),
+		oneOf("speculative", o.speculative, "off", "ngram", "suffix"),
 		oneOf("log-level", o.logLevel, "debug", "info", "warn", "error"),
 		o.device.check(),
 	} {
@@ -313,6 +320,12 @@ func (o *serveOptions) check() error {
 	}
 	if o.maxTenantPriority < 1 || o.maxTenantPriority > math.MaxInt32 {
 		return usagef("--max-tenant-priority %d must be in [1, %d]", o.maxTenantPriority, math.MaxInt32)
+	}
+	if o.specTokens < 1 || o.specTokens > engine.MaxSpecTokens {
+		return usagef("--num-speculative-tokens %d must be in [1, %d]", o.specTokens, engine.MaxSpecTokens)
+	}
+	if o.specMaxRows == 0 || o.specMaxRows < -1 {
+		return usagef("--speculative-max-rows %d must be positive, or -1 for no limit", o.specMaxRows)
 	}
 	if o.nsCacheShare < 0 || o.nsCacheShare > 1 {
 		return usagef("--namespace-cache-share %v must be in [0, 1]", o.nsCacheShare)
@@ -570,6 +583,15 @@ func engineConfig(o *serveOptions, m *model.Model, runner *deviceRunner, metrics
 	if o.batching == "static" {
 		ecfg.Batching = engine.Static
 	}
+	mode, err := speculate.ParseMode(o.speculative)
+	if err != nil {
+		return engine.Config{}, kvPool{}, err
+	}
+	spec, err := speculate.New(speculate.Config{Mode: mode, K: o.specTokens})
+	if err != nil {
+		return engine.Config{}, kvPool{}, err
+	}
+	ecfg.Speculator, ecfg.SpecTokens, ecfg.SpecMaxRows = spec, o.specTokens, o.specMaxRows
 	if o.kvAlloc == "contiguous" {
 		ecfg.KVAlloc = engine.Contiguous
 	}

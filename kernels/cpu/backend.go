@@ -301,24 +301,25 @@ func (b *Backend) Add(dst, x kernels.Buf) {
 	Add(b.bufs[dst].f, b.bufs[x].f)
 }
 
-// Narrow keeps, in each of bufs, only the last token row of each row that
-// wants logits, packed in row order, and shortens every buffer to that
-// many rows, so the ops after it (not Attention, whose sequences it
-// leaves as they were) cover just those rows.
+// Narrow keeps, in each of bufs, only the token rows that want logits
+// (the last LogitRows of each row), packed in order, and shortens every
+// buffer to that many rows, so the ops after it (not Attention, whose
+// sequences it leaves as they were) cover just those rows.
 func (b *Backend) Narrow(bufs ...kernels.Buf) {
 	n, t := 0, 0
-	for _, r := range b.rows {
-		t += len(r.Tokens)
-		if !r.Logits {
+	for i := range b.rows {
+		t += len(b.rows[i].Tokens)
+		k := b.rows[i].LogitRows()
+		if k == 0 {
 			continue
 		}
-		if n < t-1 { // else the row is in place, as in a step of decodes
+		if n < t-k { // else the rows are in place, as in a step of decodes
 			for _, h := range bufs {
 				f, c := b.bufs[h].f, b.bufs[h].cols
-				copy(f[n*c:(n+1)*c], f[(t-1)*c:t*c]) // rows move only down
+				copy(f[n*c:(n+k)*c], f[(t-k)*c:t*c]) // rows move only down
 			}
 		}
-		n++
+		n += k
 	}
 	b.tokens, b.narrowed = n, true
 	for i := range b.bufs {
@@ -327,27 +328,25 @@ func (b *Backend) Narrow(bufs ...kernels.Buf) {
 }
 
 // Logits applies the final RMSNorm (weight norm) and the classifier to
-// the last token row of each row of the step that wants logits (after
-// Narrow, to each row left) and returns classifier.rows logits for each,
-// in order. The slice is reused by the next call. The CPU backend has no
-// device faults to report, so the error is always nil.
+// the token rows of the step that want logits (the last LogitRows of each
+// row; after Narrow, to each row left) and returns classifier.rows logits
+// for each, in order. The slice is reused by the next call. The CPU
+// backend has no device faults to report, so the error is always nil.
 func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps float32) ([]float32, error) {
 	s, w, c := &b.bufs[x], &b.weights[norm], &b.weights[classifier]
 	d := s.cols
 	same("Logits", d, w.cols)
 	same("Logits", d, c.cols)
 	n := 0
-	for _, r := range b.rows {
-		if r.Logits {
-			n++
-		}
+	for i := range b.rows {
+		n += b.rows[i].LogitRows()
 	}
 	b.normed = grow(b.normed, n*d)
 	n, t := 0, 0
-	for _, r := range b.rows {
-		t += len(r.Tokens)
-		if r.Logits {
-			row := t - 1
+	for i := range b.rows {
+		t += len(b.rows[i].Tokens)
+		for j := b.rows[i].LogitRows(); j > 0; j-- {
+			row := t - j
 			if b.narrowed {
 				row = n
 			}

@@ -29,7 +29,7 @@ type Backend struct {
 	// The current step, from Begin.
 	rows     []batch.Row
 	tokens   int  // token rows, or after Narrow the rows left
-	nLogits  int  // rows that want logits
+	nLogits  int  // token rows that want logits (LogitRows of each row)
 	narrowed bool // Narrow has run this step
 	sb       launch.StepBuilder
 	host     []byte // tokens | logit row indices | the StepBuilder's arrays
@@ -170,9 +170,7 @@ func (b *Backend) Begin(rows []batch.Row) {
 	b.sb.Reset()
 	for _, r := range rows {
 		b.tokens += len(r.Tokens)
-		if r.Logits {
-			b.nLogits++
-		}
+		b.nLogits += r.LogitRows()
 		if err := b.sb.Add(r.Blocks, b.lay.BlockSize, r.Start, len(r.Tokens)); err != nil {
 			b.fail(err)
 		}
@@ -186,8 +184,8 @@ func (b *Backend) Begin(rows []batch.Row) {
 	t := 0
 	for _, r := range rows {
 		t += len(r.Tokens)
-		if r.Logits {
-			b.host = binary.LittleEndian.AppendUint32(b.host, uint32(t-1))
+		for j := r.LogitRows(); j > 0; j-- {
+			b.host = binary.LittleEndian.AppendUint32(b.host, uint32(t-j))
 		}
 	}
 	for _, v := range b.sb.Packed() {
@@ -477,8 +475,8 @@ func (b *Backend) Add(dst, x kernels.Buf) {
 	b.queue(func(m Mem) error { return launch.Add(m, d, s, n) })
 }
 
-// Narrow queues, for each of bufs (distinct), the gather of the last
-// token row of each row that wants logits (the rows Logits would take,
+// Narrow queues, for each of bufs (distinct), the gather of the token
+// rows that want logits (the last LogitRows of each row: the rows Logits would take,
 // by the step's index array) into a spare area, which then becomes the
 // buffer's, its old area the spare: a gather in place would race between
 // the rows' threads. It copies only the form the buffer's last writer
@@ -516,8 +514,8 @@ func (b *Backend) Narrow(bufs ...kernels.Buf) {
 	b.tokens = n
 }
 
-// Logits queues the final RMSNorm and the classifier for the last token
-// row of each row that wants logits (after Narrow, each row left), runs
+// Logits queues the final RMSNorm and the classifier for the token rows
+// that want logits (the last LogitRows of each row; after Narrow, each row left), runs
 // the step's ops on the device in one Do and copies those logits back. It
 // returns the step's first error; the slice is reused by the next call.
 func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps float32) ([]float32, error) {
@@ -529,8 +527,8 @@ func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps flo
 // greedy[i] set it returns the row's argmax (sample.Argmax's rule) in
 // ids[i], computed on the device, and copies back 4 bytes for the row
 // instead of its logits, which it leaves unspecified: it implements
-// model.GreedyBackend. greedy is nil or has an entry per row that wants
-// logits. The copies go asynchronously into page-locked host memory, one
+// model.GreedyBackend. greedy is nil or has an entry per token row that
+// wants logits. The copies go asynchronously into page-locked host memory, one
 // per run of rows that come back whole, and the step waits for them
 // once. Both slices are reused by the next call.
 func (b *Backend) LogitsGreedy(x kernels.Buf, norm, classifier kernels.Weight, eps float32, greedy []bool) ([]float32, []int32, error) {

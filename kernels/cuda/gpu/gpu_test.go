@@ -313,6 +313,13 @@ func TestForwardMatchesCPU(t *testing.T) {
 						{Tokens: tokens(9+k, 1, c.Vocab), Start: 25 + k, Blocks: tb[2], Logits: k%2 == 0},
 						{Tokens: tokens(10+k, 1, c.Vocab), Start: 140 + k, Blocks: tb[3], Logits: true}})
 				}
+				// Speculative decoding's verify rows: logits at their last
+				// Drafts+1 positions, beside a chunk that wants none.
+				steps = append(steps, []batch.Row{
+					{Tokens: tokens(40, 5, c.Vocab), Start: 28, Blocks: tb[0], Logits: true, Drafts: 4},
+					{Tokens: tokens(41, 3, c.Vocab), Start: 21, Blocks: tb[1]},
+					{Tokens: tokens(42, 3, c.Vocab), Start: 31, Blocks: tb[2], Logits: true, Drafts: 2},
+					{Tokens: tokens(43, 1, c.Vocab), Start: 146, Blocks: tb[3], Logits: true}})
 				sameSteps(t, gpuR, cpuR, steps, kerneltest.Tolerance[dev.DType()])
 				if n := dev.kernels["attn_prefill64"]; fm.prefill && dev.DType() != src.F32 && n != c.Layers {
 					t.Errorf("attn_prefill64 launched %d times, want %d (the first step's layers)", n, c.Layers)

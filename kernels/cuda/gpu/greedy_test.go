@@ -36,6 +36,9 @@ func TestForwardGreedy(t *testing.T) {
 			{Tokens: tokens(6, 1, c.Vocab), Start: 6, Blocks: tb[1], Logits: true},
 			{Tokens: tokens(7, 1, c.Vocab), Start: 9, Blocks: tb[2], Logits: true},
 			{Tokens: tokens(8, 1, c.Vocab), Start: 3, Blocks: tb[3], Logits: true}}
+		// A verify row of speculative decoding: an entry per logits row.
+		verify := []batch.Row{{Tokens: tokens(9, 4, c.Vocab), Start: 12, Blocks: tb[0], Logits: true, Drafts: 3},
+			{Tokens: tokens(10, 1, c.Vocab), Start: 7, Blocks: tb[1], Logits: true}}
 		for _, st := range []struct {
 			rows   []batch.Row
 			greedy []bool
@@ -44,6 +47,7 @@ func TestForwardGreedy(t *testing.T) {
 			{decode, []bool{false, true, true, false}},
 			{decode, []bool{true, true, true, true}},
 			{decode, []bool{false, false, false, false}},
+			{verify, []bool{true, false, true, true, false}},
 		} {
 			want, err := r.Forward(st.rows)
 			if err != nil {
