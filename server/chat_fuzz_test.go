@@ -34,11 +34,8 @@ func FuzzDecodeChat(f *testing.F) {
 		f.Add(b)
 	}
 	fuzzBodies(f, func(body []byte) (engine.Request, *apiError) {
-		if err := refuseUnsupported(body); err != nil {
-			return engine.Request{}, err
-		}
 		var c chatRequest
-		if err := decodeStrict(body, &c); err != nil {
+		if err := decodeRefusing(body, &c, unsupportedOpenAI); err != nil {
 			return engine.Request{}, err
 		}
 		return c.toEngine(s, fuzzLimits())

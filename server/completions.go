@@ -126,15 +126,11 @@ func (s *Server) checkModel(ctx *fasthttp.RequestCtx, model string) bool {
 	return false
 }
 
-// decodeOpenAI decodes an OpenAI request body into v after refusing the
-// OpenAI fields prefixd does not implement; it answers and returns false
+// decodeOpenAI decodes an OpenAI request body into v, refusing the OpenAI
+// fields prefixd does not implement by name; it answers and returns false
 // on error.
 func (s *Server) decodeOpenAI(ctx *fasthttp.RequestCtx, v any) bool {
-	if err := refuseUnsupported(ctx.PostBody()); err != nil {
-		s.writeError(ctx, err)
-		return false
-	}
-	if err := decodeStrict(ctx.PostBody(), v); err != nil {
+	if err := decodeRefusing(ctx.PostBody(), v, unsupportedOpenAI); err != nil {
 		s.writeError(ctx, err)
 		return false
 	}

@@ -103,11 +103,8 @@ func FuzzDecodeGenerate(f *testing.F) {
 
 func FuzzDecodeCompletion(f *testing.F) {
 	fuzzBodies(f, func(body []byte) (engine.Request, *apiError) {
-		if err := refuseUnsupported(body); err != nil {
-			return engine.Request{}, err
-		}
 		var c completionRequest
-		if err := decodeStrict(body, &c); err != nil {
+		if err := decodeRefusing(body, &c, unsupportedOpenAI); err != nil {
 			return engine.Request{}, err
 		}
 		return c.toEngine(model.ByteTokenizer{}, fuzzLimits())

@@ -18,10 +18,10 @@ import (
 // first). Objects decoded by a custom unmarshaler, into a map or a
 // json.RawMessage are not a struct's: any keys pass there. Syntax errors
 // are left to the decoder, which reports them first.
-func checkKeys(body []byte, t reflect.Type) *apiError {
+func checkKeys(body []byte, t reflect.Type, unsupported map[string]string) *apiError {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	return walkKeys(dec, t, "")
+	return walkKeys(dec, t, "", unsupported)
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -70,7 +70,7 @@ func elemOf(t reflect.Type) reflect.Type {
 	return nil
 }
 
-func walkKeys(dec *json.Decoder, t reflect.Type, path string) *apiError {
+func walkKeys(dec *json.Decoder, t reflect.Type, path string, unsupported map[string]string) *apiError {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil
@@ -79,7 +79,7 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) *apiError {
 	case json.Delim('['):
 		elem := elemOf(t)
 		for dec.More() {
-			if e := walkKeys(dec, elem, path); e != nil {
+			if e := walkKeys(dec, elem, path, nil); e != nil {
 				return e
 			}
 		}
@@ -100,6 +100,9 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) *apiError {
 			if fields != nil {
 				var ok bool
 				if ft, ok = fields[key]; !ok {
+					if what, ok := unsupported[key]; ok && path == "" {
+						return badRequest(key, "%q is not supported: prefixd does not implement %s", key, what)
+					}
 					return unknownField(name, key, fields)
 				}
 			}
@@ -107,7 +110,7 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) *apiError {
 				return badRequest(name, "field %q appears twice", name)
 			}
 			seen[key] = true
-			if e := walkKeys(dec, ft, name); e != nil {
+			if e := walkKeys(dec, ft, name, nil); e != nil {
 				return e
 			}
 		}

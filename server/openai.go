@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,28 +36,6 @@ var unsupportedOpenAI = map[string]string{
 	"store":              "stored completions",
 	"metadata":           "stored completions' metadata",
 	"service_tier":       "service tiers",
-}
-
-// refuseUnsupported answers the first OpenAI field of body prefixd does not
-// implement, in name order. A body that is not an object is left to the
-// strict decoder's message.
-func refuseUnsupported(body []byte) *apiError {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
-		return nil
-	}
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		if _, ok := unsupportedOpenAI[name]; ok {
-			names = append(names, name)
-		}
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	slices.Sort(names)
-	name := names[0]
-	return badRequest(name, "%q is not supported: prefixd does not implement %s", name, unsupportedOpenAI[name])
 }
 
 // streamOptions is OpenAI's stream_options.
