@@ -194,14 +194,18 @@ func (s *Server) parsePin(ctx *fasthttp.RequestCtx) (string, []int32, *apiError)
 		if s.cfg.Tokenizer == nil {
 			return "", nil, badRequest("prompt", "this model has no tokenizer: send prompt_ids")
 		}
-		if len(*p.Prompt) > 8*lim.maxPrompt {
-			return "", nil, badRequest("prompt", "prompt is %d bytes, far above the limit of %d tokens", len(*p.Prompt), lim.maxPrompt)
+		if err := checkPromptBytes("prompt", len(*p.Prompt), lim); err != nil {
+			return "", nil, err
 		}
 		ids = encodePrompt(s.cfg.Tokenizer, *p.Prompt, lim.bos)
 	default:
 		ids = p.PromptIDs
 	}
-	if err := checkPrompt(ids, p.Prompt == nil, lim); err != nil {
+	param := "prompt"
+	if p.Prompt == nil {
+		param = "prompt_ids"
+	}
+	if err := checkPrompt(param, ids, lim); err != nil {
 		return "", nil, err
 	}
 	return p.Namespace, ids, nil

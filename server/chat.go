@@ -376,15 +376,12 @@ func (c *chatRequest) toEngine(s *Server, lim limits) (engine.Request, *apiError
 	if aerr != nil {
 		return engine.Request{}, aerr
 	}
-	g := generateRequest{PromptIDs: ids}
+	g := generateRequest{PromptIDs: ids, promptParam: "messages"}
 	if err := c.toGenerate(&g); err != nil {
 		return engine.Request{}, err
 	}
 	req, err := g.toEngine(nil, lim)
 	if err != nil {
-		if err.Param == "prompt_ids" || err.Param == "prompt" {
-			err.Param = "messages"
-		}
 		return req, err
 	}
 	// A reply ends at the end of its turn.

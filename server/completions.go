@@ -60,11 +60,9 @@ func (c *completionRequest) toEngine(tok Encoder, lim limits) (engine.Request, *
 	if g.MaxTokens == nil {
 		lim.defaultMax = openAIMaxTokens
 	}
+	g.promptParam = "prompt" // the OpenAI field carries token IDs too
 	req, err := g.toEngine(tok, lim)
 	if err != nil {
-		if err.Param == "prompt_ids" {
-			err.Param = "prompt" // the OpenAI field carries token IDs too
-		}
 		return req, err
 	}
 	return req, c.finish(&req, lim, top)

@@ -84,6 +84,18 @@ type generateRequest struct {
 	// JSON Schema or a GBNF grammar (see grammarSpec).
 	JSONSchema json.RawMessage `json:"json_schema"`
 	Grammar    *string         `json:"grammar"`
+	// promptParam, when set, is what the client called the prompt in the
+	// request converted to this one (OpenAI's "prompt", chat's
+	// "messages"): errors about the prompt name it.
+	promptParam string
+}
+
+// param is the client's name for the prompt field this request calls def.
+func (g *generateRequest) param(def string) string {
+	if g.promptParam != "" {
+		return g.promptParam
+	}
+	return def
 }
 
 // limits bound what a request may ask for. They come from the server's
@@ -132,28 +144,32 @@ func (g *generateRequest) toEngine(tok Encoder, lim limits) (engine.Request, *ap
 	var req engine.Request
 	switch {
 	case g.Prompt != nil && g.PromptIDs != nil:
-		return req, badRequest("prompt", "send either prompt or prompt_ids, not both")
+		return req, badRequest(g.param("prompt"), "send either prompt or prompt_ids, not both")
 	case g.Prompt != nil:
 		if *g.Prompt == "" {
-			return req, badRequest("prompt", "prompt is empty")
+			return req, badRequest(g.param("prompt"), "prompt is empty")
 		}
 		if tok == nil || !lim.haveTokenizer {
-			return req, badRequest("prompt", "this model has no tokenizer: send prompt_ids")
+			return req, badRequest(g.param("prompt"), "this model has no tokenizer: send prompt_ids")
 		}
-		if err := checkPromptBytes("prompt", len(*g.Prompt), lim); err != nil {
+		if err := checkPromptBytes(g.param("prompt"), len(*g.Prompt), lim); err != nil {
 			return req, err
 		}
 		req.Prompt = encodePrompt(tok, *g.Prompt, lim.bos)
 	case g.PromptIDs != nil:
 		req.Prompt = g.PromptIDs
 	default:
-		return req, badRequest("prompt", "prompt or prompt_ids is required")
+		return req, badRequest(g.param("prompt"), "prompt or prompt_ids is required")
 	}
-	if err := checkPrompt(req.Prompt, g.Prompt == nil, lim); err != nil {
+	param := g.param("prompt")
+	if g.Prompt == nil {
+		param = g.param("prompt_ids")
+	}
+	if err := checkPrompt(param, req.Prompt, lim); err != nil {
 		return req, err
 	}
 	var err *apiError
-	if req.MaxTokens, err = maxTokens(g.MaxTokens, len(req.Prompt), lim); err != nil {
+	if req.MaxTokens, err = maxTokens(g.MaxTokens, len(req.Prompt), g.param("prompt"), lim); err != nil {
 		return req, err
 	}
 	if req.Sampling, err = sampling(g.Temperature, g.TopP, g.TopK, g.Seed); err != nil {
@@ -218,11 +234,8 @@ func checkPromptBytes(param string, n int, lim limits) *apiError {
 	return nil
 }
 
-func checkPrompt(ids []int32, fromIDs bool, lim limits) *apiError {
-	param := "prompt"
-	if fromIDs {
-		param = "prompt_ids"
-	}
+// checkPrompt checks a prompt's token IDs; param is its field.
+func checkPrompt(param string, ids []int32, lim limits) *apiError {
 	switch {
 	case len(ids) == 0:
 		return badRequest(param, "prompt is empty")
@@ -238,12 +251,12 @@ func checkPrompt(ids []int32, fromIDs bool, lim limits) *apiError {
 }
 
 // maxTokens resolves max_tokens: absent means the default, cut to the room
-// the prompt leaves.
-func maxTokens(v *int, promptLen int, lim limits) (int, *apiError) {
+// the prompt (field promptParam) leaves.
+func maxTokens(v *int, promptLen int, promptParam string, lim limits) (int, *apiError) {
 	room := lim.maxModelLen - promptLen
 	if v == nil {
 		if room <= 0 {
-			return 0, badRequest("prompt", "prompt is %d tokens and leaves no room in the model's %d positions", promptLen, lim.maxModelLen)
+			return 0, badRequest(promptParam, "prompt is %d tokens and leaves no room in the model's %d positions", promptLen, lim.maxModelLen)
 		}
 		return min(lim.defaultMax, lim.maxTokens, room), nil
 	}
