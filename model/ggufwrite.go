@@ -16,18 +16,20 @@ import (
 // WriteGGUF writes m to w as a GGUF v3 file of architecture "llama", in
 // llama.cpp's tensor names and layout: matrices in type typ (F32, F16 or
 // BF16 rounded to nearest even, a quantized type by kernels/quant's
-// reference quantizers), vectors as F32. m's tokenizer is not written, so
-// the file has none. It refuses a model whose Arch options a "llama" file
-// cannot carry, and a typ whose blocks do not divide a matrix's rows. The
-// converted matrices are held in memory until written.
-func WriteGGUF(w io.Writer, m *Model, typ kernels.DType) error {
+// reference quantizers), vectors as F32. m's tokenizer is not written:
+// the file has the tokenizer.* keys of extra, if any (extra is written
+// after the model's metadata, replacing a key of the same name). It
+// refuses a model whose Arch options a "llama" file cannot carry, and a
+// typ whose blocks do not divide a matrix's rows. The converted matrices
+// are held in memory until written.
+func WriteGGUF(w io.Writer, m *Model, typ kernels.DType, extra ...gguf.KV) error {
 	if err := m.check(); err != nil {
 		return err
 	}
 	if m.Config.Arch != (Arch{}) {
 		return errors.New("model: WriteGGUF writes Llama models: no q/k/v bias, q/k norm or half-rotation RoPE")
 	}
-	f := ggufFile{arch: "llama", name: m.Name, types: func(string) kernels.DType { return typ }}
+	f := ggufFile{arch: "llama", name: m.Name, types: func(string) kernels.DType { return typ }, extra: extra}
 	tensors, err := ggufTensorsOf(m, f)
 	if err != nil {
 		return err

@@ -9,7 +9,9 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 
+	"github.com/prefixd/prefixd/gguf"
 	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/model"
 )
@@ -36,6 +38,7 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	preset := fs.String("preset", "", "a named shape (tinyllama-1.1b: dim 2048, 22 layers, 32 heads, 4 KV heads, hidden 5632, vocab 32000); shape flags given override it")
 	typName := fs.String("type", "f16", "element type of the weight matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k (vectors are f32)")
 	seed := fs.Uint64("seed", 1, "weights seed: the same seed and shape give the same file")
+	tokFrom := fs.String("tokenizer-from", "", "a GGUF file whose tokenizer (its tokenizer.* metadata) the model gets, and its vocabulary size")
 	// Without --preset: a small model that loads in a moment.
 	c := model.Config{Dim: 256, Hidden: 768, Layers: 4, Heads: 8, KVHeads: 4, Vocab: 512, MaxSeqLen: 2048,
 		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
@@ -74,6 +77,17 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 			*f.field(&c) = given[i]
 		}
 	}
+	tokenizer, err := tokenizerOf(*tokFrom)
+	if err != nil {
+		return err
+	}
+	if tokenizer != nil {
+		n := vocabOf(tokenizer)
+		if isSet(fs, "vocab") && c.Vocab != n {
+			return usagef("--vocab %d: --tokenizer-from %s has %d tokens", c.Vocab, *tokFrom, n)
+		}
+		c.Vocab = n
+	}
 	if err := c.Validate(); err != nil {
 		return usagef("%v", err)
 	}
@@ -98,7 +112,7 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	// About: vectors are f32, and the metadata and vocabulary add a little.
 	rowBytes, _ := typ.RowSize(c.Dim)
 	size := params * int64(rowBytes) / int64(c.Dim)
-	if err := writeModel(*out, m, typ, newProgress(stderr, "gen-model: writing "+*out), size); err != nil {
+	if err := writeModel(*out, m, typ, tokenizer, newProgress(stderr, "gen-model: writing "+*out), size); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "wrote %s: %s, %d parameters, matrices %s\n", *out, m.Name, params, typ)
@@ -118,15 +132,49 @@ func nameOf(preset string, c model.Config) string {
 	return fmt.Sprintf("d%d-l%d-h%d-kv%d-f%d-v%d", c.Dim, c.Layers, c.Heads, c.KVHeads, c.Hidden, c.Vocab)
 }
 
-// writeModel writes m to path as GGUF, removing the file if writing
-// fails, and reports the bytes written to p (of about size).
-func writeModel(path string, m *model.Model, typ kernels.DType, p *progress, size int64) error {
+// tokenizerOf is the tokenizer.* metadata of the GGUF file at path, in
+// file order (none for an empty path); a file without tokens is an error.
+func tokenizerOf(path string) ([]gguf.KV, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer-from: %w", err)
+	}
+	defer f.Close()
+	var kvs []gguf.KV
+	for _, k := range f.Keys {
+		if strings.HasPrefix(k, "tokenizer.") {
+			kvs = append(kvs, gguf.KV{Key: k, Value: f.Metadata[k]})
+		}
+	}
+	if vocabOf(kvs) == 0 {
+		return nil, usagef("--tokenizer-from %s: no tokenizer.ggml.tokens", path)
+	}
+	return kvs, nil
+}
+
+// vocabOf is the number of tokenizer.ggml.tokens in kvs.
+func vocabOf(kvs []gguf.KV) int {
+	for _, kv := range kvs {
+		if toks, ok := kv.Value.([]string); ok && kv.Key == "tokenizer.ggml.tokens" {
+			return len(toks)
+		}
+	}
+	return 0
+}
+
+// writeModel writes m to path as GGUF with the tokenizer metadata given,
+// removing the file if writing fails, and reports the bytes written to p
+// (of about size).
+func writeModel(path string, m *model.Model, typ kernels.DType, tokenizer []gguf.KV, p *progress, size int64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(&countingWriter{w: f, total: size, p: p, verb: "wrote"}, 1<<20)
-	if err = errors.Join(model.WriteGGUF(w, m, typ), w.Flush(), f.Close()); err != nil {
+	if err = errors.Join(model.WriteGGUF(w, m, typ, tokenizer...), w.Flush(), f.Close()); err != nil {
 		os.Remove(path)
 		return fmt.Errorf("gen-model: %w", err)
 	}

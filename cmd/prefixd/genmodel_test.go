@@ -81,3 +81,37 @@ func TestGenModelPreset(t *testing.T) {
 		}
 	}
 }
+
+// TestGenModelTokenizerFrom gives a random model Llama 2's tokenizer: the
+// file loads with that vocabulary (its size, BOS and EOS, and text that
+// round-trips through it), and a --vocab that disagrees is refused.
+func TestGenModelTokenizerFrom(t *testing.T) {
+	src := sharedModel(t, "llama-2-tiny-random.gguf")
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	args := []string{"gen-model", "--out", path, "--type", "q8_0", "--dim", "32", "--hidden", "64", "--layers", "1",
+		"--heads", "4", "--kv-heads", "2", "--tokenizer-from", src}
+	if code, _, stderr := runArgs(args...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	m, err := model.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ref, err := model.Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	if m.Tokenizer == nil || m.Config.Vocab != 32000 || m.Config.BOS != ref.Config.BOS || m.Config.EOS != ref.Config.EOS {
+		t.Fatalf("vocab %d, BOS %d, EOS %d, tokenizer %v", m.Config.Vocab, m.Config.BOS, m.Config.EOS, m.Tokenizer != nil)
+	}
+	const text = "Hello, wörld: {\"a\": 1}"
+	ids := m.Tokenizer.Encode(text)
+	if !slices.Equal(ids, ref.Tokenizer.Encode(text)) || m.Tokenizer.Decode(ids) != text {
+		t.Fatalf("%q encodes to %v and decodes to %q", text, ids, m.Tokenizer.Decode(ids))
+	}
+	if code, _, stderr := runArgs(append(args, "--vocab", "512")...); code == 0 || !strings.Contains(stderr, "32000 tokens") {
+		t.Fatalf("--vocab 512 with a 32000-token tokenizer: exit %d, %s", code, stderr)
+	}
+}
