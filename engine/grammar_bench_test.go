@@ -4,6 +4,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"syscall"
 	"testing"
@@ -15,7 +16,7 @@ import (
 )
 
 // BenchmarkConstrainedDecode measures decode throughput with and without
-// a JSON Schema constraint: 8 sequences of 96 tokens at temperature 1 on
+// a JSON Schema constraint: 1 and 8 sequences of 96 tokens at temperature 1 on
 // the built-in model, or on the model file PREFIXD_BENCH_MODEL names
 // (with its own vocabulary). The schema is an unbounded array of strings
 // and integers, so every sequence decodes its 96 tokens under the
@@ -45,6 +46,13 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 	}
 	c := grammar.NewConstraint(g, grammar.NewVocab(m.Tokenizer, []int32{m.Config.EOS}))
 	prompt := m.Tokenizer.Encode("A list of things:")
+	for _, seqs := range []int{1, 8} {
+		b.Run(fmt.Sprintf("seqs=%d", seqs), func(b *testing.B) { benchDecodeBoth(b, m, c, prompt, seqs) })
+	}
+}
+
+// benchDecodeBoth is BenchmarkConstrainedDecode for seqs sequences.
+func benchDecodeBoth(b *testing.B, m *model.Model, c *grammar.Constraint, prompt []int32, seqs int) {
 	w := cpu.NewWorkers(0)
 	defer w.Close()
 	e, err := New(Config{Model: model.NewRunner(m, w), EOS: -1, NumBlocks: 1024, BlockSize: 16,
@@ -55,7 +63,7 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 	defer e.Close(context.Background())
 	decode := func(constrained bool) (tokens int, wall, cpu time.Duration) {
 		var reqs []Request
-		for i := range 8 {
+		for i := range seqs {
 			r := Request{Prompt: prompt, MaxTokens: 96, IgnoreEOS: true, Sampling: Sampling{Temperature: 1, Seed: uint64(i)}}
 			if constrained {
 				r.Constraint = c
