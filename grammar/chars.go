@@ -268,9 +268,17 @@ func (w *walker) span(v *Vocab, n, id int32) (all bool, limit int) {
 	j := h // the fewest levels a kind of set stays uniform, if under h
 	for i, word := range set {
 		for ; word != 0; word &= word - 1 {
-			if r := w.run(c, i*64+bits.TrailingZeros64(word), h); r < j {
-				j = r
+			k := i*64 + bits.TrailingZeros64(word)
+			ch := &w.chains[c]
+			r := int(ch.run[k])
+			if r == int(ch.done[k]) && r != forever && r < h { // not looked at far enough yet
+				r = w.run(c, k, h)
+				ch = &w.chains[c]
 			}
+			if r < h && !ch.dead.has(k) { // neither uniform nor refused at level r
+				return false, -1
+			}
+			j = min(j, r)
 		}
 	}
 	if j == h {

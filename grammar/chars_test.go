@@ -78,6 +78,8 @@ func utf8Vocab(n int, seed uint64) pieces {
 	family([]string{"é", "ÿ", "߿"}, "", 4)
 	family([]string{"a", "日", "😀"}, "", 4)
 	family([]string{"0", "5", "\\"}, "", 3)
+	family([]string{"b", "\n", "{"}, "~", 4)
+	family([]string{"b", "\n", "{"}, "|\n", 4)
 	for len(p) < n-1 {
 		var sb strings.Builder
 		for range 1 + rng.IntN(7) {
@@ -145,7 +147,9 @@ func TestVocabCharSummary(t *testing.T) {
 
 // maskGrammars are grammars for FuzzMask: coarse ones (JSON strings with
 // and without bounds, character ranges UTF-8 splits at its own
-// boundaries) and ones that name particular non-ASCII characters.
+// boundaries, a newline refused at first but not later, a newline
+// before the node's state refuses it) and ones that name particular
+// non-ASCII characters.
 var maskGrammars = []struct {
 	name, src string
 	kind      string // "schema", "gbnf" or "regex"
@@ -155,6 +159,8 @@ var maskGrammars = []struct {
 	{"enum", `{"type":"array","items":{"enum":["é","日本","a\"b"]},"maxItems":3}`, "schema", false},
 	{"gbnf", `root ::= ("é"* [a-z日]{0,4} "x")+`, "gbnf", false},
 	{"gbnf any", `root ::= [^\n]{0,9} "\n" root?`, "gbnf", true},
+	{"newline after a letter", `root ::= "~" [a-z] ([a-z0-9 \n] | [^\x00-\x7f])*`, "gbnf", true},
+	{"newline first", `root ::= "|\n" ([a-z0-9 ] | [^\x00-\x7f])*`, "gbnf", true},
 	{"regex", `[\x{80}-\x{7ff}a-c]{0,6}[0-9]*`, "regex", true},
 	{"regex latin", `[à-ÿ ]{0,5}"?`, "regex", false},
 }
