@@ -176,12 +176,9 @@ type charSummer struct {
 	cuts    []int32 // add's scratch
 }
 
-// grow adds a node.
-func (s *charSummer) grow() {
-	s.unclean = append(s.unclean, false)
-	s.kinds = append(s.kinds, kindSet{})
-	s.chars = append(s.chars, 0)
-	s.prefix = append(s.prefix, 0)
+// newCharSummer returns a charSummer for a trie of n nodes.
+func newCharSummer(n int) *charSummer {
+	return &charSummer{unclean: make([]bool, n), kinds: make([]kindSet, n), chars: make([]uint8, n), prefix: make([]int32, n)}
 }
 
 // add records token p, whose prefix p[:d+1] is node path[d] (the empty

@@ -3,6 +3,7 @@ package grammar
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -79,8 +80,6 @@ func NewVocab(src TokenSource, stops []int32) *Vocab {
 	var path []int32 // node of each depth of the previous token
 	var prev []byte
 	parentsOf := []int32{-1}
-	var sum charSummer
-	sum.grow() // the root
 	for _, id := range ids {
 		p := v.piece(id)
 		common := 0
@@ -97,11 +96,9 @@ func NewVocab(src TokenSource, stops []int32) *Vocab {
 			v.edge = append(v.edge, p[d])
 			parentsOf = append(parentsOf, parent)
 			v.tokAt = append(v.tokAt, int32(len(v.toks)))
-			sum.grow()
 			path = append(path, node)
 		}
 		v.toks = append(v.toks, id)
-		v.tokChars = append(v.tokChars, sum.add(p, path))
 		prev = p
 	}
 	nodes := len(v.edge)
@@ -122,6 +119,20 @@ func NewVocab(src TokenSource, stops []int32) *Vocab {
 	}
 	for i := range nodes {
 		v.next[i] = last[i] + 1
+	}
+	// Each token's path from the root, its prefixes' nodes, tells the
+	// summaries what the token continues each of them with.
+	sum := newCharSummer(nodes)
+	v.tokChars = make([]int32, len(v.toks))
+	for n := range int32(nodes) {
+		for t := v.tokAt[n]; t < v.tokAt[n+1]; t++ {
+			p := v.piece(v.toks[t])
+			path = slices.Grow(path[:0], len(p))[:len(p)]
+			for d, a := len(p)-1, n; d >= 0; d, a = d-1, parentsOf[a] {
+				path[d] = a
+			}
+			v.tokChars[t] = sum.add(p, path)
+		}
 	}
 	v.below, v.chars, v.kinds = sum.intern()
 	v.nodeChars = sum.prefix
