@@ -107,20 +107,20 @@ var byteClasses = [...]byteRange{{0x80, 0x8F}, {0x90, 0x9F}, {0xA0, 0xBF}, {0xC0
 // holds exactly when it holds the byte: a matcher step over either
 // gives the same stacks, so a walk steps only representatives.
 func (g *Grammar) byteReps() (rep [256]byte) {
-	var class [256]int32 // a partition refined by each set in turn
+	var class [256]uint8 // a partition refined by each set in turn
 	split := func(s *byteSet) {
-		next := map[[2]int32]int32{}
+		var next [256][2]int16 // (class, in s) → new class + 1
+		n := int16(0)
 		for c := range 256 {
-			k := [2]int32{class[c], 0}
+			in := 0
 			if s.has(byte(c)) {
-				k[1] = 1
+				in = 1
 			}
-			id, ok := next[k]
-			if !ok {
-				id = int32(len(next))
-				next[k] = id
+			if next[class[c]][in] == 0 {
+				n++
+				next[class[c]][in] = n
 			}
-			class[c] = id
+			class[c] = uint8(next[class[c]][in] - 1)
 		}
 	}
 	for i := range g.sets {
@@ -133,14 +133,11 @@ func (g *Grammar) byteReps() (rep [256]byte) {
 			}
 		}
 	}
-	var first [256]int32
-	for i := range first {
-		first[i] = -1
+	var first [256]int16
+	for c := 255; c >= 0; c-- {
+		first[class[c]] = int16(c)
 	}
 	for c := range 256 {
-		if first[class[c]] < 0 {
-			first[class[c]] = int32(c)
-		}
 		rep[c] = byte(first[class[c]])
 	}
 	return rep

@@ -227,3 +227,43 @@ func FuzzMask(f *testing.F) {
 		}
 	})
 }
+
+// TestByteReps: a byte and its representative are in the same sets of
+// the grammar, and a byte is its own representative exactly when no
+// lesser byte is in the same sets.
+func TestByteReps(t *testing.T) {
+	for i := range maskGrammars {
+		g := compileMaskGrammar(t, i)
+		var sets []*byteSet
+		for j := range g.sets {
+			sets = append(sets, &g.sets[j])
+		}
+		for _, c := range g.cls {
+			for _, seq := range c.seqs {
+				for j := range seq {
+					sets = append(sets, &seq[j])
+				}
+			}
+		}
+		same := func(a, b byte) bool {
+			for _, s := range sets {
+				if s.has(a) != s.has(b) {
+					return false
+				}
+			}
+			return true
+		}
+		reps := g.byteReps()
+		for c := range 256 {
+			r := reps[c]
+			if r > byte(c) || !same(byte(c), r) {
+				t.Fatalf("%s: byte %#x has representative %#x", maskGrammars[i].name, c, r)
+			}
+			for lesser := range int(r) {
+				if same(byte(c), byte(lesser)) {
+					t.Fatalf("%s: byte %#x has representative %#x, but %#x is in the same sets", maskGrammars[i].name, c, r, lesser)
+				}
+			}
+		}
+	}
+}
