@@ -89,7 +89,7 @@ func trajectory(c *grammar.Constraint, eos int32, seed uint64) []int32 {
 // shared with other jobs it leaves out the time the thread waited for a
 // core, which wall-clock percentiles of millisecond-long steps mostly
 // measure there.
-func threadCPU(b *testing.B) time.Duration {
+func threadCPU(b testing.TB) time.Duration {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
 		b.Fatal(err)

@@ -103,11 +103,11 @@ func kindBytes(dst []byte, k int) []byte {
 var byteClasses = [...]byteRange{{0x80, 0x8F}, {0x90, 0x9F}, {0xA0, 0xBF}, {0xC0, 0xC1}, {0xC2, 0xDF},
 	{0xE0, 0xE0}, {0xE1, 0xEC}, {0xED, 0xED}, {0xEE, 0xEF}, {0xF0, 0xF0}, {0xF1, 0xF3}, {0xF4, 0xF4}, {0xF5, 0xFF}}
 
-// byteReps maps each byte to the least byte that every byte set of g
-// holds exactly when it holds the byte: a matcher step over either
-// gives the same stacks, so a walk steps only representatives.
-func (g *Grammar) byteReps() (rep [256]byte) {
-	var class [256]uint8 // a partition refined by each set in turn
+// partition numbers the classes of bytes that every byte set of g holds
+// all or none of: a matcher step over any byte of a class gives the same
+// stacks, so a walk steps each class once. Classes are numbered in the
+// order of their least byte, first[k] is class k's least byte.
+func (g *Grammar) partition() (class [256]uint8, first []byte) {
 	split := func(s *byteSet) {
 		var next [256][2]int16 // (class, in s) → new class + 1
 		n := int16(0)
@@ -133,24 +133,23 @@ func (g *Grammar) byteReps() (rep [256]byte) {
 			}
 		}
 	}
-	var first [256]int16
-	for c := 255; c >= 0; c-- {
-		first[class[c]] = int16(c)
-	}
+	// split numbers classes in the order of their least byte.
 	for c := range 256 {
-		rep[c] = byte(first[class[c]])
+		if int(class[c]) == len(first) {
+			first = append(first, byte(c))
+		}
 	}
-	return rep
+	return class, first
 }
 
-// coarse reports whether reps (Grammar.byteReps) never tell apart two
+// coarse reports whether class (Grammar.partition) never tells apart two
 // bytes of one of byteClasses: then a character's kind decides all a
 // grammar does with it. A grammar that names particular non-ASCII
 // characters (an enum of "é") is not coarse.
-func coarse(reps *[256]byte) bool {
+func coarse(class *[256]uint8) bool {
 	for _, r := range byteClasses {
 		for c := int(r.lo); c <= int(r.hi); c++ {
-			if reps[c] != reps[r.lo] {
+			if class[c] != class[r.lo] {
 				return false
 			}
 		}

@@ -180,7 +180,7 @@ func compileMaskGrammar(t testing.TB, i int) *Grammar {
 	if err != nil {
 		t.Fatalf("%s: %v", mg.name, err)
 	}
-	if reps := g.byteReps(); coarse(&reps) != mg.coarse {
+	if class, _ := g.partition(); coarse(&class) != mg.coarse {
 		t.Fatalf("%s: coarse %v, want %v", mg.name, !mg.coarse, mg.coarse)
 	}
 	return g
@@ -228,10 +228,9 @@ func FuzzMask(f *testing.F) {
 	})
 }
 
-// TestByteReps: a byte and its representative are in the same sets of
-// the grammar, and a byte is its own representative exactly when no
-// lesser byte is in the same sets.
-func TestByteReps(t *testing.T) {
+// TestPartition: two bytes share a class exactly when the grammar's
+// sets all hold both or neither, and first is each class's least byte.
+func TestPartition(t *testing.T) {
 	for i := range maskGrammars {
 		g := compileMaskGrammar(t, i)
 		var sets []*byteSet
@@ -253,15 +252,14 @@ func TestByteReps(t *testing.T) {
 			}
 			return true
 		}
-		reps := g.byteReps()
-		for c := range 256 {
-			r := reps[c]
-			if r > byte(c) || !same(byte(c), r) {
-				t.Fatalf("%s: byte %#x has representative %#x", maskGrammars[i].name, c, r)
+		class, first := g.partition()
+		for a := range 256 {
+			if k := class[a]; int(k) >= len(first) || first[k] > byte(a) || class[first[k]] != k {
+				t.Fatalf("%s: byte %#x in class %d, whose least byte is given as %v", maskGrammars[i].name, a, k, first)
 			}
-			for lesser := range int(r) {
-				if same(byte(c), byte(lesser)) {
-					t.Fatalf("%s: byte %#x has representative %#x, but %#x is in the same sets", maskGrammars[i].name, c, r, lesser)
+			for b := range 256 {
+				if (class[a] == class[b]) != same(byte(a), byte(b)) {
+					t.Fatalf("%s: bytes %#x and %#x: classes %d and %d", maskGrammars[i].name, a, b, class[a], class[b])
 				}
 			}
 		}

@@ -154,8 +154,9 @@ type Constraint struct {
 	g *Grammar
 	v *Vocab
 
-	reps   [256]byte // g.byteReps()
-	coarse bool      // coarse(&reps)
+	class  [256]uint8 // g.partition()
+	nclass int        // the number of classes
+	coarse bool       // coarse(&class)
 
 	mu         sync.Mutex
 	cache      map[string][]uint64
@@ -171,8 +172,10 @@ const DefaultMaskCacheBytes = 64 << 20
 
 // NewConstraint returns a Constraint for g over v.
 func NewConstraint(g *Grammar, v *Vocab) *Constraint {
-	c := &Constraint{g: g, v: v, reps: g.byteReps(), cache: map[string][]uint64{}, maxBytes: DefaultMaskCacheBytes}
-	c.coarse = coarse(&c.reps)
+	c := &Constraint{g: g, v: v, cache: map[string][]uint64{}, maxBytes: DefaultMaskCacheBytes}
+	var first []byte
+	c.class, first = g.partition()
+	c.nclass, c.coarse = len(first), coarse(&c.class)
 	c.pool.New = func() any { return &walker{} }
 	return c
 }
@@ -325,11 +328,12 @@ func appendKey(dst, tmp []byte, s *stackSet, leaves []int32, end bool) ([]byte, 
 type walker struct {
 	mask    []uint64
 	s       *stackSet
-	reps    *[256]byte // the grammar's byte representatives
-	coarse  bool       // the grammar is coarse: a kind's representative stands for the kind
+	class   *[256]uint8 // the grammar's byte classes
+	nclass  int
+	coarse  bool // the grammar is coarse: a kind's representative stands for the kind
 	states  []wstate
-	leaves  []int32      // states' leaves
-	trans   [][256]int32 // per state and byte: 0 unknown, -1 dead, else state+1
+	leaves  []int32 // states' leaves
+	trans   []int32 // per state, nclass per byte class: 0 unknown, -1 dead, else state+1
 	ids     map[string]int32
 	aborted bool // the work passed Limits.MaxMaskWork
 	tmp     []int32
@@ -350,7 +354,7 @@ type wstate struct {
 
 func (w *walker) reset(s *stackSet, c *Constraint) {
 	w.s = s
-	w.reps, w.coarse = &c.reps, c.coarse
+	w.class, w.nclass, w.coarse = &c.class, c.nclass, c.coarse
 	w.aborted = false
 	s.work = 0
 	w.states = w.states[:0]
@@ -373,21 +377,15 @@ func (w *walker) intern(leaves []int32, end bool) int32 {
 	w.ids[string(w.key)] = id
 	w.states = append(w.states, wstate{off: int32(len(w.leaves)), n: int32(len(leaves))})
 	w.leaves = append(w.leaves, leaves...)
-	w.trans = append(w.trans, [256]int32{})
+	w.trans = append(w.trans, noTrans[:w.nclass]...)
 	return id
 }
 
 // next is the state after byte c from state id, -1 if none.
 func (w *walker) next(id int32, c byte) int32 {
-	if t := w.trans[id][c]; t != 0 {
-		return t - 1
-	}
-	if r := w.reps[c]; r != c {
-		n := w.next(id, r)
-		if !w.aborted {
-			w.trans[id][c] = n + 1
-		}
-		return n
+	t := int(id)*w.nclass + int(w.class[c])
+	if w.trans[t] != 0 {
+		return w.trans[t] - 1
 	}
 	st := w.states[id]
 	out, end := w.s.step(w.tmp[:0], w.leaves[st.off:st.off+st.n], c)
@@ -402,9 +400,12 @@ func (w *walker) next(id int32, c byte) int32 {
 	} else if len(out) > 0 || end {
 		r = w.intern(out, end)
 	}
-	w.trans[id][c] = r + 1
+	w.trans[t] = r + 1
 	return r
 }
+
+// noTrans is a row of w.trans with no transition known.
+var noTrans [256]int32
 
 func (w *walker) live(id int32) bool { return w.states[id].n > 0 }
 
