@@ -26,10 +26,9 @@ import (
 //
 // Each iteration decodes the batch both ways, twice, in the order none,
 // schema, schema, none, so the two share the machine's load and neither
-// is always first (runs that put the schema second more often than first
-// measured it 25% slower by wall clock): it reports each way's tokens/s
-// and their ratio (schema / none) in wall time and in the process's CPU
-// time (user + system), the steadier of the two on a shared machine.
+// is always first: it reports each way's tokens/s and their ratio
+// (schema / none) in wall time and in the process's CPU time (user +
+// system), the steadier of the two on a shared machine.
 func BenchmarkConstrainedDecode(b *testing.B) {
 	m := model.Builtin()
 	if path := os.Getenv("PREFIXD_BENCH_MODEL"); path != "" {

@@ -93,16 +93,15 @@ func TestGenModelTokenizerFrom(t *testing.T) {
 	if code, _, stderr := runArgs(args...); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	m, err := model.Load(path)
-	if err != nil {
-		t.Fatal(err)
+	load := func(p string) *model.Model {
+		m, err := model.Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
 	}
-	defer m.Close()
-	ref, err := model.Load(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+	m, ref := load(path), load(src)
 	if m.Tokenizer == nil || m.Config.Vocab != 32000 || m.Config.BOS != ref.Config.BOS || m.Config.EOS != ref.Config.EOS {
 		t.Fatalf("vocab %d, BOS %d, EOS %d, tokenizer %v", m.Config.Vocab, m.Config.BOS, m.Config.EOS, m.Tokenizer != nil)
 	}
