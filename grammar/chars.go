@@ -6,7 +6,7 @@ import (
 )
 
 // A character kind groups the valid UTF-8 characters that no grammar
-// tells apart once it is coarse (see Grammar.coarse): each ASCII
+// tells apart once it is coarse (see coarse): each ASCII
 // character is its own kind (0-127); a multi-byte character's kind is its
 // lead byte's class and its continuation bytes' classes. Classes split
 // the non-ASCII bytes where UTF-8 itself does (overlong forms,
@@ -103,11 +103,10 @@ func kindBytes(dst []byte, k int) []byte {
 var byteClasses = [...]byteRange{{0x80, 0x8F}, {0x90, 0x9F}, {0xA0, 0xBF}, {0xC0, 0xC1}, {0xC2, 0xDF},
 	{0xE0, 0xE0}, {0xE1, 0xEC}, {0xED, 0xED}, {0xEE, 0xEF}, {0xF0, 0xF0}, {0xF1, 0xF3}, {0xF4, 0xF4}, {0xF5, 0xFF}}
 
-// partition numbers the classes of bytes that every byte set of g holds
-// all or none of: a matcher step over any byte of a class gives the same
-// stacks, so a walk steps each class once. Classes are numbered in the
-// order of their least byte, first[k] is class k's least byte.
-func (g *Grammar) partition() (class [256]uint8, first []byte) {
+// partition numbers the n classes of bytes that every byte set of g
+// holds all or none of: a matcher step over any byte of a class gives the
+// same stacks, so a walk steps each class once.
+func (g *Grammar) partition() (class [256]uint8, n int) {
 	split := func(s *byteSet) {
 		var next [256][2]int16 // (class, in s) → new class + 1
 		n := int16(0)
@@ -133,13 +132,10 @@ func (g *Grammar) partition() (class [256]uint8, first []byte) {
 			}
 		}
 	}
-	// split numbers classes in the order of their least byte.
-	for c := range 256 {
-		if int(class[c]) == len(first) {
-			first = append(first, byte(c))
-		}
+	for _, k := range class {
+		n = max(n, int(k)+1)
 	}
-	return class, first
+	return class, n
 }
 
 // coarse reports whether class (Grammar.partition) never tells apart two
@@ -161,7 +157,7 @@ func coarse(class *[256]uint8) bool {
 // chains a walker follows.
 const maxChars = 255
 
-// charSummer gathers, while NewVocab builds the trie, what each node's
+// charSummer gathers, for NewVocab once the trie is built, what each node's
 // tokens continue it with: whether always whole characters, their kinds
 // and the most characters.
 type charSummer struct {

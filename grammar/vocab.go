@@ -173,9 +173,8 @@ const DefaultMaskCacheBytes = 64 << 20
 // NewConstraint returns a Constraint for g over v.
 func NewConstraint(g *Grammar, v *Vocab) *Constraint {
 	c := &Constraint{g: g, v: v, cache: map[string][]uint64{}, maxBytes: DefaultMaskCacheBytes}
-	var first []byte
-	c.class, first = g.partition()
-	c.nclass, c.coarse = len(first), coarse(&c.class)
+	c.class, c.nclass = g.partition()
+	c.coarse = coarse(&c.class)
 	c.pool.New = func() any { return &walker{} }
 	return c
 }
