@@ -3,7 +3,7 @@ package grammar
 import (
 	"bytes"
 	"encoding/binary"
-	"math/bits"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -24,19 +24,29 @@ type TokenSource interface {
 // bytes, laid out in preorder. Build it once per tokenizer; it is
 // immutable and safe for concurrent use.
 type Vocab struct {
-	n       int
-	stops   []int32 // tokens that end generation: allowed when the grammar can end
-	edge    []byte  // the byte on the edge into each trie node (root: unused)
-	next    []int32 // preorder index just past each node's subtree
-	height  []uint8 // the longest path below each node, at most maxHeight
-	below   []int32 // index into sets of the bytes on edges strictly below each node
-	sets    []byteSet
-	tokAt   []int32 // tokens ending at node i are toks[tokAt[i]:tokAt[i+1]]
-	toks    []int32
-	off     []uint32 // token i's bytes are data[off[i]:off[i+1]]
-	data    []byte
-	isStop  []bool
-	nodeCnt int
+	n      int
+	stops  []int32 // tokens that end generation: allowed when the grammar can end
+	edge   []byte  // the byte on the edge into each trie node (root: unused)
+	next   []int32 // preorder index just past each node's subtree
+	tokAt  []int32 // tokens ending at node i are toks[tokAt[i]:tokAt[i+1]]
+	toks   []int32
+	off    []uint32 // token i's bytes are data[off[i]:off[i+1]]
+	data   []byte
+	isStop []bool
+	// below[i] indexes kinds: the characters that the bytes below node i
+	// spell, when every token below continues node i with whole valid
+	// UTF-8 characters; -1 when one does not. chars[i] is the most
+	// characters a token below continues it with (at most maxChars).
+	below []int32
+	chars []uint8
+	kinds []kindSet
+	// tokChars[i] is how many whole characters toks[i] ends with (counted
+	// back from its end to the first byte that is not one), nodeChars[i]
+	// the same for node i's prefix: a token below a node whose tokens
+	// continue it with whole characters continues it with
+	// tokChars-nodeChars.
+	tokChars  []int32
+	nodeChars []int32
 }
 
 // NewVocab builds the trie of src's tokens. stops are the tokens that end
@@ -96,7 +106,6 @@ func NewVocab(src TokenSource, stops []int32) *Vocab {
 	// tokAt[i] was the token count when node i was made; tokens ending at
 	// i were appended before node i+1 was made.
 	v.next = make([]int32, nodes)
-	belowSets := make([]byteSet, nodes)
 	// A node's subtree ends just past its last preorder descendant;
 	// children come after parents, so one backward pass finds them.
 	last := make([]int32, nodes) // last preorder descendant (itself if leaf)
@@ -104,48 +113,39 @@ func NewVocab(src TokenSource, stops []int32) *Vocab {
 		last[i] = int32(i)
 	}
 	for i := nodes - 1; i >= 1; i-- {
-		p := parentsOf[i]
-		if last[i] > last[p] {
+		if p := parentsOf[i]; last[i] > last[p] {
 			last[p] = last[i]
 		}
-		belowSets[p].add(v.edge[i])
-		b := &belowSets[p]
-		for w := range b {
-			b[w] |= belowSets[i][w]
-		}
 	}
-	v.height = make([]uint8, nodes)
-	for i := nodes - 1; i >= 1; i-- {
-		if p := parentsOf[i]; v.height[i] < maxHeight && v.height[i]+1 > v.height[p] {
-			v.height[p] = v.height[i] + 1
-		}
-	}
-	setIdx := map[byteSet]int32{}
-	v.below = make([]int32, nodes)
 	for i := range nodes {
 		v.next[i] = last[i] + 1
-		id, ok := setIdx[belowSets[i]]
-		if !ok {
-			id = int32(len(v.sets))
-			v.sets = append(v.sets, belowSets[i])
-			setIdx[belowSets[i]] = id
-		}
-		v.below[i] = id
 	}
-	v.nodeCnt = nodes
+	// Each token's path from the root, its prefixes' nodes, tells the
+	// summaries what the token continues each of them with.
+	sum := newCharSummer(nodes)
+	v.tokChars = make([]int32, len(v.toks))
+	for n := range int32(nodes) {
+		for t := v.tokAt[n]; t < v.tokAt[n+1]; t++ {
+			p := v.piece(v.toks[t])
+			path = slices.Grow(path[:0], len(p))[:len(p)]
+			for d, a := len(p)-1, n; d >= 0; d, a = d-1, parentsOf[a] {
+				path[d] = a
+			}
+			v.tokChars[t] = sum.add(p, path)
+		}
+	}
+	v.below, v.chars, v.kinds = sum.intern()
+	v.nodeChars = sum.prefix
 	return v
 }
 
 func (v *Vocab) piece(id int32) []byte { return v.data[v.off[id]:v.off[id+1]] }
 
-// maxHeight caps the trie heights Vocab records.
-const maxHeight = 255
-
 // Size is the number of token IDs, the length of a mask in bits.
 func (v *Vocab) Size() int { return v.n }
 
 // Nodes is the number of trie nodes.
-func (v *Vocab) Nodes() int { return v.nodeCnt }
+func (v *Vocab) Nodes() int { return len(v.edge) }
 
 // Constraint pairs a Grammar with a Vocab and caches masks by Matcher
 // state, so sequences that share a grammar share the masks. It is safe
@@ -153,6 +153,10 @@ func (v *Vocab) Nodes() int { return v.nodeCnt }
 type Constraint struct {
 	g *Grammar
 	v *Vocab
+
+	class  [256]uint8 // g.partition()
+	nclass int        // the number of classes
+	coarse bool       // coarse(&class)
 
 	mu         sync.Mutex
 	cache      map[string][]uint64
@@ -169,6 +173,8 @@ const DefaultMaskCacheBytes = 64 << 20
 // NewConstraint returns a Constraint for g over v.
 func NewConstraint(g *Grammar, v *Vocab) *Constraint {
 	c := &Constraint{g: g, v: v, cache: map[string][]uint64{}, maxBytes: DefaultMaskCacheBytes}
+	c.class, c.nclass = g.partition()
+	c.coarse = coarse(&c.class)
 	c.pool.New = func() any { return &walker{} }
 	return c
 }
@@ -321,30 +327,39 @@ func appendKey(dst, tmp []byte, s *stackSet, leaves []int32, end bool) ([]byte, 
 type walker struct {
 	mask    []uint64
 	s       *stackSet
+	class   *[256]uint8 // the grammar's byte classes
+	nclass  int
+	coarse  bool // the grammar is coarse: a kind's representative stands for the kind
 	states  []wstate
-	leaves  []int32      // states' leaves
-	trans   [][256]int32 // per state and byte: 0 unknown, -1 dead, else state+1
+	leaves  []int32 // states' leaves
+	trans   []int32 // per state, nclass per byte class: 0 unknown, -1 dead, else state+1
 	ids     map[string]int32
 	aborted bool // the work passed Limits.MaxMaskWork
 	tmp     []int32
 	key     []byte
 	keyTmp  []byte
+	rep     []byte  // kindNext's scratch
+	chains  []chain // span's knowledge, by state (wstate.chain)
 }
 
 type wstate struct {
-	off, n      int32 // leaves[off:off+n]
-	uniformDone bool  // succ is elected (see uniformOver)
-	succ        int32 // the uniform successor, -1 if none
-	uni, not    byteSet
+	off, n   int32 // leaves[off:off+n]
+	elected  bool  // succ is elected (see elect)
+	succ     int32 // the uniform successor, -1 if none
+	uni, not kindSet
+	dead     kindSet // of not, those refused
+	chain    int32   // index+1 in walker.chains, 0 if none yet
 }
 
-func (w *walker) reset(s *stackSet) {
+func (w *walker) reset(s *stackSet, c *Constraint) {
 	w.s = s
+	w.class, w.nclass, w.coarse = &c.class, c.nclass, c.coarse
 	w.aborted = false
 	s.work = 0
 	w.states = w.states[:0]
 	w.leaves = w.leaves[:0]
 	w.trans = w.trans[:0]
+	w.chains = w.chains[:0]
 	if w.ids == nil {
 		w.ids = map[string]int32{}
 	}
@@ -361,14 +376,15 @@ func (w *walker) intern(leaves []int32, end bool) int32 {
 	w.ids[string(w.key)] = id
 	w.states = append(w.states, wstate{off: int32(len(w.leaves)), n: int32(len(leaves))})
 	w.leaves = append(w.leaves, leaves...)
-	w.trans = append(w.trans, [256]int32{})
+	w.trans = append(w.trans, noTrans[:w.nclass]...)
 	return id
 }
 
 // next is the state after byte c from state id, -1 if none.
 func (w *walker) next(id int32, c byte) int32 {
-	if t := w.trans[id][c]; t != 0 {
-		return t - 1
+	t := int(id)*w.nclass + int(w.class[c])
+	if w.trans[t] != 0 {
+		return w.trans[t] - 1
 	}
 	st := w.states[id]
 	out, end := w.s.step(w.tmp[:0], w.leaves[st.off:st.off+st.n], c)
@@ -383,9 +399,12 @@ func (w *walker) next(id int32, c byte) int32 {
 	} else if len(out) > 0 || end {
 		r = w.intern(out, end)
 	}
-	w.trans[id][c] = r + 1
+	w.trans[t] = r + 1
 	return r
 }
+
+// noTrans is a row of w.trans with no transition known.
+var noTrans [256]int32
 
 func (w *walker) live(id int32) bool { return w.states[id].n > 0 }
 
@@ -410,7 +429,7 @@ func (m *Matcher) computeMask(mask []uint64) bool {
 	defer c.pool.Put(w)
 	mark := len(m.s.frames)
 	defer func() { m.s.frames = m.s.frames[:mark] }()
-	w.reset(&m.s)
+	w.reset(&m.s, c)
 	w.mask = mask
 	w.walk(v, 0, w.intern(m.leaves, m.end))
 	w.mask = nil
@@ -433,91 +452,39 @@ func (w *walker) walk(v *Vocab, n, id int32) {
 		if !w.live(nid) || v.next[ch] == ch+1 {
 			continue
 		}
-		// Inside a string (or a run of digits) every byte below ch
+		// Inside a string (or a run of digits) every character below ch
 		// usually leads to one same state, level after level: then the
-		// whole subtree is allowed without walking it.
-		if v.next[ch]-ch > minSkipNodes && w.uniformFor(nid, &v.sets[v.below[ch]], int(v.height[ch])) {
-			w.set(v, v.tokAt[ch+1], v.tokAt[v.next[ch]])
-		} else {
-			w.walk(v, ch, nid)
+		// whole subtree is allowed without walking it, or (a string
+		// with a maximum length) the tokens short enough.
+		if v.next[ch]-ch > minSkipNodes {
+			if all, limit := w.span(v, ch, nid); all {
+				w.set(v, v.tokAt[ch+1], v.tokAt[v.next[ch]])
+				continue
+			} else if limit >= 0 {
+				w.setShort(v, ch, limit)
+				continue
+			}
+		}
+		w.walk(v, ch, nid)
+	}
+}
+
+// setShort marks the tokens below trie node n that continue it with at
+// most limit characters.
+func (w *walker) setShort(v *Vocab, n int32, limit int) {
+	lim := int32(limit) + v.nodeChars[n]
+	from, to := v.tokAt[n+1], v.tokAt[v.next[n]]
+	for i, c := range v.tokChars[from:to] {
+		if c <= lim {
+			id := v.toks[from+int32(i)]
+			w.mask[id>>6] |= 1 << (id & 63)
 		}
 	}
 }
 
 // minSkipNodes is the subtree size below which walking is cheaper than
 // proving the whole subtree allowed.
-const minSkipNodes = 16
-
-// uniformProbes are the bytes whose successors elect a state's uniform
-// successor: a letter, a digit and a space, so inside strings it is the
-// next character's state and inside numbers the next digit's.
-var uniformProbes = [...]byte{'a', 'e', '0', '5', ' '}
-
-// uniformOver reports whether every byte of set leads from state id to
-// its uniform successor, and that successor. Bytes are classified lazily
-// and remembered per state, so a state pays one matcher step only for the
-// bytes the trie actually offers below it.
-func (w *walker) uniformOver(id int32, set *byteSet) (int32, bool) {
-	if !w.states[id].uniformDone {
-		w.states[id].uniformDone = true
-		var cand [len(uniformProbes)]int32
-		best, bestN := int32(-1), 0
-		for i, c := range uniformProbes {
-			cand[i] = w.next(id, c)
-			if cand[i] < 0 || !w.live(cand[i]) {
-				continue
-			}
-			n := 0
-			for _, x := range cand[:i+1] {
-				if x == cand[i] {
-					n++
-				}
-			}
-			if n > bestN {
-				best, bestN = cand[i], n
-			}
-		}
-		w.states[id].succ = best
-	}
-	st := &w.states[id]
-	if st.succ < 0 {
-		return -1, false
-	}
-	for i := range set {
-		unknown := set[i] &^ (st.uni[i] | st.not[i])
-		for ; unknown != 0; unknown &= unknown - 1 {
-			c := byte(i*64 + bits.TrailingZeros64(unknown))
-			n := w.next(id, c)
-			st = &w.states[id] // next may grow w.states
-			if n == st.succ {
-				st.uni.add(c)
-			} else {
-				st.not.add(c)
-			}
-		}
-		if set[i]&st.not[i] != 0 {
-			return st.succ, false
-		}
-	}
-	return st.succ, true
-}
-
-// uniformFor reports whether state id can take any h bytes in a row
-// from set, each level's bytes all leading to one same live state (the
-// level's uniform successor).
-func (w *walker) uniformFor(id int32, set *byteSet, h int) bool {
-	for range h {
-		succ, ok := w.uniformOver(id, set)
-		if !ok {
-			return false
-		}
-		if succ == id { // a loop: any number of levels
-			return true
-		}
-		id = succ
-	}
-	return true
-}
+const minSkipNodes = 8
 
 // set marks the tokens toks[from:to].
 func (w *walker) set(v *Vocab, from, to int32) {
