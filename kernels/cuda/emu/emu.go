@@ -48,6 +48,13 @@ type Device struct {
 	allocs map[launch.Ptr]mapping
 	regs   map[string]int // AssumeRegisters
 	host   [][]byte       // HostAlloc's buffers
+
+	// Launch's and MatMulT's scratch, reused so that neither allocates
+	// on the heap once warm (what cgo is handed escapes): the launch's
+	// dimensions, its error message, and the product's float32 operands.
+	dims       [6]C.uint
+	msg        [256]C.char
+	af, wf, yf []float32
 }
 
 // mapping is one allocation: the whole mapping, guard page included, and
@@ -89,13 +96,12 @@ func (d *Device) Launch(kernel string, grid, block launch.Dim3, args ...uint64) 
 	if err := launch.GPULimits.Check(kernel, k, grid, block); err != nil {
 		return fmt.Errorf("emu: %w", err)
 	}
-	dims := [6]C.uint{}
-	for i, v := range []int{grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z} {
+	dims, msg := &d.dims, &d.msg
+	for i, v := range [...]int{grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z} {
 		dims[i] = C.uint(v) // in range: Check passed
 	}
 	name := C.CString(kernel)
 	defer C.free(unsafe.Pointer(name))
-	var msg [256]C.char
 	var argp *C.uint64_t
 	if len(args) > 0 {
 		argp = (*C.uint64_t)(unsafe.Pointer(&args[0]))

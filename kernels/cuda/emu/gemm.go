@@ -5,6 +5,7 @@ package emu
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
 )
@@ -29,7 +30,8 @@ func (d *Device) MatMulT(y, a, w launch.Ptr, m, n, k int, beta float32) error {
 			return fmt.Errorf("emu: MatMulT: %w", err)
 		}
 	}
-	af, wf, yf := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
+	d.af, d.wf, d.yf = slices.Grow(d.af[:0], m*k)[:m*k], slices.Grow(d.wf[:0], n*k)[:n*k], slices.Grow(d.yf[:0], m*n)[:m*n]
+	af, wf, yf := d.af, d.wf, d.yf
 	launch.Decode(d.dtype, af, ab)
 	launch.Decode(d.dtype, wf, wb)
 	launch.Decode(launch.F32, yf, yb)

@@ -36,9 +36,9 @@ type Backend struct {
 	st       launch.Step
 	tok      launch.Ptr // int32 [tokens]
 	idx      launch.Ptr // int32 [nLogits]
-	ops      []func(Mem) error
-	rowsCap  int   // token rows every buffer holds
-	err      error // the first error found while queueing the step
+	ops      []op       // the step's ops, reused from step to step
+	rowsCap  int        // token rows every buffer holds
+	err      error      // the first error found while queueing the step
 
 	// Device buffers grown to the largest step seen; lout holds the
 	// logits, then one int32 argmax per row.
@@ -48,6 +48,64 @@ type Backend struct {
 	ids                                  []int32
 	pinned                               []byte // host memory from Mem.HostAlloc: argmax ids, then logits
 	rope                                 ropeTable
+
+	// What the step's one hand-over (runStep) needs besides the ops: set
+	// by LogitsGreedy, and runStep itself as a func value made once, so
+	// that a step allocates nothing on the host.
+	fin     finish
+	runs    [][2]int // the runs of rows whose logits come back whole
+	runStep func(Mem) error
+}
+
+// finish is the end of a step, which runStep runs after its ops: the
+// final RMSNorm and the classifier over the rows that want logits.
+type finish struct {
+	x         launch.Ptr // the rows, or with narrowed just those wanted
+	norm, cls weight
+	rows, dim int
+	eps       float32
+	narrowed  bool
+	argmax    bool // some row wants its argmax
+	vocab     int
+	greedy    []bool
+}
+
+// opcode says which kernel an op launches.
+type opcode uint8
+
+const (
+	opWrite     opcode = iota // upload the step's host arrays (Begin)
+	opEmbed                   // launch.Embed
+	opRMSNorm                 // launch.RMSNorm
+	opHeadNorm                // launch.RMSNormF32, in place
+	opMatMul                  // Mem.MatMulT
+	opAddBias                 // launch.AddBias
+	opRoPE                    // launch.RoPE
+	opRoPEPutKV               // launch.RoPEAppendKV
+	opSwiGLU                  // launch.SwiGLU
+	opPutKV                   // launch.AppendKV
+	opAttention               // launch.Attention
+	opAdd                     // launch.Add
+	opGather                  // launch.GatherRows (Narrow)
+)
+
+// op is one queued operation: its kernel and the operands the op's
+// method read when it was queued, which runStep hands to the kernel on
+// the device's thread. Each code uses the fields its launch takes; the
+// step's layout, block tables and positions are the Backend's (b.lay,
+// b.st), fixed from Begin to Logits.
+type op struct {
+	code       opcode
+	out, x, y  launch.Ptr // output and inputs
+	w          launch.Ptr // weight (or RoPE's factors, or the K/V pool)
+	rows, cols int        // token rows (Add: elements) and values a row
+	ld         int        // row stride where it is not cols (RoPE, SwiGLU); MatMulT's output columns
+	heads, hd  int
+	layer      int
+	f          float32 // eps, theta or MatMulT's beta
+	layout     launch.RoPELayout
+	attn       launch.Attn
+	ropeKV     launch.RoPEKV
 }
 
 // weight is an uploaded tensor: rows×cols of dt at p, and a vector's
@@ -91,7 +149,9 @@ type area struct {
 // Backend first).
 func NewBackend(dev Device) *Backend {
 	// Entry 0 stands for kernels.NoWeight, which Upload never issues.
-	return &Backend{dev: dev, dt: dev.DType(), weights: make([]weight, 1)}
+	b := &Backend{dev: dev, dt: dev.DType(), weights: make([]weight, 1)}
+	b.runStep = b.step
+	return b
 }
 
 // Upload copies t to the device: a matrix (more than one row) in the
@@ -205,8 +265,7 @@ func (b *Backend) Begin(rows []batch.Row) {
 	b.tok = b.stepBuf.p
 	b.idx = b.tok + launch.Ptr(4*b.tokens)
 	b.st = b.sb.Step(b.idx + launch.Ptr(4*b.nLogits))
-	host, p := b.host, b.stepBuf.p
-	b.queue(func(m Mem) error { return m.Write(p, host) })
+	b.queue(op{code: opWrite, out: b.stepBuf.p})
 }
 
 // grow makes a hold at least n bytes (its contents are lost when it
@@ -261,11 +320,44 @@ func (b *Backend) fail(err error) {
 // queue adds op to the step, unless Narrow has left the step no rows (no
 // row wants logits): the kernels refuse empty shapes, and there is
 // nothing left to compute.
-func (b *Backend) queue(op func(Mem) error) {
+func (b *Backend) queue(o op) {
 	if b.narrowed && b.tokens == 0 {
 		return
 	}
-	b.ops = append(b.ops, op)
+	b.ops = append(b.ops, o)
+}
+
+// run launches o.
+func (b *Backend) run(m Mem, o *op) error {
+	switch o.code {
+	case opWrite:
+		return m.Write(o.out, b.host)
+	case opEmbed:
+		return launch.Embed(m, o.out, o.w, o.x, o.rows, o.cols)
+	case opRMSNorm:
+		return launch.RMSNorm(m, o.out, o.x, o.w, o.rows, o.cols, o.f)
+	case opHeadNorm:
+		return launch.RMSNormF32(m, o.out, o.x, o.w, o.rows, o.cols, o.f)
+	case opMatMul:
+		return m.MatMulT(o.out, o.x, o.w, o.rows, o.ld, o.cols, o.f)
+	case opAddBias:
+		return launch.AddBias(m, o.x, o.w, o.rows, o.cols)
+	case opRoPE:
+		return launch.RoPE(m, o.layout, o.x, o.ld, o.y, o.rows, o.heads, o.hd, o.f, o.w)
+	case opRoPEPutKV:
+		return launch.RoPEAppendKV(m, o.w, b.lay, b.st, o.ropeKV)
+	case opSwiGLU:
+		return launch.SwiGLU(m, o.out, o.x, o.y, o.ld, o.rows, o.cols)
+	case opPutKV:
+		return launch.AppendKV(m, o.w, b.lay, o.layer, o.x, o.y, b.lay.KVDim(), b.st)
+	case opAttention:
+		return launch.Attention(m, o.w, b.lay, b.st, o.attn)
+	case opAdd:
+		return launch.Add(m, o.out, o.x, o.rows)
+	case opGather:
+		return launch.GatherRows(m, o.out, o.x, o.y, o.rows, o.cols)
+	}
+	return fmt.Errorf("gpu: op code %d", o.code)
 }
 
 // in returns buffer h for an op that reads it: in float32 unless elem,
@@ -297,8 +389,7 @@ func (b *Backend) out(h kernels.Buf, elem bool) launch.Ptr {
 func (b *Backend) Embed(dst kernels.Buf, table kernels.Weight) {
 	w := b.matrix("Embed", table)
 	same("Embed", b.bufs[dst].cols, w.cols)
-	out, tok, n := b.out(dst, false), b.tok, b.tokens
-	b.queue(func(m Mem) error { return launch.Embed(m, out, w.p, tok, n, w.cols) })
+	b.queue(op{code: opEmbed, out: b.out(dst, false), w: w.p, x: b.tok, rows: b.tokens, cols: w.cols})
 }
 
 // RMSNorm sets each row of dst, in the element type (a matrix product's
@@ -308,8 +399,7 @@ func (b *Backend) RMSNorm(dst, x kernels.Buf, weight kernels.Weight, eps float32
 	same("RMSNorm", b.bufs[dst].cols, b.bufs[x].cols)
 	same("RMSNorm", b.bufs[x].cols, w.cols)
 	xp := b.in("RMSNorm", x, false)
-	out, n := b.out(dst, true), b.tokens
-	b.queue(func(m Mem) error { return launch.RMSNorm(m, out, xp, w.p, n, w.cols, eps) })
+	b.queue(op{code: opRMSNorm, out: b.out(dst, true), x: xp, w: w.p, rows: b.tokens, cols: w.cols, f: eps})
 }
 
 // HeadNorm applies RMSNorm with weight to every head of every row of x,
@@ -319,8 +409,7 @@ func (b *Backend) HeadNorm(x kernels.Buf, heads int, weight kernels.Weight, eps 
 	same("HeadNorm", b.bufs[x].cols, heads*w.cols)
 	xp := b.in("HeadNorm", x, false)
 	b.out(x, false)
-	n := b.tokens * heads
-	b.queue(func(m Mem) error { return launch.RMSNormF32(m, xp, xp, w.p, n, w.cols, eps) })
+	b.queue(op{code: opHeadNorm, out: xp, x: xp, w: w.p, rows: b.tokens * heads, cols: w.cols, f: eps})
 }
 
 // MatMul sets dst (float32) = x·Wᵀ, x having been written in the element
@@ -330,8 +419,7 @@ func (b *Backend) MatMul(dst, x kernels.Buf, weight kernels.Weight) {
 	same("MatMul", b.bufs[dst].cols, w.rows)
 	same("MatMul", b.bufs[x].cols, w.cols)
 	xp := b.in("MatMul", x, true)
-	out, n := b.out(dst, false), b.tokens
-	b.queue(func(m Mem) error { return m.MatMulT(out, xp, w.p, n, w.rows, w.cols, 0) })
+	b.queue(op{code: opMatMul, out: b.out(dst, false), x: xp, w: w.p, rows: b.tokens, ld: w.rows, cols: w.cols})
 }
 
 // MatMulAdd sets dst (float32) += x·Wᵀ in one product (GemmEx's beta =
@@ -343,16 +431,14 @@ func (b *Backend) MatMulAdd(dst, x kernels.Buf, weight kernels.Weight) {
 	same("MatMulAdd", b.bufs[x].cols, w.cols)
 	xp, acc := b.in("MatMulAdd", x, true), b.in("MatMulAdd", dst, false)
 	b.out(dst, false)
-	n := b.tokens
-	b.queue(func(m Mem) error { return m.MatMulT(acc, xp, w.p, n, w.rows, w.cols, 1) })
+	b.queue(op{code: opMatMul, out: acc, x: xp, w: w.p, rows: b.tokens, ld: w.rows, cols: w.cols, f: 1})
 }
 
 // AddBias adds bias (one row as wide as x) to every row of x.
 func (b *Backend) AddBias(x kernels.Buf, bias kernels.Weight) {
 	w := b.vector("AddBias", bias)
 	same("AddBias", b.bufs[x].cols, w.cols)
-	xp, n := b.in("AddBias", x, false), b.tokens
-	b.queue(func(m Mem) error { return launch.AddBias(m, xp, w.p, n, w.cols) })
+	b.queue(op{code: opAddBias, x: b.in("AddBias", x, false), w: w.p, rows: b.tokens, cols: w.cols})
 }
 
 // RoPE rotates every row of x (heads heads) in place for its token's
@@ -372,8 +458,8 @@ func (b *Backend) RoPE(x kernels.Buf, heads int, theta float32, layout kernels.R
 	if layout == kernels.RopeHalves {
 		lay = launch.Halves
 	}
-	xp, pos, n := b.in("RoPE", x, false), b.st.RowPos, b.tokens
-	b.queue(func(m Mem) error { return launch.RoPE(m, lay, xp, u.cols, pos, n, heads, hd, theta, fp) })
+	b.queue(op{code: opRoPE, layout: lay, x: b.in("RoPE", x, false), ld: u.cols, y: b.st.RowPos, rows: b.tokens,
+		heads: heads, hd: hd, f: theta, w: fp})
 }
 
 // RoPEPutKV reads each row of qkv as [q | k | v]: it writes the
@@ -417,8 +503,7 @@ func (b *Backend) RoPEPutKV(layer int, q, qkv kernels.Buf, heads int, theta floa
 	in := b.in("RoPEPutKV", qkv, false)
 	a := launch.RoPEKV{QOut: b.out(q, false), Q: in, LDQ: ld, K: in + launch.Ptr(4*qd), V: in + launch.Ptr(4*(qd+kd)),
 		LDKV: ld, NHeads: heads, Layer: layer, Layout: lay, Table: t.a.p}
-	pool, kl, st := b.kv.Pool(), b.lay, b.st
-	b.queue(func(m Mem) error { return launch.RoPEAppendKV(m, pool, kl, st, a) })
+	b.queue(op{code: opRoPEPutKV, w: b.kv.Pool(), ropeKV: a})
 }
 
 // SwiGLUFused sets dst, in the element type, to silu(gate)·up, each row
@@ -428,17 +513,14 @@ func (b *Backend) SwiGLUFused(dst, gu kernels.Buf) {
 	hidden := b.bufs[dst].cols
 	same("SwiGLUFused", b.bufs[gu].cols, 2*hidden)
 	g := b.in("SwiGLUFused", gu, false)
-	out, n := b.out(dst, true), b.tokens
-	b.queue(func(m Mem) error { return launch.SwiGLU(m, out, g, g+launch.Ptr(4*hidden), 2*hidden, n, hidden) })
+	b.queue(op{code: opSwiGLU, out: b.out(dst, true), x: g, y: g + launch.Ptr(4*hidden), ld: 2 * hidden, rows: b.tokens, cols: hidden})
 }
 
 // PutKV stores every token row of k and v in layer of the K/V pool.
 func (b *Backend) PutKV(layer int, k, v kernels.Buf) {
 	same("PutKV", b.bufs[k].cols, b.lay.KVDim())
 	same("PutKV", b.bufs[v].cols, b.lay.KVDim())
-	kp, vp := b.in("PutKV", k, false), b.in("PutKV", v, false)
-	pool, lay, st := b.kv.Pool(), b.lay, b.st
-	b.queue(func(m Mem) error { return launch.AppendKV(m, pool, lay, layer, kp, vp, lay.KVDim(), st) })
+	b.queue(op{code: opPutKV, w: b.kv.Pool(), layer: layer, x: b.in("PutKV", k, false), y: b.in("PutKV", v, false)})
 }
 
 // Attention sets dst, in the element type, to causal attention of the
@@ -453,8 +535,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, layer, heads int) {
 	}
 	a := launch.Attn{Q: b.in("Attention", q, false), LDQ: b.bufs[q].cols, Out: b.out(dst, true), NHeads: heads,
 		Layer: layer, Split: split, Partial: b.part.p}
-	pool, lay, st := b.kv.Pool(), b.lay, b.st
-	b.queue(func(m Mem) error { return launch.Attention(m, pool, lay, st, a) })
+	b.queue(op{code: opAttention, w: b.kv.Pool(), attn: a})
 }
 
 // SwiGLU sets dst, in the element type, to silu(gate)·up; dst may be
@@ -464,15 +545,14 @@ func (b *Backend) SwiGLU(dst, gate, up kernels.Buf) {
 	same("SwiGLU", b.bufs[up].cols, hidden)
 	same("SwiGLU", b.bufs[dst].cols, hidden)
 	g, u := b.in("SwiGLU", gate, false), b.in("SwiGLU", up, false)
-	out, n := b.out(dst, true), b.tokens
-	b.queue(func(m Mem) error { return launch.SwiGLU(m, out, g, u, hidden, n, hidden) })
+	b.queue(op{code: opSwiGLU, out: b.out(dst, true), x: g, y: u, ld: hidden, rows: b.tokens, cols: hidden})
 }
 
 // Add sets dst += x, both float32.
 func (b *Backend) Add(dst, x kernels.Buf) {
 	same("Add", b.bufs[dst].cols, b.bufs[x].cols)
-	d, s, n := b.in("Add", dst, false), b.in("Add", x, false), b.tokens*b.bufs[x].cols
-	b.queue(func(m Mem) error { return launch.Add(m, d, s, n) })
+	d, s := b.in("Add", dst, false), b.in("Add", x, false)
+	b.queue(op{code: opAdd, out: d, x: s, rows: b.tokens * b.bufs[x].cols})
 }
 
 // Narrow queues, for each of bufs (distinct), the gather of the token
@@ -502,9 +582,8 @@ func (b *Backend) Narrow(bufs ...kernels.Buf) {
 			// Before the swap below, no queued op reads the spare.
 			b.fail(b.dev.Do(func(m Mem) error { return spare.grow(m, a.bytes) }))
 		}
-		if words := u.cols * size / 4; n > 0 {
-			from, to := a.p, spare.p
-			b.queue(func(m Mem) error { return launch.GatherRows(m, to, from, idx, n, words) })
+		if n > 0 {
+			b.queue(op{code: opGather, out: spare.p, x: a.p, y: idx, rows: n, cols: u.cols * size / 4})
 		}
 		*a, *spare = *spare, *a
 		if b.dt == src.F32 {
@@ -540,64 +619,21 @@ func (b *Backend) LogitsGreedy(x kernels.Buf, norm, classifier kernels.Weight, e
 	if greedy != nil {
 		same("LogitsGreedy's flags", len(greedy), n)
 	}
-	argmax := slices.Contains(greedy, true)
 	b.logits = grow(b.logits, n*vocab)
 	b.ids = slices.Grow(b.ids[:0], n)[:n]
-	xp, idx, narrowed := b.in("Logits", x, false), b.idx, b.narrowed
-	ops, err := b.ops, b.err
-	b.ops, b.err = ops[:0], nil
-	if err != nil {
+	b.fin = finish{x: b.in("Logits", x, false), norm: nw, cls: cw, rows: n, dim: d, eps: eps, narrowed: b.narrowed,
+		argmax: slices.Contains(greedy, true), vocab: vocab, greedy: greedy}
+	if err := b.err; err != nil {
+		b.ops, b.err = b.ops[:0], nil
 		return nil, nil, err
 	}
-	err = b.dev.Do(func(m Mem) error {
-		for _, op := range ops {
-			if err := op(m); err != nil {
-				return err
-			}
-		}
-		if n == 0 {
-			return nil
-		}
-		idsAt := 4 * n * vocab // the argmax ids follow the logits in lout
-		err := errors.Join(b.normed.grow(m, 4*n*d), b.normedE.grow(m, n*d*b.dt.Size()), b.lout.grow(m, idsAt+4*n),
-			b.growPinned(m, 4*n+4*n*vocab))
-		if err != nil {
-			return err
-		}
-		normedE := b.normedE.p
-		if b.dt == src.F32 {
-			normedE = b.normed.p // rmsnorm reads each element before writing it
-		}
-		rows := xp // after Narrow, x holds just the rows wanted
-		if !narrowed {
-			rows = b.normed.p
-			if err := launch.GatherRows(m, rows, xp, idx, n, d); err != nil {
-				return err
-			}
-		}
-		if err := errors.Join(launch.RMSNorm(m, normedE, rows, nw.p, n, d, eps),
-			m.MatMulT(b.lout.p, normedE, cw.p, n, vocab, d, 0)); err != nil {
-			return err
-		}
-		if argmax {
-			ids := b.lout.p + launch.Ptr(idsAt)
-			if err := errors.Join(launch.Argmax(m, ids, b.lout.p, n, vocab), m.ReadAsync(b.pinned[:4*n], ids)); err != nil {
-				return err
-			}
-		}
-		for _, r := range wholeRuns(greedy, n) {
-			at, size := 4*r[0]*vocab, 4*(r[1]-r[0])*vocab
-			if err := m.ReadAsync(b.pinned[4*n+at:][:size], b.lout.p+launch.Ptr(at)); err != nil {
-				return err
-			}
-		}
-		return m.Synchronize()
-	})
+	err := b.dev.Do(b.runStep)
+	b.ops, b.fin.greedy = b.ops[:0], nil
 	if err != nil {
 		return nil, nil, fmt.Errorf("gpu: step: %w", err)
 	}
 	for i := range n {
-		if argmax && greedy[i] {
+		if b.fin.argmax && greedy[i] {
 			b.ids[i] = int32(binary.LittleEndian.Uint32(b.pinned[4*i:]))
 			continue
 		}
@@ -607,10 +643,60 @@ func (b *Backend) LogitsGreedy(x kernels.Buf, norm, classifier kernels.Weight, e
 	return b.logits, b.ids, nil
 }
 
-// wholeRuns returns the runs [from, to) of rows, of n, that greedy does
-// not mark: the rows whose logits come back whole.
-func wholeRuns(greedy []bool, n int) [][2]int {
-	var runs [][2]int
+// step runs on the device's thread: the step's ops, then b.fin's final
+// norm and classifier, whose results it copies into b.pinned and waits
+// for.
+func (b *Backend) step(m Mem) error {
+	for i := range b.ops {
+		if err := b.run(m, &b.ops[i]); err != nil {
+			return err
+		}
+	}
+	f := &b.fin
+	n, d, vocab := f.rows, f.dim, f.vocab
+	if n == 0 {
+		return nil
+	}
+	idsAt := 4 * n * vocab // the argmax ids follow the logits in lout
+	err := errors.Join(b.normed.grow(m, 4*n*d), b.normedE.grow(m, n*d*b.dt.Size()), b.lout.grow(m, idsAt+4*n),
+		b.growPinned(m, 4*n+4*n*vocab))
+	if err != nil {
+		return err
+	}
+	normedE := b.normedE.p
+	if b.dt == src.F32 {
+		normedE = b.normed.p // rmsnorm reads each element before writing it
+	}
+	rows := f.x // after Narrow, x holds just the rows wanted
+	if !f.narrowed {
+		rows = b.normed.p
+		if err := launch.GatherRows(m, rows, f.x, b.idx, n, d); err != nil {
+			return err
+		}
+	}
+	if err := errors.Join(launch.RMSNorm(m, normedE, rows, f.norm.p, n, d, f.eps),
+		m.MatMulT(b.lout.p, normedE, f.cls.p, n, vocab, d, 0)); err != nil {
+		return err
+	}
+	if f.argmax {
+		ids := b.lout.p + launch.Ptr(idsAt)
+		if err := errors.Join(launch.Argmax(m, ids, b.lout.p, n, vocab), m.ReadAsync(b.pinned[:4*n], ids)); err != nil {
+			return err
+		}
+	}
+	b.runs = wholeRuns(b.runs[:0], f.greedy, n)
+	for _, r := range b.runs {
+		at, size := 4*r[0]*vocab, 4*(r[1]-r[0])*vocab
+		if err := m.ReadAsync(b.pinned[4*n+at:][:size], b.lout.p+launch.Ptr(at)); err != nil {
+			return err
+		}
+	}
+	return m.Synchronize()
+}
+
+// wholeRuns appends to runs the runs [from, to) of rows, of n, that
+// greedy does not mark: the rows whose logits come back whole.
+func wholeRuns(runs [][2]int, greedy []bool, n int) [][2]int {
 	for i := 0; i < n; {
 		if greedy != nil && greedy[i] {
 			i++

@@ -76,16 +76,23 @@ const (
 func AttentionKernel(lay KVLayout, st Step, nHeads, split, elemSize int) string {
 	group, hd := nHeads/lay.KVHeads, lay.HeadDim
 	if elemSize == 2 && (hd == 64 || hd == 128) && st.NTiles > 0 && st.Rows >= prefillMinRows*st.NTiles {
-		return fmt.Sprintf("attn_prefill%d", hd)
+		return prefillKernels[hd]
 	}
 	switch bs := lay.BlockSize; {
 	case bs != 8 && bs != 16 && bs != 32, hd > decodeMaxHeadDim, hd*elemSize%16 != 0, group*hd > decodeMaxQ,
 		split%decodeTile != 0:
 	default:
-		return fmt.Sprintf("attn_decode%d", bs)
+		return decodeKernels[bs]
 	}
 	return warpKernel(group)
 }
+
+// prefillKernels and decodeKernels name attn_prefill's kernels by head
+// size and attn_decode's by page size: a launch formats no name.
+var (
+	prefillKernels = map[int]string{64: "attn_prefill64", 128: "attn_prefill128"}
+	decodeKernels  = map[int]string{8: "attn_decode8", 16: "attn_decode16", 32: "attn_decode32"}
+)
 
 // warpKernel is the kernel with a warp per query head for groups of
 // group: attn, or attn_wide past 16.
@@ -144,32 +151,35 @@ func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
 	if ns > 1 && a.Partial == 0 {
 		return fmt.Errorf("%w: %d splits and no workspace", ErrShape, ns)
 	}
-	var err error
-	grid, args := Dim3{ns, lay.KVHeads, st.Rows}, []uint64{P(a.Out), P(a.Partial), P(a.Q), I(a.LDQ), P(kv),
-		L(lay.BlockElems()), L(lay.LayerOffset(a.Layer)), P(st.RowPos), P(st.RowBT), P(st.BT)}
 	group, kernel := a.NHeads/lay.KVHeads, AttentionKernel(lay, st, a.NHeads, a.Split, d.DType().Size())
 	switch {
 	case a.Warp:
 		kernel = warpKernel(group)
 	case a.Prefill && (hd == 64 || hd == 128) && st.NTiles > 0:
-		kernel = fmt.Sprintf("attn_prefill%d", hd)
+		kernel = prefillKernels[hd]
 	}
 	if kernel != "attn" && kernel != "attn_wide" && kv%16 != 0 {
 		return fmt.Errorf("%w: K/V pool at %#x, not on a 16-byte boundary (%s loads 16 bytes at a time)", ErrShape, uint64(kv), kernel)
 	}
-	switch {
-	case strings.HasPrefix(kernel, "attn_prefill"):
+	if strings.HasPrefix(kernel, "attn_prefill") {
 		// A tile's PrefillTile tokens × group heads, in chunks of
 		// prefillRows packed rows.
 		chunks := (PrefillTile*group + prefillRows - 1) / prefillRows
 		return d.Launch(kernel, Dim3{st.NTiles, lay.KVHeads, chunks}, threads(prefillThreads), P(a.Out), P(a.Q), I(a.LDQ), P(kv),
 			L(lay.BlockElems()), L(lay.LayerOffset(a.Layer)), P(st.RowPos), P(st.RowBT), P(st.BT), P(st.Tiles),
 			I(lay.BlockSize), I(a.NHeads), I(lay.KVHeads))
-	case !strings.HasPrefix(kernel, "attn_decode"):
-		err = d.Launch(kernel, grid, threads(32*group), append(args, I(lay.BlockSize), I(a.NHeads), I(lay.KVHeads), I(hd), I(split))...)
-	default:
-		err = d.Launch(kernel, grid, threads(decodeThreads), append(args, I(a.NHeads), I(lay.KVHeads), I(hd), I(split))...)
 	}
+	// The parameters attn, attn_wide and attn_decode share, then theirs,
+	// in one array: one allocation a launch (Launch's parameters escape).
+	var params [15]uint64
+	args := append(params[:0], P(a.Out), P(a.Partial), P(a.Q), I(a.LDQ), P(kv),
+		L(lay.BlockElems()), L(lay.LayerOffset(a.Layer)), P(st.RowPos), P(st.RowBT), P(st.BT))
+	block := threads(decodeThreads)
+	if !strings.HasPrefix(kernel, "attn_decode") {
+		args, block = append(args, I(lay.BlockSize)), threads(32*group)
+	}
+	grid := Dim3{ns, lay.KVHeads, st.Rows}
+	err := d.Launch(kernel, grid, block, append(args, I(a.NHeads), I(lay.KVHeads), I(hd), I(split))...)
 	if err != nil || ns == 1 {
 		return err
 	}
