@@ -22,6 +22,11 @@ type RemoteTierStats struct {
 	Breaker       string // closed, open or half_open
 	BreakerOpened uint64 // times the breaker opened
 
+	// Fetches that missed blocks in the store: took the fleet's lease on
+	// computing them, waited for the replica holding it, or waited the
+	// longest allowed (MaxLeaseWait) and gave up.
+	LeasesLed, LeasesFollowed, LeaseWaitsGivenUp uint64
+
 	// The fetch rule's measurements; zero while unmeasured.
 	RTT         time.Duration
 	Bandwidth   float64 // bytes per second

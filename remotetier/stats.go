@@ -54,6 +54,7 @@ func errorKind(err error) ErrorKind {
 type counters struct {
 	lookupTokens, hitTokens, missTokens, skippedTokens, breakerTokens atomic.Uint64
 	fetches, writes, dropped, breakerSkips, bytesIn, bytesOut         atomic.Uint64
+	leasesLed, leasesFollowed, leaseGaveUp                            atomic.Uint64
 	errors                                                            [numErrorKinds]atomic.Uint64
 	fetchLatency                                                      prometheus.Histogram
 }
@@ -76,6 +77,7 @@ func (t *Tier) Stats() kvcache.RemoteTierStats {
 		SkippedTokens: m.skippedTokens.Load(), BreakerTokens: m.breakerTokens.Load(), Fetches: m.fetches.Load(),
 		Writes: m.writes.Load(), Dropped: m.dropped.Load(), BreakerSkips: m.breakerSkips.Load(),
 		BytesIn: m.bytesIn.Load(), BytesOut: m.bytesOut.Load(), StagedBytes: t.stage.bytes(),
+		LeasesLed: m.leasesLed.Load(), LeasesFollowed: m.leasesFollowed.Load(), LeaseWaitsGivenUp: m.leaseGaveUp.Load(),
 		Errors: kvcache.RemoteErrors{Timeout: m.errors[ErrTimeout].Load(), Connection: m.errors[ErrConn].Load(),
 			Full: m.errors[ErrFull].Load(), Corrupt: m.errors[ErrCorrupt].Load(), Other: m.errors[ErrOther].Load()},
 		RTT: e.RTT, Bandwidth: e.Bandwidth, PrefillRate: e.PrefillRate,
@@ -89,6 +91,7 @@ var (
 	descTokens  = prometheus.NewDesc("prefixd_remote_tier_tokens_total", "Prompt tokens looked up in the remote tier, by outcome: hit (promoted), miss (not held or failing verification), skipped (recomputing was estimated faster), breaker (not looked up: the breaker was open).", []string{"outcome"}, nil)
 	descBytes   = prometheus.NewDesc("prefixd_remote_tier_bytes_total", "Value bytes moved to (out) and from (in) the remote tier.", []string{"direction"}, nil)
 	descWrites  = prometheus.NewDesc("prefixd_remote_tier_writes_total", "Blocks offered to the remote tier, by outcome: written, dropped (full queue), breaker (open breaker).", []string{"outcome"}, nil)
+	descLeases  = prometheus.NewDesc("prefixd_remote_tier_leases_total", "Fetches that missed blocks in the store, by what they did about the fleet's lease on computing them: led (took it and computed them), followed (waited for the replica computing them), gave_up (waited the longest allowed, then computed the rest).", []string{"outcome"}, nil)
 	descErrors  = prometheus.NewDesc("prefixd_remote_tier_errors_total", "Remote tier errors by kind; each means recompute.", []string{"kind"}, nil)
 	descBreaker = prometheus.NewDesc("prefixd_remote_tier_breaker_state", "The remote tier's circuit breaker: 1 for the state it is in.", []string{"state"}, nil)
 	descOpened  = prometheus.NewDesc("prefixd_remote_tier_breaker_opened_total", "Times the remote tier's circuit breaker opened.", nil, nil)
@@ -104,7 +107,7 @@ func (t *Tier) Collector() prometheus.Collector { return collector{t} }
 
 // Describe implements prometheus.Collector.
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTokens, descBytes, descWrites, descErrors, descBreaker, descOpened, descEst} {
+	for _, d := range []*prometheus.Desc{descTokens, descBytes, descWrites, descLeases, descErrors, descBreaker, descOpened, descEst} {
 		ch <- d
 	}
 	c.t.m.fetchLatency.Describe(ch)
@@ -128,6 +131,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descWrites, s.Writes, "written")
 	counter(descWrites, s.Dropped, "dropped")
 	counter(descWrites, s.BreakerSkips, "breaker")
+	counter(descLeases, s.LeasesLed, "led")
+	counter(descLeases, s.LeasesFollowed, "followed")
+	counter(descLeases, s.LeaseWaitsGivenUp, "gave_up")
 	for k, v := range []uint64{s.Errors.Timeout, s.Errors.Connection, s.Errors.Full, s.Errors.Corrupt, s.Errors.Other} {
 		counter(descErrors, v, ErrorKind(k).String())
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,6 +35,9 @@ type Tier struct {
 	stage  stage
 	known  known // blocks this process wrote or fetched, so not written again
 
+	id       string        // this tier's identity in lease tokens: random
+	leaseSeq atomic.Uint64 // leases this tier has taken
+
 	qmu    sync.RWMutex // guards closed and sends on queue
 	closed bool
 	queue  chan job
@@ -42,8 +46,10 @@ type Tier struct {
 	m counters
 }
 
-// job is a block to write, a namespace to delete, or a barrier Wait waits
-// on.
+// job is a block to write, a namespace to delete, leases to release (with
+// their token as value) or a barrier Wait waits on. Jobs run in the
+// order queued, so a lease is released after the blocks its holder
+// offered before.
 type job struct {
 	key     string
 	value   []byte
@@ -51,6 +57,8 @@ type job struct {
 	fp      kvcache.Fingerprint
 	ns      string // a namespace to delete, when flush
 	flush   bool
+	release bool
+	leases  []string
 	barrier chan struct{}
 }
 
@@ -68,7 +76,7 @@ func New(cfg Config) (*Tier, error) {
 		return nil, err
 	}
 	t := &Tier{cfg: cfg, client: redis.NewClient(opt), model: hex.EncodeToString(cfg.Model[:16]),
-		queue: make(chan job, cfg.QueueBlocks)}
+		queue: make(chan job, cfg.QueueBlocks), id: randomID()}
 	t.br = breaker{clk: cfg.Clock, threshold: cfg.BreakerFailures, minBackoff: cfg.BreakerBackoff, maxBackoff: cfg.BreakerMaxBackoff}
 	t.stage.init(cfg.StageBytes)
 	t.known.init(1 << 16)
@@ -163,7 +171,7 @@ func (t *Tier) Delete(ns string, fp kvcache.Fingerprint, tokens []int32) {
 func (t *Tier) FlushNamespace(ns string) {
 	t.stage.removeIf(func(e *staged) bool { return e.ns == ns })
 	t.known.clear()
-	go t.enqueue(job{ns: ns, flush: true})
+	t.enqueueSoon(job{ns: ns, flush: true})
 }
 
 // Clear implements eviction.Tier for this process: it drops the staged
@@ -183,6 +191,22 @@ func (t *Tier) enqueue(j job) bool {
 	}
 	t.queue <- j
 	return true
+}
+
+// enqueueSoon queues a job that must not be dropped without waiting: now
+// if the queue has room (so it keeps its order after what was queued
+// before), else from a goroutine that waits for room.
+func (t *Tier) enqueueSoon(j job) {
+	t.qmu.RLock()
+	defer t.qmu.RUnlock()
+	if t.closed {
+		return
+	}
+	select {
+	case t.queue <- j:
+	default:
+		go t.enqueue(j)
+	}
 }
 
 // Wait implements eviction.Tier: it returns when every block queued before
@@ -244,8 +268,8 @@ func (t *Tier) writer() {
 }
 
 // write stores a batch of jobs: blocks in one pipeline of SET NX with
-// expiry, namespace deletions by SCAN and UNLINK; barriers are released
-// after the writes before them.
+// expiry, namespace deletions by SCAN and UNLINK, lease releases by a
+// compare-and-delete script; each after the writes before it.
 func (t *Tier) write(batch []job) {
 	var blocks []job
 	for _, j := range batch {
@@ -258,6 +282,10 @@ func (t *Tier) write(batch []job) {
 			t.writeBlocks(blocks)
 			blocks = blocks[:0]
 			t.deleteNamespace(j.ns)
+		case j.release:
+			t.writeBlocks(blocks)
+			blocks = blocks[:0]
+			t.release(j.leases, string(j.value))
 		default:
 			blocks = append(blocks, j)
 		}
