@@ -41,4 +41,5 @@ type RemoteErrors struct {
 	Full       uint64 `json:"full"`       // the store refused a write for memory (OOM)
 	Corrupt    uint64 `json:"corrupt"`    // a value failed verification
 	Other      uint64 `json:"other"`      // any other error the store returned
+	TLS        uint64 `json:"tls"`        // the TLS handshake failed (a certificate that did not verify)
 }

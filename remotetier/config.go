@@ -2,10 +2,12 @@ package remotetier
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,6 +29,10 @@ type Config struct {
 	// Password, if set, is used when the URL carries none (serve fills it
 	// from PasswordEnv).
 	Password string
+	// CAFile, with a rediss:// URL, is a PEM file of the certificate
+	// authorities the store's certificate must chain to; default the
+	// system's.
+	CAFile string
 	// Model is the fingerprint blocks are written under and the only one
 	// read back (it names the K/V element type and layout; see
 	// disktier.ModelFingerprint). Required (not all zero).
@@ -132,6 +138,20 @@ func (cfg *Config) clientOptions() (*redis.Options, error) {
 	if u.Scheme == "rediss" && opt.TLSConfig == nil {
 		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.Hostname()}
 	}
+	if cfg.CAFile != "" {
+		if opt.TLSConfig == nil {
+			return nil, errors.New("remotetier: Config.CAFile (--remote-tier-ca) needs a rediss:// URL")
+		}
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("remotetier: reading the CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("remotetier: the CA file %s holds no PEM certificate", cfg.CAFile)
+		}
+		opt.TLSConfig.RootCAs = pool
+	}
 	opt.MaxRetries = -1 // the breaker, not the client, decides when to try again
 	opt.DialerRetries = 1
 	opt.DialTimeout = min(cfg.MaxFetchWait, time.Second)
@@ -142,10 +162,10 @@ func (cfg *Config) clientOptions() (*redis.Options, error) {
 	return opt, nil
 }
 
-// CheckURL reports whether raw is a URL the tier accepts, with an error
-// that never quotes it.
-func CheckURL(raw string) error {
-	_, err := (&Config{URL: raw}).clientOptions()
+// CheckURL reports whether raw is a URL the tier accepts, with caFile (if
+// not empty) as its Config.CAFile, with an error that never quotes raw.
+func CheckURL(raw, caFile string) error {
+	_, err := (&Config{URL: raw, CAFile: caFile}).clientOptions()
 	return err
 }
 

@@ -2,6 +2,7 @@ package remotetier
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"strings"
@@ -25,10 +26,11 @@ const (
 	ErrFull                     // the store refused a write for memory (OOM)
 	ErrCorrupt                  // a value failed verification
 	ErrOther                    // any other error the store returned
+	ErrTLS                      // the TLS handshake failed: the store's certificate did not verify, or it speaks no TLS
 	numErrorKinds
 )
 
-var errorKindNames = [numErrorKinds]string{"timeout", "connection", "full", "corrupt", "other"}
+var errorKindNames = [numErrorKinds]string{"timeout", "connection", "full", "corrupt", "other", "tls"}
 
 // String returns the kind's metric label.
 func (k ErrorKind) String() string { return errorKindNames[k] }
@@ -36,7 +38,12 @@ func (k ErrorKind) String() string { return errorKindNames[k] }
 // errorKind classifies err.
 func errorKind(err error) ErrorKind {
 	var ne net.Error
+	var cert *tls.CertificateVerificationError
+	var header tls.RecordHeaderError
+	var alert tls.AlertError
 	switch {
+	case errors.As(err, &cert), errors.As(err, &header), errors.As(err, &alert):
+		return ErrTLS
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return ErrTimeout
 	case errors.Is(err, disktier.ErrCorrupt):
@@ -79,7 +86,8 @@ func (t *Tier) Stats() kvcache.RemoteTierStats {
 		BytesIn: m.bytesIn.Load(), BytesOut: m.bytesOut.Load(), StagedBytes: t.stage.bytes(),
 		LeasesLed: m.leasesLed.Load(), LeasesFollowed: m.leasesFollowed.Load(), LeaseWaitsGivenUp: m.leaseGaveUp.Load(),
 		Errors: kvcache.RemoteErrors{Timeout: m.errors[ErrTimeout].Load(), Connection: m.errors[ErrConn].Load(),
-			Full: m.errors[ErrFull].Load(), Corrupt: m.errors[ErrCorrupt].Load(), Other: m.errors[ErrOther].Load()},
+			Full: m.errors[ErrFull].Load(), Corrupt: m.errors[ErrCorrupt].Load(), Other: m.errors[ErrOther].Load(),
+			TLS: m.errors[ErrTLS].Load()},
 		RTT: e.RTT, Bandwidth: e.Bandwidth, PrefillRate: e.PrefillRate,
 	}
 	st, opened := t.br.snapshot()
@@ -134,7 +142,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descLeases, s.LeasesLed, "led")
 	counter(descLeases, s.LeasesFollowed, "followed")
 	counter(descLeases, s.LeaseWaitsGivenUp, "gave_up")
-	for k, v := range []uint64{s.Errors.Timeout, s.Errors.Connection, s.Errors.Full, s.Errors.Corrupt, s.Errors.Other} {
+	for k, v := range []uint64{s.Errors.Timeout, s.Errors.Connection, s.Errors.Full, s.Errors.Corrupt, s.Errors.Other, s.Errors.TLS} {
 		counter(descErrors, v, ErrorKind(k).String())
 	}
 	for _, st := range []BreakerState{BreakerClosed, BreakerOpen, BreakerHalfOpen} {

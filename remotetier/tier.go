@@ -363,10 +363,36 @@ func (t *Tier) deleteNamespace(ns string) {
 	t.br.success()
 }
 
-// fail counts a store error by kind and reports it to the breaker.
+// fail counts a store error by kind and reports it to the breaker. A
+// failed TLS handshake is logged as a warning: it is configuration, not
+// weather, and the breaker keeps such lines few.
 func (t *Tier) fail(err error) {
 	k := errorKind(err)
 	t.m.errors[k].Add(1)
 	t.br.failure()
+	if k == ErrTLS {
+		t.cfg.Log.Warn("remote tier: "+describe(err).Error(), "kind", k.String())
+		return
+	}
 	t.cfg.Log.Debug("remote tier: store error", "kind", k.String(), "err", err)
+}
+
+// Ping asks the store for a PONG once, within Config.MaxFetchWait, for a
+// start-up check: its error says what is wrong in words an operator can
+// act on. It does not count toward the breaker.
+func (t *Tier) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.MaxFetchWait)
+	defer cancel()
+	if err := t.client.Ping(ctx).Err(); err != nil {
+		return describe(err)
+	}
+	return nil
+}
+
+// describe wraps a store error with what it means for the operator.
+func describe(err error) error {
+	if errorKind(err) == ErrTLS {
+		return fmt.Errorf("remotetier: the TLS handshake with the store failed: a rediss:// store needs a certificate for the URL's host that chains to --remote-tier-ca (or the system's CAs): %w", err)
+	}
+	return fmt.Errorf("remotetier: the store does not answer (requests compute their prompts until it does): %w", err)
 }
