@@ -84,24 +84,27 @@ func (sc *scheduler) awaitsFetch(s *seq) bool {
 }
 
 // followsFetch reports whether a request of s's namespace waiting for its
-// fetch shares more whole blocks of s's prompt than the have cached.
+// fetch (held by this admission pass or still waiting) shares more whole
+// blocks of s's prompt than the have cached.
 func (sc *scheduler) followsFetch(s *seq, prompt []int32, have int) bool {
 	bs := sc.e.cfg.BlockSize
-	for _, r := range sc.waiting {
-		if r == s || r.fetched == nil || r.req.Namespace != s.req.Namespace {
-			continue
-		}
-		select {
-		case <-r.fetched:
-			continue
-		default:
-		}
-		n := 0
-		for n < len(prompt) && n < r.nPrompt && prompt[n] == r.tokens[n] {
-			n++
-		}
-		if n/bs > have {
-			return true
+	for _, waiting := range [][]*seq{sc.held, sc.waiting} {
+		for _, r := range waiting {
+			if r == s || r.fetched == nil || r.req.Namespace != s.req.Namespace {
+				continue
+			}
+			select {
+			case <-r.fetched:
+				continue
+			default:
+			}
+			n := 0
+			for n < len(prompt) && n < r.nPrompt && prompt[n] == r.tokens[n] {
+				n++
+			}
+			if n/bs > have {
+				return true
+			}
 		}
 	}
 	return false

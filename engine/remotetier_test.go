@@ -166,3 +166,41 @@ func TestRemoteTierLeaseComputesOnce(t *testing.T) {
 		t.Fatalf("%d leases left in the store after the prompts were computed", len(keys))
 	}
 }
+
+// TestRemoteTierOneFetchPerPrefix: requests that reach a replica together
+// for a prefix the store holds are fetched for once: the others wait for
+// that fetch, whose blocks the first promotes, and find them cached.
+func TestRemoteTierOneFetchPerPrefix(t *testing.T) {
+	s := redistest.Start(t)
+	a, ra := remoteReplica(t, s.URL(0), nil)
+	b, rb := remoteReplica(t, s.URL(0), nil)
+	shared := prompt(5, 40)
+	req := func(own int) Request {
+		return Request{Namespace: "acme", Prompt: append(slices.Clone(shared), prompt(own, 6)...), MaxTokens: 2, IgnoreEOS: true}
+	}
+	run(t, a, req(1))
+	ra.Wait()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), Protocol: 2, DisableIdentity: true})
+	defer c.Close()
+	// Hold the store's answers, so every request is submitted while the
+	// first one's fetch is in flight.
+	if err := c.ClientPause(context.Background(), 300*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var streams []*Stream
+	for i := range 4 {
+		st, err := b.Submit(context.Background(), req(10+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, st)
+	}
+	for i, st := range streams {
+		if res := st.Result(); res.Err != nil || res.Usage.CachedTokens != 40 {
+			t.Fatalf("request %d: %v, %d cached, want 40", i, res.Err, res.Usage.CachedTokens)
+		}
+	}
+	if st := rb.Stats(); st.Fetches != 1 || b.Stats().CacheHitRemote != 40 {
+		t.Fatalf("%d fetches, %d remote hits; want 1 and 40 (remote %+v)", st.Fetches, b.Stats().CacheHitRemote, st)
+	}
+}
