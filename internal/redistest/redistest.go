@@ -2,7 +2,7 @@
 // port, in a temporary directory, with no persistence, stopped when the
 // test ends. Outside CI a missing redis-server skips the test; with
 // PREFIXD_REQUIRE_REDIS=1 (CI, after scripts/redis.sh installs it) it fails
-// the test instead.
+// the test instead. PREFIXD_REDIS_SERVER=valkey-server runs Valkey instead.
 package redistest
 
 import (
@@ -21,6 +21,11 @@ import (
 // RequireEnv, set to 1, makes a missing redis-server fail tests instead of
 // skipping them.
 const RequireEnv = "PREFIXD_REQUIRE_REDIS"
+
+// ServerEnv names another server binary to start instead of redis-server,
+// one that takes redis-server's arguments: valkey-server, to run the
+// tests on Valkey.
+const ServerEnv = "PREFIXD_REDIS_SERVER"
 
 // Server is a redis-server process a test started.
 type Server struct {
@@ -62,9 +67,16 @@ func StartTLS(t testing.TB, c Certs, args ...string) *Server {
 // RequireEnv, without one) and a port.
 func newServer(t testing.TB, args []string) *Server {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	name := "redis-server"
+	if v := os.Getenv(ServerEnv); v != "" {
+		name = v
+	}
+	bin, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv(RequireEnv) == "1" {
+		switch {
+		case name != "redis-server":
+			t.Fatalf("%s=%s is not on PATH", ServerEnv, name)
+		case os.Getenv(RequireEnv) == "1":
 			t.Fatalf("redis-server is not installed and %s=1 (run scripts/redis.sh)", RequireEnv)
 		}
 		t.Skip("redis-server is not installed (scripts/redis.sh installs it)")
