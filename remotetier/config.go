@@ -54,10 +54,13 @@ type Config struct {
 	// the request recomputes. Default one second. A fetch is also cut at
 	// the estimated time to recompute its tokens.
 	MaxFetchWait time.Duration
-	// MaxLeaseWait bounds how long a fetch waits for another replica that
-	// holds the lease on computing the blocks it misses, and how long a
-	// lease lasts whose holder never releases it. Default 30 seconds.
+	// MaxLeaseWait bounds how long a fetch waits, without the chain in
+	// the store growing, for another replica that holds the lease on
+	// computing the blocks it misses. Default 30 seconds.
 	MaxLeaseWait time.Duration
+	// LeaseTTL is how long a lease outlives its holder: the holder renews
+	// its leases every third of it. Default 3 seconds.
+	LeaseTTL time.Duration
 	// NoLease turns the lease off: a replica that misses blocks computes
 	// them even while another is computing them.
 	NoLease bool
@@ -86,9 +89,9 @@ func (cfg *Config) fill() error {
 		return errors.New("remotetier: Config.Model is required")
 	case cfg.BlockTokens <= 0 || cfg.BlockBytes <= 0:
 		return fmt.Errorf("remotetier: Config.BlockTokens (%d) and BlockBytes (%d) must be positive", cfg.BlockTokens, cfg.BlockBytes)
-	case cfg.TTL < 0 || cfg.QueueBlocks < 0 || cfg.StageBytes < 0 || cfg.MaxFetchWait < 0 || cfg.MaxLeaseWait < 0 || cfg.WriteTimeout < 0 ||
+	case cfg.TTL < 0 || cfg.QueueBlocks < 0 || cfg.StageBytes < 0 || cfg.MaxFetchWait < 0 || cfg.MaxLeaseWait < 0 || cfg.LeaseTTL < 0 || cfg.WriteTimeout < 0 ||
 		cfg.BreakerFailures < 0 || cfg.BreakerBackoff < 0 || cfg.BreakerMaxBackoff < 0:
-		return errors.New("remotetier: Config's TTL, QueueBlocks, StageBytes, MaxFetchWait, MaxLeaseWait, WriteTimeout and Breaker fields must not be negative")
+		return errors.New("remotetier: Config's TTL, QueueBlocks, StageBytes, MaxFetchWait, MaxLeaseWait, LeaseTTL, WriteTimeout and Breaker fields must not be negative")
 	}
 	def := func(v *time.Duration, d time.Duration) {
 		if *v == 0 {
@@ -98,6 +101,7 @@ func (cfg *Config) fill() error {
 	def(&cfg.TTL, time.Hour)
 	def(&cfg.MaxFetchWait, time.Second)
 	def(&cfg.MaxLeaseWait, 30*time.Second)
+	def(&cfg.LeaseTTL, 3*time.Second)
 	def(&cfg.WriteTimeout, 2*time.Second)
 	def(&cfg.BreakerBackoff, 500*time.Millisecond)
 	def(&cfg.BreakerMaxBackoff, 30*time.Second)

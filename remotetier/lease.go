@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,6 +23,30 @@ for _, k in ipairs(KEYS) do
 	if redis.call("GET", k) == ARGV[1] then n = n + redis.call("DEL", k) end
 end
 return n`)
+
+// takeScript takes the leases of KEYS for the token ARGV[1], for ARGV[2]
+// milliseconds, if the first is free or the token's: atomically, so that
+// of the replicas that miss one block at once exactly one leads. It
+// leaves the later leases others hold (SET NX) and answers, per key,
+// whether the token holds it (all 0 when another holds the first).
+var takeScript = redis.NewScript(`local held = redis.call("GET", KEYS[1])
+local won = {}
+if held and held ~= ARGV[1] then
+	for i = 1, #KEYS do won[i] = 0 end
+	return won
+end
+for i, k in ipairs(KEYS) do
+	redis.call("SET", k, ARGV[1], "NX", "PX", ARGV[2])
+	won[i] = redis.call("GET", k) == ARGV[1] and 1 or 0
+end
+return won`)
+
+// renewScript extends, to ARGV[2] milliseconds, each lease of KEYS that
+// the token ARGV[1] still holds.
+var renewScript = redis.NewScript(`for _, k in ipairs(KEYS) do
+	if redis.call("GET", k) == ARGV[1] then redis.call("PEXPIRE", k, ARGV[2]) end
+end
+return 0`)
 
 // leaseKey is the key of the lease on computing the chain from block fp of
 // namespace nsHash on. It sits under the namespace's keys, so a flush of
@@ -42,36 +68,27 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// leaseTTL is how long a lease taken to compute tokens lasts if its holder
-// never releases it (it died): twice the estimated time to compute them,
-// at least a second, at most Config.MaxLeaseWait (that too while the
-// prefill rate is unmeasured).
-func (t *Tier) leaseTTL(est Estimates, tokens int) time.Duration {
-	d := 2 * est.RecomputeTime(tokens)
-	if d <= 0 {
-		return t.cfg.MaxLeaseWait
-	}
-	return min(max(d, time.Second), t.cfg.MaxLeaseWait)
-}
-
 // lease takes, or follows, the fleet's leases on computing the blocks
 // that keys[run:] name, the first of which the store misses. A block's
-// lease (SET NX of its key with ":computing", for leaseTTL of the tokens
-// missing) says a replica is computing it; the block's value replaces it
-// in effect when written, and its holder releases it when done. If
-// another replica holds the first missing block's lease, lease waits
-// (follow) while it computes, then takes the leases of what is still
-// missing. It returns how far the chain in the store reaches and, if it
-// took any lease, the release of those. A store error ends it with the
-// run found so far and the leases taken so far.
+// lease (its key with ":computing", holding a token of its holder's) says
+// a replica is computing it; the block's value, once written, makes it
+// moot, and its holder releases it when done. Leases last
+// Config.LeaseTTL and their holder's tier renews them until it releases
+// them, so they outlive a slow holder and not a dead one. If no other
+// replica holds the first missing block's lease, lease takes the leases
+// of every missing block not held by another (atomically: of replicas
+// missing a block at once, one leads). Otherwise it waits (follow) while
+// that replica computes, then takes the leases of what is still missing.
+// It returns how far the chain in the store reaches and, if it took any
+// lease, the release of those. A store error ends it with the run found
+// so far and the leases taken so far.
 func (t *Tier) lease(ctx context.Context, nsHash string, fps []kvcache.Fingerprint, keys []string, run int) (int, func()) {
 	token := t.newLeaseToken()
-	ttl := t.leaseTTL(t.est.get(), (len(keys)-run)*t.cfg.BlockTokens)
 	leases := make([]string, len(keys))
 	for i, fp := range fps {
 		leases[i] = t.leaseKey(nsHash, fp)
 	}
-	won, ok := t.takeLeases(ctx, leases[run:], token, ttl)
+	won, ok := t.takeLeases(ctx, leases[run:], token)
 	if !ok {
 		return run, nil
 	}
@@ -79,15 +96,10 @@ func (t *Tier) lease(ctx context.Context, nsHash string, fps []kvcache.Fingerpri
 		t.m.leasesLed.Add(1)
 	} else {
 		t.m.leasesFollowed.Add(1)
-		from := run
 		run = t.follow(ctx, leases, keys, run, token)
-		won = won[run-from:]
-		// The holder is done with what it wrote, or gave up: take what is
-		// still missing (the leases already ours answer as won).
+		won = nil
 		if run < len(keys) {
-			if again, ok := t.takeLeases(ctx, leases[run:], token, ttl); ok {
-				won = again
-			}
+			won, _ = t.takeLeases(ctx, leases[run:], token)
 		}
 	}
 	var held []string
@@ -99,35 +111,35 @@ func (t *Tier) lease(ctx context.Context, nsHash string, fps []kvcache.Fingerpri
 	if len(held) == 0 {
 		return run, nil
 	}
-	return run, func() { t.enqueueSoon(job{leases: held, value: []byte(token), release: true}) }
+	t.held.add(token, held)
+	return run, func() {
+		t.held.remove(token)
+		t.enqueueSoon(job{leases: held, value: []byte(token), release: true})
+	}
 }
 
-// takeLeases sets, in one pipelined round trip, each of keys that is not
-// set to token, for ttl (SET NX): won[i] says whether this caller took
-// keys[i], already holds it after an earlier call, or another holds it.
-// ok is false at a store error (counted) or an open breaker.
-func (t *Tier) takeLeases(ctx context.Context, keys []string, token string, ttl time.Duration) (won []bool, ok bool) {
+// takeLeases takes keys for token (takeScript) in one round trip: won[i]
+// says whether token holds keys[i]; won[0] is false when another replica
+// holds keys[0], and then token takes none. ok is false at a store error
+// (counted) or an open breaker.
+func (t *Tier) takeLeases(ctx context.Context, keys []string, token string) (won []bool, ok bool) {
 	if !t.br.allow() {
 		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.MaxFetchWait)
 	defer cancel()
-	cmds := make([]*redis.StatusCmd, len(keys))
-	_, err := t.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.SetArgs(ctx, k, token, redis.SetArgs{Mode: "NX", TTL: ttl, Get: true})
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	got, err := takeScript.Run(ctx, t.client, keys, token, t.cfg.LeaseTTL.Milliseconds()).Int64Slice()
+	if err == nil && len(got) != len(keys) {
+		err = fmt.Errorf("remotetier: the lease script answered %d flags for %d keys", len(got), len(keys))
+	}
+	if err != nil {
 		t.fail(err)
 		return nil, false
 	}
 	t.br.success()
 	won = make([]bool, len(keys))
-	for i, c := range cmds {
-		// SET NX GET answers nil when it set the key, else the holder.
-		won[i] = errors.Is(c.Err(), redis.Nil) || c.Val() == token
+	for i, w := range got {
+		won[i] = w == 1
 	}
 	return won, true
 }
@@ -141,7 +153,7 @@ func (t *Tier) takeLeases(ctx context.Context, keys []string, token string, ttl 
 // Config.MaxLeaseWait has passed (counted as given up) or ctx ends, or at
 // a store error.
 func (t *Tier) follow(ctx context.Context, leases, keys []string, run int, token string) int {
-	deadline := time.Now().Add(t.cfg.MaxLeaseWait)
+	deadline := time.Now().Add(t.cfg.MaxLeaseWait) // moves on while the chain grows
 	poll := min(max(t.est.get().RecomputeTime(t.cfg.BlockTokens), 5*time.Millisecond), 100*time.Millisecond)
 	for run < len(keys) {
 		if time.Now().After(deadline) {
@@ -176,6 +188,9 @@ func (t *Tier) follow(ctx context.Context, leases, keys []string, run int, token
 		for i < len(lens) && lens[i].Val() > 0 {
 			i++
 		}
+		if i > 0 {
+			deadline = time.Now().Add(t.cfg.MaxLeaseWait)
+		}
 		if run += i; i < len(held) && (held[i].Val() == "" || held[i].Val() == token) {
 			return run // no other replica computes the first block missing
 		}
@@ -195,4 +210,73 @@ func (t *Tier) release(keys []string, token string) {
 		return
 	}
 	t.br.success()
+}
+
+// heldLeases are the leases this tier holds, by token, for the renewer.
+// It is safe for concurrent use.
+type heldLeases struct {
+	mu      sync.Mutex
+	byToken map[string][]string
+}
+
+func (h *heldLeases) add(token string, keys []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.byToken == nil {
+		h.byToken = map[string][]string{}
+	}
+	h.byToken[token] = keys
+}
+
+func (h *heldLeases) remove(token string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.byToken, token)
+}
+
+// snapshot returns a copy of the leases held.
+func (h *heldLeases) snapshot() map[string][]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.byToken) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(h.byToken))
+	for k, v := range h.byToken {
+		out[k] = v
+	}
+	return out
+}
+
+// renewer extends the leases this tier holds every third of
+// Config.LeaseTTL, in one pipelined round trip, until done is closed. A
+// lease whose renewal fails expires, and its followers compute.
+func (t *Tier) renewer(done <-chan struct{}) {
+	defer t.wg.Done()
+	tick := time.NewTicker(t.cfg.LeaseTTL / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		held := t.held.snapshot()
+		if held == nil || !t.br.allow() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), t.cfg.WriteTimeout)
+		_, err := t.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for token, keys := range held {
+				renewScript.Eval(ctx, p, keys, token, t.cfg.LeaseTTL.Milliseconds()) // EVALSHA cannot fall back to EVAL in a pipeline
+			}
+			return nil
+		})
+		cancel()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.fail(err)
+			continue
+		}
+		t.br.success()
+	}
 }

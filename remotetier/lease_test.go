@@ -75,7 +75,7 @@ func TestLeaseComputesOnce(t *testing.T) {
 // what it wrote.
 func TestLeaseHolderDies(t *testing.T) {
 	s := redistest.Start(t)
-	a := newTier(t, s.URL(0), func(c *Config) { c.MaxLeaseWait = 300 * time.Millisecond })
+	a := newTier(t, s.URL(0), func(c *Config) { c.LeaseTTL = 300 * time.Millisecond })
 	b := newTier(t, s.URL(0), nil)
 	ns, tokens := "acme", prompt(1, 5)
 	if _, release := a.Fetch(bg, ns, tokens, 0); release == nil {
@@ -83,7 +83,7 @@ func TestLeaseHolderDies(t *testing.T) {
 	}
 	got := fetchAsync(b, ns, tokens)
 	putPrompt(t, a, ns, tokens[:2*testBlockTokens])
-	a.Close() // dies holding the lease
+	a.Close() // dies holding the lease: nobody renews it
 	if n := <-got; n != 2 {
 		t.Fatalf("the follower staged %d blocks, want the 2 written", n)
 	}
@@ -131,24 +131,102 @@ func TestLeaseTenantsSeparate(t *testing.T) {
 	}
 }
 
-// TestLeaseReleaseOnlyOwn: a holder whose lease expired and was taken by
-// another replica does not end the new holder's when it releases late.
+// TestLeaseReleaseOnlyOwn: a holder whose lease was lost (the store
+// evicted it) and taken by another replica neither renews nor, releasing
+// late, ends the new holder's.
 func TestLeaseReleaseOnlyOwn(t *testing.T) {
 	s := redistest.Start(t)
-	a := newTier(t, s.URL(0), func(c *Config) { c.MaxLeaseWait = 50 * time.Millisecond })
-	c := newTier(t, s.URL(0), func(c *Config) { c.MaxLeaseWait = time.Hour })
+	a := newTier(t, s.URL(0), func(c *Config) { c.LeaseTTL = 150 * time.Millisecond })
+	c := newTier(t, s.URL(0), func(c *Config) { c.LeaseTTL = time.Hour })
 	ns, tokens := "acme", prompt(1, 5)
 	_, late := a.Fetch(bg, ns, tokens, 0)
-	waitFor(t, "the lease to expire", func() bool { return !leaseHeld(t, s, a, ns, tokens) })
+	fps := kvcache.AppendChain(nil, kvcache.Fingerprint{}, kvcache.NamespaceSalt(ns), tokens[:testBlockTokens], testBlockTokens)
+	key := a.leaseKey(NamespaceHash(ns), fps[0])
+	raw := rawClient(t, s)
+	raw.Del(bg, key)
 	_, release := c.Fetch(bg, ns, tokens, 0)
 	if release == nil {
-		t.Fatal("the expired lease was not taken again")
+		t.Fatal("the lost lease was not taken again")
 	}
 	defer release()
+	time.Sleep(200 * time.Millisecond) // a's renewer runs
+	if ttl := raw.PTTL(bg, key).Val(); ttl < time.Minute {
+		t.Fatalf("the new holder's lease expires in %v: the old holder renewed it", ttl)
+	}
 	late()
 	a.Wait()
 	if !leaseHeld(t, s, a, ns, tokens) {
 		t.Fatal("a late release ended another replica's lease")
+	}
+}
+
+// TestLeaseRenewed: a holder slower than its lease's TTL keeps it (its
+// tier renews it), and its follower keeps waiting until it releases.
+func TestLeaseRenewed(t *testing.T) {
+	s := redistest.Start(t)
+	a := newTier(t, s.URL(0), func(c *Config) { c.LeaseTTL = 100 * time.Millisecond })
+	b := newTier(t, s.URL(0), nil)
+	ns, tokens := "acme", prompt(1, 5)
+	_, release := a.Fetch(bg, ns, tokens, 0)
+	got := fetchAsync(b, ns, tokens)
+	time.Sleep(500 * time.Millisecond) // five TTLs
+	if !leaseHeld(t, s, a, ns, tokens) {
+		t.Fatal("the lease expired while its holder lived")
+	}
+	select {
+	case n := <-got:
+		t.Fatalf("the follower stopped waiting (staged %d) while the holder lived", n)
+	default:
+	}
+	putPrompt(t, a, ns, tokens)
+	release()
+	if n := <-got; n != 5 {
+		t.Fatalf("the follower staged %d blocks, want 5", n)
+	}
+}
+
+// TestLeaseOneLeader: of replicas that miss a chain at once, exactly one
+// leads (the lease is taken atomically), and every other fetches what it
+// wrote.
+func TestLeaseOneLeader(t *testing.T) {
+	s := redistest.Start(t)
+	ns, tokens := "acme", prompt(1, 30)
+	type result struct {
+		tr      *Tier
+		n       int
+		release func()
+	}
+	const replicas = 8
+	results := make(chan result, replicas)
+	var tiers []*Tier
+	for range replicas {
+		tr := newTier(t, s.URL(0), nil)
+		tiers = append(tiers, tr)
+		go func() {
+			n, release := tr.Fetch(bg, ns, tokens, 0)
+			results <- result{tr, n, release}
+		}()
+	}
+	leader := <-results
+	if leader.release == nil {
+		t.Fatalf("the first fetch to return staged %d and took no lease", leader.n)
+	}
+	waitFor(t, "every replica to lead or follow", func() bool {
+		led, followed := uint64(0), uint64(0)
+		for _, tr := range tiers {
+			led, followed = led+tr.Stats().LeasesLed, followed+tr.Stats().LeasesFollowed
+		}
+		if led > 1 {
+			t.Fatalf("%d replicas lead", led)
+		}
+		return led+followed == replicas
+	})
+	putPrompt(t, leader.tr, ns, tokens)
+	leader.release()
+	for range replicas - 1 {
+		if r := <-results; r.n != 30 || r.release != nil {
+			t.Fatalf("a follower staged %d blocks (lease %v), want all 30", r.n, r.release != nil)
+		}
 	}
 }
 

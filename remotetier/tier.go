@@ -37,6 +37,8 @@ type Tier struct {
 
 	id       string        // this tier's identity in lease tokens: random
 	leaseSeq atomic.Uint64 // leases this tier has taken
+	held     heldLeases    // for the renewer
+	stop     chan struct{} // closed by Close: stops the renewer
 
 	qmu    sync.RWMutex // guards closed and sends on queue
 	closed bool
@@ -76,13 +78,14 @@ func New(cfg Config) (*Tier, error) {
 		return nil, err
 	}
 	t := &Tier{cfg: cfg, client: redis.NewClient(opt), model: hex.EncodeToString(cfg.Model[:16]),
-		queue: make(chan job, cfg.QueueBlocks), id: randomID()}
+		queue: make(chan job, cfg.QueueBlocks), id: randomID(), stop: make(chan struct{})}
 	t.br = breaker{clk: cfg.Clock, threshold: cfg.BreakerFailures, minBackoff: cfg.BreakerBackoff, maxBackoff: cfg.BreakerMaxBackoff}
 	t.stage.init(cfg.StageBytes)
 	t.known.init(1 << 16)
 	t.m.init()
-	t.wg.Add(1)
+	t.wg.Add(2)
 	go t.writer()
+	go t.renewer(t.stop)
 	return t, nil
 }
 
@@ -239,6 +242,7 @@ func (t *Tier) Close() error {
 	}
 	t.closed = true
 	close(t.queue)
+	close(t.stop)
 	t.qmu.Unlock()
 	t.wg.Wait()
 	return t.client.Close()
