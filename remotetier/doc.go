@@ -72,17 +72,19 @@
 // being computed would each compute it: the store misses it until the
 // first writes it. A fetch that misses blocks therefore takes the fleet's
 // lease on computing them, or follows it. A block's lease is its key with
-// ":computing", set with SET NX (GET tells a caller who holds it) for
-// twice the estimated time to compute the tokens missing (at least a
-// second, at most Config.MaxLeaseWait). If the first block missing is
-// leased by another replica, the fetch waits, polling in one pipelined
-// round trip how far the chain reaches and who holds the lease on the
-// first block still missing, until that block's lease is released or has
-// expired with the block unwritten (its holder died, or gave up), or
-// Config.MaxLeaseWait passes; it then fetches what was written and leases
-// what is still missing, which its replica computes. Otherwise it leases
-// every missing block itself; its replica's engine releases the leases
-// (a compare-and-delete script, queued after the blocks' writes, so a
+// ":computing", holding its holder's token for Config.LeaseTTL; the
+// holder's tier renews its leases every third of that until it releases
+// them, so they outlive a slow holder and not a dead one. If the first
+// block missing is leased by another replica, the fetch waits, polling in
+// one pipelined round trip how far the chain reaches and who holds the
+// lease on the first block still missing, until that block's lease is
+// released or has expired with the block unwritten (its holder died, or
+// gave up), or the chain has not grown for Config.MaxLeaseWait; it then
+// fetches what was written and leases what is still missing, which its
+// replica computes. Otherwise it leases every missing block not leased by
+// another, atomically (a script: of replicas that miss a block at once,
+// exactly one leads); its replica's engine releases the leases (a
+// compare-and-delete script, queued after the blocks' writes, so a
 // follower never sees a released lease before the blocks) once the
 // prompt is computed or the request gives up its blocks. Leases sit under
 // the namespace's keys (a tenant never waits on another; a flush ends

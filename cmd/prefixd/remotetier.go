@@ -22,7 +22,7 @@ type remoteTierOptions struct {
 func (r *remoteTierOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.url, "remote-tier", "", "Redis or Valkey store the replicas share their prefix cache through: redis://HOST:PORT/DB, or rediss:// for TLS; a password from the URL or $"+remotetier.PasswordEnv+"; empty: off")
 	fs.DurationVar(&r.ttl, "remote-tier-ttl", time.Hour, "with --remote-tier: least time a block stays in the store (a block whose TTL runs longer stays until then)")
-	fs.DurationVar(&r.wait, "remote-tier-lease-wait", 30*time.Second, "with --remote-tier: longest a request waits for another replica computing the prefix blocks it misses (the fleet's lease), and longest a lease outlives a replica that died holding it; 0: no lease, every replica computes what it misses")
+	fs.DurationVar(&r.wait, "remote-tier-lease-wait", 30*time.Second, "with --remote-tier: longest a request waits, without progress, for another replica computing the prefix blocks it misses (the fleet's lease); 0: no lease, every replica computes what it misses")
 	fs.StringVar(&r.ca, "remote-tier-ca", "", "with a rediss:// --remote-tier: PEM file of the certificate authorities the store's certificate must chain to (default: the system's)")
 }
 
