@@ -144,17 +144,30 @@ func (t *Tier) takeLeases(ctx context.Context, keys []string, token string) (won
 	return won, true
 }
 
+// followWindow bounds the blocks one poll of follow looks at: a holder
+// writes a prefill chunk's blocks at a time, and a fleet of followers
+// polling whole chains would load the store for nothing.
+const followWindow = 64
+
 // follow waits while another replica holds the lease on the first block
 // of the chain keys name that the store misses (keys[run], whose lease is
 // leases[run]), polling, each time in one pipelined round trip, how far
-// the chain reaches from run on and who holds the first missing block's
-// lease (a lease holding token is this caller's own). It returns the run when that lease is released or has
-// expired with its block unwritten, when the chain is whole, when
-// Config.MaxLeaseWait has passed (counted as given up) or ctx ends, or at
-// a store error.
+// the chain reaches from run on (up to followWindow blocks) and who
+// holds the lease of each of those blocks (a lease holding token is this
+// caller's own). It polls every block's estimated compute time, from 20
+// to 250 ms (100 ms while unmeasured). It returns the run when the first
+// missing block's lease is released or has expired with the block
+// unwritten, when the chain is whole, when the chain has not grown for
+// Config.MaxLeaseWait (counted as given up), when ctx ends, or when the
+// breaker opens: a failed poll is counted and tried again, so a store
+// that is only slow under load does not end the wait, and one that is
+// dead or hung ends it after Config.BreakerFailures polls.
 func (t *Tier) follow(ctx context.Context, leases, keys []string, run int, token string) int {
 	deadline := time.Now().Add(t.cfg.MaxLeaseWait) // moves on while the chain grows
-	poll := min(max(t.est.get().RecomputeTime(t.cfg.BlockTokens), 5*time.Millisecond), 100*time.Millisecond)
+	poll := 100 * time.Millisecond
+	if d := t.est.get().RecomputeTime(t.cfg.BlockTokens); d > 0 {
+		poll = min(max(d, 20*time.Millisecond), 250*time.Millisecond)
+	}
 	for run < len(keys) {
 		if time.Now().After(deadline) {
 			t.m.leaseGaveUp.Add(1)
@@ -168,11 +181,12 @@ func (t *Tier) follow(ctx context.Context, leases, keys []string, run int, token
 		if !t.br.allow() {
 			return run
 		}
+		window := keys[run:min(run+followWindow, len(keys))]
 		cctx, cancel := context.WithTimeout(ctx, t.cfg.MaxFetchWait)
-		lens := make([]*redis.IntCmd, len(keys)-run)
-		held := make([]*redis.StringCmd, len(keys)-run)
+		lens := make([]*redis.IntCmd, len(window))
+		held := make([]*redis.StringCmd, len(window))
 		_, err := t.client.Pipelined(cctx, func(p redis.Pipeliner) error {
-			for i, k := range keys[run:] {
+			for i, k := range window {
 				lens[i] = p.StrLen(cctx, k)
 				held[i] = p.Get(cctx, leases[run+i])
 			}
@@ -181,7 +195,7 @@ func (t *Tier) follow(ctx context.Context, leases, keys []string, run int, token
 		cancel()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			t.fail(err)
-			return run
+			continue
 		}
 		t.br.success()
 		i := 0

@@ -100,11 +100,21 @@ computed() { # prompt tokens the replicas on $ports computed
 	done
 	echo $c
 }
-report() { # report NAME: the row of the scenario just sent
+report() { # report NAME: the row of the scenario just sent (with the tier, then its leases and errors)
 	c=$(computed)
+	leases=""
+	for port in $ports; do
+		curl -s http://127.0.0.1:$port/v1/stats | grep -o '"remote_tier":{[^}]*}[^}]*}' || true
+	done >"$work/remote"
+	if [ -s "$work/remote" ]; then
+		leases=$(awk -F'[:,{}]' '{ for (i = 1; i < NF; i++) if ($i ~ /"(leases_led|leases_followed|lease_waits_given_up|timeout|connection|writes_dropped)"/) { gsub(/"/, "", $i); s[$i] += $(i + 1) } }
+			END { printf "  [leases led %d, followed %d, given up %d; writes dropped %d; errors: timeout %d, connection %d]",
+				s["leases_led"], s["leases_followed"], s["lease_waits_given_up"], s["writes_dropped"], s["timeout"], s["connection"] }' "$work/remote")
+	fi
 	sort -n "$work/ttft" | awk -v name="$1" -v c="$c" '{ t[NR] = $1 } END {
-		printf "%-48s computed %6d   TTFT p50 %6.2f s  p90 %6.2f s  max %6.2f s\n",
+		printf "%-48s computed %6d   TTFT p50 %6.2f s  p90 %6.2f s  max %6.2f s",
 			name, c, t[int(NR * 0.5 + 0.5)], t[int(NR * 0.9 + 0.5)], t[NR] }'
+	echo "$leases"
 }
 scenario() { # scenario NAME REPLICAS MODE [FLAGS]: one row, on fresh replicas and an empty store
 	name=$1 count=$2 mode=$3
