@@ -50,9 +50,11 @@ type Config struct {
 	// StageBytes bounds the K/V bytes fetched and not yet promoted into the
 	// device pool; the oldest are dropped beyond it. Default 512 MiB.
 	StageBytes int64
-	// MaxFetchWait bounds one fetch (its lookup and its transfer): past it
-	// the request recomputes. Default one second. A fetch is also cut at
-	// the estimated time to recompute its tokens.
+	// MaxFetchWait bounds one round trip of a fetch's lookup or a lease:
+	// past it the request recomputes. Default one second. A lookup is also
+	// cut at the estimated time to recompute its tokens, and a transfer
+	// only there (until that is measured, at MaxFetchWait plus its bytes
+	// at 25 MB/s).
 	MaxFetchWait time.Duration
 	// MaxLeaseWait bounds how long a fetch waits, without the chain in
 	// the store growing, for another replica that holds the lease on

@@ -21,9 +21,10 @@ import (
 // block's key), decides by the rule (see Estimates.Fetch, on the measured
 // round trip, bandwidth and prefill rate), then transfers the run in a
 // second pipelined round trip and verifies every value (see verify); the
-// run ends at the first block missing or failing. Each of those round
-// trips ends at ctx's deadline, Config.MaxFetchWait, or the estimated time
-// to recompute the tokens, whichever is first.
+// run ends at the first block missing or failing. The lookup ends at
+// ctx's deadline, Config.MaxFetchWait, or the estimated time to recompute
+// the tokens, whichever is first; the transfer at ctx's deadline or the
+// estimated time to recompute the run (see transferWait).
 //
 // When the store misses part of the chain, Fetch first takes or follows
 // the fleet's lease on computing it (unless Config.NoLease): if no replica
@@ -107,7 +108,7 @@ func (t *Tier) Fetch(ctx context.Context, ns string, tokens []int32, have int) (
 		return 0, release
 	}
 
-	gctx, cancel := context.WithTimeout(ctx, wait)
+	gctx, cancel := context.WithTimeout(ctx, t.transferWait(est, run*bs, bytes))
 	defer cancel()
 	t.m.fetches.Add(1)
 	getStart := time.Now()
@@ -156,6 +157,22 @@ func (t *Tier) Fetch(ctx context.Context, ns string, tokens []int32, have int) (
 		t.stage.put(&staged{ns: ns, fp: fps[b], tokens: slices.Clone(blk), block: sb})
 	}
 	return run, release
+}
+
+// minBandwidth is the least bandwidth, in bytes per second, that a
+// transfer is given time for while the prefill rate is unmeasured: a
+// replica that just joined, whose fellows may all be fetching at once.
+const minBandwidth = 25e6
+
+// transferWait is how long the transfer of bytes holding tokens may take:
+// as long as computing the tokens would (fetching longer never pays),
+// and while the prefill rate is unmeasured Config.MaxFetchWait plus the
+// bytes at minBandwidth.
+func (t *Tier) transferWait(est Estimates, tokens int, bytes int64) time.Duration {
+	if r := est.RecomputeTime(tokens); r > 0 {
+		return r
+	}
+	return t.cfg.MaxFetchWait + time.Duration(float64(bytes)/minBandwidth*float64(time.Second))
 }
 
 // verify parses a value as a record and checks that it is the block asked
