@@ -48,11 +48,20 @@ ports=""
 start_replica() { # start_replica PORT [FLAGS]: a fresh replica, added to $fleet and $ports
 	port=$1
 	shift
+	rm -f "$work/log$port" # a previous replica's "listening" must not count
 	bench-out/prefixd serve --model "$model" --addr 127.0.0.1:$port --threads "${THREADS:-1}" --max-running 4 \
 		--kv-bytes 320MiB "$@" >"$work/log$port" 2>&1 &
-	fleet="$fleet $!"
+	pid=$!
+	fleet="$fleet $pid"
 	ports="$ports $port"
-	until grep -q "msg=listening" "$work/log$port" 2>/dev/null; do sleep 0.2; done
+	until grep -q "msg=listening" "$work/log$port" 2>/dev/null; do
+		if ! kill -0 $pid 2>/dev/null; then
+			echo "the replica on port $port exited:" >&2
+			tail -5 "$work/log$port" >&2
+			exit 1
+		fi
+		sleep 0.2
+	done
 }
 start_fleet() { # start_fleet COUNT [FLAGS]: only fresh replicas, on ports 18300..
 	count=$1
