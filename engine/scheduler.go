@@ -493,6 +493,9 @@ func (sc *scheduler) advance(logits []float32, ids []int32) {
 		}
 		s.computed += p.chunk
 		sc.offerBlocks(s)
+		if s.computed >= s.nPrompt {
+			s.lease.end() // after offerBlocks wrote the prompt's blocks through: the tier keeps their order
+		}
 		if s.computed != len(s.tokens) {
 			continue
 		}

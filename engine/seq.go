@@ -40,6 +40,7 @@ type seq struct {
 
 	callerGone <-chan struct{} // the submitter's ctx.Done()
 	fetched    chan struct{}   // remote tier fetch: nil before it starts, closed when it ends
+	lease      remoteLease     // remote tier: the fleet's lease on computing its prompt, if it took it
 	cancelled  bool            // cancelled by the engine itself (Close)
 	finished   bool            // its Result has been delivered
 	skipped    int             // CachedFirst: times passed over
@@ -153,6 +154,7 @@ func (s *seq) release(e *Engine) {
 	e.cache.Done(s.pin, s.cacheUse())
 	s.pin = radix.Handle{}
 	s.computed, s.inserted = 0, 0
+	s.lease.end()
 }
 
 // stopReason reports whether the sequence must stop after its newest token

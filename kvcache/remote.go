@@ -22,6 +22,11 @@ type RemoteTierStats struct {
 	Breaker       string // closed, open or half_open
 	BreakerOpened uint64 // times the breaker opened
 
+	// Fetches that missed blocks in the store: took the fleet's lease on
+	// computing them, waited for the replica holding it, or waited the
+	// longest allowed (MaxLeaseWait) and gave up.
+	LeasesLed, LeasesFollowed, LeaseWaitsGivenUp uint64
+
 	// The fetch rule's measurements; zero while unmeasured.
 	RTT         time.Duration
 	Bandwidth   float64 // bytes per second
@@ -36,4 +41,5 @@ type RemoteErrors struct {
 	Full       uint64 `json:"full"`       // the store refused a write for memory (OOM)
 	Corrupt    uint64 `json:"corrupt"`    // a value failed verification
 	Other      uint64 `json:"other"`      // any other error the store returned
+	TLS        uint64 `json:"tls"`        // the TLS handshake failed (a certificate that did not verify)
 }

@@ -2,10 +2,12 @@ package remotetier
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,6 +29,10 @@ type Config struct {
 	// Password, if set, is used when the URL carries none (serve fills it
 	// from PasswordEnv).
 	Password string
+	// CAFile, with a rediss:// URL, is a PEM file of the certificate
+	// authorities the store's certificate must chain to; default the
+	// system's.
+	CAFile string
 	// Model is the fingerprint blocks are written under and the only one
 	// read back (it names the K/V element type and layout; see
 	// disktier.ModelFingerprint). Required (not all zero).
@@ -44,10 +50,22 @@ type Config struct {
 	// StageBytes bounds the K/V bytes fetched and not yet promoted into the
 	// device pool; the oldest are dropped beyond it. Default 512 MiB.
 	StageBytes int64
-	// MaxFetchWait bounds one fetch (its lookup and its transfer): past it
-	// the request recomputes. Default one second. A fetch is also cut at
-	// the estimated time to recompute its tokens.
+	// MaxFetchWait bounds one round trip of a fetch's lookup or a lease:
+	// past it the request recomputes. Default one second. A lookup is also
+	// cut at the estimated time to recompute its tokens, and a transfer
+	// only there (until that is measured, at MaxFetchWait plus its bytes
+	// at 25 MB/s).
 	MaxFetchWait time.Duration
+	// MaxLeaseWait bounds how long a fetch waits, without the chain in
+	// the store growing, for another replica that holds the lease on
+	// computing the blocks it misses. Default 30 seconds.
+	MaxLeaseWait time.Duration
+	// LeaseTTL is how long a lease outlives its holder: the holder renews
+	// its leases every third of it. Default 3 seconds.
+	LeaseTTL time.Duration
+	// NoLease turns the lease off: a replica that misses blocks computes
+	// them even while another is computing them.
+	NoLease bool
 	// WriteTimeout bounds one pipeline of writes. Default two seconds.
 	WriteTimeout time.Duration
 	// BreakerFailures is the failures in a row that open the circuit
@@ -73,9 +91,9 @@ func (cfg *Config) fill() error {
 		return errors.New("remotetier: Config.Model is required")
 	case cfg.BlockTokens <= 0 || cfg.BlockBytes <= 0:
 		return fmt.Errorf("remotetier: Config.BlockTokens (%d) and BlockBytes (%d) must be positive", cfg.BlockTokens, cfg.BlockBytes)
-	case cfg.TTL < 0 || cfg.QueueBlocks < 0 || cfg.StageBytes < 0 || cfg.MaxFetchWait < 0 || cfg.WriteTimeout < 0 ||
+	case cfg.TTL < 0 || cfg.QueueBlocks < 0 || cfg.StageBytes < 0 || cfg.MaxFetchWait < 0 || cfg.MaxLeaseWait < 0 || cfg.LeaseTTL < 0 || cfg.WriteTimeout < 0 ||
 		cfg.BreakerFailures < 0 || cfg.BreakerBackoff < 0 || cfg.BreakerMaxBackoff < 0:
-		return errors.New("remotetier: Config's TTL, QueueBlocks, StageBytes, MaxFetchWait, WriteTimeout and Breaker fields must not be negative")
+		return errors.New("remotetier: Config's TTL, QueueBlocks, StageBytes, MaxFetchWait, MaxLeaseWait, LeaseTTL, WriteTimeout and Breaker fields must not be negative")
 	}
 	def := func(v *time.Duration, d time.Duration) {
 		if *v == 0 {
@@ -84,6 +102,8 @@ func (cfg *Config) fill() error {
 	}
 	def(&cfg.TTL, time.Hour)
 	def(&cfg.MaxFetchWait, time.Second)
+	def(&cfg.MaxLeaseWait, 30*time.Second)
+	def(&cfg.LeaseTTL, 3*time.Second)
 	def(&cfg.WriteTimeout, 2*time.Second)
 	def(&cfg.BreakerBackoff, 500*time.Millisecond)
 	def(&cfg.BreakerMaxBackoff, 30*time.Second)
@@ -124,6 +144,20 @@ func (cfg *Config) clientOptions() (*redis.Options, error) {
 	if u.Scheme == "rediss" && opt.TLSConfig == nil {
 		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.Hostname()}
 	}
+	if cfg.CAFile != "" {
+		if opt.TLSConfig == nil {
+			return nil, errors.New("remotetier: Config.CAFile (--remote-tier-ca) needs a rediss:// URL")
+		}
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("remotetier: reading the CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("remotetier: the CA file %s holds no PEM certificate", cfg.CAFile)
+		}
+		opt.TLSConfig.RootCAs = pool
+	}
 	opt.MaxRetries = -1 // the breaker, not the client, decides when to try again
 	opt.DialerRetries = 1
 	opt.DialTimeout = min(cfg.MaxFetchWait, time.Second)
@@ -134,10 +168,10 @@ func (cfg *Config) clientOptions() (*redis.Options, error) {
 	return opt, nil
 }
 
-// CheckURL reports whether raw is a URL the tier accepts, with an error
-// that never quotes it.
-func CheckURL(raw string) error {
-	_, err := (&Config{URL: raw}).clientOptions()
+// CheckURL reports whether raw is a URL the tier accepts, with caFile (if
+// not empty) as its Config.CAFile, with an error that never quotes raw.
+func CheckURL(raw, caFile string) error {
+	_, err := (&Config{URL: raw, CAFile: caFile}).clientOptions()
 	return err
 }
 

@@ -11,7 +11,10 @@
 // v9.23.0: the client Redis maintains, which parses redis:// and rediss://
 // URLs (TLS, user, password, database) as redis-cli does, pipelines any
 // commands in one round trip, honours context deadlines per call, and
-// speaks RESP2, which Redis 7 and Valkey both serve. valkey-go (v1.0.79)
+// speaks RESP2, which Redis 7 and Valkey both serve. A rediss:// URL
+// speaks TLS (1.2 or later), verifying the store's certificate against
+// Config.CAFile or the system's authorities; a handshake that fails is
+// counted as a tls error and logged as a warning. valkey-go (v1.0.79)
 // pipelines automatically but would add its own URL dialect and a larger
 // API for nothing this tier uses.
 //
@@ -62,6 +65,32 @@
 // counted as corrupt, and deleted so that a writer can replace it. Verified
 // blocks wait in a bounded staging area (Config.StageBytes) until
 // admission promotes them (Get, Delete).
+//
+// # Leases
+//
+// Requests that arrive at several replicas while their shared prefix is
+// being computed would each compute it: the store misses it until the
+// first writes it. A fetch that misses blocks therefore takes the fleet's
+// lease on computing them, or follows it. A block's lease is its key with
+// ":computing", holding its holder's token for Config.LeaseTTL; the
+// holder's tier renews its leases every third of that until it releases
+// them, so they outlive a slow holder and not a dead one. If the first
+// block missing is leased by another replica, the fetch waits, polling in
+// one pipelined round trip how far the chain reaches and who holds the
+// lease on the first block still missing, until that block's lease is
+// released or has expired with the block unwritten (its holder died, or
+// gave up), or the chain has not grown for Config.MaxLeaseWait; it then
+// fetches what was written and leases what is still missing, which its
+// replica computes. Otherwise it leases every missing block not leased by
+// another, atomically (a script: of replicas that miss a block at once,
+// exactly one leads); its replica's engine releases the leases (a
+// compare-and-delete script, queued after the blocks' writes, so a
+// follower never sees a released lease before the blocks) once the
+// prompt is computed or the request gives up its blocks. Leases sit under
+// the namespace's keys (a tenant never waits on another; a flush ends
+// them), and every lease round trip goes through the breaker and a
+// deadline: a store that dies or hangs ends a wait at once, and the
+// request computes. Config.NoLease turns them off.
 //
 // # Failures
 //

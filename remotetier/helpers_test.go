@@ -142,3 +142,13 @@ func silentStore(t testing.TB) string {
 }
 
 var bg = context.Background()
+
+// fetched calls tr.Fetch and returns the blocks it staged, ending at once
+// any lease it took (as a replica that computed nothing would).
+func fetched(tr *Tier, ns string, tokens []int32, have int) int {
+	n, release := tr.Fetch(bg, ns, tokens, have)
+	if release != nil {
+		release()
+	}
+	return n
+}

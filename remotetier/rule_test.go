@@ -83,7 +83,7 @@ func TestFetchFollowsRule(t *testing.T) {
 	b := newTier(t, s.URL(0), nil)
 	// A model that computes 10M tokens a second: a store at 1 MB/s loses.
 	b.SetEstimates(Estimates{RTT: time.Millisecond, Bandwidth: 1e6, PrefillRate: 1e7})
-	if n := b.Fetch(bg, ns, tokens, 0); n != 0 {
+	if n := fetched(b, ns, tokens, 0); n != 0 {
 		t.Fatalf("fetched %d blocks the rule says to recompute", n)
 	}
 	if st := b.Stats(); st.SkippedTokens != 32 || st.BytesIn != 0 || st.Fetches != 0 {
@@ -91,7 +91,7 @@ func TestFetchFollowsRule(t *testing.T) {
 	}
 	// A model at 10 tokens a second: the store wins.
 	b.SetEstimates(Estimates{RTT: time.Millisecond, Bandwidth: 1e6, PrefillRate: 10})
-	if n := b.Fetch(bg, ns, tokens, 0); n != 8 {
+	if n := fetched(b, ns, tokens, 0); n != 8 {
 		t.Fatalf("fetched %d blocks, want 8", n)
 	}
 	checkStaged(t, b, ns, tokens, fps, 8)

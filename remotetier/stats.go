@@ -2,6 +2,7 @@ package remotetier
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"strings"
@@ -25,10 +26,11 @@ const (
 	ErrFull                     // the store refused a write for memory (OOM)
 	ErrCorrupt                  // a value failed verification
 	ErrOther                    // any other error the store returned
+	ErrTLS                      // the TLS handshake failed: the store's certificate did not verify, or it speaks no TLS
 	numErrorKinds
 )
 
-var errorKindNames = [numErrorKinds]string{"timeout", "connection", "full", "corrupt", "other"}
+var errorKindNames = [numErrorKinds]string{"timeout", "connection", "full", "corrupt", "other", "tls"}
 
 // String returns the kind's metric label.
 func (k ErrorKind) String() string { return errorKindNames[k] }
@@ -36,7 +38,12 @@ func (k ErrorKind) String() string { return errorKindNames[k] }
 // errorKind classifies err.
 func errorKind(err error) ErrorKind {
 	var ne net.Error
+	var cert *tls.CertificateVerificationError
+	var header tls.RecordHeaderError
+	var alert tls.AlertError
 	switch {
+	case errors.As(err, &cert), errors.As(err, &header), errors.As(err, &alert):
+		return ErrTLS
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return ErrTimeout
 	case errors.Is(err, disktier.ErrCorrupt):
@@ -54,6 +61,7 @@ func errorKind(err error) ErrorKind {
 type counters struct {
 	lookupTokens, hitTokens, missTokens, skippedTokens, breakerTokens atomic.Uint64
 	fetches, writes, dropped, breakerSkips, bytesIn, bytesOut         atomic.Uint64
+	leasesLed, leasesFollowed, leaseGaveUp                            atomic.Uint64
 	errors                                                            [numErrorKinds]atomic.Uint64
 	fetchLatency                                                      prometheus.Histogram
 }
@@ -76,8 +84,10 @@ func (t *Tier) Stats() kvcache.RemoteTierStats {
 		SkippedTokens: m.skippedTokens.Load(), BreakerTokens: m.breakerTokens.Load(), Fetches: m.fetches.Load(),
 		Writes: m.writes.Load(), Dropped: m.dropped.Load(), BreakerSkips: m.breakerSkips.Load(),
 		BytesIn: m.bytesIn.Load(), BytesOut: m.bytesOut.Load(), StagedBytes: t.stage.bytes(),
+		LeasesLed: m.leasesLed.Load(), LeasesFollowed: m.leasesFollowed.Load(), LeaseWaitsGivenUp: m.leaseGaveUp.Load(),
 		Errors: kvcache.RemoteErrors{Timeout: m.errors[ErrTimeout].Load(), Connection: m.errors[ErrConn].Load(),
-			Full: m.errors[ErrFull].Load(), Corrupt: m.errors[ErrCorrupt].Load(), Other: m.errors[ErrOther].Load()},
+			Full: m.errors[ErrFull].Load(), Corrupt: m.errors[ErrCorrupt].Load(), Other: m.errors[ErrOther].Load(),
+			TLS: m.errors[ErrTLS].Load()},
 		RTT: e.RTT, Bandwidth: e.Bandwidth, PrefillRate: e.PrefillRate,
 	}
 	st, opened := t.br.snapshot()
@@ -89,6 +99,7 @@ var (
 	descTokens  = prometheus.NewDesc("prefixd_remote_tier_tokens_total", "Prompt tokens looked up in the remote tier, by outcome: hit (promoted), miss (not held or failing verification), skipped (recomputing was estimated faster), breaker (not looked up: the breaker was open).", []string{"outcome"}, nil)
 	descBytes   = prometheus.NewDesc("prefixd_remote_tier_bytes_total", "Value bytes moved to (out) and from (in) the remote tier.", []string{"direction"}, nil)
 	descWrites  = prometheus.NewDesc("prefixd_remote_tier_writes_total", "Blocks offered to the remote tier, by outcome: written, dropped (full queue), breaker (open breaker).", []string{"outcome"}, nil)
+	descLeases  = prometheus.NewDesc("prefixd_remote_tier_leases_total", "Fetches that missed blocks in the store, by what they did about the fleet's lease on computing them: led (took it and computed them), followed (waited for the replica computing them), gave_up (waited the longest allowed, then computed the rest).", []string{"outcome"}, nil)
 	descErrors  = prometheus.NewDesc("prefixd_remote_tier_errors_total", "Remote tier errors by kind; each means recompute.", []string{"kind"}, nil)
 	descBreaker = prometheus.NewDesc("prefixd_remote_tier_breaker_state", "The remote tier's circuit breaker: 1 for the state it is in.", []string{"state"}, nil)
 	descOpened  = prometheus.NewDesc("prefixd_remote_tier_breaker_opened_total", "Times the remote tier's circuit breaker opened.", nil, nil)
@@ -104,7 +115,7 @@ func (t *Tier) Collector() prometheus.Collector { return collector{t} }
 
 // Describe implements prometheus.Collector.
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTokens, descBytes, descWrites, descErrors, descBreaker, descOpened, descEst} {
+	for _, d := range []*prometheus.Desc{descTokens, descBytes, descWrites, descLeases, descErrors, descBreaker, descOpened, descEst} {
 		ch <- d
 	}
 	c.t.m.fetchLatency.Describe(ch)
@@ -128,7 +139,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descWrites, s.Writes, "written")
 	counter(descWrites, s.Dropped, "dropped")
 	counter(descWrites, s.BreakerSkips, "breaker")
-	for k, v := range []uint64{s.Errors.Timeout, s.Errors.Connection, s.Errors.Full, s.Errors.Corrupt, s.Errors.Other} {
+	counter(descLeases, s.LeasesLed, "led")
+	counter(descLeases, s.LeasesFollowed, "followed")
+	counter(descLeases, s.LeaseWaitsGivenUp, "gave_up")
+	for k, v := range []uint64{s.Errors.Timeout, s.Errors.Connection, s.Errors.Full, s.Errors.Corrupt, s.Errors.Other, s.Errors.TLS} {
 		counter(descErrors, v, ErrorKind(k).String())
 	}
 	for _, st := range []BreakerState{BreakerClosed, BreakerOpen, BreakerHalfOpen} {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,6 +35,11 @@ type Tier struct {
 	stage  stage
 	known  known // blocks this process wrote or fetched, so not written again
 
+	id       string        // this tier's identity in lease tokens: random
+	leaseSeq atomic.Uint64 // leases this tier has taken
+	held     heldLeases    // for the renewer
+	stop     chan struct{} // closed by Close: stops the renewer
+
 	qmu    sync.RWMutex // guards closed and sends on queue
 	closed bool
 	queue  chan job
@@ -42,8 +48,10 @@ type Tier struct {
 	m counters
 }
 
-// job is a block to write, a namespace to delete, or a barrier Wait waits
-// on.
+// job is a block to write, a namespace to delete, leases to release (with
+// their token as value) or a barrier Wait waits on. Jobs run in the
+// order queued, so a lease is released after the blocks its holder
+// offered before.
 type job struct {
 	key     string
 	value   []byte
@@ -51,6 +59,8 @@ type job struct {
 	fp      kvcache.Fingerprint
 	ns      string // a namespace to delete, when flush
 	flush   bool
+	release bool
+	leases  []string
 	barrier chan struct{}
 }
 
@@ -68,13 +78,14 @@ func New(cfg Config) (*Tier, error) {
 		return nil, err
 	}
 	t := &Tier{cfg: cfg, client: redis.NewClient(opt), model: hex.EncodeToString(cfg.Model[:16]),
-		queue: make(chan job, cfg.QueueBlocks)}
+		queue: make(chan job, cfg.QueueBlocks), id: randomID(), stop: make(chan struct{})}
 	t.br = breaker{clk: cfg.Clock, threshold: cfg.BreakerFailures, minBackoff: cfg.BreakerBackoff, maxBackoff: cfg.BreakerMaxBackoff}
 	t.stage.init(cfg.StageBytes)
 	t.known.init(1 << 16)
 	t.m.init()
-	t.wg.Add(1)
+	t.wg.Add(2)
 	go t.writer()
+	go t.renewer(t.stop)
 	return t, nil
 }
 
@@ -163,7 +174,7 @@ func (t *Tier) Delete(ns string, fp kvcache.Fingerprint, tokens []int32) {
 func (t *Tier) FlushNamespace(ns string) {
 	t.stage.removeIf(func(e *staged) bool { return e.ns == ns })
 	t.known.clear()
-	go t.enqueue(job{ns: ns, flush: true})
+	t.enqueueSoon(job{ns: ns, flush: true})
 }
 
 // Clear implements eviction.Tier for this process: it drops the staged
@@ -183,6 +194,22 @@ func (t *Tier) enqueue(j job) bool {
 	}
 	t.queue <- j
 	return true
+}
+
+// enqueueSoon queues a job that must not be dropped without waiting: now
+// if the queue has room (so it keeps its order after what was queued
+// before), else from a goroutine that waits for room.
+func (t *Tier) enqueueSoon(j job) {
+	t.qmu.RLock()
+	defer t.qmu.RUnlock()
+	if t.closed {
+		return
+	}
+	select {
+	case t.queue <- j:
+	default:
+		go t.enqueue(j)
+	}
 }
 
 // Wait implements eviction.Tier: it returns when every block queued before
@@ -215,6 +242,7 @@ func (t *Tier) Close() error {
 	}
 	t.closed = true
 	close(t.queue)
+	close(t.stop)
 	t.qmu.Unlock()
 	t.wg.Wait()
 	return t.client.Close()
@@ -244,8 +272,8 @@ func (t *Tier) writer() {
 }
 
 // write stores a batch of jobs: blocks in one pipeline of SET NX with
-// expiry, namespace deletions by SCAN and UNLINK; barriers are released
-// after the writes before them.
+// expiry, namespace deletions by SCAN and UNLINK, lease releases by a
+// compare-and-delete script; each after the writes before it.
 func (t *Tier) write(batch []job) {
 	var blocks []job
 	for _, j := range batch {
@@ -258,6 +286,10 @@ func (t *Tier) write(batch []job) {
 			t.writeBlocks(blocks)
 			blocks = blocks[:0]
 			t.deleteNamespace(j.ns)
+		case j.release:
+			t.writeBlocks(blocks)
+			blocks = blocks[:0]
+			t.release(j.leases, string(j.value))
 		default:
 			blocks = append(blocks, j)
 		}
@@ -335,10 +367,36 @@ func (t *Tier) deleteNamespace(ns string) {
 	t.br.success()
 }
 
-// fail counts a store error by kind and reports it to the breaker.
+// fail counts a store error by kind and reports it to the breaker. A
+// failed TLS handshake is logged as a warning: it is configuration, not
+// weather, and the breaker keeps such lines few.
 func (t *Tier) fail(err error) {
 	k := errorKind(err)
 	t.m.errors[k].Add(1)
 	t.br.failure()
+	if k == ErrTLS {
+		t.cfg.Log.Warn("remote tier: "+describe(err).Error(), "kind", k.String())
+		return
+	}
 	t.cfg.Log.Debug("remote tier: store error", "kind", k.String(), "err", err)
+}
+
+// Ping asks the store for a PONG once, within Config.MaxFetchWait, for a
+// start-up check: its error says what is wrong in words an operator can
+// act on. It does not count toward the breaker.
+func (t *Tier) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.MaxFetchWait)
+	defer cancel()
+	if err := t.client.Ping(ctx).Err(); err != nil {
+		return describe(err)
+	}
+	return nil
+}
+
+// describe wraps a store error with what it means for the operator.
+func describe(err error) error {
+	if errorKind(err) == ErrTLS {
+		return fmt.Errorf("remotetier: the TLS handshake with the store failed: a rediss:// store needs a certificate for the URL's host that chains to --remote-tier-ca (or the system's CAs): %w", err)
+	}
+	return fmt.Errorf("remotetier: the store does not answer (requests compute their prompts until it does): %w", err)
 }

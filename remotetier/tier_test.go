@@ -25,7 +25,7 @@ func TestSharedStore(t *testing.T) {
 	if st := a.Stats(); st.Writes != 5 || st.BytesOut == 0 {
 		t.Fatalf("writer stats %+v, want 5 writes", st)
 	}
-	if n := b.Fetch(bg, ns, tokens, 0); n != 5 {
+	if n := fetched(b, ns, tokens, 0); n != 5 {
 		t.Fatalf("fetched %d blocks, want 5", n)
 	}
 	checkStaged(t, b, ns, tokens, fps, 5)
@@ -37,18 +37,19 @@ func TestSharedStore(t *testing.T) {
 		t.Fatalf("a fetch measured nothing: %+v", st)
 	}
 	// Blocks cached locally are not looked up again.
-	if n := b.Fetch(bg, ns, tokens, 5); n != 0 {
+	if n := fetched(b, ns, tokens, 5); n != 0 {
 		t.Fatalf("a prompt cached locally fetched %d blocks", n)
 	}
 	// A longer prompt fetches the run the store holds, and misses the rest.
 	longer := append(append([]int32{}, tokens...), prompt(900, 2)...)
-	if n := b.Fetch(bg, ns, longer, 2); n != 3 {
+	if n := fetched(b, ns, longer, 2); n != 3 {
 		t.Fatalf("fetched %d blocks of a longer prompt, want 3", n)
 	}
 	if st := b.Stats(); st.MissTokens != 8 {
 		t.Fatalf("miss tokens %d, want 8", st.MissTokens)
 	}
 
+	b.Wait() // the lease the longer prompt took is released
 	raw := rawClient(t, s)
 	keys, err := raw.Keys(bg, "*").Result()
 	if err != nil || len(keys) != 5 {
@@ -81,14 +82,14 @@ func TestTenantsSeparate(t *testing.T) {
 	tokens := prompt(7, 4)
 	putPrompt(t, a, "alice", tokens)
 	b := newTier(t, s.URL(0), nil)
-	if n := b.Fetch(bg, "bob", tokens, 0); n != 0 {
+	if n := fetched(b, "bob", tokens, 0); n != 0 {
 		t.Fatalf("bob fetched %d of alice's blocks", n)
 	}
 	other := newTier(t, s.URL(0), func(c *Config) { c.Model = disktier.ModelFingerprint{9} })
-	if n := other.Fetch(bg, "alice", tokens, 0); n != 0 {
+	if n := fetched(other, "alice", tokens, 0); n != 0 {
 		t.Fatalf("another model fetched %d blocks", n)
 	}
-	if n := b.Fetch(bg, "alice", tokens, 0); n != 4 {
+	if n := fetched(b, "alice", tokens, 0); n != 4 {
 		t.Fatalf("alice's own prompt fetched %d blocks, want 4", n)
 	}
 	// A flush of alice's namespace deletes her keys from the store.
@@ -136,7 +137,7 @@ func TestCorruptValues(t *testing.T) {
 			}
 			raw.Set(bg, key, p.value(good), time.Minute)
 			b := newTier(t, s.URL(0), nil)
-			if n := b.Fetch(bg, ns, tokens, 0); n != 2 {
+			if n := fetched(b, ns, tokens, 0); n != 2 {
 				t.Fatalf("fetched %d blocks past a corrupt third, want 2", n)
 			}
 			checkStaged(t, b, ns, tokens, fps, 2)
@@ -176,7 +177,7 @@ func TestKeysExpire(t *testing.T) {
 		}
 	}
 	b := newTier(t, s.URL(0), nil)
-	if n := b.Fetch(bg, ns, tokens, 0); n != 1 {
+	if n := fetched(b, ns, tokens, 0); n != 1 {
 		t.Fatalf("fetched %d blocks, want 1 (the second expired)", n)
 	}
 }
@@ -193,7 +194,7 @@ func TestStoreKilled(t *testing.T) {
 	putPrompt(t, a, ns, tokens)
 	s.Kill()
 	for i := range 3 {
-		if n := a.Fetch(bg, ns, tokens, 0); n != 0 {
+		if n := fetched(a, ns, tokens, 0); n != 0 {
 			t.Fatalf("fetch %d from a dead store staged %d blocks", i, n)
 		}
 	}
@@ -201,7 +202,7 @@ func TestStoreKilled(t *testing.T) {
 	if st.Breaker != "open" || st.BreakerOpened != 1 || st.Errors.Connection+st.Errors.Timeout != 3 {
 		t.Fatalf("after 3 failures: %+v", st)
 	}
-	a.Fetch(bg, ns, tokens, 0)
+	fetched(a, ns, tokens, 0)
 	a.Clear() // forget what was written, so Put sends again
 	putPrompt(t, a, ns, tokens)
 	if st2 := a.Stats(); st2.BreakerTokens != 12 || st2.BreakerSkips != 3 || st2.Errors.Connection+st2.Errors.Timeout != 3 {
@@ -213,7 +214,7 @@ func TestStoreKilled(t *testing.T) {
 	if st := a.Stats(); st.Breaker != "closed" || st.Writes != 6 {
 		t.Fatalf("after the probe: %+v", st)
 	}
-	if n := newTier(t, s.URL(0), nil).Fetch(bg, ns, tokens, 0); n != 3 {
+	if n := fetched(newTier(t, s.URL(0), nil), ns, tokens, 0); n != 3 {
 		t.Fatalf("fetched %d blocks after the restart, want 3", n)
 	}
 }
@@ -225,7 +226,7 @@ func TestSlowStore(t *testing.T) {
 	url := silentStore(t)
 	a := newTier(t, url, func(c *Config) { c.MaxFetchWait = 50 * time.Millisecond })
 	ns, tokens := "ns", prompt(1, 100)
-	if n := a.Fetch(bg, ns, tokens[:40], 0); n != 0 {
+	if n := fetched(a, ns, tokens[:40], 0); n != 0 {
 		t.Fatalf("a silent store staged %d blocks", n)
 	}
 	if st := a.Stats(); st.Errors.Timeout != 1 || st.MissTokens != 40 {

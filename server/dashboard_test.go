@@ -292,6 +292,7 @@ func TestDashboardMetricsExported(t *testing.T) {
 		"prefixd_cache_evicted_blocks_total", "prefixd_cache_hit_age_seconds_bucket",
 		"prefixd_prefill_tokens_total", "prefixd_generated_tokens_total",
 		"prefixd_remote_tier_tokens_total", "prefixd_remote_tier_fetch_seconds_bucket",
+		"prefixd_remote_tier_leases_total",
 	} {
 		if !slices.Contains(names, want) {
 			t.Errorf("the dashboard does not query %s", want)

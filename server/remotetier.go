@@ -21,6 +21,9 @@ type remoteTierJSON struct {
 	BytesIn       uint64               `json:"bytes_in"`
 	BytesOut      uint64               `json:"bytes_out"`
 	StagedBytes   int64                `json:"staged_bytes"`
+	LeasesLed     uint64               `json:"leases_led"`
+	LeasesFollow  uint64               `json:"leases_followed"`
+	LeasesGaveUp  uint64               `json:"lease_waits_given_up"`
 	Errors        kvcache.RemoteErrors `json:"errors"`
 	Breaker       string               `json:"breaker"`
 	BreakerOpened uint64               `json:"breaker_opened"`
@@ -36,6 +39,6 @@ func remoteTierOf(st *engine.Stats) *remoteTierJSON {
 	return &remoteTierJSON{HitTokens: st.CacheHitRemote, LookupTokens: r.LookupTokens, MissTokens: r.MissTokens,
 		SkippedTokens: r.SkippedTokens, BreakerTokens: r.BreakerTokens, Fetches: r.Fetches, Writes: r.Writes,
 		WritesDropped: r.Dropped, BreakerSkips: r.BreakerSkips, BytesIn: r.BytesIn, BytesOut: r.BytesOut,
-		StagedBytes: r.StagedBytes, Errors: r.Errors, Breaker: r.Breaker, BreakerOpened: r.BreakerOpened,
+		StagedBytes: r.StagedBytes, LeasesLed: r.LeasesLed, LeasesFollow: r.LeasesFollowed, LeasesGaveUp: r.LeaseWaitsGivenUp, Errors: r.Errors, Breaker: r.Breaker, BreakerOpened: r.BreakerOpened,
 		RTTSeconds: r.RTT.Seconds(), Bandwidth: r.Bandwidth, PrefillRate: r.PrefillRate}
 }

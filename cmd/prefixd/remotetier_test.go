@@ -9,7 +9,9 @@ import (
 
 // TestRemoteTierFlags: --remote-tier takes redis:// and rediss:// URLs
 // and refuses others without quoting the password; --remote-tier-ttl
-// defaults to an hour and must be positive.
+// defaults to an hour and must be positive; --remote-tier-lease-wait
+// defaults to 30 s, 0 turning the lease off; --remote-tier-ca needs a
+// rediss:// URL.
 func TestRemoteTierFlags(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -21,6 +23,10 @@ func TestRemoteTierFlags(t *testing.T) {
 		{[]string{"--remote-tier", "http://:s3cret@cache.internal/0"}, false},
 		{[]string{"--remote-tier", "redis://:s3cret@cache.internal:6379/notadb"}, false},
 		{[]string{"--remote-tier", "redis://127.0.0.1:6379/0", "--remote-tier-ttl", "0s"}, false},
+		{[]string{"--remote-tier", "redis://127.0.0.1:6379/0", "--remote-tier-lease-wait", "0s"}, true},
+		{[]string{"--remote-tier", "redis://127.0.0.1:6379/0", "--remote-tier-lease-wait", "-1s"}, false},
+		{[]string{"--remote-tier", "redis://:s3cret@127.0.0.1:6379/0", "--remote-tier-ca", "ca.pem"}, false},
+		{[]string{"--remote-tier-ca", "ca.pem"}, false},
 	} {
 		var r remoteTierOptions
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -28,8 +34,8 @@ func TestRemoteTierFlags(t *testing.T) {
 		if err := fs.Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
-		if len(c.args) == 0 && r.ttl != time.Hour {
-			t.Fatalf("default --remote-tier-ttl %v", r.ttl)
+		if len(c.args) == 0 && (r.ttl != time.Hour || r.wait != 30*time.Second) {
+			t.Fatalf("default --remote-tier-ttl %v, --remote-tier-lease-wait %v", r.ttl, r.wait)
 		}
 		err := r.check()
 		if (err == nil) != c.ok || err != nil && strings.Contains(err.Error(), "s3cret") {
