@@ -310,26 +310,6 @@ TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-40
 	ROWPAIRS(2, BF16DOT2)
 	RET
 
-// Q8ONE adds the single Q8_0 block at (base) times the activations at
-// (DI), scale (DX), to acc, in 256-bit registers: the weights as |w| and
-// the activations with w's sign (0 − a where w < 0, by VPMOVB2M's mask),
-// as VPDPBUSD takes unsigned × signed bytes. Its result's upper lanes are
-// zero, so it adds to acc as a whole. Z31 holds zeros.
-#define Q8ONE(base, acc) \
-	VMOVDQU      2(base), Y2; \
-	VPMOVB2M     Y2, K1; \
-	VPABSB       Y2, Y2; \
-	VMOVDQU      (DI), Y3; \
-	VPSUBB       Y3, Y31, K1, Y3; \
-	VPXORD       Y4, Y4, Y4; \
-	VPDPBUSD     Y3, Y2, Y4; \
-	VCVTDQ2PS    Y4, Y4; \
-	VPBROADCASTW (base), X5; \
-	VCVTPH2PS    X5, Y5; \
-	VMULPS.BCST  (DX), Y5, Y5; \
-	VMULPS       Y4, Y5, Y4; \
-	VADDPS       Z4, acc, acc
-
 // q8Pair is the VPERMPS index that spreads float 0 over lanes 0-7 and
 // float 1 over 8-15.
 DATA q8Pair<>+0x00(SB)/8, $0x0000000000000000
@@ -343,8 +323,8 @@ DATA q8Pair<>+0x38(SB)/8, $0x0000000100000001
 GLOBL q8Pair<>(SB), RODATA|NOPTR, $64
 
 // PAIRACTS prepares the two blocks of activations at aoff(DI) (scales at
-// doff(DX)) for Q8ROWPAIR or Q4ROWPAIR: Z3 = −c·(the sums of each four),
-// for the weights' offset c (128 or 8) as bytes in Z30, and Z6 = the
+// doff(DX)) for Q4ROWPAIR: Z3 = −c·(the sums of each four), for the
+// weights' offset c (8) as bytes in Z30, and Z6 = the
 // blocks' d_a in the low and high eight lanes (Z27: q8Pair).
 #define PAIRACTS(aoff, doff) \
 	VPXORD       Z3, Z3, Z3; \
@@ -386,28 +366,13 @@ GLOBL q8Halves<>(SB), RODATA|NOPTR, $64
 	VPERMW      zq, Z29, zd; \
 	VPERMT2B    (woff+4)(base), Z28, zq
 
-// Q8ROWPAIR adds the two Q8_0 blocks at woff(base) times the activations
-// PAIRACTS prepared to acc. The weights go into VPDPBUSD as unsigned bytes
-// w+128 (w XOR 0x80) against the activations as they are, and the sum
-// starts from −128·Σa, so the signs cost nothing per row. Clobbers Z2,
-// Z4, Z5.
-#define Q8ROWPAIR(base, woff, aoff, acc) \
-	Q8WPAIR(base, woff, Z2, Z5); \
-	VPXORD      Z30, Z2, Z2; \
-	VMOVDQA64   Z3, Z4; \
-	VPDPBUSD    aoff(DI), Z2, Z4; \
-	VCVTDQ2PS   Z4, Z4; \
-	VCVTPH2PS   Y5, Z5; \
-	VMULPS      Z6, Z5, Z5; \
-	VFMADD231PS Z4, Z5, acc
-
 // ROWS2 adds two blocks of both rows (SI and R9) to acc0 and acc1.
 #define ROWS2(ROWPAIR, woff, aoff, doff, acc0, acc1) \
 	PAIRACTS(aoff, doff); \
 	ROWPAIR(SI, woff, aoff, acc0); \
 	ROWPAIR(R9, woff, aoff, acc1)
 
-// PAIRROWS is the row loop of the Q8_0 and Q4_0 kernels, blocks of bsize
+// PAIRROWS is the row loop of the single-row Q4_0 kernel, blocks of bsize
 // bytes (R8: a row's bytes): rows i and i+h (h = nrows/2, R10 counting
 // the pairs, R11 = h rows' bytes, BX = h) at a time sharing PAIRACTS,
 // four blocks per iteration into two accumulators per row (FMA latency,
@@ -502,7 +467,7 @@ done: \
 end: \
 	VZEROUPPER
 
-// PAIRSETUP loads the Q8_0 and Q4_0 kernels' arguments and constants:
+// PAIRSETUP loads the single-row Q4_0 kernel's arguments and constants:
 // R8 = nb·bsize, the bytes of a row, and Z30 = the weights' offset c as
 // bytes.
 #define PAIRSETUP(bsize, c) \
@@ -515,15 +480,6 @@ end: \
 	BCASTD(c, Z30); \
 	VMOVDQU64 q8Pair<>(SB), Z27
 
-// func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
-// sets out[r] to the dot product of Q8_0 weight row r (nb blocks) with the
-// Q8_0 activations a (scales ad), for r < nrows.
-TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
-	PAIRSETUP(34, 0x80808080)
-	VMOVDQU64 q8Quants<>(SB), Z28
-	VMOVDQU64 q8Halves<>(SB), Z29
-	PAIRROWS(Q8ROWPAIR, Q8ONE, 34)
-	RET
 
 // The four-row kernels multiply nr consecutive weight rows (at least 1)
 // by four consecutive activation rows, setting out[r][o] for activation
@@ -614,6 +570,32 @@ TEXT ·dotQ8_0x8AVX512(SB), NOSPLIT, $32-56
 	VMOVDQU64 q8Quants<>(SB), Z28
 	VMOVDQU64 q8Halves<>(SB), Z29
 	X8BLOCKS(Q8X4PAIR, Q8X4ONE, 34)
+	RET
+
+// X1ROWS, X1START and X1DONE are X4ROWS, X4START and X4DONE for the
+// one activation row of dotQ8_0AVX512.
+#define X1ROWS \
+	X4WSUM; \
+	X4ROW(R12*1, R12*1, Z16)
+
+#define X1START
+#define X1DONE \
+	MOVQ outp-16(SP), R13; \
+	X4STORE(Z16, (R13)); \
+	X4ROWDONE
+
+// func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32)
+// sets dst[o] to the dot product of Q8_0 weight row o (nb blocks) with
+// the Q8_0 activations a (scales ad), for o < nr: dotQ8_0x4AVX512's loop
+// and its operations for one activation row, so a row's sums are the
+// same bits whether one, four or eight rows are multiplied (MatMul's
+// batch invariance). One FMA chain per weight row is enough for the
+// weights streaming from memory.
+TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $16-48
+	X4SETUP
+	VMOVDQU64 q8Quants<>(SB), Z28
+	VMOVDQU64 q8Halves<>(SB), Z29
+	XBLOCKS(Q8X4PAIR, Q8X4ONE, 34, X1START, X1ROWS, X1DONE)
 	RET
 
 // q4Quants is the VPERMB index that lays the 16 qs bytes of two Q4_0
