@@ -193,18 +193,6 @@ block: \
 	JNZ  row; \
 	VZEROUPPER
 
-// KROWS512 is KROWS (rowpairs_amd64.h) with the sums in Z0, Y11 and
-// Z25, Y26: the scaled sums less the minimums' terms.
-#define KROWS512(BLOCK, bsize) KROWS(BLOCK, bsize, K512SUMA, K512SUMB, Z0, Y11, Z25, Y26)
-
-#define K512SUMA \
-	VSUBPS Z11, Z0, Z0; \
-	HSUM16
-
-#define K512SUMB \
-	VSUBPS Z26, Z25, Z0; \
-	HSUM16
-
 // FLOATDOT2 is the loop of the F16 and BF16 dots, over two weight rows
 // at once (SI and R9) against x (DI), n (CX, a multiple of 8) values:
 // LOAD16(base, off, zreg) loads sixteen weights from off(base) as
@@ -731,44 +719,6 @@ TEXT ·dotQ4_0x8AVX512(SB), NOSPLIT, $32-56
 	X8BLOCKS(Q4X4PAIR, Q4X4ONE, 18)
 	RET
 
-// q6kPerm holds four VPERMW index vectors: vector g (0..3: the low then
-// high 64 values of half 0, then of half 1) gives int16 lane i of a
-// VPMADDUBSW product (values 2i and 2i+1 of its 64) the index of its
-// sub-block's scale, 4g + i/8, among the block's sixteen.
-DATA q6kPerm<>+0x00(SB)/8, $0x0000000000000000
-DATA q6kPerm<>+0x08(SB)/8, $0x0000000000000000
-DATA q6kPerm<>+0x10(SB)/8, $0x0001000100010001
-DATA q6kPerm<>+0x18(SB)/8, $0x0001000100010001
-DATA q6kPerm<>+0x20(SB)/8, $0x0002000200020002
-DATA q6kPerm<>+0x28(SB)/8, $0x0002000200020002
-DATA q6kPerm<>+0x30(SB)/8, $0x0003000300030003
-DATA q6kPerm<>+0x38(SB)/8, $0x0003000300030003
-DATA q6kPerm<>+0x40(SB)/8, $0x0004000400040004
-DATA q6kPerm<>+0x48(SB)/8, $0x0004000400040004
-DATA q6kPerm<>+0x50(SB)/8, $0x0005000500050005
-DATA q6kPerm<>+0x58(SB)/8, $0x0005000500050005
-DATA q6kPerm<>+0x60(SB)/8, $0x0006000600060006
-DATA q6kPerm<>+0x68(SB)/8, $0x0006000600060006
-DATA q6kPerm<>+0x70(SB)/8, $0x0007000700070007
-DATA q6kPerm<>+0x78(SB)/8, $0x0007000700070007
-DATA q6kPerm<>+0x80(SB)/8, $0x0008000800080008
-DATA q6kPerm<>+0x88(SB)/8, $0x0008000800080008
-DATA q6kPerm<>+0x90(SB)/8, $0x0009000900090009
-DATA q6kPerm<>+0x98(SB)/8, $0x0009000900090009
-DATA q6kPerm<>+0xa0(SB)/8, $0x000a000a000a000a
-DATA q6kPerm<>+0xa8(SB)/8, $0x000a000a000a000a
-DATA q6kPerm<>+0xb0(SB)/8, $0x000b000b000b000b
-DATA q6kPerm<>+0xb8(SB)/8, $0x000b000b000b000b
-DATA q6kPerm<>+0xc0(SB)/8, $0x000c000c000c000c
-DATA q6kPerm<>+0xc8(SB)/8, $0x000c000c000c000c
-DATA q6kPerm<>+0xd0(SB)/8, $0x000d000d000d000d
-DATA q6kPerm<>+0xd8(SB)/8, $0x000d000d000d000d
-DATA q6kPerm<>+0xe0(SB)/8, $0x000e000e000e000e
-DATA q6kPerm<>+0xe8(SB)/8, $0x000e000e000e000e
-DATA q6kPerm<>+0xf0(SB)/8, $0x000f000f000f000f
-DATA q6kPerm<>+0xf8(SB)/8, $0x000f000f000f000f
-GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
-
 // Q6BITS sets zlo to the 64 quants (0..63) of values 128h..128h+63 of
 // the Q6_K block at (base) and zhi to those of 128h+64..128h+127. The ql
 // bytes 64h.. give the low nibbles of values l, l+32 (l < 32) and the
@@ -786,57 +736,6 @@ GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
 	VPSRLW       $4, zhi, zhi; \
 	VPANDD       Z15, zhi, zhi; \
 	VPTERNLOGD   $0xf8, Z14, Z3, zhi
-
-// Q6HALF multiplies half h of a Q6_K block (128 values) by the
-// activations 128h.. and adds them, sub-block scales applied, to the
-// int32 sums Z9 (the low 64 values) and Z10 (the high 64). Z1 holds the
-// sixteen scales as int16s, permlo and permhi the q6kPerm vectors 2h and
-// 2h+1. Clobbers Z2-Z6.
-#define Q6HALF(base, h, permlo, permhi) \
-	Q6BITS(base, h, Z4, Z2); \
-	VPMADDUBSW (128*h)(DI), Z4, Z4; \
-	VPMADDUBSW (128*h+64)(DI), Z2, Z2; \
-	VPERMW     Z1, permlo, Z5; \
-	VPDPWSSD   Z5, Z4, Z9; \
-	VPERMW     Z1, permhi, Z6; \
-	VPDPWSSD   Z6, Z2, Z10
-
-// Q6BLOCK multiplies the Q6_K block at (base) by the activations (DI, DX,
-// BX) into acc, leaving minacc alone (the K-quant blocks' signature):
-// d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k), the −32 offset taken once through
-// the 16-value sums. Z31 holds zeros. Clobbers Z1-Z6, Z8-Z10.
-#define Q6BLOCK(base, acc, minacc) \
-	VPMOVSXBW    192(base), Y1; \
-	VPMADDWD     (BX), Y1, Y9; \
-	VPSLLD       $5, Y9, Y9; \
-	VPSUBD       Y9, Y31, Y9; \
-	VPXORD       Z10, Z10, Z10; \
-	Q6HALF(base, 0, Z16, Z17); \
-	Q6HALF(base, 1, Z18, Z19); \
-	VPADDD       Z10, Z9, Z9; \
-	VPBROADCASTW 208(base), X8; \
-	VCVTPH2PS    X8, X8; \
-	VMULSS       (DX), X8, X8; \
-	VBROADCASTSS X8, Z8; \
-	VCVTDQ2PS    Z9, Z9; \
-	VFMADD231PS  Z9, Z8, acc
-
-// func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
-// is dotQ6KAVX (per block d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k)) with the
-// quants of 64 values per register and VPDPWSSD applying the scales.
-TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-56
-	MOVQ      w+0(FP), SI
-	MOVQ      nrows+40(FP), R12
-	MOVQ      out+48(FP), R13
-	BCASTD(0x0f0f0f0f, Z15)
-	BCASTD(0x30303030, Z14)
-	VMOVDQU64 q6kPerm<>+0(SB), Z16
-	VMOVDQU64 q6kPerm<>+64(SB), Z17
-	VMOVDQU64 q6kPerm<>+128(SB), Z18
-	VMOVDQU64 q6kPerm<>+192(SB), Z19
-	VPXORD    Z31, Z31, Z31
-	KROWS512(Q6BLOCK, 210)
-	RET
 
 // The K4UNPACK tables, one int16 per scale (words 0-7) and minimum (8-15)
 // of a Q4_K/Q5_K block, over its 12 scale bytes s: the byte holding the
@@ -930,19 +829,6 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VPSRLW         $2, Y5, Y5; \
 	VPTERNLOGD     $0xf8, Y14, Y5, Y4
 
-// K4MINS adds dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1) of the block at (base)
-// to minacc and sets Z8 to d·d_a, broadcast. Clobbers Y5-Y7.
-#define K4MINS(base, minacc) \
-	VPERMW       Y4, Y20, Y5; \
-	VPMADDWD     (BX), Y5, Y5; \
-	VCVTDQ2PS    Y5, Y5; \
-	VCVTPH2PS    (base), X6; \
-	VMULPS.BCST  (DX), X6, X6; \
-	VBROADCASTSS X6, Z8; \
-	VMOVSHDUP    X6, X7; \
-	VBROADCASTSS X7, Y7; \
-	VFMADD231PS  Y5, Y7, minacc
-
 // K4QUANTS sets zq to the 64 quants of a K-quant chunk from its 32 qs
 // bytes at off(base): the low nibbles, then the high ones (the upper copy
 // shifted under K3, the upper 32 words). Z15 holds 0x0f bytes.
@@ -950,25 +836,6 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VBROADCASTI64X4 off(base), zq; \
 	VPSRLW          $4, zq, K3, zq; \
 	VPANDD          Z15, zq, zq
-
-// KMAC adds the 64 quants in zq times the 64 activations at mem, each
-// pair of products scaled by its word of zs, to acc's dwords; zt is
-// scratch.
-#define KMAC(mem, zq, zs, zt, acc) \
-	VPMADDUBSW mem, zq, zt; \
-	VPDPWSSD   zs, zt, acc
-
-// KDOT multiplies the 64 quants of chunk j in Z2 by the activations 64j..
-// and adds them, scales 2j and 2j+1 applied (from Y4 by k4Perm vector
-// perm), to acc. Clobbers Z2, Z3.
-#define KDOT(j, perm, acc) \
-	VPERMW Z4, perm, Z3; \
-	KMAC((64*j)(DI), Z2, Z3, Z2, acc)
-
-// K4CHUNK multiplies chunk j of a Q4_K block (qs at 16) into acc.
-#define K4CHUNK(base, j, perm, acc) \
-	K4QUANTS(base, 16+32*j, Z2); \
-	KDOT(j, perm, acc)
 
 // K5FIFTH adds the fifth bits to the quants of chunk j of a Q5_K block
 // in zq: zqh holds its qh bytes (at 16) as [qh, qh>>1], so bit 2j of
@@ -978,20 +845,6 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VPSRLW     $(2*j), zqh, zt; \
 	VPSLLW     $4, zt, zt; \
 	VPTERNLOGD $0xf8, z10, zt, zq
-
-// K5CHUNK multiplies chunk j of a Q5_K block (qs at 48) into acc, Z12
-// and Z13 as K5FIFTH takes them. Clobbers Z5.
-#define K5CHUNK(base, j, perm, acc) \
-	K4QUANTS(base, 48+32*j, Z2); \
-	K5FIFTH(j, Z2, Z12, Z13, Z5); \
-	KDOT(j, perm, acc)
-
-// K45SETUP loads the Q4_K/Q5_K kernels' arguments and constants.
-#define K45SETUP \
-	MOVQ      w+0(FP), SI; \
-	MOVQ      nrows+40(FP), R12; \
-	MOVQ      out+48(FP), R13; \
-	K45CONSTS
 
 // K45CONSTS loads the Q4_K/Q5_K kernels' constants, K3 included.
 #define K45CONSTS \
@@ -1010,24 +863,6 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VMOVDQU64 k4Hi<>(SB), Y23; \
 	VMOVDQU64 k4Shift<>(SB), Y24
 
-// K45BLOCK multiplies the Q4_K or Q5_K block at (base) by the
-// activations (DI, DX, BX) into acc, its minimums' terms into minacc:
-// PREP (the Q5_K fifth bits, or nothing), the scales and minimums, then
-// four chunks of CHUNK. Clobbers Z2-Z10 (and Z12 for Q5_K).
-#define K45BLOCK(PREP, CHUNK, base, acc, minacc) \
-	PREP(base); \
-	K4UNPACK(base); \
-	K4MINS(base, minacc); \
-	VPXORD Z9, Z9, Z9; \
-	VPXORD Z10, Z10, Z10; \
-	CHUNK(base, 0, Z16, Z9); \
-	CHUNK(base, 1, Z17, Z10); \
-	CHUNK(base, 2, Z18, Z9); \
-	CHUNK(base, 3, Z19, Z10); \
-	VPADDD      Z10, Z9, Z9; \
-	VCVTDQ2PS   Z9, Z9; \
-	VFMADD231PS Z9, Z8, acc
-
 #define NOPREP(base)
 
 // Q5QH sets zqh (yqh its lower half) to the qh bytes of the Q5_K block
@@ -1036,27 +871,6 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VMOVDQU      16(base), yqh; \
 	VPSRLW       $1, yqh, yt; \
 	VINSERTI64X4 $1, yt, zqh, zqh
-
-#define Q5PREP(base) Q5QH(base, Y12, Z12, Y5)
-
-#define Q4KBLOCK(base, acc, minacc) K45BLOCK(NOPREP, K4CHUNK, base, acc, minacc)
-#define Q5KBLOCK(base, acc, minacc) K45BLOCK(Q5PREP, K5CHUNK, base, acc, minacc)
-
-// func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
-// is dotQ4KAVX (per block d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·bsums)
-// with the scales unpacked in vector registers, 64 quants per register,
-// and VPDPWSSD applying the scales.
-TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-56
-	K45SETUP
-	KROWS512(Q4KBLOCK, 144)
-	RET
-
-// func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
-// is dotQ4KAVX512 with five-bit quants: qs at 48, the fifth bits at 16.
-TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
-	K45SETUP
-	KROWS512(Q5KBLOCK, 176)
-	RET
 
 // KXDOTS sets Z0 to the int32 sums Σ sc·q·a of the activation row at
 // (DI)(aidx) with the 256 quants the four- and eight-row kernels
@@ -1185,8 +999,7 @@ GLOBL kxPerm6<>(SB), RODATA|NOPTR, $128
 // func dotQ4Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 // sets out[r][o] to the dot product of the Q4_K weight row o (nb blocks)
 // with Q8_K activation row r, for r < 4 and o < nr: each block's scales,
-// minimums and quants unpacked once (as dotQ4KAVX512 does) for the four
-// activation rows.
+// minimums and quants unpacked once for the four activation rows.
 TEXT ·dotQ4Kx4AVX512(SB), NOSPLIT, $16-64
 	K45CONSTS
 	KX4ROWS(K4X4BLOCK, 144, Z9, Z10, Z12, Z13)
@@ -1225,7 +1038,7 @@ TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $16-64
 #define Q6X4BLOCK Q6XUNPACK(SI); KXQUAD(Q6XROW, Z9, Z10, Z12, Z13)
 
 // func dotQ6Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
-// is dotQ4Kx4AVX512 for Q6_K weights, unpacked as dotQ6KAVX512 does.
+// is dotQ4Kx4AVX512 for Q6_K weights.
 TEXT ·dotQ6Kx4AVX512(SB), NOSPLIT, $16-64
 	BCASTD(0x0f0f0f0f, Z15)
 	BCASTD(0x30303030, Z14)
@@ -1261,6 +1074,52 @@ TEXT ·dotQ6Kx8AVX512(SB), NOSPLIT, $40-64
 	BCASTD(0x0f0f0f0f, Z15)
 	BCASTD(0x30303030, Z14)
 	KX8ROWS(Q6XUNPACK, Q6XROW, 210)
+	RET
+
+// KX1ROWS is KX4ROWS for the one activation row of the single-row K-quant
+// kernels, func(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst
+// *float32), out[o] for o < nr: UNPACK(SI) unpacks a block and ROW
+// multiplies it by the row into Z9, the four- and eight-row kernels'
+// macros and operations, so a row's sums are the same bits at every row
+// count (MatMul's batch invariance).
+#define KX1ROWS(UNPACK, ROW, bsize) \
+	MOVQ w+0(FP), SI; \
+	X4ROWSTART(nr+40(FP), dst+48(FP)); \
+row: \
+	KXROWSETUP; \
+	VXORPS Z9, Z9, Z9; \
+block: \
+	UNPACK(SI); \
+	ROW(R12*1, R12*1, R12*1, Z9); \
+	KSTEP(bsize, block); \
+	MOVQ outp-16(SP), R13; \
+	X4STORE(Z9, (R13)); \
+	X4ROWDONE; \
+	JNZ  row; \
+	VZEROUPPER
+
+// func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32)
+// sets dst[o] to the dot product of Q4_K weight row o (nb blocks) with
+// the Q8_K activations a (scales ad, 16-value sums bs), for o < nr:
+// dotQ4Kx4AVX512 for one activation row.
+TEXT ·dotQ4KAVX512(SB), NOSPLIT, $16-56
+	K45CONSTS
+	KX1ROWS(K4XUNPACK, K4XROW, 144)
+	RET
+
+// func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32)
+// is dotQ5Kx4AVX512 for one activation row.
+TEXT ·dotQ5KAVX512(SB), NOSPLIT, $16-56
+	K45CONSTS
+	KX1ROWS(Q5XUNPACK, K4XROW, 176)
+	RET
+
+// func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32)
+// is dotQ6Kx4AVX512 for one activation row.
+TEXT ·dotQ6KAVX512(SB), NOSPLIT, $16-56
+	BCASTD(0x0f0f0f0f, Z15)
+	BCASTD(0x30303030, Z14)
+	KX1ROWS(Q6XUNPACK, Q6XROW, 210)
 	RET
 
 // The dequantizers below decode whole blocks into float32, bit for bit as

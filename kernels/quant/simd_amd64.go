@@ -59,7 +59,7 @@ func dotF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
 func dotBF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
 
 //go:noescape
-func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32)
 
 //go:noescape
 func dotQ4_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
@@ -68,10 +68,10 @@ func dotQ4_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32)
 
 //go:noescape
-func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32)
 
 //go:noescape
-func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32)
 
 //go:noescape
 func dequantF16AVX(src *byte, dst *float32, n int)
@@ -277,12 +277,17 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 // and r+1 of a (rows of in values), in one assembly call that unpacks
 // each weight row once for both; stride is at least the number of weight
 // rows. It returns false for a type or row length without such a kernel
-// (Q8_0 has none: its single-row kernel and its four- and eight-row ones
-// give a row the same bits, so no pair kernel of other sums may come
-// between them), or on a CPU without AVX2, leaving dst alone.
+// (Q8_0 has none, nor have the K-quants with AVX-512: their single-row
+// kernels and their four- and eight-row ones give a row the same bits, so
+// no pair kernel of other sums may come between them), or on a CPU
+// without AVX2, leaving dst alone.
 func dot2SIMD(t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
 	switch t {
-	case F32, F16, BF16, Q4_K, Q5_K, Q6_K:
+	case F32, F16, BF16:
+	case Q4_K, Q5_K, Q6_K:
+		if have512 {
+			return false
+		}
 	default:
 		return false
 	}
