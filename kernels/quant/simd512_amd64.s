@@ -560,30 +560,146 @@ TEXT ·dotQ8_0x8AVX512(SB), NOSPLIT, $32-56
 	X8BLOCKS(Q8X4PAIR, Q8X4ONE, 34)
 	RET
 
-// X1ROWS, X1START and X1DONE are X4ROWS, X4START and X4DONE for the
-// one activation row of dotQ8_0AVX512.
-#define X1ROWS \
-	X4WSUM; \
-	X4ROW(R12*1, R12*1, Z16)
+// X1ACTS prepares the activations of the blocks at (DI), scales (DX),
+// for X1ROW, as X4ROW does for one row: Z8 = a XOR 0x80 (K4 masking the
+// dwords to load), Z14 = d_A in lanes 0-7 and d_B in 8-15 (K2).
+#define X1ACTS \
+	VPXORD.Z     (DI), Z30, K4, Z8; \
+	VBROADCASTSS (DX), Z14; \
+	VBROADCASTSS 4(DX), K2, Z14
 
-#define X1START
-#define X1DONE \
-	MOVQ outp-16(SP), R13; \
-	X4STORE(Z16, (R13)); \
-	X4ROWDONE
+// X1ROW adds a weight row's unpacked blocks (quants zq, scales zd as
+// floats) times the activations X1ACTS prepared to acc: X4WSUM's and
+// X4ROW's operations on the same values (the integer sums exact in any
+// order, then the same conversion, product and FMA per lane), so the sum
+// is the four-row kernels' to the bit. zw, t and s are scratch.
+#define X1ROW(zq, zd, zw, t, s, acc) \
+	VPXORD      zw, zw, zw; \
+	VPDPBUSD    zq, Z30, zw; \
+	VPSUBD      zw, Z31, zw; \
+	VPDPBUSD    zq, Z8, zw; \
+	VCVTDQ2PS   zw, t; \
+	VMULPS      Z14, zd, s; \
+	VFMADD231PS t, s, acc
+
+// X1ONE unpacks the single last Q8_0 block at (base) as Q8X4ONE does,
+// into zq (yq its lower half, the upper lanes zero) and zd.
+#define X1ONE(base, yq, zd, yd) \
+	VMOVDQU64    2(base), yq; \
+	VPBROADCASTW (base), yd; \
+	VCVTPH2PS    yd, zd
+
+// X1ROWSTART points DI, DX and CX at the activations and their blocks,
+// zeroes the sums Z16 and Z17 and sets the masks for two blocks at a time.
+#define X1ROWSTART \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   nb+24(FP), CX; \
+	VXORPS Z16, Z16, Z16; \
+	VXORPS Z17, Z17, Z17; \
+	HIGHHALF; \
+	KXNORW K4, K4, K4
 
 // func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32)
 // sets dst[o] to the dot product of Q8_0 weight row o (nb blocks) with
-// the Q8_0 activations a (scales ad), for o < nr: dotQ8_0x4AVX512's loop
-// and its operations for one activation row, so a row's sums are the
-// same bits whether one, four or eight rows are multiplied (MatMul's
-// batch invariance). One FMA chain per weight row is enough for the
-// weights streaming from memory.
-TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $16-48
+// the Q8_0 activations a (scales ad), for o < nr, each row's sum by
+// dotQ8_0x4AVX512's operations (X1ROW), so a row's sums are the same bits
+// whether one, four or eight rows are multiplied (MatMul's batch
+// invariance). Rows i and i+h (h = nr/2) go side by side, two sequential
+// weight streams and two independent FMA chains, then an odd last row
+// alone (as the earlier two-stream kernel did: rows i and i+1 side by
+// side ran far slower from memory). R8 is a row's bytes, R11 h rows', BX
+// h, R10 counts the pairs, R12 the odd last row.
+TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
 	X4SETUP
 	VMOVDQU64 q8Quants<>(SB), Z28
 	VMOVDQU64 q8Halves<>(SB), Z29
-	XBLOCKS(Q8X4PAIR, Q8X4ONE, 34, X1START, X1ROWS, X1DONE)
+	MOVQ      w+0(FP), SI
+	MOVQ      dst+40(FP), R13
+	MOVQ      nb+24(FP), R8
+	IMULQ     $34, R8
+	MOVQ      nr+32(FP), R12
+	MOVQ      R12, R10
+	SHRQ      $1, R10
+	MOVQ      R10, BX
+	MOVQ      R10, R11
+	IMULQ     R8, R11
+	ANDQ      $1, R12
+	TESTQ     R10, R10
+	JZ        q8last
+
+q8rows2:
+	LEAQ (SI)(R11*1), R9
+	X1ROWSTART
+
+q8pair2:
+	CMPQ      CX, $2
+	JLT       q8one2
+	Q8WPAIR(SI, 0, Z11, Z13)
+	VCVTPH2PS Y13, Z13
+	Q8WPAIR(R9, 0, Z21, Z23)
+	VCVTPH2PS Y23, Z23
+	X1ACTS
+	X1ROW(Z11, Z13, Z10, Z9, Z12, Z16)
+	X1ROW(Z21, Z23, Z20, Z24, Z22, Z17)
+	ADDQ      $68, SI
+	ADDQ      $68, R9
+	ADDQ      $64, DI
+	ADDQ      $8, DX
+	SUBQ      $2, CX
+	JMP       q8pair2
+
+q8one2:
+	TESTQ CX, CX
+	JZ    q8done2
+	X4LAST
+	X1ONE(SI, Y11, Z13, Y13)
+	X1ONE(R9, Y21, Z23, Y23)
+	X1ACTS
+	X1ROW(Z11, Z13, Z10, Z9, Z12, Z16)
+	X1ROW(Z21, Z23, Z20, Z24, Z22, Z17)
+	ADDQ  $34, SI
+
+q8done2:
+	X4STORE(Z16, (R13))
+	X4STORE(Z17, (R13)(BX*4))
+	ADDQ $4, R13
+	DECQ R10
+	JNZ  q8rows2
+	ADDQ R11, SI
+	LEAQ (R13)(BX*4), R13
+
+q8last:
+	TESTQ R12, R12
+	JZ    q8end
+	X1ROWSTART
+
+q8pair1:
+	CMPQ      CX, $2
+	JLT       q8one1
+	Q8WPAIR(SI, 0, Z11, Z13)
+	VCVTPH2PS Y13, Z13
+	X1ACTS
+	X1ROW(Z11, Z13, Z10, Z9, Z12, Z16)
+	ADDQ      $68, SI
+	ADDQ      $64, DI
+	ADDQ      $8, DX
+	SUBQ      $2, CX
+	JMP       q8pair1
+
+q8one1:
+	TESTQ CX, CX
+	JZ    q8done1
+	X4LAST
+	X1ONE(SI, Y11, Z13, Y13)
+	X1ACTS
+	X1ROW(Z11, Z13, Z10, Z9, Z12, Z16)
+
+q8done1:
+	X4STORE(Z16, (R13))
+
+q8end:
+	VZEROUPPER
 	RET
 
 // q4Quants is the VPERMB index that lays the 16 qs bytes of two Q4_0
