@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/prefixd/prefixd/grammar"
+	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/model"
 	"github.com/prefixd/prefixd/speculate"
 )
@@ -247,10 +248,13 @@ func TestSpeculationKeepsOutput(t *testing.T) {
 	}
 }
 
-// TestSpeculationOnRealModels: greedy output of stories260K and the
-// built-in model is the same with drafts right, partly right and wrong,
-// including under a grammar (a draft the grammar refuses is rejected) and
-// with logprobs.
+// TestSpeculationOnRealModels: greedy output of stories260K, the built-in
+// model and a random one with Q8_0 matrices is the same with drafts
+// right, partly right and wrong, including under a grammar (a draft the
+// grammar refuses is rejected) and with logprobs. That needs a verify
+// pass's rows to get the bits a single row gets: kernels/quant's Q8_0
+// products and kernels/cpu's attention are batch-invariant (the Q8_0
+// case failed before they were).
 func TestSpeculationOnRealModels(t *testing.T) {
 	bt := model.ByteTokenizer{}
 	g, err := grammar.CompileSchema([]byte(validitySchemas[0]), grammar.Limits{})
@@ -267,6 +271,10 @@ func TestSpeculationOnRealModels(t *testing.T) {
 			{Prompt: bt.Encode("Once upon a time"), MaxTokens: 40, IgnoreEOS: true},
 			{Prompt: bt.Encode("Answer in JSON:"), MaxTokens: 60, Constraint: con},
 			{Prompt: bt.Encode("Once upon a time"), MaxTokens: 20, IgnoreEOS: true, Logprobs: true, TopLogprobs: 2},
+		}},
+		{"q8_0", q8Model, []Request{
+			{Prompt: []int32{1}, MaxTokens: 120, IgnoreEOS: true},
+			{Prompt: []int32{1, 403, 407, 261, 378}, MaxTokens: 80, IgnoreEOS: true},
 		}},
 		{"stories260K", func(t *testing.T) *model.Model {
 			m, err := model.Load(sharedModelPath(t, "stories260K.bin"))
@@ -314,6 +322,26 @@ func TestSpeculationOnRealModels(t *testing.T) {
 			}
 		})
 	}
+}
+
+// q8Model returns a random model of small dims (the 110M model's shape
+// scaled down) whose matrices are quantized to Q8_0.
+func q8Model(t *testing.T) *model.Model {
+	c := model.Config{Dim: 128, Hidden: 352, Layers: 3, Heads: 4, KVHeads: 4, Vocab: 2048, MaxSeqLen: 512,
+		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
+	m := model.Random(c, 29)
+	ws := []*kernels.Tensor{&m.Classifier}
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		ws = append(ws, &l.Wq, &l.Wk, &l.Wv, &l.Wo, &l.W1, &l.W2, &l.W3)
+	}
+	for _, w := range ws {
+		var err error
+		if *w, err = w.Convert(kernels.Q8_0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
 }
 
 // TestSpeculationSampledDistribution checks that verification leaves the

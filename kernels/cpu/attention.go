@@ -40,6 +40,16 @@ const attnSpan = 64
 // few pairs would not repay it.
 const attnGemmPairs = 16
 
+// attnDotRows is the most query rows of an item whose scores are one dot
+// product per query head and position (a row's K read from L1 again for
+// each row), not a GEMM whose per-score arithmetic depends on how many
+// positions and rows it covers, and whose weighted sums of V are taken
+// pair by pair: so a row of a decode step, of a speculative verify pass
+// (1 + at most 16 drafts) or of a small batch gets the same bits however
+// many rows share its item, and greedy output with speculation on is the
+// output without it.
+const attnDotRows = 17
+
 // AttnScratch holds Attention's buffers, one set per worker, so Attention
 // allocates nothing once the buffers have grown to the largest batch seen.
 // The zero value is ready to use. It must not be shared by concurrent
@@ -176,14 +186,14 @@ func (t *attnTask) run(part, _, _ int) {
 		hoff := it.kvHead * hd
 		st.begin(t.q, it.row0, it.rows, t.nHeads, it.kvHead, hd, group)
 		end := it.start + it.rows
-		gemmPV := it.rows*group >= attnGemmPairs
+		gemmPV, dots := attnPaths(it.rows, group)
 		st.runs = spanRuns(st.runs[:0], it.blocks, bs, t.kv.stride, hoff, 0, min(attnSpan, end))
 		for p0 := 0; p0 < end; p0 += attnSpan {
 			st.nruns = st.nruns[:0]
 			if next := p0 + attnSpan; next < end {
 				st.nruns = spanRuns(st.nruns, it.blocks, bs, t.kv.stride, hoff, next, min(attnSpan, end-next))
 			}
-			st.attend(&t.kv, p0, min(attnSpan, end-p0), it.start, hd, gemmPV)
+			st.attend(&t.kv, p0, min(attnSpan, end-p0), it.start, hd, gemmPV, dots)
 			st.runs, st.nruns = st.nruns, st.runs
 		}
 		st.finish(t.out, it.row0, t.nHeads, it.kvHead, hd)
@@ -286,7 +296,7 @@ func (st *attnState) begin(q []float32, row0, rows, nHeads, kvHead, hd, group in
 // cache's K converted by the AVX-512 GEMM's loads, which compute what the
 // F32 cache's GEMM does on the same values), and each pair adds its own
 // weighted sum.
-func (st *attnState) attend(kv *attnKV, p0, n, start, hd int, gemmPV bool) {
+func (st *attnState) attend(kv *attnKV, p0, n, start, hd int, gemmPV, dots bool) {
 	g := st.group
 	first := max(0, p0-start) * g
 	pairs := len(st.mx) - first
@@ -302,6 +312,11 @@ func (st *attnState) attend(kv *attnKV, p0, n, start, hd int, gemmPV bool) {
 			kv.prefetch(st.nruns[0], hd)
 		}
 		switch {
+		case dots && kv.kh != nil:
+			halfRows(st.kb, kv.kh[r.off:], kv.stride, r.n, hd)
+			dotScores(scores[r.j:], n, q, hd, st.kb, hd, pairs, r.n)
+		case dots:
+			dotScores(scores[r.j:], n, q, hd, kv.kl[r.off:], kv.stride, pairs, r.n)
 		case gemmPV:
 			st.gather(kv, r, hd)
 		case kv.kh != nil && !directGemm(kernels.F16, r.n):
@@ -348,6 +363,26 @@ func (st *attnState) attend(kv *attnKV, p0, n, start, hd int, gemmPV bool) {
 		gemm(pv, hd, scores, n, st.vt, attnSpan, pairs, hd, n)
 		for i, corr := range st.corr[:pairs] {
 			scaleAdd(st.acc[(first+i)*hd:][:hd], pv[i*hd:][:hd], corr)
+		}
+	}
+}
+
+// attnPaths returns how an item of rows query rows, group query heads
+// per KV head, takes its spans: by one GEMM each for its scores and its V
+// sums (attnGemmPairs), or by one dot product a score (attnDotRows).
+func attnPaths(rows, group int) (gemmPV, dots bool) {
+	dots = rows <= attnDotRows
+	return !dots && rows*group >= attnGemmPairs, dots
+}
+
+// dotScores sets c[i*ldc+j] to the dot product of query pair i (q, hd
+// values a row) and position j's K (k, ldk apart) for i < m, j < n, each
+// one Dot, so a score's bits depend on neither m nor n.
+func dotScores(c []float32, ldc int, q []float32, hd int, k []float32, ldk, m, n int) {
+	for i := range m {
+		qi := q[i*hd : (i+1)*hd]
+		for j := range n {
+			c[i*ldc+j] = Dot(qi, k[j*ldk:])
 		}
 	}
 }

@@ -385,3 +385,37 @@ func TestScaleAdd(t *testing.T) {
 		}
 	})
 }
+
+// TestAttentionBatchInvariant: a query row's attention is the same bits
+// whether it is alone in its call (a decode step) or one of up to
+// attnDotRows rows of its sequence (a speculative verify pass), on both
+// cache types and every kernel level, past a span boundary and with
+// grouped heads: speculation must not change greedy output.
+func TestAttentionBatchInvariant(t *testing.T) {
+	const start, rows = 70, 17 // a verify row of 1 + 16 drafts
+	tc := attnCase{kvHeads: 2, group: 2, hd: 32, bs: 16, seqs: []struct{ start, rows int }{{start, rows}}}
+	for _, typ := range []kernels.DType{kernels.F32, kernels.F16} {
+		f := newTypedFixture(t, rand.New(rand.NewPCG(29, 1)), tc, typ, false)
+		w := NewWorkers(2)
+		defer w.Close()
+		width := f.nHeads * tc.hd
+		eachKernel(t, func(t testing.TB) {
+			var scratch AttnScratch
+			alone := make([]float32, rows*width)
+			for r := range rows {
+				seq := AttnSeq{Blocks: f.seqs[0].Blocks, Start: start + r, Rows: 1}
+				f.cache.Attention(w, 1, f.q[r*width:(r+1)*width], alone[r*width:(r+1)*width], []AttnSeq{seq}, f.nHeads, &scratch)
+			}
+			for n := 1; n <= rows; n++ {
+				out := make([]float32, n*width)
+				seq := AttnSeq{Blocks: f.seqs[0].Blocks, Start: start, Rows: n}
+				f.cache.Attention(w, 1, f.q[:n*width], out, []AttnSeq{seq}, f.nHeads, &scratch)
+				for i := range out {
+					if math.Float32bits(out[i]) != math.Float32bits(alone[i]) {
+						t.Fatalf("%v cache, %d rows: row %d value %d = %v, alone %v", typ, n, i/width, i%width, out[i], alone[i])
+					}
+				}
+			}
+		})
+	}
+}

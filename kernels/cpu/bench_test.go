@@ -78,6 +78,7 @@ func contiguousAttention(w *Workers, cfg KVConfig, k, v [][]float32, q, out []fl
 			kv := attnKV{kl: k[it.seq], vl: v[it.seq], stride: stride}
 			st.begin(q, it.row0, it.rows, nHeads, it.kvHead, hd, group)
 			end := it.start + it.rows
+			gemmPV, dots := attnPaths(it.rows, group)
 			for p0 := 0; p0 < end; p0 += attnSpan {
 				off := p0*stride + it.kvHead*hd
 				st.nruns = st.nruns[:0]
@@ -86,7 +87,7 @@ func contiguousAttention(w *Workers, cfg KVConfig, k, v [][]float32, q, out []fl
 				}
 				sn := min(attnSpan, end-p0)
 				st.runs = append(st.runs[:0], attnRun{0, sn, off})
-				st.attend(&kv, p0, sn, it.start, hd, it.rows*group >= attnGemmPairs)
+				st.attend(&kv, p0, sn, it.start, hd, gemmPV, dots)
 			}
 			st.finish(out, it.row0, nHeads, it.kvHead, hd)
 		}

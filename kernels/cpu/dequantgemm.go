@@ -19,15 +19,23 @@ import (
 // for t: each crossover below was measured with BenchmarkQuantizedMatMul
 // and the model files' prompts (the figures are in BENCHMARKS.md, "Where
 // the GEMM takes over"). The rule, by case: F16/BF16 without AVX-512 from
-// 8 rows; K-quants with four-row integer kernels never; types dequantized
-// by scalar loops from 64 rows (Q6_K 128); K-quants and, with AVX-512,
-// Q8_0 never; Q4_0 from 32; everything else from 4.
+// 8 rows; K-quants with four-row integer kernels never; Q8_0 with them
+// but without AVX-512 from 64; types dequantized by scalar loops from 64
+// rows (Q6_K 128); K-quants and, with AVX-512, Q8_0 never; Q4_0 from 32;
+// everything else from 4. Below the crossover a row's products are the
+// same bits at every row count (kernels/quant's batch invariance, which
+// speculative decoding's verify rows and continuous batching rely on);
+// the GEMM sums in another order, so Q8_0 without AVX-512 takes the
+// integer kernels up to 64 rows, where the GEMM on AVX2-dequantized rows
+// was measured even with them (BENCHMARKS.md), not from 4.
 func gemmRows(t kernels.DType) int {
 	switch {
 	case (t == kernels.F16 || t == kernels.BF16) && !useAVX512 && quant.FastDequantize(t):
 		return 8
 	case (t == kernels.Q4_K || t == kernels.Q5_K || t == kernels.Q6_K) && quant.QuadRows(t):
 		return math.MaxInt
+	case t == kernels.Q8_0 && !useAVX512 && quant.QuadRows(t):
+		return 64
 	case !quant.FastDequantize(t) && t == kernels.Q6_K:
 		return 128
 	case !quant.FastDequantize(t):

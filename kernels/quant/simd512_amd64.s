@@ -193,18 +193,6 @@ block: \
 	JNZ  row; \
 	VZEROUPPER
 
-// KROWS512 is KROWS (rowpairs_amd64.h) with the sums in Z0, Y11 and
-// Z25, Y26: the scaled sums less the minimums' terms.
-#define KROWS512(BLOCK, bsize) KROWS(BLOCK, bsize, K512SUMA, K512SUMB, Z0, Y11, Z25, Y26)
-
-#define K512SUMA \
-	VSUBPS Z11, Z0, Z0; \
-	HSUM16
-
-#define K512SUMB \
-	VSUBPS Z26, Z25, Z0; \
-	HSUM16
-
 // FLOATDOT2 is the loop of the F16 and BF16 dots, over two weight rows
 // at once (SI and R9) against x (DI), n (CX, a multiple of 8) values:
 // LOAD16(base, off, zreg) loads sixteen weights from off(base) as
@@ -310,26 +298,6 @@ TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-40
 	ROWPAIRS(2, BF16DOT2)
 	RET
 
-// Q8ONE adds the single Q8_0 block at (base) times the activations at
-// (DI), scale (DX), to acc, in 256-bit registers: the weights as |w| and
-// the activations with w's sign (0 − a where w < 0, by VPMOVB2M's mask),
-// as VPDPBUSD takes unsigned × signed bytes. Its result's upper lanes are
-// zero, so it adds to acc as a whole. Z31 holds zeros.
-#define Q8ONE(base, acc) \
-	VMOVDQU      2(base), Y2; \
-	VPMOVB2M     Y2, K1; \
-	VPABSB       Y2, Y2; \
-	VMOVDQU      (DI), Y3; \
-	VPSUBB       Y3, Y31, K1, Y3; \
-	VPXORD       Y4, Y4, Y4; \
-	VPDPBUSD     Y3, Y2, Y4; \
-	VCVTDQ2PS    Y4, Y4; \
-	VPBROADCASTW (base), X5; \
-	VCVTPH2PS    X5, Y5; \
-	VMULPS.BCST  (DX), Y5, Y5; \
-	VMULPS       Y4, Y5, Y4; \
-	VADDPS       Z4, acc, acc
-
 // q8Pair is the VPERMPS index that spreads float 0 over lanes 0-7 and
 // float 1 over 8-15.
 DATA q8Pair<>+0x00(SB)/8, $0x0000000000000000
@@ -343,8 +311,8 @@ DATA q8Pair<>+0x38(SB)/8, $0x0000000100000001
 GLOBL q8Pair<>(SB), RODATA|NOPTR, $64
 
 // PAIRACTS prepares the two blocks of activations at aoff(DI) (scales at
-// doff(DX)) for Q8ROWPAIR or Q4ROWPAIR: Z3 = −c·(the sums of each four),
-// for the weights' offset c (128 or 8) as bytes in Z30, and Z6 = the
+// doff(DX)) for Q4ROWPAIR: Z3 = −c·(the sums of each four), for the
+// weights' offset c (8) as bytes in Z30, and Z6 = the
 // blocks' d_a in the low and high eight lanes (Z27: q8Pair).
 #define PAIRACTS(aoff, doff) \
 	VPXORD       Z3, Z3, Z3; \
@@ -386,28 +354,13 @@ GLOBL q8Halves<>(SB), RODATA|NOPTR, $64
 	VPERMW      zq, Z29, zd; \
 	VPERMT2B    (woff+4)(base), Z28, zq
 
-// Q8ROWPAIR adds the two Q8_0 blocks at woff(base) times the activations
-// PAIRACTS prepared to acc. The weights go into VPDPBUSD as unsigned bytes
-// w+128 (w XOR 0x80) against the activations as they are, and the sum
-// starts from −128·Σa, so the signs cost nothing per row. Clobbers Z2,
-// Z4, Z5.
-#define Q8ROWPAIR(base, woff, aoff, acc) \
-	Q8WPAIR(base, woff, Z2, Z5); \
-	VPXORD      Z30, Z2, Z2; \
-	VMOVDQA64   Z3, Z4; \
-	VPDPBUSD    aoff(DI), Z2, Z4; \
-	VCVTDQ2PS   Z4, Z4; \
-	VCVTPH2PS   Y5, Z5; \
-	VMULPS      Z6, Z5, Z5; \
-	VFMADD231PS Z4, Z5, acc
-
 // ROWS2 adds two blocks of both rows (SI and R9) to acc0 and acc1.
 #define ROWS2(ROWPAIR, woff, aoff, doff, acc0, acc1) \
 	PAIRACTS(aoff, doff); \
 	ROWPAIR(SI, woff, aoff, acc0); \
 	ROWPAIR(R9, woff, aoff, acc1)
 
-// PAIRROWS is the row loop of the Q8_0 and Q4_0 kernels, blocks of bsize
+// PAIRROWS is the row loop of the single-row Q4_0 kernel, blocks of bsize
 // bytes (R8: a row's bytes): rows i and i+h (h = nrows/2, R10 counting
 // the pairs, R11 = h rows' bytes, BX = h) at a time sharing PAIRACTS,
 // four blocks per iteration into two accumulators per row (FMA latency,
@@ -502,7 +455,7 @@ done: \
 end: \
 	VZEROUPPER
 
-// PAIRSETUP loads the Q8_0 and Q4_0 kernels' arguments and constants:
+// PAIRSETUP loads the single-row Q4_0 kernel's arguments and constants:
 // R8 = nb·bsize, the bytes of a row, and Z30 = the weights' offset c as
 // bytes.
 #define PAIRSETUP(bsize, c) \
@@ -515,15 +468,6 @@ end: \
 	BCASTD(c, Z30); \
 	VMOVDQU64 q8Pair<>(SB), Z27
 
-// func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
-// sets out[r] to the dot product of Q8_0 weight row r (nb blocks) with the
-// Q8_0 activations a (scales ad), for r < nrows.
-TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
-	PAIRSETUP(34, 0x80808080)
-	VMOVDQU64 q8Quants<>(SB), Z28
-	VMOVDQU64 q8Halves<>(SB), Z29
-	PAIRROWS(Q8ROWPAIR, Q8ONE, 34)
-	RET
 
 // The four-row kernels multiply nr consecutive weight rows (at least 1)
 // by four consecutive activation rows, setting out[r][o] for activation
@@ -614,6 +558,148 @@ TEXT ·dotQ8_0x8AVX512(SB), NOSPLIT, $32-56
 	VMOVDQU64 q8Quants<>(SB), Z28
 	VMOVDQU64 q8Halves<>(SB), Z29
 	X8BLOCKS(Q8X4PAIR, Q8X4ONE, 34)
+	RET
+
+// X1ACTS prepares the activations of the blocks at (DI), scales (DX),
+// for X1ROW, as X4ROW does for one row: Z8 = a XOR 0x80 (K4 masking the
+// dwords to load), Z14 = d_A in lanes 0-7 and d_B in 8-15 (K2).
+#define X1ACTS \
+	VPXORD.Z     (DI), Z30, K4, Z8; \
+	VBROADCASTSS (DX), Z14; \
+	VBROADCASTSS 4(DX), K2, Z14
+
+// X1ROW adds a weight row's unpacked blocks (quants zq, scales zd as
+// floats) times the activations X1ACTS prepared to acc: X4WSUM's and
+// X4ROW's operations on the same values (the integer sums exact in any
+// order, then the same conversion, product and FMA per lane), so the sum
+// is the four-row kernels' to the bit. zw, t and s are scratch.
+#define X1ROW(zq, zd, zw, t, s, acc) \
+	VPXORD      zw, zw, zw; \
+	VPDPBUSD    zq, Z30, zw; \
+	VPSUBD      zw, Z31, zw; \
+	VPDPBUSD    zq, Z8, zw; \
+	VCVTDQ2PS   zw, t; \
+	VMULPS      Z14, zd, s; \
+	VFMADD231PS t, s, acc
+
+// X1ONE unpacks the single last Q8_0 block at (base) as Q8X4ONE does,
+// into zq (yq its lower half, the upper lanes zero) and zd.
+#define X1ONE(base, yq, zd, yd) \
+	VMOVDQU64    2(base), yq; \
+	VPBROADCASTW (base), yd; \
+	VCVTPH2PS    yd, zd
+
+// X1ROWSTART points DI, DX and CX at the activations and their blocks,
+// zeroes the sums Z16 and Z17 and sets the masks for two blocks at a time.
+#define X1ROWSTART \
+	MOVQ   a+8(FP), DI; \
+	MOVQ   ad+16(FP), DX; \
+	MOVQ   nb+24(FP), CX; \
+	VXORPS Z16, Z16, Z16; \
+	VXORPS Z17, Z17, Z17; \
+	HIGHHALF; \
+	KXNORW K4, K4, K4
+
+// func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32)
+// sets dst[o] to the dot product of Q8_0 weight row o (nb blocks) with
+// the Q8_0 activations a (scales ad), for o < nr, each row's sum by
+// dotQ8_0x4AVX512's operations (X1ROW), so a row's sums are the same bits
+// whether one, four or eight rows are multiplied (MatMul's batch
+// invariance). Rows i and i+h (h = nr/2) go side by side, two sequential
+// weight streams and two independent FMA chains, then an odd last row
+// alone (as the earlier two-stream kernel did: rows i and i+1 side by
+// side ran far slower from memory). R8 is a row's bytes, R11 h rows', BX
+// h, R10 counts the pairs, R12 the odd last row.
+TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-48
+	X4SETUP
+	VMOVDQU64 q8Quants<>(SB), Z28
+	VMOVDQU64 q8Halves<>(SB), Z29
+	MOVQ      w+0(FP), SI
+	MOVQ      dst+40(FP), R13
+	MOVQ      nb+24(FP), R8
+	IMULQ     $34, R8
+	MOVQ      nr+32(FP), R12
+	MOVQ      R12, R10
+	SHRQ      $1, R10
+	MOVQ      R10, BX
+	MOVQ      R10, R11
+	IMULQ     R8, R11
+	ANDQ      $1, R12
+	TESTQ     R10, R10
+	JZ        q8last
+
+q8rows2:
+	LEAQ (SI)(R11*1), R9
+	X1ROWSTART
+
+q8pair2:
+	CMPQ      CX, $2
+	JLT       q8one2
+	Q8WPAIR(SI, 0, Z11, Z13)
+	VCVTPH2PS Y13, Z13
+	Q8WPAIR(R9, 0, Z21, Z23)
+	VCVTPH2PS Y23, Z23
+	X1ACTS
+	X1ROW(Z11, Z13, Z10, Z9, Z12, Z16)
+	X1ROW(Z21, Z23, Z20, Z24, Z22, Z17)
+	ADDQ      $68, SI
+	ADDQ      $68, R9
+	ADDQ      $64, DI
+	ADDQ      $8, DX
+	SUBQ      $2, CX
+	JMP       q8pair2
+
+q8one2:
+	TESTQ CX, CX
+	JZ    q8done2
+	X4LAST
+	X1ONE(SI, Y11, Z13, Y13)
+	X1ONE(R9, Y21, Z23, Y23)
+	X1ACTS
+	X1ROW(Z11, Z13, Z10, Z9, Z12, Z16)
+	X1ROW(Z21, Z23, Z20, Z24, Z22, Z17)
+	ADDQ  $34, SI
+
+q8done2:
+	X4STORE(Z16, (R13))
+	X4STORE(Z17, (R13)(BX*4))
+	ADDQ $4, R13
+	DECQ R10
+	JNZ  q8rows2
+	ADDQ R11, SI
+	LEAQ (R13)(BX*4), R13
+
+q8last:
+	TESTQ R12, R12
+	JZ    q8end
+	X1ROWSTART
+
+q8pair1:
+	CMPQ      CX, $2
+	JLT       q8one1
+	Q8WPAIR(SI, 0, Z11, Z13)
+	VCVTPH2PS Y13, Z13
+	X1ACTS
+	X1ROW(Z11, Z13, Z10, Z9, Z12, Z16)
+	ADDQ      $68, SI
+	ADDQ      $64, DI
+	ADDQ      $8, DX
+	SUBQ      $2, CX
+	JMP       q8pair1
+
+q8one1:
+	TESTQ CX, CX
+	JZ    q8done1
+	X4LAST
+	X1ONE(SI, Y11, Z13, Y13)
+	X1ACTS
+	X1ROW(Z11, Z13, Z10, Z9, Z12, Z16)
+
+q8done1:
+	X4STORE(Z16, (R13))
+
+q8end:
+	VZEROUPPER
 	RET
 
 // q4Quants is the VPERMB index that lays the 16 qs bytes of two Q4_0
@@ -749,44 +835,6 @@ TEXT ·dotQ4_0x8AVX512(SB), NOSPLIT, $32-56
 	X8BLOCKS(Q4X4PAIR, Q4X4ONE, 18)
 	RET
 
-// q6kPerm holds four VPERMW index vectors: vector g (0..3: the low then
-// high 64 values of half 0, then of half 1) gives int16 lane i of a
-// VPMADDUBSW product (values 2i and 2i+1 of its 64) the index of its
-// sub-block's scale, 4g + i/8, among the block's sixteen.
-DATA q6kPerm<>+0x00(SB)/8, $0x0000000000000000
-DATA q6kPerm<>+0x08(SB)/8, $0x0000000000000000
-DATA q6kPerm<>+0x10(SB)/8, $0x0001000100010001
-DATA q6kPerm<>+0x18(SB)/8, $0x0001000100010001
-DATA q6kPerm<>+0x20(SB)/8, $0x0002000200020002
-DATA q6kPerm<>+0x28(SB)/8, $0x0002000200020002
-DATA q6kPerm<>+0x30(SB)/8, $0x0003000300030003
-DATA q6kPerm<>+0x38(SB)/8, $0x0003000300030003
-DATA q6kPerm<>+0x40(SB)/8, $0x0004000400040004
-DATA q6kPerm<>+0x48(SB)/8, $0x0004000400040004
-DATA q6kPerm<>+0x50(SB)/8, $0x0005000500050005
-DATA q6kPerm<>+0x58(SB)/8, $0x0005000500050005
-DATA q6kPerm<>+0x60(SB)/8, $0x0006000600060006
-DATA q6kPerm<>+0x68(SB)/8, $0x0006000600060006
-DATA q6kPerm<>+0x70(SB)/8, $0x0007000700070007
-DATA q6kPerm<>+0x78(SB)/8, $0x0007000700070007
-DATA q6kPerm<>+0x80(SB)/8, $0x0008000800080008
-DATA q6kPerm<>+0x88(SB)/8, $0x0008000800080008
-DATA q6kPerm<>+0x90(SB)/8, $0x0009000900090009
-DATA q6kPerm<>+0x98(SB)/8, $0x0009000900090009
-DATA q6kPerm<>+0xa0(SB)/8, $0x000a000a000a000a
-DATA q6kPerm<>+0xa8(SB)/8, $0x000a000a000a000a
-DATA q6kPerm<>+0xb0(SB)/8, $0x000b000b000b000b
-DATA q6kPerm<>+0xb8(SB)/8, $0x000b000b000b000b
-DATA q6kPerm<>+0xc0(SB)/8, $0x000c000c000c000c
-DATA q6kPerm<>+0xc8(SB)/8, $0x000c000c000c000c
-DATA q6kPerm<>+0xd0(SB)/8, $0x000d000d000d000d
-DATA q6kPerm<>+0xd8(SB)/8, $0x000d000d000d000d
-DATA q6kPerm<>+0xe0(SB)/8, $0x000e000e000e000e
-DATA q6kPerm<>+0xe8(SB)/8, $0x000e000e000e000e
-DATA q6kPerm<>+0xf0(SB)/8, $0x000f000f000f000f
-DATA q6kPerm<>+0xf8(SB)/8, $0x000f000f000f000f
-GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
-
 // Q6BITS sets zlo to the 64 quants (0..63) of values 128h..128h+63 of
 // the Q6_K block at (base) and zhi to those of 128h+64..128h+127. The ql
 // bytes 64h.. give the low nibbles of values l, l+32 (l < 32) and the
@@ -804,57 +852,6 @@ GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
 	VPSRLW       $4, zhi, zhi; \
 	VPANDD       Z15, zhi, zhi; \
 	VPTERNLOGD   $0xf8, Z14, Z3, zhi
-
-// Q6HALF multiplies half h of a Q6_K block (128 values) by the
-// activations 128h.. and adds them, sub-block scales applied, to the
-// int32 sums Z9 (the low 64 values) and Z10 (the high 64). Z1 holds the
-// sixteen scales as int16s, permlo and permhi the q6kPerm vectors 2h and
-// 2h+1. Clobbers Z2-Z6.
-#define Q6HALF(base, h, permlo, permhi) \
-	Q6BITS(base, h, Z4, Z2); \
-	VPMADDUBSW (128*h)(DI), Z4, Z4; \
-	VPMADDUBSW (128*h+64)(DI), Z2, Z2; \
-	VPERMW     Z1, permlo, Z5; \
-	VPDPWSSD   Z5, Z4, Z9; \
-	VPERMW     Z1, permhi, Z6; \
-	VPDPWSSD   Z6, Z2, Z10
-
-// Q6BLOCK multiplies the Q6_K block at (base) by the activations (DI, DX,
-// BX) into acc, leaving minacc alone (the K-quant blocks' signature):
-// d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k), the −32 offset taken once through
-// the 16-value sums. Z31 holds zeros. Clobbers Z1-Z6, Z8-Z10.
-#define Q6BLOCK(base, acc, minacc) \
-	VPMOVSXBW    192(base), Y1; \
-	VPMADDWD     (BX), Y1, Y9; \
-	VPSLLD       $5, Y9, Y9; \
-	VPSUBD       Y9, Y31, Y9; \
-	VPXORD       Z10, Z10, Z10; \
-	Q6HALF(base, 0, Z16, Z17); \
-	Q6HALF(base, 1, Z18, Z19); \
-	VPADDD       Z10, Z9, Z9; \
-	VPBROADCASTW 208(base), X8; \
-	VCVTPH2PS    X8, X8; \
-	VMULSS       (DX), X8, X8; \
-	VBROADCASTSS X8, Z8; \
-	VCVTDQ2PS    Z9, Z9; \
-	VFMADD231PS  Z9, Z8, acc
-
-// func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
-// is dotQ6KAVX (per block d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k)) with the
-// quants of 64 values per register and VPDPWSSD applying the scales.
-TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-56
-	MOVQ      w+0(FP), SI
-	MOVQ      nrows+40(FP), R12
-	MOVQ      out+48(FP), R13
-	BCASTD(0x0f0f0f0f, Z15)
-	BCASTD(0x30303030, Z14)
-	VMOVDQU64 q6kPerm<>+0(SB), Z16
-	VMOVDQU64 q6kPerm<>+64(SB), Z17
-	VMOVDQU64 q6kPerm<>+128(SB), Z18
-	VMOVDQU64 q6kPerm<>+192(SB), Z19
-	VPXORD    Z31, Z31, Z31
-	KROWS512(Q6BLOCK, 210)
-	RET
 
 // The K4UNPACK tables, one int16 per scale (words 0-7) and minimum (8-15)
 // of a Q4_K/Q5_K block, over its 12 scale bytes s: the byte holding the
@@ -948,19 +945,6 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VPSRLW         $2, Y5, Y5; \
 	VPTERNLOGD     $0xf8, Y14, Y5, Y4
 
-// K4MINS adds dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1) of the block at (base)
-// to minacc and sets Z8 to d·d_a, broadcast. Clobbers Y5-Y7.
-#define K4MINS(base, minacc) \
-	VPERMW       Y4, Y20, Y5; \
-	VPMADDWD     (BX), Y5, Y5; \
-	VCVTDQ2PS    Y5, Y5; \
-	VCVTPH2PS    (base), X6; \
-	VMULPS.BCST  (DX), X6, X6; \
-	VBROADCASTSS X6, Z8; \
-	VMOVSHDUP    X6, X7; \
-	VBROADCASTSS X7, Y7; \
-	VFMADD231PS  Y5, Y7, minacc
-
 // K4QUANTS sets zq to the 64 quants of a K-quant chunk from its 32 qs
 // bytes at off(base): the low nibbles, then the high ones (the upper copy
 // shifted under K3, the upper 32 words). Z15 holds 0x0f bytes.
@@ -968,25 +952,6 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VBROADCASTI64X4 off(base), zq; \
 	VPSRLW          $4, zq, K3, zq; \
 	VPANDD          Z15, zq, zq
-
-// KMAC adds the 64 quants in zq times the 64 activations at mem, each
-// pair of products scaled by its word of zs, to acc's dwords; zt is
-// scratch.
-#define KMAC(mem, zq, zs, zt, acc) \
-	VPMADDUBSW mem, zq, zt; \
-	VPDPWSSD   zs, zt, acc
-
-// KDOT multiplies the 64 quants of chunk j in Z2 by the activations 64j..
-// and adds them, scales 2j and 2j+1 applied (from Y4 by k4Perm vector
-// perm), to acc. Clobbers Z2, Z3.
-#define KDOT(j, perm, acc) \
-	VPERMW Z4, perm, Z3; \
-	KMAC((64*j)(DI), Z2, Z3, Z2, acc)
-
-// K4CHUNK multiplies chunk j of a Q4_K block (qs at 16) into acc.
-#define K4CHUNK(base, j, perm, acc) \
-	K4QUANTS(base, 16+32*j, Z2); \
-	KDOT(j, perm, acc)
 
 // K5FIFTH adds the fifth bits to the quants of chunk j of a Q5_K block
 // in zq: zqh holds its qh bytes (at 16) as [qh, qh>>1], so bit 2j of
@@ -996,20 +961,6 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VPSRLW     $(2*j), zqh, zt; \
 	VPSLLW     $4, zt, zt; \
 	VPTERNLOGD $0xf8, z10, zt, zq
-
-// K5CHUNK multiplies chunk j of a Q5_K block (qs at 48) into acc, Z12
-// and Z13 as K5FIFTH takes them. Clobbers Z5.
-#define K5CHUNK(base, j, perm, acc) \
-	K4QUANTS(base, 48+32*j, Z2); \
-	K5FIFTH(j, Z2, Z12, Z13, Z5); \
-	KDOT(j, perm, acc)
-
-// K45SETUP loads the Q4_K/Q5_K kernels' arguments and constants.
-#define K45SETUP \
-	MOVQ      w+0(FP), SI; \
-	MOVQ      nrows+40(FP), R12; \
-	MOVQ      out+48(FP), R13; \
-	K45CONSTS
 
 // K45CONSTS loads the Q4_K/Q5_K kernels' constants, K3 included.
 #define K45CONSTS \
@@ -1028,24 +979,6 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VMOVDQU64 k4Hi<>(SB), Y23; \
 	VMOVDQU64 k4Shift<>(SB), Y24
 
-// K45BLOCK multiplies the Q4_K or Q5_K block at (base) by the
-// activations (DI, DX, BX) into acc, its minimums' terms into minacc:
-// PREP (the Q5_K fifth bits, or nothing), the scales and minimums, then
-// four chunks of CHUNK. Clobbers Z2-Z10 (and Z12 for Q5_K).
-#define K45BLOCK(PREP, CHUNK, base, acc, minacc) \
-	PREP(base); \
-	K4UNPACK(base); \
-	K4MINS(base, minacc); \
-	VPXORD Z9, Z9, Z9; \
-	VPXORD Z10, Z10, Z10; \
-	CHUNK(base, 0, Z16, Z9); \
-	CHUNK(base, 1, Z17, Z10); \
-	CHUNK(base, 2, Z18, Z9); \
-	CHUNK(base, 3, Z19, Z10); \
-	VPADDD      Z10, Z9, Z9; \
-	VCVTDQ2PS   Z9, Z9; \
-	VFMADD231PS Z9, Z8, acc
-
 #define NOPREP(base)
 
 // Q5QH sets zqh (yqh its lower half) to the qh bytes of the Q5_K block
@@ -1054,27 +987,6 @@ GLOBL k4MinDup<>(SB), RODATA|NOPTR, $32
 	VMOVDQU      16(base), yqh; \
 	VPSRLW       $1, yqh, yt; \
 	VINSERTI64X4 $1, yt, zqh, zqh
-
-#define Q5PREP(base) Q5QH(base, Y12, Z12, Y5)
-
-#define Q4KBLOCK(base, acc, minacc) K45BLOCK(NOPREP, K4CHUNK, base, acc, minacc)
-#define Q5KBLOCK(base, acc, minacc) K45BLOCK(Q5PREP, K5CHUNK, base, acc, minacc)
-
-// func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
-// is dotQ4KAVX (per block d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·bsums)
-// with the scales unpacked in vector registers, 64 quants per register,
-// and VPDPWSSD applying the scales.
-TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-56
-	K45SETUP
-	KROWS512(Q4KBLOCK, 144)
-	RET
-
-// func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
-// is dotQ4KAVX512 with five-bit quants: qs at 48, the fifth bits at 16.
-TEXT ·dotQ5KAVX512(SB), NOSPLIT, $0-56
-	K45SETUP
-	KROWS512(Q5KBLOCK, 176)
-	RET
 
 // KXDOTS sets Z0 to the int32 sums Σ sc·q·a of the activation row at
 // (DI)(aidx) with the 256 quants the four- and eight-row kernels
@@ -1203,8 +1115,7 @@ GLOBL kxPerm6<>(SB), RODATA|NOPTR, $128
 // func dotQ4Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 // sets out[r][o] to the dot product of the Q4_K weight row o (nb blocks)
 // with Q8_K activation row r, for r < 4 and o < nr: each block's scales,
-// minimums and quants unpacked once (as dotQ4KAVX512 does) for the four
-// activation rows.
+// minimums and quants unpacked once for the four activation rows.
 TEXT ·dotQ4Kx4AVX512(SB), NOSPLIT, $16-64
 	K45CONSTS
 	KX4ROWS(K4X4BLOCK, 144, Z9, Z10, Z12, Z13)
@@ -1243,7 +1154,7 @@ TEXT ·dotQ5Kx4AVX512(SB), NOSPLIT, $16-64
 #define Q6X4BLOCK Q6XUNPACK(SI); KXQUAD(Q6XROW, Z9, Z10, Z12, Z13)
 
 // func dotQ6Kx4AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
-// is dotQ4Kx4AVX512 for Q6_K weights, unpacked as dotQ6KAVX512 does.
+// is dotQ4Kx4AVX512 for Q6_K weights.
 TEXT ·dotQ6Kx4AVX512(SB), NOSPLIT, $16-64
 	BCASTD(0x0f0f0f0f, Z15)
 	BCASTD(0x30303030, Z14)
@@ -1279,6 +1190,52 @@ TEXT ·dotQ6Kx8AVX512(SB), NOSPLIT, $40-64
 	BCASTD(0x0f0f0f0f, Z15)
 	BCASTD(0x30303030, Z14)
 	KX8ROWS(Q6XUNPACK, Q6XROW, 210)
+	RET
+
+// KX1ROWS is KX4ROWS for the one activation row of the single-row K-quant
+// kernels, func(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst
+// *float32), out[o] for o < nr: UNPACK(SI) unpacks a block and ROW
+// multiplies it by the row into Z9, the four- and eight-row kernels'
+// macros and operations, so a row's sums are the same bits at every row
+// count (MatMul's batch invariance).
+#define KX1ROWS(UNPACK, ROW, bsize) \
+	MOVQ w+0(FP), SI; \
+	X4ROWSTART(nr+40(FP), dst+48(FP)); \
+row: \
+	KXROWSETUP; \
+	VXORPS Z9, Z9, Z9; \
+block: \
+	UNPACK(SI); \
+	ROW(R12*1, R12*1, R12*1, Z9); \
+	KSTEP(bsize, block); \
+	MOVQ outp-16(SP), R13; \
+	X4STORE(Z9, (R13)); \
+	X4ROWDONE; \
+	JNZ  row; \
+	VZEROUPPER
+
+// func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32)
+// sets dst[o] to the dot product of Q4_K weight row o (nb blocks) with
+// the Q8_K activations a (scales ad, 16-value sums bs), for o < nr:
+// dotQ4Kx4AVX512 for one activation row.
+TEXT ·dotQ4KAVX512(SB), NOSPLIT, $16-56
+	K45CONSTS
+	KX1ROWS(K4XUNPACK, K4XROW, 144)
+	RET
+
+// func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32)
+// is dotQ5Kx4AVX512 for one activation row.
+TEXT ·dotQ5KAVX512(SB), NOSPLIT, $16-56
+	K45CONSTS
+	KX1ROWS(Q5XUNPACK, K4XROW, 176)
+	RET
+
+// func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32)
+// is dotQ6Kx4AVX512 for one activation row.
+TEXT ·dotQ6KAVX512(SB), NOSPLIT, $16-56
+	BCASTD(0x0f0f0f0f, Z15)
+	BCASTD(0x30303030, Z14)
+	KX1ROWS(Q6XUNPACK, Q6XROW, 210)
 	RET
 
 // The dequantizers below decode whole blocks into float32, bit for bit as

@@ -35,7 +35,7 @@ func dotF16AVX(w *byte, x *float32, n, nrows int, out *float32)
 func dotBF16AVX(w *byte, x *float32, n, nrows int, out *float32)
 
 //go:noescape
-func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb, nr int, dst *float32)
 
 //go:noescape
 func dotQ4_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
@@ -59,19 +59,19 @@ func dotF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
 func dotBF16AVX512(w *byte, x *float32, n, nrows int, out *float32)
 
 //go:noescape
-func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+func dotQ5KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32)
 
 //go:noescape
 func dotQ4_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
 
 //go:noescape
-func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
+func dotQ8_0AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32)
 
 //go:noescape
-func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+func dotQ6KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32)
 
 //go:noescape
-func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
+func dotQ4KAVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32)
 
 //go:noescape
 func dequantF16AVX(src *byte, dst *float32, n int)
@@ -126,9 +126,6 @@ func dotF16x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStrid
 
 //go:noescape
 func dotBF16x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStride int)
-
-//go:noescape
-func dotQ8_0x2AVX(w *byte, a *int8, ad *float32, astride, adstride, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
 func dotQ4Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
@@ -279,13 +276,18 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 // row o of w (one or more whole rows, consecutive) with activation rows r
 // and r+1 of a (rows of in values), in one assembly call that unpacks
 // each weight row once for both; stride is at least the number of weight
-// rows. Its results equal the single-row kernels' bit for bit but for
-// Q8_0's, whose single-row kernel sums alternate blocks apart. It returns
-// false for a type or row length without such a kernel, or on a CPU
+// rows. It returns false for a type or row length without such a kernel
+// (Q8_0 has none, nor have the K-quants with AVX-512: their single-row
+// kernels and their four- and eight-row ones give a row the same bits, so
+// no pair kernel of other sums may come between them), or on a CPU
 // without AVX2, leaving dst alone.
 func dot2SIMD(t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
 	switch t {
-	case F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K:
+	case F32, F16, BF16:
+	case Q4_K, Q5_K, Q6_K:
+		if have512 {
+			return false
+		}
 	default:
 		return false
 	}
@@ -316,10 +318,6 @@ func dot2SIMD(t Type, w []byte, a *acts, r, in int, dst []float32, stride int) b
 	nb := in / bs
 	_, _ = a.qs[(r+2)*in-1], a.d[(r+2)*nb-1]
 	q, d := &a.qs[r*in], &a.d[r*nb]
-	if t == Q8_0 {
-		dotQ8_0x2AVX(&w[0], q, d, in, 4*nb, nb, nr, &dst[0], stride)
-		return true
-	}
 	_ = a.bs[(r+2)*in/16-1]
 	sums := &a.bs[r*in/16]
 	switch t {

@@ -312,106 +312,10 @@ q8dq:
 	VCVTDQ2PS   Y4, Y4; \
 	VFMADD231PS Y4, Y1, acc
 
-// Q8BLOCK adds one Q8_0 block at off(SI) times the activations at
-// off2(DI), scale at off3(DX), to acc.
-#define Q8BLOCK(off, off2, off3, acc) \
-	BLOCKSCALE(off, off3); \
-	VMOVDQU (off+2)(SI), Y2; \
-	SDOT(Y2, off2, acc)
-
 // ONES16 sets Y15 to sixteen int16 ones.
 #define ONES16 \
 	VPCMPEQW Y15, Y15, Y15; \
 	VPSRLW   $15, Y15, Y15
-
-// func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb, nrows int, out *float32)
-TEXT ·dotQ8_0AVX(SB), NOSPLIT, $0-48
-	MOVQ w+0(FP), SI
-	MOVQ nrows+32(FP), R12
-	MOVQ out+40(FP), R13
-	ONES16
-
-q8row:
-	MOVQ   a+8(FP), DI
-	MOVQ   ad+16(FP), DX
-	MOVQ   nb+24(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y5, Y5, Y5
-
-q8loop2:
-	CMPQ CX, $2
-	JLT  q8tail
-	Q8BLOCK(0, 0, 0, Y0)
-	Q8BLOCK(34, 32, 4, Y5)
-	ADDQ $68, SI
-	ADDQ $64, DI
-	ADDQ $8, DX
-	SUBQ $2, CX
-	JMP  q8loop2
-
-q8tail:
-	CMPQ CX, $1
-	JLT  q8done
-	Q8BLOCK(0, 0, 0, Y0)
-	ADDQ $34, SI
-
-q8done:
-	VADDPS Y5, Y0, Y0
-	HSUM8
-	ROWOUT(q8row)
-	RET
-
-// Q8ROW adds one Q8_0 block's product with one activation row (quants
-// at aaddr, scale at adaddr) to acc, the weight's d in X1 and |w| in Y4,
-// the weight bytes in Y2. Clobbers Y3 and Y5.
-#define Q8ROW(aaddr, adaddr, acc) \
-	VMOVDQU      aaddr, Y3; \
-	VPSIGNB      Y2, Y3, Y3; \
-	VPMADDUBSW   Y3, Y4, Y3; \
-	VPMADDWD     Y15, Y3, Y3; \
-	VCVTDQ2PS    Y3, Y3; \
-	VMULSS       adaddr, X1, X5; \
-	VBROADCASTSS X5, Y5; \
-	VFMADD231PS  Y3, Y5, acc
-
-// func dotQ8_0x2AVX(w *byte, a *int8, ad *float32, astride, adstride, nb, nr int, dst *float32, dstStride int)
-// is dotQ8_0AVX for two activation rows, the second's quants astride and
-// its scales adstride bytes after the first's, each weight block loaded
-// once for both: weight row o's sums go to dst[o] and dst[dstStride+o].
-TEXT ·dotQ8_0x2AVX(SB), NOSPLIT, $16-72
-	MOVQ w+0(FP), SI
-	MOVQ astride+24(FP), R12
-	MOVQ adstride+32(FP), R13
-	X2ROWSTART(nr+48(FP), dst+56(FP))
-	ONES16
-
-q8x2row:
-	MOVQ   a+8(FP), DI
-	MOVQ   ad+16(FP), DX
-	MOVQ   nb+40(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y6, Y6, Y6
-
-q8x2loop:
-	VCVTPH2PS (SI), X1
-	VMOVDQU   2(SI), Y2
-	VPSIGNB   Y2, Y2, Y4
-	Q8ROW((DI), (DX), Y0)
-	Q8ROW((DI)(R12*1), (DX)(R13*1), Y6)
-	ADDQ $34, SI
-	ADDQ $32, DI
-	ADDQ $4, DX
-	DECQ CX
-	JNZ  q8x2loop
-
-	HSUM8
-	VMOVAPS X0, X7
-	VMOVAPS Y6, Y0
-	HSUM8
-	X2NEXT(X7, X0, dstStride+64(FP))
-	JNZ q8x2row
-	VZEROUPPER
-	RET
 
 // NIBBLES sets Y2 to the 32 quants of the 16 bytes at off(SI): values
 // 0-15 the low nibbles, 16-31 the high ones. Y14 holds 0x0f bytes.
@@ -1451,5 +1355,39 @@ q8x4block:
 
 	X4NEXT(Y4, Y5, Y6, Y7, dstStride+48(FP))
 	JNZ q8x4row
+	VZEROUPPER
+	RET
+
+// func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb, nr int, dst *float32)
+// sets dst[o] to the dot product of Q8_0 weight row o (nb blocks) with
+// the Q8_0 activations a (scales ad), for o < nr: dotQ8_0x4AVX's loop and
+// its operations for one activation row, so a row's sums are the same
+// bits whether one or four rows are multiplied (MatMul's batch
+// invariance).
+TEXT ·dotQ8_0AVX(SB), NOSPLIT, $16-48
+	ONES16
+	MOVQ w+0(FP), SI
+	X4ROWSTART(nr+32(FP), dst+40(FP))
+
+q8x1row:
+	X4ROWPTRS
+	VXORPS Y4, Y4, Y4
+
+q8x1block:
+	VPBROADCASTW (SI), X8
+	VCVTPH2PS    X8, Y8
+	VMOVDQU      2(SI), Y9
+	VPSIGNB      Y9, Y9, Y10
+	Q8X4ROW(R12*1, R12*1, Y4)
+	ADDQ $34, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  q8x1block
+
+	MOVQ outp-16(SP), R13
+	X4STORE(Y4, (R13))
+	X4ROWDONE
+	JNZ q8x1row
 	VZEROUPPER
 	RET
