@@ -144,18 +144,31 @@ await check('forced tool call', async () => {
   assert.equal(typeof JSON.parse(c.message.tool_calls[0].function.arguments).city, 'string');
 });
 
+await check('predicted output: usage counts the prediction', async () => {
+  const prediction = 'Once upon a time there was a little dragon who lived in a cave by the sea.';
+  const r = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'Tell me a story.' }], max_tokens: 24, temperature: 0,
+    prediction: { type: 'content', content: prediction },
+  });
+  const d = r.usage.completion_tokens_details;
+  assert.ok(d, 'usage.completion_tokens_details is missing');
+  assert.equal(typeof d.accepted_prediction_tokens, 'number');
+  assert.equal(typeof d.rejected_prediction_tokens, 'number');
+  assert.ok(d.accepted_prediction_tokens + d.rejected_prediction_tokens > 0, 'the prediction was not counted');
+});
+
 await check('error: unsupported field', async () => {
   await assert.rejects(
     client.chat.completions.create({
       model, messages: [{ role: 'user', content: 'Hi' }],
-      prediction: { type: 'content', content: 'Hello' },
+      service_tier: 'flex',
     }),
     (err) => {
       assert.ok(err instanceof OpenAI.APIError, `an APIError, got ${err}`);
       assert.ok(err instanceof OpenAI.BadRequestError);
       assert.equal(err.status, 400);
-      assert.match(err.message, /"prediction" is not supported/);
-      assert.equal(err.param, 'prediction');
+      assert.match(err.message, /"service_tier" is not supported/);
+      assert.equal(err.param, 'service_tier');
       return true;
     },
   );
