@@ -77,8 +77,16 @@ start_fleet() { # start_fleet COUNT [FLAGS]: only fresh replicas, on ports 18300
 body() { # body SEED PREFIX_IDS OWN: a request body
 	printf '{"prompt_ids": [%s,%s], "max_tokens": 1, "ignore_eos": true}' "$2" "$(ids "$1" "$3")"
 }
-post() { # post PORT BODY_FILE: prints the request's time
-	curl -s -o /dev/null -w '%{time_total}\n' -H 'Content-Type: application/json' --data @"$2" http://127.0.0.1:$1/generate
+post() { # post PORT BODY_FILE: prints the request's time; one not answered 200 prints FAIL and fails
+	r=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' -H 'Content-Type: application/json' --data @"$2" http://127.0.0.1:$1/generate)
+	case $r in
+	"200 "*) echo "${r#200 }" ;;
+	*)
+		echo "FAIL"
+		echo "remote-tier-bench: a request to :$1 was answered HTTP ${r%% *}, not 200 (is the model's context shorter than the prompt?)" >&2
+		return 1
+		;;
+	esac
 }
 send() { # send: N requests round-robin over $ports, together or sequential by $mode
 	: >"$work/ttft"
@@ -110,6 +118,10 @@ computed() { # prompt tokens the replicas on $ports computed
 	echo $c
 }
 report() { # report NAME: the row of the scenario just sent (with the tier, then its leases and errors)
+	if grep -q FAIL "$work/ttft"; then
+		echo "remote-tier-bench: $1: requests failed" >&2
+		exit 1
+	fi
 	c=$(computed)
 	leases=""
 	for port in $ports; do
