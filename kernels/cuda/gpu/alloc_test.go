@@ -4,10 +4,8 @@ import (
 	"testing"
 
 	"github.com/prefixd/prefixd/batch"
-	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
 	"github.com/prefixd/prefixd/kernels/cuda/src"
-	"github.com/prefixd/prefixd/model"
 )
 
 // TestStepAllocatesNothing pins a warmed-up step's heap allocations on the
@@ -24,16 +22,8 @@ func TestStepAllocatesNothing(t *testing.T) {
 		for _, i := range []int{0, 3, 4} {
 			fm := forwardModels[i]
 			t.Run(fm.name, func(t *testing.T) {
-				c := fm.cfg
-				c.MaxSeqLen, c.RopeTheta, c.NormEps, c.BOS, c.EOS = 256, 10000, 1e-5, -1, -1
-				m := model.Random(c, uint64(i+1))
-				if fm.factors {
-					f := make([]float32, c.HeadDim()/2)
-					for j := range f {
-						f[j] = 1 + float32(j)
-					}
-					m.RopeFactors = kernels.FromF32(f, 1, len(f))
-				}
+				m := forwardModel(i)
+				c := m.Config
 				const bs, blocks = 8, 4
 				dc := newLaunchCounter(dev)
 				r := runnerOn(t, roundMatrices(t, m, dev.DType()), dc)

@@ -217,6 +217,23 @@ var forwardModels = []struct {
 		KVHeads: 1, Vocab: 40, HeadWidth: 64}},
 }
 
+// forwardModel is forwardModels[i] with random weights (seed i+1) and, if
+// it has them, RoPE frequency factors.
+func forwardModel(i int) *model.Model {
+	fm := forwardModels[i]
+	c := fm.cfg
+	c.MaxSeqLen, c.RopeTheta, c.NormEps, c.BOS, c.EOS = 256, 10000, 1e-5, -1, -1
+	m := model.Random(c, uint64(i+1))
+	if fm.factors {
+		f := make([]float32, c.HeadDim()/2)
+		for j := range f {
+			f[j] = 1 + 3*float32(j)/float32(len(f))
+		}
+		m.RopeFactors = kernels.FromF32(f, 1, len(f))
+	}
+	return m
+}
+
 // launchLog is a Device that counts the kernels launched through it, and
 // its allocations (as "Alloc").
 type launchLog struct {
@@ -278,16 +295,8 @@ func TestForwardMatchesCPU(t *testing.T) {
 	each(t, src.DTypes, func(t *testing.T, plain Device) {
 		for i, fm := range forwardModels {
 			t.Run(fm.name, func(t *testing.T) {
-				c := fm.cfg
-				c.MaxSeqLen, c.RopeTheta, c.NormEps, c.BOS, c.EOS = 256, 10000, 1e-5, -1, -1
-				m := model.Random(c, uint64(i+1))
-				if fm.factors {
-					f := make([]float32, c.HeadDim()/2)
-					for j := range f {
-						f[j] = 1 + 3*float32(j)/float32(len(f))
-					}
-					m.RopeFactors = kernels.FromF32(f, 1, len(f))
-				}
+				m := forwardModel(i)
+				c := m.Config
 				dev := launchLog{plain, map[string]int{}}
 				m = roundMatrices(t, m, dev.DType())
 				const bs, blocks = 8, 24
