@@ -239,10 +239,11 @@ type Engine struct {
 	statsMu sync.Mutex
 	stats   Stats // published by the scheduler after each iteration
 
-	sched   scheduler
-	stopped atomic.Bool
-	maxTTL  atomic.Int64 // the cache's maximum TTL, for Submit's check
-	pinned  atomic.Int64 // blocks held by operator pins, for Submit's check
+	sched      scheduler
+	stopped    atomic.Bool
+	closeTiers sync.Once    // the first Close's wait for background reads and tiers' close
+	maxTTL     atomic.Int64 // the cache's maximum TTL, for Submit's check
+	pinned     atomic.Int64 // blocks held by operator pins, for Submit's check
 }
 
 // New starts an engine's scheduler goroutine. Close stops it.
@@ -514,12 +515,22 @@ func (e *Engine) Close(ctx context.Context) error {
 	defer stop()
 	e.do(func() { e.sched.draining = true })
 	<-e.done
-	if e.disk != nil && !e.cfg.DisablePrefixCache {
-		// The scheduler has stopped: the cache is this goroutine's now.
-		e.cache.SaveAll(e.disk.Save)
-	}
-	if e.host != nil {
-		e.host.Close()
-	}
+	e.closeTiers.Do(func() {
+		// Wait for the prefetches and remote fetches still running (the
+		// scheduler starts no more): they write to the host tier, closed
+		// below, and read tiers their owner closes after this returns.
+		for _, slots := range []chan struct{}{e.reads, e.fetches} {
+			for range cap(slots) {
+				slots <- struct{}{}
+			}
+		}
+		if e.disk != nil && !e.cfg.DisablePrefixCache {
+			// The scheduler has stopped: the cache is this goroutine's now.
+			e.cache.SaveAll(e.disk.Save)
+		}
+		if e.host != nil {
+			e.host.Close()
+		}
+	})
 	return ctx.Err()
 }
