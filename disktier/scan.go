@@ -17,7 +17,6 @@ import (
 // meanwhile. Records of another model are skipped, not removed: another
 // process may own them.
 func (t *Tier) scanDir() {
-	defer t.wg.Done()
 	defer t.scan.Store(false)
 	top, err := os.ReadDir(t.cfg.Dir)
 	if err != nil {
@@ -42,7 +41,7 @@ func (t *Tier) scanDir() {
 		}
 		for _, f := range files {
 			select {
-			case <-t.stop:
+			case <-t.queue.Stop():
 				return
 			default:
 			}

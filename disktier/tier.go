@@ -13,6 +13,7 @@ import (
 
 	"github.com/prefixd/prefixd/clock"
 	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/internal/workq"
 	"github.com/prefixd/prefixd/kvcache"
 )
 
@@ -54,15 +55,11 @@ type Tier struct {
 	pid   string // names this process's temporary files
 	index index
 
-	qmu    sync.RWMutex // guards closed and sends on queue
-	closed bool
-	queue  chan job
-	wmu    sync.Mutex // serializes record writes: the writer's and Save's
-	buf    []byte     // encoding scratch, under wmu
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	ahead  readAhead
-	scan   atomic.Bool // the start-up scan runs
+	queue *workq.Queue[job] // the writer's jobs; the scan watches its Stop
+	wmu   sync.Mutex        // serializes record writes: the writer's and Save's
+	buf   []byte            // encoding scratch, under wmu
+	ahead readAhead
+	scan  atomic.Bool // the start-up scan runs
 
 	writes, dropped, evicted, corrupt, hits, readBytes atomic.Uint64
 }
@@ -105,12 +102,11 @@ func New(cfg Config) (*Tier, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("disktier: %w", err)
 	}
-	t := &Tier{cfg: cfg, pid: fmt.Sprintf(".tmp-%d-", os.Getpid()), queue: make(chan job, cfg.QueueBlocks), stop: make(chan struct{})}
+	t := &Tier{cfg: cfg, pid: fmt.Sprintf(".tmp-%d-", os.Getpid()), queue: workq.New[job](cfg.QueueBlocks)}
 	t.index.init()
 	t.scan.Store(true)
-	t.wg.Add(2)
-	go t.writer()
-	go t.scanDir()
+	t.queue.Go(t.writer)
+	t.queue.Go(t.scanDir)
 	return t, nil
 }
 
@@ -133,18 +129,11 @@ func (t *Tier) Put(ns string, fp kvcache.Fingerprint, tokens []int32, b eviction
 	}
 	r := &record{model: t.cfg.Model, ns: ns, fp: fp, parent: b.Parent, expires: b.Expires, lastUsed: b.LastUsed,
 		tokens: slices.Clone(tokens), data: slices.Clone(b.Data)}
-	t.qmu.RLock()
-	defer t.qmu.RUnlock()
-	if t.closed {
-		return false
-	}
-	select {
-	case t.queue <- job{rec: r}:
-		return true
-	default:
+	err := t.queue.TryPut(job{rec: r})
+	if err == workq.ErrFull {
 		t.dropped.Add(1)
-		return false
 	}
+	return err == nil
 }
 
 // Save writes the block at once, without the queue, and returns when its
@@ -261,15 +250,10 @@ func (t *Tier) flush(drop func(*entry) bool) {
 // Wait implements eviction.Tier: it returns when every block queued
 // before it is written (or failed).
 func (t *Tier) Wait() {
-	t.qmu.RLock()
-	if t.closed {
-		t.qmu.RUnlock()
-		return
-	}
 	b := make(chan struct{})
-	t.queue <- job{barrier: b}
-	t.qmu.RUnlock()
-	<-b
+	if t.queue.Put(job{barrier: b}) {
+		<-b
+	}
 }
 
 // Bytes implements eviction.Tier: the bytes of the records indexed.
@@ -298,16 +282,7 @@ func (t *Tier) WaitScan() {
 // Close writes what is queued, stops the scan and the writer, and returns
 // when they are done. Later Puts are dropped.
 func (t *Tier) Close() error {
-	t.qmu.Lock()
-	if t.closed {
-		t.qmu.Unlock()
-		return nil
-	}
-	t.closed = true
-	close(t.queue)
-	close(t.stop)
-	t.qmu.Unlock()
-	t.wg.Wait()
+	t.queue.Close()
 	return nil
 }
 
@@ -325,8 +300,7 @@ func (t *Tier) path(fp kvcache.Fingerprint) string {
 
 // writer drains the queue.
 func (t *Tier) writer() {
-	defer t.wg.Done()
-	for j := range t.queue {
+	for j := range t.queue.Jobs() {
 		if j.barrier != nil {
 			close(j.barrier)
 			continue

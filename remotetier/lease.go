@@ -266,7 +266,6 @@ func (h *heldLeases) snapshot() map[string][]string {
 // Config.LeaseTTL, in one pipelined round trip, until done is closed. A
 // lease whose renewal fails expires, and its followers compute.
 func (t *Tier) renewer(done <-chan struct{}) {
-	defer t.wg.Done()
 	tick := time.NewTicker(t.cfg.LeaseTTL / 3)
 	defer tick.Stop()
 	for {

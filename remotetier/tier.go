@@ -14,6 +14,7 @@ import (
 
 	"github.com/prefixd/prefixd/disktier"
 	"github.com/prefixd/prefixd/eviction"
+	"github.com/prefixd/prefixd/internal/workq"
 	"github.com/prefixd/prefixd/kvcache"
 )
 
@@ -38,12 +39,8 @@ type Tier struct {
 	id       string        // this tier's identity in lease tokens: random
 	leaseSeq atomic.Uint64 // leases this tier has taken
 	held     heldLeases    // for the renewer
-	stop     chan struct{} // closed by Close: stops the renewer
 
-	qmu    sync.RWMutex // guards closed and sends on queue
-	closed bool
-	queue  chan job
-	wg     sync.WaitGroup
+	queue *workq.Queue[job] // the writer's jobs; the renewer watches its Stop
 
 	m counters
 }
@@ -78,14 +75,13 @@ func New(cfg Config) (*Tier, error) {
 		return nil, err
 	}
 	t := &Tier{cfg: cfg, client: redis.NewClient(opt), model: hex.EncodeToString(cfg.Model[:16]),
-		queue: make(chan job, cfg.QueueBlocks), id: randomID(), stop: make(chan struct{})}
+		queue: workq.New[job](cfg.QueueBlocks), id: randomID()}
 	t.br = breaker{clk: cfg.Clock, threshold: cfg.BreakerFailures, minBackoff: cfg.BreakerBackoff, maxBackoff: cfg.BreakerMaxBackoff}
 	t.stage.init(cfg.StageBytes)
 	t.known.init(1 << 16)
 	t.m.init()
-	t.wg.Add(2)
-	go t.writer()
-	go t.renewer(t.stop)
+	t.queue.Go(t.writer)
+	t.queue.Go(func() { t.renewer(t.queue.Stop()) })
 	return t, nil
 }
 
@@ -123,26 +119,18 @@ func (t *Tier) Put(ns string, fp kvcache.Fingerprint, tokens []int32, b eviction
 	}
 	ttl := max(t.cfg.TTL, time.Duration(b.Expires-now))
 	nsHash := NamespaceHash(ns)
-	t.qmu.RLock()
-	defer t.qmu.RUnlock()
-	if t.closed {
-		return false
-	}
-	if len(t.queue) == cap(t.queue) { // checked before encoding a block that would be dropped
+	if t.queue.Full() { // checked before encoding a block that would be dropped
 		t.m.dropped.Add(1)
 		return false
 	}
 	value := disktier.AppendRecord(make([]byte, 0, disktier.RecordSize(len(nsHash), len(tokens), len(b.Data))),
 		&disktier.Record{Model: t.cfg.Model, Namespace: nsHash, FP: fp, Parent: b.Parent,
 			Expires: b.Expires, LastUsed: b.LastUsed, Tokens: tokens, Data: b.Data})
-	j := job{key: t.key(nsHash, fp), value: value, ttl: ttl, fp: fp}
-	select {
-	case t.queue <- j:
-		return true
-	default:
+	err := t.queue.TryPut(job{key: t.key(nsHash, fp), value: value, ttl: ttl, fp: fp})
+	if err == workq.ErrFull {
 		t.m.dropped.Add(1)
-		return false
 	}
+	return err == nil
 }
 
 // Has implements eviction.Tier: whether a fetch staged the block.
@@ -185,30 +173,12 @@ func (t *Tier) Clear() {
 	t.known.clear()
 }
 
-// enqueue queues a job that must not be dropped, waiting for room.
-func (t *Tier) enqueue(j job) bool {
-	t.qmu.RLock()
-	defer t.qmu.RUnlock()
-	if t.closed {
-		return false
-	}
-	t.queue <- j
-	return true
-}
-
 // enqueueSoon queues a job that must not be dropped without waiting: now
 // if the queue has room (so it keeps its order after what was queued
 // before), else from a goroutine that waits for room.
 func (t *Tier) enqueueSoon(j job) {
-	t.qmu.RLock()
-	defer t.qmu.RUnlock()
-	if t.closed {
-		return
-	}
-	select {
-	case t.queue <- j:
-	default:
-		go t.enqueue(j)
+	if t.queue.TryPut(j) == workq.ErrFull {
+		go t.queue.Put(j)
 	}
 }
 
@@ -216,7 +186,7 @@ func (t *Tier) enqueueSoon(j job) {
 // it has been written (or failed).
 func (t *Tier) Wait() {
 	b := make(chan struct{})
-	if t.enqueue(job{barrier: b}) {
+	if t.queue.Put(job{barrier: b}) {
 		<-b
 	}
 }
@@ -235,29 +205,19 @@ func (t *Tier) Check() error { return t.stage.check() }
 
 // Close writes what is queued, stops the writer and closes the client.
 func (t *Tier) Close() error {
-	t.qmu.Lock()
-	if t.closed {
-		t.qmu.Unlock()
-		return nil
-	}
-	t.closed = true
-	close(t.queue)
-	close(t.stop)
-	t.qmu.Unlock()
-	t.wg.Wait()
+	t.queue.Close()
 	return t.client.Close()
 }
 
 // writer drains the queue, writing the blocks waiting in one pipeline.
 func (t *Tier) writer() {
-	defer t.wg.Done()
 	batch := make([]job, 0, 32)
-	for j := range t.queue {
+	for j := range t.queue.Jobs() {
 		batch = append(batch[:0], j)
 	more:
 		for len(batch) < cap(batch) {
 			select {
-			case j, ok := <-t.queue:
+			case j, ok := <-t.queue.Jobs():
 				if !ok {
 					break more
 				}
