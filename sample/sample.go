@@ -109,12 +109,19 @@ func (p Params) Validate() error {
 type Sampler struct {
 	p     Params
 	rng   *rand.Rand
+	pcg   rand.PCG   // rng's state
+	peek  rand.PCG   // a copy of pcg that Offload draws from
+	prng  *rand.Rand // on peek
 	cands []cand
 	proc  []float32 // the logits after biases and penalties, when any apply
 	bias  []TokenLogprob
 	// Penalty state: the output's token counts, the prompt's tokens.
 	counts   []int32
 	inPrompt []bool
+	// The same state as lists, for Offload: the distinct tokens of the
+	// output so far, and of the prompt when the repetition penalty reads it.
+	seen, prompt []int32
+	vocab        int // NewFor's; 0 if unknown
 
 	// The distribution of the last draw, for Logprobs: token t's
 	// log-probability is (row[t]-hi)*scale - logZ if t is in kept (nil:
@@ -151,7 +158,8 @@ func NewFor(p Params, vocab int, prompt []int32, stream uint64) (*Sampler, error
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15^stream))}
+	s := &Sampler{p: p, pcg: *rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15^stream)}
+	s.rng, s.prng, s.vocab = rand.New(&s.pcg), rand.New(&s.peek), vocab
 	for id, b := range p.LogitBias {
 		s.bias = append(s.bias, TokenLogprob{id, b})
 	}
@@ -167,8 +175,9 @@ func NewFor(p Params, vocab int, prompt []int32, stream uint64) (*Sampler, error
 		if p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1 {
 			s.inPrompt = make([]bool, vocab)
 			for _, t := range prompt {
-				if t >= 0 && int(t) < vocab {
+				if t >= 0 && int(t) < vocab && !s.inPrompt[t] {
 					s.inPrompt[t] = true
+					s.prompt = append(s.prompt, t)
 				}
 			}
 		}
@@ -265,6 +274,9 @@ func (s *Sampler) pick(row []float32) int32 {
 // accept counts tok in the output the penalties see and returns it.
 func (s *Sampler) accept(tok int32) int32 {
 	if s.counts != nil {
+		if s.counts[tok] == 0 {
+			s.seen = append(s.seen, tok)
+		}
 		s.counts[tok]++
 	}
 	s.last = tok

@@ -1,0 +1,147 @@
+package sample
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// drawRef makes d on logits as a device would, written plainly from
+// Draw's description: the entries' biases and penalties, the softmax
+// numerators, min-p, then top-k and top-p over the tokens most likely
+// first (lower ID first on ties), and the walk to U times the kept mass,
+// most likely first when top-k or top-p applies, else in token order.
+func drawRef(d *Draw, logits []float32) int32 {
+	row := slices.Clone(logits)
+	for _, e := range d.Entries {
+		l := row[e.Token] + e.Bias
+		if r := d.Repetition; r != 0 && r != 1 && (e.Count > 0 || e.InPrompt) {
+			if l > 0 {
+				l /= r
+			} else {
+				l *= r
+			}
+		}
+		if e.Count > 0 {
+			l -= d.Frequency*float32(e.Count) + d.Presence
+		}
+		row[e.Token] = l
+	}
+	if d.Temperature == 0 {
+		return Argmax(row)
+	}
+	hi := float64(row[Argmax(row)])
+	var c []cand
+	for i, l := range row {
+		p := float32(math.Exp((float64(l) - hi) / float64(d.Temperature)))
+		if p >= d.MinP {
+			c = append(c, cand{p, int32(i)})
+		}
+	}
+	sorted := d.TopK > 0 || d.TopP > 0 && d.TopP < 1
+	if sorted {
+		slices.SortStableFunc(c, func(a, b cand) int { return cmp.Compare(b.p, a.p) })
+	}
+	if d.TopK > 0 && d.TopK < len(c) {
+		c = c[:d.TopK]
+	}
+	total := sum(c)
+	if p := float64(d.TopP); p > 0 && p < 1 {
+		cum := 0.0
+		for i, x := range c {
+			if cum += float64(x.p); cum >= p*total {
+				c = c[:i+1]
+				break
+			}
+		}
+		total = cum
+	}
+	u := d.U * total
+	for _, x := range c {
+		if u -= float64(x.p); u < 0 {
+			return x.id
+		}
+	}
+	return c[len(c)-1].id
+}
+
+// TestOffload runs two Samplers of the same parameters side by side over
+// steps of random logits: one samples, the other hands its draws to
+// drawRef through Offload and takes the token back with Accept (every
+// other step, sampling itself in between): the tokens must agree, so the
+// Draw carries the PRNG's next number and the whole bias and penalty
+// state, Offload moves nothing and Accept moves the Sampler as Sample
+// does.
+func TestOffload(t *testing.T) {
+	const vocab, steps = 300, 40
+	prompt := []int32{3, 17, 17, 250, 299}
+	for _, c := range []struct {
+		name string
+		p    Params
+	}{
+		{"greedy", Params{Seed: 1}},
+		{"temperature", Params{Temperature: 0.8, Seed: 2}},
+		{"min-p", Params{Temperature: 1.3, MinP: 0.05, Seed: 3}},
+		{"top-p", Params{Temperature: 0.9, TopP: 0.9, Seed: 4}},
+		{"top-k and top-p", Params{Temperature: 1.1, TopK: 40, TopP: 0.8, Seed: 5}},
+		{"penalties and biases", Params{Temperature: 0.7, FrequencyPenalty: 0.5, PresencePenalty: 1.5,
+			RepetitionPenalty: 1.3, LogitBias: map[int32]float32{5: 3, 17: -2, 250: 10}, Seed: 6}},
+		{"greedy with penalties", Params{RepetitionPenalty: 1.5, FrequencyPenalty: 1, PresencePenalty: 2,
+			LogitBias: map[int32]float32{17: 2.5}, Seed: 7}},
+	} {
+		a, err := NewFor(c.p, vocab, prompt, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := NewFor(c.p, vocab, prompt, 3)
+		rng := rand.New(rand.NewPCG(uint64(len(c.name)), 9))
+		var d Draw
+		for step := range steps {
+			logits := make([]float32, vocab)
+			for i := range logits {
+				logits[i] = float32(rng.NormFloat64() * 3)
+			}
+			for _, tok := range append(slices.Clone(prompt), b.seen...) {
+				logits[tok] += 5 // where the penalties move the draw
+			}
+			want := a.Sample(logits)
+			if step%2 == 1 {
+				if got := b.Sample(logits); got != want {
+					t.Fatalf("%s step %d: Sample %d, want %d", c.name, step, got, want)
+				}
+				continue
+			}
+			if !b.Offload(&d) {
+				t.Fatalf("%s: Offload refused", c.name)
+			}
+			u := d.U
+			if b.Offload(&d); d.U != u {
+				t.Fatalf("%s: a second Offload drew %v after %v", c.name, d.U, u)
+			}
+			got := drawRef(&d, logits)
+			b.Accept(got)
+			if got != want {
+				t.Fatalf("%s step %d: the offloaded draw gave %d, want %d", c.name, step, got, want)
+			}
+		}
+	}
+}
+
+// TestOffloadRefuses checks the draws a device cannot make as Sample
+// does: top-k alone, and any draw under a Constraint.
+func TestOffloadRefuses(t *testing.T) {
+	var d Draw
+	for _, p := range []Params{{Temperature: 1, TopK: 5}, {Temperature: 1, TopK: 5, TopP: 1}} {
+		s, _ := NewFor(p, 10, nil, 0)
+		if s.Offload(&d) {
+			t.Errorf("%+v: Offload accepted top-k alone", p)
+		}
+	}
+	s, _ := NewFor(Params{}, 10, nil, 0)
+	s.Constrain(&setConstraint{allowed: map[int32]bool{3: true}}, false)
+	if s.Offload(&d) {
+		t.Error("Offload accepted a constrained draw")
+	}
+}
