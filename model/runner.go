@@ -30,11 +30,12 @@ type Runner struct {
 	fusedQKV bool
 	fb       FusedBackend  // b, if it is one (asserted once)
 	gb       GreedyBackend // b, if it is one
+	sb       SamplingBackend
 	// live are the buffers the last layer reads after its attention (the
 	// attention output and the residual), which Forward narrows to the
 	// rows that want logits; made once, so passing them allocates nothing.
 	live []kernels.Buf
-	ids  []int32 // ForwardGreedy's on a backend that is not a GreedyBackend
+	ids  []int32 // ForwardSample's on a backend that is not a GreedyBackend
 }
 
 // weights are the backend's handles of a Model's tensors.
@@ -94,6 +95,7 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 	// are normalised per head in between), gate and up from another.
 	r.fb, _ = b.(FusedBackend)
 	r.gb, _ = b.(GreedyBackend)
+	r.sb, _ = b.(SamplingBackend)
 	fused := r.fb != nil
 	r.fusedQKV = fused && !c.Arch.QKNorm
 	upStack := func(ts ...kernels.Tensor) kernels.Weight {
@@ -274,7 +276,7 @@ func (r *Runner) Forward(seqs []Seq) ([]float32, error) {
 }
 
 // layers validates seqs and queues the step's layers on the backend, up
-// to the final norm and classifier, which Forward and ForwardGreedy add.
+// to the final norm and classifier, which Forward and ForwardSample add.
 func (r *Runner) layers(seqs []Seq) error {
 	if err := r.validate(seqs); err != nil {
 		return err

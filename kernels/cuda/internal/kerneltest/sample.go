@@ -89,9 +89,9 @@ func Sampling(t *testing.T, e *Env) {
 				}
 			}
 			logits = append(logits, row...)
-			r := launch.SampleRow{Row: i, Temperature: c.p.Temperature, TopK: c.p.TopK, TopP: c.p.TopP, MinP: c.p.MinP,
-				Frequency: c.p.FrequencyPenalty, Presence: c.p.PresencePenalty, Repetition: c.p.RepetitionPenalty,
-				Entries: entries(c.p.LogitBias, counts[i], prompt)}
+			r := launch.SampleRow{Row: i, Draw: sample.Draw{Temperature: c.p.Temperature, TopK: c.p.TopK, TopP: c.p.TopP,
+				MinP: c.p.MinP, Frequency: c.p.FrequencyPenalty, Presence: c.p.PresencePenalty, Repetition: c.p.RepetitionPenalty,
+				Entries: entries(c.p.LogitBias, counts[i], prompt)}}
 			if c.p.Temperature > 0 {
 				r.U = draws[i].Float64()
 			}
@@ -110,7 +110,7 @@ func Sampling(t *testing.T, e *Env) {
 		nan := e.randF32(vocab)
 		nan[123] = float32(math.NaN())
 		logits = append(logits, nan...)
-		if err := sb.Add(launch.SampleRow{Row: len(cases), Temperature: 1, U: 0.5}, vocab); err != nil {
+		if err := sb.Add(launch.SampleRow{Row: len(cases), Draw: sample.Draw{Temperature: 1, U: 0.5}}, vocab); err != nil {
 			t.Fatal(err)
 		}
 		out := e.alloc(4 * sb.Rows())
@@ -134,11 +134,11 @@ func Sampling(t *testing.T, e *Env) {
 
 // entries lists the tokens with a bias, an output count or a place in the
 // prompt, once each.
-func entries(bias map[int32]float32, counts map[int32]int32, prompt []int32) []launch.SampleEntry {
-	m := map[int32]*launch.SampleEntry{}
-	get := func(tok int32) *launch.SampleEntry {
+func entries(bias map[int32]float32, counts map[int32]int32, prompt []int32) []sample.Entry {
+	m := map[int32]*sample.Entry{}
+	get := func(tok int32) *sample.Entry {
 		if m[tok] == nil {
-			m[tok] = &launch.SampleEntry{Token: tok}
+			m[tok] = &sample.Entry{Token: tok}
 		}
 		return m[tok]
 	}
@@ -151,11 +151,11 @@ func entries(bias map[int32]float32, counts map[int32]int32, prompt []int32) []l
 	for _, tok := range prompt {
 		get(tok).InPrompt = true
 	}
-	var out []launch.SampleEntry
+	var out []sample.Entry
 	for _, en := range m {
 		out = append(out, *en)
 	}
-	slices.SortFunc(out, func(a, b launch.SampleEntry) int { return cmp.Compare(a.Token, b.Token) })
+	slices.SortFunc(out, func(a, b sample.Entry) int { return cmp.Compare(a.Token, b.Token) })
 	return out
 }
 
