@@ -40,14 +40,14 @@ func drawRef(d *Draw, logits []float32) int32 {
 			c = append(c, cand{p, int32(i)})
 		}
 	}
-	sorted := d.TopK > 0 || d.TopP > 0 && d.TopP < 1
-	if sorted {
+	total := sum(c) // in token order, as Sample sums
+	if d.TopK > 0 || d.TopP > 0 && d.TopP < 1 {
 		slices.SortStableFunc(c, func(a, b cand) int { return cmp.Compare(b.p, a.p) })
 	}
 	if d.TopK > 0 && d.TopK < len(c) {
 		c = c[:d.TopK]
+		total = sum(c)
 	}
-	total := sum(c)
 	if p := float64(d.TopP); p > 0 && p < 1 {
 		cum := 0.0
 		for i, x := range c {
@@ -144,4 +144,71 @@ func TestOffloadRefuses(t *testing.T) {
 	if s.Offload(&d) {
 		t.Error("Offload accepted a constrained draw")
 	}
+}
+
+// TestOffloadAllocatesNothing pins that describing a draw and accepting
+// its token allocate nothing once the Draw's entries have their room and
+// every token has been seen (the list of tokens seen grows, amortized,
+// until then).
+func TestOffloadAllocatesNothing(t *testing.T) {
+	p := Params{Temperature: 0.9, TopP: 0.9, FrequencyPenalty: 0.5, RepetitionPenalty: 1.2,
+		LogitBias: map[int32]float32{4: 1}, Seed: 1}
+	s, err := NewFor(p, 50, []int32{1, 2, 3}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Draw{Entries: make([]Entry, 0, 64)}
+	for tok := range int32(50) {
+		s.Accept(tok)
+	}
+	tok := int32(0)
+	allocs := testing.AllocsPerRun(40, func() {
+		s.Offload(&d)
+		s.Accept(tok % 50)
+		tok += 7
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations an Offload and Accept", allocs)
+	}
+}
+
+// FuzzOffload is TestOffload over fuzzed parameters (no top-k, whose
+// kept mass Sample sums in its quickselect's order) and logits: a
+// Sampler and its twin through Offload, drawRef and Accept agree on every
+// token.
+func FuzzOffload(f *testing.F) {
+	f.Add(uint64(1), float32(0.8), float32(0), float32(0), float32(0), float32(0), float32(0), int32(3), float32(1))
+	f.Add(uint64(2), float32(1.3), float32(0.9), float32(0.05), float32(0.5), float32(1.5), float32(1.3), int32(250), float32(10))
+	f.Add(uint64(3), float32(0), float32(0), float32(0), float32(1), float32(2), float32(1.5), int32(17), float32(2.5))
+	f.Fuzz(func(t *testing.T, seed uint64, temp, topP, minP, freq, pres, rep float32, biasTok int32, bias float32) {
+		p := Params{Temperature: temp, TopP: topP, MinP: minP, FrequencyPenalty: freq, PresencePenalty: pres,
+			RepetitionPenalty: rep, LogitBias: map[int32]float32{biasTok: bias}, Seed: seed}
+		const vocab = 64
+		prompt := []int32{1, 5, 5, 40}
+		a, err := NewFor(p, vocab, prompt, 0)
+		if err != nil || biasTok >= vocab {
+			return // parameters Validate refuses, or a bias the engine would refuse
+		}
+		b, _ := NewFor(p, vocab, prompt, 0)
+		rng := rand.New(rand.NewPCG(seed, 1))
+		var d Draw
+		for step := range 8 {
+			logits := make([]float32, vocab)
+			for i := range logits {
+				logits[i] = float32(rng.NormFloat64() * 2)
+			}
+			want, err := a.Next(logits)
+			if err != nil {
+				return
+			}
+			if !b.Offload(&d) {
+				t.Fatal("Offload refused a draw without top-k or a constraint")
+			}
+			got := drawRef(&d, logits)
+			b.Accept(got)
+			if got != want {
+				t.Fatalf("step %d: the offloaded draw gave %d, want %d", step, got, want)
+			}
+		}
+	})
 }
