@@ -474,10 +474,11 @@ func (b *Backend) RoPE(x kernels.Buf, heads int, theta float32, layout kernels.R
 // RoPEPutKV reads each row of qkv as [q | k | v]: it writes the
 // queries (heads heads) rotated by their rows' positions into q and
 // stores the keys, rotated alike, and the values in layer of the K/V
-// pool, in one launch (launch.RoPEAppendKV) whose angles come from a
-// table uploaded once and grown with the longest position seen: it
-// implements model.FusedBackend.
-func (b *Backend) RoPEPutKV(layer int, q, qkv kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors kernels.Weight) {
+// pool, each query and key head first normalised by qNorm and kNorm
+// unless they are kernels.NoWeight, in one launch (launch.RoPEAppendKV)
+// whose angles come from a table uploaded once and grown with the longest
+// position seen: it implements model.FusedBackend.
+func (b *Backend) RoPEPutKV(layer int, q, qkv kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors, qNorm, kNorm kernels.Weight, eps float32) {
 	hd, kd := b.lay.HeadDim, b.lay.KVDim()
 	qd, ld := heads*hd, b.bufs[qkv].cols
 	same("RoPEPutKV", b.bufs[q].cols, qd)
@@ -511,7 +512,13 @@ func (b *Backend) RoPEPutKV(layer int, q, qkv kernels.Buf, heads int, theta floa
 	}
 	in := b.in("RoPEPutKV", qkv, false)
 	a := launch.RoPEKV{QOut: b.out(q, false), Q: in, LDQ: ld, K: in + launch.Ptr(4*qd), V: in + launch.Ptr(4*(qd+kd)),
-		LDKV: ld, NHeads: heads, Layer: layer, Layout: lay, Table: t.a.p}
+		LDKV: ld, NHeads: heads, Layer: layer, Layout: lay, Table: t.a.p, Eps: eps}
+	if qNorm != kernels.NoWeight || kNorm != kernels.NoWeight {
+		qn, kn := b.vector("RoPEPutKV's q norm", qNorm), b.vector("RoPEPutKV's k norm", kNorm)
+		same("RoPEPutKV's q norm", qn.cols, hd)
+		same("RoPEPutKV's k norm", kn.cols, hd)
+		a.QNorm, a.KNorm = qn.p, kn.p
+	}
 	b.queue(op{code: opRoPEPutKV, w: b.kv.Pool(), ropeKV: a})
 }
 
