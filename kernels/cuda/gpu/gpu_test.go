@@ -18,6 +18,7 @@ import (
 	"github.com/prefixd/prefixd/kernels/cuda/src"
 	"github.com/prefixd/prefixd/kernels/quant"
 	"github.com/prefixd/prefixd/model"
+	"github.com/prefixd/prefixd/sample"
 )
 
 // target is a device the tests run on: the emulator (emu_test.go, where
@@ -630,6 +631,17 @@ func TestProfileStep(t *testing.T) {
 				if _, err := r.Forward(st); err != nil {
 					t.Fatal(err)
 				}
+			}
+			// The decode again, its rows drawn on the device with as
+			// many penalty entries as a draw can have (the vocabulary,
+			// shorter than the context).
+			var entries []sample.Entry
+			for tok := range int32(c.Vocab) {
+				entries = append(entries, sample.Entry{Token: tok, Count: 1})
+			}
+			draw := &sample.Draw{Temperature: 0.7, U: 0.3, Entries: entries}
+			if _, _, err := r.ForwardSample(steps[1], make([]bool, 3), []*sample.Draw{draw, draw, draw}); err != nil {
+				t.Fatal(err)
 			}
 			if grew := dev.kernels["Alloc"] - before; profile != (grew == 0) {
 				t.Errorf("profiled %v: the steps allocated %d times", profile, grew)
