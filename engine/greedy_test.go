@@ -187,8 +187,8 @@ func drawRow(d *sample.Draw, row []float32) int32 {
 // the same model without the capability: every token must be the plain
 // model's. The draws without top-k or top-p come back as the model's
 // tokens (their logits rows are NaN), which the samplers Accept so that
-// later draws and penalties follow; a draw the model declines is sampled
-// from its logits; top-k alone, log-probabilities and a first token
+// later draws and penalties follow; a draw the model declines (top-k,
+// top-p) is sampled from its logits; log-probabilities and a first token
 // that several choices sample from are never offered.
 func TestForwardSample(t *testing.T) {
 	reqs := []Request{
@@ -236,8 +236,8 @@ func TestForwardSample(t *testing.T) {
 	}
 	// Drawn: the first three requests' 22 tokens and the two choices'
 	// 3 after the first, which both sample from one row; declined:
-	// top-p's 5; greedy: the last request's 6.
-	if sm.drawn != 28 || sm.declined != 5 || sm.flagged != 6 {
-		t.Errorf("%d rows drawn by the model (want 28), %d declined (want 5), %d greedy (want 6)", sm.drawn, sm.declined, sm.flagged)
+	// top-p's 5 and top-k's 5; greedy: the last request's 6.
+	if sm.drawn != 28 || sm.declined != 10 || sm.flagged != 6 {
+		t.Errorf("%d rows drawn by the model (want 28), %d declined (want 10), %d greedy (want 6)", sm.drawn, sm.declined, sm.flagged)
 	}
 }

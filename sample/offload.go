@@ -32,16 +32,13 @@ type Entry struct {
 
 // Offload sets d (reusing d.Entries' memory) to the Sampler's next draw
 // and reports whether a draw made elsewhere from it can give the token
-// Sample would: not under a Constraint (whose redraws read a mask), and
-// not under top-k without top-p, where Sample walks the kept tokens in
-// its quickselect's order and a device most likely first (the same
-// distribution, another token for the same U). It changes nothing in the
-// Sampler: Accept does, with the token drawn. A vocabulary unknown to
+// Sample would: not under a Constraint (whose redraws read a mask). It
+// changes nothing in the Sampler: Accept does, with the token drawn. A vocabulary unknown to
 // the Sampler (New rather than NewFor) lets a bias name a token beyond
 // the logits, which the device then refuses.
 func (s *Sampler) Offload(d *Draw) bool {
 	p := &s.p
-	if s.con != nil || p.Temperature > 0 && p.TopK > 0 && !(p.TopP > 0 && p.TopP < 1) {
+	if s.con != nil {
 		return false
 	}
 	*d = Draw{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP, MinP: p.MinP, Frequency: p.FrequencyPenalty,

@@ -466,9 +466,9 @@ func engineRun(t *testing.T, r engine.Model, opt func(*engine.Config), reqs []en
 // requests sharing a prefix give the CPU runner's tokens with the prefix
 // cache on and off, static and continuous batching, and under preemption
 // in a small pool; beam search gives the CPU runner's beams; seeded
-// requests that sample (their draws made on the device by sample_rows,
-// but top-k alone's) give the CPU runner's tokens, drawn by the engine's
-// Samplers from its logits.
+// requests that sample (their draws made on the device by sample_rows)
+// give the CPU runner's tokens, drawn by the engine's Samplers from its
+// logits.
 func TestEngineEndToEnd(t *testing.T) {
 	m := engineModel()
 	shared := tokens(1, 24, m.Config.Vocab)
@@ -478,8 +478,7 @@ func TestEngineEndToEnd(t *testing.T) {
 		greedy = append(greedy, engine.Request{Prompt: p, MaxTokens: 6 + 3*i, IgnoreEOS: true})
 	}
 	beams := []engine.Request{{Prompt: shared[:9], MaxTokens: 8, IgnoreEOS: true, Beam: engine.Beam{Width: 3}}}
-	// Requests that sample: drawn on the device, but for top-k alone
-	// (sampled on the host from the logits).
+	// Requests that sample, drawn on the device.
 	var sampled []engine.Request
 	for i, sp := range []engine.Sampling{
 		{Temperature: 0.8, Seed: 1},

@@ -28,12 +28,15 @@ func TestForwardSample(t *testing.T) {
 		{Temperature: 1, TopK: 20, TopP: 0.95, Seed: 3, FrequencyPenalty: 0.6, PresencePenalty: 0.4, RepetitionPenalty: 1.2,
 			LogitBias: map[int32]float32{2: 3, 5: -1}},
 		{Seed: 4, PresencePenalty: 1.5, LogitBias: map[int32]float32{7: 2}}, // argmax after penalties
+		{Temperature: 0.9, TopK: 12, Seed: 5},
 	}
 	each(t, []src.DType{src.F32, src.BF16}, func(t *testing.T, dev Device) {
 		c := forwardModels[0].cfg
 		c.MaxSeqLen, c.RopeTheta, c.NormEps, c.BOS, c.EOS = 256, 10000, 1e-5, -1, -1
 		m := roundMatrices(t, model.Random(c, 5), dev.DType())
-		const bs, blocks, rows, steps = 8, 8, 6, 12
+		const bs, blocks, steps = 8, 8, 12
+		rows := len(params) + 2 // then a greedy row and one whose logits come back whole
+		g, whole := len(params), len(params)+1
 		r := runnerOn(t, m, dev)
 		if _, err := r.NewKV(rows*blocks, bs); err != nil {
 			t.Fatal(err)
@@ -63,7 +66,7 @@ func TestForwardSample(t *testing.T) {
 		}
 		draws := make([]*sample.Draw, rows)
 		greedy := make([]bool, rows)
-		greedy[4] = true // row 5 comes back whole
+		greedy[g] = true
 		for step := range steps {
 			decode := make([]batch.Row, rows)
 			for i := range rows {
@@ -93,14 +96,14 @@ func TestForwardSample(t *testing.T) {
 				dv[i].Accept(ids[i])
 				last[i] = ids[i]
 			}
-			if id := sample.Argmax(row(4)); ids[4] != id {
-				t.Errorf("step %d: device argmax %d, sample.Argmax %d", step, ids[4], id)
+			if id := sample.Argmax(row(g)); ids[g] != id {
+				t.Errorf("step %d: device argmax %d, sample.Argmax %d", step, ids[g], id)
 			}
-			last[4] = ids[4]
-			if !slices.Equal(logits[5*c.Vocab:6*c.Vocab], row(5)) {
+			last[g] = ids[g]
+			if !slices.Equal(logits[whole*c.Vocab:(whole+1)*c.Vocab], row(whole)) {
 				t.Errorf("step %d: the whole row's logits differ from Forward's", step)
 			}
-			last[5] = sample.Argmax(row(5))
+			last[whole] = sample.Argmax(row(whole))
 		}
 		// A draw whose row is not finite after its bias (a value the
 		// Sampler's validation refuses, so only a device check sees it).
