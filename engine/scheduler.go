@@ -33,6 +33,11 @@ type scheduler struct {
 	held     []*seq      // admit: requests waiting for a leader's prefill
 	greedy   []bool      // forward: which rows asking for logits came back as ids
 	gm       GreedyModel // the Model, if it is one
+	// forward: the rows whose draws the model made (nil: none), pointing
+	// into drawBuf; sm is the Model if it is a SamplingModel that draws.
+	draws   []*sample.Draw
+	drawBuf []sample.Draw
+	sm      SamplingModel
 }
 
 // planned is a row of the step: chunk positions of s, the last drafts of
@@ -50,6 +55,9 @@ func (p *planned) logits() bool { return p.s.computed+p.chunk-p.drafts == len(p.
 func (sc *scheduler) init(e *Engine) {
 	sc.e = e
 	sc.gm, _ = e.cfg.Model.(GreedyModel) // once: an assertion per step can allocate
+	if sm, ok := e.cfg.Model.(SamplingModel); ok && sm.Draws() {
+		sc.sm = sm
+	}
 }
 
 // loop is the scheduler goroutine.
@@ -537,16 +545,18 @@ func (sc *scheduler) forkChoices(s *seq, logits []float32, now time.Time) {
 }
 
 // sampleNext emits s's next token: id when it is not -1 (the model's
-// argmax, see greedyID), else a draw of s's sampler from logits; or it
-// fails s if the logits, or the row the model took id from, are not
-// finite (nonFiniteID).
+// argmax or draw, see greedyID, which s's sampler Accepts), else a draw
+// of s's sampler from logits; or it fails s if the logits, or the row
+// the model took id from, are not finite (nonFiniteID).
 func (sc *scheduler) sampleNext(s *seq, id int32, logits []float32, now time.Time) {
 	tok, err := id, error(nil)
 	switch {
 	case id == nonFiniteID:
-		err = fmt.Errorf("%w: the model's argmax row", sample.ErrNonFinite)
+		err = fmt.Errorf("%w: the model's row", sample.ErrNonFinite)
 	case id < 0:
 		tok, err = s.sampler.Next(logits)
+	default:
+		s.sampler.Accept(id)
 	}
 	if err != nil {
 		sc.failNonFinite(s, len(s.generated()), err)

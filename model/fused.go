@@ -9,8 +9,7 @@ import (
 // FusedBackend is a Backend with ops that each do in one step what
 // Backend does in several, for a device that pays per kernel launch (a
 // GPU). On one, Runner stacks the q, k and v projections into one matrix
-// (unless the model normalises q and k per head) and the gate and up
-// projections into another, so that each pair or triple of products is
+// and the gate and up projections into another, so that each pair or triple of products is
 // one product into a fused buffer; the results are those of the ops they
 // replace, up to rounding.
 type FusedBackend interface {
@@ -22,8 +21,10 @@ type FusedBackend interface {
 	// RoPEPutKV reads each row of qkv as [q | k | v] (heads query heads,
 	// then KVHeads key and value heads): it sets q to the row's queries
 	// rotated as RoPE does, and stores its keys, rotated alike, and its
-	// values in layer of the K/V pool as PutKV does.
-	RoPEPutKV(layer int, q, qkv kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors kernels.Weight)
+	// values in layer of the K/V pool as PutKV does. With qNorm and kNorm
+	// (kernels.NoWeight for none; both or neither) each query and key
+	// head is first normalised as HeadNorm does, with eps.
+	RoPEPutKV(layer int, q, qkv kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors, qNorm, kNorm kernels.Weight, eps float32)
 	// SwiGLUFused sets dst = silu(gate)·up, each row of gu being [gate |
 	// up], each half dst's width.
 	SwiGLUFused(dst, gu kernels.Buf)

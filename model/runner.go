@@ -25,16 +25,16 @@ type Runner struct {
 
 	x, xb, q, k, v, att, hb, hb2 kernels.Buf
 	// On a FusedBackend: qkv holds [q | k | v] (k and v are then not
-	// declared) where fusedQKV, gu [gate | up] (hb2 is not).
-	qkv, gu  kernels.Buf
-	fusedQKV bool
-	fb       FusedBackend  // b, if it is one (asserted once)
-	gb       GreedyBackend // b, if it is one
+	// declared), gu [gate | up] (hb2 is not).
+	qkv, gu kernels.Buf
+	fb      FusedBackend  // b, if it is one (asserted once)
+	gb      GreedyBackend // b, if it is one
+	sb      SamplingBackend
 	// live are the buffers the last layer reads after its attention (the
 	// attention output and the residual), which Forward narrows to the
 	// rows that want logits; made once, so passing them allocates nothing.
 	live []kernels.Buf
-	ids  []int32 // ForwardGreedy's on a backend that is not a GreedyBackend
+	ids  []int32 // ForwardSample's on a backend that is not a GreedyBackend
 }
 
 // weights are the backend's handles of a Model's tensors.
@@ -90,12 +90,12 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 	if m.RopeFactors.Rows != 0 {
 		r.w.ropeFactors = up(m.RopeFactors)
 	}
-	// On a FusedBackend, q, k and v come from one product (unless q and k
-	// are normalised per head in between), gate and up from another.
+	// On a FusedBackend, q, k and v come from one product, gate and up
+	// from another.
 	r.fb, _ = b.(FusedBackend)
 	r.gb, _ = b.(GreedyBackend)
+	r.sb, _ = b.(SamplingBackend)
 	fused := r.fb != nil
-	r.fusedQKV = fused && !c.Arch.QKNorm
 	upStack := func(ts ...kernels.Tensor) kernels.Weight {
 		t, err := stack(ts...)
 		if err != nil {
@@ -107,7 +107,7 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		lw := layerWeights{attnNorm: up(l.AttnNorm), wo: up(l.Wo), ffnNorm: up(l.FFNNorm), w2: up(l.W2)}
-		if r.fusedQKV {
+		if fused {
 			lw.wqkv = upStack(l.Wq, l.Wk, l.Wv)
 		} else {
 			lw.wq, lw.wk, lw.wv = up(l.Wq), up(l.Wk), up(l.Wv)
@@ -118,7 +118,7 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 			lw.w1, lw.w3 = up(l.W1), up(l.W3)
 		}
 		switch {
-		case c.Arch.QKVBias && r.fusedQKV:
+		case c.Arch.QKVBias && fused:
 			lw.bqkv = upStack(l.Bq, l.Bk, l.Bv)
 		case c.Arch.QKVBias:
 			lw.bq, lw.bk, lw.bv = up(l.Bq), up(l.Bk), up(l.Bv)
@@ -132,15 +132,10 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 		return nil, err
 	}
 	r.x, r.xb, r.att, r.q, r.hb = b.Buffer(d), b.Buffer(d), b.Buffer(qd), b.Buffer(qd), b.Buffer(c.Hidden)
-	if r.fusedQKV {
-		r.qkv = b.Buffer(qd + 2*kvd)
-	} else {
-		r.k, r.v = b.Buffer(kvd), b.Buffer(kvd)
-	}
 	if fused {
-		r.gu = b.Buffer(2 * c.Hidden)
+		r.qkv, r.gu = b.Buffer(qd+2*kvd), b.Buffer(2*c.Hidden)
 	} else {
-		r.hb2 = b.Buffer(c.Hidden)
+		r.k, r.v, r.hb2 = b.Buffer(kvd), b.Buffer(kvd), b.Buffer(c.Hidden)
 	}
 	r.live = []kernels.Buf{r.att, r.x}
 	return r, nil
@@ -192,8 +187,7 @@ var ErrInvalidBatch = errors.New("model: invalid batch")
 
 // qkvApart computes layer li's q, k and v in three products, with their
 // biases and per-head norms as the model has them, rotates q and k and
-// stores k and v: what a backend without FusedBackend runs, and a fused
-// one for a model with q/k norms.
+// stores k and v: what a backend without FusedBackend runs.
 func (r *Runner) qkvApart(li int, l *layerWeights) {
 	c, b, eps := r.m.Config, r.b, r.m.Config.NormEps
 	b.MatMul(r.q, r.xb, l.wq)
@@ -274,7 +268,7 @@ func (r *Runner) Forward(seqs []Seq) ([]float32, error) {
 }
 
 // layers validates seqs and queues the step's layers on the backend, up
-// to the final norm and classifier, which Forward and ForwardGreedy add.
+// to the final norm and classifier, which Forward and ForwardSample add.
 func (r *Runner) layers(seqs []Seq) error {
 	if err := r.validate(seqs); err != nil {
 		return err
@@ -286,12 +280,12 @@ func (r *Runner) layers(seqs []Seq) error {
 	for li := range r.w.layers {
 		l := &r.w.layers[li]
 		b.RMSNorm(r.xb, r.x, l.attnNorm, eps)
-		if r.fusedQKV {
+		if fused {
 			b.MatMul(r.qkv, r.xb, l.wqkv)
 			if c.Arch.QKVBias {
 				b.AddBias(r.qkv, l.bqkv)
 			}
-			fb.RoPEPutKV(li, r.q, r.qkv, c.Heads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
+			fb.RoPEPutKV(li, r.q, r.qkv, c.Heads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors, l.qNorm, l.kNorm, eps)
 		} else {
 			r.qkvApart(li, l)
 		}

@@ -109,12 +109,19 @@ func (p Params) Validate() error {
 type Sampler struct {
 	p     Params
 	rng   *rand.Rand
+	pcg   rand.PCG   // rng's state
+	peek  rand.PCG   // a copy of pcg that Offload draws from
+	prng  *rand.Rand // on peek
 	cands []cand
 	proc  []float32 // the logits after biases and penalties, when any apply
 	bias  []TokenLogprob
 	// Penalty state: the output's token counts, the prompt's tokens.
 	counts   []int32
 	inPrompt []bool
+	// The same state as lists, for Offload: the distinct tokens of the
+	// output so far, and of the prompt when the repetition penalty reads it.
+	seen, prompt []int32
+	vocab        int // NewFor's; 0 if unknown
 
 	// The distribution of the last draw, for Logprobs: token t's
 	// log-probability is (row[t]-hi)*scale - logZ if t is in kept (nil:
@@ -139,6 +146,14 @@ type cand struct {
 // before orders candidates most likely first, lower ID first on ties.
 func before(a, b cand) bool { return a.p > b.p || a.p == b.p && a.id < b.id }
 
+// byLikelihood is before as a comparison for slices.SortFunc.
+func byLikelihood(a, b cand) int {
+	if c := cmp.Compare(b.p, a.p); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
 // New returns a Sampler for p, or an error wrapping ErrParams. Penalties
 // see only the tokens it samples: NewFor also knows the prompt.
 func New(p Params) (*Sampler, error) { return NewFor(p, 0, nil, 0) }
@@ -151,7 +166,8 @@ func NewFor(p Params, vocab int, prompt []int32, stream uint64) (*Sampler, error
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15^stream))}
+	s := &Sampler{p: p, pcg: *rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15^stream)}
+	s.rng, s.prng, s.vocab = rand.New(&s.pcg), rand.New(&s.peek), vocab
 	for id, b := range p.LogitBias {
 		s.bias = append(s.bias, TokenLogprob{id, b})
 	}
@@ -167,8 +183,9 @@ func NewFor(p Params, vocab int, prompt []int32, stream uint64) (*Sampler, error
 		if p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1 {
 			s.inPrompt = make([]bool, vocab)
 			for _, t := range prompt {
-				if t >= 0 && int(t) < vocab {
+				if t >= 0 && int(t) < vocab && !s.inPrompt[t] {
 					s.inPrompt[t] = true
+					s.prompt = append(s.prompt, t)
 				}
 			}
 		}
@@ -217,8 +234,10 @@ func (s *Sampler) process(logits []float32) []float32 {
 
 // Sample returns the next token ID for logits (one vocabulary row, not
 // modified) and counts it in the output the penalties see. It panics if
-// logits is empty. Top-k runs in expected O(vocab) time (quickselect);
-// top-p sorts only the tokens that can be in the nucleus. Under a
+// logits is empty. Top-k selects in expected O(vocab) time (quickselect)
+// and sorts the k it keeps; top-p sorts only the tokens that can be in
+// the nucleus. The draw walks the kept tokens most likely first under
+// top-k or top-p, else in token order. Under a
 // Constraint (see Constrain) it returns -1 when the constraint allows no
 // token.
 func (s *Sampler) Sample(logits []float32) int32 {
@@ -265,6 +284,9 @@ func (s *Sampler) pick(row []float32) int32 {
 // accept counts tok in the output the penalties see and returns it.
 func (s *Sampler) accept(tok int32) int32 {
 	if s.counts != nil {
+		if s.counts[tok] == 0 {
+			s.seen = append(s.seen, tok)
+		}
 		s.counts[tok]++
 	}
 	s.last = tok
@@ -318,8 +340,11 @@ func (s *Sampler) draw(row []float32) int32 {
 		total = sum(c)
 	}
 	if k := s.p.TopK; k > 0 && k < len(c) {
+		// The kept tokens most likely first, the order the draw walks
+		// (and a device's sampler, which has no quickselect order).
 		selectTop(c, k)
 		c, total = c[:k], sum(c[:k])
+		slices.SortFunc(c, byLikelihood)
 	}
 	if p := float64(s.p.TopP); p > 0 && p < 1 {
 		// Tokens below (1-p)·total/len(c) together hold less than 1-p of
@@ -332,12 +357,7 @@ func (s *Sampler) draw(row []float32) int32 {
 			}
 		}
 		c = c[:kept]
-		slices.SortFunc(c, func(a, b cand) int {
-			if c := cmp.Compare(b.p, a.p); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.id, b.id)
-		})
+		slices.SortFunc(c, byLikelihood)
 		want, cum := p*total, 0.0
 		for i, x := range c {
 			cum += float64(x.p)
@@ -391,12 +411,7 @@ func (s *Sampler) Logprobs(top int, dst []TokenLogprob) (float32, []TokenLogprob
 	}
 	if top = min(top, len(c)); top > 0 {
 		selectTop(c, top)
-		slices.SortFunc(c[:top], func(a, b cand) int {
-			if before(a, b) {
-				return -1
-			}
-			return 1
-		})
+		slices.SortFunc(c[:top], byLikelihood)
 		for _, x := range c[:top] {
 			dst = append(dst, TokenLogprob{x.id, lp(x.id)})
 		}

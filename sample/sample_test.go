@@ -2,6 +2,7 @@ package sample
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -226,6 +227,28 @@ func BenchmarkSample(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s.Sample(logits)
+	}
+}
+
+// BenchmarkSampleTopK draws under top-k alone from 32,000 logits, k of
+// them kept and sorted (most likely first, the walk's order).
+func BenchmarkSampleTopK(b *testing.B) {
+	logits := make([]float32, 32000)
+	for i := range logits {
+		logits[i] = float32(math.Sin(float64(i)))
+	}
+	for _, k := range []int{40, 4000} {
+		b.Run(fmt.Sprint("k=", k), func(b *testing.B) {
+			s, err := New(Params{Temperature: 0.8, TopK: k, Seed: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.Sample(logits)
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Sample(logits)
+			}
+		})
 	}
 }
 

@@ -141,7 +141,7 @@ run() {
 		# subtests are named cuda-TYPE, the emulator's emu-TYPE. (-test.run
 		# splits at every slash, even across |: one test per pattern.)
 		skip_runner_tests=/emu
-		sel_runner_memcheck=TestForwardMatchesCPU|TestForwardGreedy/cuda-bf16
+		sel_runner_memcheck='TestForwardMatchesCPU|TestForwardGreedy|TestForwardSample/cuda-bf16'
 		# The head norm of a whole 2,048-token step is 65,536 blocks, slow
 		# under racecheck and no different in its sharing from RMSNorm's.
 		sel_racecheck=TestKernels skip_racecheck=TestKernels/HeadNormQwen3Step

@@ -6,12 +6,14 @@ import (
 	"github.com/prefixd/prefixd/batch"
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
 	"github.com/prefixd/prefixd/kernels/cuda/src"
+	"github.com/prefixd/prefixd/sample"
 )
 
 // TestStepAllocatesNothing pins a warmed-up step's heap allocations on the
 // device, as model's TestForwardAllocatesNothingAfterWarmUp does on the
 // CPU: a prefill whose rows partly want logits (Narrow's gathers), a
-// decode, and a greedy decode (LogitsGreedy's argmax), each repeated over
+// decode, a greedy decode (LogitsGreedy's argmax) and one with a row
+// drawn on the device (LogitsSample's sample_rows), each repeated over
 // the same positions (the K/V rewritten in place), so every buffer has its
 // size from the first run. The Backend allocates nothing; what is left is
 // one allocation a kernel launch, outside it: launch.Device.Launch's
@@ -38,6 +40,13 @@ func TestStepAllocatesNothing(t *testing.T) {
 					{Tokens: tokens(6, 1, c.Vocab), Start: 6, Blocks: tb[1], Logits: true},
 					{Tokens: tokens(7, 1, c.Vocab), Start: 9, Blocks: tb[3], Logits: true}}
 				greedy := []bool{true, false, true}
+				sampler, err := sample.NewFor(sample.Params{Temperature: 0.9, TopP: 0.9, RepetitionPenalty: 1.2, Seed: 1}, c.Vocab, prefill[0].Tokens, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var draw sample.Draw
+				sampler.Offload(&draw)
+				draws := []*sample.Draw{nil, &draw, nil}
 				for _, st := range []struct {
 					name string
 					run  func() error
@@ -45,6 +54,7 @@ func TestStepAllocatesNothing(t *testing.T) {
 					{"prefill", func() error { _, err := r.Forward(prefill); return err }},
 					{"decode", func() error { _, err := r.Forward(decode); return err }},
 					{"greedy decode", func() error { _, _, err := r.ForwardGreedy(decode, greedy); return err }},
+					{"sampled decode", func() error { _, _, err := r.ForwardSample(decode, greedy, draws); return err }},
 				} {
 					if err := st.run(); err != nil { // the warm-up
 						t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
 	"github.com/prefixd/prefixd/kernels/cuda/src"
+	"github.com/prefixd/prefixd/sample"
 )
 
 // Backend runs a forward pass's operations on a Device: it implements
@@ -41,16 +42,23 @@ type Backend struct {
 	err      error      // the first error found while queueing the step
 
 	// Device buffers grown to the largest step seen; lout holds the
-	// logits, then one int32 argmax per row.
-	stepBuf, part, normed, normedE, lout area
-	spares                               []area // Narrow's, one per buffer it narrows
-	logits                               []float32
-	ids                                  []int32
-	pinned                               []byte // host memory from Mem.HostAlloc: argmax ids, then logits
-	rope                                 ropeTable
+	// logits, then one int32 argmax per row, then one int32 token per
+	// draw; draws the draws' packed parameters.
+	stepBuf, part, normed, normedE, lout, draws area
+	spares                                      []area // Narrow's, one per buffer it narrows
+	logits                                      []float32
+	ids                                         []int32
+	pinned                                      []byte // host memory from Mem.HostAlloc: argmax ids, drawn tokens, then logits
+	rope                                        ropeTable
+
+	// The step's draws (LogitsSample): packed for sample_rows, as bytes
+	// to upload, and whether each logits row comes back as an id.
+	sampler   launch.SampleBuilder
+	drawBytes []byte
+	asID      []bool
 
 	// What the step's one hand-over (runStep) needs besides the ops: set
-	// by LogitsGreedy, and runStep itself as a func value made once, so
+	// by LogitsSample, and runStep itself as a func value made once, so
 	// that a step allocates nothing on the host.
 	fin     finish
 	runs    [][2]int // the runs of rows whose logits come back whole
@@ -67,7 +75,8 @@ type finish struct {
 	narrowed  bool
 	argmax    bool // some row wants its argmax
 	vocab     int
-	greedy    []bool
+	draws     int    // rows drawn on the device (b.sampler's)
+	asID      []bool // rows that come back as an id: greedy or drawn
 }
 
 // opcode says which kernel an op launches.
@@ -465,10 +474,11 @@ func (b *Backend) RoPE(x kernels.Buf, heads int, theta float32, layout kernels.R
 // RoPEPutKV reads each row of qkv as [q | k | v]: it writes the
 // queries (heads heads) rotated by their rows' positions into q and
 // stores the keys, rotated alike, and the values in layer of the K/V
-// pool, in one launch (launch.RoPEAppendKV) whose angles come from a
-// table uploaded once and grown with the longest position seen: it
-// implements model.FusedBackend.
-func (b *Backend) RoPEPutKV(layer int, q, qkv kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors kernels.Weight) {
+// pool, each query and key head first normalised by qNorm and kNorm
+// unless they are kernels.NoWeight, in one launch (launch.RoPEAppendKV)
+// whose angles come from a table uploaded once and grown with the longest
+// position seen: it implements model.FusedBackend.
+func (b *Backend) RoPEPutKV(layer int, q, qkv kernels.Buf, heads int, theta float32, layout kernels.RopeLayout, factors, qNorm, kNorm kernels.Weight, eps float32) {
 	hd, kd := b.lay.HeadDim, b.lay.KVDim()
 	qd, ld := heads*hd, b.bufs[qkv].cols
 	same("RoPEPutKV", b.bufs[q].cols, qd)
@@ -502,7 +512,13 @@ func (b *Backend) RoPEPutKV(layer int, q, qkv kernels.Buf, heads int, theta floa
 	}
 	in := b.in("RoPEPutKV", qkv, false)
 	a := launch.RoPEKV{QOut: b.out(q, false), Q: in, LDQ: ld, K: in + launch.Ptr(4*qd), V: in + launch.Ptr(4*(qd+kd)),
-		LDKV: ld, NHeads: heads, Layer: layer, Layout: lay, Table: t.a.p}
+		LDKV: ld, NHeads: heads, Layer: layer, Layout: lay, Table: t.a.p, Eps: eps}
+	if qNorm != kernels.NoWeight || kNorm != kernels.NoWeight {
+		qn, kn := b.vector("RoPEPutKV's q norm", qNorm), b.vector("RoPEPutKV's k norm", kNorm)
+		same("RoPEPutKV's q norm", qn.cols, hd)
+		same("RoPEPutKV's k norm", kn.cols, hd)
+		a.QNorm, a.KNorm = qn.p, kn.p
+	}
 	b.queue(op{code: opRoPEPutKV, w: b.kv.Pool(), ropeKV: a})
 }
 
@@ -598,7 +614,7 @@ func (b *Backend) Narrow(bufs ...kernels.Buf) {
 // the step's ops on the device in one Do and copies those logits back. It
 // returns the step's first error; the slice is reused by the next call.
 func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps float32) ([]float32, error) {
-	logits, _, err := b.LogitsGreedy(x, norm, classifier, eps, nil)
+	logits, _, err := b.LogitsSample(x, norm, classifier, eps, nil, nil)
 	return logits, err
 }
 
@@ -607,38 +623,81 @@ func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps flo
 // ids[i], computed on the device, and copies back 4 bytes for the row
 // instead of its logits, which it leaves unspecified: it implements
 // model.GreedyBackend. greedy is nil or has an entry per token row that
-// wants logits. The copies go asynchronously into page-locked host memory, one
-// per run of rows that come back whole, and the step waits for them
-// once. Both slices are reused by the next call.
+// wants logits. Both slices are reused by the next call.
 func (b *Backend) LogitsGreedy(x kernels.Buf, norm, classifier kernels.Weight, eps float32, greedy []bool) ([]float32, []int32, error) {
+	return b.LogitsSample(x, norm, classifier, eps, greedy, nil)
+}
+
+// LogitsSample is LogitsGreedy, except that each logits row i with
+// draws[i] set (and greedy[i] not) is drawn on the device by sample_rows
+// (launch.Sample) from the draw's parameters, bias and penalty state and
+// uniform number: ids[i] is its token, or -2 where the row after its
+// biases and penalties is not finite, and 4 bytes come back instead of
+// the row's logits, which it leaves unspecified. It implements
+// model.SamplingBackend. greedy and draws are nil or have an entry per
+// token row that wants logits. The draws' parameters go up in one copy
+// before the step's ops; the results come back asynchronously into
+// page-locked host memory, the logits in one copy per run of rows that
+// come back whole, and the step waits for them once. Both slices are
+// reused by the next call.
+func (b *Backend) LogitsSample(x kernels.Buf, norm, classifier kernels.Weight, eps float32, greedy []bool, draws []*sample.Draw) ([]float32, []int32, error) {
 	nw, cw := b.vector("Logits", norm), b.matrix("Logits", classifier)
 	d := b.bufs[x].cols
 	same("Logits", d, nw.cols)
 	same("Logits", d, cw.cols)
 	n, vocab := b.nLogits, cw.rows
 	if greedy != nil {
-		same("LogitsGreedy's flags", len(greedy), n)
+		same("LogitsSample's greedy flags", len(greedy), n)
+	}
+	if draws != nil {
+		same("LogitsSample's draws", len(draws), n)
+	}
+	b.sampler.Reset()
+	b.asID = slices.Grow(b.asID[:0], n)[:n]
+	for i := range n {
+		g := greedy != nil && greedy[i]
+		b.asID[i] = g
+		if g || draws == nil || draws[i] == nil {
+			continue
+		}
+		b.asID[i] = true
+		if err := b.sampler.Add(launch.SampleRow{Row: i, Draw: *draws[i]}, vocab); err != nil {
+			b.fail(fmt.Errorf("gpu: logits row %d's draw: %w", i, err))
+		}
+	}
+	b.drawBytes = b.drawBytes[:0]
+	if b.sampler.Rows() > 0 {
+		for _, v := range b.sampler.Packed() {
+			b.drawBytes = binary.LittleEndian.AppendUint32(b.drawBytes, uint32(v))
+		}
 	}
 	b.logits = grow(b.logits, n*vocab)
 	b.ids = slices.Grow(b.ids[:0], n)[:n]
 	b.fin = finish{x: b.in("Logits", x, false), norm: nw, cls: cw, rows: n, dim: d, eps: eps, narrowed: b.narrowed,
-		argmax: slices.Contains(greedy, true), vocab: vocab, greedy: greedy}
+		argmax: slices.Contains(greedy, true), vocab: vocab, draws: b.sampler.Rows(), asID: b.asID}
 	if err := b.err; err != nil {
 		b.ops, b.err = b.ops[:0], nil
 		return nil, nil, err
 	}
 	err := b.dev.Do(b.runStep)
-	b.ops, b.fin.greedy = b.ops[:0], nil
+	b.ops = b.ops[:0]
 	if err != nil {
 		return nil, nil, fmt.Errorf("gpu: step: %w", err)
 	}
+	drawn, logits := b.pinned[4*n:], b.pinned[4*(n+b.fin.draws):]
 	for i := range n {
-		if b.fin.argmax && greedy[i] {
+		switch {
+		case b.fin.argmax && greedy[i]:
 			b.ids[i] = int32(binary.LittleEndian.Uint32(b.pinned[4*i:]))
-			continue
+		case b.asID[i]:
+			if b.ids[i] = int32(binary.LittleEndian.Uint32(drawn)); b.ids[i] == -1 {
+				b.ids[i] = -2 // not finite, as model.SamplingBackend says
+			}
+			drawn = drawn[4:]
+		default:
+			b.ids[i] = 0
+			launch.Decode(src.F32, b.logits[i*vocab:(i+1)*vocab], logits[4*i*vocab:][:4*vocab])
 		}
-		b.ids[i] = 0
-		launch.Decode(src.F32, b.logits[i*vocab:(i+1)*vocab], b.pinned[4*n+4*i*vocab:][:4*vocab])
 	}
 	return b.logits, b.ids, nil
 }
@@ -647,19 +706,27 @@ func (b *Backend) LogitsGreedy(x kernels.Buf, norm, classifier kernels.Weight, e
 // norm and classifier, whose results it copies into b.pinned and waits
 // for.
 func (b *Backend) step(m Mem) error {
+	f := &b.fin
+	if f.draws > 0 && f.rows > 0 {
+		// Before the ops: a copy from pageable memory waits for the
+		// work queued before it.
+		if err := errors.Join(b.draws.grow(m, len(b.drawBytes)), m.Write(b.draws.p, b.drawBytes)); err != nil {
+			return err
+		}
+	}
 	for i := range b.ops {
 		if err := b.run(m, &b.ops[i]); err != nil {
 			return err
 		}
 	}
-	f := &b.fin
 	n, d, vocab := f.rows, f.dim, f.vocab
 	if n == 0 {
 		return nil
 	}
-	idsAt := 4 * n * vocab // the argmax ids follow the logits in lout
-	err := errors.Join(b.normed.grow(m, 4*n*d), b.normedE.grow(m, n*d*b.dt.Size()), b.lout.grow(m, idsAt+4*n),
-		b.growPinned(m, 4*n+4*n*vocab))
+	idsAt := 4 * n * vocab // the argmax ids, then the drawn tokens, follow the logits in lout
+	ids := 4 * (n + f.draws)
+	err := errors.Join(b.normed.grow(m, 4*n*d), b.normedE.grow(m, n*d*b.dt.Size()), b.lout.grow(m, idsAt+ids),
+		b.growPinned(m, ids+4*n*vocab))
 	if err != nil {
 		return err
 	}
@@ -679,15 +746,23 @@ func (b *Backend) step(m Mem) error {
 		return err
 	}
 	if f.argmax {
+		// Before sample_rows, which rewrites its rows in place.
 		ids := b.lout.p + launch.Ptr(idsAt)
 		if err := errors.Join(launch.Argmax(m, ids, b.lout.p, n, vocab), m.ReadAsync(b.pinned[:4*n], ids)); err != nil {
 			return err
 		}
 	}
-	b.runs = wholeRuns(b.runs[:0], f.greedy, n)
+	if f.draws > 0 {
+		out := b.lout.p + launch.Ptr(idsAt+4*n)
+		if err := errors.Join(launch.Sample(m, out, b.lout.p, b.draws.p, &b.sampler, vocab),
+			m.ReadAsync(b.pinned[4*n:ids], out)); err != nil {
+			return err
+		}
+	}
+	b.runs = wholeRuns(b.runs[:0], f.asID, n)
 	for _, r := range b.runs {
 		at, size := 4*r[0]*vocab, 4*(r[1]-r[0])*vocab
-		if err := m.ReadAsync(b.pinned[4*n+at:][:size], b.lout.p+launch.Ptr(at)); err != nil {
+		if err := m.ReadAsync(b.pinned[ids+at:][:size], b.lout.p+launch.Ptr(at)); err != nil {
 			return err
 		}
 	}
@@ -695,15 +770,15 @@ func (b *Backend) step(m Mem) error {
 }
 
 // wholeRuns appends to runs the runs [from, to) of rows, of n, that
-// greedy does not mark: the rows whose logits come back whole.
-func wholeRuns(runs [][2]int, greedy []bool, n int) [][2]int {
+// asID does not mark: the rows whose logits come back whole.
+func wholeRuns(runs [][2]int, asID []bool, n int) [][2]int {
 	for i := 0; i < n; {
-		if greedy != nil && greedy[i] {
+		if asID[i] {
 			i++
 			continue
 		}
 		j := i + 1
-		for j < n && (greedy == nil || !greedy[j]) {
+		for j < n && !asID[j] {
 			j++
 		}
 		runs = append(runs, [2]int{i, j})
@@ -743,7 +818,7 @@ func (b *Backend) Close() error {
 		for i := range b.bufs {
 			errs = append(errs, b.bufs[i].free(m))
 		}
-		for _, a := range []*area{&b.stepBuf, &b.part, &b.normed, &b.normedE, &b.lout, &b.rope.a} {
+		for _, a := range []*area{&b.stepBuf, &b.part, &b.normed, &b.normedE, &b.lout, &b.draws, &b.rope.a} {
 			errs = append(errs, a.free(m))
 		}
 		for i := range b.spares {

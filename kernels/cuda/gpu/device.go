@@ -11,9 +11,11 @@
 // step costs one upload of its rows (tokens, positions, block tables) and
 // one hand-over to the device's thread, which runs every op queued since
 // Begin (an opcode and its operands, in a slice reused from step to step:
-// a warmed-up step allocates nothing here); only the logits of the rows that ask for them come back. The K/V
-// pool is the device's (Device.NewKV), whose CopyBlocks runs on the
-// device. Nothing here imports gorgonia.org/cu.
+// a warmed-up step allocates nothing here). A row that decodes greedily
+// or samples sends back its token, 4 bytes; only the other rows that ask
+// for logits send them back. The K/V pool is the device's
+// (Device.NewKV), whose CopyBlocks runs on the device. Nothing here
+// imports gorgonia.org/cu.
 package gpu
 
 import (

@@ -18,6 +18,7 @@ import (
 	"github.com/prefixd/prefixd/kernels/cuda/src"
 	"github.com/prefixd/prefixd/kernels/quant"
 	"github.com/prefixd/prefixd/model"
+	"github.com/prefixd/prefixd/sample"
 )
 
 // target is a device the tests run on: the emulator (emu_test.go, where
@@ -234,8 +235,9 @@ func forwardModel(i int) *model.Model {
 	return m
 }
 
-// launchLog is a Device that counts the kernels launched through it, and
-// its allocations (as "Alloc").
+// launchLog is a Device that counts the kernels launched through it
+// (matrix products as "MatMulT"), its allocations (as "Alloc") and the
+// bytes its asynchronous reads copy back (as "bytes back").
 type launchLog struct {
 	Device
 	kernels map[string]int
@@ -253,6 +255,16 @@ type loggingMem struct {
 func (m loggingMem) Alloc(n int) (launch.Ptr, error) {
 	m.kernels["Alloc"]++
 	return m.Mem.Alloc(n)
+}
+
+func (m loggingMem) MatMulT(y, a, w launch.Ptr, rows, n, k int, beta float32) error {
+	m.kernels["MatMulT"]++
+	return m.Mem.MatMulT(y, a, w, rows, n, k, beta)
+}
+
+func (m loggingMem) ReadAsync(b []byte, p launch.Ptr) error {
+	m.kernels["bytes back"] += len(b)
+	return m.Mem.ReadAsync(b, p)
 }
 
 func (m loggingMem) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
@@ -453,7 +465,10 @@ func engineRun(t *testing.T, r engine.Model, opt func(*engine.Config), reqs []en
 // TestEngineEndToEnd runs the engine on the device's runner: greedy
 // requests sharing a prefix give the CPU runner's tokens with the prefix
 // cache on and off, static and continuous batching, and under preemption
-// in a small pool; beam search gives the CPU runner's beams.
+// in a small pool; beam search gives the CPU runner's beams; seeded
+// requests that sample (their draws made on the device by sample_rows)
+// give the CPU runner's tokens, drawn by the engine's Samplers from its
+// logits.
 func TestEngineEndToEnd(t *testing.T) {
 	m := engineModel()
 	shared := tokens(1, 24, m.Config.Vocab)
@@ -463,8 +478,22 @@ func TestEngineEndToEnd(t *testing.T) {
 		greedy = append(greedy, engine.Request{Prompt: p, MaxTokens: 6 + 3*i, IgnoreEOS: true})
 	}
 	beams := []engine.Request{{Prompt: shared[:9], MaxTokens: 8, IgnoreEOS: true, Beam: engine.Beam{Width: 3}}}
+	// Requests that sample, drawn on the device.
+	var sampled []engine.Request
+	for i, sp := range []engine.Sampling{
+		{Temperature: 0.8, Seed: 1},
+		{Temperature: 1.1, TopP: 0.9, MinP: 0.02, Seed: 2},
+		{Temperature: 1, TopK: 8, TopP: 0.95, Seed: 3, FrequencyPenalty: 0.5, PresencePenalty: 0.3,
+			RepetitionPenalty: 1.2, LogitBias: map[int32]float32{5: 2, 9: -3}},
+		{Temperature: 0.9, TopK: 10, Seed: 4},
+		{RepetitionPenalty: 1.3, Seed: 5},
+	} {
+		p := append(slices.Clone(shared), tokens(20+i, 4+3*i, m.Config.Vocab)...)
+		sampled = append(sampled, engine.Request{Prompt: p, MaxTokens: 12, IgnoreEOS: true, Sampling: sp})
+	}
 	want, _ := engineRun(t, cpuRunner(t, m), func(*engine.Config) {}, greedy)
 	wantBeams, _ := engineRun(t, cpuRunner(t, m), func(*engine.Config) {}, beams)
+	wantSampled, _ := engineRun(t, cpuRunner(t, m), func(*engine.Config) {}, sampled)
 	each(t, []src.DType{src.F32}, func(t *testing.T, dev Device) {
 		for _, v := range []struct {
 			name string
@@ -494,6 +523,18 @@ func TestEngineEndToEnd(t *testing.T) {
 			got, _ := engineRun(t, runnerOn(t, m, dev), func(*engine.Config) {}, beams)
 			if !slices.Equal(got[0], wantBeams[0]) {
 				t.Errorf("beam search: %v, CPU runner %v", got[0], wantBeams[0])
+			}
+		})
+		t.Run("sampled", func(t *testing.T) {
+			log := launchLog{dev, map[string]int{}}
+			got, _ := engineRun(t, runnerOn(t, m, log), func(*engine.Config) {}, sampled)
+			for i := range got {
+				if !slices.Equal(got[i], wantSampled[i]) {
+					t.Errorf("sampled request %d: %v, CPU runner %v", i, got[i], wantSampled[i])
+				}
+			}
+			if log.kernels["sample_rows"] == 0 {
+				t.Error("no draw was made on the device")
 			}
 		})
 	})
@@ -589,6 +630,17 @@ func TestProfileStep(t *testing.T) {
 				if _, err := r.Forward(st); err != nil {
 					t.Fatal(err)
 				}
+			}
+			// The decode again, its rows drawn on the device with as
+			// many penalty entries as a draw can have (the vocabulary,
+			// shorter than the context).
+			var entries []sample.Entry
+			for tok := range int32(c.Vocab) {
+				entries = append(entries, sample.Entry{Token: tok, Count: 1})
+			}
+			draw := &sample.Draw{Temperature: 0.7, U: 0.3, Entries: entries}
+			if _, _, err := r.ForwardSample(steps[1], make([]bool, 3), []*sample.Draw{draw, draw, draw}); err != nil {
+				t.Fatal(err)
 			}
 			if grew := dev.kernels["Alloc"] - before; profile != (grew == 0) {
 				t.Errorf("profiled %v: the steps allocated %d times", profile, grew)

@@ -5,14 +5,21 @@ import (
 
 	"github.com/prefixd/prefixd/batch"
 	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/sample"
 )
 
 // Stepper is what ProfileStep needs of a model runner (model.Runner).
 type Stepper interface {
 	NewKV(numBlocks, blockSize int) (blockstore.Storage, error)
 	Forward(seqs []batch.Row) ([]float32, error)
+	ForwardSample(seqs []batch.Row, greedy []bool, draws []*sample.Draw) ([]float32, []int32, error)
 	MaxSeqLen() int
+	VocabSize() int
 }
+
+// ProfileBiases is the most biased tokens ProfileStep counts in a draw
+// besides the context's: the server's bound on logit_bias entries.
+const ProfileBiases = 1024
 
 // ProfileStep runs the largest steps an engine configured with maxTokens
 // tokens a step and maxSeqs sequences gives r, each row wanting logits:
@@ -20,7 +27,10 @@ type Stepper interface {
 // sequence would pass the model's context), each ending at the end of
 // the model's context, then a decode of maxSeqs rows, one at the end of
 // the context and the others at its start, which splits attention the
-// most and so needs its largest workspace. Every sequence's block table
+// most and so needs its largest workspace, each row drawn on the device
+// with the most bias and penalty entries a draw can have (a token of the
+// context each, and ProfileBiases more, within the vocabulary: 16 bytes
+// each, uploaded for sample_rows). Every sequence's block table
 // is the same whole context's blocks (their K/V writes collide: the
 // values do not matter), so the uploads of block tables are their
 // largest too. On a Backend, whose activation, logits, step and attention
@@ -60,6 +70,15 @@ func ProfileStep(r Stepper, maxTokens, maxSeqs, blockSize int) error {
 	if _, err := r.Forward(prefill); err != nil {
 		return err
 	}
-	_, err := r.Forward(decode)
+	entries := make([]sample.Entry, min(maxLen+ProfileBiases, r.VocabSize()))
+	for i := range entries {
+		entries[i] = sample.Entry{Token: int32(i), Bias: 1, Count: 1, InPrompt: true}
+	}
+	draw := &sample.Draw{Temperature: 1, Entries: entries}
+	draws := make([]*sample.Draw, len(decode))
+	for i := range draws {
+		draws[i] = draw
+	}
+	_, _, err := r.ForwardSample(decode, make([]bool, len(decode)), draws)
 	return err
 }

@@ -42,13 +42,25 @@ type RoPEKV struct {
 	Layer  int
 	Layout RoPELayout
 	Table  Ptr // RoPETable for at least MaxPos+1 positions of the step, uploaded
+	// QNorm and KNorm, when set (both or neither), are the per-head q and
+	// k norms' weights (float32 [HeadDim] each): every query and key head
+	// is normalised as RMSNormF32 does a row, with Eps, before its
+	// rotation.
+	QNorm, KNorm Ptr
+	Eps          float32
 }
+
+// MaxNormHeads is the most query and key heads a row may have, together,
+// for RoPEAppendKV to normalise them (the kernel's ROPE_NORM_HEADS).
+const MaxNormHeads = 256
 
 // RoPEAppendKV rotates each row's query heads into a.QOut and its key
 // heads by the row's position, as RoPE does, and stores the rotated key
 // and the value in the row's slot of layer a.Layer, as AppendKV does:
-// three launches in one, its angles read from a.Table. Q, K and V may be
-// the column ranges of one fused QKV product (LDQ = LDKV, its width).
+// three launches in one (five with a.QNorm and a.KNorm, which replace
+// two RMSNormF32 launches over the heads), its angles read from a.Table.
+// Q, K and V may be the column ranges of one fused QKV product (LDQ =
+// LDKV, its width).
 func RoPEAppendKV(d Device, kv Ptr, lay KVLayout, st Step, a RoPEKV) error {
 	if err := errors.Join(lay.layerOK(a.Layer), st.check(), positive("query heads", a.NHeads)); err != nil {
 		return err
@@ -58,11 +70,15 @@ func RoPEAppendKV(d Device, kv Ptr, lay KVLayout, st Step, a RoPEKV) error {
 		return fmt.Errorf("%w: %d query heads in rows of %d, %d KV heads of %d in rows of %d (head dim must be even)",
 			ErrShape, a.NHeads, a.LDQ, lay.KVHeads, hd, a.LDKV)
 	}
+	if (a.QNorm == 0) != (a.KNorm == 0) || a.QNorm != 0 && a.NHeads+lay.KVHeads > MaxNormHeads {
+		return fmt.Errorf("%w: q norm %#x and k norm %#x over %d query and %d key heads (both or neither norm, at most %d heads)",
+			ErrShape, a.QNorm, a.KNorm, a.NHeads, lay.KVHeads, MaxNormHeads)
+	}
 	halves := 0
 	if a.Layout == Halves {
 		halves = 1
 	}
 	return d.Launch("rope_kv_append", row(st.Rows), threads(rowThreads), P(a.QOut), P(a.Q), I(a.LDQ), P(a.K), P(a.V), I(a.LDKV),
 		P(a.Table), P(kv), L(lay.BlockElems()), L(lay.LayerOffset(a.Layer)), P(st.RowPos), P(st.RowBT), P(st.BT),
-		I(lay.BlockSize), I(a.NHeads), I(lay.KVHeads), I(hd), I(halves))
+		I(lay.BlockSize), I(a.NHeads), I(lay.KVHeads), I(hd), I(halves), P(a.QNorm), P(a.KNorm), F(a.Eps))
 }

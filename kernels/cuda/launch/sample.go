@@ -3,31 +3,15 @@ package launch
 import (
 	"fmt"
 	"math"
+
+	"github.com/prefixd/prefixd/sample"
 )
 
-// SampleRow is one row for Sample: what sample.Sampler would do to a row
-// of logits, with the uniform draw its PRNG made.
+// SampleRow is one row for Sample: its row of the logits buffer and the
+// draw sample.Sampler's Offload describes.
 type SampleRow struct {
-	Row         int     // the row of the logits buffer
-	Temperature float32 // 0: argmax (after biases and penalties)
-	TopK        int     // 0: all
-	TopP, MinP  float32 // 0 (or TopP 1): all
-	// Frequency, presence and repetition penalties, as sample.Params.
-	Frequency, Presence, Repetition float32
-	// U is the draw in [0, 1) (rand.Float64 of the row's Sampler).
-	U float64
-	// Entries lists the tokens that have a bias, occur in the output
-	// (Count) or, for the repetition penalty, in the prompt: each token
-	// at most once.
-	Entries []SampleEntry
-}
-
-// SampleEntry is one token's bias and penalty state.
-type SampleEntry struct {
-	Token    int32
-	Bias     float32
-	Count    int32 // times in the output so far
-	InPrompt bool
+	Row int
+	sample.Draw
 }
 
 // sampleParams is the int32 words of a row's parameters (sample.cu's

@@ -15,11 +15,10 @@
 // prefix whose mass reaches topP of the total, both found by a binary
 // search over the numerators' bits (block-wide counts and float64 sums)
 // instead of a selection or a sort. The draw takes the first token whose
-// cumulative mass exceeds u·total: in token order when neither top-k nor
-// top-p applies, else most likely first (lower ID first on ties), which
-// is the CPU's order under top-p. Under top-k alone the CPU walks its
-// quickselect's order: the same tokens and probabilities, so the same
-// distribution, but not the same token for a given u.
+// cumulative mass exceeds u·total: in token order when neither top-k
+// (keeping fewer than the Sampler's candidates: every token, or those
+// min-p keeps) nor top-p applies, else most likely first (lower ID first
+// on ties), the Sampler's order.
 //
 // Sums run in another order than the CPU's sequential float64 ones, so a
 // u within float64 rounding (about 1e-13 relative) of a boundary between
@@ -135,7 +134,9 @@ KERNEL void __launch_bounds__(256) sample_rows(int *out, float *logits, int voca
 	__syncthreads();
 	double total;
 	float kept = sample_count(x, vocab, 0, &total, shf, shd), v;
-	bool sorted = topK > 0 || (topP > 0.0f && topP < 1.0f);
+	// The Sampler walks most likely first when top-k keeps fewer than its
+	// candidates (every token, or min-p's) or top-p applies.
+	bool sorted = (topK > 0 && (float)topK < (minP > 0.0f ? kept : (float)vocab)) || (topP > 0.0f && topP < 1.0f);
 	if (topK > 0 && (float)topK < kept) {
 		int at = sample_cut(x, vocab, (double)topK, false, true, &v, shf, shd);
 		for (int i = threadIdx.x; i < vocab; i += SAMPLE_THREADS)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
+	"github.com/prefixd/prefixd/sample"
 )
 
 // BenchMemory is a device the decode-attention benchmark runs on: it
@@ -237,17 +238,17 @@ func DeviceSampling(b *testing.B, sh SampleShape, do func(func(BenchMemory) erro
 		launch.Encode(launch.F32, b, logits)
 		return m.Write(src, b)
 	})
-	var entries []launch.SampleEntry
+	var entries []sample.Entry
 	for t := range 256 {
-		entries = append(entries, launch.SampleEntry{Token: int32(t * (sh.Vocab / 256)), Count: int32(t % 3), InPrompt: true})
+		entries = append(entries, sample.Entry{Token: int32(t * (sh.Vocab / 256)), Count: int32(t % 3), InPrompt: true})
 	}
 	for _, c := range []struct {
 		name string
 		r    launch.SampleRow
 	}{
-		{"temperature", launch.SampleRow{Temperature: 0.8}},
-		{"top-p", launch.SampleRow{Temperature: 0.8, TopP: 0.95, Repetition: 1.1, Entries: entries}},
-		{"top-k-top-p", launch.SampleRow{Temperature: 0.8, TopK: 50, TopP: 0.9, Frequency: 0.5, Entries: entries}},
+		{"temperature", launch.SampleRow{Draw: sample.Draw{Temperature: 0.8}}},
+		{"top-p", launch.SampleRow{Draw: sample.Draw{Temperature: 0.8, TopP: 0.95, Repetition: 1.1, Entries: entries}}},
+		{"top-k-top-p", launch.SampleRow{Draw: sample.Draw{Temperature: 0.8, TopK: 50, TopP: 0.9, Frequency: 0.5, Entries: entries}}},
 	} {
 		b.Run("sample/"+c.name, func(b *testing.B) {
 			var sb launch.SampleBuilder

@@ -9,8 +9,9 @@ import (
 
 // RoPEAppendKV rotates the queries and keys of a prefill and of a decode
 // batch, read from fused QKV rows, in one launch (adjacent pairs with and
-// without frequency factors, and halves) and compares the queries it
-// wrote, and the keys and values it stored in the pool, with the CPU's
+// without frequency factors, and halves; with and without per-head q and
+// k norms) and compares the queries it wrote, and the keys and values it
+// stored in the pool, with the CPU's norm (cpu.RMSNorm of each head) and
 // rotation of the same rows.
 func RoPEAppendKV(t *testing.T, e *Env) {
 	const theta = 10000
@@ -19,7 +20,10 @@ func RoPEAppendKV(t *testing.T, e *Env) {
 			name    string
 			layout  launch.RoPELayout
 			factors bool
-		}{{"adjacent", launch.Adjacent, false}, {"adjacent factors", launch.Adjacent, true}, {"halves", launch.Halves, false}} {
+			norms   bool
+		}{{"adjacent", launch.Adjacent, false, false}, {"adjacent factors", launch.Adjacent, true, false},
+			{"halves", launch.Halves, false, false}, {"halves norms", launch.Halves, false, true},
+			{"adjacent factors norms", launch.Adjacent, true, true}} {
 			t.Run(c.name+" "+v.name, func(t *testing.T) {
 				e := e.sub(t)
 				s := e.setup(c)
@@ -30,7 +34,16 @@ func RoPEAppendKV(t *testing.T, e *Env) {
 						factors = append(factors, 1+5*float32(i)/float32(c.hd/2))
 					}
 				}
-				rotate := func(x []float32, pos, heads int) {
+				const eps = 1e-5
+				var qn, kn []float32
+				if v.norms {
+					qn, kn = e.randF32(c.hd), e.randF32(c.hd)
+				}
+				rotate := func(x []float32, pos, heads int, w []float32) {
+					for h := 0; w != nil && h < heads; h++ {
+						head := x[h*c.hd : (h+1)*c.hd]
+						cpu.RMSNorm(head, head, w, eps)
+					}
 					switch {
 					case v.layout == launch.Halves:
 						ropeHalves(x, pos, heads, c.hd, theta)
@@ -44,7 +57,10 @@ func RoPEAppendKV(t *testing.T, e *Env) {
 				table := e.floats(launch.RoPETable(s.st.MaxPos+1, c.hd, theta, factors))
 				qOut := e.alloc(4 * s.st.Rows * qd)
 				a := launch.RoPEKV{QOut: qOut, Q: qkv, LDQ: s.ld, K: qkv + launch.Ptr(4*qd), V: qkv + launch.Ptr(4*(qd+kd)),
-					LDKV: s.ld, NHeads: c.nHeads, Layer: s.layer, Layout: v.layout, Table: table}
+					LDKV: s.ld, NHeads: c.nHeads, Layer: s.layer, Layout: v.layout, Table: table, Eps: eps}
+				if v.norms {
+					a.QNorm, a.KNorm = e.floats(qn), e.floats(kn)
+				}
 				e.launch(launch.RoPEAppendKV(e.d, s.kv, lay, s.st, a))
 				got := e.readFloats(qOut, s.st.Rows*qd)
 				var gotQ, wantQ, gotKV, wantKV []float32
@@ -54,8 +70,8 @@ func RoPEAppendKV(t *testing.T, e *Env) {
 						pos := c.starts[i] + j
 						row := s.qkv[r*s.ld : (r+1)*s.ld]
 						q, k := append([]float32(nil), row[:qd]...), append([]float32(nil), row[qd:qd+kd]...)
-						rotate(q, pos, c.nHeads)
-						rotate(k, pos, c.kvHeads)
+						rotate(q, pos, c.nHeads, qn)
+						rotate(k, pos, c.kvHeads, kn)
 						wantQ = append(wantQ, q...)
 						gotQ = append(gotQ, got[r*qd:][:qd]...)
 						wantKV = append(append(wantKV, k...), row[qd+kd:qd+2*kd]...)
