@@ -212,7 +212,7 @@ func BenchmarkDotRows(b *testing.B) {
 	dst := make([]float32, rows)
 	for _, typ := range weightTypes {
 		w, rs := randWeights(b, rng, typ, rows, benchIn), rowBytes(typ, benchIn)
-		a := testActs(typ, x, benchIn)
+		a := testActs(typ, x, 1, benchIn)
 		ar := a.row(0, benchIn)
 		benchLevels(b, typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(w)))
