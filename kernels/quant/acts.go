@@ -19,6 +19,7 @@ type acts struct {
 	d  []float32 // per block: the scale
 	s  []float32 // Q8_0 family: d·Σqs per block, for Q4_1/Q5_1's minimums
 	bs []int16   // Q8_K: Σqs per 16 values, for the K-quants' offsets
+	dt []float32 // Q8_0 with the AVX2 four-row kernel: d block-major, dt[b*rows+r]
 
 	sums []int32 // Σqs per 16 values: quantizeBlocks' scratch
 }
@@ -116,6 +117,19 @@ func q8BlocksGo(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
 				s += int32(qb[j])
 			}
 			sums[(b*bsize+k)/16] = s
+		}
+	}
+}
+
+// scalesByBlock fills a.dt with the scales of a's rows (already
+// quantized) block-major: dt[b*rows+r] = d[r*nb+b], where the AVX2
+// four-row Q8_0 kernel loads four consecutive rows' at once.
+func (a *acts) scalesByBlock(rows int) {
+	nb := len(a.d) / rows
+	a.dt = slices.Grow(a.dt[:0], len(a.d))[:len(a.d)]
+	for r := range rows {
+		for b, d := range a.d[r*nb : (r+1)*nb] {
+			a.dt[b*rows+r] = d
 		}
 	}
 }

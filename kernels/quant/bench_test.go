@@ -212,7 +212,7 @@ func BenchmarkDotRows(b *testing.B) {
 	dst := make([]float32, rows)
 	for _, typ := range weightTypes {
 		w, rs := randWeights(b, rng, typ, rows, benchIn), rowBytes(typ, benchIn)
-		a := testActs(typ, x, benchIn)
+		a := testActs(typ, x, 1, benchIn)
 		ar := a.row(0, benchIn)
 		benchLevels(b, typ.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(w)))
@@ -254,8 +254,9 @@ func rowBytes(typ Type, in int) int {
 
 // BenchmarkMatMulQuads times a prompt's worth of rows (64) times a
 // 2048×768 weight (a 110M-class model's FFN, in L2 and L3) on one thread
-// below AVX-512, through the two-row AVX2 kernels ("pairs") and the
-// four-row ones that replace them ("quads"), side by side.
+// below AVX-512, through the two-row AVX2 kernels ("pairs"; Q8_0's
+// single-row one) and the four-row ones that replace them ("quads";
+// eight-row for Q8_0), side by side.
 func BenchmarkMatMulQuads(b *testing.B) {
 	const rows, out, in = 64, 2048, 768
 	saved, saved4 := have512, have4AVX2

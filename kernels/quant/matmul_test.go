@@ -113,7 +113,7 @@ func testMatMulBatchRows(t *testing.T) {
 			if err := NewMultiplier(nil).MatMul(dst, x, w, typ, rows, out, in); err != nil {
 				t.Fatal(err)
 			}
-			a := testActs(typ, x, rows*in)
+			a := testActs(typ, x, rows, in)
 			for r := range rows {
 				ar := a.row(r, in)
 				for o := range out {
@@ -128,13 +128,17 @@ func testMatMulBatchRows(t *testing.T) {
 	}
 }
 
-// testActs returns the first n values of x as weights of type t take
-// them: float32, or quantized to Q8_0 or Q8_K blocks.
-func testActs(t Type, x []float32, n int) acts {
+// testActs returns the first rows×in values of x as weights of type t
+// take them: float32, or quantized to Q8_0 (their scales block-major too)
+// or Q8_K blocks.
+func testActs(t Type, x []float32, rows, in int) acts {
 	a := acts{blk: actBlock(t)}
-	a.prepare(x, n)
+	a.prepare(x, rows*in)
 	if a.blk != 0 {
 		a.quantizeBlocks(x, 0, len(a.d))
+	}
+	if a.blk == QK && rows > 0 {
+		a.scalesByBlock(rows)
 	}
 	return a
 }
@@ -149,7 +153,7 @@ func raggedMatMuls(t *testing.T, rng *rand.Rand, typ Type, in, rows int, check f
 	for _, out := range []int{1, tileRows - 1, batchRows - 1, batchRows + 5, 2*batchRows + tileRows + 3} {
 		w := randWeights(t, rng, typ, out, in)
 		x := randRow(rng, rows*in)
-		a := testActs(typ, x, rows*in)
+		a := testActs(typ, x, rows, in)
 		for _, m := range []*Multiplier{NewMultiplier(nil), NewMultiplier(goroutineFor)} {
 			dst := make([]float32, rows*out)
 			if err := m.MatMul(dst, x, w, typ, rows, out, in); err != nil {

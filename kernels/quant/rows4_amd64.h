@@ -24,6 +24,29 @@
 	MOVQ nb+24(FP), CX; \
 	X4STRIDES(5)
 
+// Q8XSTART starts the AVX2 multi-row Q8_0 kernels, func(w *byte, a
+// *int8, dt *float32, dtStride, nb, nr int, dst *float32, dstStride int):
+// word ones in Y15 (simd_amd64.s' ONES16), SI the weights, the row count
+// and output pointer in the frame (X4ROWSTART), AX the scales' block
+// stride in bytes.
+#define Q8XSTART \
+	ONES16; \
+	MOVQ w+0(FP), SI; \
+	X4ROWSTART(nr+40(FP), dst+48(FP)); \
+	MOVQ dtStride+24(FP), AX; \
+	SHLQ $2, AX
+
+// Q8XROWS sets the Q8_0 multi-row kernels' pointers for a weight row: DI
+// the first activation row's quants, DX its scales (block-major), CX the
+// blocks, R8 the rows' stride (32·nb bytes) and R9 three times it.
+#define Q8XROWS \
+	MOVQ a+8(FP), DI; \
+	MOVQ dt+16(FP), DX; \
+	MOVQ nb+32(FP), CX; \
+	MOVQ CX, R8; \
+	SHLQ $5, R8; \
+	LEAQ (R8)(R8*2), R9
+
 // X4STRIDES sets the activation rows' strides from the blocks in CX: R8
 // = CX<<qshift bytes of quants, R10 = 4·CX of scales, R9 and R11 three
 // of each, R12 zero.

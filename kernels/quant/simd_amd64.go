@@ -169,8 +169,15 @@ func dotQ6Kx8AVX512(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *f
 // The AVX2 four-row kernels: the AVX-512 ones' contract (see
 // dotQ8_0x4AVX512, dotQ4Kx4AVX512) on 32-byte registers.
 
+// dotQ8_0x4AVX and dotQ8_0x8AVX take the activations' scales block-major
+// (acts.dt, from row r on, dtStride floats per block), so one load brings
+// the four or eight rows'.
+//
 //go:noescape
-func dotQ8_0x4AVX(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
+func dotQ8_0x4AVX(w *byte, a *int8, dt *float32, dtStride, nb, nr int, dst *float32, dstStride int)
+
+//go:noescape
+func dotQ8_0x8AVX(w *byte, a *int8, dt *float32, dtStride, nb, nr int, dst *float32, dstStride int)
 
 //go:noescape
 func dotQ4Kx4AVX(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
@@ -338,8 +345,8 @@ func dot2SIMD(t Type, w []byte, a *acts, r, in int, dst []float32, stride int) b
 // least the number of weight rows. An eight-row kernel's results equal
 // the four-row one's bit for bit. It returns false for a type without
 // such a kernel on this CPU (AVX-512: Q8_0, Q4_0 and the K-quants, four
-// or eight rows; AVX2: Q8_0 and the K-quants, four rows), leaving dst
-// alone.
+// or eight rows; AVX2: Q8_0 four or eight rows, the K-quants four),
+// leaving dst alone.
 func dotNSIMD(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
 	switch t {
 	case Q8_0, Q4_0, Q4_K, Q5_K, Q6_K:
@@ -398,11 +405,16 @@ func dotNSIMD(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride
 // kernels that take those rows without it.
 var have4AVX2 = haveSIMD
 
-// dot4AVX is dotNSIMD below AVX-512: four rows of Q8_0 or a K-quant
-// through the AVX2 four-row kernels, whose results equal the pure-Go
-// ones up to float rounding (the integer sums exact in both).
+// q8ScalesByBlock reports whether MatMul keeps a block-major copy of the
+// Q8_0 activations' scales (acts.dt) for the AVX2 multi-row Q8_0 kernels.
+func q8ScalesByBlock() bool { return have4AVX2 && !have512 }
+
+// dot4AVX is dotNSIMD below AVX-512: eight or four rows of Q8_0, or four
+// of a K-quant, through the AVX2 multi-row kernels, whose results equal
+// the pure-Go ones up to float rounding (the integer sums exact in both);
+// Q8_0's equal its single-row kernel's bit for bit.
 func dot4AVX(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
-	if !have4AVX2 || n != 4 || t == Q4_0 {
+	if !have4AVX2 || t == Q4_0 || n != 4 && (n != 8 || t != Q8_0) {
 		return false
 	}
 	nb := in / a.blk
@@ -411,11 +423,17 @@ func dot4AVX(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride 
 		panic("quant: dotNSIMD's output rows overlap")
 	}
 	// The bounds of the last rows checked, the assembly reads inside them.
-	_, _, _ = w[nr*nb*t.BlockBytes()-1], dst[3*stride+nr-1], a.d[(r+4)*nb-1]
-	_ = a.qs[(r+4)*in-1]
+	_, _, _ = w[nr*nb*t.BlockBytes()-1], dst[(n-1)*stride+nr-1], a.d[(r+n)*nb-1]
+	_ = a.qs[(r+n)*in-1]
 	q, d := &a.qs[r*in], &a.d[r*nb]
 	if t == Q8_0 {
-		dotQ8_0x4AVX(&w[0], q, d, nb, nr, &dst[0], stride)
+		rows := len(a.d) / nb
+		_ = a.dt[(nb-1)*rows+r+n-1]
+		if n == 8 {
+			dotQ8_0x8AVX(&w[0], q, &a.dt[r], rows, nb, nr, &dst[0], stride)
+		} else {
+			dotQ8_0x4AVX(&w[0], q, &a.dt[r], rows, nb, nr, &dst[0], stride)
+		}
 		return true
 	}
 	_ = a.bs[(r+4)*in/16-1]

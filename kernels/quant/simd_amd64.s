@@ -1312,82 +1312,186 @@ TEXT ·dotQ6Kx4AVX(SB), NOSPLIT, $16-64
 	KX4ROWS(Q6X4BLOCK, 210, Y4, Y5, Y6, Y7)
 	RET
 
-// Q8X4ROW adds the Q8_0 block loaded by Q8X4BLOCK times the activation
-// row at (DI)(aidx), scale (DX)(didx), to acc: the signed products as
-// |w|·(a·sign w) through VPMADDUBSW (see SDOT), the block's d in Y8.
-// Clobbers Y11, Y12.
-#define Q8X4ROW(aidx, didx, acc) \
-	VMOVDQU      (DI)(aidx), Y11; \
-	VPSIGNB      Y9, Y11, Y11; \
-	VPMADDUBSW   Y11, Y10, Y11; \
-	VPMADDWD     Y15, Y11, Y11; \
-	VCVTDQ2PS    Y11, Y11; \
-	VBROADCASTSS (DX)(didx), Y12; \
-	VMULPS       Y8, Y12, Y12; \
-	VFMADD231PS  Y12, Y11, acc
+// The Q8_0 kernels below sum each block's 32 products with an activation
+// row exactly in int32 (VPMADDUBSW, VPMADDWD, then VPHADDD across the
+// rows' registers and the two 128-bit lanes added), and add it to the
+// row's one float sum as acc += float(sum)·(d_w·d_a), one lane per row.
+// The integer sums are exact in any order, so the eight- and four-row
+// kernels give a row the same bits as the single-row one (MatMul's batch
+// invariance), while they scale eight or four rows' sums with one
+// multiply and one FMA: two multiply-pipe ops per block and row for the
+// products and a quarter or half of one for the scaling, where an FMA and
+// a multiply per row took two.
 
-// func dotQ8_0x4AVX(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
-// is dotQ8_0AVX for four activation rows: out[r][o] for r < 4, o < nr,
-// each block's d, quants and their signs loaded once for the four.
-TEXT ·dotQ8_0x4AVX(SB), NOSPLIT, $16-56
-	ONES16
-	MOVQ w+0(FP), SI
-	X4ROWSTART(nr+32(FP), dst+40(FP))
+// Q8INT sets dst to the eight int32 sums of the Q8_0 block at Y13 (|w|
+// in Y12) times the activations at src: the signed products as
+// |w|·(a·sign w) through VPMADDUBSW, pairs of words added by VPMADDWD
+// (Y15: word ones).
+#define Q8INT(src, dst) \
+	VMOVDQU    src, dst; \
+	VPSIGNB    Y13, dst, dst; \
+	VPMADDUBSW dst, Y12, dst; \
+	VPMADDWD   Y15, dst, dst
+
+// Q8INT4 sets h to the block sums of the four activation rows at base,
+// base+R8, base+2·R8 and base+R9, half in each 128-bit lane: lane r of
+// each lane the sum of row r's values there. Clobbers t1-t3. (Six
+// unpacks and three adds in place of the VPHADDDs measured the same.)
+#define Q8INT4(base, h, t1, t2, t3) \
+	Q8INT((base), h); \
+	Q8INT((base)(R8*1), t1); \
+	Q8INT((base)(R8*2), t2); \
+	Q8INT((base)(R9*1), t3); \
+	VPHADDD t1, h, h; \
+	VPHADDD t3, t2, t2; \
+	VPHADDD t2, h, h
+
+// Q8WEIGHTS loads the Q8_0 block at SI for Q8INT: its quants in Y13,
+// their magnitudes in Y12, and its d, as float32, broadcast into dreg.
+#define Q8WEIGHTS(xd, dreg) \
+	VMOVDQU      2(SI), Y13; \
+	VPSIGNB      Y13, Y13, Y12; \
+	VPBROADCASTW (SI), xd; \
+	VCVTPH2PS    xd, dreg
+
+// Q8XSTEP moves the multi-row kernels to the next block (AX: the scales'
+// block stride in bytes) and loops to label while blocks remain.
+#define Q8XSTEP(label) \
+	ADDQ $34, SI; \
+	ADDQ $32, DI; \
+	ADDQ AX, DX; \
+	DECQ CX; \
+	JNZ  label
+
+// Q8XSTORE4 stores the four floats of xreg into four output rows from
+// (R13) on, R12 bytes apart (R11 three times that).
+#define Q8XSTORE4(xreg) \
+	VMOVSS     xreg, (R13); \
+	VEXTRACTPS $1, xreg, (R13)(R12*1); \
+	VEXTRACTPS $2, xreg, (R13)(R12*2); \
+	VEXTRACTPS $3, xreg, (R13)(R11*1)
+
+// func dotQ8_0x4AVX(w *byte, a *int8, dt *float32, dtStride, nb, nr int, dst *float32, dstStride int)
+// is dotQ8_0AVX for four activation rows: out[r][o] for r < 4, o < nr.
+// The rows' quants are 32·nb bytes apart; their scales are block-major,
+// block b's four at dt[b·dtStride:], so one 16-byte load brings them.
+// Each weight block's d, quants and their signs are loaded once for the
+// four rows.
+TEXT ·dotQ8_0x4AVX(SB), NOSPLIT, $16-64
+	Q8XSTART
 
 q8x4row:
-	X4ROWPTRS
-	KXZERO(Y4, Y5, Y6, Y7)
+	Q8XROWS
+	VXORPS X4, X4, X4
 
 q8x4block:
-	VPBROADCASTW (SI), X8
-	VCVTPH2PS    X8, Y8
-	VMOVDQU      2(SI), Y9
-	VPSIGNB      Y9, Y9, Y10
-	Q8X4ROW(R12*1, R12*1, Y4)
-	Q8X4ROW(R8*1, R10*1, Y5)
-	Q8X4ROW(R8*2, R10*2, Y6)
-	Q8X4ROW(R9*1, R11*1, Y7)
-	ADDQ $34, SI
-	ADDQ $32, DI
-	ADDQ $4, DX
-	DECQ CX
-	JNZ  q8x4block
+	Q8WEIGHTS(X14, X14)
+	Q8INT4(DI, Y0, Y1, Y2, Y3)
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD       X1, X0, X0
+	VCVTDQ2PS    X0, X0
+	VMULPS       (DX), X14, X14
+	VFMADD231PS  X14, X0, X4
+	Q8XSTEP(q8x4block)
 
-	X4NEXT(Y4, Y5, Y6, Y7, dstStride+48(FP))
+	X4OUT(dstStride+56(FP))
+	Q8XSTORE4(X4)
+	X4ROWDONE
 	JNZ q8x4row
+	VZEROUPPER
+	RET
+
+// func dotQ8_0x8AVX(w *byte, a *int8, dt *float32, dtStride, nb, nr int, dst *float32, dstStride int)
+// is dotQ8_0x4AVX for eight activation rows, bit for bit its sums: one
+// 32-byte load brings a block's eight scales, one multiply and one FMA
+// scale the eight rows' sums.
+TEXT ·dotQ8_0x8AVX(SB), NOSPLIT, $16-64
+	Q8XSTART
+
+q8x8row:
+	Q8XROWS
+	LEAQ   (DI)(R8*4), R10
+	VXORPS Y4, Y4, Y4
+
+q8x8block:
+	Q8WEIGHTS(X14, Y14)
+	Q8INT4(DI, Y0, Y1, Y2, Y3)
+	Q8INT4(R10, Y5, Y1, Y2, Y3)
+	VPERM2I128  $0x20, Y5, Y0, Y1
+	VPERM2I128  $0x31, Y5, Y0, Y2
+	VPADDD      Y2, Y1, Y1
+	VCVTDQ2PS   Y1, Y1
+	VMULPS      (DX), Y14, Y14
+	VFMADD231PS Y14, Y1, Y4
+	ADDQ        $32, R10
+	Q8XSTEP(q8x8block)
+
+	X4OUT(dstStride+56(FP))
+	Q8XSTORE4(X4)
+	LEAQ         (R13)(R12*4), R13
+	VEXTRACTF128 $1, Y4, X4
+	Q8XSTORE4(X4)
+	X4ROWDONE
+	JNZ          q8x8row
 	VZEROUPPER
 	RET
 
 // func dotQ8_0AVX(w *byte, a *int8, ad *float32, nb, nr int, dst *float32)
 // sets dst[o] to the dot product of Q8_0 weight row o (nb blocks) with
-// the Q8_0 activations a (scales ad), for o < nr: dotQ8_0x4AVX's loop and
-// its operations for one activation row, so a row's sums are the same
-// bits whether one or four rows are multiplied (MatMul's batch
-// invariance).
-TEXT ·dotQ8_0AVX(SB), NOSPLIT, $16-48
+// the Q8_0 activations a (scales ad), for o < nr, two weight rows at a
+// time (ROWPAIRS' pairs, two memory streams): the multi-row kernels' sums
+// and operations for one activation row, so a row's results are the same
+// bits whether one, four or eight rows are multiplied. The pair's sums
+// share registers: lane 0 the first row's, lane 1 the second's.
+TEXT ·dotQ8_0AVX(SB), NOSPLIT, $0-48
 	ONES16
 	MOVQ w+0(FP), SI
-	X4ROWSTART(nr+32(FP), dst+40(FP))
+	MOVQ nr+32(FP), R12
+	MOVQ dst+40(FP), R13
+	PAIRSTART(nb+24(FP), 34, BX)
 
-q8x1row:
-	X4ROWPTRS
-	VXORPS Y4, Y4, Y4
+rows2:
+	LEAQ   (SI)(R11*1), R9
+	MOVQ   a+8(FP), DI
+	MOVQ   ad+16(FP), DX
+	MOVQ   nb+24(FP), CX
+	VXORPS X4, X4, X4
 
 q8x1block:
-	VPBROADCASTW (SI), X8
-	VCVTPH2PS    X8, Y8
-	VMOVDQU      2(SI), Y9
-	VPSIGNB      Y9, Y9, Y10
-	Q8X4ROW(R12*1, R12*1, Y4)
-	ADDQ $34, SI
-	ADDQ $32, DI
-	ADDQ $4, DX
-	DECQ CX
-	JNZ  q8x1block
+	VMOVDQU      (DI), Y10
+	VMOVDQU      2(SI), Y13
+	VPSIGNB      Y13, Y13, Y12
+	VPSIGNB      Y13, Y10, Y0
+	VPMADDUBSW   Y0, Y12, Y0
+	VPMADDWD     Y15, Y0, Y0
+	VMOVDQU      2(R9), Y13
+	VPSIGNB      Y13, Y13, Y12
+	VPSIGNB      Y13, Y10, Y1
+	VPMADDUBSW   Y1, Y12, Y1
+	VPMADDWD     Y15, Y1, Y1
+	VPHADDD      Y1, Y0, Y0
+	VPHADDD      Y0, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD       X1, X0, X0
+	VCVTDQ2PS    X0, X0
+	MOVWLZX      (SI), AX
+	MOVWLZX      (R9), R8
+	SHLL         $16, R8
+	ORL          R8, AX
+	VMOVD        AX, X14
+	VCVTPH2PS    X14, X14
+	VBROADCASTSS (DX), X11
+	VMULPS       X11, X14, X14
+	VFMADD231PS  X14, X0, X4
+	ADDQ         $34, SI
+	ADDQ         $34, R9
+	ADDQ         $32, DI
+	ADDQ         $4, DX
+	DECQ         CX
+	JNZ          q8x1block
 
-	MOVQ outp-16(SP), R13
-	X4STORE(Y4, (R13))
-	X4ROWDONE
-	JNZ q8x1row
-	VZEROUPPER
+	VMOVSHDUP X4, X8
+	VMOVSS    X4, (R13)
+	VMOVSS    X8, (R13)(BX*4)
+	PAIREND(BX)
 	RET

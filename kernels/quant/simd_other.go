@@ -23,3 +23,6 @@ func dequantSIMD(Type, []float32, []byte) int { return 0 }
 
 // dotNSIMD has no four- or eight-row kernels to offer in this build.
 func dotNSIMD(int, Type, []byte, *acts, int, int, []float32, int) bool { return false }
+
+// q8ScalesByBlock is false in this build: no kernel reads acts.dt.
+func q8ScalesByBlock() bool { return false }

@@ -33,7 +33,7 @@ func testSIMDMatchesGo(t *testing.T) {
 			for trial := range 20 {
 				w := trialWeights(t, rng, typ, in, trial)
 				x := randRow(rng, in)
-				a := testActs(typ, x, in)
+				a := testActs(typ, x, 1, in)
 				ar := a.row(0, in)
 				got, ok := dotSIMD(typ, w, &ar)
 				if !ok {
@@ -135,7 +135,7 @@ func TestDot2MatchesGo(t *testing.T) {
 			}
 			scrubNonFinite(typ, w)
 			x := randRow(rng, 2*in)
-			a := testActs(typ, x, 2*in)
+			a := testActs(typ, x, 2, in)
 			a0, a1 := a.row(0, in), a.row(1, in)
 			var got [2]float32
 			if !dot2SIMD(typ, w, &a, 0, in, got[:], 1) {
@@ -164,7 +164,7 @@ func testDot4MatchesGo(t *testing.T) {
 				for trial := range 4 {
 					w := trialWeights(t, rng, typ, in, trial)
 					x := randRow(rng, n*in)
-					a := testActs(typ, x, n*in)
+					a := testActs(typ, x, n, in)
 					got := make([]float32, n)
 					if !dotNSIMD(n, typ, w, &a, 0, in, got, 1) {
 						break
@@ -199,7 +199,7 @@ func testDotRowsMatchesGo(t *testing.T) {
 			}
 			scrubNonFinite(typ, w)
 			x := randRow(rng, in)
-			a := testActs(typ, x, in)
+			a := testActs(typ, x, 1, in)
 			ar := a.row(0, in)
 			got := make([]float32, nr)
 			if !dotRowsSIMD(typ, w, &ar, got) {
