@@ -47,6 +47,7 @@ type Vocab struct {
 	// tokChars-nodeChars.
 	tokChars  []int32
 	nodeChars []int32
+	bulk      *bulkSets
 }
 
 // NewVocab builds the trie of src's tokens. stops are the tokens that end
@@ -136,6 +137,7 @@ func NewVocab(src TokenSource, stops []int32) *Vocab {
 	}
 	v.below, v.chars, v.kinds = sum.intern()
 	v.nodeChars = sum.prefix
+	v.bulk = newBulkSets(v)
 	return v
 }
 
@@ -157,6 +159,7 @@ type Constraint struct {
 	class  [256]uint8 // g.partition()
 	nclass int        // the number of classes
 	coarse bool       // coarse(&class)
+	noBulk bool       // tests: masks without the bulk path
 
 	mu         sync.Mutex
 	cache      map[string][]uint64
@@ -340,11 +343,18 @@ type walker struct {
 	keyTmp  []byte
 	rep     []byte  // kindNext's scratch
 	chains  []chain // span's knowledge, by state (wstate.chain)
+	// The bulk path's scratch: the chain's states, the tokens (trie
+	// order) it leaves to the walk, and those it cannot allow.
+	levels    []int32
+	undecided []uint64
+	bad       []uint64
+	filter    bool // walk only subtrees holding undecided tokens
 }
 
 type wstate struct {
 	off, n   int32 // leaves[off:off+n]
 	elected  bool  // succ is elected (see elect)
+	chained  bool  // a level of the bulk path's chain
 	succ     int32 // the uniform successor, -1 if none
 	uni, not kindSet
 	dead     kindSet // of not, those refused
@@ -431,7 +441,9 @@ func (m *Matcher) computeMask(mask []uint64) bool {
 	defer func() { m.s.frames = m.s.frames[:mark] }()
 	w.reset(&m.s, c)
 	w.mask = mask
-	w.walk(v, 0, w.intern(m.leaves, m.end))
+	root := w.intern(m.leaves, m.end)
+	w.filter = !c.noBulk && w.bulk(v, root)
+	w.walk(v, 0, root)
 	w.mask = nil
 	if w.aborted {
 		clear(mask)
@@ -444,6 +456,9 @@ func (m *Matcher) computeMask(mask []uint64) bool {
 // walk marks the tokens below trie node n reachable from state id.
 func (w *walker) walk(v *Vocab, n, id int32) {
 	for ch := n + 1; ch < v.next[n] && !w.aborted; ch = v.next[ch] {
+		if w.filter && !anyIn(w.undecided, v.tokAt[ch], v.tokAt[v.next[ch]]) {
+			continue // bulk decided every token below
+		}
 		nid := w.next(id, v.edge[ch])
 		if nid < 0 {
 			continue
@@ -456,7 +471,9 @@ func (w *walker) walk(v *Vocab, n, id int32) {
 		// usually leads to one same state, level after level: then the
 		// whole subtree is allowed without walking it, or (a string
 		// with a maximum length) the tokens short enough.
-		if v.next[ch]-ch > minSkipNodes {
+		// On the bulk path's chain, a subtree the walk enters holds a
+		// token bulk could not decide, and span would fail on it too.
+		if v.next[ch]-ch > minSkipNodes && !(w.filter && w.states[nid].chained) {
 			if all, limit := w.span(v, ch, nid); all {
 				w.set(v, v.tokAt[ch+1], v.tokAt[v.next[ch]])
 				continue

@@ -1,0 +1,401 @@
+package grammar
+
+import (
+	"cmp"
+	"math/bits"
+	"slices"
+	"unicode/utf8"
+)
+
+// Inside a string most of a large vocabulary is allowed or refused for
+// reasons that do not depend on where in the trie a token sits: a token
+// of letters is allowed while the string has room for it, one with a
+// control character never is. The trie walk pays a node for each such
+// token; the bulk path decides them with bitsets over the whole
+// vocabulary, as xgrammar and llguidance split tokens into context-
+// independent ones and the rest, and walks the trie only down to the
+// tokens it cannot decide (those with a quote or a backslash, and those
+// that are not whole UTF-8 characters).
+
+// bulkSets are a Vocab's token bitsets for the bulk path. Bitsets in
+// token ID order have Vocab.MaskWords words; those in trie order (bit i
+// is Vocab.toks[i]) have (len(toks)+63)/64.
+type bulkSets struct {
+	// ascii[c]: the clean tokens holding character c, in ID order; nil
+	// when none does. asciiT is the same in trie order.
+	ascii, asciiT [128][]uint64
+	// nonASCII(T): the clean tokens holding a multi-byte character.
+	nonASCII, nonASCIIT []uint64
+	// multi: the kinds of the multi-byte characters clean tokens hold.
+	multi kindSet
+	// at[i]: the kinds clean tokens hold as their character i (the last
+	// one: i or later), from[i] at i or later. A character's role
+	// matters only at the levels it is met at.
+	at, from [maxBulkLevels + 1]kindSet
+	// clean: the tokens in the trie whose bytes are whole valid UTF-8
+	// characters, perhaps ending with the start of one (a partial
+	// character), in ID order. partialT: those with a partial character;
+	// invalidT: the tokens that are not clean; both in trie order.
+	clean, partialT, invalidT []uint64
+	// partials: the trie indexes of the tokens with a partial character,
+	// partialAt the characters before it.
+	partials, partialAt []int32
+	// atMost[c]: the clean tokens of at most c characters (a partial
+	// one counts) in ID order,
+	// for c < len(atMost); long: the longer ones, by characters, with
+	// longChars their counts.
+	atMost    [][]uint64
+	long      []int32
+	longChars []int32
+}
+
+// bulkCounts is how many character counts get a bitset of their own
+// (bulkSets.atMost); longer tokens are listed.
+const bulkCounts = 33
+
+// newBulkSets builds v's bulk bitsets. REQUIRES: v's trie is built.
+func newBulkSets(v *Vocab) *bulkSets {
+	words, wordsT := v.MaskWords(), (len(v.toks)+63)/64
+	b := &bulkSets{clean: make([]uint64, words), invalidT: make([]uint64, wordsT), partialT: make([]uint64, wordsT),
+		atMost: make([][]uint64, bulkCounts)}
+	chars := make([]int32, len(v.toks)) // characters of toks[i] (a partial one counts), -1 if invalid
+	var ext []int                       // kinds a partial character may become
+	for i, id := range v.toks {
+		p := v.piece(id)
+		whole, ext := wholePrefix(p, ext[:0])
+		if whole < len(p) && len(ext) == 0 {
+			chars[i] = -1
+			setBit(b.invalidT, int32(i))
+			continue
+		}
+		setBit(b.clean, id)
+		n := int32(0)
+		for j := 0; j < whole; n++ {
+			if p[j] < utf8.RuneSelf {
+				b.at[min(n, maxBulkLevels)].add(int(p[j]))
+				c := p[j]
+				if b.ascii[c] == nil {
+					b.ascii[c], b.asciiT[c] = make([]uint64, words), make([]uint64, wordsT)
+				}
+				setBit(b.ascii[c], id)
+				setBit(b.asciiT[c], int32(i))
+				j++
+				continue
+			}
+			_, size := utf8.DecodeRune(p[j:])
+			b.addMulti(v, id, int32(i), n, charKind(p[j:j+size]))
+			j += size
+		}
+		if whole < len(p) {
+			setBit(b.partialT, int32(i))
+			b.partials = append(b.partials, int32(i))
+			b.partialAt = append(b.partialAt, n)
+			for _, k := range ext {
+				b.addMulti(v, id, int32(i), n, k)
+			}
+			n++
+		}
+		chars[i] = n
+	}
+	for c := range b.atMost {
+		b.atMost[c] = make([]uint64, words)
+	}
+	var long []int32 // trie indexes of the long tokens
+	for i, n := range chars {
+		if n >= bulkCounts {
+			long = append(long, int32(i))
+		} else if n >= 0 {
+			setBit(b.atMost[n], v.toks[i])
+		}
+	}
+	slices.SortStableFunc(long, func(a, c int32) int { return cmp.Compare(chars[a], chars[c]) })
+	for _, i := range long {
+		b.long = append(b.long, v.toks[i])
+		b.longChars = append(b.longChars, chars[i])
+	}
+	b.from[maxBulkLevels] = b.at[maxBulkLevels]
+	for i := maxBulkLevels - 1; i >= 0; i-- {
+		b.from[i] = b.at[i]
+		b.from[i].or(&b.from[i+1])
+	}
+	for c := 1; c < bulkCounts; c++ {
+		for w, x := range b.atMost[c-1] {
+			b.atMost[c][w] |= x
+		}
+	}
+	return b
+}
+
+// addMulti records that token id (trie index i) holds, as character n,
+// one of kind k (a multi-byte kind).
+func (b *bulkSets) addMulti(v *Vocab, id, i, n int32, k int) {
+	b.multi.add(k)
+	b.at[min(n, maxBulkLevels)].add(k)
+	if b.nonASCII == nil {
+		b.nonASCII, b.nonASCIIT = make([]uint64, v.MaskWords()), make([]uint64, (len(v.toks)+63)/64)
+	}
+	setBit(b.nonASCII, id)
+	setBit(b.nonASCIIT, i)
+}
+
+// wholePrefix returns how many bytes of p are whole valid characters
+// and, when the rest is the start of a valid character, the kinds that
+// character may become (appended to ext); none when p is not whole
+// characters and such a start.
+func wholePrefix(p []byte, ext []int) (int, []int) {
+	whole := 0
+	for whole < len(p) {
+		r, size := utf8.DecodeRune(p[whole:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		whole += size
+	}
+	rest := p[whole:]
+	if len(rest) == 0 || len(rest) > 3 {
+		return whole, ext
+	}
+	// Complete rest with each class of continuation byte: the valid
+	// completions are the kinds it may become.
+	var buf [4]byte
+	need := 0
+	switch c := rest[0]; {
+	case c >= 0xC2 && c <= 0xDF:
+		need = 2
+	case c >= 0xE0 && c <= 0xEF:
+		need = 3
+	case c >= 0xF0 && c <= 0xF4:
+		need = 4
+	}
+	if need <= len(rest) {
+		return whole, ext
+	}
+	combos := 1
+	for range need - len(rest) {
+		combos *= len(contRep)
+	}
+	for x := range combos {
+		ch := append(buf[:0], rest...)
+		for y := x; len(ch) < need; y /= len(contRep) {
+			ch = append(ch, contRep[y%len(contRep)])
+		}
+		if r, size := utf8.DecodeRune(ch); size == need && r != utf8.RuneError {
+			ext = append(ext, charKind(ch))
+		}
+	}
+	return whole, ext
+}
+
+func setBit(s []uint64, i int32) { s[i>>6] |= 1 << (i & 63) }
+
+// anyIn reports whether s has a bit in [from, to).
+func anyIn(s []uint64, from, to int32) bool {
+	if from >= to {
+		return false
+	}
+	fw, lw := from>>6, (to-1)>>6
+	lo := ^uint64(0) << (from & 63)
+	hi := ^uint64(0) >> (63 - (to-1)&63)
+	if fw == lw {
+		return s[fw]&lo&hi != 0
+	}
+	if s[fw]&lo != 0 || s[lw]&hi != 0 {
+		return true
+	}
+	for _, x := range s[fw+1 : lw] {
+		if x != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// maxBulkLevels bounds the chain of uniform successors the bulk path
+// follows: a string longer than this is walked.
+const maxBulkLevels = 64
+
+// minBulkKinds is the fewest ASCII characters that must lead from the
+// root to its uniform successor for the bulk path to pay: inside strings
+// nearly all do, elsewhere a handful.
+const minBulkKinds = 32
+
+// charRole is what a character kind does along a chain of uniform
+// successors.
+type charRole uint8
+
+const (
+	roleKeep charRole = iota // uniform at every level under the bound, refused at the bound
+	roleDead                 // refused at every level
+	roleExit                 // anything else: the walk decides
+)
+
+// bulk fills w.mask with the tokens that the chain of uniform successors
+// from state root decides, and w.undecided (trie order) with the tokens
+// it does not; it reports false, doing nothing, when root is not inside
+// something string-like enough for that to pay. A token of whole
+// characters is allowed when each of its characters is a keep character
+// and it has at most bound characters (bound < 0: any number); refused
+// when it holds only keep and dead characters otherwise; undecided when
+// it holds an exit character or is not whole characters.
+func (w *walker) bulk(v *Vocab, root int32) bool {
+	b := v.bulk
+	// Follow the chain: levels[i] is the state after i characters.
+	levels := w.levels[:0]
+	bound := -1
+	for s := root; ; {
+		levels = append(levels, s)
+		if len(levels) > maxBulkLevels {
+			w.levels = levels
+			return false
+		}
+		if !w.states[s].elected {
+			w.elect(s)
+		}
+		next := w.states[s].succ
+		if next < 0 {
+			bound = len(levels) - 1
+			break
+		}
+		if next == s {
+			break
+		}
+		s = next
+	}
+	w.levels = levels
+	if w.aborted {
+		return false
+	}
+	for _, s := range levels {
+		w.states[s].chained = true
+	}
+	role := func(k int) charRole {
+		keep, dead := true, true
+		last := len(levels) - 1
+		for i, s := range levels {
+			// Level i is met by the characters at i; a loop's last
+			// level by every later character too.
+			if need := b.at[i].has(k) || bound < 0 && i == last && b.from[i].has(k); !need {
+				continue
+			}
+			var n int32
+			if k < 128 {
+				n = w.next(s, byte(k))
+			} else {
+				n = w.kindNext(s, k)
+			}
+			uni, d := n >= 0 && n == w.states[s].succ, n < 0
+			if i == bound { // keep characters are refused here
+				keep = keep && d
+			} else {
+				keep = keep && uni
+			}
+			dead = dead && d
+			if !keep && !dead {
+				return roleExit
+			}
+		}
+		switch {
+		case keep:
+			return roleKeep
+		case dead:
+			return roleDead
+		}
+		return roleExit
+	}
+	var roles [128]charRole
+	keeps := 0
+	for c := range 128 {
+		if b.ascii[c] == nil {
+			continue
+		}
+		roles[c] = role(c)
+		if roles[c] == roleKeep {
+			keeps++
+		}
+	}
+	if keeps < minBulkKinds || w.aborted {
+		return false
+	}
+	// Multi-byte characters count as one: keep when all are, dead when
+	// all are, else exit (also for a grammar that is not coarse, where a
+	// kind's representative does not stand for its characters).
+	multi := roleKeep
+	if b.nonASCII != nil {
+		multi = roleExit
+		if w.coarse {
+			keep, dead := true, true
+			for i, word := range b.multi {
+				for ; word != 0; word &= word - 1 {
+					r := role(i*64 + bits.TrailingZeros64(word))
+					keep = keep && r == roleKeep
+					dead = dead && r == roleDead
+				}
+			}
+			if keep {
+				multi = roleKeep
+			} else if dead {
+				multi = roleDead
+			}
+		}
+		if w.aborted {
+			return false
+		}
+	}
+	// Undecided, in trie order: not whole characters, or an exit.
+	und := append(w.undecided[:0], b.invalidT...)
+	for c, r := range roles {
+		if r == roleExit && b.asciiT[c] != nil {
+			orInto(und, b.asciiT[c])
+		}
+	}
+	switch {
+	case multi == roleExit:
+		orInto(und, b.nonASCIIT)
+	case multi == roleDead:
+		orInto(und, b.partialT) // the start of a refused character may pass
+	case bound >= 0:
+		// A partial character at the bound: refused characters of its
+		// kinds may be refused only at a later byte.
+		for i, at := range b.partialAt {
+			if int(at) == bound {
+				setBit(und, b.partials[i])
+			}
+		}
+	}
+	w.undecided = und
+	// Allowed: whole characters, all keep, within the bound.
+	bad := slices.Grow(w.bad[:0], len(w.mask))[:len(w.mask)]
+	clear(bad)
+	for c, r := range roles {
+		if r != roleKeep && b.ascii[c] != nil {
+			orInto(bad, b.ascii[c])
+		}
+	}
+	if multi != roleKeep {
+		orInto(bad, b.nonASCII)
+	}
+	w.bad = bad
+	short := b.atMost[bulkCounts-1]
+	if bound >= 0 && bound < bulkCounts {
+		short = b.atMost[bound]
+	}
+	for i, x := range b.clean {
+		w.mask[i] |= x & short[i] &^ bad[i]
+	}
+	for i, id := range b.long {
+		if bound >= 0 && int(b.longChars[i]) > bound {
+			break
+		}
+		if b.clean[id>>6]&^bad[id>>6]>>(id&63)&1 != 0 {
+			setBit(w.mask, id)
+		}
+	}
+	return true
+}
+
+// orInto sets in dst the bits of src.
+func orInto(dst, src []uint64) {
+	for i, x := range src {
+		dst[i] |= x
+	}
+}
