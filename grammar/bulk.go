@@ -266,7 +266,7 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 		return false
 	}
 	for _, s := range levels {
-		w.states[s].chained = true
+		w.states[s].chained = w.gen
 	}
 	role := func(k int) charRole {
 		keep, dead := true, true

@@ -186,9 +186,19 @@ func compileMaskGrammar(t testing.TB, i int) *Grammar {
 	return g
 }
 
+// forgetMasks empties c's mask cache, so the next Mask computes, with
+// what c's walker learnt before.
+func (c *Constraint) forgetMasks() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.cache)
+	c.cacheBytes = 0
+}
+
 // FuzzMask walks random allowed tokens of a UTF-8-heavy vocabulary
 // through each grammar with a fresh (empty) mask cache at every step, and
-// compares every mask, with and without the bulk path, with asking
+// compares every mask, with and without the bulk path and with the
+// tables a Constraint's walker learnt at the earlier steps, with asking
 // Allowed (which advances the matcher over the token's bytes, not the
 // trie) of every token; and the bulk path's own decisions with Allowed.
 func FuzzMask(f *testing.F) {
@@ -206,18 +216,23 @@ func FuzzMask(f *testing.F) {
 		rng := rand.New(rand.NewPCG(seed, 2))
 		m := NewConstraint(g, voc).NewMatcher()
 		name := maskGrammars[int(which)%len(gs)].name
+		warm := NewConstraint(g, voc) // keeps its walker's tables, not its masks
 		for step := 0; step < 12; step++ {
 			checkBulk(t, m, name)
 			m.c = NewConstraint(g, voc) // cold: no cached mask
 			m.c.noBulk = true
 			walked := m.Mask()
+			m.c = warm
+			warm.forgetMasks()
+			learnt := m.Mask()
 			m.c = NewConstraint(g, voc)
 			mask := m.Mask()
 			var allowed []int32
 			for id := range int32(len(v)) {
 				in := mask[id>>6]>>(id&63)&1 != 0
-				if in != m.Allowed(id) || in != (walked[id>>6]>>(id&63)&1 != 0) {
-					t.Fatalf("%s, step %d: mask says %v for %q, Allowed %v, without bulk %v", name, step, in, v[id], !in, walked[id>>6]>>(id&63)&1 != 0)
+				if in != m.Allowed(id) || in != (walked[id>>6]>>(id&63)&1 != 0) || in != (learnt[id>>6]>>(id&63)&1 != 0) {
+					t.Fatalf("%s, step %d: mask says %v for %q, Allowed %v, without bulk %v, with learnt tables %v", name, step, in, v[id], !in,
+						walked[id>>6]>>(id&63)&1 != 0, learnt[id>>6]>>(id&63)&1 != 0)
 				}
 				if in {
 					allowed = append(allowed, id)
@@ -288,11 +303,9 @@ func checkBulk(t *testing.T, m *Matcher, name string) bool {
 		return false
 	}
 	w := &walker{}
-	mark := len(m.s.frames)
-	defer func() { m.s.frames = m.s.frames[:mark] }()
-	w.reset(&m.s, c)
+	w.reset(c, false)
 	w.mask = make([]uint64, v.MaskWords())
-	if !w.bulk(v, w.intern(m.leaves, m.end)) {
+	if !w.bulk(v, w.intern(&m.s, m.leaves, m.end)) {
 		return false
 	}
 	if w.aborted {

@@ -167,6 +167,10 @@ type Constraint struct {
 	maxBytes   int
 	hits, miss int64
 	pool       sync.Pool // *walker
+	// dfa is the walker whose tables persist from mask to mask; dfaMu
+	// guards it (a mask that finds it busy uses a fresh walker).
+	dfaMu sync.Mutex
+	dfa   walker
 }
 
 // DefaultMaskCacheBytes bounds a Constraint's mask cache, in bytes of
@@ -322,14 +326,18 @@ func appendKey(dst, tmp []byte, s *stackSet, leaves []int32, end bool) ([]byte, 
 	return dst, tmp
 }
 
-// walker is the scratch of one mask computation. It interns the states
-// it meets and memoizes their transitions, so the trie walk pays for a
-// matcher step only once per distinct (state, byte) and otherwise costs
-// a table lookup per trie node: inside a string, thousands of subtrees
-// reach the same few states.
+// walker computes masks. It interns the states it meets (their stacks
+// copied into its own arena) and memoizes their transitions, so the trie
+// walk pays for a matcher step only once per distinct (state, byte) and
+// otherwise costs a table lookup per trie node: inside a string,
+// thousands of subtrees reach the same few states. A Constraint keeps one
+// walker's tables from mask to mask (see Constraint.dfa): what it learnt
+// about a state holds for every mask that meets it again, as a lexer's
+// DFA does, so the second mask in a string no longer steps the matcher.
 type walker struct {
 	mask    []uint64
-	s       *stackSet
+	s       *stackSet   // &own
+	own     stackSet    // the arena of the states' stacks
 	class   *[256]uint8 // the grammar's byte classes
 	nclass  int
 	coarse  bool // the grammar is coarse: a kind's representative stands for the kind
@@ -337,10 +345,12 @@ type walker struct {
 	leaves  []int32 // states' leaves
 	trans   []int32 // per state, nclass per byte class: 0 unknown, -1 dead, else state+1
 	ids     map[string]int32
-	aborted bool // the work passed Limits.MaxMaskWork
+	aborted bool   // the work passed Limits.MaxMaskWork: the tables may be wrong
+	gen     uint32 // masks computed, for wstate.chained
 	tmp     []int32
 	key     []byte
 	keyTmp  []byte
+	remap   []int32 // intern's scratch
 	rep     []byte  // kindNext's scratch
 	chains  []chain // span's knowledge, by state (wstate.chain)
 	// The bulk path's scratch: the chain's states, the tokens (trie
@@ -352,42 +362,84 @@ type walker struct {
 }
 
 type wstate struct {
-	off, n   int32 // leaves[off:off+n]
-	elected  bool  // succ is elected (see elect)
-	chained  bool  // a level of the bulk path's chain
-	succ     int32 // the uniform successor, -1 if none
+	off, n   int32  // leaves[off:off+n]
+	elected  bool   // succ is elected (see elect)
+	chained  uint32 // the walker's gen when a level of the bulk path's chain
+	succ     int32  // the uniform successor, -1 if none
 	uni, not kindSet
 	dead     kindSet // of not, those refused
 	chain    int32   // index+1 in walker.chains, 0 if none yet
 }
 
-func (w *walker) reset(s *stackSet, c *Constraint) {
-	w.s = s
+// Bounds on what a walker keeps from mask to mask; past one it starts
+// over.
+const (
+	maxWalkerStates = 1 << 15
+	maxWalkerFrames = 1 << 20
+	maxWalkerChains = 1 << 12
+)
+
+// reset prepares w for a mask of c, forgetting what it learnt unless
+// keep is set and it stayed within bounds (and no mask aborted).
+func (w *walker) reset(c *Constraint, keep bool) {
+	w.s = &w.own
+	w.own.g = c.g
 	w.class, w.nclass, w.coarse = &c.class, c.nclass, c.coarse
-	w.aborted = false
-	s.work = 0
-	w.states = w.states[:0]
-	w.leaves = w.leaves[:0]
-	w.trans = w.trans[:0]
-	w.chains = w.chains[:0]
+	if !keep || w.aborted || len(w.states) > maxWalkerStates || len(w.own.frames) > maxWalkerFrames || len(w.chains) > maxWalkerChains {
+		w.states = w.states[:0]
+		w.leaves = w.leaves[:0]
+		w.trans = w.trans[:0]
+		w.chains = w.chains[:0]
+		w.own.frames = w.own.frames[:0]
+		clear(w.ids)
+	}
 	if w.ids == nil {
 		w.ids = map[string]int32{}
 	}
-	clear(w.ids)
+	w.aborted = false
+	w.own.work = 0
+	w.own.over = false
+	w.gen++
 }
 
-// intern returns the state of leaves and end, adding it if new.
-func (w *walker) intern(leaves []int32, end bool) int32 {
-	w.key, w.keyTmp = appendKey(w.key[:0], w.keyTmp, w.s, leaves, end)
+// intern returns the state of leaves (frames of src) and end, adding it
+// if new.
+func (w *walker) intern(src *stackSet, leaves []int32, end bool) int32 {
+	w.key, w.keyTmp = appendKey(w.key[:0], w.keyTmp, src, leaves, end)
 	if id, ok := w.ids[string(w.key)]; ok {
 		return id
 	}
 	id := int32(len(w.states))
 	w.ids[string(w.key)] = id
 	w.states = append(w.states, wstate{off: int32(len(w.leaves)), n: int32(len(leaves))})
-	w.leaves = append(w.leaves, leaves...)
+	if src == &w.own {
+		w.leaves = append(w.leaves, leaves...)
+	} else {
+		w.remap = slices.Grow(w.remap[:0], len(src.frames))[:len(src.frames)]
+		for i := range w.remap {
+			w.remap[i] = -1
+		}
+		for _, l := range leaves {
+			w.leaves = append(w.leaves, w.copyFrame(src.frames, l))
+		}
+	}
 	w.trans = append(w.trans, noTrans[:w.nclass]...)
 	return id
+}
+
+// copyFrame copies frame i of from and its parents into w's arena, once
+// each (w.remap), and returns its index there.
+func (w *walker) copyFrame(from []frame, i int32) int32 {
+	if i < 0 {
+		return -1
+	}
+	if w.remap[i] >= 0 {
+		return w.remap[i]
+	}
+	p := w.copyFrame(from, from[i].parent)
+	w.remap[i] = int32(len(w.own.frames))
+	w.own.frames = append(w.own.frames, frame{from[i].pos, p, from[i].sub})
+	return w.remap[i]
 }
 
 // next is the state after byte c from state id, -1 if none.
@@ -407,7 +459,7 @@ func (w *walker) next(id int32, c byte) int32 {
 	if w.s.over { // too ambiguous to follow: allow nothing through it
 		w.s.over = false
 	} else if len(out) > 0 || end {
-		r = w.intern(out, end)
+		r = w.intern(w.s, out, end)
 	}
 	w.trans[t] = r + 1
 	return r
@@ -435,13 +487,18 @@ func (m *Matcher) computeMask(mask []uint64) bool {
 	if len(m.leaves) == 0 {
 		return true
 	}
-	w := c.pool.Get().(*walker)
-	defer c.pool.Put(w)
-	mark := len(m.s.frames)
-	defer func() { m.s.frames = m.s.frames[:mark] }()
-	w.reset(&m.s, c)
+	var w *walker
+	if keep := c.dfaMu.TryLock(); keep {
+		defer c.dfaMu.Unlock()
+		w = &c.dfa
+		w.reset(c, true)
+	} else { // another mask holds it: learn from scratch
+		w = c.pool.Get().(*walker)
+		defer c.pool.Put(w)
+		w.reset(c, false)
+	}
 	w.mask = mask
-	root := w.intern(m.leaves, m.end)
+	root := w.intern(&m.s, m.leaves, m.end)
 	w.filter = !c.noBulk && w.bulk(v, root)
 	w.walk(v, 0, root)
 	w.mask = nil
@@ -473,7 +530,7 @@ func (w *walker) walk(v *Vocab, n, id int32) {
 		// with a maximum length) the tokens short enough.
 		// On the bulk path's chain, a subtree the walk enters holds a
 		// token bulk could not decide, and span would fail on it too.
-		if v.next[ch]-ch > minSkipNodes && !(w.filter && w.states[nid].chained) {
+		if v.next[ch]-ch > minSkipNodes && !(w.filter && w.states[nid].chained == w.gen) {
 			if all, limit := w.span(v, ch, nid); all {
 				w.set(v, v.tokAt[ch+1], v.tokAt[v.next[ch]])
 				continue
