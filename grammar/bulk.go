@@ -40,6 +40,9 @@ type bulkSets struct {
 	// partials: the trie indexes of the tokens with a partial character,
 	// partialAt the characters before it.
 	partials, partialAt []int32
+	// Token toks[i]'s bytes are data[off[i]:off[i+1]]: the trie's order.
+	data []byte
+	off  []uint32
 	// atMost[c]: the clean tokens of at most c characters (a partial
 	// one counts) in ID order,
 	// for c < len(atMost); long: the longer ones, by characters, with
@@ -60,9 +63,13 @@ func newBulkSets(v *Vocab) *bulkSets {
 		atMost: make([][]uint64, bulkCounts)}
 	chars := make([]int32, len(v.toks)) // characters of toks[i] (a partial one counts), -1 if invalid
 	var ext []int                       // kinds a partial character may become
+	b.off = make([]uint32, 1, len(v.toks)+1)
 	for i, id := range v.toks {
 		p := v.piece(id)
-		whole, ext := wholePrefix(p, ext[:0])
+		b.data = append(b.data, p...)
+		b.off = append(b.off, uint32(len(b.data)))
+		var whole int
+		whole, ext = wholePrefix(p, ext[:0])
 		if whole < len(p) && len(ext) == 0 {
 			chars[i] = -1
 			setBit(b.invalidT, int32(i))
@@ -188,28 +195,6 @@ func wholePrefix(p []byte, ext []int) (int, []int) {
 
 func setBit(s []uint64, i int32) { s[i>>6] |= 1 << (i & 63) }
 
-// anyIn reports whether s has a bit in [from, to).
-func anyIn(s []uint64, from, to int32) bool {
-	if from >= to {
-		return false
-	}
-	fw, lw := from>>6, (to-1)>>6
-	lo := ^uint64(0) << (from & 63)
-	hi := ^uint64(0) >> (63 - (to-1)&63)
-	if fw == lw {
-		return s[fw]&lo&hi != 0
-	}
-	if s[fw]&lo != 0 || s[lw]&hi != 0 {
-		return true
-	}
-	for _, x := range s[fw+1 : lw] {
-		if x != 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // maxBulkLevels bounds the chain of uniform successors the bulk path
 // follows: a string longer than this is walked.
 const maxBulkLevels = 64
@@ -262,11 +247,8 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 		s = next
 	}
 	w.levels = levels
-	if w.aborted {
+	if w.aborted || bound == 0 { // no character leads on: little to decide
 		return false
-	}
-	for _, s := range levels {
-		w.states[s].chained = w.gen
 	}
 	role := func(k int) charRole {
 		keep, dead := true, true
@@ -325,7 +307,7 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 		if w.coarse {
 			keep, dead := true, true
 			for i, word := range b.multi {
-				for ; word != 0; word &= word - 1 {
+				for ; word != 0 && (keep || dead); word &= word - 1 {
 					r := role(i*64 + bits.TrailingZeros64(word))
 					keep = keep && r == roleKeep
 					dead = dead && r == roleDead
@@ -341,19 +323,14 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 			return false
 		}
 	}
-	// Undecided, in trie order: not whole characters, or an exit.
-	und := append(w.undecided[:0], b.invalidT...)
-	for c, r := range roles {
-		if r == roleExit && b.asciiT[c] != nil {
-			orInto(und, b.asciiT[c])
-		}
+	// Consecutive masks in a string see the same roles: the bitsets
+	// they give are kept.
+	if sig := (bulkSig{v, roles, multi}); !w.sigOK || w.sig != sig {
+		w.sig, w.sigOK = sig, true
+		w.undBase, w.bad = b.exclude(w.undBase, w.bad, &roles, multi)
 	}
-	switch {
-	case multi == roleExit:
-		orInto(und, b.nonASCIIT)
-	case multi == roleDead:
-		orInto(und, b.partialT) // the start of a refused character may pass
-	case bound >= 0:
+	und := append(w.undecided[:0], w.undBase...)
+	if multi == roleKeep && bound >= 0 {
 		// A partial character at the bound: refused characters of its
 		// kinds may be refused only at a later byte.
 		for i, at := range b.partialAt {
@@ -363,18 +340,7 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 		}
 	}
 	w.undecided = und
-	// Allowed: whole characters, all keep, within the bound.
-	bad := slices.Grow(w.bad[:0], len(w.mask))[:len(w.mask)]
-	clear(bad)
-	for c, r := range roles {
-		if r != roleKeep && b.ascii[c] != nil {
-			orInto(bad, b.ascii[c])
-		}
-	}
-	if multi != roleKeep {
-		orInto(bad, b.nonASCII)
-	}
-	w.bad = bad
+	bad := w.bad
 	short := b.atMost[bulkCounts-1]
 	if bound >= 0 && bound < bulkCounts {
 		short = b.atMost[bound]
@@ -393,9 +359,87 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 	return true
 }
 
+// bulkSig is what bulkSets.exclude's bitsets depend on.
+type bulkSig struct {
+	v     *Vocab
+	roles [128]charRole
+	multi charRole
+}
+
+// exclude returns, in und (trie order), the tokens that characters of
+// these roles leave undecided: invalid ones, those with an exit (with
+// multi dead, those with a partial character too: its character may be
+// refused only at a later byte); and in bad (ID order), those that hold
+// a character that is not keep. It reuses the buffers.
+func (b *bulkSets) exclude(und, bad []uint64, roles *[128]charRole, multi charRole) ([]uint64, []uint64) {
+	und = append(und[:0], b.invalidT...)
+	bad = slices.Grow(bad[:0], len(b.clean))[:len(b.clean)]
+	clear(bad)
+	for c, r := range roles {
+		if b.ascii[c] == nil {
+			continue
+		}
+		if r == roleExit {
+			orInto(und, b.asciiT[c])
+		}
+		if r != roleKeep {
+			orInto(bad, b.ascii[c])
+		}
+	}
+	switch multi {
+	case roleExit:
+		orInto(und, b.nonASCIIT)
+	case roleDead:
+		orInto(und, b.partialT)
+	}
+	if multi != roleKeep {
+		orInto(bad, b.nonASCII)
+	}
+	return und, bad
+}
+
 // orInto sets in dst the bits of src.
 func orInto(dst, src []uint64) {
 	for i, x := range src {
 		dst[i] |= x
 	}
+}
+
+// stepUndecided follows each token bulk left undecided from state root
+// through the transition table, byte by byte, and marks those that pass.
+// Their bytes lie together in trie order (bulkSets.data), and a token
+// starts from the state its predecessor reached after the bytes they
+// share, so it costs a step per trie node on the way to them without
+// the walk's scattered reads of every node.
+func (w *walker) stepUndecided(v *Vocab, root int32) {
+	b := v.bulk
+	path := append(w.path[:0], root) // path[d]: the state after prev[:d]
+	var prev []byte
+	for i, word := range w.undecided {
+		for ; word != 0; word &= word - 1 {
+			t := i*64 + bits.TrailingZeros64(word)
+			p := b.data[b.off[t]:b.off[t+1]]
+			d := 0
+			for d < len(path)-1 && d < len(p) && p[d] == prev[d] {
+				d++
+			}
+			path = path[:d+1]
+			s := path[d]
+			for _, c := range p[d:] {
+				if s = w.next(s, c); s < 0 {
+					break
+				}
+				path = append(path, s)
+			}
+			if w.aborted {
+				w.path = path
+				return
+			}
+			if s >= 0 {
+				setBit(w.mask, v.toks[t])
+			}
+			prev = p
+		}
+	}
+	w.path = path
 }

@@ -345,8 +345,7 @@ type walker struct {
 	leaves  []int32 // states' leaves
 	trans   []int32 // per state, nclass per byte class: 0 unknown, -1 dead, else state+1
 	ids     map[string]int32
-	aborted bool   // the work passed Limits.MaxMaskWork: the tables may be wrong
-	gen     uint32 // masks computed, for wstate.chained
+	aborted bool // the work passed Limits.MaxMaskWork: the tables may be wrong
 	tmp     []int32
 	key     []byte
 	keyTmp  []byte
@@ -354,18 +353,21 @@ type walker struct {
 	rep     []byte  // kindNext's scratch
 	chains  []chain // span's knowledge, by state (wstate.chain)
 	// The bulk path's scratch: the chain's states, the tokens (trie
-	// order) it leaves to the walk, and those it cannot allow.
+	// order) it leaves undecided, those it cannot allow, and the states
+	// along the token last stepped.
 	levels    []int32
+	path      []int32
 	undecided []uint64
-	bad       []uint64
-	filter    bool // walk only subtrees holding undecided tokens
+	// undBase and bad are bulkSets.exclude's for sig.
+	undBase, bad []uint64
+	sig          bulkSig
+	sigOK        bool
 }
 
 type wstate struct {
-	off, n   int32  // leaves[off:off+n]
-	elected  bool   // succ is elected (see elect)
-	chained  uint32 // the walker's gen when a level of the bulk path's chain
-	succ     int32  // the uniform successor, -1 if none
+	off, n   int32 // leaves[off:off+n]
+	elected  bool  // succ is elected (see elect)
+	succ     int32 // the uniform successor, -1 if none
 	uni, not kindSet
 	dead     kindSet // of not, those refused
 	chain    int32   // index+1 in walker.chains, 0 if none yet
@@ -399,7 +401,6 @@ func (w *walker) reset(c *Constraint, keep bool) {
 	w.aborted = false
 	w.own.work = 0
 	w.own.over = false
-	w.gen++
 }
 
 // intern returns the state of leaves (frames of src) and end, adding it
@@ -499,8 +500,11 @@ func (m *Matcher) computeMask(mask []uint64) bool {
 	}
 	w.mask = mask
 	root := w.intern(&m.s, m.leaves, m.end)
-	w.filter = !c.noBulk && w.bulk(v, root)
-	w.walk(v, 0, root)
+	if !c.noBulk && w.bulk(v, root) {
+		w.stepUndecided(v, root)
+	} else {
+		w.walk(v, 0, root)
+	}
 	w.mask = nil
 	if w.aborted {
 		clear(mask)
@@ -513,9 +517,6 @@ func (m *Matcher) computeMask(mask []uint64) bool {
 // walk marks the tokens below trie node n reachable from state id.
 func (w *walker) walk(v *Vocab, n, id int32) {
 	for ch := n + 1; ch < v.next[n] && !w.aborted; ch = v.next[ch] {
-		if w.filter && !anyIn(w.undecided, v.tokAt[ch], v.tokAt[v.next[ch]]) {
-			continue // bulk decided every token below
-		}
 		nid := w.next(id, v.edge[ch])
 		if nid < 0 {
 			continue
@@ -528,9 +529,7 @@ func (w *walker) walk(v *Vocab, n, id int32) {
 		// usually leads to one same state, level after level: then the
 		// whole subtree is allowed without walking it, or (a string
 		// with a maximum length) the tokens short enough.
-		// On the bulk path's chain, a subtree the walk enters holds a
-		// token bulk could not decide, and span would fail on it too.
-		if v.next[ch]-ch > minSkipNodes && !(w.filter && w.states[nid].chained == w.gen) {
+		if v.next[ch]-ch > minSkipNodes {
 			if all, limit := w.span(v, ch, nid); all {
 				w.set(v, v.tokAt[ch+1], v.tokAt[v.next[ch]])
 				continue
