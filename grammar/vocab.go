@@ -446,8 +446,8 @@ func (w *walker) copyFrame(from []frame, i int32) int32 {
 // next is the state after byte c from state id, -1 if none.
 func (w *walker) next(id int32, c byte) int32 {
 	t := int(id)*w.nclass + int(w.class[c])
-	if w.trans[t] != 0 {
-		return w.trans[t] - 1
+	if x := w.trans[t]; x != 0 {
+		return max(x-1, -1) // -1: dead
 	}
 	st := w.states[id]
 	out, end := w.s.step(w.tmp[:0], w.leaves[st.off:st.off+st.n], c)
@@ -463,6 +463,9 @@ func (w *walker) next(id int32, c byte) int32 {
 		r = w.intern(w.s, out, end)
 	}
 	w.trans[t] = r + 1
+	if r < 0 {
+		w.trans[t] = -1
+	}
 	return r
 }
 
