@@ -398,6 +398,19 @@ func (b *bulkSets) exclude(und, bad []uint64, roles *[128]charRole, multi charRo
 	return und, bad
 }
 
+// clearRange clears bits [from, to) of s.
+func clearRange(s []uint64, from, to int32) {
+	for ; from < to && from&63 != 0; from++ {
+		s[from>>6] &^= 1 << (from & 63)
+	}
+	for ; from+64 <= to; from += 64 {
+		s[from>>6] = 0
+	}
+	for ; from < to; from++ {
+		s[from>>6] &^= 1 << (from & 63)
+	}
+}
+
 // orInto sets in dst the bits of src.
 func orInto(dst, src []uint64) {
 	for i, x := range src {
@@ -413,6 +426,13 @@ func orInto(dst, src []uint64) {
 // the walk's scattered reads of every node.
 func (w *walker) stepUndecided(v *Vocab, root int32) {
 	b := v.bulk
+	// The tokens that start with a refused byte are refused: clear them
+	// a first byte at a time.
+	for ch := int32(1); ch < v.next[0]; ch = v.next[ch] {
+		if w.next(root, v.edge[ch]) < 0 {
+			clearRange(w.undecided, v.tokAt[ch], v.tokAt[v.next[ch]])
+		}
+	}
 	path := append(w.path[:0], root) // path[d]: the state after prev[:d]
 	var prev []byte
 	for i, word := range w.undecided {
