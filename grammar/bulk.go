@@ -446,7 +446,12 @@ func (w *walker) stepUndecided(v *Vocab, root int32) {
 			path = path[:d+1]
 			s := path[d]
 			for _, c := range p[d:] {
-				if s = w.next(s, c); s < 0 {
+				if n, ok := w.known(s, c); ok {
+					s = n
+				} else {
+					s = w.next(s, c)
+				}
+				if s < 0 {
 					break
 				}
 				path = append(path, s)

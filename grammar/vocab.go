@@ -443,12 +443,20 @@ func (w *walker) copyFrame(from []frame, i int32) int32 {
 	return w.remap[i]
 }
 
+// known is the state after byte c from state id (-1 if none) when the
+// transition is memoized; ok is false when it is not. It inlines where
+// next does not.
+func (w *walker) known(id int32, c byte) (next int32, ok bool) {
+	x := w.trans[int(id)*w.nclass+int(w.class[c])]
+	return max(x-1, -1), x != 0 // x == -1: dead
+}
+
 // next is the state after byte c from state id, -1 if none.
 func (w *walker) next(id int32, c byte) int32 {
-	t := int(id)*w.nclass + int(w.class[c])
-	if x := w.trans[t]; x != 0 {
-		return max(x-1, -1) // -1: dead
+	if n, ok := w.known(id, c); ok {
+		return n
 	}
+	t := int(id)*w.nclass + int(w.class[c])
 	st := w.states[id]
 	out, end := w.s.step(w.tmp[:0], w.leaves[st.off:st.off+st.n], c)
 	w.tmp = out
@@ -520,7 +528,10 @@ func (m *Matcher) computeMask(mask []uint64) bool {
 // walk marks the tokens below trie node n reachable from state id.
 func (w *walker) walk(v *Vocab, n, id int32) {
 	for ch := n + 1; ch < v.next[n] && !w.aborted; ch = v.next[ch] {
-		nid := w.next(id, v.edge[ch])
+		nid, ok := w.known(id, v.edge[ch])
+		if !ok {
+			nid = w.next(id, v.edge[ch])
+		}
 		if nid < 0 {
 			continue
 		}
