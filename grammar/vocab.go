@@ -374,11 +374,13 @@ type wstate struct {
 }
 
 // Bounds on what a walker keeps from mask to mask; past one it starts
-// over.
+// over. They hold a Constraint's tables to about 15 MB (16k states'
+// summaries 3 MB and transitions 3 MB at 40 byte classes, the frames
+// 6 MB, the chains 1.5 MB), next to its mask cache's 64 MiB.
 const (
-	maxWalkerStates = 1 << 15
-	maxWalkerFrames = 1 << 20
-	maxWalkerChains = 1 << 12
+	maxWalkerStates = 1 << 14
+	maxWalkerFrames = 1 << 19
+	maxWalkerChains = 1 << 11
 )
 
 // reset prepares w for a mask of c, forgetting what it learnt unless
