@@ -423,26 +423,11 @@ func (w *walker) intern(src *stackSet, leaves []int32, end bool) int32 {
 			w.remap[i] = -1
 		}
 		for _, l := range leaves {
-			w.leaves = append(w.leaves, w.copyFrame(src.frames, l))
+			w.leaves = append(w.leaves, copyStack(&w.own.frames, w.remap, src.frames, l))
 		}
 	}
 	w.trans = append(w.trans, noTrans[:w.nclass]...)
 	return id
-}
-
-// copyFrame copies frame i of from and its parents into w's arena, once
-// each (w.remap), and returns its index there.
-func (w *walker) copyFrame(from []frame, i int32) int32 {
-	if i < 0 {
-		return -1
-	}
-	if w.remap[i] >= 0 {
-		return w.remap[i]
-	}
-	p := w.copyFrame(from, from[i].parent)
-	w.remap[i] = int32(len(w.own.frames))
-	w.own.frames = append(w.own.frames, frame{from[i].pos, p, from[i].sub})
-	return w.remap[i]
 }
 
 // known is the state after byte c from state id (-1 if none) when the
