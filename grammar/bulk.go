@@ -13,9 +13,9 @@ import (
 // control character never is. The trie walk pays a node for each such
 // token; the bulk path decides them with bitsets over the whole
 // vocabulary, as xgrammar and llguidance split tokens into context-
-// independent ones and the rest, and walks the trie only down to the
-// tokens it cannot decide (those with a quote or a backslash, and those
-// that are not whole UTF-8 characters).
+// independent ones and the rest, and steps only the tokens it cannot
+// decide (those with a quote or a backslash, and those that are not
+// UTF-8) through the walker's transition table.
 
 // bulkSets are a Vocab's token bitsets for the bulk path. Bitsets in
 // token ID order have Vocab.MaskWords words; those in trie order (bit i
@@ -26,7 +26,8 @@ type bulkSets struct {
 	ascii, asciiT [128][]uint64
 	// nonASCII(T): the clean tokens holding a multi-byte character.
 	nonASCII, nonASCIIT []uint64
-	// multi: the kinds of the multi-byte characters clean tokens hold.
+	// multi: the kinds of the multi-byte characters clean tokens hold,
+	// and those their partial characters may become.
 	multi kindSet
 	// at[i]: the kinds clean tokens hold as their character i (the last
 	// one: i or later), from[i] at i or later. A character's role
@@ -44,9 +45,8 @@ type bulkSets struct {
 	data []byte
 	off  []uint32
 	// atMost[c]: the clean tokens of at most c characters (a partial
-	// one counts) in ID order,
-	// for c < len(atMost); long: the longer ones, by characters, with
-	// longChars their counts.
+	// one counts) in ID order, for c < len(atMost); long: the longer
+	// ones, by characters, with longChars their counts.
 	atMost    [][]uint64
 	long      []int32
 	longChars []int32
@@ -325,8 +325,8 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 	}
 	// Consecutive masks in a string see the same roles: the bitsets
 	// they give are kept.
-	if sig := (bulkSig{v, roles, multi}); !w.sigOK || w.sig != sig {
-		w.sig, w.sigOK = sig, true
+	if sig := (bulkSig{v, roles, multi}); w.sig != sig { // a zero sig has no Vocab
+		w.sig = sig
 		w.undBase, w.bad = b.exclude(w.undBase, w.bad, &roles, multi)
 	}
 	und := append(w.undecided[:0], w.undBase...)

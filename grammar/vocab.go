@@ -361,7 +361,6 @@ type walker struct {
 	// undBase and bad are bulkSets.exclude's for sig.
 	undBase, bad []uint64
 	sig          bulkSig
-	sigOK        bool
 }
 
 type wstate struct {
