@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"cmp"
+	"encoding/binary"
 	"math/bits"
 	"slices"
 	"unicode/utf8"
@@ -250,6 +251,49 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 	if w.aborted || bound == 0 { // no character leads on: little to decide
 		return false
 	}
+	// probe[i]: which leaves of level i take the character that leads
+	// to its uniform successor; probeOK[i] false where that cannot be
+	// told (see acceptors). Levels whose leaves are the same elements
+	// (a string's levels differ only in their stacks below) share
+	// acceptors' answers: shape[i] indexes them in w.acc.
+	probe, probeOK, shape := w.probe[:0], w.probeOK[:0], w.shape[:0]
+	clear(w.shapes)
+	w.acc = w.acc[:0]
+	for i, s := range levels {
+		w.key = w.key[:0]
+		st := w.states[s]
+		for _, l := range w.leaves[st.off : st.off+st.n] {
+			f := w.own.frames[l]
+			e := w.s.g.elems[f.pos]
+			w.key = binary.AppendUvarint(append(binary.AppendUvarint(w.key, uint64(e.arg)), e.kind), uint64(f.sub))
+		}
+		id, ok := w.shapes[string(w.key)]
+		if !ok {
+			id = int32(len(w.acc))
+			w.shapes[string(w.key)] = id
+			if len(w.acc) < cap(w.acc) {
+				w.acc = w.acc[:len(w.acc)+1]
+				clear(w.acc[id][:])
+			} else {
+				w.acc = append(w.acc, [numKinds]accepted{})
+			}
+		}
+		shape = append(shape, id)
+		var a uint64
+		ok = false
+		if i != bound {
+			for _, c := range uniformProbes {
+				if w.next(s, c) == w.states[s].succ {
+					a, ok = w.acceptors(s, []byte{c})
+					break
+				}
+			}
+		} else {
+			ok = true // nothing is uniform here: only refusal matters
+		}
+		probe, probeOK = append(probe, a), append(probeOK, ok)
+	}
+	w.probe, w.probeOK, w.shape = probe, probeOK, shape
 	role := func(k int) charRole {
 		keep, dead := true, true
 		last := len(levels) - 1
@@ -259,13 +303,21 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 			if need := b.at[i].has(k) || bound < 0 && i == last && b.from[i].has(k); !need {
 				continue
 			}
-			var n int32
-			if k < 128 {
-				n = w.next(s, byte(k))
-			} else {
-				n = w.kindNext(s, k)
+			var uni, d bool
+			acc := &w.acc[shape[i]][k]
+			if !acc.known {
+				w.rep = kindBytes(w.rep[:0], k)
+				acc.leaves, acc.ok = w.acceptors(s, w.rep)
+				acc.known = true
 			}
-			uni, d := n >= 0 && n == w.states[s].succ, n < 0
+			if a := acc.leaves; acc.ok && probeOK[i] {
+				// The same leaves take it as take the probe: it leads
+				// where the probe does.
+				uni, d = a != 0 && a == probe[i], a == 0
+			} else {
+				n := w.kindNext(s, k)
+				uni, d = n >= 0 && n == w.states[s].succ, n < 0
+			}
 			if i == bound { // keep characters are refused here
 				keep = keep && d
 			} else {
@@ -357,6 +409,59 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 		}
 	}
 	return true
+}
+
+// acceptors returns which leaves of state s (bit j: its j-th) take the
+// whole character ch, without stepping the matcher: the state after ch
+// is the union of those leaves' continuations, so characters taken by
+// the same leaves lead to the same state, and a character no leaf takes
+// is refused. ok is false where a leaf's answer needs the matcher: more
+// than 64 leaves, a leaf inside a character, or a byte term that takes
+// ch's first byte of several.
+func (w *walker) acceptors(s int32, ch []byte) (a uint64, ok bool) {
+	st := w.states[s]
+	if st.n > 64 {
+		return 0, false
+	}
+	g := w.s.g
+	for j, l := range w.leaves[st.off : st.off+st.n] {
+		f := w.own.frames[l]
+		if f.sub != 0 {
+			return 0, false
+		}
+		e := g.elems[f.pos]
+		if e.kind == kTerm {
+			if g.sets[e.arg].has(ch[0]) {
+				if len(ch) > 1 {
+					return 0, false
+				}
+				a |= 1 << j
+			}
+			continue
+		}
+		var sub uint32
+		for i, c := range ch {
+			done, next := g.cls[e.arg].step(sub, c)
+			switch last := i == len(ch)-1; {
+			case !done && next == 0: // refused
+			case done != last || next != 0 && last:
+				return 0, false // a character ending early or going on
+			case last:
+				a |= 1 << j
+			}
+			if next == 0 {
+				break
+			}
+			sub = next
+		}
+	}
+	return a, true
+}
+
+// accepted memoizes acceptors for one shape of level and one kind.
+type accepted struct {
+	leaves    uint64
+	ok, known bool
 }
 
 // bulkSig is what bulkSets.exclude's bitsets depend on.

@@ -356,6 +356,11 @@ type walker struct {
 	// order) it leaves undecided, those it cannot allow, and the states
 	// along the token last stepped.
 	levels    []int32
+	probe     []uint64 // per level, see bulk
+	probeOK   []bool
+	shape     []int32
+	shapes    map[string]int32
+	acc       [][numKinds]accepted
 	path      []int32
 	undecided []uint64
 	// undBase and bad are bulkSets.exclude's for sig.
@@ -397,7 +402,7 @@ func (w *walker) reset(c *Constraint, keep bool) {
 		clear(w.ids)
 	}
 	if w.ids == nil {
-		w.ids = map[string]int32{}
+		w.ids, w.shapes = map[string]int32{}, map[string]int32{}
 	}
 	w.aborted = false
 	w.own.work = 0
