@@ -33,7 +33,7 @@ func (s *synthetic200k) AppendPiece(dst []byte, id int32) []byte {
 	return s.base.AppendPiece(s.base.AppendPiece(dst, p[0]), p[1])
 }
 
-func benchVocabs(b *testing.B) []struct {
+func benchVocabs(b testing.TB) []struct {
 	name string
 	src  vocabSource
 } {

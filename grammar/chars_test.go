@@ -186,10 +186,21 @@ func compileMaskGrammar(t testing.TB, i int) *Grammar {
 	return g
 }
 
+// forgetMasks empties c's mask cache, so the next Mask computes, with
+// what c's walker learnt before.
+func (c *Constraint) forgetMasks() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.cache)
+	c.cacheBytes = 0
+}
+
 // FuzzMask walks random allowed tokens of a UTF-8-heavy vocabulary
 // through each grammar with a fresh (empty) mask cache at every step, and
-// compares every mask with asking Allowed (which advances the matcher
-// over the token's bytes, not the trie) of every token.
+// compares every mask, with and without the bulk path and with the
+// tables a Constraint's walker learnt at the earlier steps, with asking
+// Allowed (which advances the matcher over the token's bytes, not the
+// trie) of every token; and the bulk path's own decisions with Allowed.
 func FuzzMask(f *testing.F) {
 	for i := range maskGrammars {
 		f.Add(uint64(i), uint8(i))
@@ -204,14 +215,24 @@ func FuzzMask(f *testing.F) {
 		g := gs[int(which)%len(gs)]
 		rng := rand.New(rand.NewPCG(seed, 2))
 		m := NewConstraint(g, voc).NewMatcher()
+		name := maskGrammars[int(which)%len(gs)].name
+		warm := NewConstraint(g, voc) // keeps its walker's tables, not its masks
 		for step := 0; step < 12; step++ {
+			checkBulk(t, m, name)
 			m.c = NewConstraint(g, voc) // cold: no cached mask
+			m.c.noBulk = true
+			walked := m.Mask()
+			m.c = warm
+			warm.forgetMasks()
+			learnt := m.Mask()
+			m.c = NewConstraint(g, voc)
 			mask := m.Mask()
 			var allowed []int32
 			for id := range int32(len(v)) {
 				in := mask[id>>6]>>(id&63)&1 != 0
-				if in != m.Allowed(id) {
-					t.Fatalf("%s, step %d: mask says %v for %q, Allowed %v", maskGrammars[int(which)%len(gs)].name, step, in, v[id], !in)
+				if in != m.Allowed(id) || in != (walked[id>>6]>>(id&63)&1 != 0) || in != (learnt[id>>6]>>(id&63)&1 != 0) {
+					t.Fatalf("%s, step %d: mask says %v for %q, Allowed %v, without bulk %v, with learnt tables %v", name, step, in, v[id], !in,
+						walked[id>>6]>>(id&63)&1 != 0, learnt[id>>6]>>(id&63)&1 != 0)
 				}
 				if in {
 					allowed = append(allowed, id)
@@ -268,5 +289,55 @@ func TestPartition(t *testing.T) {
 		if len(seen) != n {
 			t.Fatalf("%s: %d classes used of %d", maskGrammars[i].name, len(seen), n)
 		}
+	}
+}
+
+// checkBulk checks the bulk path alone at m's state: every token it
+// allows is allowed, and every token it leaves out of the walk (decided)
+// is allowed exactly when Allowed says so. It reports whether the bulk
+// path applied.
+func checkBulk(t *testing.T, m *Matcher, name string) bool {
+	t.Helper()
+	c, v := m.c, m.c.v
+	if len(m.leaves) == 0 || m.err != nil {
+		return false
+	}
+	w := &walker{}
+	w.reset(c, false)
+	w.mask = make([]uint64, v.MaskWords())
+	if !w.bulk(v, w.intern(&m.s, m.leaves, m.end)) {
+		return false
+	}
+	if w.aborted {
+		t.Fatalf("%s: bulk aborted", name)
+	}
+	for i, id := range v.toks {
+		in := w.mask[id>>6]>>(id&63)&1 != 0
+		undecided := w.undecided[i>>6]>>(i&63)&1 != 0
+		if allowed := m.Allowed(id); in && !allowed || !undecided && in != allowed {
+			t.Fatalf("%s: bulk says %v (undecided %v) for %q, Allowed %v", name, in, undecided, v.piece(id), allowed)
+		}
+	}
+	return true
+}
+
+// TestBulkApplies: the bulk path decides masks inside JSON strings, with
+// and without a maximum length, and each decision agrees with Allowed.
+func TestBulkApplies(t *testing.T) {
+	v := utf8Vocab(2500, 3)
+	voc := NewVocab(v, []int32{int32(len(v) - 1)})
+	g := compileMaskGrammar(t, 0) // bounded strings
+	for _, prefix := range []string{`{"s":"`, `{"s":"ab`, `{"s":"abcd`, `{"s":"a","t":"`, `{"s":"a","t":"é日😀`} {
+		m := NewConstraint(g, voc).NewMatcher()
+		if !m.AcceptBytes([]byte(prefix)) {
+			t.Fatalf("%q refused", prefix)
+		}
+		if !checkBulk(t, m, prefix) {
+			t.Errorf("after %q the bulk path did not apply", prefix)
+		}
+	}
+	m := NewConstraint(g, voc).NewMatcher()
+	if m.AcceptBytes([]byte(`{"s":"a","n":1`)); checkBulk(t, m, "number") {
+		t.Error("the bulk path applied inside a number")
 	}
 }

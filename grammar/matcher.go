@@ -287,25 +287,26 @@ func (m *Matcher) compact() {
 	}
 	m.spare = m.spare[:0]
 	for k, l := range m.leaves {
-		m.leaves[k] = m.copyFrame(old, l)
+		m.leaves[k] = copyStack(&m.spare, m.remap, old, l)
 	}
 	m.s.frames, m.spare = m.spare, old
 	m.remap = m.remap[:0]
 }
 
-// copyFrame copies frame i of old and its parents into m.spare, once
-// each, and returns its new index.
-func (m *Matcher) copyFrame(old []frame, i int32) int32 {
+// copyStack copies frame i of from and its parents into *dst, once each
+// (remap[j] is frame j's index in *dst, -1 until it is copied), and
+// returns i's index there.
+func copyStack(dst *[]frame, remap []int32, from []frame, i int32) int32 {
 	if i < 0 {
 		return -1
 	}
-	if m.remap[i] >= 0 {
-		return m.remap[i]
+	if remap[i] >= 0 {
+		return remap[i]
 	}
-	p := m.copyFrame(old, old[i].parent)
-	m.remap[i] = int32(len(m.spare))
-	m.spare = append(m.spare, frame{old[i].pos, p, old[i].sub})
-	return m.remap[i]
+	p := copyStack(dst, remap, from, from[i].parent)
+	remap[i] = int32(len(*dst))
+	*dst = append(*dst, frame{from[i].pos, p, from[i].sub})
+	return remap[i]
 }
 
 // Match reports whether s is a complete sentence of g.

@@ -47,6 +47,7 @@ type Vocab struct {
 	// tokChars-nodeChars.
 	tokChars  []int32
 	nodeChars []int32
+	bulk      *bulkSets
 }
 
 // NewVocab builds the trie of src's tokens. stops are the tokens that end
@@ -136,6 +137,7 @@ func NewVocab(src TokenSource, stops []int32) *Vocab {
 	}
 	v.below, v.chars, v.kinds = sum.intern()
 	v.nodeChars = sum.prefix
+	v.bulk = newBulkSets(v)
 	return v
 }
 
@@ -157,6 +159,7 @@ type Constraint struct {
 	class  [256]uint8 // g.partition()
 	nclass int        // the number of classes
 	coarse bool       // coarse(&class)
+	noBulk bool       // tests: masks without the bulk path
 
 	mu         sync.Mutex
 	cache      map[string][]uint64
@@ -164,6 +167,10 @@ type Constraint struct {
 	maxBytes   int
 	hits, miss int64
 	pool       sync.Pool // *walker
+	// dfa is the walker whose tables persist from mask to mask; dfaMu
+	// guards it (a mask that finds it busy uses a fresh walker).
+	dfaMu sync.Mutex
+	dfa   walker
 }
 
 // DefaultMaskCacheBytes bounds a Constraint's mask cache, in bytes of
@@ -319,14 +326,18 @@ func appendKey(dst, tmp []byte, s *stackSet, leaves []int32, end bool) ([]byte, 
 	return dst, tmp
 }
 
-// walker is the scratch of one mask computation. It interns the states
-// it meets and memoizes their transitions, so the trie walk pays for a
-// matcher step only once per distinct (state, byte) and otherwise costs
-// a table lookup per trie node: inside a string, thousands of subtrees
-// reach the same few states.
+// walker computes masks. It interns the states it meets (their stacks
+// copied into its own arena) and memoizes their transitions, so the trie
+// walk pays for a matcher step only once per distinct (state, byte) and
+// otherwise costs a table lookup per trie node: inside a string,
+// thousands of subtrees reach the same few states. A Constraint keeps one
+// walker's tables from mask to mask (see Constraint.dfa): what it learnt
+// about a state holds for every mask that meets it again, as a lexer's
+// DFA does, so the second mask in a string no longer steps the matcher.
 type walker struct {
 	mask    []uint64
-	s       *stackSet
+	s       *stackSet   // &own
+	own     stackSet    // the arena of the states' stacks
 	class   *[256]uint8 // the grammar's byte classes
 	nclass  int
 	coarse  bool // the grammar is coarse: a kind's representative stands for the kind
@@ -334,12 +345,27 @@ type walker struct {
 	leaves  []int32 // states' leaves
 	trans   []int32 // per state, nclass per byte class: 0 unknown, -1 dead, else state+1
 	ids     map[string]int32
-	aborted bool // the work passed Limits.MaxMaskWork
+	aborted bool // the work passed Limits.MaxMaskWork: the tables may be wrong
 	tmp     []int32
 	key     []byte
 	keyTmp  []byte
+	remap   []int32 // intern's scratch
 	rep     []byte  // kindNext's scratch
 	chains  []chain // span's knowledge, by state (wstate.chain)
+	// The bulk path's scratch: the chain's states, the tokens (trie
+	// order) it leaves undecided, those it cannot allow, and the states
+	// along the token last stepped.
+	levels    []int32
+	probe     []uint64 // per level, see bulk
+	probeOK   []bool
+	shape     []int32
+	shapes    map[string]int32
+	acc       [][numKinds]accepted
+	path      []int32
+	undecided []uint64
+	// undBase and bad are bulkSets.exclude's for sig.
+	undBase, bad []uint64
+	sig          bulkSig
 }
 
 type wstate struct {
@@ -351,41 +377,77 @@ type wstate struct {
 	chain    int32   // index+1 in walker.chains, 0 if none yet
 }
 
-func (w *walker) reset(s *stackSet, c *Constraint) {
-	w.s = s
+// Bounds on what a walker keeps from mask to mask; past one it starts
+// over. They hold a Constraint's tables to about 15 MB (16k states'
+// summaries 3 MB and transitions 3 MB at 40 byte classes, the frames
+// 6 MB, the chains 1.5 MB), next to its mask cache's 64 MiB.
+const (
+	maxWalkerStates = 1 << 14
+	maxWalkerFrames = 1 << 19
+	maxWalkerChains = 1 << 11
+)
+
+// reset prepares w for a mask of c, forgetting what it learnt unless
+// keep is set and it stayed within bounds (and no mask aborted).
+func (w *walker) reset(c *Constraint, keep bool) {
+	w.s = &w.own
+	w.own.g = c.g
 	w.class, w.nclass, w.coarse = &c.class, c.nclass, c.coarse
-	w.aborted = false
-	s.work = 0
-	w.states = w.states[:0]
-	w.leaves = w.leaves[:0]
-	w.trans = w.trans[:0]
-	w.chains = w.chains[:0]
-	if w.ids == nil {
-		w.ids = map[string]int32{}
+	if !keep || w.aborted || len(w.states) > maxWalkerStates || len(w.own.frames) > maxWalkerFrames || len(w.chains) > maxWalkerChains {
+		w.states = w.states[:0]
+		w.leaves = w.leaves[:0]
+		w.trans = w.trans[:0]
+		w.chains = w.chains[:0]
+		w.own.frames = w.own.frames[:0]
+		clear(w.ids)
 	}
-	clear(w.ids)
+	if w.ids == nil {
+		w.ids, w.shapes = map[string]int32{}, map[string]int32{}
+	}
+	w.aborted = false
+	w.own.work = 0
+	w.own.over = false
 }
 
-// intern returns the state of leaves and end, adding it if new.
-func (w *walker) intern(leaves []int32, end bool) int32 {
-	w.key, w.keyTmp = appendKey(w.key[:0], w.keyTmp, w.s, leaves, end)
+// intern returns the state of leaves (frames of src) and end, adding it
+// if new.
+func (w *walker) intern(src *stackSet, leaves []int32, end bool) int32 {
+	w.key, w.keyTmp = appendKey(w.key[:0], w.keyTmp, src, leaves, end)
 	if id, ok := w.ids[string(w.key)]; ok {
 		return id
 	}
 	id := int32(len(w.states))
 	w.ids[string(w.key)] = id
 	w.states = append(w.states, wstate{off: int32(len(w.leaves)), n: int32(len(leaves))})
-	w.leaves = append(w.leaves, leaves...)
+	if src == &w.own {
+		w.leaves = append(w.leaves, leaves...)
+	} else {
+		w.remap = slices.Grow(w.remap[:0], len(src.frames))[:len(src.frames)]
+		for i := range w.remap {
+			w.remap[i] = -1
+		}
+		for _, l := range leaves {
+			w.leaves = append(w.leaves, copyStack(&w.own.frames, w.remap, src.frames, l))
+		}
+	}
 	w.trans = append(w.trans, noTrans[:w.nclass]...)
 	return id
 }
 
+// known is the state after byte c from state id (-1 if none) when the
+// transition is memoized; ok is false when it is not. It inlines where
+// next does not.
+func (w *walker) known(id int32, c byte) (next int32, ok bool) {
+	x := w.trans[int(id)*w.nclass+int(w.class[c])]
+	return max(x-1, -1), x != 0 // x == -1: dead
+}
+
 // next is the state after byte c from state id, -1 if none.
 func (w *walker) next(id int32, c byte) int32 {
-	t := int(id)*w.nclass + int(w.class[c])
-	if w.trans[t] != 0 {
-		return w.trans[t] - 1
+	if n, ok := w.known(id, c); ok {
+		return n
 	}
+	t := int(id)*w.nclass + int(w.class[c])
 	st := w.states[id]
 	out, end := w.s.step(w.tmp[:0], w.leaves[st.off:st.off+st.n], c)
 	w.tmp = out
@@ -397,9 +459,12 @@ func (w *walker) next(id int32, c byte) int32 {
 	if w.s.over { // too ambiguous to follow: allow nothing through it
 		w.s.over = false
 	} else if len(out) > 0 || end {
-		r = w.intern(out, end)
+		r = w.intern(w.s, out, end)
 	}
 	w.trans[t] = r + 1
+	if r < 0 {
+		w.trans[t] = -1
+	}
 	return r
 }
 
@@ -425,13 +490,23 @@ func (m *Matcher) computeMask(mask []uint64) bool {
 	if len(m.leaves) == 0 {
 		return true
 	}
-	w := c.pool.Get().(*walker)
-	defer c.pool.Put(w)
-	mark := len(m.s.frames)
-	defer func() { m.s.frames = m.s.frames[:mark] }()
-	w.reset(&m.s, c)
+	var w *walker
+	if keep := c.dfaMu.TryLock(); keep {
+		defer c.dfaMu.Unlock()
+		w = &c.dfa
+		w.reset(c, true)
+	} else { // another mask holds it: learn from scratch
+		w = c.pool.Get().(*walker)
+		defer c.pool.Put(w)
+		w.reset(c, false)
+	}
 	w.mask = mask
-	w.walk(v, 0, w.intern(m.leaves, m.end))
+	root := w.intern(&m.s, m.leaves, m.end)
+	if !c.noBulk && w.bulk(v, root) {
+		w.stepUndecided(v, root)
+	} else {
+		w.walk(v, 0, root)
+	}
 	w.mask = nil
 	if w.aborted {
 		clear(mask)
@@ -444,7 +519,10 @@ func (m *Matcher) computeMask(mask []uint64) bool {
 // walk marks the tokens below trie node n reachable from state id.
 func (w *walker) walk(v *Vocab, n, id int32) {
 	for ch := n + 1; ch < v.next[n] && !w.aborted; ch = v.next[ch] {
-		nid := w.next(id, v.edge[ch])
+		nid, ok := w.known(id, v.edge[ch])
+		if !ok {
+			nid = w.next(id, v.edge[ch])
+		}
 		if nid < 0 {
 			continue
 		}
