@@ -142,6 +142,9 @@ func (m *Multiplier) MatMuls(x []float32, rows, in int, ps ...Product) error {
 		} else {
 			m.quantizeRange(0, 0, blocks)
 		}
+		if a == &m.q8 && have512 && rows >= 4 {
+			a.spreadScales(rows, in)
+		}
 	}
 	if big {
 		m.par(m.tiles, m.runTiles)

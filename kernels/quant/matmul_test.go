@@ -139,6 +139,17 @@ func testActs(t Type, x []float32, n int) acts {
 	return a
 }
 
+// testActsRows is testActs for rows rows of in values, with the Q8_0
+// family's scales spread out as MatMuls spreads them for the four- and
+// eight-row kernels.
+func testActsRows(t Type, x []float32, rows, in int) acts {
+	a := testActs(t, x, rows*in)
+	if a.blk == QK {
+		a.spreadScales(rows, in)
+	}
+	return a
+}
+
 // raggedMatMuls runs MatMul on random weights of type typ, of rows of in
 // values, and rows random activation rows, for weight-row counts that are
 // not multiples of batchRows or tileRows (under one run, one run and
@@ -149,7 +160,7 @@ func raggedMatMuls(t *testing.T, rng *rand.Rand, typ Type, in, rows int, check f
 	for _, out := range []int{1, tileRows - 1, batchRows - 1, batchRows + 5, 2*batchRows + tileRows + 3} {
 		w := randWeights(t, rng, typ, out, in)
 		x := randRow(rng, rows*in)
-		a := testActs(typ, x, rows*in)
+		a := testActsRows(typ, x, rows, in)
 		for _, m := range []*Multiplier{NewMultiplier(nil), NewMultiplier(goroutineFor)} {
 			dst := make([]float32, rows*out)
 			if err := m.MatMul(dst, x, w, typ, rows, out, in); err != nil {

@@ -164,7 +164,7 @@ func testDot4MatchesGo(t *testing.T) {
 				for trial := range 4 {
 					w := trialWeights(t, rng, typ, in, trial)
 					x := randRow(rng, n*in)
-					a := testActs(typ, x, n*in)
+					a := testActsRows(typ, x, n, in)
 					got := make([]float32, n)
 					if !dotNSIMD(n, typ, w, &a, 0, in, got, 1) {
 						break
