@@ -20,8 +20,8 @@ type acts struct {
 	s  []float32 // Q8_0 family: d·Σqs per block, for Q4_1/Q5_1's minimums
 	bs []int16   // Q8_K: Σqs per 16 values, for the K-quants' offsets
 
-	// spread is d spread out for the AVX-512 Q8_0 kernels of four and eight
-	// rows (see spreadScales), set by MatMuls where they run.
+	// spread is d spread out for the AVX-512 Q8_0 and Q4_0 kernels of four
+	// and eight rows (see spreadScales), set by MatMuls where they run.
 	spread []float32
 
 	sums []int32 // Σqs per 16 values: quantizeBlocks' scratch
@@ -127,8 +127,8 @@ func q8BlocksGo(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
 // spreadScales sets a.spread from the scales of rows rows of in values
 // (QK blocks): each pair of blocks' scales as sixteen floats, the first's
 // in eight and the second's in eight, an odd last block's in all sixteen,
-// each row 16·⌈nb/2⌉ floats; the AVX-512 four- and eight-row Q8_0
-// kernels multiply by them in one operation.
+// each row 16·⌈nb/2⌉ floats; the AVX-512 four- and eight-row Q8_0 and
+// Q4_0 kernels multiply by them in one operation.
 func (a *acts) spreadScales(rows, in int) {
 	nb := in / QK
 	per := spreadRow(nb)

@@ -52,14 +52,13 @@
 
 // X4ROWSETUP starts a weight row of the four-row Q8_0 and Q4_0 kernels:
 // the activations' pointers and strides (X4ROWPTRS), the sums zeroed and
-// the masks set for two blocks at a time.
+// the mask set for two blocks at a time.
 #define X4ROWSETUP \
 	X4ROWPTRS; \
 	VXORPS Z16, Z16, Z16; \
 	VXORPS Z17, Z17, Z17; \
 	VXORPS Z18, Z18, Z18; \
 	VXORPS Z19, Z19, Z19; \
-	HIGHHALF; \
 	KXNORW K4, K4, K4
 
 // X4ONESCALE sets Z13 to the scale of the block at (base), in all lanes.
@@ -92,9 +91,9 @@
 // two blocks into Z11 (their 64 quants, signed) and Z13 (d_A in lanes
 // 0-7, d_B in 8-15) and ONE(base) a single last one (its quants in Y11,
 // the upper lanes zero), for ROWS to multiply by the activation rows;
-// START begins a weight row after X4ROWSETUP, NEXT stores its sums;
-// DX moves on dstep bytes per pair of blocks.
-#define XBLOCKS(PAIR, ONE, bsize, dstep, START, ROWS, NEXT) \
+// START begins a weight row after X4ROWSETUP, NEXT stores its sums.
+// DX walks the spread scales (see X4ROW), 64 bytes a pair of blocks.
+#define XBLOCKS(PAIR, ONE, bsize, START, ROWS, NEXT) \
 	MOVQ w+0(FP), SI; \
 	X4ROWSTART(nr+32(FP), dst+40(FP)); \
 row: \
@@ -107,7 +106,7 @@ pair: \
 	ROWS; \
 	ADDQ $(2*bsize), SI; \
 	ADDQ $64, DI; \
-	ADDQ $dstep, DX; \
+	ADDQ $64, DX; \
 	SUBQ $2, CX; \
 	JMP  pair; \
 one: \
@@ -122,16 +121,24 @@ done: \
 	JNZ row; \
 	VZEROUPPER
 
-#define X4BLOCKS(PAIR, ONE, bsize) XBLOCKS(PAIR, ONE, bsize, 8, X4START, X4ROWS, X4DONE)
-#define X8BLOCKS(PAIR, ONE, bsize) XBLOCKS(PAIR, ONE, bsize, 8, X8START, X8ROWS, X8DONE)
+#define X4BLOCKS(PAIR, ONE, bsize) XBLOCKS(PAIR, ONE, bsize, X4START, X4ROWS, X4DONE)
+#define X8BLOCKS(PAIR, ONE, bsize) XBLOCKS(PAIR, ONE, bsize, X8START, X8ROWS, X8DONE)
 
-#define X4START
+// X4START sets the spread scales' row stride R10 = 64·⌈nb/2⌉ bytes and
+// R11 = 3·R10, in place of X4ROWPTRS's.
+#define X4START \
+	MOVQ nb+24(FP), R10; \
+	INCQ R10; \
+	SHRQ $1, R10; \
+	SHLQ $6, R10; \
+	LEAQ (R10)(R10*2), R11
 #define X4DONE X4NEXT(Z16, Z17, Z18, Z19, dstStride+48(FP))
 
 // X8START zeroes the eight-row kernels' sums of rows 4-7 and keeps in
 // the locals qback and dback the four rows' strides that X8ROWS goes
 // back by.
 #define X8START \
+	X4START; \
 	VXORPS Z20, Z20, Z20; \
 	VXORPS Z21, Z21, Z21; \
 	VXORPS Z22, Z22, Z22; \
@@ -477,29 +484,31 @@ end: \
 // call takes a run of weight rows (matmul.go's batchRows), so the Go
 // around it is paid per run, not per weight row of a few blocks. Those
 // of the 32-value blocks (Q8_0, Q4_0) take the activation rows 32·nb
-// bytes of quants and 4·nb of scales apart, as acts lays them out. Their
+// bytes of quants apart, as acts lays them out, and their scales spread
+// out (acts.spreadScales): each pair of blocks' d_A in eight floats, then
+// d_B in eight (the odd last block's d in all sixteen), the rows
+// 64·⌈nb/2⌉ bytes apart, so one multiply with a memory operand gives the
+// product of scales, where two broadcasts, one of them masked into the
+// other, took a fifth of the eight-row kernel's time (the 110M model's
+// verify step, one thread). Their
 // activations go into VPDPBUSD as unsigned bytes a+128 (a XOR 0x80, the
 // one op per row and 64 values they cost) against the signed weights,
 // and each row's sum starts from −128·Σw, which is the weights' and so
 // computed once. The row pointers are DI plus R12 (zero), R8, 2·R8 and
 // R9 = 3·R8; their scales DX plus R12, R10, 2·R10 and R11 = 3·R10. K4
-// masks the dwords of activations to load, K2 those that take the second
-// block's scale: all and the upper eight for two blocks, the lower eight
-// and none for the single last one, whose loads then stay inside the
-// rows.
+// masks the dwords of activations to load: all for two blocks, the lower
+// eight for the single last one, whose loads then stay inside the rows.
 
 // X4ROW adds the blocks unpacked in Z11 (quants) and Z13 (their scales
-// as floats) times the row at (DI)(aidx), scales (DX)(didx), to acc; Z10
-// holds −128·Σw. Clobbers Z8, Z9, Z12.
+// as floats) times the row at (DI)(aidx), spread scales (DX)(didx), to
+// acc; Z10 holds −128·Σw. Clobbers Z8, Z9, Z12.
 #define X4ROW(aidx, didx, acc) \
-	VPXORD.Z     (DI)(aidx), Z30, K4, Z8; \
-	VMOVDQA64    Z10, Z9; \
-	VPDPBUSD     Z11, Z8, Z9; \
-	VCVTDQ2PS    Z9, Z9; \
-	VBROADCASTSS (DX)(didx), Z12; \
-	VBROADCASTSS 4(DX)(didx), K2, Z12; \
-	VMULPS       Z12, Z13, Z12; \
-	VFMADD231PS  Z9, Z12, acc
+	VPXORD.Z    (DI)(aidx), Z30, K4, Z8; \
+	VMOVDQA64   Z10, Z9; \
+	VPDPBUSD    Z11, Z8, Z9; \
+	VCVTDQ2PS   Z9, Z9; \
+	VMULPS      (DX)(didx), Z13, Z12; \
+	VFMADD231PS Z9, Z12, acc
 
 // X4WSUM sets Z10 to −128·Σw of the unpacked blocks.
 #define X4WSUM \
@@ -540,66 +549,15 @@ end: \
 	VMOVDQU 2(base), Y11; \
 	X4ONESCALE(base)
 
-// The Q8_0 four- and eight-row kernels take the activations' scales
-// spread out (acts.spread): each pair of blocks' d_A in eight floats, then
-// d_B in eight (the odd last block's d in all sixteen), the rows
-// 64·⌈nb/2⌉ bytes apart. So one multiply with a memory operand gives X4ROW's
-// product of scales, where two broadcasts, one of them masked into the
-// other, cost a fifth of the eight-row kernel's time (the 110M model's
-// verify step, one thread); the floats and operations are X4ROW's, and
-// the sums the same bits.
-
-// XSROW is X4ROW on spread scales at (DX)(didx).
-#define XSROW(aidx, didx, acc) \
-	VPXORD.Z    (DI)(aidx), Z30, K4, Z8; \
-	VMOVDQA64   Z10, Z9; \
-	VPDPBUSD    Z11, Z8, Z9; \
-	VCVTDQ2PS   Z9, Z9; \
-	VMULPS      (DX)(didx), Z13, Z12; \
-	VFMADD231PS Z9, Z12, acc
-
-// XSQUAD is X4QUAD with XSROW.
-#define XSQUAD(a0, a1, a2, a3) \
-	XSROW(R12*1, R12*1, a0); \
-	XSROW(R8*1, R10*1, a1); \
-	XSROW(R8*2, R10*2, a2); \
-	XSROW(R9*1, R11*1, a3)
-
-// XSSTRIDES sets the spread scales' row stride R10 = 64·⌈nb/2⌉ bytes and
-// R11 = 3·R10, in place of X4ROWPTRS's.
-#define XSSTRIDES \
-	MOVQ nb+24(FP), R10; \
-	INCQ R10; \
-	SHRQ $1, R10; \
-	SHLQ $6, R10; \
-	LEAQ (R10)(R10*2), R11
-
-#define XS4ROWS \
-	X4WSUM; \
-	XSQUAD(Z16, Z17, Z18, Z19)
-
-#define XS8ROWS \
-	X4WSUM; \
-	XSQUAD(Z16, Z17, Z18, Z19); \
-	LEAQ (DI)(R8*4), DI; \
-	LEAQ (DX)(R10*4), DX; \
-	XSQUAD(Z20, Z21, Z22, Z23); \
-	SUBQ qback-24(SP), DI; \
-	SUBQ dback-32(SP), DX
-
-#define XS8START \
-	XSSTRIDES; \
-	X8START
-
 // func dotQ8_0x4AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
 // sets out[r][o] to the dot product of the Q8_0 weight row o (nb blocks)
 // with Q8_0 activation row r, for r < 4 and o < nr; ad holds the rows'
-// scales spread out (see XSROW).
+// scales spread out.
 TEXT ·dotQ8_0x4AVX512(SB), NOSPLIT, $16-56
 	X4SETUP
 	VMOVDQU64 q8Quants<>(SB), Z28
 	VMOVDQU64 q8Halves<>(SB), Z29
-	XBLOCKS(Q8X4PAIR, Q8X4ONE, 34, 64, XSSTRIDES, XS4ROWS, X4DONE)
+	X4BLOCKS(Q8X4PAIR, Q8X4ONE, 34)
 	RET
 
 // func dotQ8_0x8AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
@@ -610,7 +568,7 @@ TEXT ·dotQ8_0x8AVX512(SB), NOSPLIT, $32-56
 	X4SETUP
 	VMOVDQU64 q8Quants<>(SB), Z28
 	VMOVDQU64 q8Halves<>(SB), Z29
-	XBLOCKS(Q8X4PAIR, Q8X4ONE, 34, 64, XS8START, XS8ROWS, X8DONE)
+	X8BLOCKS(Q8X4PAIR, Q8X4ONE, 34)
 	RET
 
 // X1ACTS prepares the activations of the blocks at (DI), scales (DX),

@@ -360,21 +360,17 @@ func dotNSIMD(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride
 	// The bounds of the last rows checked, the assembly reads inside them.
 	_, _, _ = w[nr*nb*t.BlockBytes()-1], dst[(n-1)*stride+nr-1], a.d[(r+n)*nb-1]
 	_ = a.qs[(r+n)*in-1]
-	if t == Q8_0 {
-		// Their scales spread out (acts.spreadScales), which MatMuls set.
+	if t == Q8_0 || t == Q4_0 {
+		// They take the scales spread out (acts.spreadScales, which
+		// MatMuls sets).
 		per := spreadRow(nb)
-		q, d := &a.qs[r*in], &a.spread[r*per]
 		_ = a.spread[(r+n)*per-1]
-		if n == 8 {
-			dotQ8_0x8AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
-		} else {
-			dotQ8_0x4AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
-		}
-		return true
-	}
-	if t == Q4_0 {
-		q, d := &a.qs[r*in], &a.d[r*nb]
+		q, d := &a.qs[r*in], &a.spread[r*per]
 		switch {
+		case t == Q8_0 && n == 8:
+			dotQ8_0x8AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
+		case t == Q8_0:
+			dotQ8_0x4AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
 		case n == 8:
 			dotQ4_0x8AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
 		default:
