@@ -148,7 +148,54 @@ done: \
 	LEAQ   (R12)(R10*4), AX; \
 	MOVQ   AX, dback-32(SP)
 
-#define X8DONE X8NEXT(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, dstStride+48(FP))
+#define X8DONE X8SUMS(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, dstStride+48(FP))
+
+// X8SUMS is X8NEXT with the eight sums' lanes added together side by side:
+// 24 shuffles and adds for the eight where HSUM16 takes eight ops for
+// each (an eighth of the Q8_0 kernel's time on the 110M model's rows of
+// 768 values). Every sum takes HSUM16's additions in its order, operands
+// in the same places (the 256-bit halves, then the 128-bit ones, then
+// lanes 0+1 and 2+3, then those two), so the floats are X8NEXT's to the
+// bit. R is then A E . . B F . . C G . . D H . . for rows A-H. Clobbers
+// Z0-Z7.
+#define X8SUMS(a0, a1, a2, a3, a4, a5, a6, a7, stridearg) \
+	X4OUT(stridearg); \
+	X8HALVES(a0, a1, Z0, Z1); \
+	X8HALVES(a2, a3, Z1, Z2); \
+	X8HALVES(a4, a5, Z2, Z3); \
+	X8HALVES(a6, a7, Z3, Z4); \
+	VSHUFF32X4    $0x88, Z1, Z0, Z4; \
+	VSHUFF32X4    $0xdd, Z1, Z0, Z5; \
+	VADDPS        Z5, Z4, Z4; \
+	VSHUFF32X4    $0x88, Z3, Z2, Z5; \
+	VSHUFF32X4    $0xdd, Z3, Z2, Z6; \
+	VADDPS        Z6, Z5, Z5; \
+	VSHUFPS       $0x88, Z5, Z4, Z6; \
+	VSHUFPS       $0xdd, Z5, Z4, Z7; \
+	VADDPS        Z7, Z6, Z6; \
+	VSHUFPS       $0x88, Z6, Z6, Z0; \
+	VSHUFPS       $0xdd, Z6, Z6, Z1; \
+	VADDPS        Z1, Z0, Z0; \
+	VEXTRACTF32X4 $1, Z0, X1; \
+	VEXTRACTF32X4 $2, Z0, X2; \
+	VEXTRACTF32X4 $3, Z0, X3; \
+	VMOVSS        X0, (R13); \
+	VMOVSS        X1, (R13)(R12*1); \
+	VMOVSS        X2, (R13)(R12*2); \
+	VMOVSS        X3, (R13)(R11*1); \
+	LEAQ          (R13)(R12*4), R13; \
+	VEXTRACTPS    $1, X0, (R13); \
+	VEXTRACTPS    $1, X1, (R13)(R12*1); \
+	VEXTRACTPS    $1, X2, (R13)(R12*2); \
+	VEXTRACTPS    $1, X3, (R13)(R11*1); \
+	X4ROWDONE
+
+// X8HALVES sets dst to [lo + hi of a, lo + hi of b], the 256-bit halves
+// of each added as HSUM16 adds them; t is scratch.
+#define X8HALVES(a, b, dst, t) \
+	VSHUFF64X2 $0x44, b, a, dst; \
+	VSHUFF64X2 $0xee, b, a, t; \
+	VADDPS     t, dst, dst
 
 // KXQUAD multiplies the unpacked block by the four activation rows from
 // DI, DX, BX on (ROW(aidx, bidx, didx, acc) multiplying it by one
