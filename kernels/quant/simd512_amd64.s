@@ -152,8 +152,9 @@ done: \
 
 // X8SUMS is X8NEXT with the eight sums' lanes added together side by side:
 // 24 shuffles and adds for the eight where HSUM16 takes eight ops for
-// each (an eighth of the Q8_0 kernel's time on the 110M model's rows of
-// 768 values). Every sum takes HSUM16's additions in its order, operands
+// each (about a tenth of the Q8_0 kernel's operations on the 110M model's
+// rows of 768 values; 4% of its time in BenchmarkMatMulVerify, best of
+// four at load 4-6). Every sum takes HSUM16's additions in its order, operands
 // in the same places (the 256-bit halves, then the 128-bit ones, then
 // lanes 0+1 and 2+3, then those two), so the floats are X8NEXT's to the
 // bit. R is then A E . . B F . . C G . . D H . . for rows A-H. Clobbers
