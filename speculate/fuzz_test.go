@@ -171,14 +171,15 @@ func checkDraft(t *testing.T, s *Speculator, fs *fuzzSeq, sp *naiveSpace, k int)
 
 // isPredictionDraft reports whether draft is what follows an occurrence in
 // pred of the sequence's whole output so far or of a tail of at least minN
-// tokens, as much of it as k allows.
+// tokens, as much of it as k allows (or a tentative resumption's
+// tentativeK).
 func isPredictionDraft(pred, seq, draft []int32, k, minN int) bool {
 	if len(draft) == 0 {
 		return false
 	}
 	for p := 0; p < len(pred); p++ {
 		n := len(draft)
-		if p+n > len(pred) || !slices.Equal(pred[p:p+n], draft) || n < k && p+n < len(pred) {
+		if p+n > len(pred) || !slices.Equal(pred[p:p+n], draft) || n < k && n != tentativeK && p+n < len(pred) {
 			continue
 		}
 		if p <= len(seq) && slices.Equal(pred[:p], seq[len(seq)-p:]) {

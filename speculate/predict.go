@@ -8,11 +8,15 @@ import "slices"
 // line) it waits until the output's last n tokens (NgramMin <= n <=
 // NgramMax, longest first) occur in the prediction again and resumes after
 // that occurrence: the first one at or after the point of departure, else
-// the last one before it.
+// the last one before it. A resumption on weak evidence (tentative)
+// drafts at most tentativeK tokens until the output confirms it.
 type predictor struct {
 	pred       []int32
 	pos        int  // the index in pred of the next expected token; the point of departure when !synced
 	synced     bool // the output's last tokens are pred[:pos]'s
+	tentative  bool // synced on weak evidence, and no token since has followed the prediction
+	out        int  // output tokens accepted so far
+	departed   int  // out before the token that departed from the prediction
 	minN, maxN int
 	indexed    int              // the n-grams followed by pred[:indexed] are in grams
 	head       map[uint64]int32 // an n-gram's hash to its last entry in grams
@@ -47,18 +51,32 @@ func (p *predictor) index(budget int) {
 	}
 }
 
+// Resuming after a departure on an n-gram shorter than strongN is weak
+// evidence where the occurrence is more than n tokens from where an edit
+// of the same length would resume: short runs of common tokens (a line's
+// end and the next line's indent, or a model's repeated phrase) occur all
+// over a file. Such a resumption drafts at most tentativeK tokens, a
+// verify row of four (the CPU's four-row kernels, where a row of eight
+// costs several single-token steps), until a token confirms it.
+const (
+	strongN    = 4
+	tentativeK = 3
+)
+
 // accept follows the output's new tokens through the prediction.
 func (p *predictor) accept(tokens []int32) {
-	for _, t := range tokens {
+	for i, t := range tokens {
 		if !p.synced {
-			return // the drafter resynchronizes from the output's tail
+			break // the drafter resynchronizes from the output's tail
 		}
 		if p.pos < len(p.pred) && p.pred[p.pos] == t {
 			p.pos++
+			p.tentative = false
 		} else {
-			p.synced = false
+			p.synced, p.departed = false, p.out+i
 		}
 	}
+	p.out += len(tokens)
 }
 
 // draft appends to dst at most k tokens of the prediction that follow the
@@ -72,6 +90,9 @@ func (p *predictor) draft(dst, seq []int32, k, budget int) []int32 {
 	}
 	if !p.synced {
 		return dst
+	}
+	if p.tentative {
+		k = min(k, tentativeK)
 	}
 	return append(dst, p.pred[p.pos:min(len(p.pred), p.pos+k)]...)
 }
@@ -102,7 +123,11 @@ func (p *predictor) resync(seq []int32) {
 		// An occurrence before the point of departure is taken only once
 		// the whole prediction is indexed: one after it may be yet to come.
 		if best != none && (best >= p.pos || p.indexed == len(p.pred)) {
+			// An edit that kept the length resumes at pos plus the output
+			// tokens since the departure.
+			same := p.pos + p.out - p.departed
 			p.pos, p.synced = best, true
+			p.tentative = n < strongN && (best < same-n || best > same+n)
 			return
 		}
 	}

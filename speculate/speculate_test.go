@@ -181,6 +181,32 @@ func TestPredictionPrefersForwardMatch(t *testing.T) {
 	}
 }
 
+// TestPredictionTentativeResync: after a departure, a short n-gram that
+// occurs where an edit of the same length would resume resynchronizes
+// with full drafts; one found far from there (a common run of tokens)
+// drafts at most tentativeK tokens until a token confirms it.
+func TestPredictionTentativeResync(t *testing.T) {
+	pred := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 50, 51, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30}
+	s := mustNew(t, Config{K: 8, NgramMin: 2, NgramMax: 5})
+	// 5 replaced by 90, then 6 7: where a same-length edit resumes.
+	d := s.NewDrafter("", nil, pred)
+	d.Accept([]int32{1, 2, 3, 4, 90, 6, 7})
+	if got, _ := draft(t, d, 8); !slices.Equal(got, pred[7:15]) {
+		t.Errorf("near resync drafted %v, want %v", got, pred[7:15])
+	}
+	// 5 6 7 replaced by 90 50 51: "50 51" occurs 11 tokens on.
+	d = s.NewDrafter("", nil, pred)
+	d.Accept([]int32{1, 2, 3, 4, 90, 50, 51})
+	if got, _ := draft(t, d, 8); !slices.Equal(got, pred[18:18+tentativeK]) {
+		t.Fatalf("far resync drafted %v, want %v", got, pred[18:18+tentativeK])
+	}
+	d.Accept([]int32{17, 99}) // confirmed by 17; 99 departs again
+	d.Accept([]int32{19, 20})
+	if got, _ := draft(t, d, 8); !slices.Equal(got, pred[22:30]) {
+		t.Errorf("after a confirmed resync and a same-length edit drafted %v, want %v", got, pred[22:30])
+	}
+}
+
 func TestSuffixDraftsFromOwnNamespaceOnly(t *testing.T) {
 	s := mustNew(t, Config{Mode: Suffix, K: 8, MaxSpecFactor: 4})
 	secret := []int32{1, 2, 3, 40, 41, 42, 43, 44}

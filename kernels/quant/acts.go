@@ -21,6 +21,10 @@ type acts struct {
 	bs []int16   // Q8_K: Σqs per 16 values, for the K-quants' offsets
 	dt []float32 // Q8_0 with the AVX2 four-row kernel: d block-major, dt[b*rows+r]
 
+	// spread is d spread out for the AVX-512 Q8_0 and Q4_0 kernels of four
+	// and eight rows (see spreadScales), set by MatMuls where they run.
+	spread []float32
+
 	sums []int32 // Σqs per 16 values: quantizeBlocks' scratch
 }
 
@@ -133,3 +137,29 @@ func (a *acts) scalesByBlock(rows int) {
 		}
 	}
 }
+
+// spreadScales sets a.spread from the scales of rows rows of in values
+// (QK blocks): each pair of blocks' scales as sixteen floats, the first's
+// in eight and the second's in eight, an odd last block's in all sixteen,
+// each row 16·⌈nb/2⌉ floats; the AVX-512 four- and eight-row Q8_0 and
+// Q4_0 kernels multiply by them in one operation.
+func (a *acts) spreadScales(rows, in int) {
+	nb := in / QK
+	per := spreadRow(nb)
+	a.spread = slices.Grow(a.spread[:0], rows*per)[:rows*per]
+	for r := range rows {
+		sp := a.spread[r*per : (r+1)*per]
+		for j, d := range a.d[r*nb : (r+1)*nb] {
+			lo, n := j/2*16+j%2*8, 8
+			if j == nb-1 && j%2 == 0 {
+				n = 16
+			}
+			for i := lo; i < lo+n; i++ {
+				sp[i] = d
+			}
+		}
+	}
+}
+
+// spreadRow is the length of a row's spread scales for nb blocks.
+func spreadRow(nb int) int { return (nb + 1) / 2 * 16 }

@@ -168,6 +168,7 @@ type smallStep struct {
 	o, down     Product
 	x, h        []float32 // rows×dim and rows×hidden activations
 	rows, bytes int
+	threads     int // 0: benchThreads
 }
 
 func newSmallStep(b *testing.B, rng *rand.Rand, typ Type, rows int) *smallStep {
@@ -187,11 +188,17 @@ func newSmallStep(b *testing.B, rng *rand.Rand, typ Type, rows int) *smallStep {
 // run times the step on benchThreads threads; MB/s counts the weight
 // bytes, read once per step for all the rows.
 func (s *smallStep) run(b *testing.B) {
-	pool := newTestPool(benchThreads)
-	defer pool.Close()
-	m := NewMultiplier(pool.For)
+	var m *Multiplier
+	if s.threads == 1 {
+		m = NewMultiplier(nil)
+	} else {
+		pool := newTestPool(benchThreads)
+		defer pool.Close()
+		m = NewMultiplier(pool.For)
+	}
 	dim, hidden := len(s.x)/s.rows, len(s.h)/s.rows
 	b.SetBytes(int64(s.bytes))
+	cpu0 := cpuNanos()
 	for b.Loop() {
 		if m.MatMuls(s.x, s.rows, dim, s.qkv...) != nil || m.MatMuls(s.x, s.rows, dim, s.o) != nil ||
 			m.MatMuls(s.x, s.rows, dim, s.gateUp...) != nil || m.MatMuls(s.h, s.rows, hidden, s.down) != nil {
@@ -199,6 +206,7 @@ func (s *smallStep) run(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(s.rows*b.N)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(cpuNanos()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkDotRows times the single-row kernels alone (dotRows, the
@@ -279,5 +287,19 @@ func BenchmarkMatMulQuads(b *testing.B) {
 				b.ReportMetric(2*float64(rows*out*in)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
+	}
+}
+
+// BenchmarkMatMulVerify is BenchmarkMatVecSmall for one sequence's
+// speculative verify row of 1 to 17 tokens (the next token and up to 16
+// drafts) on one thread, the weights in cache: a step's time at R rows
+// against its time at 1 is what a verify row of R tokens costs in
+// single-token steps, the figure that bounds speculative decoding's gain.
+func BenchmarkMatMulVerify(b *testing.B) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, rows := range []int{1, 2, 4, 5, 8, 9, 12, 16, 17} {
+		s := newSmallStep(b, rng, Q8_0, rows)
+		s.threads = 1
+		benchLevels(b, fmt.Sprintf("Q8_0/rows=%d", rows), s.run)
 	}
 }

@@ -142,8 +142,13 @@ func (m *Multiplier) MatMuls(x []float32, rows, in int, ps ...Product) error {
 		} else {
 			m.quantizeRange(0, 0, blocks)
 		}
-		if a == &m.q8 && rows >= 4 && q8ScalesByBlock() {
-			a.scalesByBlock(rows)
+		if a == &m.q8 && rows >= 4 {
+			switch {
+			case have512:
+				a.spreadScales(rows, in)
+			case q8ScalesByBlock():
+				a.scalesByBlock(rows)
+			}
 		}
 	}
 	if big {

@@ -139,6 +139,7 @@ func testActs(t Type, x []float32, rows, in int) acts {
 	}
 	if a.blk == QK && rows > 0 {
 		a.scalesByBlock(rows)
+		a.spreadScales(rows, in)
 	}
 	return a
 }

@@ -52,14 +52,13 @@
 
 // X4ROWSETUP starts a weight row of the four-row Q8_0 and Q4_0 kernels:
 // the activations' pointers and strides (X4ROWPTRS), the sums zeroed and
-// the masks set for two blocks at a time.
+// the mask set for two blocks at a time.
 #define X4ROWSETUP \
 	X4ROWPTRS; \
 	VXORPS Z16, Z16, Z16; \
 	VXORPS Z17, Z17, Z17; \
 	VXORPS Z18, Z18, Z18; \
 	VXORPS Z19, Z19, Z19; \
-	HIGHHALF; \
 	KXNORW K4, K4, K4
 
 // X4ONESCALE sets Z13 to the scale of the block at (base), in all lanes.
@@ -93,6 +92,7 @@
 // 0-7, d_B in 8-15) and ONE(base) a single last one (its quants in Y11,
 // the upper lanes zero), for ROWS to multiply by the activation rows;
 // START begins a weight row after X4ROWSETUP, NEXT stores its sums.
+// DX walks the spread scales (see X4ROW), 64 bytes a pair of blocks.
 #define XBLOCKS(PAIR, ONE, bsize, START, ROWS, NEXT) \
 	MOVQ w+0(FP), SI; \
 	X4ROWSTART(nr+32(FP), dst+40(FP)); \
@@ -106,7 +106,7 @@ pair: \
 	ROWS; \
 	ADDQ $(2*bsize), SI; \
 	ADDQ $64, DI; \
-	ADDQ $8, DX; \
+	ADDQ $64, DX; \
 	SUBQ $2, CX; \
 	JMP  pair; \
 one: \
@@ -124,13 +124,21 @@ done: \
 #define X4BLOCKS(PAIR, ONE, bsize) XBLOCKS(PAIR, ONE, bsize, X4START, X4ROWS, X4DONE)
 #define X8BLOCKS(PAIR, ONE, bsize) XBLOCKS(PAIR, ONE, bsize, X8START, X8ROWS, X8DONE)
 
-#define X4START
+// X4START sets the spread scales' row stride R10 = 64·⌈nb/2⌉ bytes and
+// R11 = 3·R10, in place of X4ROWPTRS's.
+#define X4START \
+	MOVQ nb+24(FP), R10; \
+	INCQ R10; \
+	SHRQ $1, R10; \
+	SHLQ $6, R10; \
+	LEAQ (R10)(R10*2), R11
 #define X4DONE X4NEXT(Z16, Z17, Z18, Z19, dstStride+48(FP))
 
 // X8START zeroes the eight-row kernels' sums of rows 4-7 and keeps in
 // the locals qback and dback the four rows' strides that X8ROWS goes
 // back by.
 #define X8START \
+	X4START; \
 	VXORPS Z20, Z20, Z20; \
 	VXORPS Z21, Z21, Z21; \
 	VXORPS Z22, Z22, Z22; \
@@ -140,7 +148,55 @@ done: \
 	LEAQ   (R12)(R10*4), AX; \
 	MOVQ   AX, dback-32(SP)
 
-#define X8DONE X8NEXT(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, dstStride+48(FP))
+#define X8DONE X8SUMS(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, dstStride+48(FP))
+
+// X8SUMS is X8NEXT with the eight sums' lanes added together side by side:
+// 24 shuffles and adds for the eight where HSUM16 takes eight ops for
+// each (about a tenth of the Q8_0 kernel's operations on the 110M model's
+// rows of 768 values; 4% of its time in BenchmarkMatMulVerify, best of
+// four at load 4-6). Every sum takes HSUM16's additions in its order, operands
+// in the same places (the 256-bit halves, then the 128-bit ones, then
+// lanes 0+1 and 2+3, then those two), so the floats are X8NEXT's to the
+// bit. R is then A E . . B F . . C G . . D H . . for rows A-H. Clobbers
+// Z0-Z7.
+#define X8SUMS(a0, a1, a2, a3, a4, a5, a6, a7, stridearg) \
+	X4OUT(stridearg); \
+	X8HALVES(a0, a1, Z0, Z1); \
+	X8HALVES(a2, a3, Z1, Z2); \
+	X8HALVES(a4, a5, Z2, Z3); \
+	X8HALVES(a6, a7, Z3, Z4); \
+	VSHUFF32X4    $0x88, Z1, Z0, Z4; \
+	VSHUFF32X4    $0xdd, Z1, Z0, Z5; \
+	VADDPS        Z5, Z4, Z4; \
+	VSHUFF32X4    $0x88, Z3, Z2, Z5; \
+	VSHUFF32X4    $0xdd, Z3, Z2, Z6; \
+	VADDPS        Z6, Z5, Z5; \
+	VSHUFPS       $0x88, Z5, Z4, Z6; \
+	VSHUFPS       $0xdd, Z5, Z4, Z7; \
+	VADDPS        Z7, Z6, Z6; \
+	VSHUFPS       $0x88, Z6, Z6, Z0; \
+	VSHUFPS       $0xdd, Z6, Z6, Z1; \
+	VADDPS        Z1, Z0, Z0; \
+	VEXTRACTF32X4 $1, Z0, X1; \
+	VEXTRACTF32X4 $2, Z0, X2; \
+	VEXTRACTF32X4 $3, Z0, X3; \
+	VMOVSS        X0, (R13); \
+	VMOVSS        X1, (R13)(R12*1); \
+	VMOVSS        X2, (R13)(R12*2); \
+	VMOVSS        X3, (R13)(R11*1); \
+	LEAQ          (R13)(R12*4), R13; \
+	VEXTRACTPS    $1, X0, (R13); \
+	VEXTRACTPS    $1, X1, (R13)(R12*1); \
+	VEXTRACTPS    $1, X2, (R13)(R12*2); \
+	VEXTRACTPS    $1, X3, (R13)(R11*1); \
+	X4ROWDONE
+
+// X8HALVES sets dst to [lo + hi of a, lo + hi of b], the 256-bit halves
+// of each added as HSUM16 adds them; t is scratch.
+#define X8HALVES(a, b, dst, t) \
+	VSHUFF64X2 $0x44, b, a, dst; \
+	VSHUFF64X2 $0xee, b, a, t; \
+	VADDPS     t, dst, dst
 
 // KXQUAD multiplies the unpacked block by the four activation rows from
 // DI, DX, BX on (ROW(aidx, bidx, didx, acc) multiplying it by one
@@ -476,29 +532,31 @@ end: \
 // call takes a run of weight rows (matmul.go's batchRows), so the Go
 // around it is paid per run, not per weight row of a few blocks. Those
 // of the 32-value blocks (Q8_0, Q4_0) take the activation rows 32·nb
-// bytes of quants and 4·nb of scales apart, as acts lays them out. Their
+// bytes of quants apart, as acts lays them out, and their scales spread
+// out (acts.spreadScales): each pair of blocks' d_A in eight floats, then
+// d_B in eight (the odd last block's d in all sixteen), the rows
+// 64·⌈nb/2⌉ bytes apart, so one multiply with a memory operand gives the
+// product of scales, where two broadcasts, one of them masked into the
+// other, took a fifth of the eight-row kernel's time (the 110M model's
+// verify step, one thread). Their
 // activations go into VPDPBUSD as unsigned bytes a+128 (a XOR 0x80, the
 // one op per row and 64 values they cost) against the signed weights,
 // and each row's sum starts from −128·Σw, which is the weights' and so
 // computed once. The row pointers are DI plus R12 (zero), R8, 2·R8 and
 // R9 = 3·R8; their scales DX plus R12, R10, 2·R10 and R11 = 3·R10. K4
-// masks the dwords of activations to load, K2 those that take the second
-// block's scale: all and the upper eight for two blocks, the lower eight
-// and none for the single last one, whose loads then stay inside the
-// rows.
+// masks the dwords of activations to load: all for two blocks, the lower
+// eight for the single last one, whose loads then stay inside the rows.
 
 // X4ROW adds the blocks unpacked in Z11 (quants) and Z13 (their scales
-// as floats) times the row at (DI)(aidx), scales (DX)(didx), to acc; Z10
-// holds −128·Σw. Clobbers Z8, Z9, Z12.
+// as floats) times the row at (DI)(aidx), spread scales (DX)(didx), to
+// acc; Z10 holds −128·Σw. Clobbers Z8, Z9, Z12.
 #define X4ROW(aidx, didx, acc) \
-	VPXORD.Z     (DI)(aidx), Z30, K4, Z8; \
-	VMOVDQA64    Z10, Z9; \
-	VPDPBUSD     Z11, Z8, Z9; \
-	VCVTDQ2PS    Z9, Z9; \
-	VBROADCASTSS (DX)(didx), Z12; \
-	VBROADCASTSS 4(DX)(didx), K2, Z12; \
-	VMULPS       Z12, Z13, Z12; \
-	VFMADD231PS  Z9, Z12, acc
+	VPXORD.Z    (DI)(aidx), Z30, K4, Z8; \
+	VMOVDQA64   Z10, Z9; \
+	VPDPBUSD    Z11, Z8, Z9; \
+	VCVTDQ2PS   Z9, Z9; \
+	VMULPS      (DX)(didx), Z13, Z12; \
+	VFMADD231PS Z9, Z12, acc
 
 // X4WSUM sets Z10 to −128·Σw of the unpacked blocks.
 #define X4WSUM \
@@ -541,7 +599,8 @@ end: \
 
 // func dotQ8_0x4AVX512(w *byte, a *int8, ad *float32, nb, nr int, dst *float32, dstStride int)
 // sets out[r][o] to the dot product of the Q8_0 weight row o (nb blocks)
-// with Q8_0 activation row r, for r < 4 and o < nr.
+// with Q8_0 activation row r, for r < 4 and o < nr; ad holds the rows'
+// scales spread out.
 TEXT ·dotQ8_0x4AVX512(SB), NOSPLIT, $16-56
 	X4SETUP
 	VMOVDQU64 q8Quants<>(SB), Z28

@@ -368,7 +368,11 @@ func dotNSIMD(n int, t Type, w []byte, a *acts, r, in int, dst []float32, stride
 	_, _, _ = w[nr*nb*t.BlockBytes()-1], dst[(n-1)*stride+nr-1], a.d[(r+n)*nb-1]
 	_ = a.qs[(r+n)*in-1]
 	if t == Q8_0 || t == Q4_0 {
-		q, d := &a.qs[r*in], &a.d[r*nb]
+		// They take the scales spread out (acts.spreadScales, which
+		// MatMuls sets).
+		per := spreadRow(nb)
+		_ = a.spread[(r+n)*per-1]
+		q, d := &a.qs[r*in], &a.spread[r*per]
 		switch {
 		case t == Q8_0 && n == 8:
 			dotQ8_0x8AVX512(&w[0], q, d, nb, nr, &dst[0], stride)
