@@ -366,6 +366,12 @@ type walker struct {
 	// undBase and bad are bulkSets.exclude's for sig.
 	undBase, bad []uint64
 	sig          bulkSig
+	bound        int // the chain's bound (see bulk), -1 for none
+	// kept: this walker's tables persist from mask to mask (reset's
+	// keep), so it keeps memos of stepped tokens too.
+	kept     bool
+	memos    []stepMemo
+	memoNext int // the memo to reuse next when all are taken
 }
 
 type wstate struct {
@@ -400,7 +406,10 @@ func (w *walker) reset(c *Constraint, keep bool) {
 		w.chains = w.chains[:0]
 		w.own.frames = w.own.frames[:0]
 		clear(w.ids)
+		w.memos = w.memos[:0] // their states are gone
+		w.memoNext = 0
 	}
+	w.kept = keep
 	if w.ids == nil {
 		w.ids, w.shapes = map[string]int32{}, map[string]int32{}
 	}
