@@ -530,8 +530,8 @@ func orInto(dst, src []uint64) {
 // starts from the state its predecessor reached after the bytes they
 // share, so it costs a step per trie node on the way to them without
 // the walk's scattered reads of every node. A kept walker remembers
-// what stepping a token taught (see stepMemo) and decides it again
-// without stepping.
+// what stepping a token taught (see walker.memo) and, where letters and
+// digits are keep characters, decides it again with one transition.
 func (w *walker) stepUndecided(v *Vocab, root int32) {
 	b := v.bulk
 	// The tokens that start with a refused byte are refused: clear them
@@ -541,21 +541,24 @@ func (w *walker) stepUndecided(v *Vocab, root int32) {
 			clearRange(w.undecided, v.tokAt[ch], v.tokAt[v.next[ch]])
 		}
 	}
-	var memo []uint64
+	memo, recall := w.memo, false
 	if w.kept {
-		memo = w.memoFor(len(v.toks))
+		if len(memo) != len(v.toks) {
+			memo = make([]uint64, len(v.toks))
+			w.memo = memo
+		}
+		recall = w.alnumKeep(b)
 	}
 	path := append(w.path[:0], root) // path[d]: the state after prev[:d]
 	var prev []byte
 	for i, word := range w.undecided {
 		for ; word != 0; word &= word - 1 {
 			t := i*64 + bits.TrailingZeros64(word)
-			if memo != nil && memo[t] != 0 {
-				allowed, known := w.recall(memo[t])
-				if allowed {
-					setBit(w.mask, v.toks[t])
-				}
-				if known {
+			if recall && memo[t] != 0 {
+				if allowed, known := w.recall(memo[t]); known {
+					if allowed {
+						setBit(w.mask, v.toks[t])
+					}
 					continue
 				}
 			}
@@ -585,7 +588,7 @@ func (w *walker) stepUndecided(v *Vocab, root int32) {
 				setBit(w.mask, v.toks[t])
 			}
 			if memo != nil && b.invalidT[t>>6]>>(t&63)&1 == 0 {
-				memo[t] = w.memoize(p, path, s >= 0)
+				memo[t] = memoize(p, path, s >= 0)
 			}
 			prev = p
 		}
@@ -593,66 +596,35 @@ func (w *walker) stepUndecided(v *Vocab, root int32) {
 	w.path = path
 }
 
-// A stepMemo remembers, for each token (trie order) that one set of
-// roles (a bulkSig) leaves undecided, where its exit is: the first byte
-// that is not a keep character. The keep characters before it lead
-// along the chain of uniform successors, so from whatever level a mask
-// starts at, the state before the exit is a level's (or the token is
-// refused: it meets the chain's bound), and the exit byte leads from
-// there by one transition. The memo also holds the state that byte led
-// to when the token was last stepped, and whether the rest of the token
-// passed from it: when the exit leads to that state again, the token's
-// verdict is known. Tokens that are not valid UTF-8 are not remembered
-// (bulk's roles do not cover their characters). Entry layout: bit 63
-// set; bits 48-55 the exit byte's class, 32-47 its position, 1-31 the
-// state after it plus one (0: none), bit 0 the verdict.
-type stepMemo struct {
-	sig  bulkSig
-	toks []uint64
-}
-
-// maxStepMemos is how many sets of roles a walker remembers tokens for
-// (a JSON string, an email address's local part and domain, ...).
-const maxStepMemos = 4
-
-// memoFor returns the memo for w.sig, n tokens long, starting one (or
-// reusing the oldest) when there is none.
-func (w *walker) memoFor(n int) []uint64 {
-	for i := range w.memos {
-		if w.memos[i].sig == w.sig {
-			return w.memos[i].toks
+// alnumKeep reports whether every ASCII letter and digit that clean
+// tokens hold is a keep character under w.sig's roles: then the letters
+// and digits a token starts with lead along the chain of uniform
+// successors, level by level, and walker.memo applies.
+func (w *walker) alnumKeep(b *bulkSets) bool {
+	for c := range byte(utf8.RuneSelf) {
+		if isAlnum(c) && b.ascii[c] != nil && w.sig.roles[c] != roleKeep {
+			return false
 		}
 	}
-	var m *stepMemo
-	if len(w.memos) < maxStepMemos {
-		w.memos = append(w.memos, stepMemo{})
-		m = &w.memos[len(w.memos)-1]
-	} else {
-		m = &w.memos[w.memoNext]
-		w.memoNext = (w.memoNext + 1) % maxStepMemos
-	}
-	m.sig = w.sig
-	if cap(m.toks) < n {
-		m.toks = make([]uint64, n)
-	} else {
-		m.toks = m.toks[:n]
-		clear(m.toks)
-	}
-	return m.toks
+	return true
 }
 
-// memoize returns the memo entry for token p stepped along path (the
-// states after each of its bytes reached) with verdict allowed, 0 when
-// the token has no exit the entry can hold.
-func (w *walker) memoize(p []byte, path []int32, allowed bool) uint64 {
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// memoize returns walker.memo's entry for token p, stepped from some
+// state along path (the states after each of its bytes it reached) with
+// verdict allowed; 0 when the token is letters and digits throughout.
+func memoize(p []byte, path []int32, allowed bool) uint64 {
 	k := 0
-	for k < len(p) && p[k] < utf8.RuneSelf && w.sig.roles[p[k]] == roleKeep {
+	for k < len(p) && isAlnum(p[k]) {
 		k++
 	}
 	if k >= len(p) || k > 0xFFFF {
 		return 0
 	}
-	x := 1<<63 | uint64(w.class[p[k]])<<48 | uint64(k)<<32
+	x := 1<<63 | uint64(p[k])<<48 | uint64(k)<<32
 	if k+1 < len(path) {
 		x |= uint64(path[k+1]+1) << 1
 	}
@@ -662,21 +634,24 @@ func (w *walker) memoize(p []byte, path []int32, allowed bool) uint64 {
 	return x
 }
 
-// recall decides a token from its memo entry x: known is false when it
-// must be stepped (the exit leads elsewhere than when it was stepped).
+// recall decides a token from its memo entry x where letters and digits
+// are keep characters: known is false when it must be stepped (its exit
+// leads elsewhere than when it was stepped).
 func (w *walker) recall(x uint64) (allowed, known bool) {
 	k := int(x >> 32 & 0xFFFF)
 	if w.bound >= 0 && k > w.bound {
 		return false, true // a keep character meets the bound
 	}
 	s := w.levels[min(k, len(w.levels)-1)]
-	e := w.trans[int(s)*w.nclass+int(x>>48&0xFF)] // 0 unknown, -1 dead, else state+1
+	c := byte(x >> 48)
+	e, ok := w.known(s, c)
+	if !ok {
+		e = w.next(s, c)
+	}
 	switch {
-	case e == 0:
-		return false, false
 	case e < 0:
 		return false, true // the exit is refused here
-	case uint64(e) != x>>1&0x7FFFFFFF:
+	case uint64(e+1) != x>>1&0x7FFFFFFF:
 		return false, false
 	}
 	return x&1 != 0, true
