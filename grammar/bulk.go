@@ -248,7 +248,6 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 		s = next
 	}
 	w.levels = levels
-	w.bound = bound
 	if w.aborted || bound == 0 { // no character leads on: little to decide
 		return false
 	}
@@ -529,9 +528,7 @@ func orInto(dst, src []uint64) {
 // Their bytes lie together in trie order (bulkSets.data), and a token
 // starts from the state its predecessor reached after the bytes they
 // share, so it costs a step per trie node on the way to them without
-// the walk's scattered reads of every node. A kept walker remembers
-// what stepping a token taught (see walker.memo) and, where letters and
-// digits are keep characters, decides it again with one transition.
+// the walk's scattered reads of every node.
 func (w *walker) stepUndecided(v *Vocab, root int32) {
 	b := v.bulk
 	// The tokens that start with a refused byte are refused: clear them
@@ -541,27 +538,11 @@ func (w *walker) stepUndecided(v *Vocab, root int32) {
 			clearRange(w.undecided, v.tokAt[ch], v.tokAt[v.next[ch]])
 		}
 	}
-	memo, recall := w.memo, false
-	if w.kept {
-		if len(memo) != len(v.toks) {
-			memo = make([]uint64, len(v.toks))
-			w.memo = memo
-		}
-		recall = w.alnumKeep(b)
-	}
 	path := append(w.path[:0], root) // path[d]: the state after prev[:d]
 	var prev []byte
 	for i, word := range w.undecided {
 		for ; word != 0; word &= word - 1 {
 			t := i*64 + bits.TrailingZeros64(word)
-			if recall && memo[t] != 0 {
-				if allowed, known := w.recall(memo[t]); known {
-					if allowed {
-						setBit(w.mask, v.toks[t])
-					}
-					continue
-				}
-			}
 			p := b.data[b.off[t]:b.off[t+1]]
 			d := 0
 			for d < len(path)-1 && d < len(p) && p[d] == prev[d] {
@@ -587,72 +568,8 @@ func (w *walker) stepUndecided(v *Vocab, root int32) {
 			if s >= 0 {
 				setBit(w.mask, v.toks[t])
 			}
-			if memo != nil && b.invalidT[t>>6]>>(t&63)&1 == 0 {
-				memo[t] = memoize(p, path, s >= 0)
-			}
 			prev = p
 		}
 	}
 	w.path = path
-}
-
-// alnumKeep reports whether every ASCII letter and digit that clean
-// tokens hold is a keep character under w.sig's roles: then the letters
-// and digits a token starts with lead along the chain of uniform
-// successors, level by level, and walker.memo applies.
-func (w *walker) alnumKeep(b *bulkSets) bool {
-	for c := range byte(utf8.RuneSelf) {
-		if isAlnum(c) && b.ascii[c] != nil && w.sig.roles[c] != roleKeep {
-			return false
-		}
-	}
-	return true
-}
-
-func isAlnum(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}
-
-// memoize returns walker.memo's entry for token p, stepped from some
-// state along path (the states after each of its bytes it reached) with
-// verdict allowed; 0 when the token is letters and digits throughout.
-func memoize(p []byte, path []int32, allowed bool) uint64 {
-	k := 0
-	for k < len(p) && isAlnum(p[k]) {
-		k++
-	}
-	if k >= len(p) || k > 0xFFFF {
-		return 0
-	}
-	x := 1<<63 | uint64(p[k])<<48 | uint64(k)<<32
-	if k+1 < len(path) {
-		x |= uint64(path[k+1]+1) << 1
-	}
-	if allowed {
-		x |= 1
-	}
-	return x
-}
-
-// recall decides a token from its memo entry x where letters and digits
-// are keep characters: known is false when it must be stepped (its exit
-// leads elsewhere than when it was stepped).
-func (w *walker) recall(x uint64) (allowed, known bool) {
-	k := int(x >> 32 & 0xFFFF)
-	if w.bound >= 0 && k > w.bound {
-		return false, true // a keep character meets the bound
-	}
-	s := w.levels[min(k, len(w.levels)-1)]
-	c := byte(x >> 48)
-	e, ok := w.known(s, c)
-	if !ok {
-		e = w.next(s, c)
-	}
-	switch {
-	case e < 0:
-		return false, true // the exit is refused here
-	case uint64(e+1) != x>>1&0x7FFFFFFF:
-		return false, false
-	}
-	return x&1 != 0, true
 }

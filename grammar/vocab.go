@@ -366,25 +366,6 @@ type walker struct {
 	// undBase and bad are bulkSets.exclude's for sig.
 	undBase, bad []uint64
 	sig          bulkSig
-	bound        int // the chain's bound (see bulk), -1 for none
-	// kept: this walker's tables persist from mask to mask (reset's
-	// keep), and so does memo.
-	kept bool
-	// memo remembers, for each token (trie order) stepUndecided stepped,
-	// where its exit is (its first byte that is not an ASCII letter or
-	// digit), that byte, and the state the byte led to from the state
-	// before it and whether the rest of the token passed from there.
-	// Where letters and digits are keep characters they lead along the
-	// chain of uniform successors, so whatever level a later mask starts
-	// at, the state before the exit is a level's (or the token meets the
-	// chain's bound and is refused), and the exit byte leads from there
-	// by one transition: when to the remembered state, the token's
-	// verdict is known without stepping it. Tokens that are not valid
-	// UTF-8 are not remembered (bulk's roles do not cover their
-	// characters). An entry: bit 63 set; bits 48-55 the exit byte, 32-47
-	// its position, 1-31 the state after it plus one (0: not reached),
-	// bit 0 the verdict; 0 for none.
-	memo []uint64
 }
 
 type wstate struct {
@@ -419,9 +400,7 @@ func (w *walker) reset(c *Constraint, keep bool) {
 		w.chains = w.chains[:0]
 		w.own.frames = w.own.frames[:0]
 		clear(w.ids)
-		clear(w.memo) // its states are gone
 	}
-	w.kept = keep
 	if w.ids == nil {
 		w.ids, w.shapes = map[string]int32{}, map[string]int32{}
 	}
