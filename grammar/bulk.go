@@ -626,7 +626,9 @@ func orInto(dst, src []uint64) {
 // Their bytes lie together in trie order (bulkSets.data), and a token
 // starts from the state its predecessor reached after the bytes they
 // share, so it costs a step per trie node on the way to them without
-// the walk's scattered reads of every node.
+// the walk's scattered reads of every node. Where bulk allows it
+// (walker.shaped), a token of letters and digits, one byte, letters and
+// digits is decided by byShape instead.
 func (w *walker) stepUndecided(v *Vocab, root int32) {
 	b := v.bulk
 	// The tokens that start with a refused byte are refused: clear them
@@ -714,13 +716,6 @@ func (w *walker) byShape(sh uint32) (allowed, known bool) {
 		return false, true
 	}
 	m := int(sh & 0xFF)
-	if int(e) < len(w.runs) {
-		if r := w.runs[e]; m <= int(r.n) || r.end == runLoops {
-			return true, true
-		} else if r.end == runDies {
-			return false, true
-		}
-	}
 	n, end := w.alnumRun(e, m)
 	switch {
 	case m <= n || end == runLoops:
@@ -761,6 +756,9 @@ func (w *walker) alnumRun(id int32, want int) (int, uint8) {
 		w.runs = append(w.runs, make([]alnumRun, len(w.states)-len(w.runs))...)
 	}
 	r := w.runs[id]
+	if r.end != runOpen || int(r.n) >= want {
+		return int(r.n), r.end
+	}
 	n, end, s := int(r.n), r.end, id
 	if r.at > 0 {
 		s = r.at - 1
