@@ -45,6 +45,10 @@ type bulkSets struct {
 	// Token toks[i]'s bytes are data[off[i]:off[i+1]]: the trie's order.
 	data []byte
 	off  []uint32
+	// shape[i] (trie order) describes a clean token of the form "ASCII
+	// letters and digits, one byte, ASCII letters and digits" for
+	// stepUndecided (see tokenShape); 0 for other tokens.
+	shape []uint32
 	// atMost[c]: the clean tokens of at most c characters (a partial
 	// one counts) in ID order, for c < len(atMost); long: the longer
 	// ones, by characters, with longChars their counts.
@@ -61,7 +65,7 @@ const bulkCounts = 33
 func newBulkSets(v *Vocab) *bulkSets {
 	words, wordsT := v.MaskWords(), (len(v.toks)+63)/64
 	b := &bulkSets{clean: make([]uint64, words), invalidT: make([]uint64, wordsT), partialT: make([]uint64, wordsT),
-		atMost: make([][]uint64, bulkCounts)}
+		atMost: make([][]uint64, bulkCounts), shape: make([]uint32, len(v.toks))}
 	chars := make([]int32, len(v.toks)) // characters of toks[i] (a partial one counts), -1 if invalid
 	var ext []int                       // kinds a partial character may become
 	b.off = make([]uint32, 1, len(v.toks)+1)
@@ -77,6 +81,7 @@ func newBulkSets(v *Vocab) *bulkSets {
 			continue
 		}
 		setBit(b.clean, id)
+		b.shape[i] = tokenShape(p)
 		n := int32(0)
 		for j := 0; j < whole; n++ {
 			if p[j] < utf8.RuneSelf {
@@ -196,6 +201,31 @@ func wholePrefix(p []byte, ext []int) (int, []int) {
 
 func setBit(s []uint64, i int32) { s[i>>6] |= 1 << (i & 63) }
 
+// tokenShape packs a token made of k ASCII letters and digits, then a
+// byte x that is not one, then n more letters and digits (k, n < 256):
+// bit 31 set, k in bits 16-23, x in 8-15, n in 0-7. It is 0 for any
+// other token.
+func tokenShape(p []byte) uint32 {
+	k := 0
+	for k < len(p) && isAlnum(p[k]) {
+		k++
+	}
+	n := len(p) - k - 1
+	if n < 0 || k > 0xFF || n > 0xFF {
+		return 0
+	}
+	for _, c := range p[k+1:] {
+		if !isAlnum(c) {
+			return 0
+		}
+	}
+	return 1<<31 | uint32(k)<<16 | uint32(p[k])<<8 | uint32(n)
+}
+
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
 // maxBulkLevels bounds the chain of uniform successors the bulk path
 // follows: a string longer than this is walked.
 const maxBulkLevels = 64
@@ -247,9 +277,12 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 		}
 		s = next
 	}
-	w.levels = levels
-	if w.aborted || bound == 0 { // no character leads on: little to decide
+	w.levels, w.bound = levels, bound
+	if w.aborted {
 		return false
+	}
+	if bound == 0 { // no character leads on: little to decide
+		return w.stringExits(v, root)
 	}
 	// probe[i]: which leaves of level i take the character that leads
 	// to its uniform successor; probeOK[i] false where that cannot be
@@ -392,6 +425,7 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 		}
 	}
 	w.undecided = und
+	w.shaped = w.alnumKeep(b)
 	bad := w.bad
 	short := b.atMost[bulkCounts-1]
 	if bound >= 0 && bound < bulkCounts {
@@ -408,6 +442,70 @@ func (w *walker) bulk(v *Vocab, root int32) bool {
 			setBit(w.mask, id)
 		}
 	}
+	return true
+}
+
+// maxExits bounds the bytes a state at the end of a string may go on
+// with for stringExits to step its tokens rather than walk them.
+const maxExits = 8
+
+// stringExits handles a state where no character leads on uniformly but
+// a few bytes lead into something string-like, as at the longest local
+// part of an email address, where only '.' and '@' go on: the walk
+// would visit every node below those bytes, while most of their tokens
+// are such a byte and then letters and digits, which byShape decides
+// with a transition and a run. It leaves every token undecided for
+// stepUndecided (which clears those with a refused first byte at once)
+// and reports true when no letter or digit goes on here (a token that
+// starts with one is refused), every byte that does leads to a state
+// where letters and digits lead alike, and one that is not a quote
+// leads to a state that takes a letter; false, doing nothing,
+// otherwise. Elsewhere the walk is faster: it prunes below punctuation
+// at once, and below a quote that opens a JSON string it proves most of
+// the subtree whole with span.
+func (w *walker) stringExits(v *Vocab, root int32) bool {
+	var exits [maxExits]int32
+	var quote [maxExits]bool
+	n := 0
+	for ch := int32(1); ch < v.next[0]; ch = v.next[ch] {
+		c := v.edge[ch]
+		e := w.next(root, c)
+		if e < 0 {
+			continue
+		}
+		if isAlnum(c) || n == maxExits {
+			return false
+		}
+		exits[n], quote[n] = e, c == '"'
+		n++
+	}
+	// Cheap first: one exit that is not a quote must take a letter.
+	strs := 0
+	for i, e := range exits[:n] {
+		if !quote[i] && w.next(e, 'a') >= 0 {
+			strs++
+		}
+	}
+	if strs == 0 {
+		return false
+	}
+	for _, e := range exits[:n] {
+		if w.alnumNext(e) == -2 {
+			return false
+		}
+	}
+	if w.aborted {
+		return false
+	}
+	und := slices.Grow(w.undecided[:0], (len(v.toks)+63)/64)[:(len(v.toks)+63)/64]
+	for i := range und {
+		und[i] = ^uint64(0)
+	}
+	if r := len(v.toks) & 63; r != 0 {
+		und[len(und)-1] = 1<<r - 1
+	}
+	w.undecided = und
+	w.shaped = true // byShape sees only tokens with k = 0
 	return true
 }
 
@@ -528,7 +626,9 @@ func orInto(dst, src []uint64) {
 // Their bytes lie together in trie order (bulkSets.data), and a token
 // starts from the state its predecessor reached after the bytes they
 // share, so it costs a step per trie node on the way to them without
-// the walk's scattered reads of every node.
+// the walk's scattered reads of every node. Where bulk allows it
+// (walker.shaped), a token of letters and digits, one byte, letters and
+// digits is decided by byShape instead.
 func (w *walker) stepUndecided(v *Vocab, root int32) {
 	b := v.bulk
 	// The tokens that start with a refused byte are refused: clear them
@@ -543,6 +643,15 @@ func (w *walker) stepUndecided(v *Vocab, root int32) {
 	for i, word := range w.undecided {
 		for ; word != 0; word &= word - 1 {
 			t := i*64 + bits.TrailingZeros64(word)
+			if sh := b.shape[t]; w.shaped && sh != 0 {
+				allowed, known := w.byShape(sh)
+				if allowed {
+					setBit(w.mask, v.toks[t])
+				}
+				if known || w.aborted {
+					continue
+				}
+			}
 			p := b.data[b.off[t]:b.off[t+1]]
 			d := 0
 			for d < len(path)-1 && d < len(p) && p[d] == prev[d] {
@@ -573,3 +682,132 @@ func (w *walker) stepUndecided(v *Vocab, root int32) {
 	}
 	w.path = path
 }
+
+// alnumKeep reports whether every ASCII letter and digit that clean
+// tokens hold is a keep character under w.sig's roles: then the letters
+// and digits a token starts with lead along the chain of uniform
+// successors, level by level, and byShape applies.
+func (w *walker) alnumKeep(b *bulkSets) bool {
+	for c := range byte(utf8.RuneSelf) {
+		if isAlnum(c) && b.ascii[c] != nil && w.sig.roles[c] != roleKeep {
+			return false
+		}
+	}
+	return true
+}
+
+// byShape decides a token of shape sh (see tokenShape) inside the chain
+// bulk followed, where letters and digits are keep characters: its k
+// letters and digits lead to level k's state (or meet the chain's bound
+// and are refused), its byte x from there by one transition, and the
+// letters and digits after it by the run they start there (alnumRun).
+// known is false when the run cannot tell: the token must be stepped.
+func (w *walker) byShape(sh uint32) (allowed, known bool) {
+	k := int(sh >> 16 & 0xFF)
+	if w.bound >= 0 && k > w.bound {
+		return false, true // a keep character meets the bound
+	}
+	s, x := w.levels[min(k, len(w.levels)-1)], byte(sh>>8)
+	e, ok := w.known(s, x)
+	if !ok {
+		e = w.next(s, x)
+	}
+	if e < 0 {
+		return false, true
+	}
+	m := int(sh & 0xFF)
+	n, end := w.alnumRun(e, m)
+	switch {
+	case m <= n || end == runLoops:
+		return true, true
+	case end == runDies:
+		return false, true
+	}
+	return false, false
+}
+
+// alnumRun is what walker.runs keeps for a state.
+type alnumRun struct {
+	at  int32 // the state after n of them, plus one (0: none yet)
+	n   uint8 // how many were followed
+	end uint8 // how the run ends
+}
+
+// How a run of ASCII letters and digits from a state ends (alnumRun.end).
+const (
+	runOpen  = iota // followed no further yet
+	runDies         // the next one is refused, whichever it is
+	runLoops        // any number more are taken
+	runMixed        // the next ones do not all lead alike (or the run is too long to follow)
+)
+
+// maxAlnumRun bounds how far alnumRun follows a run.
+const maxAlnumRun = 0xFF
+
+// alnumRun returns how many ASCII letters and digits in a row state id
+// takes while they all lead to one same state, level by level, and what
+// comes after: runDies, runLoops or runMixed, or runOpen when it stopped
+// looking after want of them. walker.runs keeps what was followed, and
+// a later call goes on from there: following a run meets new states,
+// and stepping the matcher for their transitions is what a mask pays
+// most for, so it follows no further than a token needs.
+func (w *walker) alnumRun(id int32, want int) (int, uint8) {
+	if int(id) >= len(w.runs) {
+		w.runs = append(w.runs, make([]alnumRun, len(w.states)-len(w.runs))...)
+	}
+	r := w.runs[id]
+	if r.end != runOpen || int(r.n) >= want {
+		return int(r.n), r.end
+	}
+	n, end, s := int(r.n), r.end, id
+	if r.at > 0 {
+		s = r.at - 1
+	}
+	for end == runOpen && n < want && n < maxAlnumRun && !w.aborted {
+		next := w.alnumNext(s)
+		switch {
+		case next == -1:
+			end = runDies
+		case next == -2:
+			end = runMixed
+		case next == s:
+			end = runLoops
+		default:
+			s = next
+			n++
+		}
+	}
+	if end == runOpen && n >= maxAlnumRun {
+		end = runMixed
+	}
+	w.runs[id] = alnumRun{at: s + 1, n: uint8(n), end: end}
+	return n, end
+}
+
+// alnumNext is the state every ASCII letter and digit leads to from
+// state id: -1 when all are refused, -2 when they differ.
+func (w *walker) alnumNext(id int32) int32 {
+	r := int32(-3)
+	for _, c := range alnumBytes {
+		n, ok := w.known(id, c)
+		if !ok {
+			n = w.next(id, c)
+		}
+		if r != -3 && n != r {
+			return -2
+		}
+		r = n
+	}
+	return r
+}
+
+// alnumBytes are the ASCII letters and digits.
+var alnumBytes = func() []byte {
+	var out []byte
+	for c := range byte(utf8.RuneSelf) {
+		if isAlnum(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}()

@@ -163,6 +163,9 @@ var maskGrammars = []struct {
 	{"newline first", `root ::= "|\n" ([a-z0-9 ] | [^\x00-\x7f])*`, "gbnf", true},
 	{"regex", `[\x{80}-\x{7ff}a-c]{0,6}[0-9]*`, "regex", true},
 	{"regex latin", `[à-ÿ ]{0,5}"?`, "regex", false},
+	// Exits inside a string: '.' and '@' in the address, '-' and '.' in
+	// the domain.
+	{"email", `{"type":"array","items":{"type":"string","format":"email"}}`, "schema", true},
 }
 
 func compileMaskGrammar(t testing.TB, i int) *Grammar {
@@ -339,5 +342,63 @@ func TestBulkApplies(t *testing.T) {
 	m := NewConstraint(g, voc).NewMatcher()
 	if m.AcceptBytes([]byte(`{"s":"a","n":1`)); checkBulk(t, m, "number") {
 		t.Error("the bulk path applied inside a number")
+	}
+}
+
+// TestStringExits: at the end of a bounded string, where only a few
+// bytes go on, the bulk path still applies (stringExits) and the mask,
+// which byShape decides in part, agrees with Allowed token by token; so
+// do masks a level before the end, where letters and digits are keep
+// characters and byShape decides tokens with an exit after them.
+func TestStringExits(t *testing.T) {
+	v := utf8Vocab(2500, 3)
+	v = append(v, "ab.cd", ".x", ".xyz", "@ex", "x@y", "a-b", "-", "com", "ab", "abcdefghij", "klmnop", ".com", "q.r.s",
+		"-z", "z-", "9.9", "@", ".", "A0.B1", "x\"", "x\",", "b.c@d")
+	voc := NewVocab(v, []int32{0})
+	email, err := CompileSchema([]byte(`{"type":"array","items":{"type":"string","format":"email"}}`), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	label := strings.Repeat("d", 32)
+	const chain, exits, walk = "chain", "exits", "walk" // how bulk should take the state
+	for _, tc := range []struct {
+		g            *Grammar
+		prefix, want string
+	}{
+		{compileMaskGrammar(t, 0), `{"s":"abc`, chain},
+		{compileMaskGrammar(t, 0), `{"s":"abcde`, walk}, // only a quote goes on
+		{email, `["abcdefghijklmn`, chain},
+		{email, `["abcdefghijklmno`, exits},
+		{email, `["ab.cdefghijklmnopq`, exits},
+		{email, `["a@` + label[:30], chain},
+		{email, `["a@` + label, exits},
+		{email, `["a@b.` + label, exits},
+	} {
+		m := NewConstraint(tc.g, voc).NewMatcher()
+		if !m.AcceptBytes([]byte(tc.prefix)) {
+			t.Fatalf("%q refused", tc.prefix)
+		}
+		w := &walker{}
+		w.reset(m.c, false)
+		w.mask = make([]uint64, voc.MaskWords())
+		got := walk
+		if w.bulk(voc, w.intern(&m.s, m.leaves, m.end)) {
+			got = chain
+			if w.bound == 0 {
+				got = exits
+			}
+			if !w.shaped {
+				t.Errorf("after %q: byShape does not apply", tc.prefix)
+			}
+		}
+		if got != tc.want {
+			t.Errorf("after %q: bulk took the state as %s, want %s", tc.prefix, got, tc.want)
+		}
+		mask := m.Mask()
+		for id := range int32(len(v)) {
+			if in := mask[id>>6]>>(id&63)&1 != 0; in != m.Allowed(id) {
+				t.Fatalf("after %q: mask says %v for %q, Allowed %v", tc.prefix, in, v[id], !in)
+			}
+		}
 	}
 }

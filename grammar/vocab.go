@@ -366,6 +366,11 @@ type walker struct {
 	// undBase and bad are bulkSets.exclude's for sig.
 	undBase, bad []uint64
 	sig          bulkSig
+	bound        int  // the chain's bound (see bulk), -1 for none
+	shaped       bool // stepUndecided may decide tokens by byShape
+	// runs[s]: how far letters and digits in a row lead alike from state
+	// s (see alnumRun); states past its end have none followed yet.
+	runs []alnumRun
 }
 
 type wstate struct {
@@ -398,6 +403,7 @@ func (w *walker) reset(c *Constraint, keep bool) {
 		w.leaves = w.leaves[:0]
 		w.trans = w.trans[:0]
 		w.chains = w.chains[:0]
+		w.runs = w.runs[:0]
 		w.own.frames = w.own.frames[:0]
 		clear(w.ids)
 	}
