@@ -39,6 +39,33 @@ func (m *greedyModel) ForwardGreedy(rows []Row, greedy []bool) ([]float32, []int
 	return logits, ids, nil
 }
 
+// runTogether submits reqs to a new engine on m in one scheduler call, so
+// that they run in the same steps, and returns every choice's Result in
+// order.
+func runTogether(t *testing.T, m Model, reqs []Request) []Result {
+	t.Helper()
+	e := newTestEngine(t, m, nil)
+	var all [][]*Stream
+	var err error
+	e.do(func() {
+		for _, r := range reqs {
+			var streams []*Stream
+			if streams, err = e.SubmitN(context.Background(), r); err != nil {
+				return
+			}
+			all = append(all, streams)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Result
+	for _, streams := range all {
+		out = append(out, collect(t, streams)...)
+	}
+	return out
+}
+
 // TestForwardGreedy runs a mix of requests on a GreedyModel and on the
 // same model without the capability: greedy requests take the model's
 // argmax (their logits rows are NaN, so a Sample from them would differ),
@@ -55,33 +82,11 @@ func TestForwardGreedy(t *testing.T) {
 		{Prompt: prompt(6, 8), MaxTokens: 4, N: 2, Sampling: Sampling{Temperature: 1, Seed: 2}},
 		{Prompt: prompt(7, 5), MaxTokens: 5, Beam: Beam{Width: 2}},
 	}
-	results := func(m Model) []Result {
-		e := newTestEngine(t, m, nil)
-		var all [][]*Stream
-		var err error
-		e.do(func() { // every request in the same steps
-			for _, r := range reqs {
-				var streams []*Stream
-				if streams, err = e.SubmitN(context.Background(), r); err != nil {
-					return
-				}
-				all = append(all, streams)
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []Result
-		for _, streams := range all {
-			out = append(out, collect(t, streams)...)
-		}
-		return out
-	}
 	plain := newHashModel(testVocab, 256)
 	plain.dense = true
 	gm := &greedyModel{hashModel: newHashModel(testVocab, 256)}
 	gm.dense = true
-	want, got := results(plain), results(gm)
+	want, got := runTogether(t, plain, reqs), runTogether(t, gm, reqs)
 	if len(got) != len(want) {
 		t.Fatalf("%d results, want %d", len(got), len(want))
 	}
@@ -202,33 +207,11 @@ func TestForwardSample(t *testing.T) {
 		{Prompt: prompt(7, 6), MaxTokens: 4, N: 2, Sampling: Sampling{Temperature: 1, Seed: 2}},
 		{Prompt: prompt(8, 9), MaxTokens: 6},
 	}
-	results := func(m Model) []Result {
-		e := newTestEngine(t, m, nil)
-		var all [][]*Stream
-		var err error
-		e.do(func() {
-			for _, r := range reqs {
-				var streams []*Stream
-				if streams, err = e.SubmitN(context.Background(), r); err != nil {
-					return
-				}
-				all = append(all, streams)
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []Result
-		for _, streams := range all {
-			out = append(out, collect(t, streams)...)
-		}
-		return out
-	}
 	plain := newHashModel(testVocab, 256)
 	plain.dense = true
 	sm := &samplingModel{greedyModel: greedyModel{hashModel: newHashModel(testVocab, 256)}}
 	sm.dense = true
-	want, got := results(plain), results(sm)
+	want, got := runTogether(t, plain, reqs), runTogether(t, sm, reqs)
 	for i := range want {
 		if got[i].Err != nil || !slices.Equal(got[i].Tokens, want[i].Tokens) {
 			t.Errorf("result %d: %v %v, without ForwardSample %v", i, got[i].Err, got[i].Tokens, want[i].Tokens)
