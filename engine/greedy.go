@@ -48,16 +48,8 @@ func (sc *scheduler) forward() ([]float32, []int32, error) {
 		logits, err := sc.e.cfg.Model.Forward(sc.rows)
 		return logits, nil, err
 	}
-	if sc.sm != nil {
-		n := 0
-		for i := range sc.plan {
-			if sc.plan[i].logits() {
-				n++
-			}
-		}
-		if len(sc.drawBuf) < n {
-			sc.drawBuf = make([]sample.Draw, n) // rare after warm-up
-		}
+	if sc.sm != nil && len(sc.drawBuf) < len(sc.plan) {
+		sc.drawBuf = make([]sample.Draw, len(sc.plan)) // a draw at most per item; rare after warm-up
 	}
 	some, drawn, k := false, false, 0
 	for i := range sc.plan {
