@@ -6,6 +6,7 @@ import (
 	"github.com/prefixd/prefixd/kernels/cuda"
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
 	"github.com/prefixd/prefixd/kernels/cuda/src"
+	"sync"
 )
 
 // Built says whether this binary has the GPU backend (the cuda build tag).
@@ -14,7 +15,19 @@ const Built = true
 // gpuDevice is a kernels/cuda Device as a Device: a step's ops run in one
 // hand-over to its thread, matrix products are cuBLAS GemmEx, the pool is
 // a cuda.KVStore.
-type gpuDevice struct{ d *cuda.Device }
+type gpuDevice struct {
+	d    *cuda.Device
+	call *call
+}
+
+// call hands Do's f to the device thread through run, a func value made
+// once, so that a step's hand-over allocates nothing; mu keeps f for the
+// one Do in flight.
+type call struct {
+	mu  sync.Mutex
+	f   func(Mem) error
+	run func(*cuda.Exec) error
+}
 
 // OpenCUDA opens GPU ordinal with kernels, pool and matrices of element
 // type dt.
@@ -23,11 +36,19 @@ func OpenCUDA(ordinal int, dt src.DType) (GPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gpuDevice{d}, nil
+	c := &call{}
+	c.run = func(x *cuda.Exec) error { return c.f(x) }
+	return gpuDevice{d, c}, nil
 }
 
 func (g gpuDevice) Do(f func(Mem) error) error {
-	return g.d.Do(func(x *cuda.Exec) error { return f(x) })
+	c := g.call
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.f = f
+	err := g.d.Do(c.run)
+	c.f = nil
+	return err
 }
 func (g gpuDevice) DType() src.DType { return g.d.DType() }
 func (g gpuDevice) SMs() int         { return g.d.SMs() }

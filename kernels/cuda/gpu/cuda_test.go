@@ -35,7 +35,7 @@ func init() {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { g.Close() })
-		c := countedGPU{GPU: g, live: new(int64)}
+		c := newCountedGPU(g)
 		return c, func() int64 { return *c.live }
 	}})
 }

@@ -49,7 +49,7 @@ func init() {
 func TestCountedGPU(t *testing.T) {
 	d := emu.New(src.F32, emu.Forward)
 	defer d.Close()
-	c := countedGPU{GPU: emuGPU{emuDevice{d}}, live: new(int64)}
+	c := newCountedGPU(emuGPU{emuDevice{d}})
 	b := NewBackend(c)
 	if _, err := b.Upload(kernels.FromF32(make([]float32, 6), 2, 3)); err != nil {
 		t.Fatal(err)

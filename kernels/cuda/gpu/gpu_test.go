@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prefixd/prefixd/batch"
@@ -53,14 +54,42 @@ func each(t *testing.T, dts []src.DType, f func(t *testing.T, dev Device)) {
 	}
 }
 
-// countedGPU counts the live allocations made through its Mem.
+// countedGPU counts the live allocations made through its Mem. Its Do
+// allocates nothing (TestStepAllocatesNothing runs on it): the counting
+// Mem and the function handed over are made once, f kept for the one Do
+// in flight.
 type countedGPU struct {
 	GPU
 	live *int64
+	call *countedCall
+}
+
+type countedCall struct {
+	mu  sync.Mutex
+	mem countingMem
+	f   func(Mem) error
+	run func(Mem) error
+}
+
+func newCountedGPU(g GPU) countedGPU {
+	c := countedGPU{GPU: g, live: new(int64), call: &countedCall{}}
+	k := c.call
+	k.mem.live = c.live
+	k.run = func(m Mem) error {
+		k.mem.Mem = m
+		return k.f(&k.mem)
+	}
+	return c
 }
 
 func (c countedGPU) Do(f func(Mem) error) error {
-	return c.GPU.Do(func(m Mem) error { return f(countingMem{m, c.live}) })
+	k := c.call
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.f = f
+	err := c.GPU.Do(k.run)
+	k.f, k.mem.Mem = nil, nil
+	return err
 }
 
 type countingMem struct {

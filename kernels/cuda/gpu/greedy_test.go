@@ -24,10 +24,14 @@ func TestForwardGreedy(t *testing.T) {
 		m := roundMatrices(t, model.Random(c, 5), dev.DType())
 		const bs, blocks = 8, 8
 		r := runnerOn(t, m, dev)
-		if _, err := r.NewKV(4*blocks, bs); err != nil {
+		// Sequence 2 of seqTables shares sequence 0's first blocks (a
+		// cached prefix): a prefill of both from position 0 would write the
+		// same slots, a race on a GPU. The third row takes a table of its own.
+		if _, err := r.NewKV(5*blocks, bs); err != nil {
 			t.Fatal(err)
 		}
-		tb := seqTables(4, blocks, bs)
+		tb := seqTables(5, blocks, bs)
+		tb[2] = tb[4]
 		prefill := []batch.Row{{Tokens: tokens(1, 11, c.Vocab), Blocks: tb[0], Logits: true},
 			{Tokens: tokens(2, 6, c.Vocab), Blocks: tb[1]},
 			{Tokens: tokens(3, 9, c.Vocab), Blocks: tb[2], Logits: true},
