@@ -18,16 +18,21 @@
 # with less than 10 s left. The report is rewritten before and after every
 # step, so a run killed midway still leaves one: report.json (a `steps`
 # list, each with name, status and exit code, plus the figures and test
-# results) and report.md, with each step's log, in $REPORT_DIR, else $OUT,
-# else ./gpu-report.
+# results) and report.md, with each step's log, in $REPORT_DIR, else
+# ./gpu-report. Where $OUT is set instead (the device tool, which brings
+# back at most 8 files), the steps write to a temporary folder and $OUT
+# gets report.json, report.md and logs.tgz (every log, the state file and
+# e2e's CPU profile of the host), rewritten after every step.
 #
 #   step              timeout  what
-#   e2e                 180 s  engine end to end, TinyLlama-1.1B's shape in bf16:
-#                              64 x (1,056 prompt + 128 generated), gen tok/s
+#   e2e                 150 s  engine end to end, TinyLlama-1.1B's shape in bf16:
+#                              64 x (1,056 prompt + 128 generated), gen tok/s,
+#                              steps, seconds in the device's hand-overs
+#                              (launches and GPU waits; the rest is host work)
 #   decode-attention     25 s  decode attention's GB/s at several splits
 #                              (attn_decode, and attn for comparison) vs a
 #                              device-to-device copy
-#   kernel-benchmarks    15 s  prefill attention's TFLOP/s, 8 x 1,056 tokens
+#   kernel-benchmarks    30 s  prefill attention's TFLOP/s, 8 x 1,056 tokens
 #                              (attn_prefill on tensor cores, and attn);
 #                              sampling 64 rows of 32,000 on the device vs
 #                              reading their logits back
@@ -60,9 +65,9 @@ budget=${PREFIXD_GPU_BUDGET:-540}
 
 # plan is the steps in order with their timeouts in seconds.
 plan=(
-	"e2e 180"
+	"e2e 150"
 	"decode-attention 25"
-	"kernel-benchmarks 15"
+	"kernel-benchmarks 30"
 	"kernel-tests 50"
 	"runner-tests 80"
 	"memcheck 60"
@@ -97,7 +102,7 @@ step_command() {
 		san=("$sanitizer" --error-exitcode 1 --tool)
 	fi
 	case "$name" in
-	e2e) cmd=("${runner[@]}" -test.run '^$' -test.bench EndToEnd -test.benchtime 1x) ;;
+	e2e) cmd=("${runner[@]}" -test.run '^$' -test.bench EndToEnd -test.benchtime 1x -test.cpuprofile "$out/e2e-cpu.pprof") ;;
 	decode-attention) cmd=("${kern[@]}" -test.run '^$' -test.bench DecodeAttention -test.benchtime "$attn_iters") ;;
 	kernel-benchmarks) cmd=("${kern[@]}" -test.run '^$' -test.bench 'PrefillAttention|DeviceSampling' -test.benchtime "$prefill_iters") ;;
 	kernel-tests) cmd=("${kern[@]}" -test.v -test.run "${sel_kernel_tests:-.}") ;;
@@ -116,7 +121,10 @@ step_command() {
 
 run() {
 	emulate=${PREFIXD_GPU_EMULATE:-0}
-	out="${REPORT_DIR:-${OUT:-gpu-report}}"
+	out="${REPORT_DIR:-gpu-report}" publish=
+	if [ -z "${REPORT_DIR:-}" ] && [ -n "${OUT:-}" ]; then
+		out=$(mktemp -d) publish=$OUT
+	fi
 	mkdir -p "$out"
 	out=$(cd "$out" && pwd)
 	local only=" $* "
@@ -259,9 +267,12 @@ attn = {k: v for k, v in bench.items() if k.startswith("attention/")}
 best = max(attn.items(), key=lambda kv: kv[1]["GB_per_s"], default=None)
 e2e = {}
 for line in log("e2e"):
-    m = re.match(r"^BenchmarkEndToEnd/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) gen-tok/s\s+([\d.]+) hit-rate", line)
+    m = re.match(r"^BenchmarkEndToEnd/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(.*)", line)
     if m:
-        e2e[m.group(1)] = {"seconds": float(m.group(2)) / 1e9, "gen_tok_per_s": float(m.group(3)), "hit_rate": float(m.group(4))}
+        units = {u: float(v) for v, u in re.findall(r"([\d.e+-]+) ([\w/-]+)", m.group(3))}
+        e2e[m.group(1)] = {"seconds": float(m.group(2)) / 1e9, "gen_tok_per_s": units.get("gen-tok/s", 0),
+                           "hit_rate": units.get("hit-rate", 0), "steps": units.get("steps"),
+                           "device_s": units.get("device-s")}
 kernels, cublas = {}, None
 for line in log("kernel-tests"):
     m = re.search(r"kernel (\w+): (\d+) registers, (\d+) threads", line)
@@ -302,8 +313,10 @@ md = ["# prefixd GPU check", "", f"- date: {report['date']}", f"- commit: {commi
 md += [f"| {s['name']} | {s['status']} | {'' if s['exit_code'] is None else s['exit_code']} | "
        f"{'' if s['seconds'] is None else s['seconds']} | {s['timeout_s']} |" for s in steps]
 md += ["", f"End to end, {shape} (goal on the GPU: distinct >= 7,300 generated tok/s):", "",
-       "| workload/mode | seconds | generated tok/s | cache hit rate |", "|---|---|---|---|"]
-md += [f"| {k} | {v['seconds']:.1f} | {v['gen_tok_per_s']:.0f} | {v['hit_rate']:.2f} |" for k, v in e2e.items()]
+       "| workload/mode | seconds | generated tok/s | cache hit rate | steps | in the device's hand-overs |", "|---|---|---|---|---|---|"]
+opt = lambda v, f: "" if v is None else f.format(v)
+md += [f"| {k} | {v['seconds']:.2f} | {v['gen_tok_per_s']:.0f} | {v['hit_rate']:.2f} | {opt(v['steps'], '{:.0f}')} | "
+       f"{opt(v['device_s'], '{:.2f} s')} |" for k, v in e2e.items()]
 md += ["", "Decode attention (K+V bytes read; copy: read+write):", "", "| case | time per step | GB/s |", "|---|---|---|"]
 md += [f"| {k} | {v['ns_per_op']/1e3:.1f} us | {v['GB_per_s']:.3g} |" for k, v in bench.items()]
 if report["best_attention_vs_copy"]:
@@ -319,6 +332,10 @@ if kernels:
            ", ".join(f"{k} {v['registers']}/{v['max_threads']}" for k, v in kernels.items())]
 (out / "report.md").write_text("\n".join(md) + "\n")
 PY
+	if [ -n "$publish" ]; then
+		cp "$out/report.json" "$out/report.md" "$publish/" 2>/dev/null
+		tar -C "$out" -czf "$publish/logs.tgz.tmp" . && mv "$publish/logs.tgz.tmp" "$publish/logs.tgz"
+	fi
 }
 
 case "${1:-}" in
