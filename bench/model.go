@@ -8,6 +8,7 @@ import (
 
 	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/engine"
+	"github.com/prefixd/prefixd/sample"
 )
 
 // NullModel is an engine.Model that computes nothing: it keeps no K/V and
@@ -119,20 +120,62 @@ func (s *scripted) Forward(rows []engine.Row) ([]float32, error) {
 	return logits, nil
 }
 
-// gated wraps a model so that its first forward pass waits until open is
-// called: a run submits its first requests behind that pass, so they all
-// arrive before the scheduler forms its first real batch.
-type gated struct {
-	engine.Model
+// gate holds a run's first forward pass until open is called: a run
+// submits its first requests behind that pass, so they all arrive before
+// the scheduler forms its first real batch.
+type gate struct {
 	once sync.Once
-	gate chan struct{}
+	ch   chan struct{}
 }
 
-func newGated(m engine.Model) *gated { return &gated{Model: m, gate: make(chan struct{})} }
+func (g *gate) wait() { <-g.ch }
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
 
-func (g *gated) Forward(rows []engine.Row) ([]float32, error) {
-	<-g.gate
+// newGated returns m behind a closed gate, with the capabilities m has
+// (engine.GreedyModel, engine.SamplingModel): a GPU's runner then picks
+// greedy and sampled tokens on the device as it does when serving, instead
+// of sending every row's logits back to be sampled here.
+func newGated(m engine.Model) (engine.Model, *gate) {
+	g := &gate{ch: make(chan struct{})}
+	base := gated{m, g}
+	switch x := m.(type) {
+	case engine.SamplingModel:
+		return gatedSampling{gatedGreedy{base, x}, x}, g
+	case engine.GreedyModel:
+		return gatedGreedy{base, x}, g
+	}
+	return base, g
+}
+
+// gated, gatedGreedy and gatedSampling are a model behind a gate.
+type gated struct {
+	engine.Model
+	*gate
+}
+
+func (g gated) Forward(rows []engine.Row) ([]float32, error) {
+	g.wait()
 	return g.Model.Forward(rows)
 }
 
-func (g *gated) open() { g.once.Do(func() { close(g.gate) }) }
+type gatedGreedy struct {
+	gated
+	gm engine.GreedyModel
+}
+
+func (g gatedGreedy) ForwardGreedy(rows []engine.Row, greedy []bool) ([]float32, []int32, error) {
+	g.wait()
+	return g.gm.ForwardGreedy(rows, greedy)
+}
+
+type gatedSampling struct {
+	gatedGreedy
+	sm engine.SamplingModel
+}
+
+func (g gatedSampling) Draws() bool { return g.sm.Draws() }
+
+func (g gatedSampling) ForwardSample(rows []engine.Row, greedy []bool, draws []*sample.Draw) ([]float32, []int32, error) {
+	g.wait()
+	return g.sm.ForwardSample(rows, greedy, draws)
+}

@@ -166,7 +166,7 @@ func Run(ctx context.Context, m engine.Model, eos int32, w *Workload, mode Mode)
 type trial struct {
 	ctx   context.Context
 	e     *engine.Engine
-	gate  *gated
+	gate  *gate
 	probe *probe
 	width int
 
@@ -187,10 +187,10 @@ func newTrial(ctx context.Context, m engine.Model, eos int32, w *Workload, mode 
 		}
 		model = newScripted(m, eos)
 	}
-	g := newGated(model)
+	gm, g := newGated(model)
 	p := &probe{skip: 1}
 	e, err := engine.New(engine.Config{
-		Model: g, EOS: eos,
+		Model: gm, EOS: eos,
 		NumBlocks: sh.NumBlocks, BlockSize: sh.BlockSize, MaxRunning: width,
 		MaxBatchTokens: max(cmp0(sh.MaxBatchTokens, 2048), width), PrefillChunk: sh.PrefillChunk,
 		MaxWaiting: 1 << 16, Batching: mode.Batching, KVAlloc: mode.KVAlloc,
