@@ -14,7 +14,8 @@ type GreedyBackend interface {
 	Backend
 	// LogitsGreedy is Logits, except that for each logits row i with
 	// greedy[i] set (one entry per logits row) it sets ids[i]
-	// to the row's sample.Argmax and need not fill the row's logits. The
+	// to the row's sample.Argmax (or -2 where it can tell that the row
+	// holds NaN or an infinity) and need not fill the row's logits. The
 	// logits keep Logits' layout, a vocabulary per logits row;
 	// ids has one entry per such row (those without greedy set are
 	// unspecified). Both slices are the backend's, valid until the next

@@ -619,8 +619,8 @@ func (b *Backend) Logits(x kernels.Buf, norm, classifier kernels.Weight, eps flo
 }
 
 // LogitsGreedy is Logits, except that for each logits row i with
-// greedy[i] set it returns the row's argmax (sample.Argmax's rule) in
-// ids[i], computed on the device, and copies back 4 bytes for the row
+// greedy[i] set it returns the row's argmax (sample.Argmax's rule; -2 if
+// the row holds NaN or an infinity) in ids[i], computed on the device, and copies back 4 bytes for the row
 // instead of its logits, which it leaves unspecified: it implements
 // model.GreedyBackend. greedy is nil or has an entry per token row that
 // wants logits. Both slices are reused by the next call.
@@ -688,11 +688,9 @@ func (b *Backend) LogitsSample(x kernels.Buf, norm, classifier kernels.Weight, e
 	for i := range n {
 		switch {
 		case b.fin.argmax && greedy[i]:
-			b.ids[i] = int32(binary.LittleEndian.Uint32(b.pinned[4*i:]))
+			b.ids[i] = notFinite(binary.LittleEndian.Uint32(b.pinned[4*i:]))
 		case b.asID[i]:
-			if b.ids[i] = int32(binary.LittleEndian.Uint32(drawn)); b.ids[i] == -1 {
-				b.ids[i] = -2 // not finite, as model.SamplingBackend says
-			}
+			b.ids[i] = notFinite(binary.LittleEndian.Uint32(drawn))
 			drawn = drawn[4:]
 		default:
 			b.ids[i] = 0
@@ -700,6 +698,16 @@ func (b *Backend) LogitsSample(x kernels.Buf, norm, classifier kernels.Weight, e
 		}
 	}
 	return b.logits, b.ids, nil
+}
+
+// notFinite returns the id argmax or sample_rows wrote, -1 (the row held
+// NaN or an infinity) becoming -2, as model.GreedyBackend and
+// SamplingBackend say.
+func notFinite(id uint32) int32 {
+	if int32(id) == -1 {
+		return -2
+	}
+	return int32(id)
 }
 
 // step runs on the device's thread: the step's ops, then b.fin's final

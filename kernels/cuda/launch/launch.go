@@ -181,8 +181,8 @@ func GatherRows(d Device, out, x, idx Ptr, rows, dim int) error {
 }
 
 // Argmax sets out (int32 [rows]) to the index of each row's largest value
-// of x (float32 [rows][n]), the lowest on ties and 0 if all are NaN, as
-// sample.Argmax.
+// of x (float32 [rows][n]), the lowest on ties as sample.Argmax, or -1 if
+// the row holds NaN or an infinity.
 func Argmax(d Device, out, x Ptr, rows, n int) error {
 	if err := positive("rows and n", rows, n); err != nil {
 		return err

@@ -146,11 +146,27 @@ DEV int block_argmax(const float *xr, int n, float *sv, int *si) {
 	return bi;
 }
 
+// block_finite says, to every thread, whether xr[0..n) holds neither NaN
+// nor an infinity, through sh (32 floats of shared memory).
+DEV bool block_finite(const float *xr, int n, float *sh) {
+	float bad = 0.0f;
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		if ((__float_as_uint(xr[i]) & 0x7f800000u) == 0x7f800000u) bad = 1.0f;
+	return block_sum(bad, sh) == 0.0f;
+}
+
 // argmax sets out[r] to the index of row r's largest value of n, the
-// lowest on ties, 0 if every value is NaN (sample.Argmax's rule).
+// lowest on ties (sample.Argmax's rule), or -1 if the row holds NaN or an
+// infinity (sample.CheckFinite's): the engine fails such a row as the CPU
+// path does.
 KERNEL void __launch_bounds__(256) argmax(int *out, const float *x, int n) {
 	__shared__ float sv[32];
 	__shared__ int si[32];
-	int best = block_argmax(x + (long long)blockIdx.x * n, n, sv, si);
+	const float *xr = x + (long long)blockIdx.x * n;
+	if (!block_finite(xr, n, sv)) {
+		if (threadIdx.x == 0) out[blockIdx.x] = -1;
+		return;
+	}
+	int best = block_argmax(xr, n, sv, si);
 	if (threadIdx.x == 0) out[blockIdx.x] = best;
 }

@@ -112,10 +112,7 @@ KERNEL void __launch_bounds__(256) sample_rows(int *out, float *logits, int voca
 		x[tok] = l;
 	}
 	__syncthreads();
-	float bad = 0.0f;
-	for (int i = threadIdx.x; i < vocab; i += SAMPLE_THREADS)
-		if ((__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u) bad = 1.0f;
-	if (block_sum(bad, shf) > 0.0f) {
+	if (!block_finite(x, vocab, shf)) {
 		if (threadIdx.x == 0) out[blockIdx.x] = -1;
 		return;
 	}
