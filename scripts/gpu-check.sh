@@ -47,13 +47,17 @@
 #   runner-memcheck      60 s  the runner's forward pass and its device
 #                              argmax under memcheck
 #   racecheck            45 s  kernel tests under racecheck
+#   profile              40 s  Nsight Compute's view of one decode-attention
+#                              launch (speed of light, occupancy, memory,
+#                              warp stalls): its log, for the next kernel work
 #
 # PREFIXD_GPU_EMULATE=1 scripts/gpu-check.sh run rehearses the same plan
 # on the CPU emulator (kernels/cuda/emu), which CI does: it builds the
 # test binaries without the cuda tag (so it needs Go, not .gpu-check/),
 # runs the benchmarks at tiny shapes and a few tests of each step (the
-# sanitizer steps run theirs without a sanitizer; the emulator's shuffled
-# thread schedule stands in for racecheck), and writes the same report.
+# sanitizer steps run theirs without a sanitizer, the profile step its
+# benchmark without Nsight Compute; the emulator's shuffled thread
+# schedule stands in for racecheck), and writes the same report.
 #
 # With the device tool: build here, then one call with carry [".gpu-check"]
 # and the command `scripts/gpu-check.sh run`. The run exits non-zero unless
@@ -74,6 +78,7 @@ plan=(
 	"memcheck-cublas 25"
 	"runner-memcheck 60"
 	"racecheck 45"
+	"profile 40"
 )
 
 build() {
@@ -96,10 +101,14 @@ build() {
 # seconds it may take (the test binary's own timeout is 5 s shorter, so
 # that a hung test prints its goroutines before the step is killed).
 step_command() {
-	local name=$1 t=$2 san=()
+	local name=$1 t=$2 san=() prof=()
 	local kern=("$kernels_bin") runner=(env PREFIXD_TEST_MODELS="$models" "$bins/gpu.test")
 	if [ "$emulate" = 0 ]; then
 		san=("$sanitizer" --error-exitcode 1 --tool)
+		# Nsight Compute on the clocks as they run (the device tool's
+		# machines must keep theirs), the first decode-attention launch.
+		prof=("$ncu" --clock-control none --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis
+			--section WarpStateStats --section SchedulerStats -k regex:attn_decode -c 1)
 	fi
 	case "$name" in
 	e2e) cmd=("${runner[@]}" -test.run '^$' -test.bench EndToEnd -test.benchtime 1x -test.cpuprofile "$out/e2e-cpu.pprof") ;;
@@ -111,6 +120,7 @@ step_command() {
 	memcheck-cublas) cmd=(${san[@]+"${san[@]}" memcheck} "${kern[@]}" -test.run TestMatMulT) ;;
 	runner-memcheck) cmd=(${san[@]+"${san[@]}" memcheck} "${runner[@]}" -test.run "$sel_runner_memcheck") ;;
 	racecheck) cmd=(${san[@]+"${san[@]}" racecheck} "${kern[@]}" -test.run "$sel_racecheck" -test.skip "${skip_racecheck:-^$}") ;;
+	profile) cmd=(${prof[@]+"${prof[@]}"} "${kern[@]}" -test.run '^$' -test.bench 'DecodeAttention/^attention$/split=auto' -test.benchtime 1x) ;;
 	*)
 		echo "gpu-check: no step $name" >&2
 		return 1
@@ -141,6 +151,7 @@ run() {
 		bins=$PWD/$pack models=$PWD/$pack commit=$(cat "$pack/commit")
 		kernels_bin=$bins/cuda.test
 		sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+		ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 		nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/device.txt" 2>/dev/null ||
 			echo "unknown (no nvidia-smi)" >"$out/device.txt"
 		attn_iters=200x prefill_iters=20x
