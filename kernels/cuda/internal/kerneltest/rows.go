@@ -56,7 +56,7 @@ func Embed(t *testing.T, e *Env) {
 }
 
 func RMSNorm(t *testing.T, e *Env) {
-	for _, dim := range []int{1, 31, 64, 257, 1000} {
+	for _, dim := range []int{1, 31, 64, 257, 1000, 2048} { // 64, 1,000 and 2,048: 16-byte loads
 		rows := 3
 		x, w := e.randF32(rows*dim), e.randF32(dim)
 		out, px, pw := e.alloc(rows*dim*e.dt.Size()), e.floats(x), e.floats(w)
