@@ -4,47 +4,50 @@
 // One thread block of DEC_THREADS threads per (split, KV head, row) holds
 // every query head of the KV head's group, so a K/V page is read from
 // memory once for the whole group. The block walks its split of the row's
-// context a tile of tp positions at a time (64, or fewer where a head row
-// is long: a tile's K and V fill at most one stage of DEC_STAGE 16-byte
-// chunks, 18 KB).
+// context a tile of tp positions at a time: 64, or fewer where head rows
+// are long (a tile's K and V fill at most one stage of DEC_STAGE 16-byte
+// chunks, 18 KB: 32 positions for head dim 128 in bf16, 16 in f32).
 //
-// Why it is built this way (H100 figures): per (row, KV head) the work is
-// a stream of K/V bytes with little arithmetic, so the kernel is bound by
-// the bytes it keeps in flight. To draw ~3 TB/s at ~1 us of latency each
-// of 132 SMs needs ~23 KB of loads outstanding at all times. The tile's
-// copies therefore go by cp.async into one of two stages: every thread
-// issues all its copies of tile t+1 (8 of 16 bytes for head dim 64) before
-// it waits for tile t, and computes on tile t while t+1 is in flight. The
-// static shared memory (two 18 KB stages, 8 KB of queries: 44 KB) admits 5
-// blocks per SM, and __launch_bounds__(128, 4) keeps the registers to at
-// least 4: 64-80 KB in flight per SM, while the previous kernel (plain
-// loads, one tile of 8 KB, nothing in flight while computing) had at most
-// one tile per block and two serial round trips per tile. The block table
-// is read once per page: the page IDs of tile t+2 are loaded into a
-// register while tile t is computed and stored in shared memory after it,
-// so no copy waits on a table read.
+// Why (H100 figures): per (row, KV head) the work is a stream of K/V
+// bytes, so the kernel is bound by the bytes it keeps in flight. To draw
+// ~3 TB/s at ~1 us of latency each of 132 SMs needs ~23 KB of loads
+// outstanding at all times. The previous kernel had at most one 8 KB
+// tile a block, loaded by plain loads in two serial round trips, and
+// nothing in flight while it computed: ~18% of a copy. Here tiles go by
+// cp.async into two stages: every thread issues all its copies of tile t+1
+// (8 of 16 bytes at head dim 64) before it waits for tile t, and the block
+// computes tile t while t+1 is in flight. Per block: 44 KB of static
+// shared memory (two stages, 8 KB of queries; 5 blocks fit an SM) and 128
+// registers a thread under __launch_bounds__(128, 4) (no spills: 4 blocks
+// an SM), so up to 4 x 16 KB = 64 KB in flight per SM, never less than
+// the 16 KB of the tiles being computed. The block table is read once per
+// page: tile t+2's page IDs are loaded into a register while tile t is
+// computed and stored in shared memory after it, so no copy waits on one.
 //
-// The arithmetic then has to keep up: a group of 8 does 16 FMAs per 2-byte
-// element, so each K/V element is converted to float once and used for
-// every head the warp holds. Warp w takes query heads w, w + DEC_WARPS, ...
-// Scores: lane p scores positions p and p + 32 of the tile (16-byte reads
-// of K rows padded by one chunk, so the lanes of a quarter-warp hit
-// distinct banks; the queries read as 16-byte broadcasts); the warp
-// updates each head's running softmax. Output: lane i owns DPL
-// consecutive dimensions of every head the warp holds; for each position
-// it reads and converts V once and adds it to every head's accumulators
-// with the weights passed by shuffle. DPL (1, 2 or 4 dimensions per lane,
-// head dims up to 32, 64 and 128) is a template parameter, so no FMA is
-// spent on a dimension past the head.
+// The arithmetic must then keep up: a group of 8 does 16 FMAs per 2-byte
+// element on the CUDA cores, so every K/V element is read and converted
+// once for all the heads a warp holds. Warp w takes query heads w,
+// w + DEC_WARPS, ... Scores: lane p scores positions p and p + 32 (K rows
+// padded by one chunk, so a quarter-warp's 16-byte reads hit distinct
+// banks; queries read as 16-byte broadcasts). The warp updates each
+// head's running softmax and writes the weights over the stage's K, which
+// all warps have read by then. Output: lane i owns DPL consecutive
+// dimensions (1, 2 or 4: head dims up to 32, 64 and 128, a template
+// parameter, so no FMA goes to a dimension past the head); four positions
+// at a time it reads and converts their V once and takes each head's four
+// weights in one 16-byte read. Counted for group 8, head dim 64, bf16:
+// ~1,100 warp instructions a warp per 16 KB tile, so at 4 a clock the
+// issue limit is ~3.4 TB/s, about 65% busy at 80% of the copy rate.
 //
 // The page size is a compile-time constant (attn_decode8, 16, 32: page
 // and slot of a position follow without division), as in FlashInfer. A
 // split starts at a multiple of 32 positions (launch.Attention sizes
 // splits in multiples of 32) and so at a page boundary. Positions past
-// the split's end are neither loaded nor read: scores and weights are
-// masked and the V loop stops at the tile's end. With one split the block
-// writes the normalised output; with more it writes attn's partial layout
-// (max, sum, unnormalised output) and attn_combine merges the splits.
+// the split's end are not loaded: their scores and weights are masked,
+// and V rows up to the next multiple of 4 are zeroed for the output loop.
+// With one split the block writes the normalised output; with more it
+// writes attn's partial layout (max, sum, unnormalised output) and
+// attn_combine merges the splits.
 
 #define DEC_THREADS 128
 #define DEC_WARPS (DEC_THREADS / 32)
@@ -83,7 +86,9 @@ template <int BS> DEV int dec_pages(int t, int tp, int p1) { return t < p1 ? (mi
 
 // dec_issue starts the cp.async copies of the K and V rows of positions
 // t..t+n (through the tile's page IDs pg) into stage st, and commits them
-// as one group.
+// as one group. It zeroes the V rows from n up to a multiple of 4, which
+// the output loop reads four at a time (with weights of zero: a stale NaN
+// there would still poison the sum).
 template <int BS>
 DEV void dec_issue(uint4 *st, const int *pg, const elem_t *kv, long long blockStride, long long layerOff, int kvDim,
 		   int g, int headDim, int t, int n) {
@@ -97,6 +102,29 @@ DEV void dec_issue(uint4 *st, const int *pg, const elem_t *kv, long long blockSt
 		cp_async16((void *)(d + DEC_STAGE / 2), kp + (long long)BS * kvDim);
 	}
 	cp_async_commit();
+	for (int c = n * cpr + threadIdx.x; c < (n + 3) / 4 * 4 * cpr; c += DEC_THREADS) {
+		int i = c / cpr;
+		st[DEC_STAGE / 2 + i * rs + c - i * cpr] = make_uint4(0, 0, 0, 0);
+	}
+}
+
+// dec_v reads the DPL elements at p (aligned to their size) into f.
+template <int DPL> DEV void dec_v(const elem_t *p, float *f) {
+#if defined(PREFIXD_KV_F32)
+#pragma unroll
+	for (int k = 0; k < DPL; k++) f[k] = p[k];
+#else
+	if (DPL == 1) {
+		f[0] = to_f(p[0]);
+		return;
+	}
+#pragma unroll
+	for (int k = 0; k < DPL / 2; k++) { // two 16-bit elements a load
+		unsigned u = ((const unsigned *)p)[k];
+		f[2 * k] = to_f((elem_t)(u & 0xffffu));
+		f[2 * k + 1] = to_f((elem_t)(u >> 16));
+	}
+#endif
 }
 
 // dec_shared is attn_decode's shared memory, declared once per kernel
@@ -122,7 +150,9 @@ DEV void attn_decode_body(dec_shared &sh, elem_t *out, float *part, const float 
 	int cpr = headDim / DEC_EPV, rs = cpr + 1; // 16-byte chunks per row, and per shared row
 	int tp = DEC_TILE;                          // positions per tile: 16 at least (rows of at most 33 chunks)
 	while (2 * tp * rs > DEC_STAGE) tp >>= 1;
-	int nd = min(DPL, max(0, headDim - lane * DPL)); // the dimensions lane owns
+	// Lane owns dimensions lane*DPL.. (nd of them: DPL, or none past the
+	// head); d0 is where it reads V, clamped into the row.
+	int nd = min(DPL, max(0, headDim - lane * DPL)), d0 = min(lane * DPL, headDim - DPL);
 	const int *tbl = bt + row_bt[r];
 	float scale = rsqrtf((float)headDim);
 	const float *qr = q + (long long)r * ldq + (long long)g * group * headDim;
@@ -181,10 +211,15 @@ DEV void attn_decode_body(dec_shared &sh, elem_t *out, float *part, const float 
 				}
 			}
 		}
-		float w[DEC_HPW][DEC_PPL]; // the positions' weights under each head's new maximum
+		// The weights go to shared memory over this stage's K, which every
+		// warp has finished reading: ws[hh][p] for query head hh of the
+		// group, zero past the tile's end.
+		__syncthreads();
+		float *ws = (float *)ks;
 #pragma unroll
 		for (int j = 0; j < DEC_HPW; j++) {
-			if (warp + j * DEC_WARPS >= group) break;
+			int hh = warp + j * DEC_WARPS;
+			if (hh >= group) break;
 			float mx = -PREFIXD_INF;
 #pragma unroll
 			for (int u = 0; u < DEC_PPL; u++)
@@ -194,29 +229,34 @@ DEV void attn_decode_body(dec_shared &sh, elem_t *out, float *part, const float 
 			float corr = expf(m[j] - mn), sum = 0.0f;
 #pragma unroll
 			for (int u = 0; u < DEC_PPL; u++) {
-				w[j][u] = lane + 32 * u < n ? expf(sc[j][u] - mn) : 0.0f;
-				sum += w[j][u];
+				float e = lane + 32 * u < n ? expf(sc[j][u] - mn) : 0.0f;
+				sum += e;
+				ws[hh * DEC_TILE + lane + 32 * u] = e;
 			}
-			l[j] = l[j] * corr + warp_sum(sum);
+			l[j] = l[j] * corr + sum; // this lane's share: the warp's sum is taken at the end
 			m[j] = mn;
 #pragma unroll
 			for (int k = 0; k < DPL; k++) acc[j][k] *= corr;
 		}
+		__syncwarp(); // a warp reads only the weights its own lanes wrote
+		// Four positions at a time: V read and converted once for all
+		// the warp's heads, each head's four weights in one 16-byte read.
+		const elem_t *vb = (const elem_t *)vs + d0;
+		for (int p = 0; p < n; p += 4) {
+			float vf[4][DPL];
 #pragma unroll
-		for (int u = 0; u < DEC_PPL; u++) {
-			int np = min(32, n - 32 * u);
-			for (int p = 0; p < np; p++) {
-				const elem_t *vp = (const elem_t *)(vs + (32 * u + p) * rs) + lane * DPL;
-				float vf[DPL];
+			for (int i = 0; i < 4; i++) dec_v<DPL>(vb + (p + i) * rs * DEC_EPV, vf[i]);
 #pragma unroll
-				for (int k = 0; k < DPL; k++) vf[k] = k < nd ? to_f(vp[k]) : 0.0f;
+			for (int j = 0; j < DEC_HPW; j++) {
+				int hh = warp + j * DEC_WARPS;
+				if (hh >= group) break;
+				uint4 wq = *(const uint4 *)(ws + hh * DEC_TILE + p);
+				float w4[4] = {__uint_as_float(wq.x), __uint_as_float(wq.y), __uint_as_float(wq.z),
+					       __uint_as_float(wq.w)};
 #pragma unroll
-				for (int j = 0; j < DEC_HPW; j++) {
-					if (warp + j * DEC_WARPS >= group) break;
-					float wp = __shfl_sync(0xffffffffu, w[j][u], p);
+				for (int i = 0; i < 4; i++)
 #pragma unroll
-					for (int k = 0; k < DPL; k++) acc[j][k] += wp * vf[k];
-				}
+					for (int k = 0; k < DPL; k++) acc[j][k] += w4[i] * vf[i][k];
 			}
 		}
 		if (ld) pages[it & 1][threadIdx.x] = pid; // tile it+2's: tile it's were read when it was issued
@@ -227,6 +267,7 @@ DEV void attn_decode_body(dec_shared &sh, elem_t *out, float *part, const float 
 		int hh = warp + j * DEC_WARPS;
 		if (hh >= group) break;
 		int h = g * group + hh;
+		l[j] = warp_sum(l[j]);
 		if (gridDim.x == 1) {
 			elem_t *o = out + ((long long)r * nHeads + h) * headDim + lane * DPL;
 #pragma unroll
