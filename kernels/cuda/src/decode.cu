@@ -127,6 +127,10 @@ template <int DPL> DEV void dec_v(const elem_t *p, float *f) {
 #endif
 }
 
+// The weights of a tile (DEC_HPW * DEC_WARPS query heads, DEC_TILE
+// positions) fit over a stage's K.
+static_assert(DEC_HPW * DEC_WARPS * DEC_TILE * sizeof(float) <= DEC_STAGE / 2 * 16, "weights over K");
+
 // dec_shared is attn_decode's shared memory, declared once per kernel
 // (each instance of the body declaring its own would triple it).
 struct dec_shared {
