@@ -116,6 +116,11 @@ int warp_lanes(int warp) { return blk->n - 32 * warp < 32 ? blk->n - 32 * warp :
 
 void syncthreads() { barrier(blk->arrived, blk->gen, blk->n); }
 
+void syncwarp() {
+	int w = cur->tid >> 5;
+	barrier(blk->warrived[w], blk->wgen[w], warp_lanes(w));
+}
+
 uint64_t warp_exchange(uint64_t v, int src_lane) {
 	int w = cur->tid >> 5;
 	blk->xch[cur->tid] = v;

@@ -47,6 +47,8 @@ extern thread_local Thread *cur;
 extern thread_local dim3 block_idx, block_dim, grid_dim;
 
 void syncthreads();
+// syncwarp is __syncwarp: a barrier of the calling thread's warp.
+void syncwarp();
 uint64_t warp_exchange(uint64_t v, int src_lane);
 // warp_gather gives every lane of the warp all 32 lanes' bytes bytes
 // (at most 32) of mine, in lane order, in all.
@@ -224,6 +226,7 @@ inline void cp_async_wait(int n) {
 #define blockDim (emu::block_dim)
 #define gridDim (emu::grid_dim)
 #define __syncthreads() emu::syncthreads()
+#define __syncwarp() emu::syncwarp()
 #define __shfl_xor_sync(mask, v, m) emu::shfl_xor(mask, v, m)
 #define __shfl_sync(mask, v, src) emu::shfl(mask, v, src)
 #define __uint_as_float(u) emu::uint_as_float(u)

@@ -67,7 +67,8 @@ const (
 //     one sequence, where elements are 16-bit, the head size HD is 64 or
 //     128 and st's query tiles (Step.Tiles) average at least 16 rows;
 //   - else attn_decodeBS, a block per (split, KV head, row) holding the
-//     whole group and loading whole pages into shared memory, where the
+//     whole group, its K/V tiles copied into shared memory by cp.async,
+//     the next tile in flight while it computes one, where the
 //     page size BS is 8, 16 or 32, a head row is a multiple of 16 bytes
 //     (and at most 128 elements), the group's queries fit (group · headDim
 //     ≤ 2,048) and split is a multiple of 32;

@@ -6,8 +6,9 @@
 // element type of K/V blocks, weights and matrix-product inputs; the
 // residual stream and matrix-product outputs are always float.
 
-// Every kernel is defined as `KERNEL void __launch_bounds__(N) name(`,
-// N a literal: the most threads a launch of it may have, which caps its
+// Every kernel is defined as `KERNEL void __launch_bounds__(N) name(`
+// (or `__launch_bounds__(N, B)`: B blocks per multiprocessor), N a
+// literal: the most threads a launch of it may have, which caps its
 // registers so that N threads fit a block, and which src.MaxThreads reads
 // for the emulator's launch checks.
 #ifndef PREFIXD_EMU

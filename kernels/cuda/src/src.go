@@ -21,10 +21,10 @@ import (
 // files are the sources in the order they are compiled: the shared header
 // first.
 //
-//go:embed common.cuh rows.cu kv.cu attention.cu decode.cu tensor.cu prefill.cu sample.cu
+//go:embed common.cuh rows.cu kv.cu attention.cu tensor.cu decode.cu prefill.cu sample.cu
 var files embed.FS
 
-var order = []string{"common.cuh", "rows.cu", "kv.cu", "attention.cu", "decode.cu", "tensor.cu", "prefill.cu", "sample.cu"}
+var order = []string{"common.cuh", "rows.cu", "kv.cu", "attention.cu", "tensor.cu", "decode.cu", "prefill.cu", "sample.cu"}
 
 // DType is the element type of K/V blocks, weights and matrix-product
 // inputs; activations between kernels are float32 whatever it is.
@@ -80,8 +80,9 @@ var Kernels = []string{
 }
 
 // kernelDef matches a kernel's definition, which must declare its launch
-// bounds (a literal thread count) so that MaxThreads knows them.
-var kernelDef = regexp.MustCompile(`(?m)^KERNEL void __launch_bounds__\((\d+)\) (\w+)\(`)
+// bounds (a literal thread count, and optionally the blocks per
+// multiprocessor it is compiled for) so that MaxThreads knows them.
+var kernelDef = regexp.MustCompile(`(?m)^KERNEL void __launch_bounds__\((\d+)(?:, \d+)?\) (\w+)\(`)
 
 // maxThreads is each kernel's launch bound, read from the sources once.
 var maxThreads = func() map[string]int {

@@ -53,6 +53,26 @@ var attnCases = []attnCase{
 		starts: []int{70}, rows: []int{1}, share: []int{0}},
 	{name: "decode page 8 head 8", kvHeads: 2, nHeads: 6, hd: 8, bs: 8, split: 32,
 		starts: []int{5, 40}, rows: []int{1, 1}, share: []int{0, 0}},
+	// attn_decode's pipeline: splits of several tiles (64 positions, or
+	// 32 and 16 where head rows are longer), so that tiles t+1 and t+2
+	// are fetched while tile t is computed; last tiles of 1 and 2
+	// positions; heads whose dimensions leave lanes idle (48, 96 over
+	// 2 and 4 per lane); head 4 (f32 only: 8 bytes on 16-bit pools go to
+	// attn); groups of 1, 4, 5, 12, 16 and 24.
+	{name: "decode page 16 group 8 long rows", kvHeads: 2, nHeads: 16, hd: 64, bs: 16,
+		starts: []int{300, 129, 64, 0}, rows: []int{1, 1, 1, 1}, share: []int{0, 4, 0, 0}},
+	{name: "decode page 8 group 1 head 48 split 96", kvHeads: 3, nHeads: 3, hd: 48, bs: 8, split: 96,
+		starts: []int{250, 95, 191}, rows: []int{1, 1, 1}, share: []int{0, 0, 6}},
+	{name: "decode page 32 group 4 head 128", kvHeads: 1, nHeads: 4, hd: 128, bs: 32,
+		starts: []int{200, 17}, rows: []int{1, 2}, share: []int{0, 0}},
+	{name: "decode page 16 group 5 head 96 split 160", kvHeads: 2, nHeads: 10, hd: 96, bs: 16, split: 160,
+		starts: []int{333, 40}, rows: []int{1, 1}, share: []int{0, 2}},
+	{name: "decode page 8 group 12 head 4", kvHeads: 1, nHeads: 12, hd: 4, bs: 8, split: 32,
+		starts: []int{70, 3}, rows: []int{1, 1}, share: []int{0, 0}},
+	{name: "decode page 32 group 16 head 16", kvHeads: 2, nHeads: 32, hd: 16, bs: 32,
+		starts: []int{150}, rows: []int{1}, share: []int{0}},
+	{name: "decode page 16 group 24 head 32 split 64", kvHeads: 1, nHeads: 24, hd: 32, bs: 16, split: 64,
+		starts: []int{140, 64}, rows: []int{1, 1}, share: []int{0, 4}},
 	// attn_prefill's shapes (head sizes 64 and 128, groups of 1, 3, 4
 	// and 8; prompts cut into several query tiles, after a cached
 	// prefix, ending mid-page; decode rows in the same step; a group's
