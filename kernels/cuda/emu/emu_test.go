@@ -150,12 +150,12 @@ func TestMatMulT(t *testing.T) {
 
 // BenchmarkDecodeAttention is kernels/cuda's benchmark of the same name
 // at a tiny shape (8 sequences of 64 tokens, 8 query heads over 2 KV
-// heads of 16): scripts/gpu-check.sh's emulated run times it to rehearse
-// the GPU's.
+// heads of 64, which attn_decode_tc takes too): scripts/gpu-check.sh's
+// emulated run times it to rehearse the GPU's.
 func BenchmarkDecodeAttention(b *testing.B) {
 	d := New(src.BF16, Forward)
 	b.Cleanup(func() { d.Close() })
-	sh := kerneltest.DecodeShape{Seqs: 8, Ctx: 64, NHeads: 8, KVHeads: 2, HeadDim: 16, BlockSize: 16, SMs: 2,
+	sh := kerneltest.DecodeShape{Seqs: 8, Ctx: 64, NHeads: 8, KVHeads: 2, HeadDim: 64, BlockSize: 16, SMs: 2,
 		Splits: []int{0, 16, 32}}
 	kerneltest.DecodeAttention(b, sh, func(f func(kerneltest.BenchMemory) error) error { return f(d) })
 }

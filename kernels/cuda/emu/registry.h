@@ -33,6 +33,9 @@
 	X(tc_check)                                                                                          \
 	X(attn_prefill64)                                                                                    \
 	X(attn_prefill128)                                                                                   \
+	X(attn_decode_tc8)                                                                                   \
+	X(attn_decode_tc16)                                                                                  \
+	X(attn_decode_tc32)                                                                                  \
 	X(sample_rows)
 
 namespace emu {

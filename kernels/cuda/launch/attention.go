@@ -38,6 +38,11 @@ type Attn struct {
 	// too, whose K/V and queries it rounds to bf16: for tests and
 	// benchmarks.
 	Prefill bool
+	// TensorCores forces attn_decode_tc, attn_decode on tensor cores,
+	// where its shape fits (TensorCoreDecode), on an f32 pool too, whose
+	// K/V and queries it rounds to bf16: for tests and for benchmarks
+	// comparing it with attn_decode until a GPU has shown which is faster.
+	TensorCores bool
 }
 
 // The shapes attn_decode takes (decode.cu): a page size it is compiled
@@ -59,6 +64,20 @@ const (
 	prefillRows    = 64
 	prefillMinRows = 16
 )
+
+// The shapes attn_decode_tc takes (decode_tc.cu): attn_decode's pages and
+// splits, heads of 64 or 128 and groups of up to 16 (the MMA's 16 rows).
+const decodeTCMaxGroup = 16
+
+// TensorCoreDecode reports whether attn_decode_tc takes nHeads query heads
+// over lay with split. Attention launches it only when Attn.TensorCores
+// asks; it is built for 16-bit pools, and on an f32 pool (for tests) it
+// rounds K/V and queries to bf16 as attn_prefill does.
+func TensorCoreDecode(lay KVLayout, nHeads, split int) bool {
+	bs, hd := lay.BlockSize, lay.HeadDim
+	return (hd == 64 || hd == 128) && nHeads/lay.KVHeads <= decodeTCMaxGroup && (bs == 8 || bs == 16 || bs == 32) &&
+		split%decodeTile == 0
+}
 
 // AttentionKernel returns the kernel Attention launches for nHeads query
 // heads over lay for step st with split (0: one split per row), on
@@ -91,8 +110,9 @@ func AttentionKernel(lay KVLayout, st Step, nHeads, split, elemSize int) string 
 // prefillKernels and decodeKernels name attn_prefill's kernels by head
 // size and attn_decode's by page size: a launch formats no name.
 var (
-	prefillKernels = map[int]string{64: "attn_prefill64", 128: "attn_prefill128"}
-	decodeKernels  = map[int]string{8: "attn_decode8", 16: "attn_decode16", 32: "attn_decode32"}
+	prefillKernels  = map[int]string{64: "attn_prefill64", 128: "attn_prefill128"}
+	decodeKernels   = map[int]string{8: "attn_decode8", 16: "attn_decode16", 32: "attn_decode32"}
+	decodeTCKernels = map[int]string{8: "attn_decode_tc8", 16: "attn_decode_tc16", 32: "attn_decode_tc32"}
 )
 
 // warpKernel is the kernel with a warp per query head for groups of
@@ -130,7 +150,9 @@ func AttnWorkspace(st Step, lay KVLayout, nHeads, split int) int {
 // head h/(NHeads/KVHeads). One thread block handles one (split, KV head,
 // row): attn_decode, which loads whole pages into shared memory for the
 // whole group, where AttentionKernel allows it, else a warp per query
-// head of the group (attn, or attn_wide for groups of more than 16); with
+// head of the group (attn, or attn_wide for groups of more than 16), or
+// attn_decode_tc, attn_decode's variant on tensor cores, where a.TensorCores
+// asks for it; with
 // several splits (decode of long contexts: more blocks in flight) a
 // second kernel merges them. A step of prefill rows runs attn_prefill
 // instead, a block per (query tile, KV head, 64 packed query rows), which
@@ -158,6 +180,8 @@ func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
 		kernel = warpKernel(group)
 	case a.Prefill && (hd == 64 || hd == 128) && st.NTiles > 0:
 		kernel = prefillKernels[hd]
+	case a.TensorCores && TensorCoreDecode(lay, a.NHeads, a.Split):
+		kernel = decodeTCKernels[lay.BlockSize]
 	}
 	if kernel != "attn" && kernel != "attn_wide" && kv%16 != 0 {
 		return fmt.Errorf("%w: K/V pool at %#x, not on a 16-byte boundary (%s loads 16 bytes at a time)", ErrShape, uint64(kv), kernel)

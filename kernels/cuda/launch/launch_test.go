@@ -128,6 +128,46 @@ func TestAttentionKernel(t *testing.T) {
 	}
 }
 
+// TestTensorCoreDecode checks which shapes TensorCores launches
+// attn_decode_tc on (heads of 64 or 128, groups of up to 16, attn_decode's
+// pages and splits) with its 128-thread block, that other shapes keep
+// AttentionKernel's pick, and that without TensorCores attn_decode runs.
+func TestTensorCoreDecode(t *testing.T) {
+	st := Step{Rows: 2, RowPos: 1, RowBT: 1, BT: 1, MaxPos: 200}
+	for _, c := range []struct {
+		bs, hd, nHeads, kvHeads, split int
+		kernel                         string
+	}{
+		{16, 64, 32, 4, 0, "attn_decode_tc16"}, // TinyLlama
+		{8, 128, 32, 8, 64, "attn_decode_tc8"},
+		{32, 64, 16, 1, 96, "attn_decode_tc32"}, // a group of 16
+		{32, 64, 32, 1, 0, "attn_decode32"},     // a group of 32
+		{16, 96, 8, 4, 0, "attn_decode16"},      // head 96
+		{16, 64, 32, 4, 48, "attn"},             // split off the tile
+		{4, 64, 32, 4, 0, "attn"},               // page size
+	} {
+		lay := KVLayout{Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, BlockSize: c.bs, NumBlocks: 4}
+		for _, tc := range []bool{false, true} {
+			d := &recorder{}
+			a := Attn{Q: 1, LDQ: c.nHeads * c.hd, Out: 1, NHeads: c.nHeads, Split: c.split, Partial: 1, TensorCores: tc}
+			if err := Attention(d, 256, lay, st, a); err != nil {
+				t.Fatal(err)
+			}
+			want := c.kernel
+			if !tc {
+				want = AttentionKernel(lay, st, c.nHeads, c.split, 4)
+			}
+			threads := 32 * c.nHeads / c.kvHeads
+			if strings.HasPrefix(want, "attn_decode") {
+				threads = 128
+			}
+			if d.launches[0] != want || d.blocks[0].X != threads {
+				t.Errorf("%+v tensor cores %v: launched %v with blocks %v, want %s with %d threads", c, tc, d.launches, d.blocks, want, threads)
+			}
+		}
+	}
+}
+
 // TestDecodeKernel checks which shapes launch attn_decode (a page size it
 // is compiled for, 16-byte head rows of at most 128 elements, a group's
 // queries within 2,048 floats, splits of multiples of 32) with its

@@ -21,10 +21,10 @@ import (
 // files are the sources in the order they are compiled: the shared header
 // first.
 //
-//go:embed common.cuh rows.cu kv.cu attention.cu tensor.cu decode.cu prefill.cu sample.cu
+//go:embed common.cuh rows.cu kv.cu attention.cu tensor.cu decode.cu prefill.cu decode_tc.cu sample.cu
 var files embed.FS
 
-var order = []string{"common.cuh", "rows.cu", "kv.cu", "attention.cu", "tensor.cu", "decode.cu", "prefill.cu", "sample.cu"}
+var order = []string{"common.cuh", "rows.cu", "kv.cu", "attention.cu", "tensor.cu", "decode.cu", "prefill.cu", "decode_tc.cu", "sample.cu"}
 
 // DType is the element type of K/V blocks, weights and matrix-product
 // inputs; activations between kernels are float32 whatever it is.
@@ -76,7 +76,8 @@ func ParseDType(s string) (DType, error) {
 var Kernels = []string{
 	"embed", "rmsnorm", "rmsnorm_f32", "rope_gguf", "rope_halves", "swiglu", "add", "add_bias", "gather_rows", "argmax",
 	"kv_append", "copy_blocks", "rope_kv_append", "attn", "attn_wide", "attn_combine",
-	"attn_decode8", "attn_decode16", "attn_decode32", "tc_check", "attn_prefill64", "attn_prefill128", "sample_rows",
+	"attn_decode8", "attn_decode16", "attn_decode32", "tc_check", "attn_prefill64", "attn_prefill128",
+	"attn_decode_tc8", "attn_decode_tc16", "attn_decode_tc32", "sample_rows",
 }
 
 // kernelDef matches a kernel's definition, which must declare its launch

@@ -73,6 +73,20 @@ var attnCases = []attnCase{
 		starts: []int{150}, rows: []int{1}, share: []int{0}},
 	{name: "decode page 16 group 24 head 32 split 64", kvHeads: 1, nHeads: 24, hd: 32, bs: 16, split: 64,
 		starts: []int{140, 64}, rows: []int{1, 1}, share: []int{0, 4}},
+	// attn_decode_tc's (Attn.TensorCores, on every pool; the cases
+	// above with heads of 64 or 128 and groups of up to 16 run it too):
+	// pages of 8 with the largest group, 16, over splits of 96 (a tile of
+	// 64 and one of 32, whose last two warps see no position); heads of
+	// 128 (tiles of 32, two warps a slice) over pages of 8 and 32 with
+	// a group of 1 and tiles ending 1 and 17 positions in.
+	{name: "decode tc page 8 group 16 split 96", kvHeads: 1, nHeads: 16, hd: 64, bs: 8, split: 96,
+		starts: []int{200, 17, 96}, rows: []int{1, 1, 1}, share: []int{0, 2, 12}},
+	{name: "decode tc page 8 group 1 head 128", kvHeads: 2, nHeads: 2, hd: 128, bs: 8, split: 64,
+		starts: []int{160, 0, 48}, rows: []int{1, 1, 1}, share: []int{0, 0, 6}},
+	{name: "decode tc page 32 group 6 head 128 long", kvHeads: 1, nHeads: 6, hd: 128, bs: 32,
+		starts: []int{272, 31}, rows: []int{1, 2}, share: []int{0, 0}},
+	{name: "decode tc page 16 group 2 head 64 prefill rows", kvHeads: 2, nHeads: 4, hd: 64, bs: 16, split: 32,
+		starts: []int{10, 63}, rows: []int{7, 1}, share: []int{0, 0}},
 	// attn_prefill's shapes (head sizes 64 and 128, groups of 1, 3, 4
 	// and 8; prompts cut into several query tiles, after a cached
 	// prefix, ending mid-page; decode rows in the same step; a group's
@@ -230,7 +244,8 @@ func (e *Env) checkPool(s *attnSetup) {
 // Attention appends each case's new K/V, checks the pool equals the CPU
 // cache, then compares attention with cpu.KVCache.Attention: through the
 // kernel launch.AttentionKernel picks (which it checks was launched) and,
-// where that is attn_decode or attn_prefill, through attn too (Attn.Warp).
+// where that is attn_decode or attn_prefill, through attn too (Attn.Warp),
+// and through attn_decode_tc where it takes the case (Attn.TensorCores).
 // On f32 pools, where AttentionKernel never picks attn_prefill, the
 // prefill cases run it too (Attn.Prefill), within bf16's tolerance: it
 // rounds its inputs to bf16.
@@ -256,30 +271,41 @@ func Attention(t *testing.T, e *Env) {
 				s.ref.Attention(w, s.layer, q, want, s.seqs, c.nHeads, &cpu.AttnScratch{})
 				kernel := launch.AttentionKernel(lay, s.st, c.nHeads, c.split, e.dt.Size())
 				forced := e.dt == src.F32 && strings.HasPrefix(launch.AttentionKernel(lay, s.st, c.nHeads, c.split, 2), "attn_prefill")
-				for _, warp := range []bool{false, true} {
-					if warp && !strings.HasPrefix(kernel, "attn_decode") && !strings.HasPrefix(kernel, "attn_prefill") {
-						break
+				// The kernel AttentionKernel picks; attn (Warp) where that is
+				// attn_decode or attn_prefill; attn_decode_tc (TensorCores)
+				// where it takes the case.
+				tc := launch.TensorCoreDecode(lay, c.nHeads, c.split)
+				for _, mode := range []string{"picked", "warp", "tensor cores"} {
+					warp := mode == "warp"
+					if warp && !strings.HasPrefix(kernel, "attn_decode") && !strings.HasPrefix(kernel, "attn_prefill") ||
+						mode == "tensor cores" && !tc {
+						continue
 					}
 					out := e.alloc(rows * c.nHeads * c.hd * e.dt.Size())
-					a := launch.Attn{Q: qkv, LDQ: s.ld, Out: out, NHeads: c.nHeads, Layer: s.layer, Split: c.split, Warp: warp}
+					a := launch.Attn{Q: qkv, LDQ: s.ld, Out: out, NHeads: c.nHeads, Layer: s.layer, Split: c.split, Warp: warp,
+						TensorCores: mode == "tensor cores"}
 					if ws := launch.AttnWorkspace(s.st, lay, c.nHeads, c.split); ws > 0 {
 						a.Partial = e.alloc(4 * ws)
 					}
 					rec := &recorder{Memory: e.d}
 					e.launch(launch.Attention(rec, s.kv, lay, s.st, a))
-					if !warp && rec.kernels[0] != kernel {
+					if mode == "picked" && rec.kernels[0] != kernel {
 						t.Errorf("launched %v, AttentionKernel says %s", rec.kernels, kernel)
 					}
-					e.close(fmt.Sprintf("attention (%s)", rec.kernels[0]), e.readElems(out, len(want)), want)
+					if mode == "tensor cores" && !strings.HasPrefix(rec.kernels[0], "attn_decode_tc") {
+						t.Errorf("TensorCores launched %v, want attn_decode_tc", rec.kernels)
+					}
+					tol := Tolerance[e.dt]
+					if mode == "tensor cores" && e.dt == src.F32 {
+						tol = Tolerance[src.BF16] // rounded to bf16 on the way in, as attn_prefill forced on f32
+					}
+					e.within(fmt.Sprintf("attention (%s)", rec.kernels[0]), e.readElems(out, len(want)), want, tol)
 				}
 				if forced {
 					out := e.alloc(rows * c.nHeads * c.hd * e.dt.Size())
 					a := launch.Attn{Q: qkv, LDQ: s.ld, Out: out, NHeads: c.nHeads, Layer: s.layer, Prefill: true}
 					e.launch(launch.Attention(e.d, s.kv, lay, s.st, a))
-					got := e.readElems(out, len(want))
-					if err := RelErr(got, want); err > Tolerance[src.BF16] {
-						t.Errorf("attention (attn_prefill forced on f32): relative error %.3g over %.0e", err, Tolerance[src.BF16])
-					}
+					e.within("attention (attn_prefill forced on f32)", e.readElems(out, len(want)), want, Tolerance[src.BF16])
 				}
 			}
 		})

@@ -39,7 +39,9 @@ type DecodeShape struct {
 // write for the copy. do runs a function on the device (the GPU's on its
 // thread); the sub-benchmarks are attention/split=N (the kernel
 // launch.AttentionKernel picks), attention-warp/split=N (attn, where
-// that pick is attn_decode) and copy.
+// that pick is attn_decode), attention-tc/split=N (attn_decode_tc, where
+// that pick is attn_decode, the pool 16-bit and the shape one it takes)
+// and copy.
 func DecodeAttention(b *testing.B, sh DecodeShape, do func(func(BenchMemory) error) error) {
 	lay := launch.KVLayout{Layers: 1, KVHeads: sh.KVHeads, HeadDim: sh.HeadDim, BlockSize: sh.BlockSize,
 		NumBlocks: sh.Seqs * sh.Ctx / sh.BlockSize}
@@ -58,18 +60,17 @@ func DecodeAttention(b *testing.B, sh DecodeShape, do func(func(BenchMemory) err
 			name = fmt.Sprintf("split=auto(%d)", split)
 		}
 		// The kernel Attention picks, then, where that is attn_decode,
-		// attn (a warp per query head) for comparison.
+		// attn (a warp per query head) and attn_decode_tc (tensor cores,
+		// on 16-bit pools where it takes the shape) for comparison.
 		kernel := launch.AttentionKernel(lay, bb.st, sh.NHeads, split, bb.es)
-		for _, warp := range []bool{false, true} {
-			if warp && !strings.HasPrefix(kernel, "attn_decode") {
-				break
-			}
-			group := "attention"
-			if warp {
-				group = "attention-warp"
+		for _, group := range []string{"attention", "attention-warp", "attention-tc"} {
+			if group != "attention" && !strings.HasPrefix(kernel, "attn_decode") ||
+				group == "attention-tc" && (bb.es != 2 || !launch.TensorCoreDecode(lay, sh.NHeads, split)) {
+				continue
 			}
 			b.Run(group+"/"+name, func(b *testing.B) {
-				a := launch.Attn{Q: bb.q, LDQ: sh.NHeads * lay.HeadDim, Out: bb.out, NHeads: sh.NHeads, Split: split, Partial: bb.part, Warp: warp}
+				a := launch.Attn{Q: bb.q, LDQ: sh.NHeads * lay.HeadDim, Out: bb.out, NHeads: sh.NHeads, Split: split, Partial: bb.part,
+					Warp: group == "attention-warp", TensorCores: group == "attention-tc"}
 				bb.time(b, float64(kvBytes)/1e9, "GB/s", func(m BenchMemory) error { return launch.Attention(m, bb.pool, lay, bb.st, a) })
 			})
 		}

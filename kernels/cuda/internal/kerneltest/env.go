@@ -222,9 +222,15 @@ func RelErr(got, want []float32) float64 {
 
 func (e *Env) close(what string, got, want []float32) {
 	e.t.Helper()
-	if err := RelErr(got, want); err > Tolerance[e.dt] {
+	e.within(what, got, want, Tolerance[e.dt])
+}
+
+// within fails the test if got is not within tol of want (RelErr).
+func (e *Env) within(what string, got, want []float32, tol float64) {
+	e.t.Helper()
+	if err := RelErr(got, want); err > tol {
 		i := worst(got, want)
-		e.t.Errorf("%s: relative error %.3g over %.0e (element %d: got %g, want %g)", what, err, Tolerance[e.dt], i, got[i], want[i])
+		e.t.Errorf("%s: relative error %.3g over %.0e (element %d: got %g, want %g)", what, err, tol, i, got[i], want[i])
 	}
 }
 
