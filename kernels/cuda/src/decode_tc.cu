@@ -2,9 +2,10 @@
 // attn_decode (decode.cu) with the same launch contract: grid (splits, KV
 // heads, rows), DT_THREADS threads holding the KV head's whole group,
 // attn's partial layout where there are several splits, the page size a
-// template parameter (attn_decode_tc8, 16 and 32). 16-bit pools and heads
-// of 64 or 128 only (launch picks it for nothing else; an f32 build still
-// compiles it, rounding K/V to bf16 on the way in as attn_prefill does).
+// template parameter (attn_decode_tc8, 16 and 32). Heads of 64 or 128 and
+// groups of up to 16 only (launch.TensorCoreDecode). It is built for
+// 16-bit pools; on an f32 pool (the tests' thread schedules run there) it
+// rounds K/V to bf16 on the way in, as attn_prefill does.
 //
 // Why: attn_decode does a group's Q·Kᵀ and P·V as fp32 FMAs on the CUDA
 // cores and is issue-bound (Nsight on an H100, 64 x 1,024 tokens,
@@ -15,8 +16,8 @@
 // element type (scaled by log2(e)/sqrt(headDim)) as attn_prefill rounds
 // them, and the weights P are rounded the same way before P·V.
 //
-// Tiles: DT_TILE positions (64; 32 for heads of 128, so a stage of K and V
-// stays 18 KB) come by cp.async into two stages, the next tile in flight
+// Tiles of 64 positions (32 for heads of 128, so a stage of K and V stays
+// 18 KB) come by cp.async into two stages, the next tile in flight
 // while this one is computed, page IDs read a tile ahead as attn_decode
 // reads them. A tile is cut into slices of 16 positions: warp w takes
 // slice w % NS (NS = tile / 16: 4, or 2 for heads of 128) and output
@@ -27,22 +28,30 @@
 // the split (flash-decoding); at the end the warps merge (max, sum,
 // output) through shared memory, over the stages, which are free by then.
 //
-// Issue estimate per warp and 16-position slice (group 8, head 64, bf16;
-// K and V of a slice are 4 KB): S = 2 n-tiles x 4 k-steps = 8 MMAs and 8
-// ldmatrix.x2, Q's 4 ldmatrix.x4; softmax on 8 scores a lane (~60
-// instructions with the quad shuffles and exp2s); P·V 8 ldmatrix.x2.trans
-// and 8 MMAs; with addressing about 150 warp instructions per 4 KB, against
-// attn_decode's ~1,100 per 16 KB tile on four warps (~275 per 4 KB): about
-// half the issue slots, so at 80% of a 3.35 TB/s copy (2.7 TB/s over 132
-// SMs, 20 GB/s an SM, ~5 slices a microsecond an SM) the schedulers are
-// about 20% busy. The MMAs: 16 per 4 KB at 16x8x16 each is under 1% of the
-// tensor cores' rate, and half the rows are padding at group 8: the tensor
-// cores are here to take the FMAs off the issue slots, not for their speed.
-// Bytes in flight: a block's stage is 18 KB; with 41 KB of shared memory
-// (two stages, Q, page IDs) 5 blocks fit an SM, and the registers (no
-// score array of 8 heads per lane, 32 accumulators) are under the 102 that
-// __launch_bounds__(128, 5) allows: 5 x 18 KB = 90 KB in flight an SM,
-// past the ~23 KB a 3 TB/s stream needs at ~1 us of latency.
+// Issue estimate (group 8, head 64, bf16; a tile is 64 positions, 16 KB
+// of K and V; counted from the code, not measured). Per warp and tile (its
+// 16-position slice): Q's 4 ldmatrix.x4, K's 8 ldmatrix.x2 and 8 MMAs; the
+// softmax of 8 scores a lane with the quad shuffles, exp2s and rescaling
+// O's 32 accumulators (~100); packing P (~16); V's 8 ldmatrix.x2.trans
+// and 8 MMAs; its 8 cp.async of the next tile with their addressing
+// (~80): ~300 warp instructions, ~1,200 a tile for the block, where
+// attn_decode counts ~1,100 a warp, ~4,400 a tile. At 4 instructions a
+// clock an SM (1.75 GHz) that is an issue limit of ~12 TB/s, against
+// attn_decode's ~3.4: at 80% of the H100's measured copy (2.24 TB/s of
+// 2.8) the schedulers would be ~18% busy, or ~35% if the real count is
+// twice the estimate as it was for attn_decode (Nsight: 0.57 issued a
+// scheduler at 1.0 TB/s where ~0.3 was counted). The MMAs: 16 per warp
+// and tile is under 1% of the tensor cores' rate (half the rows are
+// padding at group 8): they are there to take the FMAs off the issue
+// slots. Memory: 80% of the copy is ~17 GB/s an SM, ~17 KB in flight at
+// ~1 us of latency; a block keeps up to one 16-18 KB tile in flight while
+// it computes the other, and 5 blocks fit an SM: 41 KB of shared memory
+// each (two stages, Q, page IDs), and 89-92 registers (no spills; no
+// per-lane score array over 8 heads, 32 accumulators) within the 102 of
+// __launch_bounds__(128, 5). The barriers stay two a tile as in
+// attn_decode; 20 warps an SM (5 a scheduler, not 4 a scheduler at 124
+// registers) are what hides them. At TinyLlama's shape the automatic split
+// gives 1,024 blocks: 1.55 waves of 660 (attn_decode: 1.94 of 528).
 
 #define DT_THREADS 128
 #define DT_WARPS (DT_THREADS / 32)
