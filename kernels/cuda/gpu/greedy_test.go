@@ -19,19 +19,7 @@ import (
 // sent only their id.
 func TestForwardGreedy(t *testing.T) {
 	each(t, []src.DType{src.F32, src.BF16}, func(t *testing.T, dev Device) {
-		c := forwardModels[0].cfg
-		c.MaxSeqLen, c.RopeTheta, c.NormEps, c.BOS, c.EOS = 256, 10000, 1e-5, -1, -1
-		m := roundMatrices(t, model.Random(c, 5), dev.DType())
-		const bs, blocks = 8, 8
-		r := runnerOn(t, m, dev)
-		// Sequence 2 of seqTables shares sequence 0's first blocks (a
-		// cached prefix): a prefill of both from position 0 would write the
-		// same slots, a race on a GPU. The third row takes a table of its own.
-		if _, err := r.NewKV(5*blocks, bs); err != nil {
-			t.Fatal(err)
-		}
-		tb := seqTables(5, blocks, bs)
-		tb[2] = tb[4]
+		r, c, tb := fourSequences(t, dev)
 		prefill := []batch.Row{{Tokens: tokens(1, 11, c.Vocab), Blocks: tb[0], Logits: true},
 			{Tokens: tokens(2, 6, c.Vocab), Blocks: tb[1]},
 			{Tokens: tokens(3, 9, c.Vocab), Blocks: tb[2], Logits: true},

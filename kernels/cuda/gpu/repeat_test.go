@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/prefixd/prefixd/batch"
+	"github.com/prefixd/prefixd/blockstore"
 	"github.com/prefixd/prefixd/kernels/cuda/src"
 	"github.com/prefixd/prefixd/model"
 )
@@ -17,19 +18,7 @@ import (
 // gathers), and with greedy flags that send some rows back whole.
 func TestForwardRepeats(t *testing.T) {
 	each(t, []src.DType{src.F32, src.BF16}, func(t *testing.T, dev Device) {
-		c := forwardModels[0].cfg
-		c.MaxSeqLen, c.RopeTheta, c.NormEps, c.BOS, c.EOS = 256, 10000, 1e-5, -1, -1
-		m := roundMatrices(t, model.Random(c, 5), dev.DType())
-		const bs, blocks = 8, 8
-		r := runnerOn(t, m, dev)
-		// Sequence 2 of seqTables shares sequence 0's first blocks (a
-		// cached prefix): a prefill of both from position 0 would write the
-		// same slots, a race on a GPU. The third row takes a table of its own.
-		if _, err := r.NewKV(5*blocks, bs); err != nil {
-			t.Fatal(err)
-		}
-		tb := seqTables(5, blocks, bs)
-		tb[2] = tb[4]
+		r, c, tb := fourSequences(t, dev)
 		all := []batch.Row{{Tokens: tokens(1, 11, c.Vocab), Blocks: tb[0], Logits: true},
 			{Tokens: tokens(2, 6, c.Vocab), Blocks: tb[1], Logits: true},
 			{Tokens: tokens(3, 9, c.Vocab), Blocks: tb[2], Logits: true},
@@ -65,6 +54,25 @@ func TestForwardRepeats(t *testing.T) {
 			}
 		}
 	})
+}
+
+// fourSequences returns a runner on dev for forwardModels[0] (random
+// weights, rounded to dev's type), its configuration, and block tables of
+// 8 blocks of 8 slots for four sequences, none sharing a block with
+// another: a prefill of all four from position 0 writes distinct slots
+// (seqTables' sequence 2 shares sequence 0's first blocks, a cached
+// prefix: written twice in one step, a race on a GPU).
+func fourSequences(t *testing.T, dev Device) (*model.Runner, model.Config, [][]blockstore.BlockID) {
+	c := forwardModels[0].cfg
+	c.MaxSeqLen, c.RopeTheta, c.NormEps, c.BOS, c.EOS = 256, 10000, 1e-5, -1, -1
+	r := runnerOn(t, roundMatrices(t, model.Random(c, 5), dev.DType()), dev)
+	const bs, blocks = 8, 8
+	if _, err := r.NewKV(5*blocks, bs); err != nil {
+		t.Fatal(err)
+	}
+	tb := seqTables(5, blocks, bs)
+	tb[2] = tb[4]
+	return r, c, tb[:4]
 }
 
 // countLogits returns the logits rows of a step.
