@@ -152,33 +152,13 @@ DEV void attn_decode_tc_body(dt_shared &sh, elem_t *out, float *part, const floa
 				}
 			}
 #pragma unroll
-			for (int h = 0; h < 2; h++) {
-				float m = mx[h];
+			for (int j = 0; j < 2; j++)
 #pragma unroll
-				for (int j = 0; j < 2; j++)
-#pragma unroll
-					for (int e = 0; e < 2; e++) {
-						if (base + 8 * j + 2 * (lane & 3) + e >= n) sc[j][2 * h + e] = -PREFIXD_INF;
-						m = fmaxf(m, sc[j][2 * h + e]);
-					}
-				// A quad's four lanes hold one row; the slice's first
-				// position is in the tile, so m is finite.
-				m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-				m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-				float corr = exp2f(mx[h] - m);
-				mx[h] = m;
-				sum[h] *= corr;
-#pragma unroll
-				for (int j = 0; j < DT_OD / 8; j++) o[j][2 * h] *= corr, o[j][2 * h + 1] *= corr;
-#pragma unroll
-				for (int j = 0; j < 2; j++)
-#pragma unroll
-					for (int e = 0; e < 2; e++) {
-						float p = exp2f(sc[j][2 * h + e] - m);
-						sc[j][2 * h + e] = p;
-						sum[h] += p;
-					}
-			}
+				for (int e = 0; e < 2; e++)
+					if (base + 8 * j + 2 * (lane & 3) + e >= n) sc[j][e] = sc[j][2 + e] = -PREFIXD_INF;
+			// The slice's first position is in the tile, so each row's
+			// maximum is finite.
+			pf_softmax<2, DT_OD / 8>(sc, o, mx, sum);
 			unsigned pa[4] = {pf_pack(sc[0][0], sc[0][1]), pf_pack(sc[0][2], sc[0][3]), pf_pack(sc[1][0], sc[1][1]),
 					  pf_pack(sc[1][2], sc[1][3])};
 #pragma unroll

@@ -49,6 +49,39 @@ DEV tc_t to_tc(float f) { return f_to_bf16(f); }
 // index in the lower half.
 DEV unsigned pf_pack(float lo, float hi) { return (unsigned)to_tc(lo) | (unsigned)to_tc(hi) << 16; }
 
+// pf_softmax folds a tile's scores s (KT m16n8 fragments, -inf where a
+// position is excluded) into the running softmax of the fragments' two
+// rows (h = 0: row lane/4, h = 1: row lane/4 + 8; a quad's four lanes
+// hold one row): each row's maximum mx and sum, its NT output fragments o
+// rescaled to the new maximum, and s turned into the weights
+// exp2(s - max). Every row must have a finite score by its first tile.
+// attn_prefill and attn_decode_tc share it.
+template <int KT, int NT> DEV void pf_softmax(float (*s)[4], float (*o)[4], float *mx, float *sum) {
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		float m = mx[h];
+#pragma unroll
+		for (int j = 0; j < KT; j++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) m = fmaxf(m, s[j][2 * h + e]);
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+		float corr = exp2f(mx[h] - m);
+		mx[h] = m;
+		sum[h] *= corr;
+#pragma unroll
+		for (int j = 0; j < NT; j++) o[j][2 * h] *= corr, o[j][2 * h + 1] *= corr;
+#pragma unroll
+		for (int j = 0; j < KT; j++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				float p = exp2f(s[j][2 * h + e] - m);
+				s[j][2 * h + e] = p;
+				sum[h] += p;
+			}
+	}
+}
+
 // pf_copy8 copies 8 elements (a 16-byte chunk of shared memory) from
 // global memory: by cp.async on 16-bit pools, rounded to bf16 on f32 ones.
 DEV void pf_copy8(tc_t *dst, const elem_t *src) {
@@ -147,34 +180,18 @@ DEV void attn_prefill_body(elem_t *out, const float *q, int ldq, const elem_t *k
 			}
 		}
 		bool diag = t + PF_KT - 1 > first; // some position of the tile is past some row's
+		if (diag) {
 #pragma unroll
-		for (int h = 0; h < 2; h++) {
-			float m = mx[h];
+			for (int h = 0; h < 2; h++)
 #pragma unroll
-			for (int j = 0; j < PF_KT / 8; j++)
+				for (int j = 0; j < PF_KT / 8; j++)
 #pragma unroll
-				for (int e = 0; e < 2; e++) {
-					if (diag && t + 8 * j + 2 * (lane & 3) + e > rowPos[h]) s[j][2 * h + e] = -PREFIXD_INF;
-					m = fmaxf(m, s[j][2 * h + e]);
-				}
-			// A quad's four lanes hold one row. Position t <= rowPos
-			// in tile 0, so m is finite from the first tile on.
-			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-			float corr = exp2f(mx[h] - m);
-			mx[h] = m;
-			sum[h] *= corr;
-#pragma unroll
-			for (int j = 0; j < NT; j++) o[j][2 * h] *= corr, o[j][2 * h + 1] *= corr;
-#pragma unroll
-			for (int j = 0; j < PF_KT / 8; j++)
-#pragma unroll
-				for (int e = 0; e < 2; e++) {
-					float p = exp2f(s[j][2 * h + e] - m);
-					s[j][2 * h + e] = p;
-					sum[h] += p;
-				}
+					for (int e = 0; e < 2; e++)
+						if (t + 8 * j + 2 * (lane & 3) + e > rowPos[h]) s[j][2 * h + e] = -PREFIXD_INF;
 		}
+		// Position t <= rowPos in tile 0, so each row's maximum is finite
+		// from the first tile on.
+		pf_softmax<PF_KT / 8, NT>(s, o, mx, sum);
 #pragma unroll
 		for (int k = 0; k < PF_KT / 16; k++) {
 			unsigned pa[4] = {pf_pack(s[2 * k][0], s[2 * k][1]), pf_pack(s[2 * k][2], s[2 * k][3]),
