@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -178,7 +179,10 @@ func TestDrainNotHeldByIdleConns(t *testing.T) {
 	}
 	for name, c := range map[string]net.Conn{"idle": idle, "half-read": half} {
 		c.SetReadDeadline(time.Now().Add(10 * time.Second)) // bounds a hang only
-		if b, err := io.ReadAll(c); err != nil {
+		// A close with bytes the server never read (the half body, when
+		// Shutdown wins the race with the connection's first read) is a
+		// reset: that is closed too. A timeout is the failure.
+		if b, err := io.ReadAll(c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
 			t.Errorf("%s connection: %v after Shutdown (read %q), want it closed", name, err, b)
 		}
 	}
