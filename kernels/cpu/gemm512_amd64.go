@@ -50,13 +50,13 @@ func haveAVX512() bool { return cpufeat.Kernels() >= cpufeat.AVX512F }
 
 // gemmBlockBytes is the size of the block of b rows that every 4-row panel
 // of a passes over before the next block starts: it stays in L2 while
-// the panel stays in L1. (On Zen 5, 128 KiB measured 10% slower at k =
+// the panel stays in L1. (On Zen 4, 128 KiB measured 10% slower at k =
 // 768; 512 and 768 KiB no faster.)
 const gemmBlockBytes = 256 << 10
 
 // gemmKBlock is the longest stretch of k a tile sums at once. Past it the
 // 4-row panel of a (16·k bytes) and the six b rows streaming through L1
-// no longer fit there together: on Zen 5, k = 2048 in one block ran at
+// no longer fit there together: on Zen 4, k = 2048 in one block ran at
 // 165 GFLOP/s a core against 220 for k = 768, and in three blocks at 195;
 // blocks of 1024 gave 185. Each further block of k costs a reduction of
 // the accumulators, which is why the blocks are not shorter.
@@ -143,11 +143,11 @@ func gemmCols(c []float32, ldc int, a []float32, lda int, b gemmB, m, j0, j1, n,
 // L2, and b comes from memory once while the panels keep the core busy.
 // With more rows the panels go one by one over the block, a panel staying
 // in L1 and the block in L2, and only the first panel's pass waits on
-// memory. Measured on one Zen 5 core over BenchmarkDecodeGemm's weights
+// memory. Measured on one Zen 4 core over BenchmarkDecodeGemm's weights
 // (GFLOP/s, medians of 3, both with the prefetches): at 16 rows F32 125
 // panel by panel against 150-155 tile by tile, F16 and BF16 179-188
 // against 185-191; at 32 rows F32 151 against 184; at 64 and 128 rows
-// still 1-15% better. It is half Zen 5's 1 MiB L2.
+// still 1-15% better. It is half Zen 4's 1 MiB L2.
 const gemmTileMajorBytes = 512 << 10
 
 // tileCols places a 6-column tile for columns from j on, of [j, j1) in an

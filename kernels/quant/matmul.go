@@ -73,7 +73,7 @@ const tileRows = 4
 // kernel reads four bytes of activations per weight value of half a byte
 // to a byte, so the more weight rows each call takes, the longer its
 // activations stay in L1; the weights, 74 KB for 32 rows of 4096 Q4_K
-// values, stay in L2. Measured on a 2-core Zen 5, one thread's CPU time
+// values, stay in L2. Measured on a 2-core Zen 4, one thread's CPU time
 // per product of 16 rows by 4096×4096 weights: at 4, 16, 32 and 64 rows
 // Q4_K 2.8, 2.26, 2.15, 2.09 ms; Q6_K 3.2, 2.3, 2.17, 2.09; Q8_0 3.7,
 // 3.1, 2.97, 2.97. The 110M model's projections (dim 768) take the same

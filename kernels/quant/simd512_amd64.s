@@ -1225,7 +1225,7 @@ TEXT ·dotQ6Kx4AVX512(SB), NOSPLIT, $16-64
 // for eight consecutive activation rows, out[r][o] for r < 8: each block
 // unpacked once for the eight. Their sums are the four-row kernels' to
 // the bit, the same ROW macros computing each one. Measured on a 2-core
-// Zen 5, one weight block times one activation row, 32 weight rows per
+// Zen 4, one weight block times one activation row, 32 weight rows per
 // call: Q4_K 1.84 ns four rows at a time, 1.60 eight (4096 values per
 // row; 2.30 and 1.93 at 768), Q6_K 1.72 and 1.57 (2.11, 1.88).
 
