@@ -43,6 +43,11 @@ type weight struct {
 	t          kernels.Tensor
 	f          []float32
 	rows, cols int
+	// packed is a Q8_0 matrix laid out for kernels/quant's packed kernels,
+	// made at its first product (so an embedding that is only looked up
+	// is not packed); packTried says PackQ8_0 ran, nil where it declined.
+	packed    []byte
+	packTried bool
 }
 
 // buffer is an activation: one row of cols floats per token of the step.
@@ -203,7 +208,11 @@ func (b *Backend) matMul(dst, x []float32, m *weight, rows int) {
 		b.deqMatMul(dst, x, m.t, rows)
 		return
 	}
-	if err := b.q.MatMul(dst, x, m.t.Data, m.t.Type, rows, m.rows, m.cols); err != nil {
+	if m.t.Type == kernels.Q8_0 && !m.packTried {
+		m.packed, m.packTried = quant.PackQ8_0(m.t.Data, m.rows, m.cols), true
+	}
+	p := quant.Product{Dst: dst, W: m.t.Data, Type: m.t.Type, Out: m.rows, Packed: m.packed}
+	if err := b.q.MatMuls(x, rows, m.cols, p); err != nil {
 		panic(fmt.Sprintf("cpu: MatMul: %v", err)) // Upload and same checked the shapes
 	}
 }

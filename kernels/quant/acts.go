@@ -26,6 +26,12 @@ type acts struct {
 	spread []float32
 
 	sums []int32 // Σqs per 16 values: quantizeBlocks' scratch
+
+	// Q8_0 block-major for the packed kernels (see packActs), set by
+	// MatMuls where they run.
+	pq []int8
+	pd []float32
+	pc []int32
 }
 
 // actRow is one row of acts.

@@ -185,6 +185,20 @@ func newSmallStep(b *testing.B, rng *rand.Rand, typ Type, rows int) *smallStep {
 	return s
 }
 
+// pack packs the step's Q8_0 weights for the packed kernels.
+func (s *smallStep) pack() {
+	dim, hidden := len(s.x)/s.rows, len(s.h)/s.rows
+	pack := func(p *Product, in int) { p.Packed = PackQ8_0(p.W, p.Out, in) }
+	for i := range s.qkv {
+		pack(&s.qkv[i], dim)
+	}
+	for i := range s.gateUp {
+		pack(&s.gateUp[i], dim)
+	}
+	pack(&s.o, dim)
+	pack(&s.down, hidden)
+}
+
 // run times the step on benchThreads threads; MB/s counts the weight
 // bytes, read once per step for all the rows.
 func (s *smallStep) run(b *testing.B) {
@@ -301,5 +315,9 @@ func BenchmarkMatMulVerify(b *testing.B) {
 		s := newSmallStep(b, rng, Q8_0, rows)
 		s.threads = 1
 		benchLevels(b, fmt.Sprintf("Q8_0/rows=%d", rows), s.run)
+		if havePacked() {
+			s.pack()
+			b.Run(fmt.Sprintf("Q8_0/rows=%d/packed", rows), s.run)
+		}
 	}
 }

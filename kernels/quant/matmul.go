@@ -37,6 +37,9 @@ type Product struct {
 	W    []byte    // Out rows of in values of Type, each Type.RowSize(in) bytes
 	Type Type
 	Out  int
+	// Packed is W as PackQ8_0 returned it (Q8_0 only), or nil: where the
+	// CPU runs the packed kernels they take its rows, else W's.
+	Packed []byte
 }
 
 // product is a Product being computed.
@@ -142,6 +145,9 @@ func (m *Multiplier) MatMuls(x []float32, rows, in int, ps ...Product) error {
 		} else {
 			m.quantizeRange(0, 0, blocks)
 		}
+		if a == &m.q8 && m.packs() {
+			a.packActs(rows, in)
+		}
 		if a == &m.q8 && rows >= 4 {
 			switch {
 			case have512:
@@ -176,6 +182,10 @@ func checkProduct(p *Product, rows, in int) (int, error) {
 		return 0, fmt.Errorf("quant: MatMul %d×%d·(%d×%d %s)ᵀ with len(dst)=%d len(w)=%d (want %d)",
 			rows, in, p.Out, in, p.Type, len(p.Dst), len(p.W), p.Out*rowBytes)
 	}
+	if p.Packed != nil && (p.Type != Q8_0 || len(p.Packed) != packedLen(p.Out, in)) {
+		return 0, fmt.Errorf("quant: MatMul on %d packed bytes of a %d×%d %s matrix (want %d of Q8_0)",
+			len(p.Packed), p.Out, in, p.Type, packedLen(p.Out, in))
+	}
 	return rowBytes, nil
 }
 
@@ -188,6 +198,16 @@ func (m *Multiplier) family(t Type) *acts {
 		return &m.q8
 	}
 	return &m.q8k
+}
+
+// packs reports whether a product of the running call runs packed.
+func (m *Multiplier) packs() bool {
+	for i := range m.prods {
+		if m.prods[i].Packed != nil && havePacked() {
+			return true
+		}
+	}
+	return false
 }
 
 // uses reports whether a product of the running call takes a.
@@ -222,15 +242,23 @@ func (m *Multiplier) tileRange(_, lo, hi int) {
 // two activation rows per call where a kernel shares the weights'
 // unpacking between them, each call taking all the weight rows.
 func (m *Multiplier) productRange(p *product, lo, hi int) {
-	in, out := m.in, p.Out
-	if m.rows == 1 { // decode: one kernel call streams the whole range
-		o0, o1 := lo*tileRows, min(hi*tileRows, out)
-		ar := p.a.row(0, in)
-		dotRows(p.Type, p.W[o0*p.rowBytes:o1*p.rowBytes], p.rowBytes, &ar, p.Dst[o0:o1])
+	o0, o1 := lo*tileRows, min(hi*tileRows, p.Out)
+	if p.Packed != nil && havePacked() {
+		m.packedRange(p, o0, o1)
 		return
 	}
-	end := min(hi*tileRows, out)
-	for o0 := lo * tileRows; o0 < end; o0 += batchRows {
+	m.rowMajorRange(p, o0, o1)
+}
+
+// rowMajorRange computes weight rows [start, end) of p from W.
+func (m *Multiplier) rowMajorRange(p *product, start, end int) {
+	in, out := m.in, p.Out
+	if m.rows == 1 { // decode: one kernel call streams the whole range
+		ar := p.a.row(0, in)
+		dotRows(p.Type, p.W[start*p.rowBytes:end*p.rowBytes], p.rowBytes, &ar, p.Dst[start:end])
+		return
+	}
+	for o0 := start; o0 < end; o0 += batchRows {
 		o1 := min(o0+batchRows, end)
 		w := p.W[o0*p.rowBytes : o1*p.rowBytes]
 		r := m.groupRows(p, o0, o1)
