@@ -56,6 +56,27 @@ func BenchmarkMatVec(b *testing.B) {
 				i = (i + 1) % copies
 			}
 		})
+		if typ != Q8_0 || !havePacked() {
+			continue
+		}
+		// The packed copies, tiled as the row-major ones are.
+		ptile := PackQ8_0(all[:size], benchOut, benchIn)
+		pall := make([]byte, copies*len(ptile))
+		for off := 0; off < len(pall); off += len(ptile) {
+			copy(pall[off:], ptile)
+		}
+		b.Run("Q8_0/packed", func(b *testing.B) {
+			b.SetBytes(int64(len(ptile)))
+			i := 0
+			for b.Loop() {
+				p := Product{Dst: dst, W: all[i*size : (i+1)*size], Type: Q8_0, Out: benchOut,
+					Packed: pall[i*len(ptile) : (i+1)*len(ptile)]}
+				if err := m.MatMuls(x, 1, benchIn, p); err != nil {
+					b.Fatal(err)
+				}
+				i = (i + 1) % copies
+			}
+		})
 	}
 }
 
