@@ -202,8 +202,11 @@ func (m *Multiplier) family(t Type) *acts {
 
 // packs reports whether a product of the running call runs packed.
 func (m *Multiplier) packs() bool {
+	if !havePacked() {
+		return false
+	}
 	for i := range m.prods {
-		if m.prods[i].Packed != nil && havePacked() {
+		if m.prods[i].Packed != nil {
 			return true
 		}
 	}

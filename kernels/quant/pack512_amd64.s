@@ -43,6 +43,22 @@
 	VMULPS.BCST   (4*r)(DX), Z0, Z10; \
 	VFMADD231PS   Z9, Z10, acc
 
+// P16ZERO1, 4 and 8 clear the sums of 1, 4 or 8 activation rows.
+#define P16ZERO1 VPXORD Z16, Z16, Z16
+
+#define P16ZERO4 \
+	P16ZERO1; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19
+
+#define P16ZERO8 \
+	P16ZERO4; \
+	VPXORD Z20, Z20, Z20; \
+	VPXORD Z21, Z21, Z21; \
+	VPXORD Z22, Z22, Z22; \
+	VPXORD Z23, Z23, Z23
+
 #define P16ROWS1 P16ROW(0, Z16)
 
 #define P16ROWS4 \
@@ -78,10 +94,10 @@
 
 // P16KERNEL is the body of func(w *byte, a *int8, ad *float32, ac *int32,
 // nb, ng, rows int, dst *float32, dstStride int): ng groups of 16 weight
-// rows of nb blocks each, packed, times R activation rows (ROWS, STORE)
-// of a block-major batch of rows rows, into dst[r·dstStride+o] for r < R
-// and o < 16·ng.
-#define P16KERNEL(ROWS, STORE) \
+// rows of nb blocks each, packed, times R activation rows (ZERO, ROWS,
+// STORE) of a block-major batch of rows rows, into dst[r·dstStride+o] for
+// r < R and o < 16·ng.
+#define P16KERNEL(ZERO, ROWS, STORE) \
 	MOVQ   w+0(FP), SI; \
 	MOVQ   ng+40(FP), R12; \
 	MOVQ   dst+56(FP), R13; \
@@ -96,14 +112,7 @@ group: \
 	MOVQ   ad+16(FP), DX; \
 	MOVQ   ac+24(FP), BX; \
 	MOVQ   nb+32(FP), CX; \
-	VPXORD Z16, Z16, Z16; \
-	VPXORD Z17, Z17, Z17; \
-	VPXORD Z18, Z18, Z18; \
-	VPXORD Z19, Z19, Z19; \
-	VPXORD Z20, Z20, Z20; \
-	VPXORD Z21, Z21, Z21; \
-	VPXORD Z22, Z22, Z22; \
-	VPXORD Z23, Z23, Z23; \
+	ZERO; \
 block: \
 	P16LOAD; \
 	ROWS; \
@@ -121,15 +130,15 @@ block: \
 
 // func dotQ8_0P16x1AVX512(w *byte, a *int8, ad *float32, ac *int32, nb, ng, rows int, dst *float32, dstStride int)
 TEXT ·dotQ8_0P16x1AVX512(SB), NOSPLIT, $0-72
-	P16KERNEL(P16ROWS1, P16STORE1)
+	P16KERNEL(P16ZERO1, P16ROWS1, P16STORE1)
 	RET
 
 // func dotQ8_0P16x4AVX512(w *byte, a *int8, ad *float32, ac *int32, nb, ng, rows int, dst *float32, dstStride int)
 TEXT ·dotQ8_0P16x4AVX512(SB), NOSPLIT, $0-72
-	P16KERNEL(P16ROWS4, P16STORE4)
+	P16KERNEL(P16ZERO4, P16ROWS4, P16STORE4)
 	RET
 
 // func dotQ8_0P16x8AVX512(w *byte, a *int8, ad *float32, ac *int32, nb, ng, rows int, dst *float32, dstStride int)
 TEXT ·dotQ8_0P16x8AVX512(SB), NOSPLIT, $0-72
-	P16KERNEL(P16ROWS8, P16STORE8)
+	P16KERNEL(P16ZERO8, P16ROWS8, P16STORE8)
 	RET
