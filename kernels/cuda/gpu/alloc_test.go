@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"math"
 	"testing"
 
 	"github.com/prefixd/prefixd/batch"
@@ -64,11 +65,20 @@ func TestStepAllocatesNothing(t *testing.T) {
 						t.Fatal(err)
 					}
 					launches := dc.launches - before
-					allocs := testing.AllocsPerRun(5, func() {
-						if err := st.run(); err != nil {
-							t.Fatal(err)
-						}
-					})
+					// Work of the runtime's own can add allocations to a run,
+					// never take any away: under load a cgo call into the
+					// emulator that blocks long enough has its P handed to a
+					// new thread, whose m and g are heap allocations (CI saw
+					// 14 for 13 launches once). The least of three
+					// measurements is the step's own.
+					allocs := math.Inf(1)
+					for range 3 {
+						allocs = min(allocs, testing.AllocsPerRun(5, func() {
+							if err := st.run(); err != nil {
+								t.Fatal(err)
+							}
+						}))
+					}
 					if allocs != float64(launches) {
 						t.Errorf("%s: %v allocations a step of %d kernel launches: want one a launch", st.name, allocs, launches)
 					}
