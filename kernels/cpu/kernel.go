@@ -18,9 +18,9 @@ func gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n
 		j := 0
 		for ; j+4 <= n; j += 4 {
 			bj := b[j*ldb:]
-			i := i0
-			for ; i+3 <= i1; i += 3 {
-				tile(c[i*ldc+j:], ldc, a[i*lda:], lda, bj, ldb, 3, k)
+			i := i0 + (i1-i0)/3*3
+			if i > i0 {
+				tile(c[i0*ldc+j:], ldc, a[i0*lda:], lda, bj, ldb, i-i0, k)
 			}
 			for ; i < i1; i++ {
 				tile(c[i*ldc+j:], ldc, a[i*lda:], lda, bj, ldb, 1, k)
@@ -40,7 +40,8 @@ func gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n
 const gemmABlockBytes = 256 << 10
 
 // tile sets c[i*ldc+j] = Σ_p a[i*lda+p]·b[j*ldb+p] for i < rows, j < 4,
-// p < k: the SIMD kernel covers what it can and plain Go the rest of k.
+// p < k (rows is 1 or a multiple of 3): the SIMD kernel covers what it
+// can and plain Go the rest of k.
 func tile(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, rows, k int) {
 	k0 := simdTile(c, ldc, a, lda, b, ldb, rows, k)
 	if k0 == k {

@@ -103,14 +103,15 @@ accumdone: \
 	VADDPS x1, x0, x0; \
 	VMOVUPS x0, dst
 
-// func gemm3x4AVX(a *float32, lda int, b *float32, ldb int, k8 int, c *float32, ldc int)
-// sets c[i*ldc+j] = sum over p < k8 of a[i*lda+p]*b[j*ldb+p], i < 3, j < 4.
-TEXT ·gemm3x4AVX(SB), NOSPLIT, $0-56
+// func gemm3x4AVX(a *float32, lda int, b *float32, ldb int, k8 int, c *float32, ldc int, tiles int)
+// sets c[i*ldc+j] = sum over p < k8 of a[i*lda+p]*b[j*ldb+p], i < 3·tiles,
+// j < 4: the tiles of three rows one after the other down a and c, the
+// four b rows staying in L1 (one call for the lot: a call per tile cost
+// several percent of the products' time).
+TEXT ·gemm3x4AVX(SB), NOSPLIT, $0-64
 	MOVQ a+0(FP), SI
-	MOVQ lda+8(FP), R8
-	SHLQ $2, R8
-	LEAQ (SI)(R8*1), R9
-	LEAQ (R9)(R8*1), R8
+	MOVQ lda+8(FP), R14
+	SHLQ $2, R14
 	MOVQ b+16(FP), DI
 	MOVQ ldb+24(FP), R10
 	SHLQ $2, R10
@@ -119,6 +120,14 @@ TEXT ·gemm3x4AVX(SB), NOSPLIT, $0-56
 	LEAQ (R12)(R10*1), R13
 	MOVQ k8+32(FP), BX
 	SHLQ $2, BX
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), CX
+	SHLQ $2, CX
+	MOVQ tiles+56(FP), R10
+
+tile3x4:
+	LEAQ (SI)(R14*1), R9
+	LEAQ (R9)(R14*1), R8
 	XORQ AX, AX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -157,14 +166,15 @@ loop3x4:
 	CMPQ AX, BX
 	JB   loop3x4
 
-	MOVQ c+40(FP), DX
-	MOVQ ldc+48(FP), CX
-	SHLQ $2, CX
 	REDUCE4(Y0, Y1, Y2, Y3, X0, X1, (DX))
 	ADDQ CX, DX
 	REDUCE4(Y4, Y5, Y6, Y7, X4, X5, (DX))
 	ADDQ CX, DX
 	REDUCE4(Y8, Y9, Y10, Y11, X8, X9, (DX))
+	ADDQ CX, DX
+	LEAQ (R8)(R14*1), SI
+	DECQ R10
+	JNZ  tile3x4
 	VZEROUPPER
 	RET
 
