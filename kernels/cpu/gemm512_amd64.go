@@ -54,14 +54,6 @@ func haveAVX512() bool { return cpufeat.Kernels() >= cpufeat.AVX512F }
 // 768; 512 and 768 KiB no faster.)
 const gemmBlockBytes = 256 << 10
 
-// gemmKBlock is the longest stretch of k a tile sums at once. Past it the
-// 4-row panel of a (16·k bytes) and the six b rows streaming through L1
-// no longer fit there together: on Zen 4, k = 2048 in one block ran at
-// 165 GFLOP/s a core against 220 for k = 768, and in three blocks at 195;
-// blocks of 1024 gave 185. Each further block of k costs a reduction of
-// the accumulators, which is why the blocks are not shorter.
-const gemmKBlock = 768
-
 // simdGemm computes gemm's product with the AVX-512 kernels and reports
 // whether it did: false when they are off or n < 6 (narrower than one
 // tile).
@@ -119,14 +111,14 @@ func (b gemmB) base(n, k int) unsafe.Pointer {
 // gemmCols computes columns [j0, j1) of gemm's product (n columns in all,
 // n >= 6) with the AVX-512 kernels for b's type.
 func gemmCols(c []float32, ldc int, a []float32, lda int, b gemmB, m, j0, j1, n, k int) {
-	parts := 1
-	if m >= 4 { // fewer rows have no a panel to keep in L1
-		parts = (k + gemmKBlock - 1) / gemmKBlock
-	}
 	// k of every block but the last: whole groups of 32, the kernels'
 	// loop, and the same for every type of b, which so computes bit for
-	// bit what F32 computes on its values.
-	kc := ((k+parts-1)/parts + 31) &^ 31
+	// bit what F32 computes on its values. Fewer than 4 rows have no a
+	// panel to keep in L1.
+	kc := k
+	if m >= 4 {
+		kc = kBlocks(k, m)
+	}
 	nb := max(6, gemmBlockBytes/(4*kc)/6*6)
 	base := b.base(n, k)
 	for jb := j0; jb < j1; jb += nb {

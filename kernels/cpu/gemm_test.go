@@ -26,9 +26,10 @@ func TestGemmMatchesFloat64(t *testing.T) {
 			}
 		}
 	}
-	// The last, without AVX-512, is two blocks of a (gemmABlockBytes), the
-	// second of 10 rows.
-	shapes = append(shapes, shape{5, 29, 5000}, shape{16, 40, 768}, shape{9, 31, 2051}, shape{40, 13, 2051})
+	// The last three take k in blocks (kBlocks: 2051 in three of 704,
+	// 704 and 643), and the last, without AVX-512, is two blocks of a
+	// (gemmABlockBytes: 93 rows of 704 values), the second of 2 rows.
+	shapes = append(shapes, shape{5, 29, 5000}, shape{16, 40, 768}, shape{9, 31, 2051}, shape{40, 13, 2051}, shape{95, 13, 2051})
 	eachKernel(t, func(t testing.TB) {
 		for _, s := range shapes {
 			lda, ldb, ldc := s.k+3, s.k+1, s.n+2

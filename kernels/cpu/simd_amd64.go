@@ -9,10 +9,10 @@ import (
 )
 
 //go:noescape
-func gemm3x4AVX(a *float32, lda int, b *float32, ldb int, k8 int, c *float32, ldc int, tiles int)
+func gemm3x4AVX(a *float32, lda int, b *float32, ldb int, k8 int, c *float32, ldc int, tiles int, keep uint32)
 
 //go:noescape
-func gemm1x4AVX(a *float32, b *float32, ldb int, k8 int, c *float32)
+func gemm1x4AVX(a *float32, b *float32, ldb int, k8 int, c *float32, keep uint32)
 
 //go:noescape
 func dotAVX(a, b *float32, k8 int) float32
@@ -30,19 +30,23 @@ var useAVX2 = haveAVX2()
 func haveAVX2() bool { return cpufeat.Kernels() >= cpufeat.AVX2 }
 
 // simdTile computes the first k&^7 terms of a rows×4 tile (rows is 1 or
-// a multiple of 3) as tile describes and returns how many terms it
-// covered: 0 when the assembly kernels are off or k < 8.
-func simdTile(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, rows, k int) int {
+// a multiple of 3) as tile describes, added to c if acc, and returns how
+// many terms it covered: 0 when the assembly kernels are off or k < 8.
+func simdTile(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, rows, k int, acc bool) int {
 	if !useAVX2 || k < 8 {
 		return 0
 	}
 	k8 := k &^ 7
 	// Bounds checks the assembly relies on.
 	_, _, _ = a[(rows-1)*lda+k8-1], b[3*ldb+k8-1], c[(rows-1)*ldc+3]
+	var keep uint32 // the mask the kernels keep c's values by: all or none
+	if acc {
+		keep = ^keep
+	}
 	if rows%3 == 0 {
-		gemm3x4AVX(&a[0], lda, &b[0], ldb, k8, &c[0], ldc, rows/3)
+		gemm3x4AVX(&a[0], lda, &b[0], ldb, k8, &c[0], ldc, rows/3, keep)
 	} else {
-		gemm1x4AVX(&a[0], &b[0], ldb, k8, &c[0])
+		gemm1x4AVX(&a[0], &b[0], ldb, k8, &c[0], keep)
 	}
 	return k8
 }

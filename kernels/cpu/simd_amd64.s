@@ -94,21 +94,26 @@ accumdone: \
 // elements.
 
 // REDUCE4 sums each of four accumulators and stores the four sums as
-// consecutive floats at (dst). It clobbers r0 and r2.
+// consecutive floats at (dst), added to the floats there kept by the
+// mask in X15 (all bits or none: a mask, not a factor, so that whatever
+// a stored-over c holds, NaN included, cannot leak in). It clobbers r0,
+// r2 and x1.
 #define REDUCE4(r0, r1, r2, r3, x0, x1, dst) \
 	VHADDPS r1, r0, r0; \
 	VHADDPS r3, r2, r2; \
 	VHADDPS r2, r0, r0; \
 	VEXTRACTF128 $1, r0, x1; \
 	VADDPS x1, x0, x0; \
+	VANDPS dst, X15, x1; \
+	VADDPS x1, x0, x0; \
 	VMOVUPS x0, dst
 
-// func gemm3x4AVX(a *float32, lda int, b *float32, ldb int, k8 int, c *float32, ldc int, tiles int)
+// func gemm3x4AVX(a *float32, lda int, b *float32, ldb int, k8 int, c *float32, ldc int, tiles int, keep uint32)
 // sets c[i*ldc+j] = sum over p < k8 of a[i*lda+p]*b[j*ldb+p], i < 3·tiles,
-// j < 4: the tiles of three rows one after the other down a and c, the
+// j < 4, plus c's own value there when keep is all ones (0: none of it): the tiles of three rows one after the other down a and c, the
 // four b rows staying in L1 (one call for the lot: a call per tile cost
 // several percent of the products' time).
-TEXT ·gemm3x4AVX(SB), NOSPLIT, $0-64
+TEXT ·gemm3x4AVX(SB), NOSPLIT, $0-68
 	MOVQ a+0(FP), SI
 	MOVQ lda+8(FP), R14
 	SHLQ $2, R14
@@ -166,6 +171,7 @@ loop3x4:
 	CMPQ AX, BX
 	JB   loop3x4
 
+	VBROADCASTSS keep+64(FP), X15
 	REDUCE4(Y0, Y1, Y2, Y3, X0, X1, (DX))
 	ADDQ CX, DX
 	REDUCE4(Y4, Y5, Y6, Y7, X4, X5, (DX))
@@ -178,11 +184,11 @@ loop3x4:
 	VZEROUPPER
 	RET
 
-// func gemm1x4AVX(a *float32, b *float32, ldb int, k8 int, c *float32)
-// sets c[j] = sum over p < k8 of a[p]*b[j*ldb+p], j < 4. It keeps two sets
-// of accumulators so a long k (matrix-vector products) is not bound by FMA
-// latency.
-TEXT ·gemm1x4AVX(SB), NOSPLIT, $0-40
+// func gemm1x4AVX(a *float32, b *float32, ldb int, k8 int, c *float32, keep uint32)
+// sets c[j] = sum over p < k8 of a[p]*b[j*ldb+p], j < 4, plus c[j] when
+// keep is all ones. It keeps two sets of accumulators so a long k
+// (matrix-vector products) is not bound by FMA latency.
+TEXT ·gemm1x4AVX(SB), NOSPLIT, $0-44
 	MOVQ a+0(FP), SI
 	MOVQ b+8(FP), DI
 	MOVQ ldb+16(FP), R10
@@ -235,6 +241,7 @@ sum1x4:
 	VADDPS Y6, Y2, Y2
 	VADDPS Y7, Y3, Y3
 	MOVQ c+32(FP), DX
+	VBROADCASTSS keep+40(FP), X15
 	REDUCE4(Y0, Y1, Y2, Y3, X0, X1, (DX))
 	VZEROUPPER
 	RET

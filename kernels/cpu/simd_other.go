@@ -11,7 +11,7 @@ var useAVX2 = false
 // haveAVX2 reports whether this build and CPU can run the AVX2 kernels.
 func haveAVX2() bool { return false }
 
-func simdTile(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, rows, k int) int {
+func simdTile(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, rows, k int, acc bool) int {
 	return 0
 }
 
