@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/kernels/quant"
@@ -55,17 +56,28 @@ func gemmRows(t kernels.DType) int {
 const deqGroup = 96
 
 // deqGemm is one product on dequantized weight groups; run is a part.
+// The parts take the groups one at a time from next, not in fixed shares:
+// a prompt's product is bound by the cores' arithmetic, so a core slowed
+// by another program (or its own clock) takes fewer groups instead of
+// holding the loop up. Each group's columns are the same sums whichever
+// part computes them.
 type deqGemm struct {
 	c, a    []float32
 	w       kernels.Tensor
 	m       int
 	scratch [][]float32 // one deqGroup×w.Cols buffer per part
+	groups  int
+	next    atomic.Int64 // the next group to take
 }
 
-func (t *deqGemm) run(part, lo, hi int) {
+func (t *deqGemm) run(part, _, _ int) {
 	n, k := t.w.Rows, t.w.Cols
 	buf := t.scratch[part]
-	for g := lo; g < hi; g++ {
+	for {
+		g := int(t.next.Add(1) - 1)
+		if g >= t.groups {
+			return
+		}
 		j0, j1 := g*deqGroup, min((g+1)*deqGroup, n)
 		for j := j0; j < j1; j++ {
 			if err := quant.Dequantize(t.w.Type, buf[(j-j0)*k:(j-j0+1)*k], t.w.Row(j)); err != nil {
@@ -90,11 +102,12 @@ func (b *Backend) deqMatMul(c, a []float32, w kernels.Tensor, m int) {
 		b.deq.scratch[i] = grow(b.deq.scratch[i], deqGroup*w.Cols)
 	}
 	b.deq.c, b.deq.a, b.deq.w, b.deq.m = c, a, w, m
-	groups := (w.Rows + deqGroup - 1) / deqGroup
+	b.deq.groups = (w.Rows + deqGroup - 1) / deqGroup
+	b.deq.next.Store(0)
 	if b.w == nil {
-		b.deq.run(0, 0, groups)
+		b.deq.run(0, 0, 0)
 	} else {
-		b.w.For(groups, b.deqRun)
+		b.w.For(min(parts, b.deq.groups), b.deqRun)
 	}
 	b.deq.c, b.deq.a, b.deq.w = nil, nil, kernels.Tensor{} // keep no caller's slices alive
 }
