@@ -249,12 +249,13 @@ func TestSpeculationKeepsOutput(t *testing.T) {
 }
 
 // TestSpeculationOnRealModels: greedy output of stories260K, the built-in
-// model and a random one with Q8_0 matrices is the same with drafts
-// right, partly right and wrong, including under a grammar (a draft the
-// grammar refuses is rejected) and with logprobs. That needs a verify
-// pass's rows to get the bits a single row gets: kernels/quant's Q8_0
-// products and kernels/cpu's attention are batch-invariant (the Q8_0
-// case failed before they were).
+// model and random ones with Q8_0 and Q4_K matrices is the same with
+// drafts right, partly right and wrong, including under a grammar (a
+// draft the grammar refuses is rejected) and with logprobs. That needs a
+// verify pass's rows to get the bits a single row gets: kernels/quant's
+// Q8_0 and K-quant products and kernels/cpu's attention are
+// batch-invariant (the Q8_0 case failed before they were, and the Q4_K
+// case with PREFIXD_CPU=avx2 before its kernels were).
 func TestSpeculationOnRealModels(t *testing.T) {
 	bt := model.ByteTokenizer{}
 	g, err := grammar.CompileSchema([]byte(validitySchemas[0]), grammar.Limits{})
@@ -272,7 +273,11 @@ func TestSpeculationOnRealModels(t *testing.T) {
 			{Prompt: bt.Encode("Answer in JSON:"), MaxTokens: 60, Constraint: con},
 			{Prompt: bt.Encode("Once upon a time"), MaxTokens: 20, IgnoreEOS: true, Logprobs: true, TopLogprobs: 2},
 		}},
-		{"q8_0", q8Model, []Request{
+		{"q8_0", func(t *testing.T) *model.Model { return quantModel(t, kernels.Q8_0, 128, 352) }, []Request{
+			{Prompt: []int32{1}, MaxTokens: 120, IgnoreEOS: true},
+			{Prompt: []int32{1, 403, 407, 261, 378}, MaxTokens: 80, IgnoreEOS: true},
+		}},
+		{"q4_k", func(t *testing.T) *model.Model { return quantModel(t, kernels.Q4_K, 256, 512) }, []Request{
 			{Prompt: []int32{1}, MaxTokens: 120, IgnoreEOS: true},
 			{Prompt: []int32{1, 403, 407, 261, 378}, MaxTokens: 80, IgnoreEOS: true},
 		}},
@@ -324,10 +329,10 @@ func TestSpeculationOnRealModels(t *testing.T) {
 	}
 }
 
-// q8Model returns a random model of small dims (the 110M model's shape
-// scaled down) whose matrices are quantized to Q8_0.
-func q8Model(t *testing.T) *model.Model {
-	c := model.Config{Dim: 128, Hidden: 352, Layers: 3, Heads: 4, KVHeads: 4, Vocab: 2048, MaxSeqLen: 512,
+// quantModel returns a random model of small dims (the 110M model's shape
+// scaled down to dim and hidden) whose matrices are quantized to typ.
+func quantModel(t *testing.T, typ kernels.DType, dim, hidden int) *model.Model {
+	c := model.Config{Dim: dim, Hidden: hidden, Layers: 3, Heads: 4, KVHeads: 4, Vocab: 2048, MaxSeqLen: 512,
 		RopeTheta: 10000, NormEps: 1e-5, BOS: -1, EOS: -1}
 	m := model.Random(c, 29)
 	ws := []*kernels.Tensor{&m.Classifier}
@@ -337,7 +342,7 @@ func q8Model(t *testing.T) *model.Model {
 	}
 	for _, w := range ws {
 		var err error
-		if *w, err = w.Convert(kernels.Q8_0); err != nil {
+		if *w, err = w.Convert(typ); err != nil {
 			t.Fatal(err)
 		}
 	}

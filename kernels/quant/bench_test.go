@@ -123,16 +123,19 @@ func BenchmarkMemBandwidth(b *testing.B) {
 	}
 }
 
-// BenchmarkMatMulBatch multiplies 1, 2, 4, 8 and 16 activation rows
+// BenchmarkMatMulBatch multiplies 1, 2, 3, 4, 8 and 16 activation rows
 // (batched decode) by one benchOut×benchIn matrix: rows/s at 16 against 1
-// is how batched decode scales. name/avx2 runs the rows in pairs through
-// the AVX2 two-row kernels, name/avx512 eight and four at a time.
+// is how batched decode scales. name/avx2 runs F16's rows in pairs
+// through the AVX2 two-row kernel, Q8_0's and the K-quants' four (Q8_0
+// also eight) at a time, two K-quant rows through the two-row kernels and
+// three as one four-row call; name/avx512 runs the quantized types' rows
+// eight and four at a time.
 func BenchmarkMatMulBatch(b *testing.B) {
 	pool := newTestPool(benchThreads)
 	defer pool.Close()
 	rng := rand.New(rand.NewPCG(2, 2))
 	for _, typ := range []Type{F16, Q8_0, Q4_K, Q6_K} {
-		for _, rows := range []int{1, 2, 4, 8, 16} {
+		for _, rows := range []int{1, 2, 3, 4, 8, 16} {
 			rs, _ := typ.RowSize(benchIn)
 			w := make([]byte, benchOut*rs)
 			row := make([]byte, rs)

@@ -135,7 +135,11 @@ func (m *Multiplier) MatMuls(x []float32, rows, in int, ps ...Product) error {
 		if !m.uses(a) {
 			continue
 		}
-		a.prepare(x, rows*in)
+		n := rows
+		if a == &m.q8k && (rows == 2 || rows == 3) && QuadRows(Q4_K) {
+			n = 4 // room for groupRows' one four-row call on them
+		}
+		a.prepare(x, n*in)
 		if a.blk == 0 {
 			continue
 		}
@@ -281,11 +285,16 @@ func (m *Multiplier) rowMajorRange(p *product, start, end int) {
 // rows eight at a time while a kernel takes eight, then four at a time
 // while one takes four, one call for all the weight rows and each group,
 // and returns how many activation rows it did: a multiple of 4, 0
-// without such a kernel, or all of them where three are left over, which
-// one more call takes as the last four (the first of them computed
-// again, to the same bits) in less time than a pair and a single row
-// (one thread, the 110M model's step: 7 rows 0.65 -> 0.53 ms for Q4_K,
-// 0.78 -> 0.68 for Q8_0; with two left over it about evens out).
+// without such a kernel, or all of them where two or three are left
+// over, which one more call takes as the last four (the first of them
+// computed again, to the same bits) in less time than the rows one by
+// one (one thread, the 110M model's step: 7 rows 0.65 -> 0.53 ms for
+// Q4_K, 0.78 -> 0.68 for Q8_0, against a pair kernel and a single row).
+// Three K-quant rows alone (a short verify row, three sequences
+// decoding), or two where no two-row kernel takes them (pairKernel), go
+// through one four-row call as well, on activations MatMuls sized for
+// four, its results for the padding rows dropped: one pass over the
+// weights instead of two or three, with the rows' bits unchanged.
 func (m *Multiplier) groupRows(p *product, o0, o1 int) int {
 	in, out := m.in, p.Out
 	w := p.W[o0*p.rowBytes : o1*p.rowBytes]
@@ -300,9 +309,19 @@ func (m *Multiplier) groupRows(p *product, o0, o1 int) int {
 			return r
 		}
 	}
-	if r > 0 && m.rows-r == 3 {
+	if r > 0 && m.rows-r >= 2 {
 		dotNSIMD(4, p.Type, w, p.a, m.rows-4, in, p.Dst[(m.rows-4)*out+o0:], out)
 		return m.rows
+	}
+	if r == 0 && (m.rows == 3 || m.rows == 2 && !pairKernel(p.Type)) && len(p.a.qs) >= 4*in {
+		var quad [4 * batchRows]float32
+		n := o1 - o0
+		if dotNSIMD(4, p.Type, w, p.a, 0, in, quad[:], n) {
+			for i := range m.rows {
+				copy(p.Dst[i*out+o0:i*out+o1], quad[i*n:(i+1)*n])
+			}
+			return m.rows
+		}
 	}
 	return r
 }

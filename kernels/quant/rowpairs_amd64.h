@@ -81,30 +81,39 @@ end: \
 	DECQ CX; \
 	JNZ  label
 
+// KROWPTRS points the K-quant kernels at a weight row's activations,
+// func(w *byte, a *int8, ad *float32, bs *int16, ...): the quants in DI,
+// scales DX, 16-value sums BX, and the blocks to go (nbarg) in CX.
+#define KROWPTRS(nbarg) \
+	MOVQ a+8(FP), DI; \
+	MOVQ ad+16(FP), DX; \
+	MOVQ bs+24(FP), BX; \
+	MOVQ nbarg, CX
+
 // KROWS is ROWPAIRS for the K-quants' single-row kernels, func(w *byte, a
 // *int8, ad *float32, bs *int16, nb, nrows int, out *float32), with h in
-// AX: BLOCK(base, acc, minacc) multiplies one block of bsize bytes at base
-// by the activation row into a row's sum and minimums' sum, accA, minA for
-// the first row of a pair and accB, minB for the second; SUMA and SUMB
-// leave each row's result in X0. It needs rows4_amd64.h's KXZERO.
-#define KROWS(BLOCK, bsize, SUMA, SUMB, accA, minA, accB, minB) \
+// AX: BLOCK(base, acc) multiplies one block of bsize bytes at base by the
+// activation row into a row's float sum, accA for the first row of a pair
+// and accB for the second, each summed into X0 by HSUM8 as the four-row
+// kernels' X4STORE sums theirs.
+#define KROWS(BLOCK, bsize, accA, accB) \
 	PAIRSTART(nb+32(FP), bsize, AX); \
 rows2: \
 	LEAQ   (SI)(R11*1), R9; \
-	MOVQ   a+8(FP), DI; \
-	MOVQ   ad+16(FP), DX; \
-	MOVQ   bs+24(FP), BX; \
-	MOVQ   nb+32(FP), CX; \
-	KXZERO(accA, minA, accB, minB); \
+	KROWPTRS(nb+32(FP)); \
+	VXORPS accA, accA, accA; \
+	VXORPS accB, accB, accB; \
 block: \
 	PREFETCHBLOCK(SI); \
 	PREFETCHBLOCK(R9); \
-	BLOCK(SI, accA, minA); \
-	BLOCK(R9, accB, minB); \
+	BLOCK(SI, accA); \
+	BLOCK(R9, accB); \
 	ADDQ   $bsize, R9; \
 	KSTEP(bsize, block); \
-	SUMA; \
+	VMOVAPS accA, Y0; \
+	HSUM8; \
 	VMOVSS X0, (R13); \
-	SUMB; \
+	VMOVAPS accB, Y0; \
+	HSUM8; \
 	VMOVSS X0, (R13)(AX*4); \
 	PAIREND(AX)

@@ -541,79 +541,10 @@ DATA nibbleMask<>+0x10(SB)/8, $0x0f0f0f0f0f0f0f0f
 DATA nibbleMask<>+0x18(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 
-// KROW loads a row's activation pointers and zeroes its sums: Y0 the
-// scaled sums, X14 the minimums' terms.
-#define KROW \
-	MOVQ   a+8(FP), DI; \
-	MOVQ   ad+16(FP), DX; \
-	MOVQ   bs+24(FP), BX; \
-	VXORPS Y0, Y0, Y0; \
-	VXORPS X14, X14, X14
-
 // KSETUP loads the K-quant kernels' weight pointer and constants.
 #define KSETUP \
 	MOVQ    w+0(FP), SI; \
 	VMOVDQU nibbleMask<>(SB), Y15
-
-// KUNPACK unpacks the 6-bit scales and minimums of a Q4_K/Q5_K block as
-// ggml's AVX2 kernel does: with u0..u2 the 12 scale bytes as uint32s,
-// scales = u0&m1 | (u2&m2 | (u0>>6&m3)<<4)<<32 and minimums = u1&m1 |
-// (u2>>4&m2 | (u1>>6&m3)<<4)<<32. It sets Y1 to the eight scales as
-// int16s in both lanes and X2 to the eight minimums as int16s. Clobbers
-// R8-R11 and AX.
-#define KUNPACK \
-	MOVL 4(SI), R8; \
-	MOVL 8(SI), R9; \
-	MOVL 12(SI), R10; \
-	MOVL R10, R11; \
-	SHRL $4, R11; \
-	ANDL $0x0f0f0f0f, R11; \
-	MOVL R9, AX; \
-	SHRL $6, AX; \
-	ANDL $0x03030303, AX; \
-	SHLL $4, AX; \
-	ORL  AX, R11; \
-	ANDL $0x3f3f3f3f, R9; \
-	ANDL $0x0f0f0f0f, R10; \
-	MOVL R8, AX; \
-	SHRL $6, AX; \
-	ANDL $0x03030303, AX; \
-	SHLL $4, AX; \
-	ORL  AX, R10; \
-	ANDL $0x3f3f3f3f, R8; \
-	SHLQ $32, R10; \
-	ORQ  R10, R8; \
-	SHLQ $32, R11; \
-	ORQ  R11, R9; \
-	VMOVQ       R8, X1; \
-	VMOVQ       R9, X2; \
-	VPMOVZXBW   X1, X1; \
-	VPMOVZXBW   X2, X2; \
-	VINSERTI128 $1, X1, Y1, Y1
-
-// KMINS adds dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1) for one activation row
-// (16-value sums at bsaddr, d_a at adaddr) to the four lanes of acc.
-// Clobbers X3-X5.
-#define KMINS(bsaddr, adaddr, acc) \
-	VMOVDQU      bsaddr, Y3; \
-	VEXTRACTI128 $1, Y3, X4; \
-	VPHADDW      X4, X3, X3; \
-	VPMADDWD     X3, X2, X3; \
-	VCVTDQ2PS    X3, X3; \
-	VCVTPH2PS    (SI), X5; \
-	VMOVSHDUP    X5, X4; \
-	VMULSS       adaddr, X4, X4; \
-	VBROADCASTSS X4, X4; \
-	VFMADD231PS  X3, X4, acc
-
-// KFOLD adds the block's integer sums (sum) times d·d_a (d_a at adaddr)
-// to acc. Clobbers Y3.
-#define KFOLD(adaddr, sum, acc) \
-	VCVTPH2PS    (SI), X3; \
-	VMULSS       adaddr, X3, X3; \
-	VBROADCASTSS X3, Y3; \
-	VCVTDQ2PS    sum, sum; \
-	VFMADD231PS  sum, Y3, acc
 
 // KCHUNK multiplies the 64 quants of chunk j, low nibbles in Y10 and high
 // in Y11, by the activations 64j.. and adds them, sub-block scales 2j and
@@ -628,26 +559,9 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 	VPADDD     Y10, Y9, Y9; \
 	VPADDD     Y11, Y9, Y9
 
-// Q4NIBBLES splits the 32 qs bytes at off(SI) into low (Y10) and high
-// (Y11) nibbles; Q4NIBBLESTO those at off(base) into lo and hi.
-#define Q4NIBBLES(off) Q4NIBBLESTO(SI, off, Y10, Y11)
-
-#define Q4NIBBLESTO(base, off, lo, hi) \
-	VMOVDQU off(base), lo; \
-	VPSRLW  $4, lo, hi; \
-	VPAND   Y15, lo, lo; \
-	VPAND   Y15, hi, hi
-
-// KSUM sets X0 to the scaled sums less the minimums' terms.
-#define KSUM \
-	HSUM8; \
-	VHADDPS X14, X14, X14; \
-	VHADDPS X14, X14, X14; \
-	VSUBSS  X14, X0, X0
-
 // KCHUNK2 is KCHUNK for two activation rows, the second R12 bytes after
 // the first: the quants' unpacking and scale shuffles are shared, the
-// sums go to Y9 and Y5.
+// sums go to Y9 and Y5. Clobbers Y3, Y4, Y10-Y13.
 #define KCHUNK2(j) \
 	VPSHUFB    q4kShuf<>+(64*j)(SB), Y1, Y12; \
 	VPSHUFB    q4kShuf<>+(64*j+32)(SB), Y1, Y13; \
@@ -664,22 +578,22 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 	VPADDD     Y3, Y5, Y5; \
 	VPADDD     Y4, Y5, Y5
 
+// Q4NIBBLESTO splits the 32 qs bytes at off(base) into low (lo) and high
+// (hi) nibbles.
+#define Q4NIBBLESTO(base, off, lo, hi) \
+	VMOVDQU off(base), lo; \
+	VPSRLW  $4, lo, hi; \
+	VPAND   Y15, lo, lo; \
+	VPAND   Y15, hi, hi
 
-
-// Q4PREP(j) unpacks chunk j of a Q4_K block into Y10 and Y11.
-#define Q4PREP(j) Q4NIBBLES(16+32*j)
-
-// Q5PREP(j) unpacks chunk j of a Q5_K block into Y10 and Y11: the
+// Q5PREPTO unpacks chunk j of the Q5_K block at base into lo and hi: the
 // nibbles at 48+32j, with bits 2j and 2j+1 of the qh bytes (at 16) as the
 // fifth bits of the low and high 32 values: qh shifted right by 2j puts
 // them at bits 0 and 1, moved to bit 4 and kept by the 0x10 mask.
-// Clobbers Y2 and Y8. Q5PREPTO does it for the block at base, into lo
-// and hi, clobbering t and u.
+// Clobbers t and u.
 // qh is loaded before the shift: an immediate shift of a memory source has
 // no VEX encoding, so the assembler would emit the AVX-512 (EVEX) form,
 // which faults on an AVX2-only CPU.
-#define Q5PREP(j) Q5PREPTO(SI, j, Y10, Y11, Y8, Y2)
-
 #define Q5PREPTO(base, j, lo, hi, t, u) \
 	Q4NIBBLESTO(base, 48+32*j, lo, hi); \
 	VMOVDQU 16(base), t; \
@@ -697,54 +611,8 @@ DATA fifthBit<>+0x10(SB)/8, $0x1010101010101010
 DATA fifthBit<>+0x18(SB)/8, $0x1010101010101010
 GLOBL fifthBit<>(SB), RODATA|NOPTR, $32
 
-// KBODY2 multiplies one block by two activation rows (laid out as
-// dotQ4Kx2AVX says) into Y0, X14 and Y6, X7.
-#define KBODY2(PREP) \
-	KUNPACK; \
-	KMINS((BX), (DX), X14); \
-	KMINS((BX)(R13*8), (DX)(R13*1), X7); \
-	VPXOR Y9, Y9, Y9; \
-	VPXOR Y5, Y5, Y5; \
-	PREP(0); \
-	KCHUNK2(0); \
-	PREP(1); \
-	KCHUNK2(1); \
-	PREP(2); \
-	KCHUNK2(2); \
-	PREP(3); \
-	KCHUNK2(3); \
-	KFOLD((DX), Y9, Y0); \
-	KFOLD((DX)(R13*1), Y5, Y6)
-
-// KX2ROWS is the body of the two-row Q4_K and Q5_K kernels (see
-// dotQ4Kx2AVX): nr weight rows of blocks of bsize bytes, PREP unpacking
-// their chunks, each block multiplied by the two activation rows (KBODY2),
-// the second row's sums in Y6 and X7.
-#define KX2ROWS(PREP, bsize) \
-	KSETUP; \
-	MOVQ astride+32(FP), R12; \
-	MOVQ adstride+40(FP), R13; \
-	X2ROWSTART(nr+56(FP), dst+64(FP)); \
-row: \
-	KROW; \
-	MOVQ   nb+48(FP), CX; \
-	VXORPS Y6, Y6, Y6; \
-	VXORPS X7, X7, X7; \
-block: \
-	KBODY2(PREP); \
-	KSTEP(bsize, block); \
-	KSUM; \
-	VMOVAPS X0, X8; \
-	VMOVAPS Y6, Y0; \
-	VMOVAPS X7, X14; \
-	KSUM; \
-	X2NEXT(X8, X0, dstStride+72(FP)); \
-	JNZ row; \
-	VZEROUPPER; \
-	RET
-
 // K4SCALES unpacks the 6-bit scales and minimums of the Q4_K/Q5_K block
-// at base in vector registers (KUNPACK's formula on the 12 bytes as
+// at base in vector registers (ggml's formula on the 12 bytes as
 // dwords u0..u2: scales u0&m1, u2&m2 | (u0>>6&m3)<<4, minimums u1&m1,
 // u2>>4&m2 | (u1>>6&m3)<<4): ys gets the eight scales as words in both
 // lanes, Y13 the minimums as words, each twice (m0, m0, m1, ...), to
@@ -763,53 +631,104 @@ block: \
 	VPERMQ     $0xfa, Y13, Y13; \
 	VPUNPCKLWD Y13, Y13, Y13
 
+// K4CHUNKS multiplies the four chunks of the Q4_K or Q5_K block at base
+// (PREP unpacking each) by the activations, CHUNK (KCHUNK or KCHUNK2)
+// taking each chunk's products.
+#define K4CHUNKS(PREP, base, CHUNK) \
+	PREP(base, 0, Y10, Y11, Y8, Y2); \
+	CHUNK(0); \
+	PREP(base, 1, Y10, Y11, Y8, Y2); \
+	CHUNK(1); \
+	PREP(base, 2, Y10, Y11, Y8, Y2); \
+	CHUNK(2); \
+	PREP(base, 3, Y10, Y11, Y8, Y2); \
+	CHUNK(3)
+
+// K4DMIN broadcasts the d and dmin of the block at base into Y12 and Y13.
+#define K4DMIN(base) \
+	VCVTPH2PS    (base), X12; \
+	VMOVSHDUP    X12, X13; \
+	VBROADCASTSS X12, Y12; \
+	VBROADCASTSS X13, Y13
+
+// K4FOLD folds an activation row's block into acc as the four-row
+// kernels fold it (K4X4FOLD), float for float, so that a row gets the
+// same bits from the one-, two- and four-row kernels: acc += d_a·(d·sum −
+// dmin·mins), the int32 sums in sum, the minimums' sums (float) in mins,
+// d and dmin in Y12 and Y13 (K4DMIN), d_a at adaddr. Clobbers Y10.
+#define K4FOLD(adaddr, sum, mins, acc) \
+	VCVTDQ2PS    sum, sum; \
+	VMULPS       Y12, sum, sum; \
+	VFNMADD231PS Y13, mins, sum; \
+	VBROADCASTSS adaddr, Y10; \
+	VFMADD231PS  Y10, sum, acc
+
 // K4BLOCK multiplies the Q4_K or Q5_K block at base (PREP(base, j, lo,
 // hi, t, u) unpacking chunk j) by the activation row at DI, DX, BX into
-// acc, its minimums' terms into minacc: K4SCALES, the minimums' terms,
-// then four KCHUNKs and the fold by d·d_a. Clobbers Y1-Y5, Y8-Y13.
-#define K4BLOCK(PREP, base, acc, minacc) \
+// acc: K4SCALES, the minimums' sums, four KCHUNKs and K4FOLD. Clobbers
+// Y1-Y3, Y8-Y13.
+#define K4BLOCK(PREP, base, acc) \
 	K4SCALES(base, Y1); \
-	VPMADDWD     (BX), Y13, Y13; \
-	VCVTDQ2PS    Y13, Y13; \
-	VCVTPH2PS    (base), X4; \
-	VBROADCASTSS (DX), X5; \
-	VMULPS       X5, X4, X4; \
-	VMOVSHDUP    X4, X5; \
-	VBROADCASTSS X5, Y5; \
-	VFMADD231PS  Y13, Y5, minacc; \
-	VBROADCASTSS X4, Y4; \
+	VPMADDWD     (BX), Y13, Y3; \
+	VCVTDQ2PS    Y3, Y3; \
 	VPXOR        Y9, Y9, Y9; \
-	PREP(base, 0, Y10, Y11, Y8, Y2); \
-	KCHUNK(0); \
-	PREP(base, 1, Y10, Y11, Y8, Y2); \
-	KCHUNK(1); \
-	PREP(base, 2, Y10, Y11, Y8, Y2); \
-	KCHUNK(2); \
-	PREP(base, 3, Y10, Y11, Y8, Y2); \
-	KCHUNK(3); \
-	VCVTDQ2PS    Y9, Y9; \
-	VFMADD231PS  Y9, Y4, acc
+	K4CHUNKS(PREP, base, KCHUNK); \
+	K4DMIN(base); \
+	K4FOLD((DX), Y9, Y3, acc)
 
 // Q4X4PREP unpacks chunk j of the Q4_K block at base into lo and hi.
 #define Q4X4PREP(base, j, lo, hi, t, u) Q4NIBBLESTO(base, 16+32*j, lo, hi)
-#define Q4KBLOCK(base, acc, minacc) K4BLOCK(Q4X4PREP, base, acc, minacc)
-#define Q5KBLOCK(base, acc, minacc) K4BLOCK(Q5PREPTO, base, acc, minacc)
+#define Q4KBLOCK(base, acc) K4BLOCK(Q4X4PREP, base, acc)
+#define Q5KBLOCK(base, acc) K4BLOCK(Q5PREPTO, base, acc)
+
+// K4BLOCK2 multiplies the Q4_K or Q5_K block at SI by two activation rows
+// (laid out as dotQ4Kx2AVX says) into Y0 and Y6, each row's block folded
+// by K4FOLD. Clobbers Y1-Y5, Y7-Y14.
+#define K4BLOCK2(PREP) \
+	K4SCALES(SI, Y1); \
+	VPMADDWD     (BX), Y13, Y7; \
+	VPMADDWD     (BX)(R13*8), Y13, Y14; \
+	VCVTDQ2PS    Y7, Y7; \
+	VCVTDQ2PS    Y14, Y14; \
+	VPXOR        Y9, Y9, Y9; \
+	VPXOR        Y5, Y5, Y5; \
+	K4CHUNKS(PREP, SI, KCHUNK2); \
+	K4DMIN(SI); \
+	K4FOLD((DX), Y9, Y7, Y0); \
+	K4FOLD((DX)(R13*1), Y5, Y14, Y6)
+
+// KX2ROWS is the body of the two-row Q4_K and Q5_K kernels (see
+// dotQ4Kx2AVX): nr weight rows of blocks of bsize bytes, PREP unpacking
+// their chunks, each block multiplied by the two activation rows
+// (K4BLOCK2), each row's sum taken by HSUM8 as the other kernels take it.
+#define KX2ROWS(PREP, bsize) \
+	KSETUP; \
+	MOVQ astride+32(FP), R12; \
+	MOVQ adstride+40(FP), R13; \
+	X2ROWSTART(nr+56(FP), dst+64(FP)); \
+row: \
+	KROWPTRS(nb+48(FP)); \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y6, Y6, Y6; \
+block: \
+	K4BLOCK2(PREP); \
+	KSTEP(bsize, block); \
+	HSUM8; \
+	VMOVAPS X0, X8; \
+	VMOVAPS Y6, Y0; \
+	HSUM8; \
+	X2NEXT(X8, X0, dstStride+72(FP)); \
+	JNZ row; \
+	VZEROUPPER; \
+	RET
 
 // K4ROWS is KROWS (rowpairs_amd64.h) for the Q4_K and Q5_K blocks: the sums
-// of the first row in Y0 and Y14 (minimums), of the second in Y6 and Y7.
+// of the first row in Y0, of the second in Y14.
 #define K4ROWS(BLOCK, bsize) \
 	KSETUP; \
 	MOVQ nrows+40(FP), R12; \
 	MOVQ out+48(FP), R13; \
-	KROWS(BLOCK, bsize, K4SUMA, K4SUMB, Y0, Y14, Y6, Y7)
-
-#define K4SUMA \
-	VSUBPS Y14, Y0, Y0; \
-	HSUM8
-
-#define K4SUMB \
-	VSUBPS Y7, Y6, Y0; \
-	HSUM8
+	KROWS(BLOCK, bsize, Y0, Y14)
 
 // func dotQ4KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // Per block: d·d_a·Σ_j sc_j·Σ q·a − dmin·d_a·Σ_j m_j·(bsums 2j + 2j+1),
@@ -831,12 +750,12 @@ TEXT ·dotQ5KAVX(SB), NOSPLIT, $0-56
 // sums 8·adstride bytes after (a Q8_K row's d and bsums are 4 and 32
 // bytes per block).
 TEXT ·dotQ4Kx2AVX(SB), NOSPLIT, $16-80
-	KX2ROWS(Q4PREP, 144)
+	KX2ROWS(Q4X4PREP, 144)
 
 // func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
 // is dotQ4Kx2AVX for Q5_K blocks.
 TEXT ·dotQ5Kx2AVX(SB), NOSPLIT, $16-80
-	KX2ROWS(Q5PREP, 176)
+	KX2ROWS(Q5PREPTO, 176)
 
 // Q6_K scale shuffles: mask k (16 bytes) spreads int8 scale 2k over the
 // first eight bytes and 2k+1 over the last eight.
@@ -930,13 +849,6 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	Q6KQUANT2(Y10, 128*h+64, 4*h+2); \
 	Q6KQUANT2(Y11, 128*h+96, 4*h+3)
 
-// Q6KROW loads a row's activation pointers and zeroes its sums.
-#define Q6KROW \
-	MOVQ   a+8(FP), DI; \
-	MOVQ   ad+16(FP), DX; \
-	MOVQ   bs+24(FP), BX; \
-	VXORPS Y0, Y0, Y0
-
 // Q6KSETUP loads the Q6_K kernels' weight pointer and masks.
 #define Q6KSETUP \
 	MOVQ    w+0(FP), SI; \
@@ -962,25 +874,23 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	VPXOR     Y6, Y6, Y6; \
 	VPSUBD    sum, Y6, sum
 
-// Q6KFOLD adds sum times d·d_a (d in X8, d_a at adaddr) to acc. Clobbers
-// Y3.
+// Q6KFOLD adds the block's int32 sums (sum) to acc as the four-row kernel
+// folds them (Q6X4FOLD), float by float, so that a row gets the same bits
+// from both: acc += d_a·(d·sum), d in X8, d_a at adaddr. Clobbers Y3.
 #define Q6KFOLD(adaddr, sum, acc) \
-	VMULSS       adaddr, X8, X3; \
-	VBROADCASTSS X3, Y3; \
+	VBROADCASTSS X8, Y3; \
 	VCVTDQ2PS    sum, sum; \
-	VFMADD231PS  sum, Y3, acc
+	VMULPS       Y3, sum, sum; \
+	VBROADCASTSS adaddr, Y3; \
+	VFMADD231PS  Y3, sum, acc
 
 // Q6KBLOCK multiplies the Q6_K block at base by the activation row at
-// DI, DX, BX into acc (KROWS' BLOCK; Q6_K has no minimums).
-#define Q6KBLOCK(base, acc, unused) \
+// DI, DX, BX into acc (KROWS' BLOCK).
+#define Q6KBLOCK(base, acc) \
 	Q6KSTART(base, (BX), Y9); \
 	Q6KHALF(base, 0); \
 	Q6KHALF(base, 1); \
 	Q6KFOLD((DX), Y9, acc)
-
-#define Q6KSUMB \
-	VMOVAPS Y14, Y0; \
-	HSUM8
 
 // func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
 // Per block: d·d_a·Σ_k sc_k·(Σ q·a − 32·bsum_k), q = 0..63 unsigned so the
@@ -990,13 +900,14 @@ TEXT ·dotQ6KAVX(SB), NOSPLIT, $0-56
 	Q6KSETUP
 	MOVQ nrows+40(FP), R12
 	MOVQ out+48(FP), R13
-	KROWS(Q6KBLOCK, 210, HSUM8, Q6KSUMB, Y0, Y13, Y14, Y13)
+	KROWS(Q6KBLOCK, 210, Y0, Y14)
 	RET
 
 // func dotQ6Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
 // is dotQ6KAVX for two activation rows laid out as dotQ4Kx2AVX's, each
 // weight block unpacked once for both, over nr weight rows into dst as
-// dotQ4Kx2AVX's.
+// dotQ4Kx2AVX's; each row's block folded by Q6KFOLD, so a row gets the
+// same bits from the one-, two- and four-row kernels.
 TEXT ·dotQ6Kx2AVX(SB), NOSPLIT, $16-80
 	Q6KSETUP
 	MOVQ astride+32(FP), R12
@@ -1004,8 +915,8 @@ TEXT ·dotQ6Kx2AVX(SB), NOSPLIT, $16-80
 	X2ROWSTART(nr+56(FP), dst+64(FP))
 
 q6kx2row:
-	Q6KROW
-	MOVQ   nb+48(FP), CX
+	KROWPTRS(nb+48(FP))
+	VXORPS Y0, Y0, Y0
 	VXORPS Y14, Y14, Y14
 
 q6kx2loop:
