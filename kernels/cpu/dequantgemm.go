@@ -65,8 +65,7 @@ type deqGemm struct {
 	c, a    []float32
 	w       kernels.Tensor
 	m       int
-	scratch [][]float32 // one deqGroup×w.Cols buffer per part
-	groups  int
+	scratch [][]float32  // one deqGroup×w.Cols buffer per part
 	next    atomic.Int64 // the next group to take
 }
 
@@ -75,7 +74,7 @@ func (t *deqGemm) run(part, _, _ int) {
 	buf := t.scratch[part]
 	for {
 		g := int(t.next.Add(1) - 1)
-		if g >= t.groups {
+		if g*deqGroup >= n {
 			return
 		}
 		j0, j1 := g*deqGroup, min((g+1)*deqGroup, n)
@@ -102,12 +101,11 @@ func (b *Backend) deqMatMul(c, a []float32, w kernels.Tensor, m int) {
 		b.deq.scratch[i] = grow(b.deq.scratch[i], deqGroup*w.Cols)
 	}
 	b.deq.c, b.deq.a, b.deq.w, b.deq.m = c, a, w, m
-	b.deq.groups = (w.Rows + deqGroup - 1) / deqGroup
 	b.deq.next.Store(0)
 	if b.w == nil {
 		b.deq.run(0, 0, 0)
 	} else {
-		b.w.For(min(parts, b.deq.groups), b.deqRun)
+		b.w.For(min(parts, (w.Rows+deqGroup-1)/deqGroup), b.deqRun)
 	}
 	b.deq.c, b.deq.a, b.deq.w = nil, nil, kernels.Tensor{} // keep no caller's slices alive
 }

@@ -110,9 +110,10 @@ accumdone: \
 
 // func gemm3x4AVX(a *float32, lda int, b *float32, ldb int, k8 int, c *float32, ldc int, tiles int, keep uint32)
 // sets c[i*ldc+j] = sum over p < k8 of a[i*lda+p]*b[j*ldb+p], i < 3·tiles,
-// j < 4, plus c's own value there when keep is all ones (0: none of it): the tiles of three rows one after the other down a and c, the
-// four b rows staying in L1 (one call for the lot: a call per tile cost
-// several percent of the products' time).
+// j < 4, plus c's own value there when keep is all ones (0: none of it).
+// It runs the tiles of three rows one after the other down a and c, the
+// four b rows staying in L1: one call for the lot, as a call per tile
+// cost several percent of the products' time.
 TEXT ·gemm3x4AVX(SB), NOSPLIT, $0-68
 	MOVQ a+0(FP), SI
 	MOVQ lda+8(FP), R14

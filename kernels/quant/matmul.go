@@ -136,8 +136,8 @@ func (m *Multiplier) MatMuls(x []float32, rows, in int, ps ...Product) error {
 			continue
 		}
 		n := rows
-		if a == &m.q8k && (rows == 2 || rows == 3) && QuadRows(Q4_K) {
-			n = 4 // room for groupRows' one four-row call on them
+		if m.padsTriple(a) {
+			n = 4
 		}
 		a.prepare(x, n*in)
 		if a.blk == 0 {
@@ -285,16 +285,15 @@ func (m *Multiplier) rowMajorRange(p *product, start, end int) {
 // rows eight at a time while a kernel takes eight, then four at a time
 // while one takes four, one call for all the weight rows and each group,
 // and returns how many activation rows it did: a multiple of 4, 0
-// without such a kernel, or all of them where two or three are left
-// over, which one more call takes as the last four (the first of them
-// computed again, to the same bits) in less time than the rows one by
-// one (one thread, the 110M model's step: 7 rows 0.65 -> 0.53 ms for
-// Q4_K, 0.78 -> 0.68 for Q8_0, against a pair kernel and a single row).
+// without such a kernel, or all of them where three are left over, which
+// one more call takes as the last four (the first of them computed
+// again, to the same bits) in less time than a pair and a single row
+// (one thread, the 110M model's step: 7 rows 0.65 -> 0.53 ms for Q4_K,
+// 0.78 -> 0.68 for Q8_0; with two left over it about evens out).
 // Three K-quant rows alone (a short verify row, three sequences
-// decoding), or two where no two-row kernel takes them (pairKernel), go
-// through one four-row call as well, on activations MatMuls sized for
-// four, its results for the padding rows dropped: one pass over the
-// weights instead of two or three, with the rows' bits unchanged.
+// decoding) go through one four-row call as well (padsTriple), its
+// results for the padding row dropped: one pass over the weights instead
+// of two, with the rows' bits unchanged.
 func (m *Multiplier) groupRows(p *product, o0, o1 int) int {
 	in, out := m.in, p.Out
 	w := p.W[o0*p.rowBytes : o1*p.rowBytes]
@@ -309,11 +308,11 @@ func (m *Multiplier) groupRows(p *product, o0, o1 int) int {
 			return r
 		}
 	}
-	if r > 0 && m.rows-r >= 2 {
+	if r > 0 && m.rows-r == 3 {
 		dotNSIMD(4, p.Type, w, p.a, m.rows-4, in, p.Dst[(m.rows-4)*out+o0:], out)
 		return m.rows
 	}
-	if r == 0 && (m.rows == 3 || m.rows == 2 && !pairKernel(p.Type)) && len(p.a.qs) >= 4*in {
+	if m.padsTriple(p.a) {
 		var quad [4 * batchRows]float32
 		n := o1 - o0
 		if dotNSIMD(4, p.Type, w, p.a, 0, in, quad[:], n) {
@@ -324,6 +323,19 @@ func (m *Multiplier) groupRows(p *product, o0, o1 int) int {
 		}
 	}
 	return r
+}
+
+// padsTriple reports whether the running call sizes the activations a
+// for four rows where it has three K-quant rows, so that groupRows takes
+// them in one four-row call. Measured on one Zen 4 (BenchmarkMatMulBatch,
+// 4096×4096, rows/s of 3 rows, one call against a pair and a row or three
+// rows): AVX2 Q4_K 3304/2571, 1589/2202, 2379/2737 (even), AVX-512 Q4_K
+// 4145/3791, 4148/3553, 4856/2993 and Q6_K 3184/2963, 3757/2991,
+// 4419/3087. Padding two rows to four was slower on AVX-512 (Q4_K
+// 2902/3327, 2735/3166, 3190/3216; Q6_K 1799/2715, 2485/3039, 2733/2945
+// against a row at a time) and on AVX2 (against the pair kernels).
+func (m *Multiplier) padsTriple(a *acts) bool {
+	return a == &m.q8k && m.rows == 3 && QuadRows(Q4_K)
 }
 
 // QuadRows reports whether MatMul takes batches of weights of type t four

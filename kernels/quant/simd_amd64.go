@@ -116,8 +116,8 @@ func dequantQ5_1AVX512(src *byte, dst *float32, nb int)
 // by two activation rows, the second's values (x), quants (a) astride
 // bytes and scales (ad) adstride bytes after the first's (its 16-value
 // sums bs 8·adstride bytes after), setting dst[o] and dst[dstStride+o]
-// for weight row o. The K-quants' fold each block into a row's sum as
-// their single- and four-row kernels do, to the same bits.
+// for weight row o. The K-quant ones fold each block into a row's sum as
+// the single- and four-row kernels do, to the same bits.
 
 //go:noescape
 func dotF32x2AVX(w *byte, x *float32, xstride, n, nr int, dst *float32, dstStride int)
@@ -280,30 +280,26 @@ func dotRowsSIMD(t Type, w []byte, a *actRow, dst []float32) bool {
 	return true
 }
 
-// pairKernel reports whether dot2SIMD has a two-row kernel for t on this
-// CPU: the float types, and the K-quants below AVX-512 (whose AVX-512
-// kernels take two or three rows as one four-row call instead; see
-// groupRows). Q8_0 has none: its single-row kernel reads two weight rows
-// at a time instead.
-func pairKernel(t Type) bool {
-	switch t {
-	case F32, F16, BF16:
-		return haveSIMD
-	case Q4_K, Q5_K, Q6_K:
-		return haveSIMD && !have512
-	}
-	return false
-}
-
 // dot2SIMD sets dst[o] and dst[stride+o] to the dot products of weight
 // row o of w (one or more whole rows, consecutive) with activation rows r
 // and r+1 of a (rows of in values), in one assembly call that unpacks
 // each weight row once for both; stride is at least the number of weight
-// rows. It returns false where pairKernel does, or for a row length the
-// kernel does not take, leaving dst alone.
+// rows. It returns false for a type or row length without such a kernel
+// (Q8_0 has none, nor have the K-quants with AVX-512, whose two rows go one
+// at a time; every K-quant kernel gives a row the same bits), or on a CPU
+// without AVX2, leaving dst alone.
 func dot2SIMD(t Type, w []byte, a *acts, r, in int, dst []float32, stride int) bool {
+	switch t {
+	case F32, F16, BF16:
+	case Q4_K, Q5_K, Q6_K:
+		if have512 {
+			return false
+		}
+	default:
+		return false
+	}
 	bs := t.BlockSize()
-	if !pairKernel(t) || in == 0 || in%max(bs, 8) != 0 {
+	if !haveSIMD || in == 0 || in%max(bs, 8) != 0 {
 		return false
 	}
 	rowBytes := in / bs * t.BlockBytes()

@@ -8,8 +8,6 @@ func dotRowsSIMD(Type, []byte, *actRow, []float32) bool { return false }
 
 func dot2SIMD(Type, []byte, *acts, int, int, []float32, int) bool { return false }
 
-func pairKernel(Type) bool { return false }
-
 // q8Blocks quantizes activation blocks; see q8BlocksGo.
 func q8Blocks(x []float32, qs []int8, d []float32, sums []int32, bsize int) {
 	q8BlocksGo(x, qs, d, sums, bsize)
