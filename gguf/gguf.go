@@ -111,9 +111,12 @@ type File struct {
 	pendingOffsets []uint64
 }
 
-// Open maps the GGUF file at path and validates it.
-func Open(path string) (*File, error) {
-	data, unmap, err := mmap.File(path)
+// Open maps the GGUF file at path (mmap.File) and validates it.
+func Open(path string) (*File, error) { return OpenWith(path, mmap.File) }
+
+// OpenWith is Open bringing the file into memory by open.
+func OpenWith(path string, open mmap.Opener) (*File, error) {
+	data, unmap, err := open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}

@@ -11,15 +11,21 @@ import (
 
 // benchModel is the model the benchmarks run: the GGUF file or folder
 // PREFIXD_BENCH_MODEL names (scripts/cpu-vs-llamacpp.sh sets it to the
-// files llama-bench reads), or the built-in model. Their K/V pool is
-// F16, as serve's default, or float32 with PREFIXD_BENCH_KV=f32
+// files llama-bench reads), or the built-in model. The file is copied
+// into huge pages as serve does (Load), or mapped, as serve --mmap
+// does, with PREFIXD_BENCH_MMAP=1 (LoadMapped). Their K/V pool is F16,
+// as serve's default, or float32 with PREFIXD_BENCH_KV=f32
 // (benchHarness).
 func benchModel(b *testing.B) *Model {
 	path := os.Getenv("PREFIXD_BENCH_MODEL")
 	if path == "" {
 		return Builtin()
 	}
-	m, err := Load(path)
+	load := Load
+	if os.Getenv("PREFIXD_BENCH_MMAP") == "1" {
+		load = LoadMapped
+	}
+	m, err := load(path)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,16 +7,17 @@ import (
 	"slices"
 
 	"github.com/prefixd/prefixd/gguf"
+	"github.com/prefixd/prefixd/internal/mmap"
 	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/tokenizer/bpe"
 )
 
-// loadGGUF opens a GGUF file with package gguf and builds the Model it
-// describes. The model's tensors view the file's mapping in their file
-// types (nothing is converted), so its memory is the file's pages;
-// Model.Close unmaps it.
-func loadGGUF(path string) (*Model, error) {
-	f, err := gguf.Open(path)
+// loadGGUF opens a GGUF file with package gguf, bringing it into memory
+// by open, and builds the Model it describes. The model's tensors view
+// those bytes in their file types (nothing is converted); Model.Close
+// releases them.
+func loadGGUF(path string, open mmap.Opener) (*Model, error) {
+	f, err := gguf.OpenWith(path, open)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prefixd/prefixd/internal/mmap"
 	"github.com/prefixd/prefixd/internal/sidefile"
 	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/safetensors"
@@ -127,9 +128,9 @@ func (h *hfConfig) config() (Config, []float32, error) {
 
 // loadHF loads a Hugging Face model folder: config.json, the weights in
 // model.safetensors or the shards model.safetensors.index.json names
-// (F32, F16 or BF16, kept in their type in the files' mappings until
-// Model.Close), and tokenizer.json when present.
-func loadHF(dir string) (*Model, error) {
+// (F32, F16 or BF16, kept in their type, in the memory open brings the
+// files into, until Model.Close), and tokenizer.json when present.
+func loadHF(dir string, open mmap.Opener) (*Model, error) {
 	js, err := sidefile.Read(filepath.Join(dir, "config.json"), MaxConfigJSONBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("model: a model folder needs config.json: %w", err)
@@ -160,7 +161,7 @@ func loadHF(dir string) (*Model, error) {
 			c.EOS = tok.EOS()
 		}
 	}
-	st, err := safetensors.OpenDir(dir)
+	st, err := safetensors.OpenDirWith(dir, open)
 	if err != nil {
 		return nil, err
 	}

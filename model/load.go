@@ -12,16 +12,27 @@ import (
 
 // Load reads a model: a Hugging Face folder (config.json and safetensors)
 // or a GGUF file (told by its magic), whose tensors stay in the files'
-// types in their read-only mappings until Model.Close; or a llama2.c
-// checkpoint, converted into float32 slices the Model owns.
+// types, read-only, until Model.Close; or a llama2.c checkpoint,
+// converted into float32 slices the Model owns.
 // Anything but a folder or a regular file (a device, a pipe) is refused.
-func Load(path string) (*Model, error) {
+// GGUF and safetensors files are copied into huge pages of the process's
+// own (mmap.Resident), where decoding, which reads every weight a token,
+// runs faster than on the file's mapping (BENCHMARKS.md, "Weights in huge
+// pages").
+func Load(path string) (*Model, error) { return load(path, mmap.Resident) }
+
+// LoadMapped is Load with GGUF and safetensors files mapped shared
+// (mmap.File): memory grows only with the weights read, the page cache
+// holds them, and processes serving one file share them.
+func LoadMapped(path string) (*Model, error) { return load(path, mmap.File) }
+
+func load(path string, open mmap.Opener) (*Model, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	if st.IsDir() {
-		m, err := loadHF(path)
+		m, err := loadHF(path, open)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -31,7 +42,7 @@ func Load(path string) (*Model, error) {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	if isGGUF(path) {
-		m, err := loadGGUF(path)
+		m, err := loadGGUF(path, open)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/prefixd/prefixd/internal/mmap"
 	"github.com/prefixd/prefixd/internal/sidefile"
 )
 
@@ -31,11 +32,15 @@ type Model struct {
 // OpenDir opens the weights in dir: the shards model.safetensors.index.json
 // names when it exists, model.safetensors otherwise. The index must map
 // every tensor to a shard (a plain file name in dir) that holds it, and
-// every shard's tensors must be in the index.
-func OpenDir(dir string) (*Model, error) {
+// every shard's tensors must be in the index. The files are mapped
+// (mmap.File).
+func OpenDir(dir string) (*Model, error) { return OpenDirWith(dir, mmap.File) }
+
+// OpenDirWith is OpenDir bringing each file into memory by open.
+func OpenDirWith(dir string, open mmap.Opener) (*Model, error) {
 	idx, err := readIndex(filepath.Join(dir, IndexFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err := Open(filepath.Join(dir, SingleFile))
+		f, err := OpenWith(filepath.Join(dir, SingleFile), open)
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +63,7 @@ func OpenDir(dir string) (*Model, error) {
 		}
 		f := shards[shard]
 		if f == nil {
-			if f, err = Open(filepath.Join(dir, shard)); err != nil {
+			if f, err = OpenWith(filepath.Join(dir, shard), open); err != nil {
 				m.Close()
 				return nil, err
 			}

@@ -238,9 +238,12 @@ type File struct {
 	byName  map[string]int
 }
 
-// Open maps the file at path and validates its header.
-func Open(path string) (*File, error) {
-	data, unmap, err := mmap.File(path)
+// Open maps the file at path (mmap.File) and validates its header.
+func Open(path string) (*File, error) { return OpenWith(path, mmap.File) }
+
+// OpenWith is Open bringing the file into memory by open.
+func OpenWith(path string, open mmap.Opener) (*File, error) {
+	data, unmap, err := open(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/prefixd/prefixd/bench"
 	"github.com/prefixd/prefixd/engine"
-	"github.com/prefixd/prefixd/model"
 )
 
 func init() {
@@ -39,12 +38,13 @@ func benchModel(name string, threads int, dev deviceFlags, stderr io.Writer) (en
 	case "sim":
 		return &bench.NullModel{StepCost: 2 * time.Millisecond, TokenCost: 2 * time.Microsecond}, 257, func() {}, nil
 	}
-	m := model.Builtin()
-	if name != "builtin" {
-		var err error
-		if m, err = model.Load(name); err != nil {
-			return nil, 0, nil, err
-		}
+	path := name
+	if name == "builtin" {
+		path = ""
+	}
+	m, err := loadModel(path, "", dev.mapWeights())
+	if err != nil {
+		return nil, 0, nil, err
 	}
 	dr, err := dev.runner(m, threads, newLogger("info", stderr))
 	if err != nil {

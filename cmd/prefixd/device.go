@@ -14,12 +14,13 @@ import (
 )
 
 // deviceFlags choose where the model runs: --device, on the CPU the K/V
-// cache's element type, and for a GPU the share of its memory prefixd may
-// use and the element type of weights and K/V. serve, generate and bench
-// share them.
+// cache's element type and where the weights live, and for a GPU the
+// share of its memory prefixd may use and the element type of weights
+// and K/V. serve, generate and bench share them.
 type deviceFlags struct {
 	device   string
 	kvType   kvTypeFlag
+	mmap     bool
 	fraction float64
 	dtype    string
 }
@@ -33,6 +34,7 @@ func (d *deviceFlags) register(fs *flag.FlagSet) {
 		panic(err) // a typo in defaultKVType
 	}
 	fs.Var(&d.kvType, "kv-type", "with --device cpu: element type of the K/V cache: f16 (half the memory of f32: twice the blocks in the same bytes; values rounded to nearest even, attention computed in float32) or f32")
+	fs.BoolVar(&d.mmap, "mmap", false, "keep GGUF and safetensors weights in the file's shared mapping (the page cache: processes serving one file share it, and memory grows only with the weights read) instead of copying them into huge pages of the process's own, where CPU decoding runs faster; always so with --device cuda, which copies the weights to the GPU")
 	fs.Float64Var(&d.fraction, "gpu-memory-fraction", 0.9, "with --device cuda: the share of the GPU's memory prefixd may use; the KV pool gets what the weights leave of it")
 	fs.StringVar(&d.dtype, "gpu-dtype", "bf16", "with --device cuda: element type of weights and K/V: bf16, f16 or f32")
 }
@@ -88,6 +90,10 @@ func (d *deviceFlags) check() error {
 	}
 	return nil
 }
+
+// mapWeights reports whether the model file stays mapped (--mmap, or a
+// GPU) rather than copied into huge pages.
+func (d *deviceFlags) mapWeights() bool { return d.mmap || d.device == "cuda" }
 
 // kvTypeName names the K/V cache's element type on the chosen device:
 // --kv-type's on the CPU, --gpu-dtype's on a GPU.

@@ -212,3 +212,21 @@ func TestCheckTensorsFlag(t *testing.T) {
 		t.Errorf("serve --check-tensors: exit %d, stderr %q lacks %q", code, stderr, want)
 	}
 }
+
+// TestGenerateMmap: a GGUF model generates the same greedy tokens from
+// its copy in huge pages (the default) and from the file's mapping
+// (--mmap).
+func TestGenerateMmap(t *testing.T) {
+	path := sharedModel(t, "llama-2-tiny-random.gguf")
+	var outs []string
+	for _, flag := range []string{"--mmap=false", "--mmap"} {
+		code, out, errOut := runArgs("generate", "--model", path, "--prompt-ids", "1 15043 29892", "--max-tokens", "16", "--ids", flag)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", flag, code, errOut)
+		}
+		outs = append(outs, out)
+	}
+	if got := parseOut(t, outs[0]); len(got) == 0 || outs[0] != outs[1] {
+		t.Errorf("copied %q, mapped %q: want the same tokens", outs[0], outs[1])
+	}
+}

@@ -20,12 +20,17 @@ import (
 
 // loadModel returns the model at path, or the built-in one for "", with
 // the vocabulary of the llama2.c tokenizer file at tokenizer if given (a
-// llama2.c checkpoint carries none).
-func loadModel(path, tokenizer string) (*model.Model, error) {
+// llama2.c checkpoint carries none); mapped keeps a GGUF or safetensors
+// file mapped (model.LoadMapped) rather than copied (model.Load).
+func loadModel(path, tokenizer string, mapped bool) (*model.Model, error) {
 	m := model.Builtin()
 	if path != "" {
+		load := model.Load
+		if mapped {
+			load = model.LoadMapped
+		}
 		var err error
-		if m, err = model.Load(path); err != nil {
+		if m, err = load(path); err != nil {
 			return nil, err
 		}
 	}

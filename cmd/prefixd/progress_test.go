@@ -66,7 +66,7 @@ func TestServeLoadProgress(t *testing.T) {
 	savedLoad, savedEvery := loadModelFile, loadProgressEvery
 	defer func() { loadModelFile, loadProgressEvery = savedLoad, savedEvery }()
 	loadProgressEvery = time.Millisecond
-	loadModelFile = func(string, string) (*model.Model, error) {
+	loadModelFile = func(string, string, bool) (*model.Model, error) {
 		// A hang guard, not a timing: the first tick comes at once.
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 			if strings.Contains(stderr.String(), `msg="still loading the model"`) {

@@ -489,9 +489,12 @@ var loadModelFile = loadModel
 // loadServeModel loads the model and its tokenizer, logging where from
 // before (a large file takes a while) and what it is after, and settles
 // o.servedModelName when the command line left it to the model. mapped is
-// the bytes of a file the tensors view through a mapping (GGUF,
-// safetensors), which become resident only as they are read; a llama2.c
-// checkpoint is copied to the heap, and the built-in model built there.
+// the bytes of a file the tensors view through a mapping (GGUF or
+// safetensors with --mmap or on a GPU), which become resident only as
+// they are read; otherwise the weights are copied in as they load (into
+// huge pages, or a llama2.c checkpoint to the heap), and the built-in
+// model is built on the heap, so the free memory read afterwards has
+// them counted.
 // When ctx ends first (SIGTERM during a slow load) it returns
 // errStoppedLoading at once, and the abandoned load's model, if it ever
 // comes, is closed: the process is about to exit.
@@ -504,7 +507,7 @@ func loadServeModel(ctx context.Context, o *serveOptions, log *slog.Logger) (m *
 		if err != nil {
 			return nil, 0, err
 		}
-		if format != "llama2.c" {
+		if format != "llama2.c" && o.device.mapWeights() {
 			mapped = size
 		}
 		log.Info("loading model", "path", o.modelPath, "format", format, "bytes", size, "tokenizer", o.tokenizerPath)
@@ -515,7 +518,7 @@ func loadServeModel(ctx context.Context, o *serveOptions, log *slog.Logger) (m *
 	}
 	done := make(chan loaded, 1)
 	go func() {
-		m, err := loadModelFile(o.modelPath, o.tokenizerPath)
+		m, err := loadModelFile(o.modelPath, o.tokenizerPath, o.device.mapWeights())
 		if err == nil && o.checkTensors {
 			err = checkTensors(ctx, m, log)
 		}

@@ -485,21 +485,26 @@ func TestServeOneBlock(t *testing.T) {
 }
 
 // TestServeDefaultPool: with neither --blocks nor --kv-bytes, serve sizes
-// the pool from this machine's free memory less the GGUF file it maps,
-// and its start-up log says by which rule and from which figures.
+// the pool from this machine's free memory, less the GGUF file when it
+// stays mapped (--mmap): a copy is already counted as used by then. Its
+// start-up log says by which rule and from which figures.
 func TestServeDefaultPool(t *testing.T) {
 	path := sharedModel(t, "llama-2-tiny-random.gguf")
-	_, stop, log := startServeLog(t, nil, "--model", path, "--threads", "1")
-	if c := stop(); c != 0 {
-		t.Fatalf("exit %d", c)
-	}
-	want := []string{"free memory unknown"}
-	if _, err := availableMemory(os.ReadFile); err == nil {
-		want = []string{"memory_source=", "weights_mapped=1750560", "share=0.333"}
-	}
-	for _, w := range append(want, `msg="kv pool" blocks=`, "kv_type=f16", "sized_by=") {
-		if !strings.Contains(log.String(), w) {
-			t.Errorf("start-up log lacks %q:\n%s", w, log.String())
+	for _, c := range []struct {
+		flag, mapped string
+	}{{"--mmap=false", "weights_mapped=0 "}, {"--mmap", "weights_mapped=1750560 "}} {
+		_, stop, log := startServeLog(t, nil, "--model", path, "--threads", "1", c.flag)
+		if code := stop(); code != 0 {
+			t.Fatalf("%s: exit %d", c.flag, code)
+		}
+		want := []string{"free memory unknown"}
+		if _, err := availableMemory(os.ReadFile); err == nil {
+			want = []string{"memory_source=", c.mapped, "share=0.333"}
+		}
+		for _, w := range append(want, `msg="kv pool" blocks=`, "kv_type=f16", "sized_by=") {
+			if !strings.Contains(log.String(), w) {
+				t.Errorf("%s: start-up log lacks %q:\n%s", c.flag, w, log.String())
+			}
 		}
 	}
 }
@@ -539,7 +544,7 @@ func TestServeSignalDuringLoad(t *testing.T) {
 	loading, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
 	saved := loadModelFile
-	loadModelFile = func(path, tokenizer string) (*model.Model, error) {
+	loadModelFile = func(string, string, bool) (*model.Model, error) {
 		close(loading)
 		<-release
 		return nil, errors.New("load abandoned by the test")

@@ -1,4 +1,7 @@
-// Package mmap maps model files read-only into memory, so the weight
-// readers (safetensors, gguf) hand out slices of the file without copying
-// it and resident memory follows what the kernels read.
+// Package mmap brings model files read-only into memory, so the weight
+// readers (safetensors, gguf) hand out slices of it: File maps the file
+// shared, so resident memory follows what the kernels read and processes
+// share the pages; Resident copies it into the process's own memory in
+// huge pages, where decoding, which reads every weight a token, runs
+// faster.
 package mmap
