@@ -42,7 +42,7 @@ func benchModel(name string, threads int, dev deviceFlags, stderr io.Writer) (en
 	if name == "builtin" {
 		path = ""
 	}
-	m, err := loadModel(path, "", dev.mapWeights())
+	m, err := loadModel(path, "", mapsWeights(path, dev.mapWeights()))
 	if err != nil {
 		return nil, 0, nil, err
 	}

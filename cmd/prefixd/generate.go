@@ -57,7 +57,7 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("%w", err)
 	}
-	m, err := loadModel(*path, *tokenizer, dev.mapWeights())
+	m, err := loadModel(*path, *tokenizer, mapsWeights(*path, dev.mapWeights()))
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,37 @@ func loadModel(path, tokenizer string, mapped bool) (*model.Model, error) {
 	return m, nil
 }
 
+// weightsMapped decides whether a GGUF or safetensors model of size bytes
+// stays in the file's shared mapping (model.LoadMapped) rather than being
+// copied into huge pages (model.Load): when asked (--mmap, a GPU), and
+// when the copy would not fit the memory free now (tooLarge), so that a
+// model larger than the memory still runs, paging from the file, instead
+// of the process being killed as its copy grows. Where the free memory is
+// unknown (not Linux) the copy is made.
+func weightsMapped(size int64, asked bool, free func() (freeMemory, error)) (mapped, tooLarge bool) {
+	if asked {
+		return true, false
+	}
+	if f, err := free(); err == nil && size > f.bytes {
+		return true, true
+	}
+	return false, false
+}
+
+// mapsWeights is weightsMapped for the model at path ("" for the built-in
+// one) and this machine's free memory, for generate and bench.
+func mapsWeights(path string, asked bool) bool {
+	if path == "" {
+		return asked
+	}
+	_, size, err := modelFile(path)
+	if err != nil {
+		return asked // the load reports the error
+	}
+	mapped, _ := weightsMapped(size, asked, func() (freeMemory, error) { return availableMemory(os.ReadFile) })
+	return mapped
+}
+
 // checkTensorsUsage describes --check-tensors, a flag of serve and
 // generate.
 const checkTensorsUsage = "scan every weight for NaN and infinite values (every type; quantized blocks' scales through their values) after loading, and refuse a model that holds one, naming the tensor and the first bad index; reads all the weights once (seconds for a 7B model)"

@@ -486,11 +486,16 @@ var errStoppedLoading = errors.New("stopped while loading the model")
 // it is loadModel, which a test replaces with a slow load.
 var loadModelFile = loadModel
 
+// loadFreeMemory reads the memory free before the model loads, for
+// weightsMapped; a test replaces it with a smaller figure.
+var loadFreeMemory = func() (freeMemory, error) { return availableMemory(os.ReadFile) }
+
 // loadServeModel loads the model and its tokenizer, logging where from
 // before (a large file takes a while) and what it is after, and settles
 // o.servedModelName when the command line left it to the model. mapped is
 // the bytes of a file the tensors view through a mapping (GGUF or
-// safetensors with --mmap or on a GPU), which become resident only as
+// safetensors with --mmap, on a GPU, or too large to copy:
+// weightsMapped), which become resident only as
 // they are read; otherwise the weights are copied in as they load (into
 // huge pages, or a llama2.c checkpoint to the heap), and the built-in
 // model is built on the heap, so the free memory read afterwards has
@@ -500,6 +505,7 @@ var loadModelFile = loadModel
 // comes, is closed: the process is about to exit.
 func loadServeModel(ctx context.Context, o *serveOptions, log *slog.Logger) (m *model.Model, mapped int64, err error) {
 	started := time.Now()
+	mapWeights := o.device.mapWeights()
 	if o.modelPath == "" {
 		log.Info("loading model", "path", "built-in", "format", "built-in")
 	} else {
@@ -507,10 +513,20 @@ func loadServeModel(ctx context.Context, o *serveOptions, log *slog.Logger) (m *
 		if err != nil {
 			return nil, 0, err
 		}
-		if format != "llama2.c" && o.device.mapWeights() {
-			mapped = size
+		weights := "copied"
+		if format != "llama2.c" {
+			var tooLarge bool
+			mapWeights, tooLarge = weightsMapped(size, mapWeights, loadFreeMemory)
+			if tooLarge {
+				log.Warn("the model file is larger than the memory free: its weights stay in the file's mapping, as with --mmap", "bytes", size)
+			}
+			if mapWeights {
+				mapped, weights = size, "mapped"
+			} else {
+				weights = "copied into huge pages"
+			}
 		}
-		log.Info("loading model", "path", o.modelPath, "format", format, "bytes", size, "tokenizer", o.tokenizerPath)
+		log.Info("loading model", "path", o.modelPath, "format", format, "bytes", size, "weights", weights, "tokenizer", o.tokenizerPath)
 	}
 	type loaded struct {
 		m   *model.Model
@@ -518,7 +534,7 @@ func loadServeModel(ctx context.Context, o *serveOptions, log *slog.Logger) (m *
 	}
 	done := make(chan loaded, 1)
 	go func() {
-		m, err := loadModelFile(o.modelPath, o.tokenizerPath, o.device.mapWeights())
+		m, err := loadModelFile(o.modelPath, o.tokenizerPath, mapWeights)
 		if err == nil && o.checkTensors {
 			err = checkTensors(ctx, m, log)
 		}

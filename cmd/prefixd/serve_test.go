@@ -509,6 +509,49 @@ func TestServeDefaultPool(t *testing.T) {
 	}
 }
 
+// TestServeMapsWhatCannotBeCopied: a model file larger than the memory
+// free is not copied (the copy would get the process killed) but stays
+// mapped, as with --mmap, and the log says so.
+func TestServeMapsWhatCannotBeCopied(t *testing.T) {
+	path := sharedModel(t, "llama-2-tiny-random.gguf")
+	saved := loadFreeMemory
+	defer func() { loadFreeMemory = saved }()
+	loadFreeMemory = func() (freeMemory, error) { return freeMemory{bytes: 1 << 20, source: "test"}, nil }
+	_, stop, log := startServeLog(t, nil, "--model", path, "--threads", "1", "--blocks", "256")
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, w := range []string{"larger than the memory free", "weights=mapped"} {
+		if !strings.Contains(log.String(), w) {
+			t.Errorf("start-up log lacks %q:\n%s", w, log.String())
+		}
+	}
+}
+
+func TestWeightsMapped(t *testing.T) {
+	free := func(n int64, err error) func() (freeMemory, error) {
+		return func() (freeMemory, error) { return freeMemory{bytes: n}, err }
+	}
+	for _, c := range []struct {
+		size             int64
+		asked            bool
+		free             func() (freeMemory, error)
+		mapped, tooLarge bool
+	}{
+		{100, false, free(1000, nil), false, false},
+		{100, true, free(1000, nil), true, false},
+		{1000, false, free(1000, nil), false, false},
+		{1001, false, free(1000, nil), true, true},
+		{1001, true, free(1000, nil), true, false},
+		{1 << 40, false, free(0, errors.New("no /proc/meminfo")), false, false},
+	} {
+		mapped, tooLarge := weightsMapped(c.size, c.asked, c.free)
+		if mapped != c.mapped || tooLarge != c.tooLarge {
+			t.Errorf("size %d, asked %v: mapped %v, too large %v; want %v, %v", c.size, c.asked, mapped, tooLarge, c.mapped, c.tooLarge)
+		}
+	}
+}
+
 // TestServeSecretsNotQuoted: a secret flag (--admin-token, --api-keys)
 // given a value of the wrong JSON type in the config file is refused
 // without quoting the value, which is likely the secret itself.
