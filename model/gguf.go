@@ -7,26 +7,54 @@ import (
 	"slices"
 
 	"github.com/prefixd/prefixd/gguf"
-	"github.com/prefixd/prefixd/internal/mmap"
 	"github.com/prefixd/prefixd/kernels"
+	"github.com/prefixd/prefixd/kernels/quant"
 	"github.com/prefixd/prefixd/tokenizer/bpe"
 )
 
-// loadGGUF opens a GGUF file with package gguf, bringing it into memory
-// by open, and builds the Model it describes. The model's tensors view
-// those bytes in their file types (nothing is converted); Model.Close
-// releases them.
-func loadGGUF(path string, open mmap.Opener) (*Model, error) {
-	f, err := gguf.OpenWith(path, open)
+// loadGGUF opens a GGUF file with package gguf and builds the Model it
+// describes, its tensors moved to a copy in huge pages if resident and
+// the kernels read them in place (readInPlace), left in the file's mapping
+// otherwise. The model's tensors view those bytes in their file types
+// (nothing is converted); Model.Close releases them.
+func loadGGUF(path string, resident bool) (*Model, error) {
+	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	mapped := !resident || !readInPlace(f)
+	if !mapped {
+		if err := f.Resident(); err != nil {
+			return nil, errors.Join(err, f.Close())
+		}
 	}
 	m, err := fromGGUF(f)
 	if err != nil {
 		return nil, errors.Join(err, f.Close())
 	}
-	m.closers = append(m.closers, f)
+	m.closers, m.mapped = append(m.closers, f), mapped
 	return m, nil
+}
+
+// readInPlace reports whether the CPU kernels read most of f's tensor
+// bytes where they lie, so that a copy in huge pages speeds decoding. Not
+// where Q8_0 matrices hold half the bytes or more and the CPU packs them
+// (quant.PacksQ8_0, AVX-512 VNNI): decoding then reads their packed
+// copies, and a copy of the file would only double their memory, where
+// the mapping's pages, once packed, are the page cache's to drop.
+func readInPlace(f *gguf.File) bool {
+	if !quant.PacksQ8_0() {
+		return true
+	}
+	var q8, all int
+	for _, name := range f.Names() {
+		t, _ := f.Tensor(name)
+		all += len(t.Data)
+		if t.Type == quant.Q8_0 {
+			q8 += len(t.Data)
+		}
+	}
+	return 2*q8 < all
 }
 
 // parseGGUF builds the Model of a GGUF file held in memory, its tensors

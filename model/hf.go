@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prefixd/prefixd/internal/mmap"
 	"github.com/prefixd/prefixd/internal/sidefile"
 	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/safetensors"
@@ -128,9 +127,10 @@ func (h *hfConfig) config() (Config, []float32, error) {
 
 // loadHF loads a Hugging Face model folder: config.json, the weights in
 // model.safetensors or the shards model.safetensors.index.json names
-// (F32, F16 or BF16, kept in their type, in the memory open brings the
-// files into, until Model.Close), and tokenizer.json when present.
-func loadHF(dir string, open mmap.Opener) (*Model, error) {
+// (F32, F16 or BF16, kept in their type until Model.Close, copied into
+// huge pages if resident, mapped otherwise), and tokenizer.json when
+// present.
+func loadHF(dir string, resident bool) (*Model, error) {
 	js, err := sidefile.Read(filepath.Join(dir, "config.json"), MaxConfigJSONBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("model: a model folder needs config.json: %w", err)
@@ -161,15 +161,20 @@ func loadHF(dir string, open mmap.Opener) (*Model, error) {
 			c.EOS = tok.EOS()
 		}
 	}
-	st, err := safetensors.OpenDirWith(dir, open)
+	st, err := safetensors.OpenDir(dir)
 	if err != nil {
 		return nil, err
+	}
+	if resident {
+		if err := st.Resident(); err != nil {
+			return nil, errors.Join(err, st.Close())
+		}
 	}
 	m, err := fromSafetensors(st, c, factors)
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
-	m.closers = append(m.closers, st)
+	m.closers, m.mapped = append(m.closers, st), !resident
 	m.Name = filepath.Base(filepath.Clean(dir))
 	if tok != nil {
 		m.Tokenizer = tok

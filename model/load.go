@@ -18,21 +18,23 @@ import (
 // GGUF and safetensors files are copied into huge pages of the process's
 // own (mmap.Resident), where decoding, which reads every weight a token,
 // runs faster than on the file's mapping (BENCHMARKS.md, "Weights in huge
-// pages").
-func Load(path string) (*Model, error) { return load(path, mmap.Resident) }
+// pages"), unless the CPU kernels would read the bulk of the file from
+// copies of their own (readInPlace): then it stays mapped, as LoadMapped
+// maps it.
+func Load(path string) (*Model, error) { return load(path, true) }
 
 // LoadMapped is Load with GGUF and safetensors files mapped shared
 // (mmap.File): memory grows only with the weights read, the page cache
 // holds them, and processes serving one file share them.
-func LoadMapped(path string) (*Model, error) { return load(path, mmap.File) }
+func LoadMapped(path string) (*Model, error) { return load(path, false) }
 
-func load(path string, open mmap.Opener) (*Model, error) {
+func load(path string, resident bool) (*Model, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	if st.IsDir() {
-		m, err := loadHF(path, open)
+		m, err := loadHF(path, resident)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -42,7 +44,7 @@ func load(path string, open mmap.Opener) (*Model, error) {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	if isGGUF(path) {
-		m, err := loadGGUF(path, open)
+		m, err := loadGGUF(path, resident)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}

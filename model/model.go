@@ -103,8 +103,8 @@ type Layer struct {
 
 // Model is an immutable, loaded model: safe to share between Runners. Its
 // tensors keep the file's element types; loaded from a GGUF or
-// safetensors file, their Data are views of the file's read-only mapping,
-// valid until Close.
+// safetensors file, their Data are views of its read-only bytes, copied
+// or mapped (Mapped), valid until Close.
 type Model struct {
 	Config     Config
 	Embedding  kernels.Tensor // vocab×dim
@@ -117,11 +117,18 @@ type Model struct {
 	// per pair (Llama 3.x's rope scaling); the zero Tensor for plain RoPE.
 	RopeFactors kernels.Tensor
 
-	closers []io.Closer // the mapped files the tensors view
+	closers []io.Closer // the files the tensors view, mapped or copied
+	mapped  bool        // the tensors view a shared mapping of the files
 	// named lists the weights under their file's names, in file order,
 	// for CheckTensors; nil for a file without names.
 	named []namedTensor
 }
+
+// Mapped reports whether the model's tensors view a shared mapping of
+// its files (LoadMapped, or Load where the kernels read the file from
+// copies of their own), whose pages become resident only as they are
+// read, rather than a copy made as it loaded.
+func (m *Model) Mapped() bool { return m.mapped }
 
 // Close releases the files the model's tensors view (a GGUF or
 // safetensors mapping); neither the model nor a Runner or backend that

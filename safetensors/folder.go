@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/prefixd/prefixd/internal/mmap"
 	"github.com/prefixd/prefixd/internal/sidefile"
 )
 
@@ -32,15 +31,11 @@ type Model struct {
 // OpenDir opens the weights in dir: the shards model.safetensors.index.json
 // names when it exists, model.safetensors otherwise. The index must map
 // every tensor to a shard (a plain file name in dir) that holds it, and
-// every shard's tensors must be in the index. The files are mapped
-// (mmap.File).
-func OpenDir(dir string) (*Model, error) { return OpenDirWith(dir, mmap.File) }
-
-// OpenDirWith is OpenDir bringing each file into memory by open.
-func OpenDirWith(dir string, open mmap.Opener) (*Model, error) {
+// every shard's tensors must be in the index.
+func OpenDir(dir string) (*Model, error) {
 	idx, err := readIndex(filepath.Join(dir, IndexFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err := OpenWith(filepath.Join(dir, SingleFile), open)
+		f, err := Open(filepath.Join(dir, SingleFile))
 		if err != nil {
 			return nil, err
 		}
@@ -63,7 +58,7 @@ func OpenDirWith(dir string, open mmap.Opener) (*Model, error) {
 		}
 		f := shards[shard]
 		if f == nil {
-			if f, err = OpenWith(filepath.Join(dir, shard), open); err != nil {
+			if f, err = Open(filepath.Join(dir, shard)); err != nil {
 				m.Close()
 				return nil, err
 			}
@@ -141,6 +136,18 @@ func (m *Model) Metadata() map[string]string {
 		return nil
 	}
 	return m.files[0].Metadata
+}
+
+// Resident moves every file's tensors to a copy in huge pages, as gguf's
+// File.Resident does; tensors taken from m before must not be used
+// afterwards.
+func (m *Model) Resident() error {
+	for _, f := range m.files {
+		if err := f.resident(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close unmaps every file; the first error is returned.

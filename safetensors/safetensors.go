@@ -238,12 +238,9 @@ type File struct {
 	byName  map[string]int
 }
 
-// Open maps the file at path (mmap.File) and validates its header.
-func Open(path string) (*File, error) { return OpenWith(path, mmap.File) }
-
-// OpenWith is Open bringing the file into memory by open.
-func OpenWith(path string, open mmap.Opener) (*File, error) {
-	data, unmap, err := open(path)
+// Open maps the file at path and validates its header.
+func Open(path string) (*File, error) {
+	data, unmap, err := mmap.File(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
@@ -272,6 +269,20 @@ func fromBytes(name string, data []byte) (*File, error) {
 		f.byName[f.tensors[i].Name] = i
 	}
 	return f, nil
+}
+
+// resident is gguf's File.Resident for one safetensors file.
+func (f *File) resident() error {
+	data, unmap, err := mmap.Move(f.mapping, f.unmap, func(carry func([]byte) []byte) {
+		for i := range f.tensors {
+			f.tensors[i].Data = carry(f.tensors[i].Data)
+		}
+	})
+	if data == nil {
+		return fmt.Errorf("safetensors: %s: %w", f.name, err)
+	}
+	f.mapping, f.unmap = data, unmap
+	return err
 }
 
 // Names returns the tensor names, sorted.

@@ -493,40 +493,33 @@ var loadFreeMemory = func() (freeMemory, error) { return availableMemory(os.Read
 // loadServeModel loads the model and its tokenizer, logging where from
 // before (a large file takes a while) and what it is after, and settles
 // o.servedModelName when the command line left it to the model. mapped is
-// the bytes of a file the tensors view through a mapping (GGUF or
-// safetensors with --mmap, on a GPU, or too large to copy:
-// weightsMapped), which become resident only as
-// they are read; otherwise the weights are copied in as they load (into
-// huge pages, or a llama2.c checkpoint to the heap), and the built-in
-// model is built on the heap, so the free memory read afterwards has
-// them counted.
+// the bytes of a file the tensors view through a mapping (Model.Mapped:
+// GGUF or safetensors with --mmap, on a GPU, too large to copy
+// (weightsMapped), or a Q8_0 file the CPU packs), which become resident
+// only as they are read; otherwise the weights are copied in as they load
+// (into huge pages, or a llama2.c checkpoint to the heap), and the
+// built-in model is built on the heap, so the free memory read afterwards
+// has them counted.
 // When ctx ends first (SIGTERM during a slow load) it returns
 // errStoppedLoading at once, and the abandoned load's model, if it ever
 // comes, is closed: the process is about to exit.
 func loadServeModel(ctx context.Context, o *serveOptions, log *slog.Logger) (m *model.Model, mapped int64, err error) {
 	started := time.Now()
 	mapWeights := o.device.mapWeights()
+	format, size := "built-in", int64(0)
 	if o.modelPath == "" {
-		log.Info("loading model", "path", "built-in", "format", "built-in")
+		log.Info("loading model", "path", "built-in", "format", format)
 	} else {
-		format, size, err := modelFile(o.modelPath)
-		if err != nil {
+		if format, size, err = modelFile(o.modelPath); err != nil {
 			return nil, 0, err
 		}
-		weights := "copied"
 		if format != "llama2.c" {
 			var tooLarge bool
-			mapWeights, tooLarge = weightsMapped(size, mapWeights, loadFreeMemory)
-			if tooLarge {
+			if mapWeights, tooLarge = weightsMapped(size, mapWeights, loadFreeMemory); tooLarge {
 				log.Warn("the model file is larger than the memory free: its weights stay in the file's mapping, as with --mmap", "bytes", size)
 			}
-			if mapWeights {
-				mapped, weights = size, "mapped"
-			} else {
-				weights = "copied into huge pages"
-			}
 		}
-		log.Info("loading model", "path", o.modelPath, "format", format, "bytes", size, "weights", weights, "tokenizer", o.tokenizerPath)
+		log.Info("loading model", "path", o.modelPath, "format", format, "bytes", size, "tokenizer", o.tokenizerPath)
 	}
 	type loaded struct {
 		m   *model.Model
@@ -566,10 +559,16 @@ wait:
 	if o.servedModelName == "" {
 		o.servedModelName = modelID(o.modelPath, m)
 	}
+	weights := "copied" // built in, or a llama2.c checkpoint's float32s
+	if m.Mapped() {
+		mapped, weights = size, "mapped"
+	} else if format != "built-in" && format != "llama2.c" {
+		weights = "copied into huge pages" // or base pages where Linux has no THP
+	}
 	c := m.Config
 	log.Info("model", "id", o.servedModelName, "name", m.Name, "parameters", parameters(c), "dim", c.Dim,
 		"layers", c.Layers, "heads", c.Heads, "kv_heads", c.KVHeads, "vocab", c.Vocab, "max_seq_len", c.MaxSeqLen,
-		"tokenizer", m.Tokenizer != nil, "took", time.Since(started).Round(time.Millisecond))
+		"tokenizer", m.Tokenizer != nil, "weights", weights, "took", time.Since(started).Round(time.Millisecond))
 	return m, mapped, nil
 }
 

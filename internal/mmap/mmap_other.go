@@ -10,6 +10,3 @@ func File(path string) ([]byte, func([]byte) error, error) {
 	data, err := os.ReadFile(path)
 	return data, func([]byte) error { return nil }, err
 }
-
-// Resident is File where there is no mmap.
-func Resident(path string) ([]byte, func([]byte) error, error) { return File(path) }

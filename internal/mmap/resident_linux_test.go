@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -21,15 +20,11 @@ func TestResidentHugePages(t *testing.T) {
 	if err != nil || bytes.Contains(mode, []byte("[never]")) {
 		t.Skipf("transparent huge pages are off here (%q, %v)", bytes.TrimSpace(mode), err)
 	}
-	path := filepath.Join(t.TempDir(), "w")
-	if err := os.WriteFile(path, bytes.Repeat([]byte{7}, 8*hugePage), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	data, unmap, err := Resident(path)
+	data, release, err := Resident(bytes.Repeat([]byte{7}, 8*hugePage))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unmap(data)
+	defer release()
 	huge, err := anonHugeBytes(uintptr(unsafe.Pointer(&data[0])))
 	if err != nil {
 		t.Fatal(err)
@@ -74,15 +69,11 @@ func anonHugeBytes(addr uintptr) (int64, error) {
 // TestResidentReadOnlyAligned checks that Resident's copy starts on a huge
 // page and that a write to it faults, as one to File's mapping does.
 func TestResidentReadOnlyAligned(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "w")
-	if err := os.WriteFile(path, make([]byte, 3*hugePage+5), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	data, unmap, err := Resident(path)
+	data, release, err := Resident(make([]byte, 3*hugePage+5))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unmap(data)
+	defer release()
 	if a := uintptr(unsafe.Pointer(&data[0])); a%hugePage != 0 {
 		t.Errorf("the copy starts at %#x, not on a %d-byte page", a, hugePage)
 	}

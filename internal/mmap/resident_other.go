@@ -1,7 +1,9 @@
-//go:build unix && !linux
+//go:build !linux
 
 package mmap
 
-// Resident is File where there are no transparent huge pages to copy the
-// file into.
-func Resident(path string) ([]byte, func([]byte) error, error) { return File(path) }
+// Resident returns data itself where there are no transparent huge pages
+// to copy it into; release does nothing.
+func Resident(data []byte) ([]byte, func() error, error) {
+	return data, func() error { return nil }, nil
+}

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 	"unsafe"
 
@@ -105,15 +103,11 @@ func benchLevels(b *testing.B, name string, f func(*testing.B)) {
 // model's weights: in huge pages (mmap.Resident), which read faster than
 // the heap's base pages. The copy lasts until b ends.
 func resident(b *testing.B, data []byte) []byte {
-	path := filepath.Join(b.TempDir(), "data")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	mem, unmap, err := mmap.Resident(path)
+	mem, release, err := mmap.Resident(data)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { unmap(mem) })
+	b.Cleanup(func() { release() })
 	return mem
 }
 

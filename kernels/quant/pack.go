@@ -50,6 +50,10 @@ func PackQ8_0(w []byte, out, in int) []byte {
 	return p
 }
 
+// PacksQ8_0 reports whether this CPU multiplies Q8_0 matrices of 16 rows
+// or more from packed copies (PackQ8_0) rather than where they lie.
+func PacksQ8_0() bool { return havePacked() }
+
 // packedLen is the length of the packed form of out×in Q8_0 weights.
 func packedLen(out, in int) int { return out / packRows * (in / QK) * packBlockBytes }
 
