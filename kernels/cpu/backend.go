@@ -2,9 +2,11 @@ package cpu
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/prefixd/prefixd/batch"
 	"github.com/prefixd/prefixd/blockstore"
+	"github.com/prefixd/prefixd/internal/mmap"
 	"github.com/prefixd/prefixd/kernels"
 	"github.com/prefixd/prefixd/kernels/quant"
 )
@@ -32,7 +34,13 @@ type Backend struct {
 	normed   []float32 // the final norm of the rows that want logits
 	rope     ropeTable
 	logits   []float32
+	packs    *packedCopies
 }
+
+// packedCopies are the releases of the packed Q8_0 matrices' memory
+// (pack), run when the Backend is garbage: the memory is not the Go
+// heap's.
+type packedCopies struct{ release []func() error }
 
 // weight is an uploaded tensor, rows×cols of t's type. f holds its values
 // as float32 where the ops need them: a view of t for F32, a converted
@@ -65,8 +73,13 @@ func NewBackend(w *Workers) *Backend {
 	if w != nil {
 		par = w.For
 	}
-	b := &Backend{w: w, q: quant.NewMultiplier(par), weights: make([]weight, 1)}
+	b := &Backend{w: w, q: quant.NewMultiplier(par), weights: make([]weight, 1), packs: &packedCopies{}}
 	b.deqRun = b.deq.run // made once, so handing it to For does not allocate
+	runtime.AddCleanup(b, func(p *packedCopies) {
+		for _, release := range p.release {
+			_ = release()
+		}
+	}, b.packs)
 	return b
 }
 
@@ -209,12 +222,32 @@ func (b *Backend) matMul(dst, x []float32, m *weight, rows int) {
 		return
 	}
 	if m.t.Type == kernels.Q8_0 && !m.packTried {
-		m.packed, m.packTried = quant.PackQ8_0(m.t.Data, m.rows, m.cols), true
+		m.packed, m.packTried = b.pack(m), true
 	}
 	p := quant.Product{Dst: dst, W: m.t.Data, Type: m.t.Type, Out: m.rows, Packed: m.packed}
 	if err := b.q.MatMuls(x, rows, m.cols, p); err != nil {
 		panic(fmt.Sprintf("cpu: MatMul: %v", err)) // Upload and same checked the shapes
 	}
+	runtime.KeepAlive(b) // its cleanup releases m.packed
+}
+
+// pack returns m packed for kernels/quant's packed Q8_0 kernels
+// (quant.PackQ8_0; nil where they do not run), moved into huge pages
+// (mmap.Resident) as model.Load moves the file's weights: decoding reads
+// the packed matrix whole every token, and reads huge pages faster
+// (BENCHMARKS.md, "Weights in huge pages"). Where no huge pages can be
+// had, the packed matrix stays on the heap.
+func (b *Backend) pack(m *weight) []byte {
+	p := quant.PackQ8_0(m.t.Data, m.rows, m.cols)
+	if p == nil {
+		return nil
+	}
+	hp, release, err := mmap.Resident(p)
+	if err != nil {
+		return p
+	}
+	b.packs.release = append(b.packs.release, release)
+	return hp
 }
 
 // AddBias adds bias (one row as wide as x) to every row of x.
