@@ -37,10 +37,46 @@ type Backend struct {
 	packs    *packedCopies
 }
 
-// packedCopies are the releases of the packed Q8_0 matrices' memory
-// (pack), run when the Backend is garbage: the memory is not the Go
+// packedCopies hold the packed Q8_0 matrices (pack) in huge pages: an
+// arena sized at the first product for every Q8_0 matrix uploaded by
+// then, carved in the order the matrices are first multiplied, so that
+// small matrices share huge pages; a matrix uploaded later gets its own.
+// The releases run when the Backend is garbage: the memory is not the Go
 // heap's.
-type packedCopies struct{ release []func() error }
+type packedCopies struct {
+	arena    []byte
+	reserved bool
+	release  []func() error
+}
+
+// take returns n bytes of huge pages for a packed matrix, reserving the
+// arena for every Q8_0 matrix in weights at the first call; nil if the
+// memory cannot be had.
+func (p *packedCopies) take(n int, weights []weight) []byte {
+	if !p.reserved {
+		p.reserved = true
+		total := 0
+		for _, w := range weights {
+			if w.t.Type == kernels.Q8_0 {
+				total += quant.PackedQ8_0Size(w.rows, w.cols)
+			}
+		}
+		if arena, release, err := mmap.Huge(total); err == nil {
+			p.arena, p.release = arena, append(p.release, release)
+		}
+	}
+	if len(p.arena) >= n {
+		b := p.arena[:n:n]
+		p.arena = p.arena[n:]
+		return b
+	}
+	b, release, err := mmap.Huge(n)
+	if err != nil {
+		return nil
+	}
+	p.release = append(p.release, release)
+	return b
+}
 
 // weight is an uploaded tensor, rows×cols of t's type. f holds its values
 // as float32 where the ops need them: a view of t for F32, a converted
@@ -232,22 +268,20 @@ func (b *Backend) matMul(dst, x []float32, m *weight, rows int) {
 }
 
 // pack returns m packed for kernels/quant's packed Q8_0 kernels
-// (quant.PackQ8_0; nil where they do not run), moved into huge pages
-// (mmap.Resident) as model.Load moves the file's weights: decoding reads
-// the packed matrix whole every token, and reads huge pages faster
-// (BENCHMARKS.md, "Weights in huge pages"). Where no huge pages can be
-// had, the packed matrix stays on the heap.
+// (quant.PackQ8_0; nil where they do not run), in huge pages (mmap.Huge)
+// as model.Load puts the file's weights: decoding reads the packed matrix
+// whole every token, and reads huge pages faster (BENCHMARKS.md, "Weights
+// in huge pages"). Where no such memory can be had, it packs onto the
+// heap.
 func (b *Backend) pack(m *weight) []byte {
-	p := quant.PackQ8_0(m.t.Data, m.rows, m.cols)
-	if p == nil {
+	n := quant.PackedQ8_0Size(m.rows, m.cols)
+	if n == 0 {
 		return nil
 	}
-	hp, release, err := mmap.Resident(p)
-	if err != nil {
-		return p
+	if dst := b.packs.take(n, b.weights); dst != nil {
+		return quant.PackQ8_0Into(dst, m.t.Data, m.rows, m.cols)
 	}
-	b.packs.release = append(b.packs.release, release)
-	return hp
+	return quant.PackQ8_0(m.t.Data, m.rows, m.cols)
 }
 
 // AddBias adds bias (one row as wide as x) to every row of x.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/prefixd/prefixd/batch"
 	"github.com/prefixd/prefixd/kernels"
@@ -250,6 +251,68 @@ func checkProduct(t *testing.T, what string, got, x, w []float32, rows, out, in 
 			}
 			if d := math.Abs(float64(got[r*out+o]) - float64(want[r*out+o])); !(d <= tol) {
 				t.Fatalf("%s: [%d][%d] = %v, want %v (diff %g > %g)", what, r, o, got[r*out+o], want[r*out+o], d, tol)
+			}
+		}
+	}
+}
+
+// TestBackendPackedArena: Q8_0 matrices multiplied in another order than
+// uploaded, one uploaded only after the first product (past the arena
+// that product reserved), give bit for bit the products of the same
+// matrices packed on the heap (quant.PackQ8_0), also when multiplied
+// again, and no two packed copies overlap.
+func TestBackendPackedArena(t *testing.T) {
+	const in = 512
+	w := NewWorkers(2)
+	defer w.Close()
+	r := rand.New(rand.NewPCG(8, 9))
+	b := NewBackend(w)
+	outs := []int{40, 48, 16, 33}
+	mats := make([]kernels.Tensor, len(outs))
+	hs := make([]kernels.Weight, len(outs))
+	upload := func(i int) {
+		mats[i], _ = quantTensor(t, r, kernels.Q8_0, outs[i], in)
+		h, err := b.Upload(mats[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i] = h
+	}
+	for i := range 3 {
+		upload(i)
+	}
+	x := b.Buffer(in)
+	ys := make([]kernels.Buf, len(outs))
+	for i, out := range outs {
+		ys[i] = b.Buffer(out)
+	}
+	b.Begin([]batch.Row{{Tokens: []int32{1, 2}, Logits: true}})
+	copy(b.bufs[x].f, randVec(r, 2*in))
+	ref := quant.NewMultiplier(nil)
+	// The second pass multiplies each matrix again: a later matrix packed
+	// over an earlier one's bytes would show there.
+	for step, i := range []int{2, 0, 3, 1, 0, 1, 2, 3} {
+		if i == 3 {
+			upload(3)
+		}
+		y := ys[i]
+		b.MatMul(y, x, hs[i])
+		want := make([]float32, 2*outs[i])
+		p := quant.Product{Dst: want, W: mats[i].Data, Type: kernels.Q8_0, Out: outs[i], Packed: quant.PackQ8_0(mats[i].Data, outs[i], in)}
+		if err := ref.MatMuls(b.bufs[x].f, 2, in, p); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(b.bufs[y].f, want) {
+			t.Errorf("step %d, matrix %d: the product differs from the heap-packed one", step, i)
+		}
+	}
+	for i := range b.weights {
+		for j := range i {
+			pi, pj := b.weights[i].packed, b.weights[j].packed
+			if len(pi) > 0 && len(pj) > 0 &&
+				uintptr(unsafe.Pointer(&pi[0])) < uintptr(unsafe.Pointer(&pj[0]))+uintptr(len(pj)) &&
+				uintptr(unsafe.Pointer(&pj[0])) < uintptr(unsafe.Pointer(&pi[0]))+uintptr(len(pi)) {
+				t.Errorf("weights %d and %d share packed bytes", i, j)
 			}
 		}
 	}

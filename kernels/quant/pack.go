@@ -24,15 +24,32 @@ const (
 // CPU or build has none (below AVX-512 VNNI, or PREFIXD_CPU caps it) or
 // the matrix has fewer than 16 rows. Pass it as Product.Packed with w.
 func PackQ8_0(w []byte, out, in int) []byte {
-	if !havePacked() || in%QK != 0 || in == 0 || out < packRows {
+	n := PackedQ8_0Size(out, in)
+	if n == 0 {
 		return nil
 	}
+	return PackQ8_0Into(make([]byte, n), w, out, in)
+}
+
+// PackedQ8_0Size is the length of PackQ8_0's result for an out×in
+// matrix, or 0 where it packs none.
+func PackedQ8_0Size(out, in int) int {
+	if !havePacked() || in%QK != 0 || in == 0 || out < packRows {
+		return 0
+	}
+	return packedLen(out, in)
+}
+
+// PackQ8_0Into is PackQ8_0 writing into p, which holds
+// PackedQ8_0Size(out, in) bytes (memory the caller chose, such as huge
+// pages), and returns it; nil where PackQ8_0 packs nothing.
+func PackQ8_0Into(p, w []byte, out, in int) []byte {
+	n := PackedQ8_0Size(out, in)
 	nb, rowBytes := in/QK, in/QK*34
-	if len(w) < out*rowBytes {
+	if n == 0 || len(w) < out*rowBytes || len(p) != n {
 		return nil
 	}
 	ng := out / packRows
-	p := make([]byte, ng*nb*packBlockBytes)
 	for g := range ng {
 		for b := range nb {
 			dst := p[(g*nb+b)*packBlockBytes:]
