@@ -71,7 +71,7 @@ func mapsWeights(path string, asked bool) bool {
 	if err != nil {
 		return asked // the load reports the error
 	}
-	mapped, _ := weightsMapped(size, asked, func() (freeMemory, error) { return availableMemory(os.ReadFile) })
+	mapped, _ := weightsMapped(size, asked, loadFreeMemory)
 	return mapped
 }
 

@@ -3,5 +3,5 @@
 // shared, so resident memory follows what the kernels read and processes
 // share the pages; Resident copies the bytes into the process's own
 // memory in huge pages, where decoding, which reads every weight a token,
-// runs faster; Rebase carries a view over to the copy.
+// runs faster; Move carries a parsed file's views over to such a copy.
 package mmap
