@@ -757,25 +757,12 @@ TEXT ·dotQ4Kx2AVX(SB), NOSPLIT, $16-80
 TEXT ·dotQ5Kx2AVX(SB), NOSPLIT, $16-80
 	KX2ROWS(Q5PREPTO, 176)
 
-// Q6_K scale shuffles: mask k (16 bytes) spreads int8 scale 2k over the
-// first eight bytes and 2k+1 over the last eight.
+// q6kShuf (16 bytes) spreads int8 0 of a register over its first eight
+// bytes and int8 1 over the last eight: a pair of Q6_K scales broadcast
+// there becomes eight of each.
 DATA q6kShuf<>+0x00(SB)/8, $0x0000000000000000
 DATA q6kShuf<>+0x08(SB)/8, $0x0101010101010101
-DATA q6kShuf<>+0x10(SB)/8, $0x0202020202020202
-DATA q6kShuf<>+0x18(SB)/8, $0x0303030303030303
-DATA q6kShuf<>+0x20(SB)/8, $0x0404040404040404
-DATA q6kShuf<>+0x28(SB)/8, $0x0505050505050505
-DATA q6kShuf<>+0x30(SB)/8, $0x0606060606060606
-DATA q6kShuf<>+0x38(SB)/8, $0x0707070707070707
-DATA q6kShuf<>+0x40(SB)/8, $0x0808080808080808
-DATA q6kShuf<>+0x48(SB)/8, $0x0909090909090909
-DATA q6kShuf<>+0x50(SB)/8, $0x0a0a0a0a0a0a0a0a
-DATA q6kShuf<>+0x58(SB)/8, $0x0b0b0b0b0b0b0b0b
-DATA q6kShuf<>+0x60(SB)/8, $0x0c0c0c0c0c0c0c0c
-DATA q6kShuf<>+0x68(SB)/8, $0x0d0d0d0d0d0d0d0d
-DATA q6kShuf<>+0x70(SB)/8, $0x0e0e0e0e0e0e0e0e
-DATA q6kShuf<>+0x78(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL q6kShuf<>(SB), RODATA|NOPTR, $128
+GLOBL q6kShuf<>(SB), RODATA|NOPTR, $16
 
 DATA highMask<>+0x00(SB)/8, $0x3030303030303030
 DATA highMask<>+0x08(SB)/8, $0x3030303030303030
@@ -784,26 +771,47 @@ DATA highMask<>+0x18(SB)/8, $0x3030303030303030
 GLOBL highMask<>(SB), RODATA|NOPTR, $32
 
 // Q6KQUANT multiplies 32 six-bit quants q (in reg, 0..63) by the 32
-// activations at off(DI) and adds them, sub-block scales applied (shuffle
-// k of the int8 scales in X1), to the int32 sums Y9.
-#define Q6KQUANT(reg, off, k) \
+// activations at off(DI) and adds them, sub-block scales applied, to the
+// int32 sums Y9: scales 2i and 2i+1 of a half of the block, words of sc
+// (Q6KSCALES), spread by q6kWords mask i. Clobbers Y2.
+#define Q6KQUANT(reg, off, i, sc) \
 	VPMADDUBSW off(DI), reg, reg; \
-	VPSHUFB    q6kShuf<>+(16*(k))(SB), X1, X2; \
-	VPMOVSXBW  X2, Y2; \
+	VPSHUFB    q6kWords<>+(32*(i))(SB), sc, Y2; \
 	VPMADDWD   Y2, reg, reg; \
 	VPADDD     reg, Y9, Y9
 
 // Q6KQUANT2 is Q6KQUANT for two activation rows, the second R12 bytes
 // after the first, its sums in Y13. Clobbers Y2 and Y3.
-#define Q6KQUANT2(reg, off, k) \
-	VPSHUFB    q6kShuf<>+(16*(k))(SB), X1, X2; \
-	VPMOVSXBW  X2, Y2; \
+#define Q6KQUANT2(reg, off, i, sc) \
+	VPSHUFB    q6kWords<>+(32*(i))(SB), sc, Y2; \
 	VPMADDUBSW off(DI), reg, Y3; \
 	VPMADDWD   Y2, Y3, Y3; \
 	VPADDD     Y3, Y9, Y9; \
 	VPMADDUBSW off(DI)(R12*1), reg, Y3; \
 	VPMADDWD   Y2, Y3, Y3; \
 	VPADDD     Y3, Y13, Y13
+
+// q6kWords mask i (32 bytes) spreads word 2i of a register over its low
+// 128-bit lane and word 2i+1 over its high lane: with a half's eight
+// scales as words in both lanes (Q6KSCALES), the words of scales 2i and
+// 2i+1, eight of each, for VPMADDWD.
+DATA q6kWords<>+0x00(SB)/8, $0x0100010001000100
+DATA q6kWords<>+0x08(SB)/8, $0x0100010001000100
+DATA q6kWords<>+0x10(SB)/8, $0x0302030203020302
+DATA q6kWords<>+0x18(SB)/8, $0x0302030203020302
+DATA q6kWords<>+0x20(SB)/8, $0x0504050405040504
+DATA q6kWords<>+0x28(SB)/8, $0x0504050405040504
+DATA q6kWords<>+0x30(SB)/8, $0x0706070607060706
+DATA q6kWords<>+0x38(SB)/8, $0x0706070607060706
+DATA q6kWords<>+0x40(SB)/8, $0x0908090809080908
+DATA q6kWords<>+0x48(SB)/8, $0x0908090809080908
+DATA q6kWords<>+0x50(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q6kWords<>+0x58(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q6kWords<>+0x60(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q6kWords<>+0x68(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q6kWords<>+0x70(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q6kWords<>+0x78(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL q6kWords<>(SB), RODATA|NOPTR, $128
 
 // Q6KBITS sets Y4, Y5, Y10 and Y11 to the quants of values 128h..+31,
 // +32..+63, +64..+95 and +96..+127: ql bytes 64h.., qh bytes 128+32h.. of
@@ -833,21 +841,22 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	VPAND   Y15, Y11, Y11; \
 	VPOR    Y3, Y11, Y11
 
-// Q6KHALF multiplies half h of the block at base by one activation row.
-#define Q6KHALF(base, h) \
+// Q6KHALF multiplies half h of the block at base by one activation row,
+// the half's scales as words in sc.
+#define Q6KHALF(base, h, sc) \
 	Q6KBITS(base, h); \
-	Q6KQUANT(Y4, 128*h, 4*h); \
-	Q6KQUANT(Y5, 128*h+32, 4*h+1); \
-	Q6KQUANT(Y10, 128*h+64, 4*h+2); \
-	Q6KQUANT(Y11, 128*h+96, 4*h+3)
+	Q6KQUANT(Y4, 128*h, 0, sc); \
+	Q6KQUANT(Y5, 128*h+32, 1, sc); \
+	Q6KQUANT(Y10, 128*h+64, 2, sc); \
+	Q6KQUANT(Y11, 128*h+96, 3, sc)
 
 // Q6KHALF2 multiplies half h of the block by two activation rows.
-#define Q6KHALF2(h) \
+#define Q6KHALF2(h, sc) \
 	Q6KBITS(SI, h); \
-	Q6KQUANT2(Y4, 128*h, 4*h); \
-	Q6KQUANT2(Y5, 128*h+32, 4*h+1); \
-	Q6KQUANT2(Y10, 128*h+64, 4*h+2); \
-	Q6KQUANT2(Y11, 128*h+96, 4*h+3)
+	Q6KQUANT2(Y4, 128*h, 0, sc); \
+	Q6KQUANT2(Y5, 128*h+32, 1, sc); \
+	Q6KQUANT2(Y10, 128*h+64, 2, sc); \
+	Q6KQUANT2(Y11, 128*h+96, 3, sc)
 
 // Q6KSETUP loads the Q6_K kernels' weight pointer and masks.
 #define Q6KSETUP \
@@ -855,24 +864,29 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 	VMOVDQU nibbleMask<>(SB), Y15; \
 	VMOVDQU highMask<>(SB), Y7
 
-// Q6KSTART sets X8 to the d of the block at base, X1 to its 16 int8
-// scales, and sum to −32·Σ_k sc_k·bsum_k for the activation row whose
-// 16-value sums are at bsaddr: the quants' offset, taken once per block.
-// Clobbers Y2, Y6.
+// Q6KSTART sets X8 to the d of the block at base, Y2 to its 16 int8
+// scales as words, and sum to −32·Σ_k sc_k·bsum_k for the activation row
+// whose 16-value sums are at bsaddr: the quants' offset, taken once per
+// block. Clobbers Y3.
 #define Q6KSTART(base, bsaddr, sum) \
 	VPBROADCASTW 208(base), X8; \
 	VCVTPH2PS    X8, X8; \
-	VMOVDQU      192(base), X1; \
+	VPMOVSXBW    192(base), Y2; \
 	Q6KOFFSET(bsaddr, sum)
 
-// Q6KOFFSET sets sum to −32·Σ_k sc_k·bsum_k (bsums at bsaddr, scales in
-// X1). Clobbers Y2, Y6.
+// Q6KOFFSET sets sum to −32·Σ_k sc_k·bsum_k (bsums at bsaddr, scales as
+// words in Y2). Clobbers Y3.
 #define Q6KOFFSET(bsaddr, sum) \
-	VPMOVSXBW X1, Y2; \
-	VPMADDWD  bsaddr, Y2, sum; \
-	VPSLLD    $5, sum, sum; \
-	VPXOR     Y6, Y6, Y6; \
-	VPSUBD    sum, Y6, sum
+	VPMADDWD bsaddr, Y2, sum; \
+	VPSLLD   $5, sum, sum; \
+	VPXOR    Y3, Y3, Y3; \
+	VPSUBD   sum, Y3, sum
+
+// Q6KSCALES sets Y1 to scales 0-7 as words in both 128-bit lanes and Y6
+// to scales 8-15 (Q6KHALF's sc for halves 0 and 1), from Y2 (Q6KSTART).
+#define Q6KSCALES \
+	VPERMQ $0x44, Y2, Y1; \
+	VPERMQ $0xee, Y2, Y6
 
 // Q6KFOLD adds the block's int32 sums (sum) to acc as the four-row kernel
 // folds them (Q6X4FOLD), float by float, so that a row gets the same bits
@@ -888,8 +902,9 @@ GLOBL highMask<>(SB), RODATA|NOPTR, $32
 // DI, DX, BX into acc (KROWS' BLOCK).
 #define Q6KBLOCK(base, acc) \
 	Q6KSTART(base, (BX), Y9); \
-	Q6KHALF(base, 0); \
-	Q6KHALF(base, 1); \
+	Q6KSCALES; \
+	Q6KHALF(base, 0, Y1); \
+	Q6KHALF(base, 1, Y6); \
 	Q6KFOLD((DX), Y9, acc)
 
 // func dotQ6KAVX(w *byte, a *int8, ad *float32, bs *int16, nb, nrows int, out *float32)
@@ -922,8 +937,9 @@ q6kx2row:
 q6kx2loop:
 	Q6KSTART(SI, (BX), Y9)
 	Q6KOFFSET((BX)(R13*8), Y13)
-	Q6KHALF2(0)
-	Q6KHALF2(1)
+	Q6KSCALES
+	Q6KHALF2(0, Y1)
+	Q6KHALF2(1, Y6)
 	Q6KFOLD((DX), Y9, Y0)
 	Q6KFOLD((DX)(R13*1), Y13, Y14)
 	KSTEP(210, q6kx2loop)
@@ -1173,7 +1189,7 @@ TEXT ·dotQ5Kx4AVX(SB), NOSPLIT, $48-64
 	VPOR    Y13, Y9, Y9
 
 // Q6X4SCALE sets yreg to the words of int8 scales 2k and 2k+1 of the
-// block at SI, eight of each (q6kShuf's first mask).
+// block at SI, eight of each (q6kShuf).
 #define Q6X4SCALE(k, xreg, yreg) \
 	VPBROADCASTW (192+2*(k))(SI), xreg; \
 	VPSHUFB      q6kShuf<>(SB), xreg, xreg; \
