@@ -586,30 +586,82 @@ GLOBL nibbleMask<>(SB), RODATA|NOPTR, $32
 	VPAND   Y15, lo, lo; \
 	VPAND   Y15, hi, hi
 
-// Q5PREPTO unpacks chunk j of the Q5_K block at base into lo and hi: the
-// nibbles at 48+32j, with bits 2j and 2j+1 of the qh bytes (at 16) as the
-// fifth bits of the low and high 32 values: qh shifted right by 2j puts
-// them at bits 0 and 1, moved to bit 4 and kept by the 0x10 mask.
+// Q5PREPLO unpacks chunk j (0 or 1) of the Q5_K block at base into lo
+// and hi: the nibbles at 48+32j, with bits 2j and 2j+1 of the qh bytes
+// (at 16) as the fifth bits of the low and high 32 values. The qh bytes'
+// low nibbles index q5Lut's tables of 0x10 where the bit is set
+// (VPSHUFB), so no shift goes to the two pipes that also take the scale
+// shuffles. Clobbers t and u.
+#define Q5PREPLO(base, j, lo, hi, t, u) \
+	Q4NIBBLESTO(base, 48+32*j, lo, hi); \
+	VPAND   16(base), Y15, t; \
+	VMOVDQU q5Lut<>+(64*j)(SB), u; \
+	VPSHUFB t, u, u; \
+	VPOR    u, lo, lo; \
+	VMOVDQU q5Lut<>+(64*j+32)(SB), u; \
+	VPSHUFB t, u, u; \
+	VPOR    u, hi, hi
+
+// Q5PREPHI is Q5PREPLO for chunks 2 and 3, whose fifth bits 2j and 2j+1
+// are 0x10 or above: the bit kept by a q5High mask, then the unsigned
+// minimum with 0x10 makes it 0x10 where set. No shift: an immediate shift
+// of a memory source has no VEX encoding (the assembler would emit the
+// AVX-512 form, which faults on an AVX2-only CPU), and none is needed.
 // Clobbers t and u.
-// qh is loaded before the shift: an immediate shift of a memory source has
-// no VEX encoding, so the assembler would emit the AVX-512 (EVEX) form,
-// which faults on an AVX2-only CPU.
-#define Q5PREPTO(base, j, lo, hi, t, u) \
+#define Q5PREPHI(base, j, lo, hi, t, u) \
 	Q4NIBBLESTO(base, 48+32*j, lo, hi); \
 	VMOVDQU 16(base), t; \
-	VPSRLW $(2*j), t, t; \
-	VPSLLW $4, t, u; \
-	VPAND  fifthBit<>(SB), u, u; \
-	VPOR   u, lo, lo; \
-	VPSLLW $3, t, u; \
-	VPAND  fifthBit<>(SB), u, u; \
-	VPOR   u, hi, hi
+	VPAND   q5High<>+(64*(j-2))(SB), t, u; \
+	VPMINUB fifthBit<>(SB), u, u; \
+	VPOR    u, lo, lo; \
+	VPAND   q5High<>+(64*(j-2)+32)(SB), t, t; \
+	VPMINUB fifthBit<>(SB), t, t; \
+	VPOR    t, hi, hi
 
 DATA fifthBit<>+0x00(SB)/8, $0x1010101010101010
 DATA fifthBit<>+0x08(SB)/8, $0x1010101010101010
 DATA fifthBit<>+0x10(SB)/8, $0x1010101010101010
 DATA fifthBit<>+0x18(SB)/8, $0x1010101010101010
 GLOBL fifthBit<>(SB), RODATA|NOPTR, $32
+
+// q5Lut: for bits 0, 1, 2 and 3 (32 bytes each, one 16-byte table per
+// lane), entry i is 0x10 where bit b of i is set.
+DATA q5Lut<>+0x00(SB)/8, $0x1000100010001000
+DATA q5Lut<>+0x08(SB)/8, $0x1000100010001000
+DATA q5Lut<>+0x10(SB)/8, $0x1000100010001000
+DATA q5Lut<>+0x18(SB)/8, $0x1000100010001000
+DATA q5Lut<>+0x20(SB)/8, $0x1010000010100000
+DATA q5Lut<>+0x28(SB)/8, $0x1010000010100000
+DATA q5Lut<>+0x30(SB)/8, $0x1010000010100000
+DATA q5Lut<>+0x38(SB)/8, $0x1010000010100000
+DATA q5Lut<>+0x40(SB)/8, $0x1010101000000000
+DATA q5Lut<>+0x48(SB)/8, $0x1010101000000000
+DATA q5Lut<>+0x50(SB)/8, $0x1010101000000000
+DATA q5Lut<>+0x58(SB)/8, $0x1010101000000000
+DATA q5Lut<>+0x60(SB)/8, $0
+DATA q5Lut<>+0x68(SB)/8, $0x1010101010101010
+DATA q5Lut<>+0x70(SB)/8, $0
+DATA q5Lut<>+0x78(SB)/8, $0x1010101010101010
+GLOBL q5Lut<>(SB), RODATA|NOPTR, $128
+
+// q5High: bits 4, 5, 6 and 7 of every byte (32 bytes each).
+DATA q5High<>+0x00(SB)/8, $0x1010101010101010
+DATA q5High<>+0x08(SB)/8, $0x1010101010101010
+DATA q5High<>+0x10(SB)/8, $0x1010101010101010
+DATA q5High<>+0x18(SB)/8, $0x1010101010101010
+DATA q5High<>+0x20(SB)/8, $0x2020202020202020
+DATA q5High<>+0x28(SB)/8, $0x2020202020202020
+DATA q5High<>+0x30(SB)/8, $0x2020202020202020
+DATA q5High<>+0x38(SB)/8, $0x2020202020202020
+DATA q5High<>+0x40(SB)/8, $0x4040404040404040
+DATA q5High<>+0x48(SB)/8, $0x4040404040404040
+DATA q5High<>+0x50(SB)/8, $0x4040404040404040
+DATA q5High<>+0x58(SB)/8, $0x4040404040404040
+DATA q5High<>+0x60(SB)/8, $0x8080808080808080
+DATA q5High<>+0x68(SB)/8, $0x8080808080808080
+DATA q5High<>+0x70(SB)/8, $0x8080808080808080
+DATA q5High<>+0x78(SB)/8, $0x8080808080808080
+GLOBL q5High<>(SB), RODATA|NOPTR, $128
 
 // K4SCALES unpacks the 6-bit scales and minimums of the Q4_K/Q5_K block
 // at base in vector registers (ggml's formula on the 12 bytes as
@@ -632,16 +684,16 @@ GLOBL fifthBit<>(SB), RODATA|NOPTR, $32
 	VPUNPCKLWD Y13, Y13, Y13
 
 // K4CHUNKS multiplies the four chunks of the Q4_K or Q5_K block at base
-// (PREP unpacking each) by the activations, CHUNK (KCHUNK or KCHUNK2)
-// taking each chunk's products.
-#define K4CHUNKS(PREP, base, CHUNK) \
-	PREP(base, 0, Y10, Y11, Y8, Y2); \
+// (LO unpacking chunks 0 and 1, HI chunks 2 and 3) by the activations,
+// CHUNK (KCHUNK or KCHUNK2) taking each chunk's products.
+#define K4CHUNKS(LO, HI, base, CHUNK) \
+	LO(base, 0, Y10, Y11, Y8, Y2); \
 	CHUNK(0); \
-	PREP(base, 1, Y10, Y11, Y8, Y2); \
+	LO(base, 1, Y10, Y11, Y8, Y2); \
 	CHUNK(1); \
-	PREP(base, 2, Y10, Y11, Y8, Y2); \
+	HI(base, 2, Y10, Y11, Y8, Y2); \
 	CHUNK(2); \
-	PREP(base, 3, Y10, Y11, Y8, Y2); \
+	HI(base, 3, Y10, Y11, Y8, Y2); \
 	CHUNK(3)
 
 // K4DMIN broadcasts the d and dmin of the block at base into Y12 and Y13.
@@ -663,28 +715,28 @@ GLOBL fifthBit<>(SB), RODATA|NOPTR, $32
 	VBROADCASTSS adaddr, Y10; \
 	VFMADD231PS  Y10, sum, acc
 
-// K4BLOCK multiplies the Q4_K or Q5_K block at base (PREP(base, j, lo,
-// hi, t, u) unpacking chunk j) by the activation row at DI, DX, BX into
-// acc: K4SCALES, the minimums' sums, four KCHUNKs and K4FOLD. Clobbers
-// Y1-Y3, Y8-Y13.
-#define K4BLOCK(PREP, base, acc) \
+// K4BLOCK multiplies the Q4_K or Q5_K block at base (LO(base, j, lo, hi,
+// t, u) unpacking chunks 0 and 1, HI chunks 2 and 3) by the activation
+// row at DI, DX, BX into acc: K4SCALES, the minimums' sums, four KCHUNKs
+// and K4FOLD. Clobbers Y1-Y3, Y8-Y13.
+#define K4BLOCK(LO, HI, base, acc) \
 	K4SCALES(base, Y1); \
 	VPMADDWD     (BX), Y13, Y3; \
 	VCVTDQ2PS    Y3, Y3; \
 	VPXOR        Y9, Y9, Y9; \
-	K4CHUNKS(PREP, base, KCHUNK); \
+	K4CHUNKS(LO, HI, base, KCHUNK); \
 	K4DMIN(base); \
 	K4FOLD((DX), Y9, Y3, acc)
 
 // Q4X4PREP unpacks chunk j of the Q4_K block at base into lo and hi.
 #define Q4X4PREP(base, j, lo, hi, t, u) Q4NIBBLESTO(base, 16+32*j, lo, hi)
-#define Q4KBLOCK(base, acc) K4BLOCK(Q4X4PREP, base, acc)
-#define Q5KBLOCK(base, acc) K4BLOCK(Q5PREPTO, base, acc)
+#define Q4KBLOCK(base, acc) K4BLOCK(Q4X4PREP, Q4X4PREP, base, acc)
+#define Q5KBLOCK(base, acc) K4BLOCK(Q5PREPLO, Q5PREPHI, base, acc)
 
 // K4BLOCK2 multiplies the Q4_K or Q5_K block at SI by two activation rows
 // (laid out as dotQ4Kx2AVX says) into Y0 and Y6, each row's block folded
 // by K4FOLD. Clobbers Y1-Y5, Y7-Y14.
-#define K4BLOCK2(PREP) \
+#define K4BLOCK2(LO, HI) \
 	K4SCALES(SI, Y1); \
 	VPMADDWD     (BX), Y13, Y7; \
 	VPMADDWD     (BX)(R13*8), Y13, Y14; \
@@ -692,16 +744,16 @@ GLOBL fifthBit<>(SB), RODATA|NOPTR, $32
 	VCVTDQ2PS    Y14, Y14; \
 	VPXOR        Y9, Y9, Y9; \
 	VPXOR        Y5, Y5, Y5; \
-	K4CHUNKS(PREP, SI, KCHUNK2); \
+	K4CHUNKS(LO, HI, SI, KCHUNK2); \
 	K4DMIN(SI); \
 	K4FOLD((DX), Y9, Y7, Y0); \
 	K4FOLD((DX)(R13*1), Y5, Y14, Y6)
 
 // KX2ROWS is the body of the two-row Q4_K and Q5_K kernels (see
-// dotQ4Kx2AVX): nr weight rows of blocks of bsize bytes, PREP unpacking
-// their chunks, each block multiplied by the two activation rows
+// dotQ4Kx2AVX): nr weight rows of blocks of bsize bytes, LO and HI
+// unpacking their chunks (K4CHUNKS), each block multiplied by the two activation rows
 // (K4BLOCK2), each row's sum taken by HSUM8 as the other kernels take it.
-#define KX2ROWS(PREP, bsize) \
+#define KX2ROWS(LO, HI, bsize) \
 	KSETUP; \
 	MOVQ astride+32(FP), R12; \
 	MOVQ adstride+40(FP), R13; \
@@ -711,7 +763,7 @@ row: \
 	VXORPS Y0, Y0, Y0; \
 	VXORPS Y6, Y6, Y6; \
 block: \
-	K4BLOCK2(PREP); \
+	K4BLOCK2(LO, HI); \
 	KSTEP(bsize, block); \
 	HSUM8; \
 	VMOVAPS X0, X8; \
@@ -750,12 +802,12 @@ TEXT ·dotQ5KAVX(SB), NOSPLIT, $0-56
 // sums 8·adstride bytes after (a Q8_K row's d and bsums are 4 and 32
 // bytes per block).
 TEXT ·dotQ4Kx2AVX(SB), NOSPLIT, $16-80
-	KX2ROWS(Q4X4PREP, 144)
+	KX2ROWS(Q4X4PREP, Q4X4PREP, 144)
 
 // func dotQ5Kx2AVX(w *byte, a *int8, ad *float32, bs *int16, astride, adstride, nb, nr int, dst *float32, dstStride int)
 // is dotQ4Kx2AVX for Q5_K blocks.
 TEXT ·dotQ5Kx2AVX(SB), NOSPLIT, $16-80
-	KX2ROWS(Q5PREPTO, 176)
+	KX2ROWS(Q5PREPLO, Q5PREPHI, 176)
 
 // q6kShuf (16 bytes) spreads int8 0 of a register over its first eight
 // bytes and int8 1 over the last eight: a pair of Q6_K scales broadcast
@@ -1134,18 +1186,18 @@ GLOBL k4x4High<>(SB), RODATA|NOPTR, $16
 	VBROADCASTSS (DX)(didx), Y12; \
 	VFMADD231PS  Y12, sum, acc
 
-// K4X4BLOCK multiplies the Q4_K or Q5_K block at SI (PREP unpacking its
-// chunks) by the four activation rows into Y4-Y7.
-#define K4X4BLOCK(PREP) \
+// K4X4BLOCK multiplies the Q4_K or Q5_K block at SI (LO and HI unpacking
+// its chunks, as K4CHUNKS says) by the four activation rows into Y4-Y7.
+#define K4X4BLOCK(LO, HI) \
 	K4X4SCALES; \
 	VPXOR Y0, Y0, Y0; \
 	VPXOR Y1, Y1, Y1; \
 	VPXOR Y2, Y2, Y2; \
 	VPXOR Y3, Y3, Y3; \
-	K4X4CHUNK(PREP, 0); \
-	K4X4CHUNK(PREP, 1); \
-	K4X4CHUNK(PREP, 2); \
-	K4X4CHUNK(PREP, 3); \
+	K4X4CHUNK(LO, 0); \
+	K4X4CHUNK(LO, 1); \
+	K4X4CHUNK(HI, 2); \
+	K4X4CHUNK(HI, 3); \
 	VMOVDQU      mins-48(SP), Y8; \
 	VCVTPH2PS    (SI), X9; \
 	VMOVSHDUP    X9, X10; \
@@ -1153,8 +1205,8 @@ GLOBL k4x4High<>(SB), RODATA|NOPTR, $16
 	VBROADCASTSS X10, Y10; \
 	X4FOLDS(K4X4FOLD)
 
-#define Q4X4BLOCK K4X4BLOCK(Q4X4PREP)
-#define Q5X4BLOCK K4X4BLOCK(Q5PREPTO)
+#define Q4X4BLOCK K4X4BLOCK(Q4X4PREP, Q4X4PREP)
+#define Q5X4BLOCK K4X4BLOCK(Q5PREPLO, Q5PREPHI)
 
 // func dotQ4Kx4AVX(w *byte, a *int8, ad *float32, bs *int16, nb, nr int, dst *float32, dstStride int)
 // is dotQ4KAVX for four activation rows: out[r][o] for r < 4, o < nr.
