@@ -313,8 +313,10 @@ func (st *attnState) attend(kv *attnKV, p0, n, start, hd int, gemmPV, dots bool)
 		}
 		switch {
 		case dots && kv.kh != nil:
-			halfRows(st.kb, kv.kh[r.off:], kv.stride, r.n, hd)
-			dotScores(scores[r.j:], n, q, hd, st.kb, hd, pairs, r.n)
+			if !simdHalfScores(scores[r.j:], n, q, hd, kv.kh[r.off:], kv.stride, pairs, r.n) {
+				halfRows(st.kb, kv.kh[r.off:], kv.stride, r.n, hd)
+				dotScores(scores[r.j:], n, q, hd, st.kb, hd, pairs, r.n)
+			}
 		case dots:
 			dotScores(scores[r.j:], n, q, hd, kv.kl[r.off:], kv.stride, pairs, r.n)
 		case gemmPV:
