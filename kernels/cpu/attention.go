@@ -160,7 +160,7 @@ func (c *KVCache) Attention(w *Workers, layer int, q, out []float32, seqs []Attn
 	t := &scratch.task
 	t.c, t.q, t.out, t.nHeads = c, q, out, nHeads
 	t.items, t.states = scratch.items, scratch.parts
-	t.kv = attnKV{stride: kvh * hd}
+	t.kv = attnKV{stride: hd, block: bs * kvh * hd}
 	if c.k16 != nil {
 		t.kv.kh, t.kv.vh = c.k16[layer], c.v16[layer]
 	} else {
@@ -183,15 +183,15 @@ func (t *attnTask) run(part, _, _ int) {
 			return
 		}
 		it := &t.items[i]
-		hoff := it.kvHead * hd
+		hoff := it.kvHead * bs * hd
 		st.begin(t.q, it.row0, it.rows, t.nHeads, it.kvHead, hd, group)
 		end := it.start + it.rows
 		gemmPV, dots := attnPaths(it.rows, group)
-		st.runs = spanRuns(st.runs[:0], it.blocks, bs, t.kv.stride, hoff, 0, min(attnSpan, end))
+		st.runs = spanRuns(st.runs[:0], it.blocks, bs, &t.kv, hoff, 0, min(attnSpan, end))
 		for p0 := 0; p0 < end; p0 += attnSpan {
 			st.nruns = st.nruns[:0]
 			if next := p0 + attnSpan; next < end {
-				st.nruns = spanRuns(st.nruns, it.blocks, bs, t.kv.stride, hoff, next, min(attnSpan, end-next))
+				st.nruns = spanRuns(st.nruns, it.blocks, bs, &t.kv, hoff, next, min(attnSpan, end-next))
 			}
 			st.attend(&t.kv, p0, min(attnSpan, end-p0), it.start, hd, gemmPV, dots)
 			st.runs, st.nruns = st.nruns, st.runs
@@ -207,25 +207,26 @@ func (t *attnTask) run(part, _, _ int) {
 type attnRun struct{ j, n, off int }
 
 // spanRuns appends to dst the runs of the n positions from p0 on, read
-// through the block table blocks of blocks of bs positions, each position
-// stride values apart and the head hoff values into it.
-func spanRuns(dst []attnRun, blocks []blockstore.BlockID, bs, stride, hoff, p0, n int) []attnRun {
+// through the block table blocks of blocks of bs positions laid out as kv
+// says, the head's vectors hoff values into each block.
+func spanRuns(dst []attnRun, blocks []blockstore.BlockID, bs int, kv *attnKV, hoff, p0, n int) []attnRun {
 	for j := 0; j < n; {
 		p := p0 + j
 		slot := p % bs
 		run := min(bs-slot, n-j)
-		dst = append(dst, attnRun{j, run, (int(blocks[p/bs])*bs+slot)*stride + hoff})
+		dst = append(dst, attnRun{j, run, int(blocks[p/bs])*kv.block + hoff + slot*kv.stride})
 		j += run
 	}
 	return dst
 }
 
 // attnKV is one layer's K and V: float32 in an F32 cache (kl, vl), halves
-// in an F16 one (kh, vh), stride values from one position to the next.
+// in an F16 one (kh, vh), block values from one block to the next and, in
+// a block, stride values from one position of a head to the next.
 type attnKV struct {
-	kl, vl []float32
-	kh, vh []uint16
-	stride int
+	kl, vl        []float32
+	kh, vh        []uint16
+	block, stride int
 }
 
 // prefetch asks for the K and V vectors of run r, hd values each, to be
