@@ -319,7 +319,9 @@ func (st *attnState) attend(kv *attnKV, p0, n, start, hd int, gemmPV, dots bool)
 				dotScores(scores[r.j:], n, q, hd, st.kb, hd, pairs, r.n)
 			}
 		case dots:
-			dotScores(scores[r.j:], n, q, hd, kv.kl[r.off:], kv.stride, pairs, r.n)
+			if !simdScores(scores[r.j:], n, q, hd, kv.kl[r.off:], kv.stride, pairs, r.n) {
+				dotScores(scores[r.j:], n, q, hd, kv.kl[r.off:], kv.stride, pairs, r.n)
+			}
 		case gemmPV:
 			st.gather(kv, r, hd)
 		case kv.kh != nil && !directGemm(kernels.F16, r.n):

@@ -12,9 +12,6 @@ import "unsafe"
 func halfRowsF16C(dst *float32, src *uint16, lds, rows, n8, n int)
 
 //go:noescape
-func dotsHalfAVX(q *float32, k *uint16, ldk, n, k8 int, c *float32)
-
-//go:noescape
 func toHalfF16C(dst *uint16, src *float32, n8 int)
 
 // simdHalfRows converts the first n0 values of each of rows rows of n
@@ -28,24 +25,6 @@ func simdHalfRows(dst []float32, src []uint16, lds, rows, n int) int {
 	_, _ = dst[(rows-1)*n+n8-1], src[(rows-1)*lds+n8-1]
 	halfRowsF16C(&dst[0], &src[0], lds, rows, n8, n)
 	return n8
-}
-
-// simdHalfScores is dotScores on K in halves (ldk apart), each made
-// float32 as it loads: the bits dotScores gives on halfRows' copy of K,
-// without the copy. It reports false, computing nothing, where it has no
-// kernel (the assembly kernels off, or hd not a multiple of 8).
-func simdHalfScores(c []float32, ldc int, q []float32, hd int, k []uint16, ldk, m, n int) bool {
-	if !useAVX2 || hd&7 != 0 {
-		return false
-	}
-	if m == 0 || n == 0 {
-		return true
-	}
-	_, _, _ = c[(m-1)*ldc+n-1], q[m*hd-1], k[(n-1)*ldk+hd-1]
-	for i := range m {
-		dotsHalfAVX(&q[i*hd], &k[0], ldk, n, hd, &c[i*ldc])
-	}
-	return true
 }
 
 // simdToHalf rounds the first n0 values of src to halves in dst and

@@ -7,10 +7,6 @@ package cpu
 
 func simdHalfRows(dst []float32, src []uint16, lds, rows, n int) int { return 0 }
 
-func simdHalfScores(c []float32, ldc int, q []float32, hd int, k []uint16, ldk, m, n int) bool {
-	return false
-}
-
 func simdToHalf(dst []uint16, src []float32) int { return 0 }
 
 func prefetchHalf(p []uint16, stride, rows, n int) {}

@@ -48,38 +48,51 @@ func TestHalfConversions(t *testing.T) {
 	})
 }
 
-// TestHalfScores checks that the decode path's scores on an F16 cache,
-// each K half made float32 as it loads (simdHalfScores), have the bits of
-// the same scores over halfRows' float32 copy (dotScores), for head sizes
-// that run the 32-wide body, the 8-wide tail and both, with a row stride
-// and several query pairs. Where the CPU or build has no kernel the test
-// checks only that simdHalfScores declines.
-func TestHalfScores(t *testing.T) {
+// TestFusedScores checks that the decode path's scores, one kernel call
+// per query pair over a run of K (simdScores on float32, simdHalfScores on
+// halves each made float32 as it loads), have the bits dotScores gives,
+// over halfRows' float32 copy for the halves, for head sizes that run the
+// 32-wide body, the 8-wide tail and both, with a row stride and several
+// query pairs. Where the CPU or build has no kernel the test checks only
+// that they decline.
+func TestFusedScores(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 11))
 	for _, hd := range []int{8, 24, 32, 64, 72, 128, 12} {
 		const m, n, ldc = 3, 17, 20
 		ldk := hd + 5
-		k := make([]uint16, n*ldk)
-		for i := range k {
-			k[i] = quant.F32ToF16(float32(r.NormFloat64()))
+		k16, k32 := make([]uint16, n*ldk), make([]float32, n*ldk)
+		for i := range k16 {
+			k16[i] = quant.F32ToF16(float32(r.NormFloat64()))
+			k32[i] = float32(r.NormFloat64())
 		}
 		q := make([]float32, m*hd)
 		for i := range q {
 			q[i] = float32(r.NormFloat64())
 		}
-		got, want := make([]float32, m*ldc), make([]float32, m*ldc)
-		if !simdHalfScores(got, ldc, q, hd, k, ldk, m, n) {
-			if useAVX2 && hd%8 == 0 {
-				t.Fatalf("hd %d: no kernel with AVX2 on", hd)
-			}
-			continue
-		}
 		kb := make([]float32, n*hd)
-		halfRows(kb, k, ldk, n, hd)
-		dotScores(want, ldc, q, hd, kb, hd, m, n)
-		for i := range got {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("hd %d: score %d = %g (%#x), dotScores %g (%#x)", hd, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+		halfRows(kb, k16, ldk, n, hd)
+		for _, tc := range []struct {
+			name  string
+			fused func(c []float32) bool
+			k     []float32
+			ldk   int
+		}{
+			{"float32", func(c []float32) bool { return simdScores(c, ldc, q, hd, k32, ldk, m, n) }, k32, ldk},
+			{"halves", func(c []float32) bool { return simdHalfScores(c, ldc, q, hd, k16, ldk, m, n) }, kb, hd},
+		} {
+			got, want := make([]float32, m*ldc), make([]float32, m*ldc)
+			if !tc.fused(got) {
+				if useAVX2 && hd%8 == 0 {
+					t.Fatalf("%s, hd %d: no kernel with AVX2 on", tc.name, hd)
+				}
+				continue
+			}
+			dotScores(want, ldc, q, hd, tc.k, tc.ldk, m, n)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s, hd %d: score %d = %g (%#x), dotScores %g (%#x)", tc.name, hd, i,
+						got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+				}
 			}
 		}
 	}

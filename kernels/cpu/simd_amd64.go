@@ -18,6 +18,12 @@ func gemm1x4AVX(a *float32, b *float32, ldb int, k8 int, c *float32, keep uint32
 func dotAVX(a, b *float32, k8 int) float32
 
 //go:noescape
+func dotsAVX(q *float32, k *float32, ldk, n, k8 int, c *float32)
+
+//go:noescape
+func dotsHalfAVX(q *float32, k *uint16, ldk, n, k8 int, c *float32)
+
+//go:noescape
 func accumAVX(acc *float32, w *float32, v *float32, ldv int, rows int, d8 int)
 
 // useAVX2 selects the assembly kernels. It is true when cpufeat lets the
@@ -60,6 +66,37 @@ func simdDot(a, b []float32) (float32, int) {
 	}
 	_ = b[k8-1]
 	return dotAVX(&a[0], &b[0], k8), k8
+}
+
+// simdScores is dotScores in one call per query pair (dotsAVX), with
+// dotScores' bits. It reports false, computing nothing, where it has no
+// kernel (the assembly kernels off, or hd not a multiple of 8).
+func simdScores(c []float32, ldc int, q []float32, hd int, k []float32, ldk, m, n int) bool {
+	return fusedScores(c, ldc, q, hd, k, ldk, m, n, dotsAVX)
+}
+
+// simdHalfScores is simdScores on K in halves (an F16 cache), each made
+// float32 as it loads: the bits dotScores gives on halfRows' copy of K,
+// without the copy.
+func simdHalfScores(c []float32, ldc int, q []float32, hd int, k []uint16, ldk, m, n int) bool {
+	return fusedScores(c, ldc, q, hd, k, ldk, m, n, dotsHalfAVX)
+}
+
+// fusedScores runs kern, dotsAVX or dotsHalfAVX, for each of the m query
+// pairs, as simdScores describes.
+func fusedScores[T float32 | uint16](c []float32, ldc int, q []float32, hd int, k []T, ldk, m, n int,
+	kern func(q *float32, k *T, ldk, n, k8 int, c *float32)) bool {
+	if !useAVX2 || hd&7 != 0 {
+		return false
+	}
+	if m == 0 || n == 0 {
+		return true
+	}
+	_, _, _ = c[(m-1)*ldc+n-1], q[m*hd-1], k[(n-1)*ldk+hd-1]
+	for i := range m {
+		kern(&q[i*hd], &k[0], ldk, n, hd, &c[i*ldc])
+	}
+	return true
 }
 
 // simdAccum adds the first d0 columns of accum's sum to acc and returns

@@ -88,6 +88,73 @@ accumdone: \
 	VZEROUPPER; \
 	RET
 
+// LOADKF32 and LOADKF16 load the 8 K values i of a 32-value chunk at R9
+// bytes into the row at DI into reg, float32 or halves made float32
+// (F16C): the two element types DOTS reads.
+#define LOADKF32(i, reg) VMOVUPS (32*i)(DI)(R9*1), reg
+#define LOADKF16(i, reg) VCVTPH2PS (16*i)(DI)(R9*1), reg
+
+// DOTS is the body of dotsAVX and dotsHalfAVX: for each of n K rows of
+// elements of ESHIFT bytes log 2, read by LOADK, dotAVX's products and
+// sums in dotAVX's order, plus +0 as Dot adds its empty tail.
+#define DOTS(ESHIFT, LOADK) \
+	MOVQ   q+0(FP), SI; \
+	MOVQ   k+8(FP), DI; \
+	MOVQ   ldk+16(FP), R10; \
+	SHLQ   $ESHIFT, R10; \
+	MOVQ   n+24(FP), CX; \
+	MOVQ   k8+32(FP), BX; \
+	SHLQ   $2, BX; \
+	MOVQ   BX, R8; \
+	ANDQ   $-128, R8; \
+	MOVQ   c+40(FP), DX; \
+	VXORPS X8, X8, X8; \
+dotsrow: \
+	XORQ   AX, AX; \
+	XORQ   R9, R9; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+dots32: \
+	CMPQ        AX, R8; \
+	JAE         dots8; \
+	LOADK(0, Y4); \
+	LOADK(1, Y5); \
+	LOADK(2, Y6); \
+	LOADK(3, Y7); \
+	VFMADD231PS (SI)(AX*1), Y4, Y0; \
+	VFMADD231PS 32(SI)(AX*1), Y5, Y1; \
+	VFMADD231PS 64(SI)(AX*1), Y6, Y2; \
+	VFMADD231PS 96(SI)(AX*1), Y7, Y3; \
+	ADDQ        $128, AX; \
+	ADDQ        $(32<<ESHIFT), R9; \
+	JMP         dots32; \
+dots8: \
+	CMPQ        AX, BX; \
+	JAE         dotssum; \
+	LOADK(0, Y4); \
+	VFMADD231PS (SI)(AX*1), Y4, Y0; \
+	ADDQ        $32, AX; \
+	ADDQ        $(8<<ESHIFT), R9; \
+	JMP         dots8; \
+dotssum: \
+	VADDPS       Y1, Y0, Y0; \
+	VADDPS       Y3, Y2, Y2; \
+	VADDPS       Y2, Y0, Y0; \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS       X1, X0, X0; \
+	VHADDPS      X0, X0, X0; \
+	VHADDPS      X0, X0, X0; \
+	VADDSS       X8, X0, X0; \
+	VMOVSS       X0, (DX); \
+	ADDQ         $4, DX; \
+	ADDQ         R10, DI; \
+	DECQ         CX; \
+	JNZ          dotsrow; \
+	VZEROUPPER; \
+	RET
+
 // The kernels below need AVX2 and FMA; simd_amd64.go calls them only when
 // the CPU and OS support both. Lengths are in float32 elements and must be
 // positive multiples of 8 where named k8 or d8; leading dimensions are in
@@ -306,6 +373,19 @@ TEXT ·accumAVX(SB), NOSPLIT, $0-48
 // holds, without converting them into a buffer first.
 TEXT ·accumHalfAVX(SB), NOSPLIT, $0-48
 	ACCUM(1, VCOLF16, FMAF16)
+
+// func dotsAVX(q *float32, k *float32, ldk, n, k8 int, c *float32)
+// sets c[j] to Dot(q[:k8], k[j*ldk:]) for j < n, bit for bit (k8 a
+// multiple of 8): a decode step's scores over one run of an F32 cache,
+// one call where Dot took one a position.
+TEXT ·dotsAVX(SB), NOSPLIT, $0-48
+	DOTS(2, LOADKF32)
+
+// func dotsHalfAVX(q *float32, k *uint16, ldk, n, k8 int, c *float32)
+// is dotsAVX on K in halves, each made float32 as it loads: c[j] has
+// Dot's bits on row j converted by halfRows.
+TEXT ·dotsHalfAVX(SB), NOSPLIT, $0-48
+	DOTS(1, LOADKF16)
 
 // Constants for EXPPS: log2(e), ln(2) split in a high part exact in a
 // few bits and a low correction, the Cephes expf polynomial c5..c0, 1, the

@@ -17,6 +17,14 @@ func simdTile(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, 
 
 func simdDot(a, b []float32) (float32, int) { return 0, 0 }
 
+func simdScores(c []float32, ldc int, q []float32, hd int, k []float32, ldk, m, n int) bool {
+	return false
+}
+
+func simdHalfScores(c []float32, ldc int, q []float32, hd int, k []uint16, ldk, m, n int) bool {
+	return false
+}
+
 func simdAccum(acc, w, v []float32, ldv int) int { return 0 }
 
 func simdExpSub(s []float32, m float32) (float32, int) { return 0, 0 }
