@@ -90,13 +90,57 @@ accumdone: \
 
 // LOADKF32 and LOADKF16 load the 8 K values i of a 32-value chunk at R9
 // bytes into the row at DI into reg, float32 or halves made float32
-// (F16C): the two element types DOTS reads.
+// (F16C): the two element types DOTROW reads.
 #define LOADKF32(i, reg) VMOVUPS (32*i)(DI)(R9*1), reg
 #define LOADKF16(i, reg) VCVTPH2PS (16*i)(DI)(R9*1), reg
 
-// DOTS is the body of dotsAVX and dotsHalfAVX: for each of n K rows of
-// elements of ESHIFT bytes log 2, read by LOADK, dotAVX's products and
-// sums in dotAVX's order, plus +0 as Dot adds its empty tail.
+// DOTROW sets X0 to the dot product of the float32s at SI and a row at
+// DI that LOADK loads (elements of 1<<ESHIFT bytes), over BX bytes of
+// SI's (k8·4) and R8 of them (BX rounded down to 128) in 32-value
+// chunks: four 8-wide FMA chains, the rest 8 at a time into the first,
+// then (Y0+Y1)+(Y2+Y3) and the lanes summed. dotAVX and DOTS both take
+// it, so a score has Dot's bits by construction. Clobbers AX, R9, Y1-Y7.
+#define DOTROW(ESHIFT, LOADK) \
+	XORQ   AX, AX; \
+	XORQ   R9, R9; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+dot32: \
+	CMPQ        AX, R8; \
+	JAE         dot8; \
+	LOADK(0, Y4); \
+	LOADK(1, Y5); \
+	LOADK(2, Y6); \
+	LOADK(3, Y7); \
+	VFMADD231PS (SI)(AX*1), Y4, Y0; \
+	VFMADD231PS 32(SI)(AX*1), Y5, Y1; \
+	VFMADD231PS 64(SI)(AX*1), Y6, Y2; \
+	VFMADD231PS 96(SI)(AX*1), Y7, Y3; \
+	ADDQ        $128, AX; \
+	ADDQ        $(32<<ESHIFT), R9; \
+	JMP         dot32; \
+dot8: \
+	CMPQ        AX, BX; \
+	JAE         dotsum; \
+	LOADK(0, Y4); \
+	VFMADD231PS (SI)(AX*1), Y4, Y0; \
+	ADDQ        $32, AX; \
+	ADDQ        $(8<<ESHIFT), R9; \
+	JMP         dot8; \
+dotsum: \
+	VADDPS       Y1, Y0, Y0; \
+	VADDPS       Y3, Y2, Y2; \
+	VADDPS       Y2, Y0, Y0; \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS       X1, X0, X0; \
+	VHADDPS      X0, X0, X0; \
+	VHADDPS      X0, X0, X0
+
+// DOTS is the body of dotsAVX and dotsHalfAVX: DOTROW for each of n K
+// rows of elements of 1<<ESHIFT bytes, ldk elements apart, read by
+// LOADK, plus +0 as Dot adds its empty tail.
 #define DOTS(ESHIFT, LOADK) \
 	MOVQ   q+0(FP), SI; \
 	MOVQ   k+8(FP), DI; \
@@ -110,48 +154,13 @@ accumdone: \
 	MOVQ   c+40(FP), DX; \
 	VXORPS X8, X8, X8; \
 dotsrow: \
-	XORQ   AX, AX; \
-	XORQ   R9, R9; \
-	VXORPS Y0, Y0, Y0; \
-	VXORPS Y1, Y1, Y1; \
-	VXORPS Y2, Y2, Y2; \
-	VXORPS Y3, Y3, Y3; \
-dots32: \
-	CMPQ        AX, R8; \
-	JAE         dots8; \
-	LOADK(0, Y4); \
-	LOADK(1, Y5); \
-	LOADK(2, Y6); \
-	LOADK(3, Y7); \
-	VFMADD231PS (SI)(AX*1), Y4, Y0; \
-	VFMADD231PS 32(SI)(AX*1), Y5, Y1; \
-	VFMADD231PS 64(SI)(AX*1), Y6, Y2; \
-	VFMADD231PS 96(SI)(AX*1), Y7, Y3; \
-	ADDQ        $128, AX; \
-	ADDQ        $(32<<ESHIFT), R9; \
-	JMP         dots32; \
-dots8: \
-	CMPQ        AX, BX; \
-	JAE         dotssum; \
-	LOADK(0, Y4); \
-	VFMADD231PS (SI)(AX*1), Y4, Y0; \
-	ADDQ        $32, AX; \
-	ADDQ        $(8<<ESHIFT), R9; \
-	JMP         dots8; \
-dotssum: \
-	VADDPS       Y1, Y0, Y0; \
-	VADDPS       Y3, Y2, Y2; \
-	VADDPS       Y2, Y0, Y0; \
-	VEXTRACTF128 $1, Y0, X1; \
-	VADDPS       X1, X0, X0; \
-	VHADDPS      X0, X0, X0; \
-	VHADDPS      X0, X0, X0; \
-	VADDSS       X8, X0, X0; \
-	VMOVSS       X0, (DX); \
-	ADDQ         $4, DX; \
-	ADDQ         R10, DI; \
-	DECQ         CX; \
-	JNZ          dotsrow; \
+	DOTROW(ESHIFT, LOADK); \
+	VADDSS X8, X0, X0; \
+	VMOVSS X0, (DX); \
+	ADDQ   $4, DX; \
+	ADDQ   R10, DI; \
+	DECQ   CX; \
+	JNZ    dotsrow; \
 	VZEROUPPER; \
 	RET
 
@@ -322,42 +331,7 @@ TEXT ·dotAVX(SB), NOSPLIT, $0-28
 	SHLQ $2, BX
 	MOVQ BX, R8
 	ANDQ $-128, R8
-	XORQ AX, AX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-
-loopdot32:
-	CMPQ AX, R8
-	JAE  loopdot8
-	VMOVUPS (SI)(AX*1), Y4
-	VMOVUPS 32(SI)(AX*1), Y5
-	VMOVUPS 64(SI)(AX*1), Y6
-	VMOVUPS 96(SI)(AX*1), Y7
-	VFMADD231PS (DI)(AX*1), Y4, Y0
-	VFMADD231PS 32(DI)(AX*1), Y5, Y1
-	VFMADD231PS 64(DI)(AX*1), Y6, Y2
-	VFMADD231PS 96(DI)(AX*1), Y7, Y3
-	ADDQ $128, AX
-	JMP  loopdot32
-
-loopdot8:
-	CMPQ AX, BX
-	JAE  sumdot
-	VMOVUPS (SI)(AX*1), Y4
-	VFMADD231PS (DI)(AX*1), Y4, Y0
-	ADDQ $32, AX
-	JMP  loopdot8
-
-sumdot:
-	VADDPS Y1, Y0, Y0
-	VADDPS Y3, Y2, Y2
-	VADDPS Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VHADDPS X0, X0, X0
-	VHADDPS X0, X0, X0
+	DOTROW(2, LOADKF32)
 	VMOVSS X0, ret+24(FP)
 	VZEROUPPER
 	RET
