@@ -8,7 +8,9 @@
 # threads spin at barriers) against model's BenchmarkPrefill512 and
 # BenchmarkTG128 on 2 threads, interleaved RUNS times, medians; the read
 # bandwidth of 2 threads (kernels/quant's BenchmarkMemBandwidth) and the load
-# average measured in each round too, and batched decode (16 sequences
+# average measured in each round too, and the bandwidth again just before and
+# after each file's decode, so that each decode has its own bound beside the
+# one from the round's median bandwidth, and batched decode (16 sequences
 # against 1, BenchmarkDecodeBatch16/1, beside llama.cpp's own
 # llama-batched-bench -npp 128 -ntg 128 -npl 1,16 when LLAMA_CPP_BIN has it).
 # F32 takes part in the batched comparison only. Prints two Markdown tables.
@@ -58,16 +60,19 @@ level=$(cd kernels/quant && "$dir/quant.test" -test.run '^TestKernelLevel$' -tes
 	sed -n 's/.*the kernels use \([a-z0-9]*\) of \([a-z0-9]*\).*/\1 (the CPU has \2)/p')
 out=$dir/results.tsv
 : >"$out"
+# bandwidth prints the read bandwidth of 2 threads, MB/s.
+bandwidth() {
+	(cd kernels/quant && "$dir/quant.test" -test.run '^$' -test.bench '^BenchmarkMemBandwidth$' -test.benchtime 20x) |
+		awk '/MemBandwidth/ { for (i = 1; i <= NF; i++) if ($i == "MB/s") print $(i-1) }'
+}
 for r in $(seq "$runs"); do
-	bw=$(cd kernels/quant && "$dir/quant.test" -test.run '^$' -test.bench '^BenchmarkMemBandwidth$' -test.benchtime 20x |
-		awk '/MemBandwidth/ { for (i = 1; i <= NF; i++) if ($i == "MB/s") print $(i-1) }')
-	printf 'bw\t-\t%s\n' "$bw" >>"$out"
+	printf 'bw\t-\t%s\n' "$(bandwidth)" >>"$out"
 	printf 'load\t-\t%s\n' "$(cut -d' ' -f1 /proc/loadavg)" >>"$out"
 	for t in $files; do
 		f=$dir/llama-110m-$t.gguf
 		benches='DecodeBatch1|DecodeBatch16'
 		case $t in f32) ;; *)
-			benches="Prefill512|TG128|$benches"
+			benches="Prefill512|$benches"
 			"$bin/llama-bench" -m "$f" -p 512 -n 128 -t "${PREFIXD_BENCH_LLAMA_THREADS:-1,2}" -r 1 -o jsonl 2>/dev/null |
 				python3 -c 'import json,sys
 for l in sys.stdin:
@@ -84,6 +89,17 @@ for l in sys.stdin:
         d = json.loads(l)
         print("llama_batch%d\t%s\t%s" % (d["pl"], sys.argv[1], d["speed_tg"]))' "$t" >>"$out"
 		fi
+		# Decode with the file's own bound: the bandwidth just before and
+		# just after it, which the host's other tenants move by a third
+		# within a round.
+		case $t in f32) ;; *)
+			before=$(bandwidth)
+			(cd model && PREFIXD_BENCH_MODEL=$f "$dir/model.test" -test.run '^$' \
+				-test.bench '^BenchmarkTG128$' -test.benchtime 3x) |
+				awk -v t="$t" '/^Benchmark/ { for (i = 1; i <= NF; i++) if ($i == "tokens/s") printf "prefixd_TG128\t%s\t%s\n", t, $(i-1) }' >>"$out"
+			printf 'bwpair\t%s\t%s\n' "$t" "$(echo "$before $(bandwidth)" | awk '{ print ($1 + $2) / 2 }')" >>"$out"
+			;;
+		esac
 		(cd model && PREFIXD_BENCH_MODEL=$f "$dir/model.test" -test.run '^$' \
 			-test.bench "^Benchmark($benches)\$" -test.benchtime 2x) |
 			awk -v t="$t" '/^Benchmark/ { n = $1; sub(/-[0-9]+$/, "", n); sub(/^Benchmark/, "", n)
@@ -107,8 +123,8 @@ print("Medians of %d interleaved rounds; read bandwidth of 2 threads %.1f GB/s (
     n, bw / 1e9, min(rows[("bw", "-")]) / 1e3, max(rows[("bw", "-")]) / 1e3, min(load), max(load), os.cpu_count(),
     sys.argv[2], os.environ["PREFIXD_BENCH_KV"], sys.argv[3]))
 print()
-print("| file | size | pp512 llama.cpp t2 (t1) | pp512 prefixd t2 | ratio to t2 (t1) | tg128 llama.cpp t2 (t1) | tg128 prefixd t2 | ratio to t2 (t1) | prefixd decode / bandwidth bound | prefixd 16 seqs / 1 | llama.cpp 16 seqs / 1 | 16 seqs tok/s prefixd / llama.cpp |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| file | size | pp512 llama.cpp t2 (t1) | pp512 prefixd t2 | ratio to t2 (t1) | tg128 llama.cpp t2 (t1) | tg128 prefixd t2 | ratio to t2 (t1) | prefixd decode / bandwidth bound | the same, each round's decode / its own bound: median (range) | prefixd 16 seqs / 1 | llama.cpp 16 seqs / 1 | 16 seqs tok/s prefixd / llama.cpp |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 def fig(x, fmt):  # a llama-bench figure, absent for a thread count it did not run
     return "n/a" if x is None else fmt % x
 def ratio(a, b):
@@ -117,15 +133,17 @@ for t in size:
     lp, lp1, pp = med.get(("llama_pp_t2", t)), med.get(("llama_pp_t1", t)), med[("prefixd_Prefill512", t)]
     lt, lt1, pt = med.get(("llama_tg_t2", t)), med.get(("llama_tg_t1", t)), med[("prefixd_TG128", t)]
     bound = bw / size[t]
+    paired = [100 * tg * size[t] / (b * 1e6) for tg, b in zip(rows[("prefixd_TG128", t)], rows[("bwpair", t)])]
     b16, b1 = med[("prefixd_DecodeBatch16", t)], med[("prefixd_DecodeBatch1", t)]
     peer = "n/a | n/a"
     if ("llama_batch16", t) in med:
         l16, l1 = med[("llama_batch16", t)], med[("llama_batch1", t)]
         peer = "%.1fx | %.0f / %.0f (%.2fx)" % (l16 / l1, b16, l16, b16 / l16)
-    print("| %s | %d MB | %s (%s) | %.1f | %s (%s) | %s (%s) | %.1f | %s (%s) | %.0f%% of %.0f tok/s | %.1fx | %s |" % (
+    print("| %s | %d MB | %s (%s) | %.1f | %s (%s) | %s (%s) | %.1f | %s (%s) | %.0f%% of %.0f tok/s | %.0f%% (%.0f-%.0f%%) | %.1fx | %s |" % (
         t.upper(), size[t] / 1e6, fig(lp, "%.1f"), fig(lp1, "%.1f"), pp, fig(ratio(pp, lp), "%.2fx"),
         fig(ratio(pp, lp1), "%.2fx"), fig(lt, "%.1f"), fig(lt1, "%.1f"), pt, fig(ratio(pt, lt), "%.2fx"),
-        fig(ratio(pt, lt1), "%.2fx"), 100 * pt / bound, bound, b16 / b1, peer))
+        fig(ratio(pt, lt1), "%.2fx"), 100 * pt / bound, bound, statistics.median(paired), min(paired), max(paired),
+        b16 / b1, peer))
 print()
 print("Batched decode, 16 sequences of 128-255 tokens against one (BenchmarkDecodeBatch16/1; llama-batched-bench -npp 128 -ntg 128 -npl 1,16):")
 print()
