@@ -28,6 +28,11 @@
 # AVX2 (internal/cpufeat), and LLAMA_CPP_BIN names a llama.cpp built with
 # -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 # -DGGML_AVX512=OFF; the output names the level prefixd's kernels ran at.
+# PREFIXD_BENCH_PRESET=tinyllama-1.1b (a `prefixd gen-model` preset) compares
+# files of that shape instead, named after it: gen-model writes the F16,
+# BF16, Q8_0 and F32 ones, with the tokenizer of PREFIXD_BENCH_TOKENIZER
+# (default ../shared/models/vocab/ggml-vocab-llama-spm.gguf: llama.cpp
+# loads no model without one), llama-quantize the K-quant mixes from the F16.
 # The files and the test binaries go to $PREFIXD_BENCH_DIR (default
 # bench-out/cpu-vs-llamacpp, git-ignored); existing model files are reused.
 set -eu
@@ -40,16 +45,23 @@ dir=$(cd "$dir" && pwd)
 # K/V in F16 on both sides: llama.cpp's default and serve's.
 export PREFIXD_BENCH_KV=${PREFIXD_BENCH_KV:-f16}
 export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if [ ! -f "$dir/llama-110m-bf16.gguf" ]; then
+# The files: the 110M model's, or a gen-model preset's (PREFIXD_BENCH_PRESET).
+preset=${PREFIXD_BENCH_PRESET:-}
+name=${preset:-llama-110m}
+if [ -z "$preset" ] && [ ! -f "$dir/$name-bf16.gguf" ]; then
 	PREFIXD_WRITE_BENCH_MODELS=$dir go test -count=1 -run '^TestWriteBenchModels$' ./model/ >&2
 fi
 files=${PREFIXD_BENCH_FILES:-f16 bf16 q8_0 q4_k_m q5_k_m q6_k f32}
-for t in $files; do
-	case $t in q4_k_m | q5_k_m | q6_k)
-		if [ ! -f "$dir/llama-110m-$t.gguf" ]; then
-			"$bin/llama-quantize" "$dir/llama-110m-f16.gguf" "$dir/llama-110m-$t.gguf" \
-				"$(echo "$t" | tr a-z A-Z)" >/dev/null 2>&1
-		fi
+for t in f16 $files; do
+	[ -f "$dir/$name-$t.gguf" ] && continue
+	case $t in
+	q4_k_m | q5_k_m | q6_k)
+		"$bin/llama-quantize" "$dir/$name-f16.gguf" "$dir/$name-$t.gguf" \
+			"$(echo "$t" | tr a-z A-Z)" >/dev/null 2>&1
+		;;
+	*)
+		go run ./cmd/prefixd gen-model --preset "$preset" --type "$t" --out "$dir/$name-$t.gguf" \
+			--tokenizer "${PREFIXD_BENCH_TOKENIZER:-../shared/models/vocab/ggml-vocab-llama-spm.gguf}" >&2
 		;;
 	esac
 done
@@ -69,7 +81,7 @@ for r in $(seq "$runs"); do
 	printf 'bw\t-\t%s\n' "$(bandwidth)" >>"$out"
 	printf 'load\t-\t%s\n' "$(cut -d' ' -f1 /proc/loadavg)" >>"$out"
 	for t in $files; do
-		f=$dir/llama-110m-$t.gguf
+		f=$dir/$name-$t.gguf
 		benches='DecodeBatch1|DecodeBatch16'
 		case $t in f32) ;; *)
 			benches="Prefill512|$benches"
@@ -107,7 +119,7 @@ for l in sys.stdin:
 	done
 	printf 'load\t-\t%s\n' "$(cut -d' ' -f1 /proc/loadavg)" >>"$out"
 done
-python3 - "$out" "$level" "$bin" $files <<'PY'
+python3 - "$out" "$level" "$bin" "$name" $files <<'PY'
 import os, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -116,11 +128,11 @@ for line in open(sys.argv[1]):
 med = {k: statistics.median(v) for k, v in rows.items()}
 bw = med[("bw", "-")] * 1e6
 d = os.path.dirname(sys.argv[1])
-files = sys.argv[4:]
-size = {t: os.path.getsize(os.path.join(d, "llama-110m-%s.gguf" % t)) for t in files if t != "f32"}
+name, files = sys.argv[4], sys.argv[5:]
+size = {t: os.path.getsize(os.path.join(d, "%s-%s.gguf" % (name, t))) for t in files if t != "f32"}
 n, load = len(rows[("bw", "-")]), rows[("load", "-")]
-print("Medians of %d interleaved rounds; read bandwidth of 2 threads %.1f GB/s (%.1f-%.1f); load average %.1f-%.1f (start and end of each round) on %d CPUs; prefixd's kernels %s, K/V %s; llama.cpp %s." % (
-    n, bw / 1e9, min(rows[("bw", "-")]) / 1e3, max(rows[("bw", "-")]) / 1e3, min(load), max(load), os.cpu_count(),
+print("%s-*.gguf, medians of %d interleaved rounds; read bandwidth of 2 threads %.1f GB/s (%.1f-%.1f); load average %.1f-%.1f (start and end of each round) on %d CPUs; prefixd's kernels %s, K/V %s; llama.cpp %s." % (
+    name, n, bw / 1e9, min(rows[("bw", "-")]) / 1e3, max(rows[("bw", "-")]) / 1e3, min(load), max(load), os.cpu_count(),
     sys.argv[2], os.environ["PREFIXD_BENCH_KV"], sys.argv[3]))
 print()
 print("| file | size | pp512 llama.cpp t2 (t1) | pp512 prefixd t2 | ratio to t2 (t1) | tg128 llama.cpp t2 (t1) | tg128 prefixd t2 | ratio to t2 (t1) | prefixd decode / bandwidth bound | the same, each round's decode / its own bound: median (range) | prefixd 16 seqs / 1 | llama.cpp 16 seqs / 1 | 16 seqs tok/s prefixd / llama.cpp |")
@@ -150,7 +162,7 @@ print()
 print("| file | size | bandwidth bound, 1 seq | prefixd 1 seq tok/s | prefixd 16 seqs tok/s | prefixd 16/1 | llama.cpp 1 / 16 seqs tok/s | llama.cpp 16/1 |")
 print("|---|---|---|---|---|---|---|---|")
 for t in files:
-    s = os.path.getsize(os.path.join(d, "llama-110m-%s.gguf" % t))
+    s = os.path.getsize(os.path.join(d, "%s-%s.gguf" % (name, t)))
     b16, b1 = med[("prefixd_DecodeBatch16", t)], med[("prefixd_DecodeBatch1", t)]
     peer = "n/a | n/a"
     if ("llama_batch16", t) in med:
