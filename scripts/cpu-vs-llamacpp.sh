@@ -72,6 +72,14 @@ level=$(cd kernels/quant && "$dir/quant.test" -test.run '^TestKernelLevel$' -tes
 	sed -n 's/.*the kernels use \([a-z0-9]*\) of \([a-z0-9]*\).*/\1 (the CPU has \2)/p')
 out=$dir/results.tsv
 : >"$out"
+# prefixd FILE TYPE BENCHES TIMES runs model's benchmarks BENCHES (a regexp
+# of names without Benchmark) TIMES times on FILE and prints their tokens/s.
+prefixd() {
+	(cd model && PREFIXD_BENCH_MODEL=$1 "$dir/model.test" -test.run '^$' \
+		-test.bench "^Benchmark($3)\$" -test.benchtime "$4x") |
+		awk -v t="$2" '/^Benchmark/ { n = $1; sub(/-[0-9]+$/, "", n); sub(/^Benchmark/, "", n)
+			for (i = 1; i <= NF; i++) if ($i == "tokens/s") printf "prefixd_%s\t%s\t%s\n", n, t, $(i-1) }'
+}
 # bandwidth prints the read bandwidth of 2 threads, MB/s.
 bandwidth() {
 	(cd kernels/quant && "$dir/quant.test" -test.run '^$' -test.bench '^BenchmarkMemBandwidth$' -test.benchtime 20x) |
@@ -106,16 +114,11 @@ for l in sys.stdin:
 		# within a round.
 		case $t in f32) ;; *)
 			before=$(bandwidth)
-			(cd model && PREFIXD_BENCH_MODEL=$f "$dir/model.test" -test.run '^$' \
-				-test.bench '^BenchmarkTG128$' -test.benchtime 3x) |
-				awk -v t="$t" '/^Benchmark/ { for (i = 1; i <= NF; i++) if ($i == "tokens/s") printf "prefixd_TG128\t%s\t%s\n", t, $(i-1) }' >>"$out"
+			prefixd "$f" "$t" TG128 3 >>"$out"
 			printf 'bwpair\t%s\t%s\n' "$t" "$(echo "$before $(bandwidth)" | awk '{ print ($1 + $2) / 2 }')" >>"$out"
 			;;
 		esac
-		(cd model && PREFIXD_BENCH_MODEL=$f "$dir/model.test" -test.run '^$' \
-			-test.bench "^Benchmark($benches)\$" -test.benchtime 2x) |
-			awk -v t="$t" '/^Benchmark/ { n = $1; sub(/-[0-9]+$/, "", n); sub(/^Benchmark/, "", n)
-				for (i = 1; i <= NF; i++) if ($i == "tokens/s") printf "prefixd_%s\t%s\t%s\n", n, t, $(i-1) }' >>"$out"
+		prefixd "$f" "$t" "$benches" 2 >>"$out"
 	done
 	printf 'load\t-\t%s\n' "$(cut -d' ' -f1 /proc/loadavg)" >>"$out"
 done
