@@ -12,9 +12,10 @@ import (
 
 // TestGemmMatchesFloat64 checks gemm against a float64 reference on every
 // kernel path over shapes that cover the remainders of the tiles (m % 4,
-// m % 3, n % 6, n % 4, k % 16, k % 8), strided operands, and b blocks
-// (a long k makes them a few tiles wide, so tails fall inside a block),
-// and checks that it writes nothing outside c's m×n region.
+// m % 3, m % 6, n % 6, n % 4, n % 16, k % 16, k % 8), strided operands,
+// and b blocks (a long k makes them a few tiles wide, so tails fall
+// inside a block), and checks that it writes nothing outside c's m×n
+// region.
 func TestGemmMatchesFloat64(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	type shape struct{ m, n, k int }
@@ -30,6 +31,14 @@ func TestGemmMatchesFloat64(t *testing.T) {
 	// 704 and 643), and the last, without AVX-512, is two blocks of a
 	// (gemmABlockBytes: 93 rows of 704 values), the second of 2 rows.
 	shapes = append(shapes, shape{5, 29, 5000}, shape{16, 40, 768}, shape{9, 31, 2051}, shape{40, 13, 2051}, shape{95, 13, 2051})
+	// From panelRows rows and 16 columns the AVX2 kernels pack b in
+	// panels: every m % 6 (the last rows go through a padded copy), n %
+	// 16 (the dot-product tiles take the last columns), k % 8 (packPanel
+	// packs those terms in Go), and k in blocks.
+	for m := panelRows; m < panelRows+6; m++ {
+		shapes = append(shapes, shape{m, 16, 1}, shape{m, 17, 15}, shape{m, 35, 100}, shape{m, 48, 33})
+	}
+	shapes = append(shapes, shape{47, 50, 2051}, shape{96, 40, 776})
 	eachKernel(t, func(t testing.TB) {
 		for _, s := range shapes {
 			lda, ldb, ldc := s.k+3, s.k+1, s.n+2

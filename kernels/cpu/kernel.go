@@ -14,6 +14,17 @@ func gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n
 	if simdGemm(c, ldc, a, lda, b, ldb, m, n, k) {
 		return
 	}
+	if j := panelGemm(c, ldc, a, lda, b, ldb, m, n, k); j > 0 {
+		if j < n {
+			dotGemm(c[j:], ldc, a, lda, b[j*ldb:], ldb, m, n-j, k)
+		}
+		return
+	}
+	dotGemm(c, ldc, a, lda, b, ldb, m, n, k)
+}
+
+// dotGemm is gemm in tiles of dot products.
+func dotGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int) {
 	kc := kBlocks(k, m)
 	mb := max(3, gemmABlockBytes/(4*kc)/3*3)
 	for i0 := 0; i0 < m; i0 += mb {
@@ -44,6 +55,11 @@ func gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n
 		}
 	}
 }
+
+// panelRows is the least rows of a for which gemm runs the AVX2 kernels'
+// 6×16 tiles (panelGemm): below it, packing b's panels costs more than
+// the tiles save.
+const panelRows = 64
 
 // gemmABlockBytes is the most bytes of a that gemm's tiles take through
 // L2 at once.

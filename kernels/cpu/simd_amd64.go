@@ -152,3 +152,74 @@ func prefetch(p []float32, stride, rows, n int) {
 	_ = p[(rows-1)*stride+n-1]
 	prefetchBytes((*byte)(unsafe.Pointer(&p[0])), 4*stride, rows, 4*n)
 }
+
+//go:noescape
+func gemm6x16AVX(a *float32, lda int, b *float32, kc int, c *float32, ldc int, tiles int, keep uint32)
+
+// panelGemm computes the first n&^15 columns of gemm's product with the
+// AVX2 6×16 kernel, when the assembly kernels are on and m is at least
+// panelRows, and returns how many columns it covered (0 otherwise). For
+// each block of k (kBlocks) it packs sixteen b rows at a time p-major
+// (packPanel) and runs every six rows of a over the panel; the last
+// m%6 rows go through the kernel on a copy padded to six. Each sum runs
+// down p in order, one lane a column: no lanes are reduced.
+func panelGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int) int {
+	n16 := n &^ 15
+	if !useAVX2 || m < panelRows || n16 == 0 || k == 0 {
+		return 0
+	}
+	_, _, _ = a[(m-1)*lda+k-1], b[(n16-1)*ldb+k-1], c[(m-1)*ldc+n16-1]
+	var panel [16 * gemmKBlock]float32
+	var ra [6 * gemmKBlock]float32 // the last m%6 rows of a's block, padded
+	var rc [6 * 16]float32         // their sums
+	m6, rest := m/6*6, m%6
+	kc := kBlocks(k, m)
+	for p0 := 0; p0 < k; p0 += kc {
+		kb := min(kc, k-p0)
+		var keep uint32
+		if p0 > 0 {
+			keep = ^keep
+		}
+		if rest > 0 {
+			for i := range rest {
+				copy(ra[i*kb:(i+1)*kb], a[(m6+i)*lda+p0:])
+			}
+		}
+		for j := 0; j < n16; j += 16 {
+			packPanel(panel[:16*kb], b[j*ldb+p0:], ldb, kb)
+			if m6 > 0 {
+				gemm6x16AVX(&a[p0], lda, &panel[0], kb, &c[j], ldc, m6/6, keep)
+			}
+			if rest > 0 {
+				for i := range rest {
+					copy(rc[i*16:(i+1)*16], c[(m6+i)*ldc+j:(m6+i)*ldc+j+16])
+				}
+				gemm6x16AVX(&ra[0], kb, &panel[0], kb, &rc[0], 16, 1, keep)
+				for i := range rest {
+					copy(c[(m6+i)*ldc+j:(m6+i)*ldc+j+16], rc[i*16:(i+1)*16])
+				}
+			}
+		}
+	}
+	return n16
+}
+
+// packPanel sets dst[p*16+j] = b[j*ldb+p] for j < 16, p < kb: sixteen
+// rows of b, p-major, as gemm6x16AVX reads them.
+func packPanel(dst, b []float32, ldb, kb int) {
+	dst = dst[:16*kb]
+	k8 := kb &^ 7
+	if k8 > 0 {
+		_ = b[15*ldb+k8-1]
+		packPanelAVX(&dst[0], &b[0], ldb, k8)
+	}
+	for j := range 16 {
+		row := b[j*ldb+k8 : j*ldb+kb]
+		for p, v := range row {
+			dst[(k8+p)*16+j] = v
+		}
+	}
+}
+
+//go:noescape
+func packPanelAVX(dst *float32, b *float32, ldb int, k8 int)

@@ -184,6 +184,21 @@ dotsrow: \
 	VADDPS x1, x0, x0; \
 	VMOVUPS x0, dst
 
+// ZERO12 zeroes Y0-Y11, the accumulators of the GEMM tiles.
+#define ZERO12 \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11
+
 // func gemm3x4AVX(a *float32, lda int, b *float32, ldb int, k8 int, c *float32, ldc int, tiles int, keep uint32)
 // sets c[i*ldc+j] = sum over p < k8 of a[i*lda+p]*b[j*ldb+p], i < 3·tiles,
 // j < 4, plus c's own value there when keep is all ones (0: none of it).
@@ -211,18 +226,7 @@ tile3x4:
 	LEAQ (SI)(R14*1), R9
 	LEAQ (R9)(R14*1), R8
 	XORQ AX, AX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
+	ZERO12
 
 loop3x4:
 	VMOVUPS (SI)(AX*1), Y12
@@ -512,4 +516,158 @@ prefline:
 	JMP  prefrow
 
 prefdone:
+	RET
+
+// STOREROW16 stores the sixteen sums of one row of a 6×16 tile, y0 and
+// y1, at (DX), added to the floats there kept by the mask in Y15 (as
+// REDUCE4 does), and moves DX to the next row of c. It clobbers Y12 and
+// Y13.
+#define STOREROW16(y0, y1) \
+	VANDPS  (DX), Y15, Y12; \
+	VADDPS  Y12, y0, y0; \
+	VANDPS  32(DX), Y15, Y13; \
+	VADDPS  Y13, y1, y1; \
+	VMOVUPS y0, (DX); \
+	VMOVUPS y1, 32(DX); \
+	ADDQ    CX, DX
+
+// func gemm6x16AVX(a *float32, lda int, b *float32, kc int, c *float32, ldc int, tiles int, keep uint32)
+// sets c[i*ldc+j] = sum over p < kc of a[i*lda+p]*b[p*16+j], i < 6·tiles,
+// j < 16, plus c's own value there when keep is all ones (0: none of it): b is a panel of sixteen
+// columns packed p-major (packPanel). Each tile of six rows keeps its
+// 6×16 sums in twelve registers: per p, two loads of b and six
+// broadcasts of a feed twelve FMAs, and no sum is ever reduced across
+// lanes. It runs the tiles one after the other down a and c, the panel
+// staying in cache.
+TEXT ·gemm6x16AVX(SB), NOSPLIT, $0-60
+	MOVQ a+0(FP), SI
+	MOVQ lda+8(FP), R14
+	SHLQ $2, R14
+	MOVQ kc+24(FP), BX
+	MOVQ c+32(FP), DX
+	MOVQ ldc+40(FP), CX
+	SHLQ $2, CX
+	MOVQ tiles+48(FP), R10
+
+tile6x16:
+	MOVQ b+16(FP), DI
+	MOVQ SI, R11
+	LEAQ (SI)(R14*2), R9
+	ADDQ R14, R9
+	MOVQ BX, AX
+	ZERO12
+
+loop6x16:
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS (R11)(R14*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS (R11)(R14*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS (R9), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS (R9)(R14*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS (R9)(R14*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ $64, DI
+	ADDQ $4, R11
+	ADDQ $4, R9
+	DECQ AX
+	JNZ  loop6x16
+
+	VBROADCASTSS keep+56(FP), Y15
+	STOREROW16(Y0, Y1)
+	STOREROW16(Y2, Y3)
+	STOREROW16(Y4, Y5)
+	STOREROW16(Y6, Y7)
+	STOREROW16(Y8, Y9)
+	STOREROW16(Y10, Y11)
+	LEAQ (SI)(R14*4), SI
+	LEAQ (SI)(R14*2), SI
+	DECQ R10
+	JNZ  tile6x16
+	VZEROUPPER
+	RET
+
+// TRANSPOSE8 loads eight floats from each of eight rows, the first four
+// at lo and the next four at hi (rows R8 bytes apart, R9 = 3·R8), and
+// stores them transposed: float q of every row, in row order, at
+// off+64·q(DI). It clobbers Y0-Y15.
+#define TRANSPOSE8(lo, hi, off) \
+	VMOVUPS    (lo), Y0; \
+	VMOVUPS    (lo)(R8*1), Y1; \
+	VMOVUPS    (lo)(R8*2), Y2; \
+	VMOVUPS    (lo)(R9*1), Y3; \
+	VMOVUPS    (hi), Y4; \
+	VMOVUPS    (hi)(R8*1), Y5; \
+	VMOVUPS    (hi)(R8*2), Y6; \
+	VMOVUPS    (hi)(R9*1), Y7; \
+	VUNPCKLPS  Y1, Y0, Y8; \
+	VUNPCKHPS  Y1, Y0, Y9; \
+	VUNPCKLPS  Y3, Y2, Y10; \
+	VUNPCKHPS  Y3, Y2, Y11; \
+	VUNPCKLPS  Y5, Y4, Y12; \
+	VUNPCKHPS  Y5, Y4, Y13; \
+	VUNPCKLPS  Y7, Y6, Y14; \
+	VUNPCKHPS  Y7, Y6, Y15; \
+	VSHUFPS    $0x44, Y10, Y8, Y0; \
+	VSHUFPS    $0xEE, Y10, Y8, Y1; \
+	VSHUFPS    $0x44, Y11, Y9, Y2; \
+	VSHUFPS    $0xEE, Y11, Y9, Y3; \
+	VSHUFPS    $0x44, Y14, Y12, Y4; \
+	VSHUFPS    $0xEE, Y14, Y12, Y5; \
+	VSHUFPS    $0x44, Y15, Y13, Y6; \
+	VSHUFPS    $0xEE, Y15, Y13, Y7; \
+	VPERM2F128 $0x20, Y4, Y0, Y8; \
+	VPERM2F128 $0x20, Y5, Y1, Y9; \
+	VPERM2F128 $0x20, Y6, Y2, Y10; \
+	VPERM2F128 $0x20, Y7, Y3, Y11; \
+	VPERM2F128 $0x31, Y4, Y0, Y12; \
+	VPERM2F128 $0x31, Y5, Y1, Y13; \
+	VPERM2F128 $0x31, Y6, Y2, Y14; \
+	VPERM2F128 $0x31, Y7, Y3, Y15; \
+	VMOVUPS    Y8, off(DI); \
+	VMOVUPS    Y9, off+64(DI); \
+	VMOVUPS    Y10, off+128(DI); \
+	VMOVUPS    Y11, off+192(DI); \
+	VMOVUPS    Y12, off+256(DI); \
+	VMOVUPS    Y13, off+320(DI); \
+	VMOVUPS    Y14, off+384(DI); \
+	VMOVUPS    Y15, off+448(DI)
+
+// func packPanelAVX(dst *float32, b *float32, ldb int, k8 int)
+// sets dst[p*16+j] = b[j*ldb+p] for j < 16, p < k8 (a positive multiple
+// of 8): sixteen rows of b packed p-major for gemm6x16AVX, in 8×8
+// transposes.
+TEXT ·packPanelAVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ b+8(FP), SI
+	MOVQ ldb+16(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R11
+	LEAQ (R11)(R8*4), R12
+	LEAQ (R12)(R8*4), R13
+	MOVQ k8+24(FP), BX
+
+pack16:
+	TRANSPOSE8(SI, R11, 0)
+	TRANSPOSE8(R12, R13, 32)
+	ADDQ $32, SI
+	ADDQ $32, R11
+	ADDQ $32, R12
+	ADDQ $32, R13
+	ADDQ $512, DI
+	SUBQ $8, BX
+	JNZ  pack16
+	VZEROUPPER
 	RET
