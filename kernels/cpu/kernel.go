@@ -4,12 +4,8 @@ import "math"
 
 // gemm sets c[i*ldc+j] = Σ_p a[i*lda+p]·b[j*ldb+p] for i < m, j < n, p < k
 // on the calling goroutine. With AVX-512, simdGemm does it in 4×6 tiles.
-// Otherwise each group of four b rows stays in L1 while the a rows of a
-// block (gemmABlockBytes of them) pass over it, three rows at a time, so
-// one load of b feeds three products; the block stays in L2 while every
-// group of b passes over it. A k longer than gemmKBlock goes in blocks
-// (kBlocks), each tile adding its block's sums to the one before, so that
-// the four b rows and three a rows a tile reads stay in L1 together.
+// With AVX2 and at least panelRows rows, panelGemm does the columns in
+// groups of sixteen in 6×16 tiles, and dotGemm the rest.
 func gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int) {
 	if simdGemm(c, ldc, a, lda, b, ldb, m, n, k) {
 		return
@@ -23,7 +19,13 @@ func gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n
 	dotGemm(c, ldc, a, lda, b, ldb, m, n, k)
 }
 
-// dotGemm is gemm in tiles of dot products.
+// dotGemm is gemm in tiles of dot products: each group of four b rows
+// stays in L1 while the a rows of a block (gemmABlockBytes of them) pass
+// over it, three rows at a time, so one load of b feeds three products;
+// the block stays in L2 while every group of b passes over it. A k longer
+// than gemmKBlock goes in blocks (kBlocks), each tile adding its block's
+// sums to the one before, so that the four b rows and three a rows a tile
+// reads stay in L1 together.
 func dotGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int) {
 	kc := kBlocks(k, m)
 	mb := max(3, gemmABlockBytes/(4*kc)/3*3)
