@@ -10,13 +10,9 @@ func gemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n
 	if simdGemm(c, ldc, a, lda, b, ldb, m, n, k) {
 		return
 	}
-	if j := panelGemm(c, ldc, a, lda, b, ldb, m, n, k); j > 0 {
-		if j < n {
-			dotGemm(c[j:], ldc, a, lda, b[j*ldb:], ldb, m, n-j, k)
-		}
-		return
+	if j := panelGemm(c, ldc, a, lda, b, ldb, m, n, k); j < n {
+		dotGemm(c[j:], ldc, a, lda, b[j*ldb:], ldb, m, n-j, k)
 	}
-	dotGemm(c, ldc, a, lda, b, ldb, m, n, k)
 }
 
 // dotGemm is gemm in tiles of dot products: each group of four b rows

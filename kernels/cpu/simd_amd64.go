@@ -180,10 +180,8 @@ func panelGemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb int,
 		if p0 > 0 {
 			keep = ^keep
 		}
-		if rest > 0 {
-			for i := range rest {
-				copy(ra[i*kb:(i+1)*kb], a[(m6+i)*lda+p0:])
-			}
+		for i := range rest {
+			copy(ra[i*kb:(i+1)*kb], a[(m6+i)*lda+p0:])
 		}
 		for j := 0; j < n16; j += 16 {
 			packPanel(panel[:16*kb], b[j*ldb+p0:], ldb, kb)

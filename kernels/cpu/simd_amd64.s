@@ -533,8 +533,9 @@ prefdone:
 
 // func gemm6x16AVX(a *float32, lda int, b *float32, kc int, c *float32, ldc int, tiles int, keep uint32)
 // sets c[i*ldc+j] = sum over p < kc of a[i*lda+p]*b[p*16+j], i < 6·tiles,
-// j < 16, plus c's own value there when keep is all ones (0: none of it): b is a panel of sixteen
-// columns packed p-major (packPanel). Each tile of six rows keeps its
+// j < 16, plus c's own value there when keep is all ones (0: none of
+// it): b is a panel of sixteen columns packed p-major (packPanel), and
+// kc is positive. Each tile of six rows keeps its
 // 6×16 sums in twelve registers: per p, two loads of b and six
 // broadcasts of a feed twelve FMAs, and no sum is ever reduced across
 // lanes. It runs the tiles one after the other down a and c, the panel
