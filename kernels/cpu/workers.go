@@ -11,30 +11,88 @@ import (
 // kernel starts a goroutine per call. It is safe for concurrent use; calls
 // to For (and the kernels that use the pool) are serialised.
 //
-// A forward pass runs some fifty parallel loops a token, separated by
-// microseconds of single-threaded work (a norm, a RoPE). A worker parked in
-// the Go scheduler takes tens of microseconds to wake, so between loops the
-// workers, and the caller waiting for them, spin for up to spinFor before
-// they park; the loops of one pass then start and end within a
-// microsecond.
+// A forward pass runs some fifty to a hundred parallel loops a token,
+// separated by microseconds of single-threaded work (a norm, a RoPE). A
+// worker parked in the Go scheduler takes tens of microseconds to wake, so
+// between loops the workers, and the caller waiting for them, spin for up
+// to spinFor before they park. Even so a worker now and then starts late
+// (it was parked, or the OS ran something else on its core), and the
+// cores of a shared host do not run at one speed. So no loop waits for a
+// worker that has not begun it: each part of a loop is split into
+// subParts ranges, which its owner takes from the front and a goroutine
+// done with its own part takes from the back, and a worker joins a loop
+// only while the loop is open; the caller closes it once every range is
+// taken, and then waits only for the workers that joined.
 type Workers struct {
 	n  int
 	mu sync.Mutex // one loop at a time; guards the loop fields and mm
 
 	// The running loop, written by the caller before it bumps gen and read
-	// by the workers after they see the new gen.
+	// by the workers that join it.
 	t     task
 	items int
 	parts int
-	stop  bool // Close: the workers return
+	stop  atomic.Bool // Close: the workers return
 
-	gen     atomic.Uint64 // loops started; each new value is a loop to join
-	pending atomic.Int32  // workers not yet done with the running loop
-	done    waker         // the caller, waiting for pending to reach 0
-	workers []waker       // worker i+1 waits for gen to change
+	gen      atomic.Uint64 // loops started; each new value is a loop to join
+	join     atomic.Uint64 // the running loop: gen<<32 | joinClosed | workers joined
+	finished atomic.Int32  // joined workers done with the running loop
+	claims   []claim       // claims[p]: part p's ranges not yet taken
+	done     waker         // the caller, waiting for finished to reach the joined count
+	workers  []waker       // worker i+1 waits for gen to change
 
 	wg sync.WaitGroup // the worker goroutines
 	mm matmulTask     // MatMul's arguments, kept here so MatMul allocates nothing
+}
+
+// subParts is how many ranges each part of a loop is split into, the unit
+// in which a goroutine done with its own part takes over another's. More
+// ranges balance better but shorten the weight streams the decode kernels
+// read: ranges of 32 KB of weights, taken in turn from one counter by both
+// goroutines, made the 110M Q5_K_M model's decode a fifth slower
+// (PREFIXD_CPU=avx2, 2 threads).
+const subParts = 4
+
+// subBound returns where range s of the part [lo, hi) begins: the ranges
+// halve in size, the last two equal (1/2, 1/4, 1/8, 1/8 of the part), so
+// the owner streams its first half in one call and the goroutines that
+// take over from the back take the smallest ranges, which end the loop
+// soonest.
+func subBound(lo, hi, s int) int {
+	if s >= subParts {
+		return hi
+	}
+	return hi - (hi-lo)>>s
+}
+
+// joinClosed marks the running loop closed to workers not yet in it.
+const joinClosed = 1 << 31
+
+// claim is one part's ranges not yet taken, front<<32 | back: its owner
+// takes range front, others range back−1, while front < back. Each sits
+// in its own cache line, so owners taking ranges do not contend.
+type claim struct {
+	v atomic.Uint64
+	_ [56]byte
+}
+
+// take claims a range of the part, from the front for its owner or from
+// the back, and returns its index, or -1 if none is left.
+func (c *claim) take(front bool) int {
+	for {
+		v := c.v.Load()
+		f, b := v>>32, v&0xffffffff
+		if f >= b {
+			return -1
+		}
+		if front {
+			if c.v.CompareAndSwap(v, v+1<<32) {
+				return int(f)
+			}
+		} else if c.v.CompareAndSwap(v, v-1) {
+			return int(b - 1)
+		}
+	}
 }
 
 // spinFor is how long a worker or a waiting caller checks for its next
@@ -112,7 +170,7 @@ func NewWorkers(n int) *Workers {
 	if n <= 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	w := &Workers{n: n, done: newWaker(), workers: make([]waker, n-1)}
+	w := &Workers{n: n, done: newWaker(), workers: make([]waker, n-1), claims: make([]claim, n)}
 	w.wg.Add(n - 1)
 	for i := range w.workers {
 		w.workers[i] = newWaker()
@@ -121,8 +179,8 @@ func NewWorkers(n int) *Workers {
 	return w
 }
 
-// work is worker part's goroutine: it runs its part of every loop that
-// has one for it, and reports every loop done, until Close.
+// work is worker part's goroutine: it joins every loop it finds open and
+// takes ranges until none is left, until Close.
 func (w *Workers) work(part int) {
 	defer w.wg.Done()
 	k := &w.workers[part-1]
@@ -131,14 +189,46 @@ func (w *Workers) work(part int) {
 	for {
 		k.await(newLoop)
 		seen = w.gen.Load()
-		if w.stop {
+		if w.stop.Load() {
 			return
 		}
-		if part < w.parts {
-			w.t.run(part, part*w.items/w.parts, (part+1)*w.items/w.parts)
+		if !w.joinLoop(seen) {
+			continue // begun late: the loop's ranges are all taken
 		}
-		if w.pending.Add(-1) == 0 {
-			w.done.wakeUp()
+		w.runParts(part)
+		w.finished.Add(1)
+		w.done.wakeUp()
+	}
+}
+
+// joinLoop joins loop gen if it is still open.
+func (w *Workers) joinLoop(gen uint64) bool {
+	for {
+		j := w.join.Load()
+		if j>>32 != gen&0xffffffff || j&joinClosed != 0 {
+			return false
+		}
+		if w.join.CompareAndSwap(j, j+1) {
+			return true
+		}
+	}
+}
+
+// runParts runs the ranges of part own (if the loop has one), then those
+// left of the other parts, as part own.
+func (w *Workers) runParts(own int) {
+	parts := w.parts
+	for i := range parts {
+		p := (own + i) % parts
+		for {
+			s := w.claims[p].take(p == own)
+			if s < 0 {
+				break
+			}
+			lo, hi := w.items*p/parts, w.items*(p+1)/parts
+			if a, b := subBound(lo, hi, s), subBound(lo, hi, s+1); a < b {
+				w.t.run(own, a, b)
+			}
 		}
 	}
 }
@@ -146,10 +236,13 @@ func (w *Workers) work(part int) {
 // N is the most parts a For splits into.
 func (w *Workers) N() int { return w.n }
 
-// For runs fn over disjoint chunks [lo, hi) that cover [0, n), numbered
-// part 0, 1, ... below N(), and returns when all are done. A loop of one
-// chunk runs inline. fn must not call For, MatMul or Attention on the same
-// pool: the pool runs one loop at a time, so that would deadlock.
+// For runs fn over disjoint chunks [lo, hi) that cover [0, n), and returns
+// when all are done. Each call of fn is given the part number of the
+// goroutine running it, below N(): no two goroutines run under one part
+// number at once, but one may run several chunks, in any order, so per-part
+// scratch is indexed by it. A loop of one chunk runs inline. fn must not
+// call For, MatMul or Attention on the same pool: the pool runs one loop at
+// a time, so that would deadlock.
 func (w *Workers) For(n int, fn func(part, lo, hi int)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -166,16 +259,28 @@ func (w *Workers) forLocked(n int, t task) {
 		return
 	}
 	w.t, w.items, w.parts = t, n, parts
-	// Every worker, with a part or not, reports back, so none still reads
-	// this loop's fields when the next one writes them.
-	w.pending.Store(int32(len(w.workers)))
+	for p := range parts {
+		w.claims[p].v.Store(subParts)
+	}
+	w.finished.Store(0)
+	w.join.Store((w.gen.Load() + 1) << 32)
 	w.start()
-	t.run(0, 0, n/parts)
-	w.done.await(w.allDone)
+	w.runParts(0)
+	joined := w.closeLoop()
+	w.done.await(func() bool { return w.finished.Load() == joined })
 	w.t = nil // keep no caller's task alive
 }
 
-func (w *Workers) allDone() bool { return w.pending.Load() == 0 }
+// closeLoop closes the running loop to workers not yet in it and returns
+// how many joined.
+func (w *Workers) closeLoop() int32 {
+	for {
+		j := w.join.Load()
+		if w.join.CompareAndSwap(j, j|joinClosed) {
+			return int32(j & (joinClosed - 1))
+		}
+	}
+}
 
 // start publishes the loop fields to the workers and wakes those parked.
 func (w *Workers) start() {
@@ -189,7 +294,7 @@ func (w *Workers) start() {
 func (w *Workers) Close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.stop = true
+	w.stop.Store(true)
 	w.start()
 	w.wg.Wait()
 }

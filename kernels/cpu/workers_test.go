@@ -7,6 +7,9 @@ import (
 	"time"
 )
 
+// TestWorkersCoverEveryIndexOnce: every index of a loop runs exactly once,
+// and no part number runs on two goroutines at once (a goroutine may run
+// several chunks under its own).
 func TestWorkersCoverEveryIndexOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -26,13 +29,17 @@ func TestWorkersCoverEveryIndexOnce(t *testing.T) {
 			}
 			for _, n := range tc.n {
 				hits := make([]atomic.Int32, n)
-				var parts [64]atomic.Int32
+				var busy [64]atomic.Bool
 				w.For(n, func(part, lo, hi int) {
-					if part < 0 || part >= w.N() || lo > hi {
+					if part < 0 || part >= w.N() || lo >= hi {
 						t.Errorf("n=%d: part %d chunk [%d,%d)", n, part, lo, hi)
 						return
 					}
-					parts[part].Add(1)
+					if !busy[part].CompareAndSwap(false, true) {
+						t.Errorf("n=%d: part %d runs on two goroutines at once", n, part)
+						return
+					}
+					defer busy[part].Store(false)
 					for i := lo; i < hi; i++ {
 						hits[i].Add(1)
 					}
@@ -42,13 +49,82 @@ func TestWorkersCoverEveryIndexOnce(t *testing.T) {
 						t.Fatalf("n=%d: index %d ran %d times", n, i, hits[i].Load())
 					}
 				}
-				for p := range parts {
-					if parts[p].Load() > 1 {
-						t.Fatalf("n=%d: part %d ran %d times", n, p, parts[p].Load())
-					}
-				}
 			}
 		})
+	}
+}
+
+// TestWorkersTakeOverASlowPart: the caller, done with its own part, runs
+// ranges of a worker's part that the worker has not begun, so a slow or
+// late worker holds a loop up by at most the range it is in. Part 1's
+// chunks take 20 ms each; with no taking over, part 0 would never run an
+// index of part 1.
+func TestWorkersTakeOverASlowPart(t *testing.T) {
+	w := NewWorkers(2)
+	defer w.Close()
+	const n = 64
+	var byCaller atomic.Int32
+	w.For(n, func(part, lo, hi int) {
+		if part != 0 {
+			time.Sleep(20 * time.Millisecond)
+			return
+		}
+		for i := lo; i < hi; i++ {
+			if i >= n/2 {
+				byCaller.Add(1)
+			}
+		}
+	})
+	if byCaller.Load() == 0 {
+		t.Fatal("the caller ran none of the slow part's indices")
+	}
+}
+
+// TestSubBoundsCoverThePart: a part's ranges tile it in order, halving in
+// size from the front.
+func TestSubBoundsCoverThePart(t *testing.T) {
+	for _, c := range [][2]int{{0, 0}, {3, 4}, {0, 7}, {10, 110}, {5, 1029}} {
+		lo, hi := c[0], c[1]
+		if subBound(lo, hi, 0) != lo || subBound(lo, hi, subParts) != hi {
+			t.Fatalf("[%d,%d): ranges span [%d,%d)", lo, hi, subBound(lo, hi, 0), subBound(lo, hi, subParts))
+		}
+		for s := range subParts {
+			a, b := subBound(lo, hi, s), subBound(lo, hi, s+1)
+			if a > b {
+				t.Fatalf("[%d,%d): range %d is [%d,%d)", lo, hi, s, a, b)
+			}
+			if s+1 < subParts && b-a < (hi-lo)>>(s+1) {
+				t.Fatalf("[%d,%d): range %d has %d items, want at least %d", lo, hi, s, b-a, (hi-lo)>>(s+1))
+			}
+		}
+	}
+}
+
+// TestClaimTakesEachRangeOnce: an owner taking from the front and thieves
+// from the back, concurrently, take every range of a part exactly once.
+func TestClaimTakesEachRangeOnce(t *testing.T) {
+	for round := range 200 {
+		var c claim
+		c.v.Store(subParts)
+		var taken [subParts]atomic.Int32
+		var wg sync.WaitGroup
+		for g := range 3 {
+			wg.Go(func() {
+				for {
+					s := c.take(g == 0)
+					if s < 0 {
+						return
+					}
+					taken[s].Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		for s := range taken {
+			if taken[s].Load() != 1 {
+				t.Fatalf("round %d: range %d taken %d times", round, s, taken[s].Load())
+			}
+		}
 	}
 }
 

@@ -3,10 +3,11 @@ package quant
 import "fmt"
 
 // ParallelFor runs f over disjoint ranges [lo, hi) that cover [0, n),
-// numbered part 0, 1, ..., possibly on several goroutines, and returns
-// when all are done. The For method of a kernels/cpu Workers pool is one,
-// passed as it is (no adapter closure, so nothing allocates per call). f
-// must not be kept after it returns.
+// possibly on several goroutines, and returns when all are done. part
+// numbers the goroutine running a range (0, 1, ...): no two run under one
+// number at once, but one may run several ranges. The For method of a
+// kernels/cpu Workers pool is one, passed as it is (no adapter closure,
+// so nothing allocates per call). f must not be kept after it returns.
 type ParallelFor func(n int, f func(part, lo, hi int))
 
 // Multiplier multiplies activation rows by weight matrices kept in their
