@@ -84,3 +84,18 @@ type Backend interface {
 }
 
 var _ Backend = (*cpu.Backend)(nil)
+
+// GroupedBackend is a Backend that multiplies one activation buffer by
+// several weights in one op. The CPU backend then quantizes x once for
+// all of them and splits their output rows over its workers in one
+// parallel loop, which waits once for its slowest worker; Runner groups
+// each layer's q, k and v projections, and its gate and up projections,
+// so.
+type GroupedBackend interface {
+	Backend
+	// MatMuls sets each dsts[i] = x·ws[i]ᵀ (one buffer per weight), as
+	// MatMul on each would.
+	MatMuls(dsts []kernels.Buf, x kernels.Buf, ws []kernels.Weight)
+}
+
+var _ GroupedBackend = (*cpu.Backend)(nil)

@@ -27,14 +27,18 @@ type Runner struct {
 	// On a FusedBackend: qkv holds [q | k | v] (k and v are then not
 	// declared), gu [gate | up] (hb2 is not).
 	qkv, gu kernels.Buf
-	fb      FusedBackend  // b, if it is one (asserted once)
-	gb      GreedyBackend // b, if it is one
+	fb      FusedBackend   // b, if it is one (asserted once)
+	grp     GroupedBackend // b, if it is one
+	gb      GreedyBackend  // b, if it is one
 	sb      SamplingBackend
 	// live are the buffers the last layer reads after its attention (the
 	// attention output and the residual), which Forward narrows to the
 	// rows that want logits; made once, so passing them allocates nothing.
 	live []kernels.Buf
-	ids  []int32 // ForwardSample's on a backend that is not a GreedyBackend
+	// qkvOut and gateUpOut are [q, k, v] and [hb, hb2], the outputs of a
+	// layer's grouped products where the backend is not a FusedBackend.
+	qkvOut, gateUpOut []kernels.Buf
+	ids               []int32 // ForwardSample's on a backend that is not a GreedyBackend
 }
 
 // weights are the backend's handles of a Model's tensors.
@@ -45,8 +49,11 @@ type weights struct {
 }
 
 type layerWeights struct {
-	attnNorm, wq, wk, wv, wo, ffnNorm, w1, w2, w3 kernels.Weight
-	bq, bk, bv, qNorm, kNorm                      kernels.Weight // as the Arch has them
+	attnNorm, wo, ffnNorm, w2 kernels.Weight
+	bq, bk, bv, qNorm, kNorm  kernels.Weight // as the Arch has them
+	// Where the backend is not a FusedBackend: [wq, wk, wv] and [w1, w3],
+	// each group multiplied by one input (matMuls).
+	qkv, gateUp []kernels.Weight
 	// On a FusedBackend: [wq; wk; wv] (with [bq | bk | bv]) in place of
 	// wq, wk, wv (and their biases) where the runner fuses them, and
 	// [w1; w3] in place of w1 and w3.
@@ -93,6 +100,7 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 	// On a FusedBackend, q, k and v come from one product, gate and up
 	// from another.
 	r.fb, _ = b.(FusedBackend)
+	r.grp, _ = b.(GroupedBackend)
 	r.gb, _ = b.(GreedyBackend)
 	r.sb, _ = b.(SamplingBackend)
 	fused := r.fb != nil
@@ -110,12 +118,12 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 		if fused {
 			lw.wqkv = upStack(l.Wq, l.Wk, l.Wv)
 		} else {
-			lw.wq, lw.wk, lw.wv = up(l.Wq), up(l.Wk), up(l.Wv)
+			lw.qkv = []kernels.Weight{up(l.Wq), up(l.Wk), up(l.Wv)}
 		}
 		if fused {
 			lw.w13 = upStack(l.W1, l.W3)
 		} else {
-			lw.w1, lw.w3 = up(l.W1), up(l.W3)
+			lw.gateUp = []kernels.Weight{up(l.W1), up(l.W3)}
 		}
 		switch {
 		case c.Arch.QKVBias && fused:
@@ -136,6 +144,7 @@ func NewRunnerOn(m *Model, b Backend) (*Runner, error) {
 		r.qkv, r.gu = b.Buffer(qd+2*kvd), b.Buffer(2*c.Hidden)
 	} else {
 		r.k, r.v, r.hb2 = b.Buffer(kvd), b.Buffer(kvd), b.Buffer(c.Hidden)
+		r.qkvOut, r.gateUpOut = []kernels.Buf{r.q, r.k, r.v}, []kernels.Buf{r.hb, r.hb2}
 	}
 	r.live = []kernels.Buf{r.att, r.x}
 	return r, nil
@@ -190,9 +199,7 @@ var ErrInvalidBatch = errors.New("model: invalid batch")
 // stores k and v: what a backend without FusedBackend runs.
 func (r *Runner) qkvApart(li int, l *layerWeights) {
 	c, b, eps := r.m.Config, r.b, r.m.Config.NormEps
-	b.MatMul(r.q, r.xb, l.wq)
-	b.MatMul(r.k, r.xb, l.wk)
-	b.MatMul(r.v, r.xb, l.wv)
+	r.matMuls(r.qkvOut, r.xb, l.qkv)
 	if c.Arch.QKVBias {
 		b.AddBias(r.q, l.bq)
 		b.AddBias(r.k, l.bk)
@@ -205,6 +212,18 @@ func (r *Runner) qkvApart(li int, l *layerWeights) {
 	b.RoPE(r.q, c.Heads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
 	b.RoPE(r.k, c.KVHeads, c.RopeTheta, c.Arch.Rope, r.w.ropeFactors)
 	b.PutKV(li, r.k, r.v)
+}
+
+// matMuls sets each dsts[i] = x·ws[i]ᵀ: in one op on a GroupedBackend,
+// else one MatMul each.
+func (r *Runner) matMuls(dsts []kernels.Buf, x kernels.Buf, ws []kernels.Weight) {
+	if r.grp != nil {
+		r.grp.MatMuls(dsts, x, ws)
+		return
+	}
+	for i, w := range ws {
+		r.b.MatMul(dsts[i], x, w)
+	}
 }
 
 // residual adds x·Wᵀ to the residual stream r.x: in one product on a
@@ -302,8 +321,7 @@ func (r *Runner) layers(seqs []Seq) error {
 			b.MatMul(r.gu, r.xb, l.w13)
 			fb.SwiGLUFused(r.hb, r.gu)
 		} else {
-			b.MatMul(r.hb, r.xb, l.w1)
-			b.MatMul(r.hb2, r.xb, l.w3)
+			r.matMuls(r.gateUpOut, r.xb, l.gateUp)
 			b.SwiGLU(r.hb, r.hb, r.hb2)
 		}
 		r.residual(r.hb, l.w2)

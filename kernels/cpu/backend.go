@@ -35,6 +35,7 @@ type Backend struct {
 	rope     ropeTable
 	logits   []float32
 	packs    *packedCopies
+	prods    []quant.Product // MatMuls' products, reused
 }
 
 // packedCopies hold the packed Q8_0 matrices (pack) in huge pages: an
@@ -238,6 +239,36 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Weight) {
 	b.matMul(d.f, s.f, m, b.tokens)
 }
 
+// MatMuls sets each dsts[i] = x·ws[i]ᵀ, as MatMul on each would, to the
+// same bits. Where every one of the weights runs on kernels/quant for the
+// step's rows (a decode step, a small batch), x is quantized once for all
+// of them and their output rows are split over the workers in one
+// parallel loop: a layer's q, k and v projections, or its gate and up,
+// then wait once for the slowest worker instead of once each.
+func (b *Backend) MatMuls(dsts []kernels.Buf, x kernels.Buf, ws []kernels.Weight) {
+	s := &b.bufs[x]
+	if len(dsts) != len(ws) {
+		panic(fmt.Sprintf("cpu: MatMuls into %d buffers with %d weights", len(dsts), len(ws)))
+	}
+	b.prods = b.prods[:0]
+	for i, w := range ws {
+		d, m := &b.bufs[dsts[i]], &b.weights[w]
+		same("MatMuls", d.cols, m.rows)
+		same("MatMuls", s.cols, m.cols)
+		if p, ok := b.quantProduct(d.f, m, b.tokens); ok {
+			b.prods = append(b.prods, p)
+		}
+	}
+	if len(b.prods) == len(ws) {
+		b.quantMatMuls(s.f, b.tokens, s.cols, b.prods...)
+	} else {
+		for i, w := range ws {
+			b.matMul(b.bufs[dsts[i]].f, s.f, &b.weights[w], b.tokens)
+		}
+	}
+	clear(b.prods) // keep no weights or buffers alive
+}
+
 // matMul sets dst = x·Wᵀ for rows rows of x: F32 weights through this
 // package's GEMM (its results are those of every earlier release); other
 // types through kernels/quant on the weights as uploaded, or, for
@@ -246,25 +277,39 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Weight) {
 // are where it converts their type as it loads them (directGemm), else
 // on float32 groups of their rows.
 func (b *Backend) matMul(dst, x []float32, m *weight, rows int) {
+	if p, ok := b.quantProduct(dst, m, rows); ok {
+		b.quantMatMuls(x, rows, m.cols, p)
+		return
+	}
 	switch {
 	case m.t.Type == kernels.F32:
 		MatMul(b.w, dst, x, m.f, rows, m.rows, m.cols)
-		return
-	case rows >= gemmRows(m.t.Type) && directGemm(m.t.Type, m.rows):
+	case directGemm(m.t.Type, m.rows):
 		matMulDirect(b.w, dst, x, m.t.Data, m.t.Type, rows, m.rows, m.cols)
-		return
-	case rows >= gemmRows(m.t.Type):
+	default:
 		b.deqMatMul(dst, x, m.t, rows)
-		return
+	}
+}
+
+// quantProduct returns the product of rows rows by m into dst for
+// kernels/quant, and whether they run there (matMul says where they do).
+func (b *Backend) quantProduct(dst []float32, m *weight, rows int) (quant.Product, bool) {
+	if m.t.Type == kernels.F32 || rows >= gemmRows(m.t.Type) {
+		return quant.Product{}, false
 	}
 	if m.t.Type == kernels.Q8_0 && !m.packTried {
 		m.packed, m.packTried = b.pack(m), true
 	}
-	p := quant.Product{Dst: dst, W: m.t.Data, Type: m.t.Type, Out: m.rows, Packed: m.packed}
-	if err := b.q.MatMuls(x, rows, m.cols, p); err != nil {
+	return quant.Product{Dst: dst, W: m.t.Data, Type: m.t.Type, Out: m.rows, Packed: m.packed}, true
+}
+
+// quantMatMuls runs products ps of rows rows of x (in values each) on
+// kernels/quant.
+func (b *Backend) quantMatMuls(x []float32, rows, in int, ps ...quant.Product) {
+	if err := b.q.MatMuls(x, rows, in, ps...); err != nil {
 		panic(fmt.Sprintf("cpu: MatMul: %v", err)) // Upload and same checked the shapes
 	}
-	runtime.KeepAlive(b) // its cleanup releases m.packed
+	runtime.KeepAlive(b) // its cleanup releases the packed copies
 }
 
 // pack returns m packed for kernels/quant's packed Q8_0 kernels

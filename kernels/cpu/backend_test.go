@@ -227,6 +227,49 @@ func TestBackendQuantizedWeights(t *testing.T) {
 	}
 }
 
+// TestBackendMatMulsMatchesMatMul: MatMuls gives each buffer the bits
+// MatMul gives it, for a decode row, a small batch and a prefill chunk,
+// on groups that share one parallel loop (every weight on kernels/quant,
+// of mixed types, Q8_0 packed among them) and on groups that fall back to
+// one MatMul each (an F32 weight among them, or rows past gemmRows).
+func TestBackendMatMulsMatchesMatMul(t *testing.T) {
+	const in = 512
+	w := NewWorkers(2)
+	defer w.Close()
+	r := rand.New(rand.NewPCG(12, 13))
+	b := NewBackend(w)
+	for _, group := range [][]kernels.DType{
+		{kernels.Q5_K, kernels.Q5_K, kernels.Q6_K},
+		{kernels.Q4_K, kernels.Q8_0},
+		{kernels.Q8_0, kernels.F16, kernels.F32},
+	} {
+		ws := make([]kernels.Weight, len(group))
+		grouped, single := make([]kernels.Buf, len(group)), make([]kernels.Buf, len(group))
+		for i, typ := range group {
+			out := 40 + 24*i
+			m, _ := quantTensor(t, r, typ, out, in)
+			h, err := b.Upload(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws[i], grouped[i], single[i] = h, b.Buffer(out), b.Buffer(out)
+		}
+		x := b.Buffer(in)
+		for _, rows := range []int{1, 3, 300} {
+			b.Begin([]batch.Row{{Tokens: make([]int32, rows), Logits: true}})
+			copy(b.bufs[x].f, randVec(r, rows*in))
+			b.MatMuls(grouped, x, ws)
+			for i := range ws {
+				b.MatMul(single[i], x, ws[i])
+				got, want := b.bufs[grouped[i]].f[:rows*b.bufs[grouped[i]].cols], b.bufs[single[i]].f[:rows*b.bufs[single[i]].cols]
+				if !slices.Equal(got, want) {
+					t.Fatalf("%v, %d rows: weight %d (%v) differs from its MatMul", group, rows, i, group[i])
+				}
+			}
+		}
+	}
+}
+
 // checkProduct checks got against x·wᵀ (rows×in times out×in): within
 // float32 rounding when the weights are floats, else within the bound of
 // quantizing x to 8 bits: each activation moves by at most half a step,
