@@ -124,6 +124,11 @@ func warpKernel(group int) string {
 	return "attn"
 }
 
+// wholeRow is the split parameter of a launch with one split per row:
+// above every position a Step allows (MaxPos < 1<<30), and with the
+// split's start (0) still an int.
+const wholeRow = 1 << 30
+
 // Splits returns how many splits of split positions the longest row of
 // st needs (1 when split is 0).
 func Splits(st Step, split int) int {
@@ -168,7 +173,10 @@ func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
 	}
 	split := a.Split
 	if split <= 0 {
-		split = st.MaxPos + 1
+		// One split covers every row: any split past the longest row
+		// does, and one that does not follow MaxPos keeps the launch's
+		// parameters the same from one decode step to the next.
+		split = wholeRow
 	}
 	ns := Splits(st, a.Split)
 	if ns > 1 && a.Partial == 0 {

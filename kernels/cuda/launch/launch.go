@@ -189,3 +189,17 @@ func Argmax(d Device, out, x Ptr, rows, n int) error {
 	}
 	return d.Launch("argmax", row(rows), threads(rowThreads), P(out), P(x), I(n))
 }
+
+// Graph is a recorded sequence of launches and matrix products (a CUDA
+// graph captured from a stream): Launch runs it again with the
+// parameters it was recorded with, reading and writing what the
+// recorded addresses hold by then, so a caller may replay it only for
+// work that would launch exactly the same. On a GPU both methods run on
+// the device's thread, as the launches they stand for.
+type Graph interface {
+	// Launch queues the recorded work, in order, after the work queued
+	// before it.
+	Launch() error
+	// Destroy releases the graph; it must not be launched again.
+	Destroy() error
+}

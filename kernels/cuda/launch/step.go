@@ -51,18 +51,21 @@ func (b *StepBuilder) Add(table []blockstore.BlockID, blockSize, start, rows int
 // Rows returns the rows added since Reset.
 func (b *StepBuilder) Rows() int { return len(b.rowPos) }
 
-// Packed returns RowPos, RowBT, BT and Tiles one after another: the bytes
+// Packed returns RowPos, RowBT, Tiles and BT one after another: the bytes
 // to upload (4 bytes each, little-endian). The slice is reused by the next
-// call.
+// call. The block tables, the one array whose length changes as contexts
+// grow, come last, so that the others' addresses depend only on the rows
+// and tiles: consecutive decode steps then launch with the same
+// parameters, and a graph captured from one replays the next.
 func (b *StepBuilder) Packed() []int32 {
-	b.packed = append(append(append(append(b.packed[:0], b.rowPos...), b.rowBT...), b.bt...), b.tiles...)
+	b.packed = append(append(append(append(b.packed[:0], b.rowPos...), b.rowBT...), b.tiles...), b.bt...)
 	return b.packed
 }
 
 // Step returns the Step for Packed's contents uploaded at base.
 func (b *StepBuilder) Step(base Ptr) Step {
 	n := Ptr(4 * len(b.rowPos))
-	bt := base + 2*n
-	return Step{Rows: len(b.rowPos), RowPos: base, RowBT: base + n, BT: bt, MaxPos: b.maxPos, KVWork: b.work,
-		Tiles: bt + Ptr(4*len(b.bt)), NTiles: len(b.tiles) / 2}
+	tiles := base + 2*n
+	return Step{Rows: len(b.rowPos), RowPos: base, RowBT: base + n, Tiles: tiles, NTiles: len(b.tiles) / 2,
+		BT: tiles + Ptr(4*len(b.tiles)), MaxPos: b.maxPos, KVWork: b.work}
 }

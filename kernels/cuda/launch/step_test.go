@@ -17,13 +17,13 @@ func TestStepBuilder(t *testing.T) {
 		if err := b.Add([]blockstore.BlockID{2}, 4, 0, 1); err != nil {
 			t.Fatal(err)
 		}
-		want := []int32{5, 6, 0 /* RowPos */, 0, 0, 2 /* RowBT */, 7, 3, 2 /* BT */, 0, 2, 2, 1 /* Tiles */}
+		want := []int32{5, 6, 0 /* RowPos */, 0, 0, 2 /* RowBT */, 0, 2, 2, 1 /* Tiles */, 7, 3, 2 /* BT */}
 		if got := b.Packed(); !slices.Equal(got, want) {
 			t.Fatalf("packed %v, want %v", got, want)
 		}
 		st := b.Step(1000)
 		// Positions 5, 6 and 0 read 6 + 7 + 1 positions of K/V.
-		if st != (Step{Rows: 3, RowPos: 1000, RowBT: 1012, BT: 1024, MaxPos: 6, KVWork: 14, Tiles: 1036, NTiles: 2}) {
+		if st != (Step{Rows: 3, RowPos: 1000, RowBT: 1012, Tiles: 1024, NTiles: 2, BT: 1040, MaxPos: 6, KVWork: 14}) {
 			t.Errorf("step %+v", st)
 		}
 	}
@@ -54,12 +54,12 @@ func TestStepTiles(t *testing.T) {
 	}
 	st := b.Step(0)
 	p := b.Packed()
-	got := p[len(p)-2*st.NTiles:]
+	got := p[st.Tiles/4:][:2*st.NTiles]
 	want := []int32{0, 1, 1, PrefillTile, 1 + PrefillTile, PrefillTile, 1 + 2*PrefillTile, 5, 6 + 2*PrefillTile, PrefillTile}
 	if !slices.Equal(got, want) {
 		t.Errorf("tiles %v, want %v", got, want)
 	}
-	if int(st.Tiles) != 4*(len(p)-len(want)) {
-		t.Errorf("tiles at %d, want %d", st.Tiles, 4*(len(p)-len(want)))
+	if rows := 1 + 2*PrefillTile + 5 + PrefillTile; int(st.Tiles) != 4*2*rows {
+		t.Errorf("tiles at %d, want after the %d rows' positions and block-table offsets", st.Tiles, rows)
 	}
 }
