@@ -48,6 +48,8 @@ type Device struct {
 	allocs map[launch.Ptr]mapping
 	regs   map[string]int // AssumeRegisters
 	host   [][]byte       // HostAlloc's buffers
+	cap    capture        // BeginCapture's recording
+	graphs int            // graphs made and not destroyed
 
 	// Launch's and MatMulT's scratch, reused so that neither allocates
 	// on the heap once warm (what cgo is handed escapes): the launch's
@@ -90,11 +92,15 @@ func Kernels() []string {
 // Launch implements launch.Device: it checks the launch against
 // launch.GPULimits and the kernel's launch bounds (an error wrapping
 // launch.ErrLimits), then runs the kernel to the end on the calling
-// thread.
+// thread, or records it while the Device captures a graph.
 func (d *Device) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
 	k := launch.Kernel{MaxThreads: src.MaxThreads(kernel), Registers: d.regs[kernel]}
 	if err := launch.GPULimits.Check(kernel, k, grid, block); err != nil {
 		return fmt.Errorf("emu: %w", err)
+	}
+	if d.cap.on {
+		d.record(call{kernel: kernel, grid: grid, block: block, args: args})
+		return nil
 	}
 	dims, msg := &d.dims, &d.msg
 	for i, v := range [...]int{grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z} {
@@ -120,6 +126,9 @@ func (d *Device) Launch(kernel string, grid, block launch.Dim3, args ...uint64) 
 func (d *Device) Alloc(n int) (launch.Ptr, error) {
 	if n <= 0 {
 		return 0, fmt.Errorf("emu: alloc of %d bytes", n)
+	}
+	if err := d.uncaptured("Alloc"); err != nil {
+		return 0, err
 	}
 	page := os.Getpagesize()
 	size := (n + page - 1) / page * page
@@ -152,6 +161,9 @@ func (d *Device) span(p launch.Ptr, n int) ([]byte, error) {
 
 // Write copies b to device address p.
 func (d *Device) Write(p launch.Ptr, b []byte) error {
+	if err := d.uncaptured("Write"); err != nil {
+		return err
+	}
 	dst, err := d.span(p, len(b))
 	copy(dst, b)
 	return err
@@ -159,6 +171,9 @@ func (d *Device) Write(p launch.Ptr, b []byte) error {
 
 // Read copies len(b) bytes at device address p into b.
 func (d *Device) Read(b []byte, p launch.Ptr) error {
+	if err := d.uncaptured("Read"); err != nil {
+		return err
+	}
 	s, err := d.span(p, len(b))
 	copy(b, s)
 	return err
@@ -167,6 +182,9 @@ func (d *Device) Read(b []byte, p launch.Ptr) error {
 // Copy copies n bytes between device addresses, each range inside one
 // allocation, as cuMemcpyDtoD does.
 func (d *Device) Copy(dst, src launch.Ptr, n int) error {
+	if err := d.uncaptured("Copy"); err != nil {
+		return err
+	}
 	to, err1 := d.span(dst, n)
 	from, err2 := d.span(src, n)
 	if err := errors.Join(err1, err2); err != nil {
@@ -176,12 +194,15 @@ func (d *Device) Copy(dst, src launch.Ptr, n int) error {
 	return nil
 }
 
-// Synchronize returns nil: every launch and copy has finished when its
-// call returns.
-func (d *Device) Synchronize() error { return nil }
+// Synchronize returns nil, outside a capture: every launch and copy has
+// finished when its call returns.
+func (d *Device) Synchronize() error { return d.uncaptured("Synchronize") }
 
 // Free releases an allocation made by Alloc.
 func (d *Device) Free(p launch.Ptr) error {
+	if err := d.uncaptured("Free"); err != nil {
+		return err
+	}
 	a, ok := d.allocs[p]
 	if !ok {
 		return fmt.Errorf("emu: free of %#x, not allocated", uint64(p))
@@ -190,8 +211,10 @@ func (d *Device) Free(p launch.Ptr) error {
 	return syscall.Munmap(a.m)
 }
 
-// Close frees every allocation still held.
+// Close ends a capture in progress and frees every allocation still
+// held.
 func (d *Device) Close() error {
+	d.cap = capture{}
 	var errs []error
 	for p := range d.allocs {
 		errs = append(errs, d.Free(p))

@@ -148,6 +148,100 @@ func TestMatMulT(t *testing.T) {
 	}
 }
 
+// TestGraph runs the graph test kernels/cuda runs on a GPU: a captured
+// launch and product run only when the graph is launched, over what
+// their buffers hold then.
+func TestGraph(t *testing.T) {
+	for _, dt := range src.DTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			d := New(dt, Forward)
+			t.Cleanup(func() {
+				if n := d.GraphsLive(); n != 0 {
+					t.Errorf("%d graphs left", n)
+				}
+				d.Close()
+			})
+			kerneltest.Graph(t, d, func(f func(kerneltest.Capturing) error) error { return f(d) })
+		})
+	}
+}
+
+// TestCaptureRefuses checks what the emulator refuses as a GPU's stream
+// capture does: a copy, an allocation or a synchronisation while
+// recording (which also fails the capture), a capture inside a capture,
+// an EndCapture without a BeginCapture, and a graph launched after
+// Destroy or while capturing.
+func TestCaptureRefuses(t *testing.T) {
+	d := New(src.F32, Forward)
+	defer d.Close()
+	p, err := d.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := d.HostAlloc(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func() error{
+		"Write":       func() error { return d.Write(p, make([]byte, 4)) },
+		"Read":        func() error { return d.Read(make([]byte, 4), p) },
+		"ReadAsync":   func() error { return d.ReadAsync(host[:4], p) },
+		"Copy":        func() error { return d.Copy(p, p+32, 4) },
+		"Alloc":       func() error { _, err := d.Alloc(4); return err },
+		"Free":        func() error { return d.Free(p) },
+		"HostAlloc":   func() error { _, err := d.HostAlloc(4); return err },
+		"Synchronize": d.Synchronize,
+	} {
+		if err := d.BeginCapture(); err != nil {
+			t.Fatal(err)
+		}
+		if err := launch.Add(d, p, p+32, 8); err != nil {
+			t.Fatal(err)
+		}
+		if call() == nil {
+			t.Errorf("%s while capturing: no error", name)
+		}
+		if g, err := d.EndCapture(); err == nil || g != nil {
+			t.Errorf("%s while capturing: the capture still made a graph", name)
+		}
+	}
+	if _, err := d.EndCapture(); err == nil {
+		t.Error("EndCapture without BeginCapture: no error")
+	}
+	if err := d.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	if d.BeginCapture() == nil {
+		t.Error("a capture inside a capture: no error")
+	}
+	g, err := d.EndCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	if g.Launch() == nil {
+		t.Error("a graph launched while capturing: no error")
+	}
+	empty, err := d.EndCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GraphsLive() != 2 {
+		t.Errorf("%d graphs live, want 2", d.GraphsLive())
+	}
+	if err := errors.Join(g.Destroy(), empty.Destroy()); err != nil {
+		t.Fatal(err)
+	}
+	if g.Launch() == nil || g.Destroy() == nil {
+		t.Error("a destroyed graph launched or destroyed again: no error")
+	}
+	if err := errors.Join(d.Free(p), d.HostFree(host)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // BenchmarkDecodeAttention is kernels/cuda's benchmark of the same name
 // at a tiny shape (8 sequences of 64 tokens, 8 query heads over 2 KV
 // heads of 64, which attn_decode_tc takes too): scripts/gpu-check.sh's

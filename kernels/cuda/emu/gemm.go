@@ -14,7 +14,8 @@ import (
 // y (float32, m×n row-major) = a·wᵀ + beta·y, a being m×k and w n×k in the
 // device's element type, each element widened exactly to float32 and the
 // products accumulated in float32. Only the order of the sum differs from
-// the GPU's.
+// the GPU's. While the Device captures a graph, it checks and records the
+// product instead.
 func (d *Device) MatMulT(y, a, w launch.Ptr, m, n, k int, beta float32) error {
 	for _, v := range []int{m, n, k} {
 		if v <= 0 || v > math.MaxInt32 {
@@ -29,6 +30,10 @@ func (d *Device) MatMulT(y, a, w launch.Ptr, m, n, k int, beta float32) error {
 		if err != nil {
 			return fmt.Errorf("emu: MatMulT: %w", err)
 		}
+	}
+	if d.cap.on {
+		d.record(call{product: true, args: []uint64{uint64(y), uint64(a), uint64(w), uint64(m), uint64(n), uint64(k)}, beta: beta})
+		return nil
 	}
 	d.af, d.wf, d.yf = slices.Grow(d.af[:0], m*k)[:m*k], slices.Grow(d.wf[:0], n*k)[:n*k], slices.Grow(d.yf[:0], m*n)[:m*n]
 	af, wf, yf := d.af, d.wf, d.yf

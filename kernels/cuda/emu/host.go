@@ -15,6 +15,9 @@ func (d *Device) HostAlloc(n int) ([]byte, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("emu: host alloc of %d bytes", n)
 	}
+	if err := d.uncaptured("HostAlloc"); err != nil {
+		return nil, err
+	}
 	b := make([]byte, n)
 	d.host = append(d.host, b)
 	return b, nil
@@ -22,6 +25,9 @@ func (d *Device) HostAlloc(n int) ([]byte, error) {
 
 // HostFree releases memory from HostAlloc.
 func (d *Device) HostFree(b []byte) error {
+	if err := d.uncaptured("HostFree"); err != nil {
+		return err
+	}
 	for i, h := range d.host {
 		if len(b) > 0 && len(h) > 0 && &h[0] == &b[0] {
 			d.host = append(d.host[:i], d.host[i+1:]...)
@@ -38,6 +44,9 @@ func (d *Device) HostFree(b []byte) error {
 func (d *Device) ReadAsync(b []byte, p launch.Ptr) error {
 	if len(b) == 0 {
 		return nil
+	}
+	if err := d.uncaptured("ReadAsync"); err != nil {
+		return err
 	}
 	if !d.pinned(b) {
 		return fmt.Errorf("emu: asynchronous read of %d bytes into memory not from HostAlloc", len(b))
