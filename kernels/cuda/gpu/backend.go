@@ -63,6 +63,8 @@ type Backend struct {
 	fin     finish
 	runs    [][2]int // the runs of rows whose logits come back whole
 	runStep func(Mem) error
+
+	graphs graphs // the steps' ops replayed from CUDA graphs
 }
 
 // finish is the end of a step, which runStep runs after its ops: the
@@ -263,7 +265,10 @@ func (b *Backend) Begin(rows []batch.Row) {
 	if len(b.host) > b.stepBuf.bytes || b.tokens > b.rowsCap {
 		// The largest step yet (rare after warm-up): one more hand-over.
 		b.fail(b.dev.Do(func(m Mem) error {
-			errs := []error{b.stepBuf.grow(m, len(b.host))}
+			// Twice the need: the block tables grow with the contexts,
+			// and a step's buffers that stay put keep its launches the
+			// same as the step before's (graphs).
+			errs := []error{b.stepBuf.grow(m, 2*len(b.host))}
 			for i := range b.bufs {
 				errs = append(errs, b.bufs[i].grow(m, b.tokens, b.dt))
 			}
@@ -547,7 +552,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, layer, heads int) {
 	same("Attention", b.bufs[dst].cols, heads*b.lay.HeadDim)
 	split := launch.ChooseSplit(b.st, b.lay.KVHeads, b.dev.SMs())
 	if n := launch.AttnWorkspace(b.st, b.lay, heads, split); 4*n > b.part.bytes {
-		b.fail(b.dev.Do(func(m Mem) error { return b.part.grow(m, 4*n) }))
+		b.fail(b.dev.Do(func(m Mem) error { return b.part.grow(m, 8*n) })) // twice the need, as the step buffer
 	}
 	a := launch.Attn{Q: b.in("Attention", q, false), LDQ: b.bufs[q].cols, Out: b.out(dst, true), NHeads: heads,
 		Layer: layer, Split: split, Partial: b.part.p}
@@ -722,10 +727,8 @@ func (b *Backend) step(m Mem) error {
 			return err
 		}
 	}
-	for i := range b.ops {
-		if err := b.run(m, &b.ops[i]); err != nil {
-			return err
-		}
+	if err := b.runOps(m); err != nil {
+		return err
 	}
 	n, d, vocab := f.rows, f.dim, f.vocab
 	if n == 0 {
@@ -815,11 +818,11 @@ func (b *Backend) growPinned(m Mem, n int) error {
 	return nil
 }
 
-// Close frees every device allocation of the Backend: weights, buffers
-// and the K/V pool. The Backend is unusable afterwards.
+// Close frees every device allocation of the Backend (weights, buffers
+// and the K/V pool) and its graphs. The Backend is unusable afterwards.
 func (b *Backend) Close() error {
 	errs := []error{b.dev.Do(func(m Mem) error {
-		var errs []error
+		errs := []error{b.graphs.destroy()}
 		for _, w := range b.weights[1:] {
 			errs = append(errs, m.Free(w.p))
 		}

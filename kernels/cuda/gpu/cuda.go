@@ -12,6 +12,9 @@ import (
 // Built says whether this binary has the GPU backend (the cuda build tag).
 const Built = true
 
+// A step's ops can run from CUDA graphs (Backend.UseGraphs).
+var _ Capturer = (*cuda.Exec)(nil)
+
 // gpuDevice is a kernels/cuda Device as a Device: a step's ops run in one
 // hand-over to its thread, matrix products are cuBLAS GemmEx, the pool is
 // a cuda.KVStore.

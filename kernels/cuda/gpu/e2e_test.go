@@ -103,9 +103,10 @@ var gpuE2E, emuE2E *e2eTarget
 // shape with the sizes (64 requests × (1,056 prompt + 128
 // generated)), else on the emulator at a tiny shape, which is how
 // scripts/gpu-check.sh's emulated run rehearses the GPU's. Each workload
-// and mode reports generated tokens per second (gen-tok/s) and its cache
-// hit rate; run it once (-test.benchtime 1x): each run is a whole
-// workload.
+// and mode reports generated tokens per second (gen-tok/s), its cache
+// hit rate, its steps and how many of them ran from a CUDA graph
+// (graph-steps); the first workload runs once more with graphs off. Run
+// it once (-test.benchtime 1x): each run is a whole workload.
 func BenchmarkEndToEnd(b *testing.B) {
 	tg := gpuE2E
 	if tg == nil {
@@ -116,7 +117,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 	m := model.Random(tg.model, 1)
 	clock := &stepClock{Device: tg.open(b)}
-	r := runnerOn(b, m, clock)
+	r, backend := runnerAndBackend(b, m, clock)
 	ws, err := e2eWorkloads(tg.sizes)
 	if err != nil {
 		b.Fatal(err)
@@ -126,22 +127,34 @@ func BenchmarkEndToEnd(b *testing.B) {
 	if _, err := bench.Run(context.Background(), r, -1, ws[0], ws[0].Modes[0]); err != nil {
 		b.Fatal(err)
 	}
+	run := func(name string, w *bench.Workload, mode bench.Mode) {
+		b.Run(name, func(b *testing.B) {
+			var res bench.Result
+			busy, replays := clock.busy.Load(), backend.GraphStats().Replays
+			for range b.N {
+				if res, err = bench.Run(context.Background(), r, -1, w, mode); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(res.TokensPerSec, "gen-tok/s")
+			b.ReportMetric(res.HitRate, "hit-rate")
+			b.ReportMetric(float64(res.Steps), "steps")
+			b.ReportMetric(float64(backend.GraphStats().Replays-replays)/float64(b.N), "graph-steps")
+			b.ReportMetric(time.Duration(clock.busy.Load()-busy).Seconds()/float64(b.N), "device-s")
+		})
+	}
 	for _, w := range ws {
 		for _, mode := range w.Modes {
-			b.Run(w.Name+"/"+mode.Name, func(b *testing.B) {
-				var res bench.Result
-				busy := clock.busy.Load()
-				for range b.N {
-					if res, err = bench.Run(context.Background(), r, -1, w, mode); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(res.TokensPerSec, "gen-tok/s")
-				b.ReportMetric(res.HitRate, "hit-rate")
-				b.ReportMetric(float64(res.Steps), "steps")
-				b.ReportMetric(time.Duration(clock.busy.Load()-busy).Seconds()/float64(b.N), "device-s")
-			})
+			run(w.Name+"/"+mode.Name, w, mode)
 		}
+	}
+	// The first workload again with every kernel launched one by one:
+	// what the graphs save.
+	backend.UseGraphs(false)
+	run(ws[0].Name+"/"+ws[0].Modes[0].Name+"-no-graphs", ws[0], ws[0].Modes[0])
+	backend.UseGraphs(true)
+	if err := backend.GraphStats().Err; err != nil {
+		b.Error(err)
 	}
 }
 

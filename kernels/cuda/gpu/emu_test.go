@@ -23,6 +23,8 @@ func (e emuDevice) NewKV(lay launch.KVLayout) (KVPool, error) {
 	return emu.NewKVStore(e.d, lay)
 }
 
+var _ Capturer = (*emu.Device)(nil)
+
 func init() {
 	emuE2E = &e2eTarget{
 		open: func(b *testing.B) Device {
@@ -39,7 +41,7 @@ func init() {
 				t.Error(err)
 			}
 		})
-		return emuDevice{d}, func() int64 { return int64(d.Live() + d.HostLive()) }
+		return emuDevice{d}, func() int64 { return int64(d.Live() + d.HostLive() + d.GraphsLive()) }
 	}})
 }
 

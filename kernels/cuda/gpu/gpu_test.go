@@ -114,6 +114,13 @@ func (m countingMem) Free(p launch.Ptr) error {
 // the test ends.
 func runnerOn(t testing.TB, m *model.Model, dev Device) *model.Runner {
 	t.Helper()
+	r, _ := runnerAndBackend(t, m, dev)
+	return r
+}
+
+// runnerAndBackend is runnerOn, returning the Backend too.
+func runnerAndBackend(t testing.TB, m *model.Model, dev Device) (*model.Runner, *Backend) {
+	t.Helper()
 	b := NewBackend(dev)
 	t.Cleanup(func() {
 		if err := b.Close(); err != nil {
@@ -124,7 +131,7 @@ func runnerOn(t testing.TB, m *model.Model, dev Device) *model.Runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return r, b
 }
 
 func cpuRunner(t testing.TB, m *model.Model) *model.Runner {

@@ -1,0 +1,84 @@
+package gpu
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/prefixd/prefixd/batch"
+	"github.com/prefixd/prefixd/kernels/cuda/src"
+	"github.com/prefixd/prefixd/model"
+)
+
+// TestGraphsReplayDecode runs the same prefill and decode steps on two
+// Backends, one replaying steps from graphs and one launching every
+// kernel: every step's logits agree bit for bit. The decodes feed back
+// their greedy tokens, cross 128 positions (where attention starts to
+// split over the sequence, and the split grows with the contexts) and
+// lose a row halfway: so some steps launch something new, and the graph
+// Backend captures a graph only for a step that repeats the one before,
+// and replays it for most decodes.
+func TestGraphsReplayDecode(t *testing.T) {
+	each(t, []src.DType{src.F32, src.BF16}, func(t *testing.T, dev Device) {
+		fm := forwardModels[0]
+		c := fm.cfg
+		c.MaxSeqLen, c.RopeTheta, c.NormEps, c.BOS, c.EOS = 512, 10000, 1e-5, -1, -1
+		m := roundMatrices(t, model.Random(c, 3), dev.DType())
+		const bs, blocks, prompt, steps = 8, 24, 118, 24
+		var runners [2]*model.Runner
+		var backends [2]*Backend
+		for i := range runners {
+			backends[i] = NewBackend(dev)
+			b := backends[i]
+			t.Cleanup(func() {
+				if err := b.Close(); err != nil {
+					t.Error(err)
+				}
+			})
+			b.UseGraphs(i == 0)
+			r, err := model.NewRunnerOn(m, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.NewKV(4*blocks, bs); err != nil {
+				t.Fatal(err)
+			}
+			runners[i] = r
+		}
+		tb := seqTables(4, blocks, bs)
+		tb[2] = tb[3] // no shared blocks: a prefill writes each slot once
+		rows := make([]batch.Row, 3)
+		for i := range rows {
+			rows[i] = batch.Row{Tokens: tokens(i+1, prompt-10*i, c.Vocab), Blocks: tb[i], Logits: true}
+		}
+		greedy := []bool{true, true, true}
+		for step := range steps + 1 {
+			var logits [2][]float32
+			var ids [2][]int32
+			for i, r := range runners {
+				l, g, err := r.ForwardGreedy(rows, greedy[:len(rows)])
+				if err != nil {
+					t.Fatalf("step %d: %v", step, err)
+				}
+				logits[i], ids[i] = slices.Clone(l), slices.Clone(g)
+			}
+			if !slices.Equal(logits[0], logits[1]) || !slices.Equal(ids[0], ids[1]) {
+				t.Fatalf("step %d: logits or tokens differ with graphs (by up to %g)", step, maxDiff(logits[0], logits[1]))
+			}
+			if step == steps/2 {
+				rows = rows[:2]
+			}
+			for i := range rows {
+				rows[i].Start += len(rows[i].Tokens)
+				rows[i].Tokens = []int32{ids[0][i]}
+			}
+		}
+		on, off := backends[0].GraphStats(), backends[1].GraphStats()
+		t.Logf("graphs: %+v", on)
+		if on.Err != nil || on.Captures == 0 || on.Replays < steps/2 || on.Live > maxGraphs {
+			t.Errorf("%d decode steps: %+v, want most replayed", steps, on)
+		}
+		if off != (GraphStats{}) {
+			t.Errorf("graphs off: %+v", off)
+		}
+	})
+}
