@@ -25,12 +25,12 @@ typedef struct {
 static prefixd_cublas_lib prefixd_lib;
 
 // prefixd_cublas_try opens the library at path, resolves the API and
-// makes a handle on the current context with it; on success the library
-// becomes the one in use. It returns NULL, or what failed (with the
+// makes a handle on the current context with it, its work queued on
+// stream; on success the library becomes the one in use. It returns NULL, or what failed (with the
 // status of a failing cuBLAS call in *status). A library whose
 // cublasCreate ran stays loaded even when it failed: it may have set up
 // state in the CUDA runtime that unloading would leave dangling.
-static const char *prefixd_cublas_try(const char *path, cublasHandle_t *h, int *status) {
+static const char *prefixd_cublas_try(const char *path, cublasHandle_t *h, int *status, cudaStream_t stream) {
 	prefixd_cublas_lib l;
 	*status = 0;
 	l.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -45,7 +45,7 @@ static const char *prefixd_cublas_try(const char *path, cublasHandle_t *h, int *
 		return "lacks one of cublasCreate_v2, cublasDestroy_v2, cublasSetStream_v2, cublasGemmEx, cublasSgemm_v2";
 	}
 	if ((*status = l.create(h)) != 0) return "cublasCreate failed";
-	if ((*status = l.set_stream(*h, 0)) != 0) {
+	if ((*status = l.set_stream(*h, stream)) != 0) {
 		l.destroy(*h);
 		return "cublasSetStream failed";
 	}
@@ -53,9 +53,9 @@ static const char *prefixd_cublas_try(const char *path, cublasHandle_t *h, int *
 	return NULL;
 }
 
-static int prefixd_blas_create(cublasHandle_t *h) {
+static int prefixd_blas_create(cublasHandle_t *h, cudaStream_t stream) {
 	int rc = prefixd_lib.create(h);
-	if (rc == 0 && (rc = prefixd_lib.set_stream(*h, 0)) != 0) prefixd_lib.destroy(*h);
+	if (rc == 0 && (rc = prefixd_lib.set_stream(*h, stream)) != 0) prefixd_lib.destroy(*h);
 	return rc;
 }
 
@@ -91,7 +91,7 @@ import (
 )
 
 // blas is the device's cuBLAS handle, made on first use on the device
-// thread.
+// thread, its products queued on the device's stream.
 type blas struct {
 	h  C.cublasHandle_t
 	ok bool
@@ -112,6 +112,10 @@ func CuBLASLibrary() string {
 	return cublasLib.path
 }
 
+// blasStream returns the device's stream as cuBLAS's C type: a cu.Stream
+// holds just the CUstream, which is a cudaStream_t.
+func (d *Device) blasStream() C.cudaStream_t { return *(*C.cudaStream_t)(unsafe.Pointer(&d.stream)) }
+
 func (b *blas) close() {
 	if b.ok {
 		C.prefixd_blas_destroy(b.h)
@@ -123,14 +127,14 @@ func (b *blas) close() {
 // of cublasLibraries in turn until one loads and makes a handle: a
 // cuBLAS 13 that the driver cannot run fails cublasCreate, and the
 // search goes on to cuBLAS 12.
-func (b *blas) handle() error {
+func (b *blas) handle(stream C.cudaStream_t) error {
 	if b.ok {
 		return nil
 	}
 	cublasLib.Lock()
 	defer cublasLib.Unlock()
 	if cublasLib.path != "" {
-		if rc := C.prefixd_blas_create(&b.h); rc != 0 {
+		if rc := C.prefixd_blas_create(&b.h, stream); rc != 0 {
 			return fmt.Errorf("cuda: cublasCreate (%s): status %d", cublasLib.path, int(rc))
 		}
 		b.ok = true
@@ -140,7 +144,7 @@ func (b *blas) handle() error {
 	for _, path := range cublasLibraries() {
 		cpath := C.CString(path)
 		var status C.int
-		msg := C.prefixd_cublas_try(cpath, &b.h, &status)
+		msg := C.prefixd_cublas_try(cpath, &b.h, &status, stream)
 		C.free(unsafe.Pointer(cpath))
 		if msg == nil {
 			cublasLib.path, b.ok = path, true
@@ -166,7 +170,7 @@ func (x *Exec) MatMulT(y, a, w launch.Ptr, m, n, k int, beta float32) error {
 			return fmt.Errorf("%w: product of %d×%d by %d×%d", launch.ErrShape, m, k, n, k)
 		}
 	}
-	if err := x.d.blas.handle(); err != nil {
+	if err := x.d.blas.handle(x.d.blasStream()); err != nil {
 		return err
 	}
 	dt := C.int(-1)

@@ -61,6 +61,20 @@ func TestMatMulT(t *testing.T) {
 	}
 }
 
+// TestGraph checks graph capture on the GPU (a kernel and a cuBLAS
+// product, captured from the device's stream), as the emulator's test
+// does.
+func TestGraph(t *testing.T) {
+	for _, dt := range src.DTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			d := open(t, dt)
+			kerneltest.Graph(t, d, func(f func(kerneltest.Capturing) error) error {
+				return d.Do(func(x *Exec) error { return f(x) })
+			})
+		})
+	}
+}
+
 // TestCloseFreesMemory checks that KVStore.Close frees every allocation
 // the store made and Device.Close returns everything (context, module,
 // cuBLAS handle) to the GPU, as a second context sees it. cuBLAS and the

@@ -42,12 +42,13 @@ type Device struct {
 	sms    int
 	limits launch.Limits // from the device's attributes
 	// Owned by the device thread:
-	ctx  cu.CUContext
-	mod  cu.Module
-	fns  map[string]kernel
-	exec Exec
-	blas blas
-	live int // allocations made by Alloc and not yet freed
+	ctx    cu.CUContext
+	stream cu.Stream // every launch and product; graphs are captured from it
+	mod    cu.Module
+	fns    map[string]kernel
+	exec   Exec
+	blas   blas
+	live   int // allocations made by Alloc and not yet freed
 }
 
 // kernel is a loaded kernel with what it allows at launch.
@@ -121,6 +122,12 @@ func (d *Device) init(ordinal int) error {
 	if d.ctx, err = dev.MakeContext(cu.SchedAuto); err != nil {
 		return fmt.Errorf("cuda: context on GPU %d: %w", ordinal, err)
 	}
+	// A stream of the Device's own, since a graph cannot be captured from
+	// the legacy default stream. It is a blocking stream: the copies,
+	// which stay on the default stream, are still ordered with its work.
+	if d.stream, err = cu.MakeStream(cu.DefaultStream); err != nil {
+		return fmt.Errorf("cuda: stream on GPU %d: %w", ordinal, err)
+	}
 	ptx, err := src.Compile(d.dtype, d.arch)
 	if err != nil {
 		return err
@@ -145,6 +152,9 @@ func (d *Device) init(ordinal int) error {
 
 func (d *Device) teardown() {
 	d.blas.close()
+	if d.stream != (cu.Stream{}) {
+		d.stream.Destroy()
+	}
 	if d.mod != (cu.Module{}) {
 		d.mod.Unload()
 	}
@@ -266,8 +276,8 @@ func (x *Exec) DType() src.DType { return x.d.dtype }
 
 // Launch implements launch.Device: it checks the launch against the GPU's
 // limits and the kernel's (an error wrapping launch.ErrLimits, which
-// names the limit), queues the kernel on the default stream and returns;
-// a fault inside it shows at the next synchronising call.
+// names the limit), queues the kernel on the device's stream and
+// returns; a fault inside it shows at the next synchronising call.
 func (x *Exec) Launch(kernel string, grid, block launch.Dim3, args ...uint64) error {
 	k, ok := x.d.fns[kernel]
 	if !ok {
@@ -280,7 +290,7 @@ func (x *Exec) Launch(kernel string, grid, block launch.Dim3, args ...uint64) er
 	for i := range args {
 		x.params = append(x.params, unsafe.Pointer(&args[i]))
 	}
-	if err := k.fn.Launch(grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, 0, cu.NoStream, x.params); err != nil {
+	if err := k.fn.Launch(grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, 0, x.d.stream, x.params); err != nil {
 		return fmt.Errorf("cuda: launch %s grid %v block %v: %w", kernel, grid, block, err)
 	}
 	return nil
