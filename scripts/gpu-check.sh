@@ -27,8 +27,10 @@
 #   step              timeout  what
 #   e2e                 150 s  engine end to end, TinyLlama-1.1B's shape in bf16:
 #                              64 x (1,056 prompt + 128 generated), gen tok/s,
-#                              steps, seconds in the device's hand-overs
-#                              (launches and GPU waits; the rest is host work)
+#                              steps, those run from a CUDA graph, seconds in
+#                              the device's hand-overs (launches and GPU
+#                              waits; the rest is host work); the distinct
+#                              prompts again without graphs
 #   decode-attention     25 s  decode attention's GB/s at several splits
 #                              (attn_decode; attn and attn_decode_tc for
 #                              comparison) vs a device-to-device copy
@@ -37,12 +39,14 @@
 #                              sampling 64 rows of 32,000 on the device vs
 #                              reading their logits back
 #   kernel-tests         50 s  every kernel against the CPU, KVStore, cuBLAS,
-#                              launch limits, memory after Close
+#                              a captured graph, launch limits, memory after
+#                              Close
 #   runner-tests         80 s  the model runner against the CPU runner,
 #                              stories260K greedy, greedy rows' argmax on
 #                              the device, the engine on the GPU
 #   memcheck             60 s  kernel tests under memcheck with the leak check
-#   memcheck-cublas      25 s  cuBLAS products under memcheck (no leak check:
+#   memcheck-cublas      25 s  cuBLAS products, alone and in a graph, under
+#                              memcheck (no leak check:
 #                              cuBLAS keeps memory for the process by design)
 #   runner-memcheck      60 s  the runner's forward pass and its device
 #                              argmax under memcheck
@@ -117,7 +121,7 @@ step_command() {
 	kernel-tests) cmd=("${kern[@]}" -test.v -test.run "${sel_kernel_tests:-.}") ;;
 	runner-tests) cmd=("${runner[@]}" -test.v -test.run "${sel_runner_tests:-.}" -test.skip "${skip_runner_tests:-^$}") ;;
 	memcheck) cmd=(${san[@]+"${san[@]}" memcheck --leak-check full} "${kern[@]}" -test.run "$sel_memcheck") ;;
-	memcheck-cublas) cmd=(${san[@]+"${san[@]}" memcheck} "${kern[@]}" -test.run TestMatMulT) ;;
+	memcheck-cublas) cmd=(${san[@]+"${san[@]}" memcheck} "${kern[@]}" -test.run 'TestMatMulT|TestGraph') ;;
 	runner-memcheck) cmd=(${san[@]+"${san[@]}" memcheck} "${runner[@]}" -test.run "$sel_runner_memcheck") ;;
 	racecheck) cmd=(${san[@]+"${san[@]}" racecheck} "${kern[@]}" -test.run "$sel_racecheck" -test.skip "${skip_racecheck:-^$}") ;;
 	profile) cmd=(${prof[@]+"${prof[@]}"} "${kern[@]}" -test.run '^$' -test.bench 'DecodeAttention/^attention$/split=auto' -test.benchtime 1x) ;;
@@ -284,7 +288,7 @@ for line in log("e2e"):
         units = {u: float(v) for v, u in re.findall(r"([\d.e+-]+) ([\w/-]+)", m.group(3))}
         e2e[m.group(1)] = {"seconds": float(m.group(2)) / 1e9, "gen_tok_per_s": units.get("gen-tok/s", 0),
                            "hit_rate": units.get("hit-rate", 0), "steps": units.get("steps"),
-                           "device_s": units.get("device-s")}
+                           "graph_steps": units.get("graph-steps"), "device_s": units.get("device-s")}
 kernels, cublas = {}, None
 for line in log("kernel-tests"):
     m = re.search(r"kernel (\w+): (\d+) registers, (\d+) threads", line)
@@ -326,10 +330,11 @@ md = ["# prefixd GPU check", "", f"- date: {report['date']}", f"- commit: {commi
 md += [f"| {s['name']} | {s['status']} | {'' if s['exit_code'] is None else s['exit_code']} | "
        f"{'' if s['seconds'] is None else s['seconds']} | {s['timeout_s']} |" for s in steps]
 md += ["", f"End to end, {shape} (goal on the GPU: distinct >= 7,300 generated tok/s):", "",
-       "| workload/mode | seconds | generated tok/s | cache hit rate | steps | in the device's hand-overs |", "|---|---|---|---|---|---|"]
+       "| workload/mode | seconds | generated tok/s | cache hit rate | steps | from a CUDA graph | in the device's hand-overs |",
+       "|---|---|---|---|---|---|---|"]
 opt = lambda v, f: "" if v is None else f.format(v)
 md += [f"| {k} | {v['seconds']:.2f} | {v['gen_tok_per_s']:.0f} | {v['hit_rate']:.2f} | {opt(v['steps'], '{:.0f}')} | "
-       f"{opt(v['device_s'], '{:.2f} s')} |" for k, v in e2e.items()]
+       f"{opt(v['graph_steps'], '{:.0f}')} | {opt(v['device_s'], '{:.2f} s')} |" for k, v in e2e.items()]
 md += ["", "Decode attention (K+V bytes read; copy: read+write):", "", "| case | time per step | GB/s |", "|---|---|---|"]
 md += [f"| {k} | {v['ns_per_op']/1e3:.1f} us | {v['GB_per_s']:.3g} |" for k, v in bench.items()]
 if report["best_attention_vs_copy"]:

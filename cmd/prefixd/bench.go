@@ -95,7 +95,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if h.url != "" {
-		for _, name := range []string{"model", "threads", "workloads", "markdown", "plot-dir", "device", "kv-type", "gpu-memory-fraction", "gpu-dtype"} {
+		for _, name := range []string{"model", "threads", "workloads", "markdown", "plot-dir", "device", "kv-type", "gpu-memory-fraction", "gpu-dtype", "gpu-graphs"} {
 			if isSet(fs, name) {
 				return usagef("--%s does not apply to --http: the server runs the model", name)
 			}

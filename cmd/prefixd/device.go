@@ -15,14 +15,16 @@ import (
 
 // deviceFlags choose where the model runs: --device, on the CPU the K/V
 // cache's element type and where the weights live, and for a GPU the
-// share of its memory prefixd may use and the element type of weights
-// and K/V. serve, generate and bench share them.
+// share of its memory prefixd may use, the element type of weights and
+// K/V, and whether steps replay from CUDA graphs. serve, generate and
+// bench share them.
 type deviceFlags struct {
 	device   string
 	kvType   kvTypeFlag
 	mmap     bool
 	fraction float64
 	dtype    string
+	graphs   bool
 }
 
 // defaultKVType is --kv-type's default.
@@ -37,6 +39,7 @@ func (d *deviceFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&d.mmap, "mmap", false, "keep GGUF and safetensors weights in the file's shared mapping (the page cache: processes serving one file share it, and memory grows only with the weights read) instead of copying them into huge pages of the process's own, where CPU decoding runs faster; always so with --device cuda, which copies the weights to the GPU")
 	fs.Float64Var(&d.fraction, "gpu-memory-fraction", 0.9, "with --device cuda: the share of the GPU's memory prefixd may use; the KV pool gets what the weights leave of it")
 	fs.StringVar(&d.dtype, "gpu-dtype", "bf16", "with --device cuda: element type of weights and K/V: bf16, f16 or f32")
+	fs.BoolVar(&d.graphs, "gpu-graphs", true, "with --device cuda: run a step whose kernels repeat the step before's (decodes of the same rows) from one CUDA graph launch instead of hundreds of kernel launches; false launches every kernel")
 }
 
 // kvTypeFlag is --kv-type's value: the CPU K/V cache's element type, and
@@ -161,6 +164,7 @@ func (d *deviceFlags) runner(m *model.Model, threads int, log *slog.Logger) (*de
 		return nil, err
 	}
 	b := gpu.NewBackend(g)
+	b.UseGraphs(d.graphs)
 	closeAll := func() error { return errors.Join(b.Close(), g.Close()) }
 	r, err := model.NewRunnerOn(m, b)
 	var free, total int64
