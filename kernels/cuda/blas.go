@@ -19,6 +19,7 @@ typedef struct {
 	__typeof__(cublasSetStream_v2) *set_stream;
 	__typeof__(cublasGemmEx) *gemm_ex;
 	__typeof__(cublasSgemm_v2) *sgemm;
+	__typeof__(cublasSetWorkspace_v2) *set_workspace; // NULL before cuBLAS 11.4
 } prefixd_cublas_lib;
 
 // prefixd_lib is the library in use: the first that made a handle.
@@ -40,6 +41,7 @@ static const char *prefixd_cublas_try(const char *path, cublasHandle_t *h, int *
 	l.set_stream = (__typeof__(l.set_stream))dlsym(l.lib, "cublasSetStream_v2");
 	l.gemm_ex = (__typeof__(l.gemm_ex))dlsym(l.lib, "cublasGemmEx");
 	l.sgemm = (__typeof__(l.sgemm))dlsym(l.lib, "cublasSgemm_v2");
+	l.set_workspace = (__typeof__(l.set_workspace))dlsym(l.lib, "cublasSetWorkspace_v2");
 	if (!l.create || !l.destroy || !l.set_stream || !l.gemm_ex || !l.sgemm) {
 		dlclose(l.lib);
 		return "lacks one of cublasCreate_v2, cublasDestroy_v2, cublasSetStream_v2, cublasGemmEx, cublasSgemm_v2";
@@ -60,6 +62,14 @@ static int prefixd_blas_create(cublasHandle_t *h, cudaStream_t stream) {
 }
 
 static int prefixd_blas_destroy(cublasHandle_t h) { return prefixd_lib.destroy(h); }
+
+// prefixd_blas_set_workspace gives h the device memory at ws; -1 where
+// the library cannot take one.
+static int prefixd_blas_set_workspace(cublasHandle_t h, void *ws, size_t n) {
+	if (!prefixd_lib.set_workspace) return -1;
+	return prefixd_lib.set_workspace(h, ws, n);
+}
+static int prefixd_blas_has_workspace(void) { return prefixd_lib.set_workspace != NULL; }
 
 // prefixd_matmul_t sets y (float, m x n row-major) = a (m x k) * w^T
 // (w n x k, row-major) + beta*y. Row-major y is column-major y^T = w a^T:
@@ -86,16 +96,27 @@ import (
 	"sync"
 	"unsafe"
 
+	"gorgonia.org/cu"
+
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
 	"github.com/prefixd/prefixd/kernels/cuda/src"
 )
 
 // blas is the device's cuBLAS handle, made on first use on the device
-// thread, its products queued on the device's stream.
+// thread, its products queued on the device's stream, with a workspace
+// of the device's where the library takes one.
 type blas struct {
 	h  C.cublasHandle_t
 	ok bool
+	ws cu.DevicePtr
 }
+
+// blasWorkspace is the bytes of the handle's workspace: PyTorch's default
+// on Hopper. With a workspace of its own, every graph captured with the
+// handle uses it, instead of cuBLAS allocating one for each graph
+// (before cuBLAS 12.2) or inside each (from 12.2): memory the start-up
+// profile (gpu.ProfileStep) would not have counted.
+const blasWorkspace = 32 << 20
 
 // cublasLib is the cuBLAS file the process uses: the first of
 // cublasLibraries that made a handle. Devices share it; mu guards it.
@@ -121,6 +142,30 @@ func (b *blas) close() {
 		C.prefixd_blas_destroy(b.h)
 		b.ok = false
 	}
+	if b.ws != 0 {
+		cu.MemFree(b.ws)
+		b.ws = 0
+	}
+}
+
+// workspace gives the new handle its workspace, where the library takes
+// one; on failure it closes the handle.
+func (b *blas) workspace() error {
+	if C.prefixd_blas_has_workspace() == 0 {
+		return nil
+	}
+	ws, err := cu.MemAlloc(blasWorkspace)
+	if err == nil {
+		b.ws = ws
+		if rc := C.prefixd_blas_set_workspace(b.h, ptr(launch.Ptr(ws)), blasWorkspace); rc != 0 {
+			err = fmt.Errorf("status %d", int(rc))
+		}
+	}
+	if err != nil {
+		b.close()
+		return fmt.Errorf("cuda: cuBLAS workspace of %d bytes: %w", blasWorkspace, err)
+	}
+	return nil
 }
 
 // handle makes the device's handle. The first in the process tries each
@@ -138,7 +183,7 @@ func (b *blas) handle(stream C.cudaStream_t) error {
 			return fmt.Errorf("cuda: cublasCreate (%s): status %d", cublasLib.path, int(rc))
 		}
 		b.ok = true
-		return nil
+		return b.workspace()
 	}
 	var failed []string
 	for _, path := range cublasLibraries() {
@@ -148,7 +193,7 @@ func (b *blas) handle(stream C.cudaStream_t) error {
 		C.free(unsafe.Pointer(cpath))
 		if msg == nil {
 			cublasLib.path, b.ok = path, true
-			return nil
+			return b.workspace()
 		}
 		f := path + ": " + C.GoString(msg)
 		if status != 0 {
