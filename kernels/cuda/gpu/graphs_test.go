@@ -82,3 +82,45 @@ func TestGraphsReplayDecode(t *testing.T) {
 		}
 	})
 }
+
+// TestGraphStepAllocations checks that a decode step replayed from a
+// graph allocates on the Go heap no more than the same step launching
+// every kernel (one slice a launch, TestStepAllocatesNothing): tracing
+// it costs what launching it did.
+func TestGraphStepAllocations(t *testing.T) {
+	each(t, []src.DType{src.BF16}, func(t *testing.T, dev Device) {
+		m := forwardModel(0)
+		c := m.Config
+		const bs, blocks = 8, 4
+		tb := seqTables(4, blocks, bs)
+		decode := []batch.Row{{Tokens: tokens(5, 1, c.Vocab), Start: 11, Blocks: tb[0], Logits: true},
+			{Tokens: tokens(6, 1, c.Vocab), Start: 6, Blocks: tb[1], Logits: true}}
+		greedy := []bool{true, true}
+		var allocs [2]float64
+		for i, graphs := range []bool{true, false} {
+			r, b := runnerAndBackend(t, roundMatrices(t, m, dev.DType()), dev)
+			b.UseGraphs(graphs)
+			if _, err := r.NewKV(4*blocks, bs); err != nil {
+				t.Fatal(err)
+			}
+			step := func() {
+				if _, _, err := r.ForwardGreedy(decode, greedy); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 3 { // the warm-up: the second step is captured, the third replayed
+				step()
+			}
+			allocs[i] = testing.AllocsPerRun(5, step) // 6 steps
+			// Of 9 steps, the first launched its kernels, the second
+			// captured them and launched its graph, and the rest replayed it.
+			if s := b.GraphStats(); graphs != (s.Replays == 8 && s.Captures == 1) {
+				t.Errorf("graphs %v: %+v after 9 steps", graphs, s)
+			}
+		}
+		if allocs[0] > allocs[1] || allocs[1] == 0 {
+			t.Errorf("a replayed step allocates %v times, one launching its kernels %v", allocs[0], allocs[1])
+		}
+		t.Logf("allocations a step: %v replayed, %v launched", allocs[0], allocs[1])
+	})
+}
