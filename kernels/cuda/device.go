@@ -123,8 +123,10 @@ func (d *Device) init(ordinal int) error {
 		return fmt.Errorf("cuda: context on GPU %d: %w", ordinal, err)
 	}
 	// A stream of the Device's own, since a graph cannot be captured from
-	// the legacy default stream. It is a blocking stream: the copies,
-	// which stay on the default stream, are still ordered with its work.
+	// the legacy default stream. It must stay a blocking stream (not
+	// NonBlocking, and no per-thread default stream): the copies, which
+	// stay on the legacy default stream, are ordered with its work only
+	// by the legacy stream's implicit synchronisation.
 	if d.stream, err = cu.MakeStream(cu.DefaultStream); err != nil {
 		return fmt.Errorf("cuda: stream on GPU %d: %w", ordinal, err)
 	}
@@ -346,8 +348,9 @@ func (x *Exec) HostAlloc(n int) ([]byte, error) { return pinnedAlloc(n) }
 func (x *Exec) HostFree(b []byte) error { return pinnedFree(b) }
 
 // ReadAsync queues a copy of len(b) bytes from device address p into b
-// (page-locked, from HostAlloc) on the stream the kernels run on, after
-// them; b holds the bytes once Synchronize returns.
+// (page-locked, from HostAlloc) on the legacy default stream, which waits
+// for the kernels queued before it on the device's (blocking) stream; b
+// holds the bytes once Synchronize returns.
 func (x *Exec) ReadAsync(b []byte, p launch.Ptr) error {
 	if len(b) == 0 {
 		return nil

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"syscall"
 	"unsafe"
 
@@ -99,7 +100,12 @@ func (d *Device) Launch(kernel string, grid, block launch.Dim3, args ...uint64) 
 		return fmt.Errorf("emu: %w", err)
 	}
 	if d.cap.on {
-		d.record(call{kernel: kernel, grid: grid, block: block, args: args})
+		// Checked as a launch is (the kernel exists), its parameters
+		// copied as cuLaunchKernel copies them.
+		if !slices.Contains(src.Kernels, kernel) {
+			return fmt.Errorf("emu: no kernel %q", kernel)
+		}
+		d.record(call{kernel: kernel, grid: grid, block: block, args: slices.Clone(args)})
 		return nil
 	}
 	dims, msg := &d.dims, &d.msg

@@ -5,7 +5,6 @@ package emu
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/prefixd/prefixd/kernels/cuda/launch"
 )
@@ -76,12 +75,8 @@ func (d *Device) uncaptured(op string) error {
 	return err
 }
 
-// record appends a launch to the capture; its arguments are copied, as
-// cuLaunchKernel copies them.
-func (d *Device) record(c call) {
-	c.args = slices.Clone(c.args)
-	d.cap.calls = append(d.cap.calls, c)
-}
+// record appends a call to the capture, which owns c.args.
+func (d *Device) record(c call) { d.cap.calls = append(d.cap.calls, c) }
 
 // Launch runs the graph's calls in order.
 func (g *graph) Launch() error {

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,6 +96,24 @@ func (c countedGPU) Do(f func(Mem) error) error {
 type countingMem struct {
 	Mem
 	live *int64
+}
+
+var errNotCapturer = errors.New("gpu: the device's Mem does not capture graphs")
+
+// BeginCapture and EndCapture pass the device's graphs through, so that a
+// Backend on a countedGPU replays steps from graphs as on the device.
+func (m countingMem) BeginCapture() error {
+	if c, ok := m.Mem.(Capturer); ok {
+		return c.BeginCapture()
+	}
+	return errNotCapturer
+}
+
+func (m countingMem) EndCapture() (launch.Graph, error) {
+	if c, ok := m.Mem.(Capturer); ok {
+		return c.EndCapture()
+	}
+	return nil, errNotCapturer
 }
 
 func (m countingMem) Alloc(n int) (launch.Ptr, error) {

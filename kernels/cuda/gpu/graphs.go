@@ -52,10 +52,11 @@ type kept struct {
 
 // GraphStats counts a Backend's graphs.
 type GraphStats struct {
-	Captures int   // graphs captured
-	Replays  int   // steps run from a graph (captures included)
-	Live     int   // graphs kept
-	Err      error // the capture failure that turned graphs off, if any
+	Captures   int   // graphs captured
+	Replays    int   // steps run from a graph (captures included)
+	Live       int   // graphs kept
+	Err        error // the capture failure that turned graphs off, if any
+	DestroyErr error // the first failure to release a graph dropped from the kept ones
 }
 
 // UseGraphs turns graph replay on (the default) or off; graphs are kept
@@ -107,8 +108,7 @@ func (g *graphs) run(b *Backend, m Mem, c Capturer, ops []op) error {
 		if k := g.kept[i]; k.t.equal(&g.cur) {
 			copy(g.kept[i:], g.kept[i+1:])
 			g.kept[len(g.kept)-1] = k
-			g.stats.Replays++
-			return k.g.Launch()
+			return g.launch(k.g)
 		}
 	}
 	if !g.cur.equal(&g.last) {
@@ -119,29 +119,38 @@ func (g *graphs) run(b *Backend, m Mem, c Capturer, ops []op) error {
 		g.fail(err)
 		return b.runEach(m, ops)
 	}
+	// The ops ran on the host alike just before (the trace), so one that
+	// fails now fails only under capture (a call the capture refused, or
+	// one after it invalidated the capture): the captured ops never ran,
+	// and the step runs them directly.
 	runErr := b.runEach(m, ops)
 	graph, err := c.EndCapture()
-	if runErr != nil {
+	if err = errors.Join(runErr, err); err != nil {
 		if graph != nil {
-			runErr = errors.Join(runErr, graph.Destroy())
+			err = errors.Join(err, graph.Destroy())
 		}
-		return runErr
-	}
-	if err != nil {
 		g.fail(err)
 		return b.runEach(m, ops)
 	}
 	if len(g.kept) == maxGraphs {
 		old := g.kept[0]
 		g.kept = append(g.kept[:0], g.kept[1:]...)
-		if err := old.g.Destroy(); err != nil {
-			return errors.Join(err, graph.Destroy())
+		if err := old.g.Destroy(); err != nil && g.stats.DestroyErr == nil {
+			g.stats.DestroyErr = err // the step does not need the old graph
 		}
 	}
 	g.kept = append(g.kept, kept{t: g.cur.clone(), g: graph})
 	g.stats.Captures++
+	return g.launch(graph)
+}
+
+// launch launches graph, counting the step as replayed.
+func (g *graphs) launch(graph launch.Graph) error {
+	if err := graph.Launch(); err != nil {
+		return err
+	}
 	g.stats.Replays++
-	return graph.Launch()
+	return nil
 }
 
 // fail turns graphs off after a capture failed with err.

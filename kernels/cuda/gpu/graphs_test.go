@@ -1,10 +1,12 @@
 package gpu
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
 	"github.com/prefixd/prefixd/batch"
+	"github.com/prefixd/prefixd/kernels/cuda/launch"
 	"github.com/prefixd/prefixd/kernels/cuda/src"
 	"github.com/prefixd/prefixd/model"
 )
@@ -123,4 +125,72 @@ func TestGraphStepAllocations(t *testing.T) {
 		}
 		t.Logf("allocations a step: %v replayed, %v launched", allocs[0], allocs[1])
 	})
+}
+
+// TestGraphCaptureFails checks a Backend whose captures fail: the step
+// that tried still runs its ops (its logits are a Backend's without
+// graphs, as are every later step's), graphs turn off with the reason,
+// and no graph is left.
+func TestGraphCaptureFails(t *testing.T) {
+	each(t, []src.DType{src.F32}, func(t *testing.T, dev Device) {
+		m := forwardModel(0)
+		c := m.Config
+		const bs, blocks = 8, 4
+		tb := seqTables(4, blocks, bs)
+		var runners [2]*model.Runner
+		var refusing *Backend
+		for i, d := range []Device{refusingCapture{dev}, dev} {
+			r, b := runnerAndBackend(t, roundMatrices(t, m, dev.DType()), d)
+			b.UseGraphs(i == 0)
+			if _, err := r.NewKV(4*blocks, bs); err != nil {
+				t.Fatal(err)
+			}
+			runners[i] = r
+			if i == 0 {
+				refusing = b
+			}
+		}
+		for step := range 5 {
+			rows := []batch.Row{{Tokens: tokens(1, 11, c.Vocab), Blocks: tb[0], Logits: true}} // the prefill
+			if step > 0 {
+				rows = []batch.Row{{Tokens: tokens(step, 1, c.Vocab), Start: 10 + step, Blocks: tb[0], Logits: true}}
+			}
+			var logits [2][]float32
+			for i, r := range runners {
+				l, err := r.Forward(rows)
+				if err != nil {
+					t.Fatalf("step %d: %v", step, err)
+				}
+				logits[i] = slices.Clone(l)
+			}
+			if !slices.Equal(logits[0], logits[1]) {
+				t.Fatalf("step %d: logits differ after a failed capture", step)
+			}
+		}
+		if s := refusing.GraphStats(); !errors.Is(s.Err, errRefused) || s.Replays != 0 || s.Live != 0 {
+			t.Errorf("after a failed capture: %+v", s)
+		}
+	})
+}
+
+var errRefused = errors.New("capture refused")
+
+// refusingCapture is a Device whose captures record, then fail at
+// EndCapture (their graph destroyed), as a capture a GPU invalidated.
+type refusingCapture struct{ Device }
+
+func (d refusingCapture) Do(f func(Mem) error) error {
+	return d.Device.Do(func(m Mem) error { return f(refusingMem{m}) })
+}
+
+type refusingMem struct{ Mem }
+
+func (m refusingMem) BeginCapture() error { return m.Mem.(Capturer).BeginCapture() }
+
+func (m refusingMem) EndCapture() (launch.Graph, error) {
+	g, err := m.Mem.(Capturer).EndCapture()
+	if err == nil {
+		err = g.Destroy()
+	}
+	return nil, errors.Join(errRefused, err)
 }

@@ -51,6 +51,9 @@ func Graph(t *testing.T, d Memory, run func(f func(c Capturing) error) error) {
 		var err error
 		g, err = c.EndCapture()
 		if err := errors.Join(errAdd, errMul); err != nil {
+			if g != nil {
+				err = errors.Join(err, g.Destroy())
+			}
 			return err
 		}
 		return err
