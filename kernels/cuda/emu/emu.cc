@@ -286,16 +286,21 @@ int prefixd_emu_launch(int dtype, const char *name, const unsigned *g, const uns
 	emu::grid_dim = emu::dim3{g[0], g[1], g[2]};
 	emu::blk = &blk;
 	uint64_t rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)sched;
+	// The blocks run in the schedule's order too, as a GPU runs them in
+	// no set order: forward, reversed, or shuffled (up to 2^20 blocks; a
+	// larger grid runs forward).
+	long nb = (long)g[0] * g[1] * g[2];
+	std::vector<int> border(sched >= 2 && nb <= (1L << 20) ? nb : 0);
+	if (!border.empty()) emu::next_order(border, sched, rng);
 	int rc = 0;
-	for (unsigned z = 0; z < g[2] && rc == 0; z++)
-		for (unsigned y = 0; y < g[1] && rc == 0; y++)
-			for (unsigned x = 0; x < g[0] && rc == 0; x++) {
-				emu::block_idx = emu::dim3{x, y, z};
-				if (!emu::run_block(blk, st, sched, rng))
-					rc = -1, snprintf(err, errlen,
-							  "%s: block (%u,%u,%u): threads wait at a barrier that others never reach",
-							  name, x, y, z);
-			}
+	for (long i = 0; i < nb && rc == 0; i++) {
+		long k = !border.empty() ? border[i] : sched == 1 ? nb - 1 - i : i;
+		unsigned x = (unsigned)(k % g[0]), y = (unsigned)(k / g[0] % g[1]), z = (unsigned)(k / g[0] / g[1]);
+		emu::block_idx = emu::dim3{x, y, z};
+		if (!emu::run_block(blk, st, sched, rng))
+			rc = -1, snprintf(err, errlen, "%s: block (%u,%u,%u): threads wait at a barrier that others never reach",
+					  name, x, y, z);
+	}
 	emu::blk = nullptr;
 	emu::cur = nullptr;
 	return rc;

@@ -1,6 +1,8 @@
 // emu.h: enough of CUDA C's device side for prefixd's kernels to compile
 // with the host C++ compiler and run on the CPU. A launch runs the grid's
-// thread blocks one after another; a block's threads are fibers (one stack
+// thread blocks one after another, in the thread schedule's order
+// (forward, reversed or shuffled), as a GPU keeps no order between its
+// blocks; a block's threads are fibers (one stack
 // each) on the calling OS thread, switched at every barrier, so
 // __syncthreads is a real barrier and the warp shuffles exchange values
 // through a per-warp buffer between two warp barriers. A barrier that not
@@ -239,6 +241,16 @@ using emu::uint4;
 using emu::f_to_f16;
 
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// A launch's blocks run one after another on one OS thread, so an atomic
+// is a plain read-modify-write, a fence orders nothing that is not already
+// ordered, and every load sees the last store.
+inline int atomicAdd(int *p, int v) {
+	int old = *p;
+	*p = old + v;
+	return old;
+}
+inline void __threadfence() {}
+inline float __ldcg(const float *p) { return *p; }
 // The round-to-nearest intrinsics the kernels use where fast math must not
 // contract or approximate (the host compiler does neither here).
 inline float __fadd_rn(float a, float b) { return a + b; }

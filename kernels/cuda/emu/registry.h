@@ -26,7 +26,6 @@
 	X(rope_kv_append)                                                                                    \
 	X(attn)                                                                                              \
 	X(attn_wide)                                                                                         \
-	X(attn_combine)                                                                                      \
 	X(attn_decode8)                                                                                      \
 	X(attn_decode16)                                                                                     \
 	X(attn_decode32)                                                                                     \

@@ -43,8 +43,9 @@ type Backend struct {
 
 	// Device buffers grown to the largest step seen; lout holds the
 	// logits, then one int32 argmax per row, then one int32 token per
-	// draw; draws the draws' packed parameters.
-	stepBuf, part, normed, normedE, lout, draws area
+	// draw; draws the draws' packed parameters; counts attention's split
+	// counts, zero between launches.
+	stepBuf, part, counts, normed, normedE, lout, draws area
 	spares                                      []area // Narrow's, one per buffer it narrows
 	logits                                      []float32
 	ids                                         []int32
@@ -554,8 +555,17 @@ func (b *Backend) Attention(dst, q kernels.Buf, layer, heads int) {
 	if n := launch.AttnWorkspace(b.st, b.lay, heads, split); 4*n > b.part.bytes {
 		b.fail(b.dev.Do(func(m Mem) error { return b.part.grow(m, 8*n) })) // twice the need, as the step buffer
 	}
+	if n := launch.AttnCounts(b.st, b.lay, split); 4*n > b.counts.bytes {
+		// Between steps, so no launch is using the counts.
+		b.fail(b.dev.Do(func(m Mem) error {
+			if err := b.counts.grow(m, 8*n); err != nil {
+				return err
+			}
+			return m.Write(b.counts.p, make([]byte, b.counts.bytes))
+		}))
+	}
 	a := launch.Attn{Q: b.in("Attention", q, false), LDQ: b.bufs[q].cols, Out: b.out(dst, true), NHeads: heads,
-		Layer: layer, Split: split, Partial: b.part.p}
+		Layer: layer, Split: split, Partial: b.part.p, Counts: b.counts.p}
 	b.queue(op{code: opAttention, w: b.kv.Pool(), attn: a})
 }
 
@@ -829,7 +839,7 @@ func (b *Backend) Close() error {
 		for i := range b.bufs {
 			errs = append(errs, b.bufs[i].free(m))
 		}
-		for _, a := range []*area{&b.stepBuf, &b.part, &b.normed, &b.normedE, &b.lout, &b.draws, &b.rope.a} {
+		for _, a := range []*area{&b.stepBuf, &b.part, &b.counts, &b.normed, &b.normedE, &b.lout, &b.draws, &b.rope.a} {
 			errs = append(errs, a.free(m))
 		}
 		for i := range b.spares {

@@ -29,6 +29,11 @@ type Attn struct {
 	Layer   int
 	Split   int // positions per split; 0 puts each row's context in one split
 	Partial Ptr // float32 workspace of AttnWorkspace floats when Split divides some context
+	// Counts is, with Partial, an int32 [Rows][KVHeads] (AttnCounts) of
+	// zeros, each the splits of a row over a KV head that have finished:
+	// the last to finish merges them, and sets the count back to zero for
+	// the next launch.
+	Counts Ptr
 	// Warp forces attn (or attn_wide), a warp per query head, where
 	// AttentionKernel would pick attn_decode: for benchmarks comparing
 	// the two.
@@ -148,6 +153,15 @@ func AttnWorkspace(st Step, lay KVLayout, nHeads, split int) int {
 	return st.Rows * nHeads * ns * (lay.HeadDim + 2)
 }
 
+// AttnCounts returns the int32s a.Counts must hold for step st, zeroed
+// before the first launch (0 when every row's context fits one split).
+func AttnCounts(st Step, lay KVLayout, split int) int {
+	if Splits(st, split) == 1 {
+		return 0
+	}
+	return st.Rows * lay.KVHeads
+}
+
 // Attention computes causal paged attention for every row of st in layer
 // a.Layer, after AppendKV has stored the step's K/V: row r attends to
 // positions 0..RowPos[r] of its sequence (its cached prefix and the new
@@ -158,8 +172,9 @@ func AttnWorkspace(st Step, lay KVLayout, nHeads, split int) int {
 // head of the group (attn, or attn_wide for groups of more than 16), or
 // attn_decode_tc, attn_decode's variant on tensor cores, where a.TensorCores
 // asks for it; with
-// several splits (decode of long contexts: more blocks in flight) a
-// second kernel merges them. A step of prefill rows runs attn_prefill
+// several splits (decode of long contexts: more blocks in flight) the
+// last split of a row over a KV head to finish merges them, in the same
+// launch (FlashInfer's design; a.Counts counts them). A step of prefill rows runs attn_prefill
 // instead, a block per (query tile, KV head, 64 packed query rows), which
 // ignores a.Split.
 func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
@@ -179,8 +194,8 @@ func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
 		split = wholeRow
 	}
 	ns := Splits(st, a.Split)
-	if ns > 1 && a.Partial == 0 {
-		return fmt.Errorf("%w: %d splits and no workspace", ErrShape, ns)
+	if ns > 1 && (a.Partial == 0 || a.Counts == 0) {
+		return fmt.Errorf("%w: %d splits and no workspace or counts", ErrShape, ns)
 	}
 	group, kernel := a.NHeads/lay.KVHeads, AttentionKernel(lay, st, a.NHeads, a.Split, d.DType().Size())
 	switch {
@@ -204,20 +219,15 @@ func Attention(d Device, kv Ptr, lay KVLayout, st Step, a Attn) error {
 	}
 	// The parameters attn, attn_wide and attn_decode share, then theirs,
 	// in one array: one allocation a launch (Launch's parameters escape).
-	var params [15]uint64
-	args := append(params[:0], P(a.Out), P(a.Partial), P(a.Q), I(a.LDQ), P(kv),
+	var params [16]uint64
+	args := append(params[:0], P(a.Out), P(a.Partial), P(a.Counts), P(a.Q), I(a.LDQ), P(kv),
 		L(lay.BlockElems()), L(lay.LayerOffset(a.Layer)), P(st.RowPos), P(st.RowBT), P(st.BT))
 	block := threads(decodeThreads)
 	if !strings.HasPrefix(kernel, "attn_decode") {
 		args, block = append(args, I(lay.BlockSize)), threads(32*group)
 	}
 	grid := Dim3{ns, lay.KVHeads, st.Rows}
-	err := d.Launch(kernel, grid, block, append(args, I(a.NHeads), I(lay.KVHeads), I(hd), I(split))...)
-	if err != nil || ns == 1 {
-		return err
-	}
-	return d.Launch("attn_combine", Dim3{a.NHeads, st.Rows, 1}, threads(min(MaxHeadDim, (hd+31)/32*32)),
-		P(a.Out), P(a.Partial), P(st.RowPos), I(a.NHeads), I(hd), I(split), I(ns))
+	return d.Launch(kernel, grid, block, append(args, I(a.NHeads), I(lay.KVHeads), I(hd), I(split))...)
 }
 
 // ChooseSplit returns Attn.Split for a step on a GPU of sms

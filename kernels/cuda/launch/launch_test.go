@@ -57,15 +57,15 @@ func TestShapes(t *testing.T) {
 	}
 }
 
-// TestAttentionSplits checks that one split launches attn alone and
-// several add attn_combine, with a workspace sized for every split.
+// TestAttentionSplits checks that a launch of one split or several is one
+// kernel, with a workspace sized for every split and a count for each
+// row and KV head where there are several.
 func TestAttentionSplits(t *testing.T) {
 	lay := KVLayout{Layers: 1, KVHeads: 2, HeadDim: 8, BlockSize: 4, NumBlocks: 4}
 	st := Step{Rows: 3, RowPos: 1, RowBT: 1, BT: 1, MaxPos: 40}
 	for _, c := range []struct {
-		split, splits, workspace int
-		launches                 int
-	}{{0, 1, 0, 1}, {41, 1, 0, 1}, {40, 2, 3 * 4 * 2 * 10, 2}, {8, 6, 3 * 4 * 6 * 10, 2}} {
+		split, splits, workspace, counts int
+	}{{0, 1, 0, 0}, {41, 1, 0, 0}, {40, 2, 3 * 4 * 2 * 10, 3 * 2}, {8, 6, 3 * 4 * 6 * 10, 3 * 2}} {
 		d := &recorder{}
 		if got := Splits(st, c.split); got != c.splits {
 			t.Errorf("split %d: %d splits, want %d", c.split, got, c.splits)
@@ -73,10 +73,19 @@ func TestAttentionSplits(t *testing.T) {
 		if got := AttnWorkspace(st, lay, 4, c.split); got != c.workspace {
 			t.Errorf("split %d: workspace %d, want %d", c.split, got, c.workspace)
 		}
-		if err := Attention(d, 1, lay, st, Attn{Q: 1, LDQ: 64, Out: 1, NHeads: 4, Split: c.split, Partial: 1}); err != nil {
+		if got := AttnCounts(st, lay, c.split); got != c.counts {
+			t.Errorf("split %d: counts %d, want %d", c.split, got, c.counts)
+		}
+		a := Attn{Q: 1, LDQ: 64, Out: 1, NHeads: 4, Split: c.split, Partial: 1}
+		if err := Attention(d, 1, lay, st, a); (err != nil) != (c.splits > 1) {
+			t.Errorf("split %d without counts: %v", c.split, err)
+		}
+		d = &recorder{}
+		a.Counts = 1
+		if err := Attention(d, 1, lay, st, a); err != nil {
 			t.Fatal(err)
 		}
-		if len(d.launches) != c.launches {
+		if len(d.launches) != 1 {
 			t.Errorf("split %d: launched %v", c.split, d.launches)
 		}
 	}
@@ -149,7 +158,7 @@ func TestTensorCoreDecode(t *testing.T) {
 		lay := KVLayout{Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, BlockSize: c.bs, NumBlocks: 4}
 		for _, tc := range []bool{false, true} {
 			d := &recorder{}
-			a := Attn{Q: 1, LDQ: c.nHeads * c.hd, Out: 1, NHeads: c.nHeads, Split: c.split, Partial: 1, TensorCores: tc}
+			a := Attn{Q: 1, LDQ: c.nHeads * c.hd, Out: 1, NHeads: c.nHeads, Split: c.split, Partial: 1, Counts: 1, TensorCores: tc}
 			if err := Attention(d, 256, lay, st, a); err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +203,7 @@ func TestDecodeKernel(t *testing.T) {
 		lay := KVLayout{Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, BlockSize: c.bs, NumBlocks: 4}
 		for _, warp := range []bool{false, true} {
 			d := &recorder{}
-			a := Attn{Q: 1, LDQ: c.nHeads * c.hd, Out: 1, NHeads: c.nHeads, Split: c.split, Partial: 1, Warp: warp}
+			a := Attn{Q: 1, LDQ: c.nHeads * c.hd, Out: 1, NHeads: c.nHeads, Split: c.split, Partial: 1, Counts: 1, Warp: warp}
 			if err := Attention(d, 256, lay, st, a); err != nil {
 				t.Fatal(err)
 			}
@@ -289,7 +298,7 @@ func TestPrefillKernel(t *testing.T) {
 		lay := KVLayout{Layers: 1, KVHeads: c.kvHeads, HeadDim: c.hd, BlockSize: 16, NumBlocks: 4}
 		st := Step{Rows: max(c.rows, 1), RowPos: 1, RowBT: 1, BT: 1, MaxPos: 2000, Tiles: 1, NTiles: c.tiles}
 		d := &gridRecorder{es: c.es}
-		a := Attn{Q: 1, LDQ: c.nHeads * c.hd, Out: 1, NHeads: c.nHeads, Prefill: c.force, Partial: 1}
+		a := Attn{Q: 1, LDQ: c.nHeads * c.hd, Out: 1, NHeads: c.nHeads, Prefill: c.force, Partial: 1, Counts: 1}
 		if err := Attention(d, 256, lay, st, a); err != nil {
 			t.Fatal(err)
 		}

@@ -10,8 +10,8 @@
 // K/V lines. Each split covers `split` positions. With one split per row
 // (gridDim.x == 1) the block writes the normalised output itself; with
 // more (FlashDecoding: a batch of long decodes fills the GPU) it writes
-// its running softmax (max, sum, unnormalised output) to part and
-// attn_combine merges the splits.
+// its running softmax (max, sum, unnormalised output) to part, and the
+// last of a row's splits to finish merges them (split_merge).
 //
 // Two kernels run the same body: attn for groups of up to 16 query heads
 // (512 threads), whose bound leaves the compiler the registers it wants
@@ -23,9 +23,45 @@
 
 #define ATTN_UNROLL 8
 
-DEV void attn_body(elem_t *out, float *part, const float *q, int ldq, const elem_t *kv, long long blockStride,
-		   long long layerOff, const int *row_pos, const int *row_bt, const int *bt, int bs, int nHeads,
-		   int kvHeads, int headDim, int split) {
+// split_merge ends a block of a launch with several splits, once the
+// block has written its partials (max in natural-log units, sum,
+// unnormalised output: [row][query head][split][headDim + 2] in part) for
+// row r's query heads over KV head g: the last of the row's splits to
+// finish (an atomic count per (row, KV head) in count, int
+// [rows][kvHeads]) merges them into out and sets the count back to 0 for
+// the next launch. Only the splits that hold some of the row's context
+// count. Every thread of the block calls it.
+DEV void split_merge(elem_t *out, const float *part, int *count, const int *row_pos, int r, int g, int group,
+		     int nHeads, int headDim, int split) {
+	__shared__ int last;
+	int ns = row_pos[r] / split + 1, *c = count + (long long)r * gridDim.y + g;
+	__threadfence(); // this block's partials, seen by whichever block merges
+	__syncthreads();
+	if (threadIdx.x == 0) last = atomicAdd(c, 1) == ns - 1;
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+	for (int i = threadIdx.x; i < group * headDim; i += blockDim.x) {
+		int hh = i / headDim, d = i - hh * headDim, h = g * group + hh;
+		// The other blocks' partials, from L2 (__ldcg): this block's L1
+		// holds none of them, but need not be coherent with theirs.
+		const float *pp = part + ((long long)r * nHeads + h) * gridDim.x * (headDim + 2);
+		float m = -PREFIXD_INF, l = 0.0f, a = 0.0f;
+		for (int s = 0; s < ns; s++) m = fmaxf(m, __ldcg(pp + s * (headDim + 2)));
+		for (int s = 0; s < ns; s++) {
+			const float *ps = pp + s * (headDim + 2);
+			float w = expf(__ldcg(ps) - m);
+			l += __ldcg(ps + 1) * w;
+			a += __ldcg(ps + 2 + d) * w;
+		}
+		out[((long long)r * nHeads + h) * headDim + d] = from_f(a / l);
+	}
+	if (threadIdx.x == 0) *c = 0;
+}
+
+DEV void attn_body(elem_t *out, float *part, int *count, const float *q, int ldq, const elem_t *kv,
+		   long long blockStride, long long layerOff, const int *row_pos, const int *row_bt, const int *bt, int bs,
+		   int nHeads, int kvHeads, int headDim, int split) {
 	int s = blockIdx.x, g = blockIdx.y, r = blockIdx.z;
 	int group = nHeads / kvHeads, lane = threadIdx.x & 31;
 	int h = g * group + (threadIdx.x >> 5);
@@ -104,38 +140,14 @@ DEV void attn_body(elem_t *out, float *part, const float *q, int ldq, const elem
 		int d = lane + 32 * j;
 		if (d < headDim) pp[2 + d] = acc[j];
 	}
+	split_merge(out, part, count, row_pos, r, g, group, nHeads, headDim, split);
 }
 
-KERNEL void __launch_bounds__(512) attn(elem_t *out, float *part, const float *q, int ldq, const elem_t *kv,
-					long long blockStride, long long layerOff, const int *row_pos,
-					const int *row_bt, const int *bt, int bs, int nHeads, int kvHeads,
-					int headDim, int split) {
-	attn_body(out, part, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, bs, nHeads, kvHeads, headDim, split);
-}
+#define ATTN_PARAMS                                                                                          \
+	elem_t *out, float *part, int *count, const float *q, int ldq, const elem_t *kv, long long blockStride, \
+		long long layerOff, const int *row_pos, const int *row_bt, const int *bt, int bs, int nHeads,   \
+		int kvHeads, int headDim, int split
+#define ATTN_ARGS out, part, count, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, bs, nHeads, kvHeads, headDim, split
 
-KERNEL void __launch_bounds__(1024) attn_wide(elem_t *out, float *part, const float *q, int ldq, const elem_t *kv,
-					      long long blockStride, long long layerOff, const int *row_pos,
-					      const int *row_bt, const int *bt, int bs, int nHeads, int kvHeads,
-					      int headDim, int split) {
-	attn_body(out, part, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, bs, nHeads, kvHeads, headDim, split);
-}
-
-// attn_combine merges the nsplit splits of attn's part for (head, row) =
-// (blockIdx.x, blockIdx.y) into out, elem_t [rows][nHeads][headDim]. Only
-// the splits that hold some of the row's context count.
-KERNEL void __launch_bounds__(256) attn_combine(elem_t *out, const float *part, const int *row_pos, int nHeads,
-						int headDim, int split, int nsplit) {
-	int h = blockIdx.x, r = blockIdx.y;
-	int ns = row_pos[r] / split + 1;
-	const float *pp = part + ((long long)r * nHeads + h) * nsplit * (headDim + 2);
-	float m = -PREFIXD_INF;
-	for (int s = 0; s < ns; s++) m = fmaxf(m, pp[s * (headDim + 2)]);
-	float l = 0.0f;
-	for (int s = 0; s < ns; s++) l += pp[s * (headDim + 2) + 1] * expf(pp[s * (headDim + 2)] - m);
-	elem_t *o = out + ((long long)r * nHeads + h) * headDim;
-	for (int d = threadIdx.x; d < headDim; d += blockDim.x) {
-		float a = 0.0f;
-		for (int s = 0; s < ns; s++) a += pp[s * (headDim + 2) + 2 + d] * expf(pp[s * (headDim + 2)] - m);
-		o[d] = from_f(a / l);
-	}
-}
+KERNEL void __launch_bounds__(512) attn(ATTN_PARAMS) { attn_body(ATTN_ARGS); }
+KERNEL void __launch_bounds__(1024) attn_wide(ATTN_PARAMS) { attn_body(ATTN_ARGS); }

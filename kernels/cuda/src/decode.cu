@@ -46,8 +46,8 @@
 // the split's end are not loaded: their scores and weights are masked,
 // and V rows up to the next multiple of 4 are zeroed for the output loop.
 // With one split the block writes the normalised output; with more it
-// writes attn's partial layout (max, sum, unnormalised output) and
-// attn_combine merges the splits.
+// writes attn's partial layout (max, sum, unnormalised output), and the
+// row's last split to finish merges them (split_merge).
 
 #define DEC_THREADS 128
 #define DEC_WARPS (DEC_THREADS / 32)
@@ -140,7 +140,7 @@ struct dec_shared {
 };
 
 template <int BS, int DPL>
-DEV void attn_decode_body(dec_shared &sh, elem_t *out, float *part, const float *q, int ldq, const elem_t *kv,
+DEV void attn_decode_body(dec_shared &sh, elem_t *out, float *part, int *count, const float *q, int ldq, const elem_t *kv,
 			  long long blockStride, long long layerOff, const int *row_pos, const int *row_bt, const int *bt,
 			  int nHeads, int kvHeads, int headDim, int split) {
 	uint4 *kvs = sh.kvs, *qs4 = sh.qs4;
@@ -285,32 +285,33 @@ DEV void attn_decode_body(dec_shared &sh, elem_t *out, float *part, const float 
 		for (int k = 0; k < DPL; k++)
 			if (k < nd) pp[2 + lane * DPL + k] = acc[j][k];
 	}
+	if (gridDim.x > 1) split_merge(out, part, count, row_pos, r, g, group, nHeads, headDim, split);
 }
 
 // attn_decode picks the body for headDim's dimensions per lane.
 template <int BS>
-DEV void attn_decode(elem_t *out, float *part, const float *q, int ldq, const elem_t *kv, long long blockStride,
+DEV void attn_decode(elem_t *out, float *part, int *count, const float *q, int ldq, const elem_t *kv, long long blockStride,
 		     long long layerOff, const int *row_pos, const int *row_bt, const int *bt, int nHeads, int kvHeads,
 		     int headDim, int split) {
 	__shared__ dec_shared sh;
 	if (headDim <= 32)
-		attn_decode_body<BS, 1>(sh, out, part, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, nHeads, kvHeads,
+		attn_decode_body<BS, 1>(sh, out, part, count, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, nHeads, kvHeads,
 					headDim, split);
 	else if (headDim <= 64)
-		attn_decode_body<BS, 2>(sh, out, part, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, nHeads, kvHeads,
+		attn_decode_body<BS, 2>(sh, out, part, count, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, nHeads, kvHeads,
 					headDim, split);
 	else
-		attn_decode_body<BS, 4>(sh, out, part, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, nHeads, kvHeads,
+		attn_decode_body<BS, 4>(sh, out, part, count, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, nHeads, kvHeads,
 					headDim, split);
 }
 
 // attn_decode8, attn_decode16 and attn_decode32 are attn_decode for pages
 // of 8, 16 and 32 slots. Grid: (splits, KV heads, rows).
 #define ATTN_DECODE_PARAMS                                                                                   \
-	elem_t *out, float *part, const float *q, int ldq, const elem_t *kv, long long blockStride,          \
+	elem_t *out, float *part, int *count, const float *q, int ldq, const elem_t *kv, long long blockStride,          \
 		long long layerOff, const int *row_pos, const int *row_bt, const int *bt, int nHeads, int kvHeads, \
 		int headDim, int split
-#define ATTN_DECODE_ARGS out, part, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, nHeads, kvHeads, headDim, split
+#define ATTN_DECODE_ARGS out, part, count, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, nHeads, kvHeads, headDim, split
 
 KERNEL void __launch_bounds__(128, 4) attn_decode8(ATTN_DECODE_PARAMS) { attn_decode<8>(ATTN_DECODE_ARGS); }
 KERNEL void __launch_bounds__(128, 4) attn_decode16(ATTN_DECODE_PARAMS) { attn_decode<16>(ATTN_DECODE_ARGS); }

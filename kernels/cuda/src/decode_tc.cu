@@ -97,7 +97,7 @@ DEV void dt_issue(tc_t *st, const int *pg, const elem_t *kv, long long blockStri
 }
 
 template <int BS, int HD>
-DEV void attn_decode_tc_body(dt_shared &sh, elem_t *out, float *part, const float *q, int ldq, const elem_t *kv,
+DEV void attn_decode_tc_body(dt_shared &sh, elem_t *out, float *part, int *count, const float *q, int ldq, const elem_t *kv,
 			     long long blockStride, long long layerOff, const int *row_pos, const int *row_bt,
 			     const int *bt, int nHeads, int kvHeads, int split) {
 	const int RS = HD + PF_PAD, KS = HD / 16, TP = HD == 128 ? 32 : 64, NS = TP / DT_SLICE, TILE = DT_STAGE / 2;
@@ -207,23 +207,24 @@ DEV void attn_decode_tc_body(dt_shared &sh, elem_t *out, float *part, const floa
 			continue;
 		}
 		float *pp = part + (((long long)r * nHeads + h) * gridDim.x + s) * (HD + 2);
-		if (d == 0) pp[0] = m * 0.6931471805599453f, pp[1] = l; // attn_combine's max is in natural-log units
+		if (d == 0) pp[0] = m * 0.6931471805599453f, pp[1] = l; // split_merge's max is in natural-log units
 		pp[2 + d] = a;
 	}
+	if (gridDim.x > 1) split_merge(out, part, count, row_pos, r, g, group, nHeads, HD, split);
 }
 
 // attn_decode_tc picks the body for the head size, 64 or 128 (launch
 // checks it).
 template <int BS>
-DEV void attn_decode_tc(elem_t *out, float *part, const float *q, int ldq, const elem_t *kv, long long blockStride,
+DEV void attn_decode_tc(elem_t *out, float *part, int *count, const float *q, int ldq, const elem_t *kv, long long blockStride,
 			long long layerOff, const int *row_pos, const int *row_bt, const int *bt, int nHeads, int kvHeads,
 			int headDim, int split) {
 	__shared__ dt_shared sh;
 	if (headDim == 64)
-		attn_decode_tc_body<BS, 64>(sh, out, part, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, nHeads,
+		attn_decode_tc_body<BS, 64>(sh, out, part, count, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, nHeads,
 					    kvHeads, split);
 	else
-		attn_decode_tc_body<BS, 128>(sh, out, part, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, nHeads,
+		attn_decode_tc_body<BS, 128>(sh, out, part, count, q, ldq, kv, blockStride, layerOff, row_pos, row_bt, bt, nHeads,
 					     kvHeads, split);
 }
 

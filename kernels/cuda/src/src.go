@@ -75,7 +75,7 @@ func ParseDType(s string) (DType, error) {
 // the PTX, so these are its entry names).
 var Kernels = []string{
 	"embed", "rmsnorm", "rmsnorm_f32", "rope_gguf", "rope_halves", "swiglu", "add", "add_bias", "gather_rows", "argmax",
-	"kv_append", "copy_blocks", "rope_kv_append", "attn", "attn_wide", "attn_combine",
+	"kv_append", "copy_blocks", "rope_kv_append", "attn", "attn_wide",
 	"attn_decode8", "attn_decode16", "attn_decode32", "tc_check", "attn_prefill64", "attn_prefill128",
 	"attn_decode_tc8", "attn_decode_tc16", "attn_decode_tc32", "sample_rows",
 }

@@ -287,8 +287,15 @@ func Attention(t *testing.T, e *Env) {
 					if ws := launch.AttnWorkspace(s.st, lay, c.nHeads, c.split); ws > 0 {
 						a.Partial = e.alloc(4 * ws)
 					}
+					counts := launch.AttnCounts(s.st, lay, c.split)
+					if counts > 0 {
+						a.Counts = e.ints(make([]int32, counts))
+					}
 					rec := &recorder{Memory: e.d}
 					e.launch(launch.Attention(rec, s.kv, lay, s.st, a))
+					if counts > 0 && slices.ContainsFunc(e.readInts(a.Counts, counts), func(n int32) bool { return n != 0 }) {
+						t.Errorf("%s left split counts %v, want zeros for the next launch", rec.kernels[0], e.readInts(a.Counts, counts))
+					}
 					if mode == "picked" && rec.kernels[0] != kernel {
 						t.Errorf("launched %v, AttentionKernel says %s", rec.kernels, kernel)
 					}

@@ -70,7 +70,7 @@ func DecodeAttention(b *testing.B, sh DecodeShape, do func(func(BenchMemory) err
 			}
 			b.Run(group+"/"+name, func(b *testing.B) {
 				a := launch.Attn{Q: bb.q, LDQ: sh.NHeads * lay.HeadDim, Out: bb.out, NHeads: sh.NHeads, Split: split, Partial: bb.part,
-					Warp: group == "attention-warp", TensorCores: group == "attention-tc"}
+					Counts: bb.counts, Warp: group == "attention-warp", TensorCores: group == "attention-tc"}
 				bb.time(b, float64(kvBytes)/1e9, "GB/s", func(m BenchMemory) error { return launch.Attention(m, bb.pool, lay, bb.st, a) })
 			})
 		}
@@ -120,7 +120,7 @@ type attnBench struct {
 	do                          func(func(BenchMemory) error) error
 	es                          int
 	st                          launch.Step
-	pool, q, out, part, copyDst launch.Ptr
+	pool, q, out, part, counts, copyDst launch.Ptr
 }
 
 func newAttnBench(b *testing.B, lay launch.KVLayout, seqs, start, rows, nHeads, workspace int, do func(func(BenchMemory) error) error) *attnBench {
@@ -147,12 +147,15 @@ func newAttnBench(b *testing.B, lay launch.KVLayout, seqs, start, rows, nHeads, 
 		bb.q = alloc(qBytes)
 		bb.out = alloc(sb.Rows() * nHeads * lay.HeadDim * bb.es)
 		bb.part = alloc(4 * workspace)
+		counts := 4 * sb.Rows() * lay.KVHeads // every split's, zeroed once: each launch leaves them zero
+		bb.counts = alloc(counts)
 		packed := alloc(4 * len(sb.Packed()))
-		if packed == 0 || bb.q == 0 || bb.pool == 0 {
+		if packed == 0 || bb.q == 0 || bb.pool == 0 || bb.counts == 0 {
 			return nil // setup reports the failed allocation
 		}
 		bb.st = sb.Step(packed)
-		return errors.Join(m.Write(packed, int32Bytes(sb.Packed())), m.Write(bb.q, make([]byte, qBytes)), m.Write(bb.pool, make([]byte, kvBytes)))
+		return errors.Join(m.Write(packed, int32Bytes(sb.Packed())), m.Write(bb.q, make([]byte, qBytes)), m.Write(bb.pool, make([]byte, kvBytes)),
+			m.Write(bb.counts, make([]byte, counts)))
 	})
 	return bb
 }
