@@ -46,11 +46,11 @@ type Backend struct {
 	// draw; draws the draws' packed parameters; counts attention's split
 	// counts, zero between launches.
 	stepBuf, part, counts, normed, normedE, lout, draws area
-	spares                                      []area // Narrow's, one per buffer it narrows
-	logits                                      []float32
-	ids                                         []int32
-	pinned                                      []byte // host memory from Mem.HostAlloc: argmax ids, drawn tokens, then logits
-	rope                                        ropeTable
+	spares                                              []area // Narrow's, one per buffer it narrows
+	logits                                              []float32
+	ids                                                 []int32
+	pinned                                              []byte // host memory from Mem.HostAlloc: argmax ids, drawn tokens, then logits
+	rope                                                ropeTable
 
 	// The step's draws (LogitsSample): packed for sample_rows, as bytes
 	// to upload, and whether each logits row comes back as an id.

@@ -114,12 +114,12 @@ func PrefillAttention(b *testing.B, sh PrefillShape, do func(func(BenchMemory) e
 // attnBench is a kernel benchmark's device state; for attention
 // (newAttnBench), a step of seqs sequences of rows rows from position
 // start, over lay's blocks in random order, with its pool, queries,
-// output, a float32 workspace and a copy destination the size of the
-// pool's K/V.
+// output, a float32 workspace, the splits' counts and a copy
+// destination the size of the pool's K/V.
 type attnBench struct {
-	do                          func(func(BenchMemory) error) error
-	es                          int
-	st                          launch.Step
+	do                                  func(func(BenchMemory) error) error
+	es                                  int
+	st                                  launch.Step
 	pool, q, out, part, counts, copyDst launch.Ptr
 }
 
