@@ -46,7 +46,7 @@
 // slots. Memory: 80% of the copy is ~17 GB/s an SM, ~17 KB in flight at
 // ~1 us of latency; a block keeps up to one 16-18 KB tile in flight while
 // it computes the other, and 5 blocks fit an SM: 41 KB of shared memory
-// each (two stages, Q, page IDs), and 89-92 registers (no spills; no
+// each (two stages, Q, page IDs), and 92-93 registers (no spills; no
 // per-lane score array over 8 heads, 32 accumulators) within the 102 of
 // __launch_bounds__(128, 5). The barriers stay two a tile as in
 // attn_decode; 20 warps an SM (5 a scheduler, not 4 a scheduler at 124
