@@ -165,6 +165,7 @@ func (d *deviceFlags) runner(m *model.Model, threads int, log *slog.Logger) (*de
 	}
 	b := gpu.NewBackend(g)
 	b.UseGraphs(d.graphs)
+	b.NotifyGraphsOff(func(err error) { log.Warn("gpu graphs off", "err", err) })
 	closeAll := func() error { return errors.Join(b.Close(), g.Close()) }
 	r, err := model.NewRunnerOn(m, b)
 	var free, total int64

@@ -38,6 +38,7 @@ const maxGraphs = 8
 type graphs struct {
 	off       bool
 	err       error
+	onOff     func(error) // NotifyGraphsOff's
 	rec       recorder
 	cur, last trace
 	kept      []kept // least recently used first
@@ -62,6 +63,11 @@ type GraphStats struct {
 // UseGraphs turns graph replay on (the default) or off; graphs are kept
 // until Close either way.
 func (b *Backend) UseGraphs(on bool) { b.graphs.off = !on }
+
+// NotifyGraphsOff makes a failed capture, which turns graphs off, call f
+// with the reason (on the device's thread, during the step): for the
+// daemon's log.
+func (b *Backend) NotifyGraphsOff(f func(error)) { b.graphs.onOff = f }
 
 // GraphStats returns how the Backend's steps have used graphs.
 func (b *Backend) GraphStats() GraphStats {
@@ -156,6 +162,9 @@ func (g *graphs) launch(graph launch.Graph) error {
 // fail turns graphs off after a capture failed with err.
 func (g *graphs) fail(err error) {
 	g.off, g.err = true, fmt.Errorf("gpu: graph capture failed, steps launch their kernels one by one: %w", err)
+	if g.onOff != nil {
+		g.onOff(g.err)
+	}
 }
 
 // destroy releases every kept graph (Close).

@@ -130,7 +130,7 @@ func TestGraphStepAllocations(t *testing.T) {
 // TestGraphCaptureFails checks a Backend whose captures fail: the step
 // that tried still runs its ops (its logits are a Backend's without
 // graphs, as are every later step's), graphs turn off with the reason,
-// and no graph is left.
+// told once to NotifyGraphsOff's function, and no graph is left.
 func TestGraphCaptureFails(t *testing.T) {
 	each(t, []src.DType{src.F32}, func(t *testing.T, dev Device) {
 		m := forwardModel(0)
@@ -139,9 +139,11 @@ func TestGraphCaptureFails(t *testing.T) {
 		tb := seqTables(4, blocks, bs)
 		var runners [2]*model.Runner
 		var refusing *Backend
+		var notified []error
 		for i, d := range []Device{refusingCapture{dev}, dev} {
 			r, b := runnerAndBackend(t, roundMatrices(t, m, dev.DType()), d)
 			b.UseGraphs(i == 0)
+			b.NotifyGraphsOff(func(err error) { notified = append(notified, err) })
 			if _, err := r.NewKV(4*blocks, bs); err != nil {
 				t.Fatal(err)
 			}
@@ -169,6 +171,9 @@ func TestGraphCaptureFails(t *testing.T) {
 		}
 		if s := refusing.GraphStats(); !errors.Is(s.Err, errRefused) || s.Replays != 0 || s.Live != 0 {
 			t.Errorf("after a failed capture: %+v", s)
+		}
+		if len(notified) != 1 || !errors.Is(notified[0], errRefused) {
+			t.Errorf("NotifyGraphsOff heard %v, want the one refusal", notified)
 		}
 	})
 }
