@@ -11,6 +11,19 @@ import (
 	"github.com/prefixd/prefixd/model"
 )
 
+// graphRunner returns a runner for m on a new Backend over dev, closed
+// when the test ends, with graphs on or off and a K/V pool of blocks
+// blocks of bs slots.
+func graphRunner(t *testing.T, m *model.Model, dev Device, graphs bool, blocks, bs int) (*model.Runner, *Backend) {
+	t.Helper()
+	r, b := runnerAndBackend(t, m, dev)
+	b.UseGraphs(graphs)
+	if _, err := r.NewKV(blocks, bs); err != nil {
+		t.Fatal(err)
+	}
+	return r, b
+}
+
 // TestGraphsReplayDecode runs the same prefill and decode steps on two
 // Backends, one replaying steps from graphs and one launching every
 // kernel: every step's logits agree bit for bit. The decodes feed back
@@ -29,22 +42,7 @@ func TestGraphsReplayDecode(t *testing.T) {
 		var runners [2]*model.Runner
 		var backends [2]*Backend
 		for i := range runners {
-			backends[i] = NewBackend(dev)
-			b := backends[i]
-			t.Cleanup(func() {
-				if err := b.Close(); err != nil {
-					t.Error(err)
-				}
-			})
-			b.UseGraphs(i == 0)
-			r, err := model.NewRunnerOn(m, b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := r.NewKV(4*blocks, bs); err != nil {
-				t.Fatal(err)
-			}
-			runners[i] = r
+			runners[i], backends[i] = graphRunner(t, m, dev, i == 0, 4*blocks, bs)
 		}
 		tb := seqTables(4, blocks, bs)
 		tb[2] = tb[3] // no shared blocks: a prefill writes each slot once
@@ -100,11 +98,7 @@ func TestGraphStepAllocations(t *testing.T) {
 		greedy := []bool{true, true}
 		var allocs [2]float64
 		for i, graphs := range []bool{true, false} {
-			r, b := runnerAndBackend(t, roundMatrices(t, m, dev.DType()), dev)
-			b.UseGraphs(graphs)
-			if _, err := r.NewKV(4*blocks, bs); err != nil {
-				t.Fatal(err)
-			}
+			r, b := graphRunner(t, roundMatrices(t, m, dev.DType()), dev, graphs, 4*blocks, bs)
 			step := func() {
 				if _, _, err := r.ForwardGreedy(decode, greedy); err != nil {
 					t.Fatal(err)
@@ -141,12 +135,8 @@ func TestGraphCaptureFails(t *testing.T) {
 		var refusing *Backend
 		var notified []error
 		for i, d := range []Device{refusingCapture{dev}, dev} {
-			r, b := runnerAndBackend(t, roundMatrices(t, m, dev.DType()), d)
-			b.UseGraphs(i == 0)
+			r, b := graphRunner(t, roundMatrices(t, m, dev.DType()), d, i == 0, 4*blocks, bs)
 			b.NotifyGraphsOff(func(err error) { notified = append(notified, err) })
-			if _, err := r.NewKV(4*blocks, bs); err != nil {
-				t.Fatal(err)
-			}
 			runners[i] = r
 			if i == 0 {
 				refusing = b

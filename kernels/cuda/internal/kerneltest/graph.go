@@ -61,14 +61,8 @@ func Graph(t *testing.T, d Memory, run func(f func(c Capturing) error) error) {
 	defer func() { e.launch(run(func(Capturing) error { return g.Destroy() })) }()
 	product := func(a []float32) []float32 {
 		p := make([]float32, rows*cols)
-		for i := range rows {
-			for j := range cols {
-				var s float64
-				for l := range depth {
-					s += float64(a[i*depth+l]) * float64(w[j*depth+l])
-				}
-				p[i*cols+j] = float32(s)
-			}
+		for i, v := range productT(a, w, rows, cols, depth) {
+			p[i] = float32(v)
 		}
 		return p
 	}

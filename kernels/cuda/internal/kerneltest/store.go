@@ -98,20 +98,28 @@ func MatMulT(t *testing.T, d Memory, mul func(y, a, w launch.Ptr, m, n, k int, b
 		if err := mul(py, pa, pw, m, n, k, beta); err != nil {
 			t.Fatal(err)
 		}
-		want := make([]float32, m*n)
-		for i := range m {
-			for j := range n {
-				var s float64
-				for l := range k {
-					s += float64(a[i*k+l]) * float64(w[j*k+l])
-				}
-				want[i*n+j] = float32(s + float64(beta*y0[i*n+j]))
-			}
+		p, want := productT(a, w, m, n, k), make([]float32, m*n)
+		for i := range want {
+			want[i] = float32(p[i] + float64(beta*y0[i]))
 		}
 		if err := RelErr(e.readFloats(py, m*n), want); err > Tolerance[dt] {
 			t.Errorf("beta %g: relative error %.3g", beta, err)
 		}
 	}
+}
+
+// productT returns a·wᵀ (a m×k, w n×k, row-major), summed in float64:
+// the reference for a device's matrix products.
+func productT(a, w []float32, m, n, k int) []float64 {
+	p := make([]float64, m*n)
+	for i := range m {
+		for j := range n {
+			for l := range k {
+				p[i*n+j] += float64(a[i*k+l]) * float64(w[j*k+l])
+			}
+		}
+	}
+	return p
 }
 
 func encode(t src.DType, f []float32) []byte {
